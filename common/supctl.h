@@ -1,0 +1,38 @@
+/*
+ * The control channel between the supervisor and each child it spawns, and
+ * the fixed file descriptors every child finds at start:
+ *
+ *   fd 3 (SEPCSI_FD_PEER)    rpcd <-> helper channel (SOCK_SEQPACKET), in both children
+ *   fd 4 (SEPCSI_FD_CONTROL) child <-> supervisor control channel (SOCK_SEQPACKET)
+ *
+ * Every other descriptor but 0, 1 and 2 is closed before exec.
+ * Control messages are one datagram each: a u8 type, optionally one fd passed
+ * with SCM_RIGHTS. Children send READY once serving. When one child is
+ * restarted the supervisor makes a fresh rpcd<->helper socketpair, gives one end
+ * to the new child as its fd 3 and sends the other end to the surviving child
+ * as PEER_FD, which then drops its old channel and uses the new one. The
+ * supervisor sends rpcd HELPER_FAILED when it gives up on the helper.
+ */
+#ifndef SEPCSI_SUPCTL_H
+#define SEPCSI_SUPCTL_H
+
+#define SEPCSI_FD_PEER    3
+#define SEPCSI_FD_CONTROL 4
+
+enum sup_ctl_type {
+	SUP_CTL_READY = 1,         /* child -> supervisor */
+	SUP_CTL_PEER_FD = 2,       /* supervisor -> child: new rpcd<->helper channel, one fd */
+	SUP_CTL_HELPER_FAILED = 3, /* supervisor -> rpcd: helper in failed state */
+};
+
+struct sup_ctl_msg {
+	int type; /* enum sup_ctl_type */
+	int fd;   /* received descriptor, or -1; the receiver owns it */
+};
+
+/* 0 on success, -1 with errno set. */
+int sup_ctl_send(int ctlfd, int type, int fd_or_minus1);
+/* Blocking receive of one message; 0 on success, -1 on EOF (errno 0) or error. */
+int sup_ctl_recv(int ctlfd, struct sup_ctl_msg *out);
+
+#endif

@@ -1,0 +1,412 @@
+/*
+ * Controller plumbing: construction, the response arena, per-volume locks,
+ * status helpers and the argument checks every RPC shares. Runs in rpcd,
+ * unprivileged; nothing here is fatal except allocation failure.
+ */
+#include "ctl_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "log.h"
+
+static void *xcalloc(size_t n, size_t sz)
+{
+	void *p = calloc(n ? n : 1, sz ? sz : 1);
+	if (!p)
+		abort();
+	return p;
+}
+
+static char *xstrdup(const char *s)
+{
+	char *p = strdup(s ? s : "");
+	if (!p)
+		abort();
+	return p;
+}
+
+/* ---- status ---- */
+
+int ctl_fail(struct ctl_status *st, enum ctl_code code, const char *fmt, ...)
+{
+	va_list ap;
+	st->code = code;
+	va_start(ap, fmt);
+	vsnprintf(st->msg, sizeof(st->msg), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+const char *ctl_code_name(enum ctl_code code)
+{
+	static const char *const names[] = {
+	    "OK",
+	    "CANCELLED",
+	    "UNKNOWN",
+	    "INVALID_ARGUMENT",
+	    "DEADLINE_EXCEEDED",
+	    "NOT_FOUND",
+	    "ALREADY_EXISTS",
+	    "PERMISSION_DENIED",
+	    "RESOURCE_EXHAUSTED",
+	    "FAILED_PRECONDITION",
+	    "ABORTED",
+	    "OUT_OF_RANGE",
+	    "UNIMPLEMENTED",
+	    "INTERNAL",
+	    "UNAVAILABLE",
+	};
+	if ((unsigned)code < sizeof(names) / sizeof(names[0]))
+		return names[code];
+	return "UNKNOWN";
+}
+
+int ctl_fail_mh(struct ctl_status *st, const char *what, const struct mh_err *e)
+{
+	static const enum ctl_code map[] = {
+	    [MH_E_OK] = CTL_INTERNAL,
+	    [MH_E_REFUSED] = CTL_INVALID_ARGUMENT,
+	    [MH_E_NOTFOUND] = CTL_NOT_FOUND,
+	    [MH_E_EXISTS] = CTL_ALREADY_EXISTS,
+	    [MH_E_BUSY] = CTL_FAILED_PRECONDITION,
+	    [MH_E_NOSPACE] = CTL_RESOURCE_EXHAUSTED,
+	    [MH_E_FAILED] = CTL_INTERNAL,
+	    [MH_E_PRECONDITION] = CTL_FAILED_PRECONDITION,
+	    [MH_E_UNAVAILABLE] = CTL_UNAVAILABLE,
+	};
+	enum ctl_code code = CTL_INTERNAL;
+	if ((unsigned)e->kind < sizeof(map) / sizeof(map[0]))
+		code = map[e->kind];
+	return ctl_fail(st, code, "%s: %s", what, e->reason[0] ? e->reason : "helper error");
+}
+
+int ctl_fail_store(struct ctl_status *st, const char *what, int rc)
+{
+	return ctl_fail(st, CTL_INTERNAL, "%s: store error %d: %s", what, rc, store_last_error());
+}
+
+/* ---- arena ---- */
+
+struct arena_chunk {
+	struct arena_chunk *next;
+	size_t used, cap;
+	max_align_t data[];
+};
+
+struct ctl_arena {
+	struct arena_chunk *head;
+};
+
+struct ctl_arena *ctl_arena_new(void)
+{
+	return xcalloc(1, sizeof(struct ctl_arena));
+}
+
+void ctl_arena_free(struct ctl_arena *a)
+{
+	if (!a)
+		return;
+	for (struct arena_chunk *ch = a->head, *next; ch; ch = next) {
+		next = ch->next;
+		free(ch);
+	}
+	free(a);
+}
+
+void *ctl_alloc(struct ctl_arena *a, size_t n)
+{
+	const size_t align = sizeof(max_align_t);
+	n = (n + align - 1) / align * align;
+	struct arena_chunk *ch = a->head;
+	if (!ch || ch->cap - ch->used < n) {
+		size_t cap = n > 4096 ? n : 4096;
+		ch = xcalloc(1, sizeof(*ch) + cap);
+		ch->cap = cap;
+		ch->next = a->head;
+		a->head = ch;
+	}
+	void *p = (char *)ch->data + ch->used;
+	ch->used += n;
+	return p;
+}
+
+char *ctl_strdup(struct ctl_arena *a, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p = ctl_alloc(a, n);
+	memcpy(p, s, n);
+	return p;
+}
+
+/* ---- locks ---- */
+
+struct ctl_locks {
+	pthread_mutex_t mu;
+	char **keys;
+	size_t n, cap;
+};
+
+struct ctl_locks *ctl_locks_new(void)
+{
+	struct ctl_locks *l = xcalloc(1, sizeof(*l));
+	pthread_mutex_init(&l->mu, NULL);
+	return l;
+}
+
+void ctl_locks_free(struct ctl_locks *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->n; i++)
+		free(l->keys[i]);
+	free(l->keys);
+	pthread_mutex_destroy(&l->mu);
+	free(l);
+}
+
+bool ctl_lock(struct ctl *c, const char *key)
+{
+	struct ctl_locks *l = c->locks;
+	bool ok = true;
+	pthread_mutex_lock(&l->mu);
+	for (size_t i = 0; i < l->n; i++) {
+		if (strcmp(l->keys[i], key) == 0) {
+			ok = false;
+			goto out;
+		}
+	}
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 16;
+		l->keys = realloc(l->keys, l->cap * sizeof(*l->keys));
+		if (!l->keys)
+			abort();
+	}
+	l->keys[l->n++] = xstrdup(key);
+out:
+	pthread_mutex_unlock(&l->mu);
+	return ok;
+}
+
+void ctl_unlock(struct ctl *c, const char *key)
+{
+	struct ctl_locks *l = c->locks;
+	pthread_mutex_lock(&l->mu);
+	for (size_t i = 0; i < l->n; i++) {
+		if (strcmp(l->keys[i], key) == 0) {
+			free(l->keys[i]);
+			l->keys[i] = l->keys[--l->n];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* ---- construction ---- */
+
+struct ctl *ctl_new(const struct ctl_config *cfg, struct store *st, struct mh_client *mh)
+{
+	struct ctl *c = xcalloc(1, sizeof(*c));
+	c->cfg = *cfg;
+	c->cfg.driver_name = xstrdup(cfg->driver_name);
+	c->cfg.node_id = xstrdup(cfg->node_id);
+	c->st = st;
+	c->mh = mh;
+	c->locks = ctl_locks_new();
+	return c;
+}
+
+void ctl_free(struct ctl *c)
+{
+	if (!c)
+		return;
+	free((char *)c->cfg.driver_name);
+	free((char *)c->cfg.node_id);
+	ctl_locks_free(c->locks);
+	free(c);
+}
+
+const struct ctl_config *ctl_config(const struct ctl *c)
+{
+	return &c->cfg;
+}
+
+/* ---- ids and topology ---- */
+
+bool ctl_volume_id_valid(const char *id)
+{
+	if (strncmp(id, "sv-", 3) != 0 || strlen(id) != 35)
+		return false;
+	for (const char *p = id + 3; *p; p++) {
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return false;
+	}
+	return true;
+}
+
+void ctl_new_volume_id(char out[36])
+{
+	unsigned char rnd[16];
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		abort();
+	memcpy(out, "sv-", 3);
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(out + 3 + 2 * i, 3, "%02x", rnd[i]);
+}
+
+Csi__V1__Topology *ctl_node_topology(struct ctl *c, struct ctl_arena *a)
+{
+	Csi__V1__Topology *t = ctl_alloc(a, sizeof(*t));
+	csi__v1__topology__init(t);
+	Csi__V1__Topology__SegmentsEntry *e = ctl_alloc(a, sizeof(*e));
+	csi__v1__topology__segments_entry__init(e);
+	e->key = ctl_strdup(a, CTL_TOPOLOGY_KEY);
+	e->value = ctl_strdup(a, c->cfg.node_id);
+	t->n_segments = 1;
+	t->segments = ctl_alloc(a, sizeof(*t->segments));
+	t->segments[0] = e;
+	return t;
+}
+
+/* ---- argument checks ---- */
+
+int ctl_check_required(struct ctl_status *st, const char *value, const char *field)
+{
+	if (!value || !*value)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT, "%s is required", field);
+	return CTL_OK;
+}
+
+/*
+ * Syntax only: the helper decides whether a path lies beneath an allowed root,
+ * and re-checks the syntax itself. Catching the obvious here gives the CO a
+ * clear INVALID_ARGUMENT without a round trip to the privileged side.
+ */
+int ctl_check_path(struct ctl_status *st, const char *path, const char *field)
+{
+	if (ctl_check_required(st, path, field))
+		return st->code;
+	size_t n = strlen(path);
+	if (path[0] != '/' || n > MH_PATH_MAX)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+		                "%s must be an absolute path of at most %d bytes", field,
+		                MH_PATH_MAX);
+	for (const char *p = path; *p; p++) {
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return ctl_fail(st, CTL_INVALID_ARGUMENT, "%s contains a control character",
+			                field);
+	}
+	for (const char *p = path; *p;) {
+		while (*p == '/')
+			p++;
+		const char *end = strchrnul(p, '/');
+		size_t len = (size_t)(end - p);
+		if ((len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+			return ctl_fail(st, CTL_INVALID_ARGUMENT,
+			                "%s must not contain '.' or '..' components", field);
+		p = end;
+	}
+	return CTL_OK;
+}
+
+bool ctl_mode_readonly(const Csi__V1__VolumeCapability *cap)
+{
+	if (!cap->access_mode)
+		return false;
+	switch (cap->access_mode->mode) {
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY:
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY:
+		return true;
+	default:
+		return false;
+	}
+}
+
+const char *ctl_cap_fs_type(const Csi__V1__VolumeCapability *cap)
+{
+	if (cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT || !cap->mount ||
+	    !cap->mount->fs_type)
+		return "";
+	return cap->mount->fs_type;
+}
+
+static bool fs_type_supported(const char *fs)
+{
+	return strcmp(fs, "") == 0 || strcmp(fs, "ext4") == 0 || strcmp(fs, "xfs") == 0 ||
+	       strcmp(fs, "btrfs") == 0;
+}
+
+/*
+ * A capability this driver can honour: a mount (ext4, xfs or btrfs) and a
+ * single-node access mode. Image volumes live on one node, so multi-node modes
+ * are refused here rather than failing later on another node.
+ */
+int ctl_check_capability(struct ctl_status *st, const Csi__V1__VolumeCapability *cap,
+                         const char *field)
+{
+	if (!cap)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT, "%s is required", field);
+	if (!cap->access_mode)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT, "%s.access_mode is required", field);
+	switch (cap->access_mode->mode) {
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER:
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY:
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER:
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER:
+		break;
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__UNKNOWN:
+		return ctl_fail(st, CTL_INVALID_ARGUMENT, "%s.access_mode.mode is required", field);
+	default:
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+		                "%s.access_mode %d is not supported: sepcsi volumes are node-local "
+		                "and support only single-node access modes",
+		                field, (int)cap->access_mode->mode);
+	}
+	switch (cap->access_type_case) {
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT:
+		if (!fs_type_supported(ctl_cap_fs_type(cap)))
+			return ctl_fail(st, CTL_INVALID_ARGUMENT,
+			                "%s.mount.fs_type '%s' is not supported (ext4, xfs, btrfs)",
+			                field, ctl_cap_fs_type(cap));
+		return CTL_OK;
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK:
+		return ctl_fail(st, CTL_INVALID_ARGUMENT, "%s: block access is not supported yet",
+		                field);
+	default:
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+		                "%s.access_type is required (mount or block)", field);
+	}
+}
+
+int ctl_cap_mount_flags(struct ctl_status *st, const Csi__V1__VolumeCapability *cap, char *out,
+                        size_t outsz)
+{
+	size_t len = 0;
+	out[0] = '\0';
+	if (cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT || !cap->mount)
+		return CTL_OK;
+	for (size_t i = 0; i < cap->mount->n_mount_flags; i++) {
+		const char *f = cap->mount->mount_flags[i];
+		size_t n = strlen(f);
+		if (n == 0)
+			continue;
+		if (strchr(f, ','))
+			return ctl_fail(
+			    st, CTL_INVALID_ARGUMENT,
+			    "volume_capability.mount.mount_flags: one option per entry");
+		if (len + n + 2 > outsz)
+			return ctl_fail(st, CTL_INVALID_ARGUMENT,
+			                "volume_capability.mount.mount_flags exceed %zu bytes",
+			                outsz);
+		if (len)
+			out[len++] = ',';
+		memcpy(out + len, f, n + 1);
+		len += n;
+	}
+	return CTL_OK;
+}

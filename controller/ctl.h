@@ -1,0 +1,104 @@
+/*
+ * The CSI volume lifecycle for the Controller and Node services, free of gRPC:
+ * requests and responses are the protobuf-c structs generated from csi.proto,
+ * outcomes are a {code, message} status whose codes are gRPC's numbers.
+ * Runs in rpcd, unprivileged. Talks to the store (intent) and, through
+ * mh_client, to the privileged helper (the kernel side).
+ *
+ * Ownership: a response is allocated from the caller's arena (ctl_arena) and
+ * lives until ctl_arena_free(); requests are borrowed.
+ */
+#ifndef SEPCSI_CTL_H
+#define SEPCSI_CTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "csi.pb-c.h"
+
+struct store;
+struct mh_client;
+
+/* gRPC status codes, by number (the CSI spec speaks in these). */
+enum ctl_code {
+	CTL_OK = 0,
+	CTL_CANCELLED = 1,
+	CTL_UNKNOWN = 2,
+	CTL_INVALID_ARGUMENT = 3,
+	CTL_DEADLINE_EXCEEDED = 4,
+	CTL_NOT_FOUND = 5,
+	CTL_ALREADY_EXISTS = 6,
+	CTL_PERMISSION_DENIED = 7,
+	CTL_RESOURCE_EXHAUSTED = 8,
+	CTL_FAILED_PRECONDITION = 9,
+	CTL_ABORTED = 10,
+	CTL_OUT_OF_RANGE = 11,
+	CTL_UNIMPLEMENTED = 12,
+	CTL_INTERNAL = 13,
+	CTL_UNAVAILABLE = 14,
+};
+
+#define CTL_MSG_MAX 512
+
+struct ctl_status {
+	enum ctl_code code;
+	char msg[CTL_MSG_MAX];
+};
+
+/* Set st and return its code; printf-style message. */
+int ctl_fail(struct ctl_status *st, enum ctl_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const char *ctl_code_name(enum ctl_code code);
+
+/* Per-call bump allocator for responses. Allocation failure aborts. */
+struct ctl_arena;
+struct ctl_arena *ctl_arena_new(void);
+void ctl_arena_free(struct ctl_arena *a);       /* NULL is fine */
+void *ctl_alloc(struct ctl_arena *a, size_t n); /* zeroed */
+char *ctl_strdup(struct ctl_arena *a, const char *s);
+
+enum ctl_mode { CTL_MODE_ALL = 0, CTL_MODE_CONTROLLER, CTL_MODE_NODE };
+
+struct ctl_config {
+	const char *driver_name;
+	const char *node_id;
+	enum ctl_mode mode;
+	int64_t max_volumes_per_node; /* 0 = no limit reported */
+};
+
+#define CTL_TOPOLOGY_KEY "topology.sepcsi.io/node"
+
+struct ctl;
+
+/* Borrows st and mh (they must outlive the ctl). Copies cfg's strings. */
+struct ctl *ctl_new(const struct ctl_config *cfg, struct store *st, struct mh_client *mh);
+void ctl_free(struct ctl *c);
+const struct ctl_config *ctl_config(const struct ctl *c);
+
+/*
+ * Every RPC handler has this shape: req is the decoded request of the method's
+ * type; on CTL_OK *resp points to a response of the method's type allocated
+ * from a. Returns st->code.
+ */
+typedef int (*ctl_handler)(struct ctl *c, const void *req, void **resp, struct ctl_arena *a,
+                           struct ctl_status *st);
+
+int ctl_create_volume(struct ctl *, const void *, void **, struct ctl_arena *, struct ctl_status *);
+int ctl_delete_volume(struct ctl *, const void *, void **, struct ctl_arena *, struct ctl_status *);
+int ctl_controller_get_capabilities(struct ctl *, const void *, void **, struct ctl_arena *,
+                                    struct ctl_status *);
+
+int ctl_node_stage_volume(struct ctl *, const void *, void **, struct ctl_arena *,
+                          struct ctl_status *);
+int ctl_node_unstage_volume(struct ctl *, const void *, void **, struct ctl_arena *,
+                            struct ctl_status *);
+int ctl_node_publish_volume(struct ctl *, const void *, void **, struct ctl_arena *,
+                            struct ctl_status *);
+int ctl_node_unpublish_volume(struct ctl *, const void *, void **, struct ctl_arena *,
+                              struct ctl_status *);
+int ctl_node_get_capabilities(struct ctl *, const void *, void **, struct ctl_arena *,
+                              struct ctl_status *);
+int ctl_node_get_info(struct ctl *, const void *, void **, struct ctl_arena *, struct ctl_status *);
+
+#endif

@@ -1,0 +1,486 @@
+/*
+ * rpcd's end of the helper channel (see mh_client.h). Runs in rpcd,
+ * unprivileged, on any number of gRPC worker threads at once.
+ *
+ * Each call takes a request id, registers a waiter, sends one datagram and
+ * sleeps until its answer arrives. One reader thread per channel receives
+ * every answer and wakes the waiter with the same id, so slow operations may
+ * complete out of order. The helper is privileged but still a separate
+ * process: an answer we did not ask for, of the wrong type, or that does not
+ * decode is a protocol violation; we then log it and break the channel rather
+ * than guess. A broken channel fails every waiter and every later call with
+ * MH_E_UNAVAILABLE at once, until mh_client_set_fd() installs a new one.
+ *
+ * Locks: mu guards all state; send_mu serialises send() and is held whenever
+ * an fd is closed, so a sender never writes to a closed or reused fd; life_mu
+ * serialises channel replacement and teardown (joining the reader thread).
+ */
+#include "mh_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+
+struct waiter {
+	uint32_t id;
+	uint16_t want; /* the MH_ANS_X that answers this request */
+	bool done;     /* set by the reader or by a channel failure */
+	bool ok;       /* done with an answer in ans (else: channel failed) */
+	struct mh_msg ans;
+	pthread_cond_t cv;
+	struct waiter *next;
+};
+
+struct mh_client {
+	pthread_mutex_t mu;
+	pthread_mutex_t send_mu;
+	pthread_mutex_t life_mu;
+	pthread_cond_t idle; /* signalled when inflight drops to 0 */
+	int fd;              /* -1: no channel */
+	bool broken;         /* channel saw EOF, an error or a violation */
+	bool closing;        /* mh_client_free() has begun */
+	bool has_reader;
+	pthread_t reader;
+	uint32_t next_id;
+	unsigned inflight;      /* calls inside call(); free waits for 0 */
+	struct waiter *waiters; /* pending calls on the current channel */
+};
+
+static void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n, size);
+
+	if (p == NULL)
+		abort();
+	return p;
+}
+
+static void set_err(struct mh_err *err, enum mh_err_kind kind, int sys_errno, const char *reason)
+{
+	if (err == NULL)
+		return;
+	err->kind = kind;
+	err->sys_errno = sys_errno;
+	snprintf(err->reason, sizeof(err->reason), "%s", reason);
+}
+
+/* Fail every pending call and refuse new ones. Caller holds mu. */
+static void break_locked(struct mh_client *c)
+{
+	struct waiter *w;
+
+	c->broken = true;
+	while ((w = c->waiters) != NULL) {
+		c->waiters = w->next;
+		w->done = true;
+		w->ok = false;
+		pthread_cond_signal(&w->cv);
+	}
+}
+
+/* A protocol violation by the helper: log, break, and shut the socket so the helper sees EOF. */
+static void violation_locked(struct mh_client *c, int fd, const char *what, const struct mh_msg *m)
+{
+	if (m != NULL)
+		log_error("helper protocol violation: %s (type %s, id %u); closing channel", what,
+		          mh_type_name(m->type), m->id);
+	else
+		log_error("helper protocol violation: %s; closing channel", what);
+	break_locked(c);
+	shutdown(fd, SHUT_RDWR);
+}
+
+/* Hand one decoded answer to its waiter. Caller holds mu. Returns -1 on a violation. */
+static int deliver_locked(struct mh_client *c, int fd, const struct mh_msg *m)
+{
+	struct waiter **pp;
+
+	for (pp = &c->waiters; *pp != NULL; pp = &(*pp)->next) {
+		struct waiter *w = *pp;
+
+		if (w->id != m->id)
+			continue;
+		if (m->type != w->want && m->type != MH_ANS_ERROR) {
+			violation_locked(c, fd, "answer of the wrong type", m);
+			return -1;
+		}
+		*pp = w->next;
+		w->ans = *m;
+		w->done = true;
+		w->ok = true;
+		pthread_cond_signal(&w->cv);
+		return 0;
+	}
+	violation_locked(c, fd, "answer for no pending request", m);
+	return -1;
+}
+
+/*
+ * One per channel. Its fd stays open until drop_channel() has joined it, and
+ * once the channel is broken it leaves without touching the client again.
+ */
+static void *reader_main(void *arg)
+{
+	struct mh_client *c = arg;
+	uint8_t *buf = xcalloc(1, MH_MSG_MAX);
+	struct mh_msg *m = xcalloc(1, sizeof(*m));
+
+	pthread_mutex_lock(&c->mu);
+	int fd = c->fd;
+	pthread_mutex_unlock(&c->mu);
+	while (fd >= 0) {
+		/* MSG_TRUNC returns the datagram's real size, so an oversized one is caught. */
+		ssize_t n = recv(fd, buf, MH_MSG_MAX, MSG_TRUNC);
+		int saved = errno;
+
+		if (n < 0 && saved == EINTR)
+			continue;
+		pthread_mutex_lock(&c->mu);
+		if (c->broken) { /* replaced or shut down meanwhile: nothing to report */
+			pthread_mutex_unlock(&c->mu);
+			break;
+		}
+		if (n <= 0) {
+			log_warn("helper channel closed: %s", n < 0 ? strerror(saved) : "EOF");
+			break_locked(c);
+		} else if ((size_t)n > MH_MSG_MAX || mh_msg_decode(buf, (size_t)n, m) < 0) {
+			violation_locked(c, fd, "oversized or undecodable message", NULL);
+		} else if (m->type % 2 != 0 && m->type != MH_ANS_ERROR) {
+			/* Requests have odd types; answers are even (or MH_ANS_ERROR). */
+			violation_locked(c, fd, "request sent to rpcd", m);
+		} else if (deliver_locked(c, fd, m) == 0) {
+			pthread_mutex_unlock(&c->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&c->mu);
+		break;
+	}
+	free(m);
+	free(buf);
+	return NULL;
+}
+
+/*
+ * Take down the current channel: fail its waiters, wake its reader with
+ * shutdown(), join it, and close the fd under send_mu. Caller holds life_mu.
+ */
+static void drop_channel(struct mh_client *c)
+{
+	pthread_mutex_lock(&c->mu);
+	int fd = c->fd;
+	bool had_reader = c->has_reader;
+	pthread_t reader = c->reader;
+
+	break_locked(c);
+	c->fd = -1;
+	c->has_reader = false;
+	pthread_mutex_unlock(&c->mu);
+
+	if (fd >= 0)
+		shutdown(fd, SHUT_RDWR);
+	if (had_reader)
+		pthread_join(reader, NULL);
+	if (fd >= 0) {
+		pthread_mutex_lock(&c->send_mu);
+		close(fd);
+		pthread_mutex_unlock(&c->send_mu);
+	}
+}
+
+/* Install fd as the new channel. Caller holds life_mu; there is no channel now. */
+static void install_channel(struct mh_client *c, int fd)
+{
+	if (fd < 0)
+		return;
+	/* The reader blocks in recv() by design; a non-blocking fd would spin it. */
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0 && (fl & O_NONBLOCK))
+		(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+
+	/* The reader only recv()s: it never takes a signal meant for rpcd's own handlers. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_mutex_lock(&c->mu);
+	c->fd = fd;
+	c->broken = false;
+	if (pthread_create(&c->reader, NULL, reader_main, c) != 0)
+		abort();
+	c->has_reader = true;
+	pthread_mutex_unlock(&c->mu);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+struct mh_client *mh_client_new(int fd)
+{
+	struct mh_client *c = xcalloc(1, sizeof(*c));
+
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_mutex_init(&c->send_mu, NULL);
+	pthread_mutex_init(&c->life_mu, NULL);
+	pthread_cond_init(&c->idle, NULL);
+	c->fd = -1;
+	c->broken = true;
+	install_channel(c, fd);
+	return c;
+}
+
+void mh_client_free(struct mh_client *c)
+{
+	if (c == NULL)
+		return;
+	pthread_mutex_lock(&c->life_mu);
+	pthread_mutex_lock(&c->mu);
+	c->closing = true;
+	pthread_mutex_unlock(&c->mu);
+	drop_channel(c);
+	pthread_mutex_unlock(&c->life_mu);
+
+	/* Calls woken by drop_channel() may still be on their way out of call(). */
+	pthread_mutex_lock(&c->mu);
+	while (c->inflight > 0)
+		pthread_cond_wait(&c->idle, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+
+	pthread_cond_destroy(&c->idle);
+	pthread_mutex_destroy(&c->life_mu);
+	pthread_mutex_destroy(&c->send_mu);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
+void mh_client_set_fd(struct mh_client *c, int fd)
+{
+	pthread_mutex_lock(&c->life_mu);
+	drop_channel(c);
+	install_channel(c, fd);
+	pthread_mutex_unlock(&c->life_mu);
+}
+
+bool mh_client_connected(struct mh_client *c)
+{
+	pthread_mutex_lock(&c->mu);
+	bool up = c->fd >= 0 && !c->broken;
+	pthread_mutex_unlock(&c->mu);
+	return up;
+}
+
+/*
+ * Send on the current channel unless our waiter has already been failed. Fds
+ * are closed only under send_mu, so while we hold it c->fd is either the fd we
+ * send on or -1 (being dropped): a failure can never break a newer channel.
+ */
+static void send_request(struct mh_client *c, struct waiter *w, const uint8_t *buf, size_t len)
+{
+	pthread_mutex_lock(&c->send_mu);
+	pthread_mutex_lock(&c->mu);
+	int fd = w->done ? -1 : c->fd;
+	pthread_mutex_unlock(&c->mu);
+
+	if (fd >= 0) {
+		ssize_t n;
+
+		do
+			n = send(fd, buf, len, MSG_NOSIGNAL);
+		while (n < 0 && errno == EINTR);
+		if (n < 0 || (size_t)n != len) {
+			int saved = n < 0 ? errno : EMSGSIZE;
+
+			pthread_mutex_lock(&c->mu);
+			if (!c->broken && c->fd == fd) {
+				log_warn("helper channel send failed: %s", strerror(saved));
+				break_locked(c);
+				shutdown(fd, SHUT_RDWR);
+			}
+			pthread_mutex_unlock(&c->mu);
+		}
+	}
+	pthread_mutex_unlock(&c->send_mu);
+}
+
+/* Take w off the pending list if it is still there. Caller holds mu. */
+static void unlink_locked(struct mh_client *c, struct waiter *w)
+{
+	for (struct waiter **pp = &c->waiters; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			return;
+		}
+	}
+}
+
+/*
+ * Send the request in *m and wait for the answer of type want (or
+ * MH_ANS_ERROR). Returns 0 with the answer in *m, or -1 with *err filled.
+ */
+static int call(struct mh_client *c, struct mh_msg *m, uint16_t want, struct mh_err *err)
+{
+	struct waiter *w = xcalloc(1, sizeof(*w));
+	uint8_t *buf = xcalloc(1, MH_MSG_MAX);
+	size_t len;
+	int rc = -1;
+
+	pthread_cond_init(&w->cv, NULL);
+	pthread_mutex_lock(&c->mu);
+	c->inflight++;
+	if (c->fd < 0 || c->broken || c->closing) {
+		pthread_mutex_unlock(&c->mu);
+		set_err(err, MH_E_UNAVAILABLE, 0, "helper unavailable");
+		goto out;
+	}
+	/* Ids are never 0 and never shared with a pending call, even after wrapping. */
+	for (bool taken = true; taken;) {
+		if (++c->next_id == 0)
+			c->next_id = 1;
+		taken = false;
+		for (struct waiter *o = c->waiters; o != NULL; o = o->next)
+			taken = taken || o->id == c->next_id;
+	}
+	w->id = m->id = c->next_id;
+	w->want = want;
+	w->next = c->waiters;
+	c->waiters = w;
+	pthread_mutex_unlock(&c->mu);
+
+	if (mh_msg_encode(m, buf, MH_MSG_MAX, &len) < 0) {
+		pthread_mutex_lock(&c->mu);
+		unlink_locked(c, w);
+		pthread_mutex_unlock(&c->mu);
+		set_err(err, MH_E_REFUSED, 0, "request has a field out of bounds");
+		goto out;
+	}
+
+	send_request(c, w, buf, len);
+
+	pthread_mutex_lock(&c->mu);
+	while (!w->done)
+		pthread_cond_wait(&w->cv, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+
+	if (!w->ok) {
+		set_err(err, MH_E_UNAVAILABLE, 0, "helper unavailable");
+	} else if (w->ans.type == MH_ANS_ERROR) {
+		set_err(err, (enum mh_err_kind)w->ans.u.error.kind, (int)w->ans.u.error.sys_errno,
+		        w->ans.u.error.reason);
+	} else {
+		set_err(err, MH_E_OK, 0, "");
+		*m = w->ans;
+		rc = 0;
+	}
+out:
+	pthread_cond_destroy(&w->cv);
+	free(w);
+	free(buf);
+	pthread_mutex_lock(&c->mu);
+	if (--c->inflight == 0)
+		pthread_cond_broadcast(&c->idle);
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
+/* Copy a caller's string into a bounded request field, or refuse locally with a reason. */
+static int copy_arg(char *dst, size_t cap, const char *src, const char *what, struct mh_err *err)
+{
+	char reason[MH_REASON_MAX + 1];
+	size_t n = src != NULL ? strnlen(src, cap) : cap;
+
+	if (n >= cap) {
+		snprintf(reason, sizeof(reason), "%s is missing or longer than %zu bytes", what,
+		         cap - 1);
+		set_err(err, MH_E_REFUSED, 0, reason);
+		return -1;
+	}
+	memcpy(dst, src, n + 1);
+	return 0;
+}
+
+/* dst is always an array field of the request, so sizeof gives its bound. */
+#define COPY_ARG(dst, src, what, err) copy_arg((dst), sizeof(dst), (src), (what), (err))
+
+int mh_ping(struct mh_client *c, struct mh_err *err)
+{
+	struct mh_msg req = {.type = MH_REQ_PING};
+
+	return call(c, &req, MH_ANS_PING, err);
+}
+
+int mh_create(struct mh_client *c, const char *volume_id, uint64_t size_bytes, uint64_t *out_size,
+              struct mh_err *err)
+{
+	struct mh_msg req = {.type = MH_REQ_CREATE};
+
+	if (COPY_ARG(req.u.create.volume_id, volume_id, "volume_id", err) < 0)
+		return -1;
+	req.u.create.size_bytes = size_bytes;
+	if (call(c, &req, MH_ANS_CREATE, err) < 0)
+		return -1;
+	if (out_size != NULL)
+		*out_size = req.u.create_ans.size_bytes;
+	return 0;
+}
+
+int mh_delete(struct mh_client *c, const char *volume_id, struct mh_err *err)
+{
+	struct mh_msg req = {.type = MH_REQ_DELETE};
+
+	if (COPY_ARG(req.u.del.volume_id, volume_id, "volume_id", err) < 0)
+		return -1;
+	return call(c, &req, MH_ANS_DELETE, err);
+}
+
+int mh_stage(struct mh_client *c, const struct mh_req_stage *r, struct mh_err *err)
+{
+	struct mh_msg req = {.type = MH_REQ_STAGE};
+	struct mh_req_stage *q = &req.u.stage;
+
+	if (COPY_ARG(q->volume_id, r->volume_id, "volume_id", err) < 0 ||
+	    COPY_ARG(q->staging_path, r->staging_path, "staging_path", err) < 0 ||
+	    COPY_ARG(q->fs_type, r->fs_type, "fs_type", err) < 0 ||
+	    COPY_ARG(q->mount_flags, r->mount_flags, "mount_flags", err) < 0)
+		return -1;
+	q->readonly = r->readonly;
+	return call(c, &req, MH_ANS_STAGE, err);
+}
+
+int mh_unstage(struct mh_client *c, const char *volume_id, const char *staging_path,
+               struct mh_err *err)
+{
+	struct mh_msg req = {.type = MH_REQ_UNSTAGE};
+
+	if (COPY_ARG(req.u.unstage.volume_id, volume_id, "volume_id", err) < 0 ||
+	    COPY_ARG(req.u.unstage.staging_path, staging_path, "staging_path", err) < 0)
+		return -1;
+	return call(c, &req, MH_ANS_UNSTAGE, err);
+}
+
+int mh_publish(struct mh_client *c, const struct mh_req_publish *r, struct mh_err *err)
+{
+	struct mh_msg req = {.type = MH_REQ_PUBLISH};
+	struct mh_req_publish *q = &req.u.publish;
+
+	if (COPY_ARG(q->volume_id, r->volume_id, "volume_id", err) < 0 ||
+	    COPY_ARG(q->staging_path, r->staging_path, "staging_path", err) < 0 ||
+	    COPY_ARG(q->target_path, r->target_path, "target_path", err) < 0)
+		return -1;
+	q->readonly = r->readonly;
+	return call(c, &req, MH_ANS_PUBLISH, err);
+}
+
+int mh_unpublish(struct mh_client *c, const char *volume_id, const char *target_path,
+                 struct mh_err *err)
+{
+	struct mh_msg req = {.type = MH_REQ_UNPUBLISH};
+
+	if (COPY_ARG(req.u.unpublish.volume_id, volume_id, "volume_id", err) < 0 ||
+	    COPY_ARG(req.u.unpublish.target_path, target_path, "target_path", err) < 0)
+		return -1;
+	return call(c, &req, MH_ANS_UNPUBLISH, err);
+}

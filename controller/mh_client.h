@@ -1,0 +1,49 @@
+/*
+ * rpcd's half of the helper channel: one stub mh_X() per privileged operation,
+ * matching the helper's mh_answer_X(). Thread-safe: any number of worker
+ * threads may call concurrently; each call gets its own request id and waits
+ * for the answer with that id. Runs in rpcd, unprivileged.
+ *
+ * Every stub returns 0 on success, or -1 with *err filled. If the helper dies
+ * or the channel breaks, calls in flight and later calls fail at once with
+ * kind MH_E_UNAVAILABLE (never hang) until mh_client_set_fd() hands in a new
+ * channel.
+ */
+#ifndef SEPCSI_MH_CLIENT_H
+#define SEPCSI_MH_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mh_proto.h"
+
+struct mh_client;
+
+struct mh_err {
+	enum mh_err_kind kind;
+	int sys_errno;
+	char reason[MH_REASON_MAX + 1];
+};
+
+/* Takes ownership of fd (a SOCK_SEQPACKET socket to the helper); fd may be -1 (no helper yet). */
+struct mh_client *mh_client_new(int fd);
+/* Closes the channel; calls still waiting fail with MH_E_UNAVAILABLE. NULL is fine. */
+void mh_client_free(struct mh_client *c);
+/* Replace the channel (helper restarted). Takes ownership of fd; in-flight calls fail UNAVAILABLE.
+ */
+void mh_client_set_fd(struct mh_client *c, int fd);
+/* True while a channel is open and has not seen EOF or an error. */
+bool mh_client_connected(struct mh_client *c);
+
+int mh_ping(struct mh_client *c, struct mh_err *err);
+int mh_create(struct mh_client *c, const char *volume_id, uint64_t size_bytes, uint64_t *out_size,
+              struct mh_err *err);
+int mh_delete(struct mh_client *c, const char *volume_id, struct mh_err *err);
+int mh_stage(struct mh_client *c, const struct mh_req_stage *req, struct mh_err *err);
+int mh_unstage(struct mh_client *c, const char *volume_id, const char *staging_path,
+               struct mh_err *err);
+int mh_publish(struct mh_client *c, const struct mh_req_publish *req, struct mh_err *err);
+int mh_unpublish(struct mh_client *c, const char *volume_id, const char *target_path,
+                 struct mh_err *err);
+
+#endif

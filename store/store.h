@@ -1,0 +1,91 @@
+/*
+ * The sqlite store: what the CO asked for (volumes, stagings, publications).
+ * Runs in rpcd, unprivileged; rpcd is its only writer. The kernel is the truth
+ * for mounts and loop devices; this is the truth for intent.
+ *
+ * Every function returns a STORE_* code. Strings handed in are copied; strings
+ * handed out belong to the returned struct and are freed with its _free
+ * function (which accepts NULL). Thread-safe: one connection, serialised by a
+ * mutex inside (sqlite in WAL mode, synchronous=FULL).
+ */
+#ifndef SEPCSI_STORE_H
+#define SEPCSI_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum store_rc {
+	STORE_OK = 0,
+	STORE_NOTFOUND = 1,
+	STORE_EXISTS = 2, /* unique key (id, name, or volume+path) already present */
+	STORE_ERROR = 3,  /* sqlite failure; see store_last_error() */
+};
+
+struct store;
+
+struct store_volume {
+	char *id;
+	char *name;
+	int64_t capacity_bytes;
+	char *fs_type;        /* "ext4", ... or "" for block-only volumes */
+	char *parameters;     /* canonical "k=v\n" lines, sorted by key, as given to CreateVolume */
+	char *content_source; /* "" or "snapshot:<id>" / "volume:<id>" */
+	int64_t created_unix_ns;
+};
+
+struct store_staging {
+	char *volume_id;
+	char *staging_path;
+	char *fs_type;
+	char *mount_flags; /* comma-separated, canonical order */
+	int access_type;   /* 1 = block, 2 = mount (csi.proto numbering of the oneof) */
+	int access_mode;   /* csi AccessMode.Mode */
+};
+
+struct store_publication {
+	char *volume_id;
+	char *target_path;
+	char *staging_path;
+	bool readonly;
+	int access_type;
+	int access_mode;
+	char *mount_flags;
+};
+
+/* Opens (creating if needed) the database at path and migrates the schema. */
+int store_open(const char *path, struct store **out);
+void store_close(struct store *st);
+/* Last sqlite error message of this thread's most recent failing call (static storage). */
+const char *store_last_error(void);
+
+int store_volume_put(struct store *st, const struct store_volume *v); /* EXISTS on id or name */
+int store_volume_get(struct store *st, const char *id, struct store_volume **out);
+int store_volume_get_by_name(struct store *st, const char *name, struct store_volume **out);
+int store_volume_delete(struct store *st, const char *id); /* NOTFOUND if absent */
+/*
+ * Page through volumes ordered by id, strictly after after_id ("" = from the
+ * start), at most limit (0 = no limit). *out is an array of *n pointers;
+ * free with store_volume_list_free().
+ */
+int store_volume_list(struct store *st, const char *after_id, size_t limit,
+                      struct store_volume ***out, size_t *n);
+void store_volume_list_free(struct store_volume **list, size_t n);
+int store_volume_count(struct store *st, size_t *n);
+void store_volume_free(struct store_volume *v);
+
+/* One staging per volume. put replaces nothing: EXISTS if the volume is already staged. */
+int store_staging_put(struct store *st, const struct store_staging *s);
+int store_staging_get(struct store *st, const char *volume_id, struct store_staging **out);
+int store_staging_delete(struct store *st, const char *volume_id);
+void store_staging_free(struct store_staging *s);
+
+/* Publications are keyed by (volume_id, target_path). */
+int store_publication_put(struct store *st, const struct store_publication *p);
+int store_publication_get(struct store *st, const char *volume_id, const char *target_path,
+                          struct store_publication **out);
+int store_publication_delete(struct store *st, const char *volume_id, const char *target_path);
+int store_publication_count(struct store *st, const char *volume_id, size_t *n);
+void store_publication_free(struct store_publication *p);
+
+#endif

@@ -1,0 +1,519 @@
+/*
+ * Unit tests for store/: persistence across reopen, migrations, unique keys,
+ * NOTFOUND, keyset pagination under concurrent change, stagings and
+ * publications, foreign keys refusing a volume delete, refusal of files that
+ * are not a sepcsi store, and concurrent writers. Every database lives in a
+ * fresh mkdtemp directory under /tmp that is removed at the end.
+ */
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store.h"
+#include "tap.h"
+
+static char tmpdir[] = "/tmp/sepcsi-test-store-XXXXXX";
+
+/* path of a file in the test directory, in the caller's buffer */
+static const char *tpath(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s", tmpdir, name);
+	return buf;
+}
+
+static struct store *open_ok(const char *path)
+{
+	struct store *st = NULL;
+	int rc = store_open(path, &st);
+
+	if (rc != STORE_OK)
+		fprintf(stderr, "store_open %s: %d %s\n", path, rc, store_last_error());
+	CHECK(rc == STORE_OK && st != NULL);
+	if (!st)
+		exit(tap_done("test_store"));
+	return st;
+}
+
+/* Puts a volume with the given id and name and fixed other fields. */
+static int put_vol(struct store *st, const char *id, const char *name)
+{
+	struct store_volume v = {
+	    .id = (char *)id,
+	    .name = (char *)name,
+	    .capacity_bytes = INT64_C(1) << 30,
+	    .fs_type = (char *)"ext4",
+	    .parameters = (char *)"a=1\nb=2\n",
+	    .content_source = (char *)"",
+	    .created_unix_ns = INT64_C(1700000000123456789),
+	};
+	return store_volume_put(st, &v);
+}
+
+/* Reads one integer with a direct sqlite connection (the store must be closed or idle). */
+static int64_t sql_int(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *q = NULL;
+	int64_t v = -1;
+
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+		v = sqlite3_column_int64(q, 0);
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	return v;
+}
+
+static int sql_exec(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+	sqlite3_close(db);
+	return rc;
+}
+
+static void test_create_reopen(void)
+{
+	char p[256];
+	const char *path = tpath(p, sizeof p, "basic.db");
+	struct store_volume *v = NULL;
+	struct store *st;
+	struct stat sb;
+	int64_t objects;
+	size_t n = 0;
+	int i;
+
+	st = open_ok(path);
+	CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+	CHECK(put_vol(st, "vol-1", "pvc-1") == STORE_OK);
+	store_close(st);
+
+	CHECK(sql_int(path, "PRAGMA user_version") == 1);
+	{
+		sqlite3 *db = NULL;
+		sqlite3_stmt *q = NULL;
+		const unsigned char *mode = NULL;
+
+		CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+		CHECK(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &q, NULL) == SQLITE_OK);
+		CHECK(sqlite3_step(q) == SQLITE_ROW && (mode = sqlite3_column_text(q, 0)) != NULL);
+		CHECK(mode && strcmp((const char *)mode, "wal") == 0);
+		sqlite3_finalize(q);
+		sqlite3_close(db);
+	}
+	objects = sql_int(path, "SELECT count(*) FROM sqlite_master");
+	CHECK(objects > 0);
+
+	/* Reopening migrates nothing again and keeps the data. */
+	for (i = 0; i < 3; i++) {
+		st = open_ok(path);
+		CHECK(store_volume_count(st, &n) == STORE_OK && n == 1);
+		CHECK(store_volume_get(st, "vol-1", &v) == STORE_OK);
+		CHECK(v && strcmp(v->id, "vol-1") == 0 && strcmp(v->name, "pvc-1") == 0);
+		CHECK(v && v->capacity_bytes == INT64_C(1) << 30);
+		CHECK(v && strcmp(v->fs_type, "ext4") == 0 &&
+		      strcmp(v->parameters, "a=1\nb=2\n") == 0);
+		CHECK(v && strcmp(v->content_source, "") == 0);
+		CHECK(v && v->created_unix_ns == INT64_C(1700000000123456789));
+		store_volume_free(v);
+		v = NULL;
+		store_close(st);
+		CHECK(sql_int(path, "PRAGMA user_version") == 1);
+		CHECK(sql_int(path, "SELECT count(*) FROM sqlite_master") == objects);
+	}
+	CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+
+	st = open_ok(path);
+	CHECK(store_volume_get_by_name(st, "pvc-1", &v) == STORE_OK && v &&
+	      strcmp(v->id, "vol-1") == 0);
+	store_volume_free(v);
+	store_close(st);
+	store_close(NULL);
+}
+
+static void test_keys_and_notfound(void)
+{
+	char p[256];
+	struct store *st = open_ok(tpath(p, sizeof p, "keys.db"));
+	struct store_volume *v = (struct store_volume *)1;
+	struct store_staging *s = (struct store_staging *)1;
+	struct store_publication *pub = (struct store_publication *)1;
+	struct store_volume bad = {0};
+	size_t n;
+
+	CHECK(put_vol(st, "vol-a", "name-a") == STORE_OK);
+	CHECK(put_vol(st, "vol-a", "name-other") == STORE_EXISTS);
+	CHECK(strstr(store_last_error(), "volume put") != NULL);
+	CHECK(put_vol(st, "vol-other", "name-a") == STORE_EXISTS);
+	CHECK(store_volume_count(st, &n) == STORE_OK && n == 1);
+
+	CHECK(store_volume_get(st, "missing", &v) == STORE_NOTFOUND && v == NULL);
+	CHECK(store_volume_get_by_name(st, "missing", &v) == STORE_NOTFOUND && v == NULL);
+	CHECK(store_volume_delete(st, "missing") == STORE_NOTFOUND);
+	CHECK(store_staging_get(st, "vol-a", &s) == STORE_NOTFOUND && s == NULL);
+	CHECK(store_staging_delete(st, "vol-a") == STORE_NOTFOUND);
+	CHECK(store_publication_get(st, "vol-a", "/t", &pub) == STORE_NOTFOUND && pub == NULL);
+	CHECK(store_publication_delete(st, "vol-a", "/t") == STORE_NOTFOUND);
+	CHECK(store_publication_count(st, "vol-a", &n) == STORE_OK && n == 0);
+
+	/* A missing required field is refused by the schema, not stored as NULL. */
+	bad.id = (char *)"vol-bad";
+	CHECK(store_volume_put(st, &bad) == STORE_ERROR);
+	CHECK(store_last_error()[0] != '\0');
+	CHECK(store_volume_put(st, NULL) == STORE_ERROR);
+
+	/* Input is bound, never spliced into SQL. */
+	CHECK(put_vol(st, "x'); DROP TABLE volumes; --", "quote-name") == STORE_OK);
+	CHECK(store_volume_get(st, "x'); DROP TABLE volumes; --", &v) == STORE_OK && v);
+	store_volume_free(v);
+	CHECK(store_volume_count(st, &n) == STORE_OK && n == 2);
+
+	CHECK(store_volume_delete(st, "vol-a") == STORE_OK);
+	CHECK(store_volume_delete(st, "vol-a") == STORE_NOTFOUND);
+	CHECK(put_vol(st, "vol-a2", "name-a") == STORE_OK); /* the name is free again */
+	store_close(st);
+}
+
+static int ids_increasing(struct store_volume **l, size_t n, const char *after)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(l[i]->id, i ? l[i - 1]->id : after) <= 0)
+			return 0;
+	return 1;
+}
+
+static void test_list(void)
+{
+	char p[256], id[32], name[32], cursor[32];
+	struct store *st = open_ok(tpath(p, sizeof p, "list.db"));
+	struct store_volume **l = NULL;
+	int seen[250] = {0};
+	size_t n = 0, total = 0, pages = 0, i;
+	int k, ok, dup, extra_hi = 0, extra_lo = 0;
+
+	/* Inserted out of order (97 is coprime with 250). */
+	for (k = 0; k < 250; k++) {
+		int j = (k * 97) % 250;
+
+		snprintf(id, sizeof id, "vol-%03d", j);
+		snprintf(name, sizeof name, "pvc-%03d", j);
+		CHECK(put_vol(st, id, name) == STORE_OK);
+	}
+	CHECK(store_volume_count(st, &n) == STORE_OK && n == 250);
+
+	/* Plain paging: 100, 100, 50, then an empty page. */
+	cursor[0] = '\0';
+	ok = 1;
+	for (;;) {
+		CHECK(store_volume_list(st, cursor, 100, &l, &n) == STORE_OK);
+		if (n == 0) {
+			CHECK(l == NULL);
+			break;
+		}
+		pages++;
+		ok &= ids_increasing(l, n, cursor);
+		for (i = 0; i < n; i++)
+			seen[atoi(l[i]->id + 4)]++;
+		total += n;
+		CHECK(n == (pages < 3 ? 100u : 50u));
+		snprintf(cursor, sizeof cursor, "%s", l[n - 1]->id);
+		store_volume_list_free(l, n);
+	}
+	CHECK(ok && pages == 3 && total == 250);
+	for (k = 0, ok = 1; k < 250; k++)
+		ok &= seen[k] == 1;
+	CHECK(ok);
+
+	/* limit 0: everything at once. NULL after_id: from the start. */
+	CHECK(store_volume_list(st, NULL, 0, &l, &n) == STORE_OK && n == 250);
+	CHECK(ids_increasing(l, n, ""));
+	store_volume_list_free(l, n);
+
+	/* The cursor's own row is deleted before the next page: paging goes on. */
+	CHECK(store_volume_list(st, "", 100, &l, &n) == STORE_OK && n == 100);
+	snprintf(cursor, sizeof cursor, "%s", l[99]->id);
+	CHECK(strcmp(cursor, "vol-099") == 0);
+	store_volume_list_free(l, n);
+	CHECK(store_volume_delete(st, cursor) == STORE_OK);
+	CHECK(store_volume_list(st, cursor, 100, &l, &n) == STORE_OK && n == 100);
+	CHECK(n && strcmp(l[0]->id, "vol-100") == 0 && strcmp(l[99]->id, "vol-199") == 0);
+	store_volume_list_free(l, n);
+
+	/* Rows added between pages, before and after the cursor: nothing repeats. */
+	memset(seen, 0, sizeof seen);
+	CHECK(store_volume_list(st, "", 60, &l, &n) == STORE_OK && n == 60);
+	for (i = 0; i < n; i++)
+		seen[atoi(l[i]->id + 4)]++;
+	snprintf(cursor, sizeof cursor, "%s", l[n - 1]->id);
+	store_volume_list_free(l, n);
+	ok = 1;
+	for (k = 0; k < 5; k++) {
+		snprintf(id, sizeof id, "vol-%03d-lo%d", k * 10, k); /* sorts before the cursor */
+		snprintf(name, sizeof name, "lo-%d", k);
+		CHECK(put_vol(st, id, name) == STORE_OK);
+		snprintf(id, sizeof id, "vol-%03d-hi%d", 150 + k * 10, k); /* after it */
+		snprintf(name, sizeof name, "hi-%d", k);
+		CHECK(put_vol(st, id, name) == STORE_OK);
+		CHECK(store_volume_list(st, cursor, 60, &l, &n) == STORE_OK);
+		if (n == 0)
+			break;
+		ok &= ids_increasing(l, n, cursor);
+		for (i = 0; i < n; i++) {
+			if (strchr(l[i]->id + 4, '-')) {
+				extra_hi += strstr(l[i]->id, "-hi") != NULL;
+				extra_lo += strstr(l[i]->id, "-lo") != NULL;
+			} else {
+				seen[atoi(l[i]->id + 4)]++;
+			}
+		}
+		snprintf(cursor, sizeof cursor, "%s", l[n - 1]->id);
+		store_volume_list_free(l, n);
+	}
+	CHECK(store_volume_list(st, cursor, 60, &l, &n) == STORE_OK && n == 0);
+	CHECK(ok);
+	for (k = 0, dup = 0, ok = 1; k < 250; k++) {
+		dup |= seen[k] > 1;
+		ok &= seen[k] == (k == 99 ? 0 : 1);
+	}
+	CHECK(!dup && ok);
+	CHECK(extra_lo == 0); /* inserted behind the cursor: not seen, not repeated */
+	CHECK(extra_hi >= 1 && extra_hi <= 5); /* ahead of it: seen once at most */
+	CHECK(store_volume_count(st, &n) == STORE_OK && n == 249 + 10);
+	store_close(st);
+}
+
+static void test_node_tables(void)
+{
+	char p[256];
+	struct store *st = open_ok(tpath(p, sizeof p, "node.db"));
+	struct store_staging stg = {
+	    .volume_id = (char *)"vol-n",
+	    .staging_path = (char *)"/var/lib/kubelet/plugins/x/globalmount",
+	    .fs_type = (char *)"xfs",
+	    .mount_flags = (char *)"noatime,nodev,nosuid",
+	    .access_type = 2,
+	    .access_mode = 7,
+	};
+	struct store_publication pub = {
+	    .volume_id = (char *)"vol-n",
+	    .target_path = (char *)"/var/lib/kubelet/pods/a/mount",
+	    .staging_path = stg.staging_path,
+	    .readonly = true,
+	    .access_type = 2,
+	    .access_mode = 7,
+	    .mount_flags = (char *)"nodev,nosuid,ro",
+	};
+	struct store_staging *s = NULL;
+	struct store_publication *g = NULL;
+	size_t n = 9;
+
+	CHECK(store_staging_put(st, &stg) == STORE_ERROR); /* no such volume yet */
+	CHECK(strstr(store_last_error(), "no such volume") != NULL);
+	CHECK(store_publication_put(st, &pub) == STORE_ERROR);
+	CHECK(put_vol(st, "vol-n", "pvc-n") == STORE_OK);
+
+	CHECK(store_staging_put(st, &stg) == STORE_OK);
+	CHECK(store_staging_put(st, &stg) == STORE_EXISTS);
+	CHECK(store_staging_get(st, "vol-n", &s) == STORE_OK && s);
+	CHECK(s && strcmp(s->volume_id, "vol-n") == 0 &&
+	      strcmp(s->staging_path, stg.staging_path) == 0 && strcmp(s->fs_type, "xfs") == 0 &&
+	      strcmp(s->mount_flags, stg.mount_flags) == 0 && s->access_type == 2 &&
+	      s->access_mode == 7);
+	store_staging_free(s);
+	store_staging_free(NULL);
+
+	CHECK(store_publication_put(st, &pub) == STORE_OK);
+	CHECK(store_publication_put(st, &pub) == STORE_EXISTS);
+	pub.target_path = (char *)"/var/lib/kubelet/pods/b/mount";
+	pub.readonly = false;
+	CHECK(store_publication_put(st, &pub) == STORE_OK);
+	CHECK(store_publication_count(st, "vol-n", &n) == STORE_OK && n == 2);
+	CHECK(store_publication_count(st, "vol-other", &n) == STORE_OK && n == 0);
+	CHECK(store_publication_get(st, "vol-n", "/var/lib/kubelet/pods/a/mount", &g) == STORE_OK);
+	CHECK(g && g->readonly && strcmp(g->target_path, "/var/lib/kubelet/pods/a/mount") == 0 &&
+	      strcmp(g->staging_path, stg.staging_path) == 0 && g->access_type == 2 &&
+	      g->access_mode == 7 && strcmp(g->mount_flags, "nodev,nosuid,ro") == 0);
+	store_publication_free(g);
+	CHECK(store_publication_get(st, "vol-n", "/var/lib/kubelet/pods/b/mount", &g) == STORE_OK);
+	CHECK(g && !g->readonly);
+	store_publication_free(g);
+	store_publication_free(NULL);
+
+	/* The volume cannot go while anything references it. */
+	CHECK(store_volume_delete(st, "vol-n") == STORE_ERROR);
+	CHECK(strstr(store_last_error(), "staged or published") != NULL);
+	CHECK(store_staging_delete(st, "vol-n") == STORE_OK);
+	CHECK(store_staging_delete(st, "vol-n") == STORE_NOTFOUND);
+	CHECK(store_volume_delete(st, "vol-n") == STORE_ERROR); /* still published */
+	CHECK(store_publication_delete(st, "vol-n", "/var/lib/kubelet/pods/a/mount") == STORE_OK);
+	CHECK(store_publication_delete(st, "vol-n", "/var/lib/kubelet/pods/a/mount") ==
+	      STORE_NOTFOUND);
+	CHECK(store_publication_count(st, "vol-n", &n) == STORE_OK && n == 1);
+	CHECK(store_volume_delete(st, "vol-n") == STORE_ERROR);
+	CHECK(store_publication_delete(st, "vol-n", "/var/lib/kubelet/pods/b/mount") == STORE_OK);
+	CHECK(store_volume_delete(st, "vol-n") == STORE_OK);
+	CHECK(store_volume_get(st, "vol-n", &(struct store_volume *){NULL}) == STORE_NOTFOUND);
+	store_close(st);
+}
+
+static int write_file(const char *path, const void *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ssize_t w;
+
+	if (fd < 0)
+		return -1;
+	w = write(fd, buf, len);
+	close(fd);
+	return w == (ssize_t)len ? 0 : -1;
+}
+
+static void test_bad_files(void)
+{
+	char p[256], junk[4096], back[4096];
+	struct store *st = (struct store *)1;
+	const char *path;
+	size_t i;
+	int fd;
+
+	/* Garbage: refused, and left byte for byte as it was. */
+	for (i = 0; i < sizeof junk; i++)
+		junk[i] = (char)(i * 31 + 7);
+	path = tpath(p, sizeof p, "junk.db");
+	CHECK(write_file(path, junk, sizeof junk) == 0);
+	CHECK(store_open(path, &st) == STORE_ERROR && st == NULL);
+	CHECK(strstr(store_last_error(), "not a sqlite database") != NULL);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0 && read(fd, back, sizeof back) == (ssize_t)sizeof back);
+	CHECK(memcmp(junk, back, sizeof junk) == 0);
+	if (fd >= 0)
+		close(fd);
+
+	/* A short text file. */
+	path = tpath(p, sizeof p, "text.db");
+	CHECK(write_file(path, "hello, this is not sqlite at all\n", 33) == 0);
+	CHECK(store_open(path, &st) == STORE_ERROR && st == NULL);
+
+	/* Some other program's sqlite database. */
+	path = tpath(p, sizeof p, "foreign.db");
+	CHECK(sql_exec(path, "CREATE TABLE t(x); INSERT INTO t VALUES (1);") == SQLITE_OK);
+	CHECK(store_open(path, &st) == STORE_ERROR && st == NULL);
+	CHECK(strstr(store_last_error(), "not a sepcsi store") != NULL);
+	CHECK(sql_int(path, "SELECT count(*) FROM sqlite_master") == 1);
+
+	/* A store written by a newer sepcsi. */
+	path = tpath(p, sizeof p, "newer.db");
+	st = open_ok(path);
+	store_close(st);
+	CHECK(sql_exec(path, "PRAGMA user_version = 99") == SQLITE_OK);
+	CHECK(store_open(path, &st) == STORE_ERROR && st == NULL);
+	CHECK(strstr(store_last_error(), "newer") != NULL);
+
+	/* A directory, a missing parent directory, no path at all. */
+	CHECK(store_open(tmpdir, &st) == STORE_ERROR && st == NULL);
+	CHECK(store_open(tpath(p, sizeof p, "nodir/x.db"), &st) == STORE_ERROR && st == NULL);
+	CHECK(store_open("", &st) == STORE_ERROR && st == NULL);
+	CHECK(store_open(NULL, &st) == STORE_ERROR);
+}
+
+#define NTHREADS   4
+#define PER_THREAD 200
+
+struct worker {
+	struct store *st;
+	int index;
+	int failures;
+};
+
+static void *worker_run(void *arg)
+{
+	struct worker *w = arg;
+	struct store_volume *v;
+	char id[32], name[32];
+	size_t n;
+	int i;
+
+	for (i = 0; i < PER_THREAD; i++) {
+		snprintf(id, sizeof id, "thr%d-%03d", w->index, i);
+		snprintf(name, sizeof name, "pvc-thr%d-%03d", w->index, i);
+		if (put_vol(w->st, id, name) != STORE_OK) {
+			fprintf(stderr, "worker %d put: %s\n", w->index, store_last_error());
+			w->failures++;
+		}
+		v = NULL;
+		if (store_volume_get_by_name(w->st, name, &v) != STORE_OK || strcmp(v->id, id) != 0)
+			w->failures++;
+		store_volume_free(v);
+		if (i % 50 == 0 && store_volume_count(w->st, &n) != STORE_OK)
+			w->failures++;
+	}
+	/* This thread's error text is its own. */
+	if (store_volume_get(w->st, "no-such", &v) != STORE_NOTFOUND ||
+	    strstr(store_last_error(), "no such volume") == NULL)
+		w->failures++;
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	char p[256];
+	struct store *st = open_ok(tpath(p, sizeof p, "threads.db"));
+	struct worker w[NTHREADS];
+	pthread_t t[NTHREADS];
+	struct store_volume **l = NULL;
+	size_t n = 0;
+	int i, started = 0;
+
+	CHECK(put_vol(st, "dup", "dup") == STORE_OK);
+	CHECK(put_vol(st, "dup", "dup") == STORE_EXISTS); /* main thread's error text */
+	for (i = 0; i < NTHREADS; i++) {
+		w[i] = (struct worker){.st = st, .index = i};
+		if (pthread_create(&t[i], NULL, worker_run, &w[i]) == 0)
+			started++;
+	}
+	CHECK(started == NTHREADS);
+	for (i = 0; i < started; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(w[i].failures == 0);
+	}
+	CHECK(strstr(store_last_error(), "volume put") != NULL);
+	CHECK(store_volume_delete(st, "dup") == STORE_OK);
+	CHECK(store_volume_count(st, &n) == STORE_OK && n == NTHREADS * PER_THREAD);
+	CHECK(store_volume_list(st, "", 0, &l, &n) == STORE_OK && n == NTHREADS * PER_THREAD);
+	CHECK(ids_increasing(l, n, ""));
+	store_volume_list_free(l, n);
+	store_close(st);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+int main(void)
+{
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		return EXIT_FAILURE;
+	}
+	test_create_reopen();
+	test_keys_and_notfound();
+	test_list();
+	test_node_tables();
+	test_bad_files();
+	test_threads();
+	CHECK(nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) == 0);
+	return tap_done("test_store");
+}
