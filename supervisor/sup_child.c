@@ -1,0 +1,446 @@
+/*
+ * The mechanics behind each child's state machine. Runs in the supervisor
+ * (root, trimmed capabilities, single-threaded, called from the poll loop in
+ * sup_main.c). A state machine answering SUP_ACT_BUG is fatal (log_fatal);
+ * everything a child does (dying, a bad control message, a full socket) is
+ * handled and never fatal to the supervisor.
+ *
+ * Re-plumbing. rpcd and the helper talk over one socketpair, fd 3 in both.
+ * Whenever one of them is spawned, it gets a fresh channel: one end becomes
+ * its fd 3, the other goes to the other child. If that one is running it
+ * receives the end as SUP_CTL_PEER_FD and swaps channels without a restart
+ * (so a helper restart does not restart rpcd, and an rpcd restart leaves the
+ * helper and its mounts alone); if it is waiting to restart, the end is kept
+ * for its next spawn; if it is FAILED, the end is closed. The supervisor
+ * closes its copies at once, so a dead child means EOF for its peer.
+ *
+ * Our end of each control socket is non-blocking: a child that stops reading
+ * can make a send fail, never make the supervisor wait.
+ */
+#include "sup_child.h"
+
+#include "log.h"
+#include "sup_spawn.h"
+#include "supctl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static enum sup_role other(enum sup_role r)
+{
+	return r == SUP_RPCD ? SUP_HELPER : SUP_RPCD;
+}
+
+/* Small decimal strings for log values. */
+struct num {
+	char s[24];
+};
+
+static struct num num(long long v)
+{
+	struct num n;
+	snprintf(n.s, sizeof(n.s), "%lld", v);
+	return n;
+}
+
+static void close_ctl(struct sup_child *c)
+{
+	if (c->ctl >= 0)
+		close(c->ctl);
+	c->ctl = -1;
+}
+
+static void kill_child(struct sup_child *c, const char *why)
+{
+	if (c->pid <= 0)
+		return;
+	log_kv(LOG_LVL_ERROR, "child_kill", "role", c->name, "pid", num(c->pid).s, "reason", why,
+	       NULL);
+	kill(c->pid, SIGKILL);
+}
+
+static void feed(struct sup *s, enum sup_role r, enum sup_event ev, int wstatus);
+
+/* Give child r one end of a fresh rpcd<->helper channel; takes ownership of fd. */
+static void hand_peer(struct sup *s, enum sup_role r, int fd)
+{
+	struct sup_child *c = &s->child[r];
+
+	if (c->sm.state == SUP_ST_FAILED) {
+		close(fd);
+		return;
+	}
+	if (sup_sm_alive(&c->sm)) {
+		if (c->ctl >= 0 && sup_ctl_send(c->ctl, SUP_CTL_PEER_FD, fd) == 0) {
+			log_kv(LOG_LVL_INFO, "peer_channel_sent", "role", c->name, "pid",
+			       num(c->pid).s, NULL);
+			close(fd);
+			return;
+		}
+		/* It cannot get the new channel: restart it; the end waits for that. */
+		kill_child(c, "cannot receive the new rpcd<->helper channel");
+	}
+	if (c->pending_peer >= 0)
+		close(c->pending_peer);
+	c->pending_peer = fd;
+}
+
+static void tell_rpcd_helper_failed(struct sup *s)
+{
+	struct sup_child *c = &s->child[SUP_RPCD];
+
+	if (!sup_sm_alive(&c->sm) || c->ctl < 0)
+		return; /* a later rpcd is told when it is spawned */
+	if (sup_ctl_send(c->ctl, SUP_CTL_HELPER_FAILED, -1) < 0)
+		log_kv(LOG_LVL_WARN, "helper_failed_not_sent", "error", strerror(errno), NULL);
+	else
+		log_kv(LOG_LVL_INFO, "helper_failed_sent", "pid", num(c->pid).s, NULL);
+}
+
+static void spawn_child(struct sup *s, enum sup_role r)
+{
+	struct sup_child *c = &s->child[r];
+	int mine = c->pending_peer, ctl[2];
+
+	c->pending_peer = -1;
+	if (mine < 0) {
+		int ch[2];
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ch) < 0)
+			log_fatal("socketpair: %s", strerror(errno));
+		mine = ch[0];
+		hand_peer(s, other(r), ch[1]);
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0 ||
+	    fcntl(ctl[0], F_SETFL, O_NONBLOCK) < 0)
+		log_fatal("control socketpair: %s", strerror(errno));
+
+	const struct sup_spawn sp = {
+	    .role = c->name,
+	    .path = c->path,
+	    .argv = c->argv,
+	    .peer_fd = mine,
+	    .ctl_fd = ctl[1],
+	    .drop_privilege = r == SUP_RPCD,
+	    .uid = s->cfg->rpcd_uid,
+	    .gid = s->cfg->rpcd_gid,
+	};
+	pid_t pid = sup_spawn(&sp);
+	int fork_errno = errno;
+
+	close(mine);
+	close(ctl[1]);
+	feed(s, r, SUP_EV_SPAWNED, 0);
+	if (pid < 0) {
+		close(ctl[0]);
+		log_kv(LOG_LVL_ERROR, "spawn_failed", "role", c->name, "step", "fork", "error",
+		       strerror(fork_errno), NULL);
+		feed(s, r, SUP_EV_EXITED, W_EXITCODE(127, 0)); /* a death before READY */
+		return;
+	}
+	c->pid = pid;
+	c->ctl = ctl[0];
+	c->term_sent = false;
+	c->spawned_at_ms = now_ms();
+	log_kv(LOG_LVL_INFO, "child_spawned", "role", c->name, "pid", num(pid).s, "path", c->path,
+	       NULL);
+	if (r == SUP_RPCD && s->child[SUP_HELPER].sm.state == SUP_ST_FAILED)
+		tell_rpcd_helper_failed(s);
+}
+
+static void apply(struct sup *s, enum sup_role r, enum sup_action act)
+{
+	struct sup_child *c = &s->child[r];
+
+	switch (act) {
+	case SUP_ACT_NONE:
+	case SUP_ACT_BUG: /* handled in feed() */
+		break;
+	case SUP_ACT_SPAWN:
+		spawn_child(s, r);
+		break;
+	case SUP_ACT_BACKOFF:
+		log_kv(LOG_LVL_WARN, "child_restart", "role", c->name, "in_ms",
+		       num(c->sm.restart_at_ms - now_ms()).s, "deaths_in_window",
+		       num(c->sm.ndeaths).s, "limit", num(c->pol.limit).s, NULL);
+		break;
+	case SUP_ACT_GIVE_UP:
+		log_kv(LOG_LVL_ERROR, "child_failed", "role", c->name, "reason",
+		       c->sm.failed_reason, "deaths_in_window", num(c->sm.ndeaths).s, "limit",
+		       num(c->pol.limit).s, "window_s", num(s->cfg->restart_window_s).s,
+		       "consequence",
+		       r == SUP_HELPER ? "no volume operation can succeed until restart"
+		                       : "the driver stops",
+		       NULL);
+		if (r == SUP_HELPER) {
+			if (c->pending_peer >= 0)
+				close(c->pending_peer); /* rpcd sees EOF on that channel */
+			c->pending_peer = -1;
+			tell_rpcd_helper_failed(s);
+		} else {
+			sup_begin_stop(s, "rpcd failed");
+		}
+		break;
+	case SUP_ACT_STOPPED:
+		log_kv(LOG_LVL_INFO, "child_stopped", "role", c->name, NULL);
+		break;
+	case SUP_ACT_KILL:
+		kill_child(c, "protocol violation: READY sent twice");
+		break;
+	}
+}
+
+static void feed(struct sup *s, enum sup_role r, enum sup_event ev, int wstatus)
+{
+	struct sup_child *c = &s->child[r];
+	enum sup_state from = c->sm.state;
+	enum sup_action act = sup_sm_step(&c->sm, &c->pol, ev, now_ms(), wstatus);
+
+	if (act == SUP_ACT_BUG)
+		log_fatal("state machine of %s: event %s cannot happen in state %s", c->name,
+		          sup_event_name(ev), sup_state_name(from));
+	if (from != c->sm.state)
+		log_kv(LOG_LVL_DEBUG, "child_state", "role", c->name, "from", sup_state_name(from),
+		       "to", sup_state_name(c->sm.state), "event", sup_event_name(ev), NULL);
+	apply(s, r, act);
+}
+
+void sup_child_init(struct sup *s, const struct sup_config *cfg)
+{
+	static const char *const names[SUP_NROLES] = {"mounthelper", "rpcd"};
+
+	memset(s, 0, sizeof(*s));
+	s->cfg = cfg;
+	for (int r = 0; r < SUP_NROLES; r++) {
+		struct sup_child *c = &s->child[r];
+		c->name = names[r];
+		sup_sm_init(&c->sm);
+		c->pol.limit = cfg->restart_limit;
+		c->pol.window_ms = (int64_t)cfg->restart_window_s * 1000;
+		/* A seccomp kill in the privileged helper is never retried. */
+		c->pol.sigsys_fatal = r == SUP_HELPER;
+		c->pid = -1;
+		c->ctl = -1;
+		c->pending_peer = -1;
+	}
+	snprintf(s->max_volumes, sizeof(s->max_volumes), "%lld",
+	         (long long)cfg->max_volumes_per_node);
+
+	/* The argument strings are never written to; execve just wants char *. */
+	char **a = s->child[SUP_RPCD].argv;
+	int n = 0;
+	a[n++] = (char *)"sepcsi-rpcd";
+	a[n++] = (char *)"--endpoint";
+	a[n++] = (char *)cfg->endpoint;
+	a[n++] = (char *)"--driver-name";
+	a[n++] = (char *)cfg->driver_name;
+	a[n++] = (char *)"--node-id";
+	a[n++] = (char *)cfg->node_id;
+	a[n++] = (char *)"--mode";
+	a[n++] = (char *)sup_mode_name(cfg->mode);
+	a[n++] = (char *)"--state-dir";
+	a[n++] = (char *)cfg->state_dir;
+	a[n++] = (char *)"--log-format";
+	a[n++] = (char *)sup_log_format_name(cfg->log_format);
+	a[n++] = (char *)"--log-level";
+	a[n++] = (char *)sup_log_level_name(cfg->log_level);
+	a[n++] = (char *)"--max-volumes-per-node";
+	a[n++] = s->max_volumes;
+	a[n] = NULL;
+
+	a = s->child[SUP_HELPER].argv;
+	n = 0;
+	a[n++] = (char *)"sepcsi-mounthelper";
+	a[n++] = (char *)"--data-dir";
+	a[n++] = (char *)cfg->data_dir;
+	if (cfg->policy[0]) {
+		a[n++] = (char *)"--policy";
+		a[n++] = (char *)cfg->policy;
+	}
+	a[n++] = (char *)"--log-format";
+	a[n++] = (char *)sup_log_format_name(cfg->log_format);
+	a[n++] = (char *)"--log-level";
+	a[n++] = (char *)sup_log_level_name(cfg->log_level);
+	a[n] = NULL;
+}
+
+void sup_start(struct sup *s)
+{
+	spawn_child(s, SUP_HELPER);
+	spawn_child(s, SUP_RPCD);
+}
+
+void sup_control(struct sup *s, enum sup_role r)
+{
+	struct sup_child *c = &s->child[r];
+	struct sup_ctl_msg m;
+
+	if (sup_ctl_recv(c->ctl, &m) < 0) {
+		int e = errno;
+		if (e == EAGAIN || e == EINTR)
+			return;
+		close_ctl(c);
+		if (e == 0) /* it closed fd 4 or is exiting; SIGCHLD will tell */
+			log_kv(LOG_LVL_DEBUG, "control_eof", "role", c->name, NULL);
+		else
+			kill_child(c, e == EPROTO ? "malformed control message" : strerror(e));
+		return;
+	}
+	if (m.type != SUP_CTL_READY) {
+		if (m.fd >= 0)
+			close(m.fd);
+		close_ctl(c);
+		kill_child(c, "control message other than READY");
+		return;
+	}
+	enum sup_state before = c->sm.state;
+	feed(s, r, SUP_EV_READY, 0);
+	if (before == SUP_ST_STARTING)
+		log_kv(LOG_LVL_INFO, "child_ready", "role", c->name, "pid", num(c->pid).s,
+		       "startup_ms", num(now_ms() - c->spawned_at_ms).s, NULL);
+}
+
+static const char *sig_name(int sig)
+{
+	const char *n = sigabbrev_np(sig);
+	return n ? n : "?";
+}
+
+static void describe_status(int st, char *buf, size_t n)
+{
+	if (WIFEXITED(st))
+		snprintf(buf, n, "exit %d", WEXITSTATUS(st));
+	else if (WIFSIGNALED(st))
+		snprintf(buf, n, "signal SIG%s%s", sig_name(WTERMSIG(st)),
+		         WCOREDUMP(st) ? " (core dumped)" : "");
+	else
+		snprintf(buf, n, "status %#x", (unsigned)st);
+}
+
+static void child_died(struct sup *s, enum sup_role r, int st)
+{
+	struct sup_child *c = &s->child[r];
+	char how[48];
+	enum log_level lvl = c->sm.stop_requested ? LOG_LVL_INFO : LOG_LVL_WARN;
+
+	describe_status(st, how, sizeof(how));
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS)
+		lvl = LOG_LVL_ERROR;
+	log_kv(lvl, "child_exited", "role", c->name, "pid", num(c->pid).s, "how", how, "uptime_ms",
+	       num(now_ms() - c->spawned_at_ms).s, "was_ready",
+	       c->sm.state == SUP_ST_RUNNING ? "yes" : "no", NULL);
+	close_ctl(c);
+	c->pid = -1;
+	c->term_sent = false;
+	feed(s, r, SUP_EV_EXITED, st);
+}
+
+void sup_reap(struct sup *s)
+{
+	for (;;) {
+		siginfo_t si;
+		int st = 0, r;
+
+		/* Look first (WNOWAIT): the zombie keeps its pid, so that id cannot be reused yet.
+		 */
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0) {
+			if (errno == EINTR)
+				continue;
+			return; /* ECHILD: no children at all */
+		}
+		if (si.si_pid == 0)
+			return;
+		pid_t pid = si.si_pid;
+		for (r = 0; r < SUP_NROLES && s->child[r].pid != pid; r++)
+			;
+		/* Whatever our child left in its process group dies with it. */
+		if (r < SUP_NROLES)
+			kill(-pid, SIGKILL);
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+		if (r < SUP_NROLES)
+			child_died(s, (enum sup_role)r, st);
+		else
+			log_kv(LOG_LVL_DEBUG, "reaped_orphan", "pid", num(pid).s, NULL);
+	}
+}
+
+void sup_timers(struct sup *s)
+{
+	for (int r = 0; r < SUP_NROLES; r++) {
+		struct sup_child *c = &s->child[r];
+		if (c->sm.state == SUP_ST_BACKOFF)
+			feed(s, (enum sup_role)r, SUP_EV_TIMER, 0);
+		if (c->term_sent && c->pid > 0 && now_ms() >= c->kill_at_ms) {
+			log_kv(LOG_LVL_WARN, "stop_timeout", "role", c->name, "pid", num(c->pid).s,
+			       "after_ms", num(SUP_STOP_TIMEOUT_MS).s, NULL);
+			kill(c->pid, SIGKILL);
+			c->kill_at_ms = INT64_MAX;
+		}
+	}
+}
+
+int sup_next_timeout(const struct sup *s)
+{
+	int64_t next = INT64_MAX, now = now_ms();
+
+	for (int r = 0; r < SUP_NROLES; r++) {
+		const struct sup_child *c = &s->child[r];
+		if (c->sm.state == SUP_ST_BACKOFF && c->sm.restart_at_ms < next)
+			next = c->sm.restart_at_ms;
+		if (c->term_sent && c->pid > 0 && c->kill_at_ms < next)
+			next = c->kill_at_ms;
+	}
+	if (next == INT64_MAX)
+		return -1;
+	if (next <= now)
+		return 0;
+	return next - now > INT_MAX ? INT_MAX : (int)(next - now);
+}
+
+void sup_begin_stop(struct sup *s, const char *why)
+{
+	if (s->stopping) {
+		log_kv(LOG_LVL_INFO, "stop_in_progress", "reason", why, NULL);
+		return;
+	}
+	s->stopping = true;
+	log_kv(LOG_LVL_INFO, "stopping", "reason", why, NULL);
+}
+
+bool sup_stop_step(struct sup *s)
+{
+	static const enum sup_role order[] = {SUP_RPCD, SUP_HELPER};
+
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		struct sup_child *c = &s->child[order[i]];
+		if (!c->sm.stop_requested)
+			feed(s, order[i], SUP_EV_STOP, 0);
+		if (!sup_sm_alive(&c->sm))
+			continue;
+		if (!c->term_sent) {
+			kill(c->pid, SIGTERM);
+			c->term_sent = true;
+			c->kill_at_ms = now_ms() + SUP_STOP_TIMEOUT_MS;
+			log_kv(LOG_LVL_INFO, "child_stop", "role", c->name, "pid", num(c->pid).s,
+			       "signal", "SIGTERM", "kill_after_ms", num(SUP_STOP_TIMEOUT_MS).s,
+			       NULL);
+		}
+		return false; /* wait for this one before the next */
+	}
+	return true;
+}

@@ -1,0 +1,68 @@
+/*
+ * The supervisor's two children and what it does for them: spawn with the
+ * channel plumbed, read their control messages, reap them, run restart
+ * timers, stop them in order. Decisions come from sup_state.c; this module
+ * carries them out. Used by the loop in sup_main.c only.
+ */
+#ifndef SEPCSI_SUP_CHILD_H
+#define SEPCSI_SUP_CHILD_H
+
+#include "sup_config.h"
+#include "sup_state.h"
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum sup_role { SUP_HELPER = 0, SUP_RPCD = 1, SUP_NROLES = 2 };
+
+/* A child that ignores SIGTERM this long is killed. */
+#define SUP_STOP_TIMEOUT_MS 30000
+
+struct sup_child {
+	const char *name; /* "mounthelper" or "rpcd" */
+	char path[PATH_MAX];
+	char *argv[24];
+	struct sup_sm sm;
+	struct sup_policy pol;
+	pid_t pid;        /* -1 when no process */
+	int ctl;          /* our end of its fd 4; -1 when none */
+	int pending_peer; /* channel end kept for its next spawn; -1 when none */
+	bool term_sent;   /* SIGTERM sent during the stop */
+	int64_t kill_at_ms;
+	int64_t spawned_at_ms;
+};
+
+struct sup {
+	const struct sup_config *cfg;
+	struct sup_child child[SUP_NROLES];
+	bool stopping;
+	char max_volumes[24];
+};
+
+/* Fill s from cfg (argv, restart policy); the paths are filled in by the caller. */
+void sup_child_init(struct sup *s, const struct sup_config *cfg);
+
+/* Spawn both children, the helper first. */
+void sup_start(struct sup *s);
+
+/* The control socket of child r is readable. */
+void sup_control(struct sup *s, enum sup_role r);
+
+/* SIGCHLD: reap every dead child, ours or inherited. */
+void sup_reap(struct sup *s);
+
+/* Restart children whose backoff is over; SIGKILL those past the stop timeout. */
+void sup_timers(struct sup *s);
+
+/* Milliseconds until the next timer is due, or -1 for none: poll's timeout. */
+int sup_next_timeout(const struct sup *s);
+
+/* Note a stop request (a signal, or rpcd given up on); idempotent. */
+void sup_begin_stop(struct sup *s, const char *why);
+
+/* Advance the stop: rpcd first, then the helper. True once both are down. */
+bool sup_stop_step(struct sup *s);
+
+#endif

@@ -1,0 +1,254 @@
+/*
+ * Unit test of the supervisor's state machine and restart policy
+ * (supervisor/sup_state.c): every cell of the states x events table, the
+ * backoff sequence, the death tally and its window, deaths before READY
+ * counting double, SIGSYS giving up at once, and stopping.
+ */
+#include "sup_state.h"
+#include "tap.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+static const struct sup_policy pol = {.limit = 5, .window_ms = 60000, .sigsys_fatal = true};
+
+#define EXIT1         W_EXITCODE(1, 0)
+#define SIGSYS_STATUS W_EXITCODE(0, SIGSYS)
+
+static struct sup_sm in_state(enum sup_state st)
+{
+	struct sup_sm sm;
+	sup_sm_init(&sm);
+	sm.state = st;
+	sm.restart_at_ms = 0; /* a BACKOFF here is due */
+	return sm;
+}
+
+struct cell {
+	enum sup_state from;
+	enum sup_event ev;
+	enum sup_state to;
+	enum sup_action act;
+};
+
+/* The table printed at the top of sup_state.c, cell by cell. */
+static const struct cell table[] = {
+    {SUP_ST_STOPPED, SUP_EV_SPAWNED, SUP_ST_STARTING, SUP_ACT_NONE},
+    {SUP_ST_STOPPED, SUP_EV_READY, SUP_ST_STOPPED, SUP_ACT_BUG},
+    {SUP_ST_STOPPED, SUP_EV_EXITED, SUP_ST_STOPPED, SUP_ACT_BUG},
+    {SUP_ST_STOPPED, SUP_EV_TIMER, SUP_ST_STOPPED, SUP_ACT_NONE},
+    {SUP_ST_STOPPED, SUP_EV_STOP, SUP_ST_STOPPED, SUP_ACT_NONE},
+
+    {SUP_ST_STARTING, SUP_EV_SPAWNED, SUP_ST_STARTING, SUP_ACT_BUG},
+    {SUP_ST_STARTING, SUP_EV_READY, SUP_ST_RUNNING, SUP_ACT_NONE},
+    {SUP_ST_STARTING, SUP_EV_EXITED, SUP_ST_BACKOFF, SUP_ACT_BACKOFF},
+    {SUP_ST_STARTING, SUP_EV_TIMER, SUP_ST_STARTING, SUP_ACT_NONE},
+    {SUP_ST_STARTING, SUP_EV_STOP, SUP_ST_STARTING, SUP_ACT_NONE},
+
+    {SUP_ST_RUNNING, SUP_EV_SPAWNED, SUP_ST_RUNNING, SUP_ACT_BUG},
+    {SUP_ST_RUNNING, SUP_EV_READY, SUP_ST_RUNNING, SUP_ACT_KILL},
+    {SUP_ST_RUNNING, SUP_EV_EXITED, SUP_ST_BACKOFF, SUP_ACT_BACKOFF},
+    {SUP_ST_RUNNING, SUP_EV_TIMER, SUP_ST_RUNNING, SUP_ACT_NONE},
+    {SUP_ST_RUNNING, SUP_EV_STOP, SUP_ST_RUNNING, SUP_ACT_NONE},
+
+    {SUP_ST_BACKOFF, SUP_EV_SPAWNED, SUP_ST_STARTING, SUP_ACT_NONE},
+    {SUP_ST_BACKOFF, SUP_EV_READY, SUP_ST_BACKOFF, SUP_ACT_BUG},
+    {SUP_ST_BACKOFF, SUP_EV_EXITED, SUP_ST_BACKOFF, SUP_ACT_BUG},
+    {SUP_ST_BACKOFF, SUP_EV_TIMER, SUP_ST_BACKOFF, SUP_ACT_SPAWN},
+    {SUP_ST_BACKOFF, SUP_EV_STOP, SUP_ST_STOPPED, SUP_ACT_STOPPED},
+
+    {SUP_ST_FAILED, SUP_EV_SPAWNED, SUP_ST_FAILED, SUP_ACT_BUG},
+    {SUP_ST_FAILED, SUP_EV_READY, SUP_ST_FAILED, SUP_ACT_BUG},
+    {SUP_ST_FAILED, SUP_EV_EXITED, SUP_ST_FAILED, SUP_ACT_BUG},
+    {SUP_ST_FAILED, SUP_EV_TIMER, SUP_ST_FAILED, SUP_ACT_NONE},
+    {SUP_ST_FAILED, SUP_EV_STOP, SUP_ST_FAILED, SUP_ACT_NONE},
+};
+
+static void test_table(void)
+{
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		const struct cell *c = &table[i];
+		struct sup_sm sm = in_state(c->from);
+		enum sup_action a = sup_sm_step(&sm, &pol, c->ev, 1000, EXIT1);
+		if (a != c->act || sm.state != c->to)
+			fprintf(stderr, "cell %s x %s: got %s/%d\n", sup_state_name(c->from),
+			        sup_event_name(c->ev), sup_state_name(sm.state), (int)a);
+		CHECK(a == c->act);
+		CHECK(sm.state == c->to);
+	}
+}
+
+static void test_backoff_sequence(void)
+{
+	static const int64_t want[] = {0, 0, 250, 500, 1000, 2000, 4000, 8000, 10000, 10000};
+	for (unsigned n = 0; n < sizeof(want) / sizeof(want[0]); n++)
+		CHECK(sup_backoff_ms(n) == want[n]);
+	CHECK(sup_backoff_ms(64) == SUP_BACKOFF_MAX_MS);
+	CHECK(sup_backoff_ms(4000000000u) == SUP_BACKOFF_MAX_MS);
+}
+
+/* Spawn and (optionally) get READY, at time t. */
+static void start(struct sup_sm *sm, int64_t t, int ready)
+{
+	if (sm->state == SUP_ST_BACKOFF)
+		CHECK(sup_sm_step(sm, &pol, SUP_EV_TIMER, t, 0) == SUP_ACT_SPAWN);
+	CHECK(sup_sm_step(sm, &pol, SUP_EV_SPAWNED, t, 0) == SUP_ACT_NONE);
+	if (ready)
+		CHECK(sup_sm_step(sm, &pol, SUP_EV_READY, t, 0) == SUP_ACT_NONE);
+}
+
+static void test_deaths_within_window_fail(void)
+{
+	static const int64_t delays[] = {0, 250, 500, 1000};
+	struct sup_sm sm;
+	int64_t t = 0;
+
+	sup_sm_init(&sm);
+	for (int i = 0; i < 4; i++) {
+		start(&sm, t, 1);
+		t += 1000;
+		CHECK(sup_sm_step(&sm, &pol, SUP_EV_EXITED, t, EXIT1) == SUP_ACT_BACKOFF);
+		CHECK(sm.state == SUP_ST_BACKOFF);
+		CHECK(sm.restart_at_ms - t == delays[i]);
+		/* Not due yet (except the immediate first restart). */
+		if (delays[i] > 0)
+			CHECK(sup_sm_step(&sm, &pol, SUP_EV_TIMER, t, 0) == SUP_ACT_NONE);
+		t = sm.restart_at_ms;
+	}
+	start(&sm, t, 1);
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_EXITED, t + 1000, EXIT1) == SUP_ACT_GIVE_UP);
+	CHECK(sm.state == SUP_ST_FAILED);
+	CHECK(sm.failed_reason != NULL);
+	/* FAILED is final: no timer restarts it. */
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_TIMER, t + 100000, 0) == SUP_ACT_NONE);
+	CHECK(sm.state == SUP_ST_FAILED);
+}
+
+static void test_deaths_outside_window_forgotten(void)
+{
+	struct sup_sm sm;
+	int64_t t = 0;
+
+	sup_sm_init(&sm);
+	for (int i = 0; i < 20; i++) {
+		start(&sm, t, 1);
+		t += 61000; /* each death more than a window after the last */
+		CHECK(sup_sm_step(&sm, &pol, SUP_EV_EXITED, t, EXIT1) == SUP_ACT_BACKOFF);
+		CHECK(sm.ndeaths == 1);
+		CHECK(sm.restart_at_ms == t); /* always the immediate first restart */
+	}
+}
+
+static void test_death_before_ready_counts_double(void)
+{
+	struct sup_sm sm;
+	int64_t t = 0;
+	int spawns = 0;
+
+	sup_sm_init(&sm);
+	start(&sm, t, 0);
+	spawns++;
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_EXITED, t + 10, EXIT1) == SUP_ACT_BACKOFF);
+	CHECK(sm.ndeaths == 2);
+	CHECK(sm.restart_at_ms == t + 10 + 250); /* not immediate: it did no work */
+
+	/* A child that never gets READY: bounded number of spawns before FAILED. */
+	for (;;) {
+		t = sm.restart_at_ms;
+		start(&sm, t, 0);
+		spawns++;
+		enum sup_action a = sup_sm_step(&sm, &pol, SUP_EV_EXITED, t + 10, EXIT1);
+		if (a == SUP_ACT_GIVE_UP)
+			break;
+		CHECK(a == SUP_ACT_BACKOFF);
+		if (spawns > 10)
+			break;
+	}
+	CHECK(sm.state == SUP_ST_FAILED);
+	CHECK(spawns == 3); /* 2 + 2 + 2 >= 5 */
+}
+
+static void test_sigsys(void)
+{
+	struct sup_sm sm;
+	struct sup_policy lenient = pol;
+
+	sup_sm_init(&sm);
+	start(&sm, 0, 1);
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_EXITED, 5, SIGSYS_STATUS) == SUP_ACT_GIVE_UP);
+	CHECK(sm.state == SUP_ST_FAILED);
+
+	/* Where SIGSYS is not fatal (rpcd), it is an ordinary death. */
+	lenient.sigsys_fatal = false;
+	sup_sm_init(&sm);
+	start(&sm, 0, 1);
+	CHECK(sup_sm_step(&sm, &lenient, SUP_EV_EXITED, 5, SIGSYS_STATUS) == SUP_ACT_BACKOFF);
+	/* Other signals are ordinary deaths even for the helper. */
+	sup_sm_init(&sm);
+	start(&sm, 0, 1);
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_EXITED, 5, W_EXITCODE(0, SIGKILL)) == SUP_ACT_BACKOFF);
+}
+
+static void test_limit_one(void)
+{
+	struct sup_policy once = pol;
+	struct sup_sm sm;
+
+	once.limit = 1;
+	sup_sm_init(&sm);
+	start(&sm, 0, 1);
+	CHECK(sup_sm_step(&sm, &once, SUP_EV_EXITED, 5, EXIT1) == SUP_ACT_GIVE_UP);
+}
+
+static void test_stop(void)
+{
+	struct sup_sm sm;
+
+	/* A death after a stop request is the end, not a restart, and not a tally. */
+	sup_sm_init(&sm);
+	start(&sm, 0, 1);
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_STOP, 10, 0) == SUP_ACT_NONE);
+	CHECK(sm.stop_requested && sm.state == SUP_ST_RUNNING);
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_EXITED, 20, W_EXITCODE(0, 0)) == SUP_ACT_STOPPED);
+	CHECK(sm.state == SUP_ST_STOPPED && sm.ndeaths == 0);
+	/* Nothing spawns a stopped child again. */
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_SPAWNED, 30, 0) == SUP_ACT_BUG);
+
+	/* Even a SIGSYS death during a stop is just a stop. */
+	sup_sm_init(&sm);
+	start(&sm, 0, 0);
+	sup_sm_step(&sm, &pol, SUP_EV_STOP, 10, 0);
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_EXITED, 20, SIGSYS_STATUS) == SUP_ACT_STOPPED);
+
+	/* A stop during backoff cancels the restart. */
+	sup_sm_init(&sm);
+	start(&sm, 0, 1);
+	sup_sm_step(&sm, &pol, SUP_EV_EXITED, 20, EXIT1);
+	CHECK(sm.state == SUP_ST_BACKOFF);
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_STOP, 20, 0) == SUP_ACT_STOPPED);
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_TIMER, 100000, 0) == SUP_ACT_NONE);
+	CHECK(sm.state == SUP_ST_STOPPED);
+}
+
+static void test_names(void)
+{
+	CHECK(sup_state_name(SUP_ST_FAILED)[0] == 'F');
+	CHECK(sup_state_name((enum sup_state)42)[0] == '?');
+	CHECK(sup_event_name(SUP_EV_STOP)[0] == 's');
+	CHECK(sup_sm_alive(&(struct sup_sm){.state = SUP_ST_STARTING}));
+	CHECK(!sup_sm_alive(&(struct sup_sm){.state = SUP_ST_BACKOFF}));
+}
+
+int main(void)
+{
+	test_table();
+	test_backoff_sequence();
+	test_deaths_within_window_fail();
+	test_deaths_outside_window_forgotten();
+	test_death_before_ready_counts_double();
+	test_sigsys();
+	test_limit_one();
+	test_stop();
+	test_names();
+	return tap_done("test_sup_state");
+}
