@@ -1,0 +1,319 @@
+/*
+ * The gRPC C core server for CSI. Runs in rpcd, unprivileged.
+ *
+ * One completion queue is shared by all worker threads, so a slow call on one
+ * thread never holds up events for the others. Each worker keeps one generic
+ * grpc_server_request_call outstanding, re-armed as soon as a call arrives.
+ * A call moves NEW -> RECV (request bytes arrive) -> SEND (the answer, its
+ * status and the close) and is freed when the SEND batch completes. Requests
+ * are decoded with protobuf-c against the method's type; undecodable bytes are
+ * INVALID_ARGUMENT, unknown methods UNIMPLEMENTED. Each call logs one line.
+ *
+ * Stopping: shutdown_and_notify admits no new calls and completes its tag when
+ * the calls in flight are done; only then is the queue shut down and drained.
+ * Failures to start (bind) are fatal to the process.
+ */
+#include "rpcd.h"
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+#define STOP_GRACE_SECONDS 30
+
+enum call_state { CALL_NEW, CALL_RECV, CALL_SEND };
+
+struct call {
+	enum call_state state;
+	grpc_call *call;
+	grpc_call_details details;
+	grpc_metadata_array md;
+	grpc_byte_buffer *req_bb, *resp_bb;
+	grpc_slice status_msg;
+	int cancelled;
+	struct timespec start;
+};
+
+struct rpcd_server {
+	struct rpcd *r;
+	grpc_server *server;
+	grpc_completion_queue *cq;
+	pthread_t *workers;
+	int nworkers;
+	int shutdown_tag; /* address used as the tag */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool shutdown_done;
+};
+
+static void request_call(struct rpcd_server *s)
+{
+	struct call *c = calloc(1, sizeof(*c));
+	if (!c)
+		abort();
+	c->state = CALL_NEW;
+	grpc_call_details_init(&c->details);
+	grpc_metadata_array_init(&c->md);
+	grpc_call_error err =
+	    grpc_server_request_call(s->server, &c->call, &c->details, &c->md, s->cq, s->cq, c);
+	if (err != GRPC_CALL_OK)
+		log_fatal("grpc_server_request_call failed: %d", err);
+}
+
+static void call_free(struct call *c)
+{
+	if (c->call)
+		grpc_call_unref(c->call);
+	grpc_call_details_destroy(&c->details);
+	grpc_metadata_array_destroy(&c->md);
+	if (c->req_bb)
+		grpc_byte_buffer_destroy(c->req_bb);
+	if (c->resp_bb)
+		grpc_byte_buffer_destroy(c->resp_bb);
+	if (c->state == CALL_SEND)
+		grpc_slice_unref(c->status_msg);
+	free(c);
+}
+
+static double elapsed_ms(const struct timespec *t0)
+{
+	struct timespec t1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/* The volume a request is about, for the log line: volume_id, or name for CreateVolume. */
+static const char *request_subject(const ProtobufCMessage *msg)
+{
+	static const char *const keys[] = {"volume_id", "name"};
+	if (!msg)
+		return NULL;
+	for (size_t i = 0; i < 2; i++) {
+		const ProtobufCFieldDescriptor *f =
+		    protobuf_c_message_descriptor_get_field_by_name(msg->descriptor, keys[i]);
+		if (f && f->type == PROTOBUF_C_TYPE_STRING &&
+		    f->label != PROTOBUF_C_LABEL_REPEATED) {
+			const char *v = *(const char *const *)((const char *)msg + f->offset);
+			if (v && *v)
+				return v;
+		}
+	}
+	return NULL;
+}
+
+/* Decode, dispatch, encode. Fills c->resp_bb on success; returns the status. */
+static void dispatch(struct rpcd_server *s, struct call *c, struct ctl_status *st,
+                     const char **method, const char **subject, ProtobufCMessage **reqp)
+{
+	const char *path = (const char *)GRPC_SLICE_START_PTR(c->details.method);
+	size_t plen = GRPC_SLICE_LENGTH(c->details.method);
+	const struct rpcd_method *m = rpcd_method_find(path, plen);
+
+	if (!m) {
+		ctl_fail(st, CTL_UNIMPLEMENTED, "unknown method %.*s",
+		         (int)(plen > 200 ? 200 : plen), path);
+		return;
+	}
+	*method = strrchr(m->path, '/') + 1;
+	if (!rpcd_method_enabled(s->r, m)) {
+		ctl_fail(st, CTL_UNIMPLEMENTED, "%s is not served in this --mode", *method);
+		return;
+	}
+	if (!c->req_bb) {
+		ctl_fail(st, CTL_INVALID_ARGUMENT, "missing request message");
+		return;
+	}
+	grpc_byte_buffer_reader rd;
+	if (!grpc_byte_buffer_reader_init(&rd, c->req_bb)) {
+		ctl_fail(st, CTL_INVALID_ARGUMENT, "unreadable request message");
+		return;
+	}
+	grpc_slice in = grpc_byte_buffer_reader_readall(&rd);
+	grpc_byte_buffer_reader_destroy(&rd);
+	ProtobufCMessage *req = protobuf_c_message_unpack(m->req, NULL, GRPC_SLICE_LENGTH(in),
+	                                                  GRPC_SLICE_START_PTR(in));
+	grpc_slice_unref(in);
+	if (!req) {
+		ctl_fail(st, CTL_INVALID_ARGUMENT, "request could not be decoded as %s",
+		         m->req->name);
+		return;
+	}
+	*reqp = req;
+	*subject = request_subject(req);
+
+	struct ctl_arena *a = ctl_arena_new();
+	void *resp = NULL;
+	st->code = CTL_OK;
+	st->msg[0] = '\0';
+	if (m->ctl_fn)
+		m->ctl_fn(s->r->ctl, req, &resp, a, st);
+	else
+		m->rpcd_fn(s->r, req, &resp, a, st);
+	if (st->code == CTL_OK) {
+		if (!resp) {
+			ctl_fail(st, CTL_INTERNAL, "handler returned no response");
+		} else {
+			size_t n = protobuf_c_message_get_packed_size(resp);
+			uint8_t *buf = malloc(n ? n : 1);
+			if (!buf)
+				abort();
+			protobuf_c_message_pack(resp, buf);
+			grpc_slice out = grpc_slice_new(buf, n, free);
+			c->resp_bb = grpc_raw_byte_buffer_create(&out, 1);
+			grpc_slice_unref(out);
+		}
+	}
+	ctl_arena_free(a);
+}
+
+static void on_received(struct rpcd_server *s, struct call *c)
+{
+	struct ctl_status st = {.code = CTL_OK};
+	const char *method = "?", *subject = NULL;
+	ProtobufCMessage *req = NULL;
+
+	dispatch(s, c, &st, &method, &subject, &req);
+
+	char ms[32];
+	snprintf(ms, sizeof(ms), "%.3f", elapsed_ms(&c->start));
+	log_kv(st.code == CTL_OK || st.code == CTL_NOT_FOUND ? LOG_LVL_INFO : LOG_LVL_WARN,
+	       "csi_call", "method", method, "volume", subject, "duration_ms", ms, "code",
+	       ctl_code_name(st.code), "message", st.code ? st.msg : NULL, NULL);
+	if (req)
+		protobuf_c_message_free_unpacked(req, NULL);
+
+	grpc_op ops[4];
+	memset(ops, 0, sizeof(ops));
+	size_t n = 0;
+	ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+	if (st.code == CTL_OK) {
+		ops[n].op = GRPC_OP_SEND_MESSAGE;
+		ops[n++].data.send_message.send_message = c->resp_bb;
+	}
+	c->status_msg = grpc_slice_from_copied_string(st.code == CTL_OK ? "" : st.msg);
+	ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+	ops[n].data.send_status_from_server.status = (grpc_status_code)st.code;
+	ops[n++].data.send_status_from_server.status_details = &c->status_msg;
+	ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+	ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
+	c->state = CALL_SEND;
+	if (grpc_call_start_batch(c->call, ops, n, c, NULL) != GRPC_CALL_OK)
+		log_fatal("grpc_call_start_batch (send) failed");
+}
+
+static void on_new_call(struct rpcd_server *s, struct call *c)
+{
+	clock_gettime(CLOCK_MONOTONIC, &c->start);
+	request_call(s); /* keep one request outstanding per worker */
+	grpc_op op;
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_RECV_MESSAGE;
+	op.data.recv_message.recv_message = &c->req_bb;
+	c->state = CALL_RECV;
+	if (grpc_call_start_batch(c->call, &op, 1, c, NULL) != GRPC_CALL_OK)
+		log_fatal("grpc_call_start_batch (recv) failed");
+}
+
+static void *worker(void *arg)
+{
+	struct rpcd_server *s = arg;
+	for (;;) {
+		grpc_event ev =
+		    grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+		if (ev.type == GRPC_QUEUE_SHUTDOWN)
+			break;
+		if (ev.type != GRPC_OP_COMPLETE)
+			continue;
+		if (ev.tag == &s->shutdown_tag) {
+			pthread_mutex_lock(&s->mu);
+			s->shutdown_done = true;
+			pthread_cond_broadcast(&s->cv);
+			pthread_mutex_unlock(&s->mu);
+			continue;
+		}
+		struct call *c = ev.tag;
+		switch (c->state) {
+		case CALL_NEW:
+			if (ev.success)
+				on_new_call(s, c);
+			else
+				call_free(c); /* the server is shutting down */
+			break;
+		case CALL_RECV:
+			on_received(s, c); /* a failed receive still gets a status */
+			break;
+		case CALL_SEND:
+			call_free(c);
+			break;
+		}
+	}
+	return NULL;
+}
+
+struct rpcd_server *rpcd_server_start(struct rpcd *r, int nworkers)
+{
+	struct rpcd_server *s = calloc(1, sizeof(*s));
+	if (!s)
+		abort();
+	s->r = r;
+	s->nworkers = nworkers;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+
+	s->cq = grpc_completion_queue_create_for_next(NULL);
+	s->server = grpc_server_create(NULL, NULL);
+	grpc_server_register_completion_queue(s->server, s->cq, NULL);
+	grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+	int port = grpc_server_add_http2_port(s->server, r->endpoint, creds);
+	grpc_server_credentials_release(creds);
+	if (port == 0)
+		log_fatal("cannot listen on %s", r->endpoint);
+	grpc_server_start(s->server);
+
+	s->workers = calloc((size_t)nworkers, sizeof(*s->workers));
+	if (!s->workers)
+		abort();
+	for (int i = 0; i < nworkers; i++) {
+		request_call(s);
+		if (pthread_create(&s->workers[i], NULL, worker, s) != 0)
+			log_fatal("cannot start worker thread");
+	}
+	return s;
+}
+
+void rpcd_server_stop_and_free(struct rpcd_server *s)
+{
+	grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+
+	struct timespec deadline;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += STOP_GRACE_SECONDS;
+	pthread_mutex_lock(&s->mu);
+	while (!s->shutdown_done) {
+		if (pthread_cond_timedwait(&s->cv, &s->mu, &deadline) != 0 && !s->shutdown_done) {
+			log_warn("calls still in flight after %d s; cancelling them",
+			         STOP_GRACE_SECONDS);
+			grpc_server_cancel_all_calls(s->server);
+			deadline.tv_sec += 3600;
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+
+	grpc_completion_queue_shutdown(s->cq);
+	for (int i = 0; i < s->nworkers; i++)
+		pthread_join(s->workers[i], NULL);
+	grpc_server_destroy(s->server);
+	grpc_completion_queue_destroy(s->cq);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+	free(s->workers);
+	free(s);
+}
