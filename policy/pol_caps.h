@@ -1,0 +1,37 @@
+/*
+ * Capability confinement of the privileged helper. The set it keeps is the
+ * table in caps.c (one source of truth for the code and docs/helper.md).
+ */
+#ifndef SEPCSI_POL_CAPS_H
+#define SEPCSI_POL_CAPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One capability the helper keeps, and why. */
+struct pol_cap_entry {
+	unsigned int cap; /* CAP_* */
+	const char *name;
+	const char *why;
+};
+
+/* The kept capabilities; *n receives the count. */
+const struct pol_cap_entry *pol_caps_helper_table(size_t *n);
+
+/* The capability mask (bit i = CAP i) the helper keeps: 1 << CAP_SYS_ADMIN today. */
+uint64_t pol_caps_helper_mask(void);
+
+/*
+ * Confine the calling (single-threaded, uid 0, fully privileged) process to
+ * the helper's capability set, in this order:
+ *   1. lock securebits (NOROOT, NO_SETUID_FIXUP, KEEP_CAPS off, NO_CAP_AMBIENT_RAISE;
+ *      all locked) so nothing it execs gains a capability for being uid 0;
+ *   2. with libcap-ng: bounding set, effective and permitted = the table,
+ *      inheritable and ambient empty;
+ *   3. PR_SET_NO_NEW_PRIVS;
+ *   4. read everything back and compare.
+ * Returns 0, or -1 with errno set (the caller must then exit: fail closed).
+ */
+int pol_caps_confine_helper(void);
+
+#endif

@@ -1,0 +1,596 @@
+/*
+ * Policy file parsing (inih) and the policy queries the helper asks before it
+ * touches anything (see policy.h and docs/policy.md); the fixed syntax of ids
+ * and paths is in syntax.c.
+ *
+ * Runs in the helper, as root, before confinement (pol_load) and afterwards
+ * (the queries, which only read memory). Nothing here is fatal: a broken file
+ * is reported to the caller, who refuses to start.
+ */
+#include "policy.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <libmount/libmount.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mh_proto.h"
+
+#define MiB          (1024ULL * 1024)
+#define TiB          (1024ULL * 1024 * 1024 * 1024)
+#define POL_FILE_MAX (64 * 1024) /* a policy file is a few hundred bytes */
+#define POL_LINE_MAX 190         /* below inih's INI_MAX_LINE (200), see reader() */
+
+struct pol_list {
+	char *v[POL_OPTS_MAX];
+	size_t n, cap;
+};
+
+struct pol {
+	struct pol_list roots, fstypes, opts;
+	uint64_t min_bytes, max_bytes;
+	bool log_only;
+};
+
+/* The filesystems the helper knows how to format (mh_mkfs.c); a policy may only narrow this. */
+static const char *const known_fstypes[] = {"ext4", "xfs", "btrfs"};
+
+/*
+ * Generic (VFS) mount options a policy may allow: those the helper maps onto
+ * mount attributes or superblock flags. Every other option libmount knows as
+ * a VFS or userspace option (suid, dev, bind, remount, shared, user, loop, ...)
+ * cannot be allowed at all. nosuid and nodev are always forced, so listing
+ * them changes nothing.
+ */
+static const char *const mappable_vfs_opts[] = {
+    "ro",          "rw",   "exec",    "noexec",   "noatime", "relatime", "nodiratime",
+    "strictatime", "sync", "dirsync", "lazytime", "nosuid",  "nodev",
+};
+
+static const char *const default_roots[] = {"/var/lib/kubelet"};
+static const char *const default_opts[] = {
+    "ro",     "rw",   "noatime", "relatime", "nodiratime", "lazytime",
+    "noexec", "sync", "dirsync", "discard",  "nodiscard",  "nouuid",
+};
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	if (!err || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static void *xstrdup(const char *s)
+{
+	char *d = strdup(s);
+	if (!d)
+		abort(); /* allocation failure aborts (error-handling contract) */
+	return d;
+}
+
+static void list_clear(struct pol_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	l->n = 0;
+}
+
+static int list_add(struct pol_list *l, const char *s)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (strcmp(l->v[i], s) == 0)
+			return 0; /* duplicates are harmless; keep one */
+	if (l->n >= l->cap)
+		return -1;
+	l->v[l->n++] = xstrdup(s);
+	return 0;
+}
+
+static bool list_has(const struct pol_list *l, const char *s, size_t n)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (strlen(l->v[i]) == n && memcmp(l->v[i], s, n) == 0)
+			return true;
+	return false;
+}
+
+static bool in_table(const char *const *t, size_t n, const char *s, size_t len)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strlen(t[i]) == len && memcmp(t[i], s, len) == 0)
+			return true;
+	return false;
+}
+
+#define TABLE_LEN(t) (sizeof(t) / sizeof((t)[0]))
+
+/* ---- paths -------------------------------------------------------------- */
+
+int pol_path_check(const struct pol *p, const char *path, const char **root_out)
+{
+	if (root_out)
+		*root_out = NULL;
+	if (!path || !pol_path_syntax_ok(path))
+		return -EINVAL;
+	for (size_t i = 0; i < p->roots.n; i++) {
+		const char *r = p->roots.v[i];
+		size_t rl = strlen(r);
+		/* Strictly beneath: "/root/x", never "/root" itself nor "/rootX/...". */
+		if (strncmp(path, r, rl) == 0 && path[rl] == '/' && path[rl + 1] != '\0') {
+			if (root_out)
+				*root_out = r;
+			return 0;
+		}
+	}
+	return -EPERM;
+}
+
+/* ---- filesystems and options -------------------------------------------- */
+
+bool pol_fs_allowed(const struct pol *p, const char *fstype)
+{
+	return fstype && list_has(&p->fstypes, fstype, strlen(fstype));
+}
+
+/*
+ * Is name (len bytes) an option libmount knows in the given builtin map?
+ * Map entries look like "ro", "user[=]", "comment=" or, flagged MNT_PREFIX, "x-".
+ */
+static bool libmount_knows(int map_id, const char *name, size_t len)
+{
+	const struct libmnt_optmap *e = mnt_get_builtin_optmap(map_id);
+	for (; e && e->name; e++) {
+		size_t base = strcspn(e->name, "=[");
+		if (len < base || memcmp(e->name, name, base) != 0)
+			continue;
+		if (len == base || (e->mask & MNT_PREFIX))
+			return true;
+	}
+	return false;
+}
+
+/* Validate one allowlist entry from the policy: "name" or "name=". */
+static int opt_entry_ok(const char *tok, char *why, size_t whylen)
+{
+	size_t len = strcspn(tok, "=");
+	if (len == 0 || (tok[len] == '=' && tok[len + 1] != '\0')) {
+		seterr(why, whylen, "mount option '%s': use 'name' or 'name='", tok);
+		return -1;
+	}
+	for (size_t i = 0; i < len; i++) {
+		char ch = tok[i];
+		if (ch == ',') {
+			seterr(why, whylen, "mount option '%s': separate options with spaces", tok);
+			return -1;
+		}
+		/* Option names are plain words: letters, digits, '_', '-', '.'. */
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.')) {
+			seterr(why, whylen, "mount option '%s': not a valid option name", tok);
+			return -1;
+		}
+	}
+	if (in_table(mappable_vfs_opts, TABLE_LEN(mappable_vfs_opts), tok, len) && tok[len] == '\0')
+		return 0;
+	if (libmount_knows(MNT_LINUX_MAP, tok, len) ||
+	    libmount_knows(MNT_USERSPACE_MAP, tok, len)) {
+		seterr(why, whylen,
+		       "mount option '%s' cannot be allowed (nosuid,nodev are forced; "
+		       "bind/remount/propagation/userspace options are never passed)",
+		       tok);
+		return -1;
+	}
+	return 0;
+}
+
+int pol_mount_options_check(const struct pol *p, const char *list, char *err, size_t errlen)
+{
+	if (!list)
+		return 0;
+	size_t len = strlen(list);
+	if (len == 0)
+		return 0;
+	if (len > MH_OPTS_MAX) {
+		seterr(err, errlen, "mount options longer than %d bytes", MH_OPTS_MAX);
+		return -EINVAL;
+	}
+	/* libmount skips empty items and honours quotes; we refuse both outright. */
+	if (list[0] == ',' || list[len - 1] == ',' || strstr(list, ",,")) {
+		seterr(err, errlen, "empty item in mount options");
+		return -EINVAL;
+	}
+	for (const char *s = list; *s; s++) {
+		if (*s == '"' || (unsigned char)*s < 0x20 || *s == 0x7f) {
+			seterr(err, errlen, "quote or control character in mount options");
+			return -EINVAL;
+		}
+	}
+	char *copy = xstrdup(list), *cur = copy, *name, *value;
+	size_t nsz, vsz;
+	int rc, ret = 0;
+	while ((rc = mnt_optstr_next_option(&cur, &name, &nsz, &value, &vsz)) == 0) {
+		char want[MH_OPTS_MAX + 2];
+		if (nsz == 0 || nsz > MH_OPTS_MAX || memchr(name, '=', nsz)) {
+			seterr(err, errlen, "malformed mount option");
+			ret = -EINVAL;
+			break;
+		}
+		memcpy(want, name, nsz);
+		want[nsz] = '\0';
+		if (value)
+			strcat(want, "="); /* "name=value" needs the entry "name=" */
+		if (!list_has(&p->opts, want, strlen(want))) {
+			seterr(err, errlen, "mount option '%s%s' not allowed by policy", want,
+			       value ? "..." : "");
+			ret = -EPERM;
+			break;
+		}
+	}
+	if (rc < 0 && ret == 0) {
+		seterr(err, errlen, "malformed mount options");
+		ret = -EINVAL;
+	}
+	free(copy);
+	return ret;
+}
+
+uint64_t pol_min_volume_bytes(const struct pol *p)
+{
+	return p->min_bytes;
+}
+
+uint64_t pol_max_volume_bytes(const struct pol *p)
+{
+	return p->max_bytes;
+}
+
+bool pol_seccomp_log_only(const struct pol *p)
+{
+	return p->log_only;
+}
+
+static const char *list_at(const struct pol_list *l, size_t i)
+{
+	return i < l->n ? l->v[i] : NULL;
+}
+
+const char *pol_root(const struct pol *p, size_t i)
+{
+	return list_at(&p->roots, i);
+}
+
+const char *pol_fstype(const struct pol *p, size_t i)
+{
+	return list_at(&p->fstypes, i);
+}
+
+const char *pol_mount_option(const struct pol *p, size_t i)
+{
+	return list_at(&p->opts, i);
+}
+
+/* ---- loading ------------------------------------------------------------ */
+
+enum key_id { K_ROOTS, K_TYPES, K_OPTS, K_MIN, K_MAX, K_LOG_ONLY, K_COUNT };
+
+static const struct {
+	const char *section, *name;
+	bool is_list; /* list keys may repeat (or continue on indented lines) and append */
+} keys[K_COUNT] = {
+    [K_ROOTS] = {"paths", "allowed_roots", true},
+    [K_TYPES] = {"filesystems", "types", true},
+    [K_OPTS] = {"filesystems", "mount_options", true},
+    [K_MIN] = {"volumes", "min_bytes", false},
+    [K_MAX] = {"volumes", "max_bytes", false},
+    [K_LOG_ONLY] = {"seccomp", "log_only", false},
+};
+
+struct loader {
+	struct pol *p;
+	const char *path;
+	/* reader state: the file in memory and the line being parsed */
+	const char *buf, *pos, *end;
+	int lineno;
+	bool seen[K_COUNT];
+	int err_line; /* first error we found, 0 if none */
+	char err[256];
+};
+
+static void fail(struct loader *ld, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(struct loader *ld, const char *fmt, ...)
+{
+	va_list ap;
+	if (ld->err_line)
+		return; /* keep the first error only */
+	ld->err_line = ld->lineno;
+	va_start(ap, fmt);
+	vsnprintf(ld->err, sizeof(ld->err), fmt, ap);
+	va_end(ap);
+}
+
+static bool known_section(const char *s, size_t n)
+{
+	for (size_t i = 0; i < K_COUNT; i++)
+		if (strlen(keys[i].section) == n && memcmp(keys[i].section, s, n) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * inih line reader over the in-memory file. It counts lines for error
+ * messages, refuses over-long lines (inih would silently split them and parse
+ * the rest as a continuation line), strips inline comments and checks section
+ * names so that an empty unknown section is an error too.
+ */
+static char *reader(char *str, int num, void *stream)
+{
+	struct loader *ld = stream;
+	if (ld->pos >= ld->end)
+		return NULL;
+	const char *nl = memchr(ld->pos, '\n', (size_t)(ld->end - ld->pos));
+	size_t n = nl ? (size_t)(nl - ld->pos) + 1 : (size_t)(ld->end - ld->pos);
+	ld->lineno++;
+	if (n > POL_LINE_MAX || (int)n >= num) {
+		fail(ld, "line longer than %d characters (split lists over several lines)",
+		     POL_LINE_MAX);
+		n = 0; /* hand inih an empty line; the load fails anyway */
+	}
+	memcpy(str, ld->pos, n);
+	str[n] = '\0';
+	ld->pos += nl ? (size_t)(nl - ld->pos) + 1 : (size_t)(ld->end - ld->pos);
+	/*
+	 * Cut an inline comment (" ;" or "\t;") here, for every line: inih does
+	 * it for "key = value" lines but not for indented continuation lines,
+	 * where the comment's words would otherwise become list entries.
+	 */
+	for (char *c = str + 1; *c; c++) {
+		if (*c == ';' && (c[-1] == ' ' || c[-1] == '\t')) {
+			c[0] = '\n';
+			c[1] = '\0';
+			break;
+		}
+	}
+	const char *s = str + strspn(str, " \t");
+	if (*s == '[') {
+		size_t sl = strcspn(s + 1, "]");
+		if (s[1 + sl] == ']' && !known_section(s + 1, sl))
+			fail(ld, "unknown section [%.*s]", (int)sl, s + 1);
+	}
+	return str;
+}
+
+/* Sizes: decimal digits, optionally followed by Ki, Mi, Gi or Ti (powers of 1024). */
+static int parse_size(const char *v, uint64_t *out)
+{
+	uint64_t n = 0, mul = 1;
+	const char *s = v;
+	if (*s < '0' || *s > '9')
+		return -1;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		if (n > (UINT64_MAX - 9) / 10)
+			return -1;
+		n = n * 10 + (uint64_t)(*s - '0');
+	}
+	static const char *const suf[] = {"Ki", "Mi", "Gi", "Ti"};
+	if (*s) {
+		size_t i;
+		for (i = 0; i < TABLE_LEN(suf); i++)
+			if (strcmp(s, suf[i]) == 0)
+				break;
+		if (i == TABLE_LEN(suf))
+			return -1;
+		mul = 1024ULL << (10 * i);
+	}
+	if (n > UINT64_MAX / mul)
+		return -1;
+	*out = n * mul;
+	return 0;
+}
+
+static struct pol_list *key_list(struct pol *p, enum key_id k)
+{
+	if (k == K_ROOTS)
+		return &p->roots;
+	return k == K_TYPES ? &p->fstypes : &p->opts;
+}
+
+/* Add each space-separated word of value to the list of key k, validating it. */
+static void handle_list(struct loader *ld, enum key_id k, const char *value)
+{
+	struct pol_list *l = key_list(ld->p, k);
+	char word[MH_PATH_MAX + 1], why[200];
+	const char *s = value;
+	bool any = false;
+	for (;;) {
+		s += strspn(s, " \t");
+		size_t n = strcspn(s, " \t");
+		if (n == 0)
+			break;
+		any = true;
+		if (n >= sizeof(word)) {
+			fail(ld, "value too long");
+			return;
+		}
+		memcpy(word, s, n);
+		word[n] = '\0';
+		s += n;
+		if (k == K_ROOTS && !pol_path_syntax_ok(word)) {
+			fail(ld, "allowed root '%s' is not a canonical absolute path other than /",
+			     word);
+			return;
+		}
+		if (k == K_TYPES && !in_table(known_fstypes, TABLE_LEN(known_fstypes), word, n)) {
+			fail(ld, "filesystem type '%s' is not supported (ext4, xfs, btrfs)", word);
+			return;
+		}
+		if (k == K_OPTS && opt_entry_ok(word, why, sizeof(why)) < 0) {
+			fail(ld, "%s", why);
+			return;
+		}
+		if (list_add(l, word) < 0) {
+			fail(ld, "too many entries for %s", keys[k].name);
+			return;
+		}
+	}
+	if (!any)
+		fail(ld, "%s needs at least one value", keys[k].name);
+}
+
+/* Always returns 1: errors are recorded by fail() with their line number. */
+static int handler(void *user, const char *section, const char *name, const char *value)
+{
+	struct loader *ld = user;
+	enum key_id k;
+	for (k = 0; k < K_COUNT; k++)
+		if (strcmp(keys[k].section, section) == 0 && strcmp(keys[k].name, name) == 0)
+			break;
+	if (k == K_COUNT) {
+		if (!*section)
+			fail(ld, "key '%s' outside a section", name);
+		else if (!known_section(section, strlen(section)))
+			fail(ld, "unknown section [%s]", section);
+		else
+			fail(ld, "unknown key '%s' in [%s]", name, section);
+		return 1;
+	}
+	if (keys[k].is_list) {
+		if (!ld->seen[k]) {
+			/* The file's value replaces the default list; repeats append. */
+			list_clear(key_list(ld->p, k));
+			ld->seen[k] = true;
+		}
+		handle_list(ld, k, value);
+		return 1;
+	}
+	if (ld->seen[k]) {
+		fail(ld, "duplicate key '%s' in [%s]", name, section);
+		return 1;
+	}
+	ld->seen[k] = true;
+	if (k == K_LOG_ONLY) {
+		if (strcmp(value, "true") == 0)
+			ld->p->log_only = true;
+		else if (strcmp(value, "false") == 0)
+			ld->p->log_only = false;
+		else
+			fail(ld, "log_only must be true or false");
+		return 1;
+	}
+	uint64_t v;
+	if (parse_size(value, &v) < 0) {
+		fail(ld, "%s: '%s' is not a size (digits, optional Ki/Mi/Gi/Ti)", name, value);
+		return 1;
+	}
+	if (k == K_MIN)
+		ld->p->min_bytes = v;
+	else
+		ld->p->max_bytes = v;
+	return 1;
+}
+
+static struct pol *pol_defaults(void)
+{
+	struct pol *p = calloc(1, sizeof(*p));
+	if (!p)
+		abort();
+	p->roots.cap = POL_ROOTS_MAX;
+	p->fstypes.cap = POL_FSTYPES_MAX;
+	p->opts.cap = POL_OPTS_MAX;
+	for (size_t i = 0; i < TABLE_LEN(default_roots); i++)
+		list_add(&p->roots, default_roots[i]);
+	for (size_t i = 0; i < TABLE_LEN(known_fstypes); i++)
+		list_add(&p->fstypes, known_fstypes[i]);
+	for (size_t i = 0; i < TABLE_LEN(default_opts); i++)
+		list_add(&p->opts, default_opts[i]);
+	p->min_bytes = 1 * MiB;
+	p->max_bytes = 16 * TiB;
+	p->log_only = false;
+	return p;
+}
+
+/* Read the whole file (bounded) into memory; NUL bytes are refused. */
+static int slurp(const char *path, char **buf, size_t *len, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	char *b = malloc(POL_FILE_MAX + 1);
+	if (!b)
+		abort();
+	size_t n = fread(b, 1, POL_FILE_MAX + 1, f);
+	int rerr = ferror(f);
+	fclose(f);
+	if (rerr) {
+		seterr(err, errlen, "%s: read error", path);
+	} else if (n > POL_FILE_MAX) {
+		seterr(err, errlen, "%s: larger than %d bytes", path, POL_FILE_MAX);
+	} else if (memchr(b, '\0', n)) {
+		seterr(err, errlen, "%s: contains a NUL byte", path);
+	} else {
+		*buf = b;
+		*len = n;
+		return 0;
+	}
+	free(b);
+	return -1;
+}
+
+int pol_load(const char *path, struct pol **out, char *err, size_t errlen)
+{
+	struct pol *p = pol_defaults();
+	char *buf = NULL;
+	size_t len = 0;
+	*out = NULL;
+	seterr(err, errlen, "ok");
+	if (path) {
+		if (slurp(path, &buf, &len, err, errlen) < 0)
+			goto fail;
+		struct loader ld = {.p = p, .path = path, .buf = buf, .pos = buf, .end = buf + len};
+		int rc = ini_parse_stream(reader, &ld, handler, &ld);
+		/* rc > 0 is the line of an inih syntax error; ours are in ld.err_line. */
+		if (rc != 0 || ld.err_line) {
+			if (ld.err_line && (rc <= 0 || rc >= ld.err_line))
+				seterr(err, errlen, "%s:%d: %s", path, ld.err_line, ld.err);
+			else if (rc > 0)
+				seterr(err, errlen,
+				       "%s:%d: syntax error (expected [section] or key = value)",
+				       path, rc);
+			else
+				seterr(err, errlen, "%s: cannot parse", path);
+			goto fail;
+		}
+		if (p->min_bytes < 4096 || p->min_bytes > p->max_bytes ||
+		    p->max_bytes > (uint64_t)INT64_MAX / 2) {
+			seterr(err, errlen,
+			       "%s: [volumes] needs 4096 <= min_bytes <= max_bytes <= 2^62", path);
+			goto fail;
+		}
+	}
+	free(buf);
+	*out = p;
+	return 0;
+fail:
+	free(buf);
+	pol_free(p);
+	return -1;
+}
+
+void pol_free(struct pol *p)
+{
+	if (!p)
+		return;
+	list_clear(&p->roots);
+	list_clear(&p->fstypes);
+	list_clear(&p->opts);
+	free(p);
+}

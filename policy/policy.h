@@ -1,0 +1,85 @@
+/*
+ * The helper's policy: what sepcsi-mounthelper will do for rpcd, and nothing
+ * more. It names the roots beneath which staging and target paths must lie,
+ * the filesystem types and mount options it accepts, the volume size bounds,
+ * and the seccomp debug switch. It also fixes the identifier syntax: a volume
+ * or snapshot id is never a path, so it can never climb out of a directory.
+ *
+ * The policy file is an INI file (docs/policy.md). Loading is all or nothing:
+ * an unknown section or key, a malformed value or an unreadable file is an
+ * error naming file:line; the defaults are never used in place of a broken file.
+ *
+ * Pure code (no privilege needed); used by the helper before and after it
+ * confines itself, and by the tests.
+ */
+#ifndef SEPCSI_POLICY_H
+#define SEPCSI_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define POL_ROOTS_MAX   16 /* allowed_roots entries */
+#define POL_FSTYPES_MAX 8  /* filesystem types */
+#define POL_OPTS_MAX    64 /* mount_options entries */
+#define POL_ID_LEN      35 /* "sv-" or "ss-" followed by 32 lowercase hex digits */
+
+/* Opaque; allocated by pol_load(), released by pol_free(). Immutable once loaded. */
+struct pol;
+
+/*
+ * Load the policy: the embedded defaults, overridden key by key by the INI
+ * file at path (NULL = defaults only). On success returns 0 and *out (the
+ * caller frees it with pol_free). On failure returns -1, *out is NULL and err
+ * holds one line such as "/etc/sepcsi/policy.ini:7: unknown key 'foo' in [paths]".
+ */
+int pol_load(const char *path, struct pol **out, char *err, size_t errlen);
+void pol_free(struct pol *p); /* NULL is fine */
+
+/* "sv-" + 32 lowercase hex digits; anything else (NULL, '/', "..", upper case) is false. */
+bool pol_volume_id_valid(const char *id);
+/* "ss-" + 32 lowercase hex digits. */
+bool pol_snapshot_id_valid(const char *id);
+
+/*
+ * The canonical spelling of an absolute path: starts with '/', no empty, "."
+ * or ".." component (so no "//" and no trailing '/'), no control character,
+ * at most MH_PATH_MAX bytes and NAME_MAX per component. "/" itself is refused.
+ */
+bool pol_path_syntax_ok(const char *path);
+
+/*
+ * Check a staging or target path: absolute, no "." or ".." component, no "//",
+ * no trailing "/", no control character, at most MH_PATH_MAX bytes, each
+ * component at most NAME_MAX, and strictly beneath one of the allowed roots
+ * (never the root itself, never "/rootX/..." for root "/root"). Returns 0 and
+ * sets *root_out (may be NULL) to the matching root, owned by p; -EINVAL if
+ * malformed, -EPERM if outside every allowed root.
+ */
+int pol_path_check(const struct pol *p, const char *path, const char **root_out);
+
+/* True if fstype is one of the policy's filesystem types (exact match). */
+bool pol_fs_allowed(const struct pol *p, const char *fstype);
+
+/*
+ * Check a comma-separated mount option list (may be empty): well formed (no
+ * empty item, no quotes, no control characters) and every option on the
+ * allowlist. "name" is allowed by an entry "name"; "name=value" only by an
+ * entry "name=". Returns 0, or -EINVAL (malformed) / -EPERM (not allowed)
+ * with err naming the option.
+ */
+int pol_mount_options_check(const struct pol *p, const char *list, char *err, size_t errlen);
+
+/* Volume size bounds in bytes, inclusive. */
+uint64_t pol_min_volume_bytes(const struct pol *p);
+uint64_t pol_max_volume_bytes(const struct pol *p);
+
+/* True when the seccomp filters should log instead of kill (debugging only). */
+bool pol_seccomp_log_only(const struct pol *p);
+
+/* For logs and docs: the i-th allowed root / fs type / option, NULL past the end. */
+const char *pol_root(const struct pol *p, size_t i);
+const char *pol_fstype(const struct pol *p, size_t i);
+const char *pol_mount_option(const struct pol *p, size_t i);
+
+#endif

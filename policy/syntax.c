@@ -1,0 +1,65 @@
+/*
+ * The syntax half of the policy: identifiers and path spelling, fixed in code
+ * and not configurable (see policy.h). A volume id is never a path, and a
+ * path is only ever accepted in one canonical spelling, so the string checks
+ * here and the kernel's RESOLVE_BENEATH in the helper agree on what it names.
+ *
+ * Pure functions, no privilege; used by the helper and the tests.
+ */
+#include "policy.h"
+
+#include <limits.h>
+#include <string.h>
+
+#include "mh_proto.h"
+
+/* ---- identifiers -------------------------------------------------------- */
+
+static bool id_valid(const char *id, const char *prefix)
+{
+	if (!id || strncmp(id, prefix, 3) != 0)
+		return false;
+	for (size_t i = 3; i < POL_ID_LEN; i++) {
+		char c = id[i];
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return false; /* also stops at a NUL: too short */
+	}
+	return id[POL_ID_LEN] == '\0';
+}
+
+bool pol_volume_id_valid(const char *id)
+{
+	return id_valid(id, "sv-");
+}
+
+bool pol_snapshot_id_valid(const char *id)
+{
+	return id_valid(id, "ss-");
+}
+
+/* ---- paths -------------------------------------------------------------- */
+
+bool pol_path_syntax_ok(const char *path)
+{
+	if (!path)
+		return false;
+	size_t len = strlen(path);
+	if (len < 2 || len > MH_PATH_MAX || path[0] != '/' || path[len - 1] == '/')
+		return false;
+	const char *c = path + 1; /* start of the current component */
+	for (const char *s = path + 1;; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '/' || ch == '\0') {
+			size_t n = (size_t)(s - c);
+			if (n == 0 || n > NAME_MAX) /* "//" or an over-long name */
+				return false;
+			if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+				return false;
+			if (ch == '\0')
+				return true;
+			c = s + 1;
+		} else if (ch < 0x20 || ch == 0x7f) {
+			return false;
+		}
+	}
+}

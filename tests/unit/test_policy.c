@@ -1,0 +1,317 @@
+/*
+ * Unit tests of the policy library: defaults, file overrides, broken files
+ * (always an error naming file:line, never silent defaults), identifier
+ * syntax, path checks and the mount option allowlist. No privilege needed.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mh_proto.h"
+#include "policy.h"
+#include "tap.h"
+
+static char dir[64];
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	remove(p);
+	return 0;
+}
+
+/* Write text to a file in the temp dir; returns its path (static buffer per slot). */
+static const char *file_with(const char *text)
+{
+	static char path[128];
+	static int seq;
+	snprintf(path, sizeof(path), "%s/p%d.ini", dir, seq++);
+	FILE *f = fopen(path, "w");
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+/* Load text; on failure copy the message into err. */
+static struct pol *load_text(const char *text, char *err, size_t errlen)
+{
+	struct pol *p = NULL;
+	if (pol_load(file_with(text), &p, err, errlen) < 0)
+		return NULL;
+	return p;
+}
+
+/* A broken file must fail, with a message naming file:line (line > 0 when given). */
+static void broken(const char *text, int line, const char *needle)
+{
+	char err[512] = "";
+	struct pol *p = load_text(text, err, sizeof(err));
+	CHECK(p == NULL);
+	pol_free(p);
+	char want[32];
+	snprintf(want, sizeof(want), ".ini:%d:", line);
+	bool ok = line == 0 || strstr(err, want) != NULL;
+	ok = ok && (!needle || strstr(err, needle) != NULL);
+	CHECK(ok);
+	if (!ok)
+		fprintf(stderr, "  for %s: got \"%s\" (want line %d, \"%s\")\n", text, err, line,
+		        needle ? needle : "");
+}
+
+static void test_defaults(void)
+{
+	struct pol *p = NULL;
+	char err[256];
+	CHECK(pol_load(NULL, &p, err, sizeof(err)) == 0 && p != NULL);
+	CHECK(strcmp(pol_root(p, 0), "/var/lib/kubelet") == 0 && pol_root(p, 1) == NULL);
+	CHECK(pol_fs_allowed(p, "ext4") && pol_fs_allowed(p, "xfs") && pol_fs_allowed(p, "btrfs"));
+	CHECK(!pol_fs_allowed(p, "vfat") && !pol_fs_allowed(p, "ext2") && !pol_fs_allowed(p, ""));
+	CHECK(!pol_fs_allowed(p, NULL) && !pol_fs_allowed(p, "ext4 "));
+	CHECK(pol_min_volume_bytes(p) == 1024 * 1024);
+	CHECK(pol_max_volume_bytes(p) == 16ULL << 40);
+	CHECK(!pol_seccomp_log_only(p));
+	const char *ok[] = {"ro",
+	                    "rw",
+	                    "noatime",
+	                    "relatime",
+	                    "nodiratime",
+	                    "lazytime",
+	                    "noexec",
+	                    "sync",
+	                    "dirsync",
+	                    "discard",
+	                    "nodiscard",
+	                    "nouuid",
+	                    "noatime,discard,nouuid",
+	                    "",
+	                    NULL};
+	for (int i = 0; ok[i]; i++)
+		CHECK(pol_mount_options_check(p, ok[i], err, sizeof(err)) == 0);
+	CHECK(pol_mount_options_check(p, NULL, err, sizeof(err)) == 0);
+	const char *no[] = {"nobarrier",   "suid", "dev",  "exec",     "bind",
+	                    "remount",     "user", "loop", "commit=5", "noatime,nobarrier",
+	                    "context=foo", NULL};
+	for (int i = 0; no[i]; i++)
+		CHECK(pol_mount_options_check(p, no[i], err, sizeof(err)) == -EPERM);
+	CHECK(strstr(err, "context") != NULL);
+	pol_free(p);
+	pol_free(NULL);
+}
+
+static void test_overrides(void)
+{
+	char err[256] = "";
+	struct pol *p = load_text("# comment\n; another\n"
+	                          "[paths]\n"
+	                          "allowed_roots = /var/lib/kubelet /srv/csi  ; inline comment\n"
+	                          "[filesystems]\n"
+	                          "types = xfs\n"
+	                          "mount_options = noatime commit=\n"
+	                          "  discard ; continuation line: appended, comment cut\n"
+	                          "mount_options = nouuid\n"
+	                          "[volumes]\n"
+	                          "min_bytes = 4Mi\n"
+	                          "max_bytes = 2Ti\n"
+	                          "[seccomp]\n"
+	                          "log_only = true\n",
+	                          err, sizeof(err));
+	CHECK(p != NULL);
+	if (!p) {
+		fprintf(stderr, "  %s\n", err);
+		return;
+	}
+	CHECK(strcmp(pol_root(p, 1), "/srv/csi") == 0 && pol_root(p, 2) == NULL);
+	CHECK(pol_fs_allowed(p, "xfs") && !pol_fs_allowed(p, "ext4"));
+	CHECK(pol_mount_options_check(p, "noatime,commit=30,discard,nouuid", err, sizeof(err)) ==
+	      0);
+	CHECK(pol_mount_options_check(p, "commit", err, sizeof(err)) == -EPERM); /* "commit=" */
+	CHECK(pol_mount_options_check(p, "ro", err, sizeof(err)) == -EPERM);     /* list replaced */
+	CHECK(pol_mount_option(p, 3) != NULL &&
+	      pol_mount_option(p, 4) == NULL); /* no comment words */
+	CHECK(pol_min_volume_bytes(p) == 4ULL << 20 && pol_max_volume_bytes(p) == 2ULL << 40);
+	CHECK(pol_seccomp_log_only(p));
+	const char *root = NULL;
+	CHECK(pol_path_check(p, "/srv/csi/x", &root) == 0 && strcmp(root, "/srv/csi") == 0);
+	pol_free(p);
+
+	/* A file that sets one key keeps every other default. */
+	p = load_text("[volumes]\nmax_bytes = 1073741824\n", err, sizeof(err));
+	CHECK(p && pol_max_volume_bytes(p) == 1ULL << 30 && pol_min_volume_bytes(p) == 1 << 20);
+	CHECK(p && pol_fs_allowed(p, "btrfs") && strcmp(pol_root(p, 0), "/var/lib/kubelet") == 0);
+	pol_free(p);
+
+	p = load_text("", err, sizeof(err)); /* empty file: defaults */
+	CHECK(p && pol_fs_allowed(p, "ext4"));
+	pol_free(p);
+}
+
+static void test_broken(void)
+{
+	broken("[paths]\nallowed_rots = /x\n", 2, "unknown key 'allowed_rots'");
+	broken("[path]\nallowed_roots = /x\n", 1, "unknown section");
+	broken("[paths]\nallowed_roots = /x\n[seccmop]\n", 3, "unknown section [seccmop]");
+	broken("allowed_roots = /x\n", 1, "outside a section");
+	broken("[paths]\nthis is not ini\n", 2, "syntax");
+	broken("[paths\nallowed_roots = /x\n", 1, NULL);
+	broken("[volumes]\nmin_bytes = 1Mi\nmin_bytes = 2Mi\n", 3, "duplicate");
+	broken("[volumes]\nmax_bytes = 12XB\n", 2, "not a size");
+	broken("[volumes]\nmax_bytes = -5\n", 2, "not a size");
+	broken("[volumes]\nmax_bytes = 99999999999999999999999\n", 2, "not a size");
+	broken("[volumes]\nmax_bytes = 20000000Ti\n", 2, "not a size");
+	broken("[volumes]\nmin_bytes = 2Gi\nmax_bytes = 1Gi\n", 0, "min_bytes <= max_bytes");
+	broken("[seccomp]\nlog_only = yes\n", 2, "true or false");
+	broken("[filesystems]\ntypes = ext4 vfat\n", 2, "vfat");
+	broken("[filesystems]\ntypes =\n", 2, "at least one");
+	broken("[filesystems]\nmount_options = suid\n", 2, "cannot be allowed");
+	broken("[filesystems]\nmount_options = noatime bind\n", 2, "cannot be allowed");
+	broken("[filesystems]\nmount_options = user\n", 2, "cannot be allowed");
+	broken("[filesystems]\nmount_options = x-foo\n", 2, "cannot be allowed");
+	broken("[filesystems]\nmount_options = noatime,discard\n", 2, "spaces");
+	broken("[filesystems]\nmount_options = commit=5\n", 2, "name=");
+	broken("[filesystems]\nmount_options = no;atime\n", 2, "not a valid option name");
+	broken("[filesystems]\nmount_options = a:b\n", 2, "not a valid option name");
+	broken("[paths]\nallowed_roots = /\n", 2, "canonical");
+	broken("[paths]\nallowed_roots = var/lib\n", 2, "canonical");
+	broken("[paths]\nallowed_roots = /var/../etc\n", 2, "canonical");
+	broken("[paths]\nallowed_roots = /var/lib/\n", 2, "canonical");
+
+	char longline[400];
+	snprintf(longline, sizeof(longline), "[paths]\nallowed_roots = /%0250d\n", 0);
+	broken(longline, 2, "longer than");
+
+	/* A NUL byte anywhere. */
+	const char *p = file_with("");
+	FILE *f = fopen(p, "w");
+	fwrite("[paths]\n\0\n", 1, 10, f);
+	fclose(f);
+	struct pol *pol = NULL;
+	char err[256];
+	CHECK(pol_load(p, &pol, err, sizeof(err)) < 0 && pol == NULL && strstr(err, "NUL"));
+
+	/* A missing file is an error, not the defaults. */
+	CHECK(pol_load("/nonexistent/policy.ini", &pol, err, sizeof(err)) < 0 && pol == NULL);
+	CHECK(strstr(err, "/nonexistent/policy.ini") != NULL);
+}
+
+static void test_ids(void)
+{
+	CHECK(pol_volume_id_valid("sv-0123456789abcdef0123456789abcdef"));
+	CHECK(pol_snapshot_id_valid("ss-0123456789abcdef0123456789abcdef"));
+	const char *bad[] = {
+	    "",
+	    "sv-",
+	    "sv-0123456789abcdef0123456789abcde",   /* 31 digits */
+	    "sv-0123456789abcdef0123456789abcdef0", /* 33 digits */
+	    "sv-0123456789ABCDEF0123456789ABCDEF",  /* upper case */
+	    "SV-0123456789abcdef0123456789abcdef",
+	    "sv-0123456789abcdef0123456789abcdeg",
+	    "sv-0123456789abcdef/123456789abcdef",
+	    "sv-../../../../../../../../etc/pass",
+	    "sv-..",
+	    "..",
+	    "/sv-0123456789abcdef0123456789abcdef",
+	    "sv-0123456789abcdef0123456789abcde\n",
+	    "ss-0123456789abcdef0123456789abcdef", /* a snapshot id is not a volume id */
+	    "sv_0123456789abcdef0123456789abcdef",
+	    NULL,
+	};
+	for (int i = 0; bad[i]; i++)
+		CHECK(!pol_volume_id_valid(bad[i]));
+	CHECK(!pol_volume_id_valid(NULL));
+	CHECK(!pol_snapshot_id_valid("sv-0123456789abcdef0123456789abcdef"));
+	CHECK(!pol_snapshot_id_valid(NULL));
+}
+
+static void test_paths(void)
+{
+	struct pol *p = NULL;
+	char err[256];
+	const char *root = NULL;
+	pol_load(NULL, &p, err, sizeof(err));
+	CHECK(pol_path_check(p, "/var/lib/kubelet/plugins/x/globalmount", &root) == 0);
+	CHECK(root && strcmp(root, "/var/lib/kubelet") == 0);
+	CHECK(pol_path_check(p, "/var/lib/kubelet/a", NULL) == 0);
+	CHECK(pol_path_check(p, "/var/lib/kubelet/a b/\xc3\xa9", NULL) == 0); /* utf-8 is fine */
+
+	CHECK(pol_path_check(p, "/var/lib/kubelet", &root) == -EPERM && root == NULL);
+	CHECK(pol_path_check(p, "/var/lib/kubeletX/a", NULL) == -EPERM);
+	CHECK(pol_path_check(p, "/var/lib", NULL) == -EPERM);
+	CHECK(pol_path_check(p, "/etc/passwd", NULL) == -EPERM);
+	CHECK(pol_path_check(p, "/", NULL) == -EINVAL);
+	const char *bad[] = {
+	    "",
+	    "var/lib/kubelet/a",
+	    "/var/lib/kubelet/../../etc",
+	    "/var/lib/kubelet/a/..",
+	    "/var/lib/kubelet/./a",
+	    "/var/lib/kubelet/.",
+	    "/var/lib/kubelet//a",
+	    "//var/lib/kubelet/a",
+	    "/var/lib/kubelet/a/",
+	    "/var/lib/kubelet/a\nb",
+	    "/var/lib/kubelet/a\tb",
+	    "/var/lib/kubelet/a\x7f",
+	    NULL,
+	};
+	for (int i = 0; bad[i]; i++)
+		CHECK(pol_path_check(p, bad[i], NULL) == -EINVAL);
+	CHECK(pol_path_check(p, NULL, NULL) == -EINVAL);
+	CHECK(pol_path_syntax_ok("/a") && !pol_path_syntax_ok("/") && !pol_path_syntax_ok(NULL));
+	CHECK(!pol_path_syntax_ok("/a/../b") && !pol_path_syntax_ok("a/b"));
+	/* "..." and ".a" are ordinary names. */
+	CHECK(pol_path_check(p, "/var/lib/kubelet/.../.a", NULL) == 0);
+
+	/* Length bounds: MH_PATH_MAX in total, NAME_MAX per component. */
+	static char big[MH_PATH_MAX + 256];
+	strcpy(big, "/var/lib/kubelet");
+	while (strlen(big) + 101 <= MH_PATH_MAX)
+		strcat(big,
+		       "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		       "aaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+	CHECK(pol_path_check(p, big, NULL) == 0);
+	strcat(big,
+	       "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	       "aaaaaaaaaaaaaaaaa");
+	CHECK(pol_path_check(p, big, NULL) == -EINVAL);
+	char name[300] = "/var/lib/kubelet/";
+	memset(name + strlen(name), 'n', 256);
+	CHECK(pol_path_check(p, name, NULL) == -EINVAL);
+	pol_free(p);
+}
+
+static void test_options(void)
+{
+	struct pol *p = NULL;
+	char err[256];
+	pol_load(NULL, &p, err, sizeof(err));
+	CHECK(pol_mount_options_check(p, "noatime,,ro", err, sizeof(err)) == -EINVAL);
+	CHECK(pol_mount_options_check(p, ",ro", err, sizeof(err)) == -EINVAL);
+	CHECK(pol_mount_options_check(p, "ro,", err, sizeof(err)) == -EINVAL);
+	CHECK(pol_mount_options_check(p, "ro,\"x\"", err, sizeof(err)) == -EINVAL);
+	CHECK(pol_mount_options_check(p, "ro\n", err, sizeof(err)) == -EINVAL);
+	CHECK(pol_mount_options_check(p, "=ro", err, sizeof(err)) == -EINVAL);
+	CHECK(pol_mount_options_check(p, "ro=1", err, sizeof(err)) == -EPERM);
+	CHECK(pol_mount_options_check(p, "nouuid=yes", err, sizeof(err)) == -EPERM);
+	static char huge[MH_OPTS_MAX + 8];
+	memset(huge, 'a', sizeof(huge) - 1);
+	CHECK(pol_mount_options_check(p, huge, err, sizeof(err)) == -EINVAL);
+	pol_free(p);
+}
+
+int main(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/sepcsi-policy-XXXXXX");
+	if (!mkdtemp(dir))
+		return 1;
+	test_defaults();
+	test_overrides();
+	test_broken();
+	test_ids();
+	test_paths();
+	test_options();
+	nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	return tap_done("test_policy");
+}
