@@ -1,0 +1,36 @@
+/*
+ * Shared state and the error result of sepcsi-mounthelper's operations.
+ * Internal to mounthelper/; each module has its own small header.
+ */
+#ifndef SEPCSI_MH_H
+#define SEPCSI_MH_H
+
+#include <stdbool.h>
+
+#include "mh_proto.h"
+#include "policy.h"
+
+/* What the whole helper shares: set up in mh_main.c before confinement. */
+struct mh_ctx {
+	const struct pol *pol;
+	int images_fd; /* <data-dir>/images, O_RDONLY|O_DIRECTORY, root-owned 0700 */
+};
+
+/* Why an operation was not done; becomes MH_ANS_ERROR and the audit line. */
+struct mh_res {
+	enum mh_err_kind kind; /* MH_E_OK while nothing failed */
+	int sys_errno;         /* errno of the failed step, 0 if none */
+	char reason[MH_REASON_MAX + 1];
+};
+
+/* Record the first failure in r (later calls keep it) and return -1. */
+int mh_fail(struct mh_res *r, enum mh_err_kind kind, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The error kind for a failed system call: ENOENT -> NOTFOUND, EBUSY -> BUSY, ... */
+enum mh_err_kind mh_kind_of_errno(int err);
+
+/* Close *fd if open and set it to -1. */
+void mh_closep(int *fd);
+
+#endif

@@ -1,0 +1,142 @@
+/*
+ * Backing images: one sparse file <data-dir>/images/<volume-id>.img per volume.
+ *
+ * Runs in the helper as root with CAP_SYS_ADMIN under seccomp (nothing here
+ * needs the capability). Nothing here is fatal.
+ *
+ * Safety argument. The file name is built by the helper from a volume id that
+ * passed pol_volume_id_valid ("sv-" + 32 hex digits): it has no '/', no "..",
+ * so every name stays inside the images directory, which is opened once at
+ * start (root-owned, mode 0700) and used only through *at() calls with
+ * O_NOFOLLOW. A CVE-style "../../etc" id cannot reach here. Creation goes
+ * through a temporary name, fsync and renameat2(RENAME_NOREPLACE), so a crash
+ * never leaves a half-made image under the final name and an existing image is
+ * never replaced. Deletion refuses while a loop device still uses the image.
+ */
+#include "mh_image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mh_loop.h"
+
+#define NAME_LEN MH_IMAGE_NAME_MAX
+
+static void image_name(const char *id, char *buf, size_t len, bool tmp)
+{
+	snprintf(buf, len, "%s.img%s", id, tmp ? ".tmp" : "");
+}
+
+void mh_image_name(const char *id, char *buf, size_t len)
+{
+	image_name(id, buf, len, false);
+}
+
+static int check_existing(const struct stat *st, uint64_t size, uint64_t *real, struct mh_res *r)
+{
+	if (!S_ISREG(st->st_mode))
+		return mh_fail(r, MH_E_EXISTS, EEXIST, "image exists and is not a regular file");
+	if ((uint64_t)st->st_size != size)
+		return mh_fail(r, MH_E_EXISTS, EEXIST, "image exists with size %lld, not %llu",
+		               (long long)st->st_size, (unsigned long long)size);
+	*real = size;
+	return 0;
+}
+
+static int io_fail(struct mh_res *r, int err, const char *step)
+{
+	enum mh_err_kind k = (err == ENOSPC || err == EDQUOT) ? MH_E_NOSPACE
+	                     : err == EFBIG                   ? MH_E_REFUSED
+	                                                      : MH_E_FAILED;
+	return mh_fail(r, k, err, "%s: %s", step, strerror(err));
+}
+
+int mh_image_create(const struct mh_ctx *c, const char *id, uint64_t size, uint64_t *real,
+                    struct mh_res *r)
+{
+	char name[NAME_LEN], tmp[NAME_LEN];
+	struct stat st;
+	image_name(id, name, sizeof(name), false);
+	image_name(id, tmp, sizeof(tmp), true);
+
+	if (fstatat(c->images_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return check_existing(&st, size, real, r);
+	if (errno != ENOENT)
+		return io_fail(r, errno, "stat image");
+
+	/* A temporary file left by a crash mid-create is ours to remove. */
+	if (unlinkat(c->images_fd, tmp, 0) < 0 && errno != ENOENT)
+		return io_fail(r, errno, "remove stale temporary");
+	int fd =
+	    openat(c->images_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return io_fail(r, errno, "create image");
+	/* ftruncate extends without allocating: the image is sparse. */
+	if (ftruncate(fd, (off_t)size) < 0 || fsync(fd) < 0) {
+		int err = errno;
+		close(fd);
+		unlinkat(c->images_fd, tmp, 0);
+		return io_fail(r, err, "size image");
+	}
+	close(fd);
+	if (renameat2(c->images_fd, tmp, c->images_fd, name, RENAME_NOREPLACE) < 0) {
+		int err = errno;
+		unlinkat(c->images_fd, tmp, 0);
+		if (err == EEXIST && fstatat(c->images_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			return check_existing(&st, size, real, r);
+		return io_fail(r, err, "rename image");
+	}
+	if (fsync(c->images_fd) < 0)
+		return io_fail(r, errno, "sync images directory");
+	*real = size;
+	return 0;
+}
+
+int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r)
+{
+	char name[NAME_LEN];
+	struct stat st;
+	struct mh_loop l;
+	image_name(id, name, sizeof(name), false);
+
+	if (fstatat(c->images_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			return 0; /* already gone: idempotent */
+		return io_fail(r, errno, "stat image");
+	}
+	if (!S_ISREG(st.st_mode))
+		return mh_fail(r, MH_E_FAILED, EINVAL, "image is not a regular file; not removed");
+	int found = mh_loop_find(st.st_dev, st.st_ino, &l, r);
+	if (found < 0)
+		return -1;
+	if (found)
+		return mh_fail(r, MH_E_BUSY, EBUSY, "image is attached as %s", l.path);
+	if (unlinkat(c->images_fd, name, 0) < 0 && errno != ENOENT)
+		return io_fail(r, errno, "remove image");
+	if (fsync(c->images_fd) < 0)
+		return io_fail(r, errno, "sync images directory");
+	return 0;
+}
+
+int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct mh_res *r)
+{
+	char name[NAME_LEN];
+	struct stat st;
+	image_name(id, name, sizeof(name), false);
+	int fd =
+	    openat(c->images_fd, name, (readonly ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return mh_fail(r, MH_E_NOTFOUND, ENOENT, "volume image does not exist");
+		return io_fail(r, errno, "open image");
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return mh_fail(r, MH_E_FAILED, EINVAL, "image is not a regular file");
+	}
+	return fd;
+}

@@ -1,0 +1,34 @@
+/* Backing images in <data-dir>/images (mh_image.c). */
+#ifndef SEPCSI_MH_IMAGE_H
+#define SEPCSI_MH_IMAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mh.h"
+
+#define MH_IMAGE_NAME_MAX (POL_ID_LEN + sizeof(".img.tmp"))
+
+/* The image's file name inside the images directory: "<id>.img". */
+void mh_image_name(const char *id, char *buf, size_t len);
+
+/*
+ * Create <id>.img of size bytes (rounded up to 4 KiB), sparse and durable.
+ * Idempotent: an existing image of the same size is success, of another size
+ * MH_E_EXISTS. The id must already have passed pol_volume_id_valid(). Sets
+ * *real to the image's size. 0, or -1 with r.
+ */
+int mh_image_create(const struct mh_ctx *c, const char *id, uint64_t size, uint64_t *real,
+                    struct mh_res *r);
+
+/* Delete <id>.img: missing is success, attached to a loop device is MH_E_BUSY. */
+int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r);
+
+/*
+ * Open <id>.img (read-only or read-write) for attaching: a regular file, never
+ * a symlink. Returns the fd (caller closes) or -1 with r (NOTFOUND if missing).
+ */
+int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct mh_res *r);
+
+#endif

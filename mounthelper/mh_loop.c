@@ -1,0 +1,182 @@
+/*
+ * Loop devices: attach an image, find the device backing an image, detach.
+ *
+ * Runs in the helper as root with CAP_SYS_ADMIN under seccomp (the ioctls used
+ * here are the only loop ioctls the filter allows). Nothing here is fatal.
+ *
+ * Safety argument. The backing file is always an fd the helper opened itself
+ * inside its own images directory (mh_image.c), never a path from rpcd, so a
+ * loop device can only ever expose one of our images. Devices are attached
+ * with LO_FLAGS_AUTOCLEAR and without LO_FLAGS_PARTSCAN: the kernel detaches
+ * the device as soon as nothing holds it (no mount, no open fd), so a crash of
+ * the helper at any point leaks no loop device, and a hostile partition table
+ * inside an image never becomes /dev/loopNpM. A device is identified by the
+ * backing file's (st_dev, st_ino) from LOOP_GET_STATUS64, not by a file name
+ * that could be renamed or reused.
+ */
+#include "mh_loop.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h> /* BLKFLSBUF */
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ATTACH_TRIES 16 /* LOOP_CTL_GET_FREE can race another attacher */
+
+static void loop_name(struct mh_loop *l, int nr)
+{
+	l->nr = nr;
+	snprintf(l->path, sizeof(l->path), "/dev/loop%d", nr);
+}
+
+int mh_loop_attach(int image_fd, const char *volume_id, bool readonly, struct mh_loop *out,
+                   struct mh_res *r)
+{
+	struct loop_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.fd = (uint32_t)image_fd;
+	cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | (readonly ? LO_FLAGS_READ_ONLY : 0);
+	snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name), "%s", volume_id);
+
+	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	if (ctl < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "cannot open /dev/loop-control: %s",
+		               strerror(errno));
+	int lfd = -1, err = 0;
+	for (int tries = 0; tries < ATTACH_TRIES; tries++) {
+		int nr = ioctl(ctl, LOOP_CTL_GET_FREE);
+		if (nr < 0) {
+			err = errno;
+			break;
+		}
+		loop_name(out, nr);
+		/* Opened read-only, the kernel also forces the loop read-only. */
+		lfd = open(out->path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+		if (lfd < 0) {
+			err = errno;
+			if (err == ENOENT || err == ENXIO)
+				continue; /* removed under us */
+			break;
+		}
+		if (ioctl(lfd, LOOP_CONFIGURE, &cfg) == 0) {
+			struct stat st;
+			if (fstat(lfd, &st) == 0 && S_ISBLK(st.st_mode)) {
+				out->rdev = st.st_rdev;
+				close(ctl);
+				return lfd;
+			}
+			err = EIO;
+			ioctl(lfd, LOOP_CLR_FD, 0);
+			mh_closep(&lfd);
+			break;
+		}
+		err = errno;
+		mh_closep(&lfd);
+		if (err != EBUSY)
+			break; /* EBUSY: someone took this device first; ask for another */
+	}
+	close(ctl);
+	if (!err)
+		err = EBUSY; /* every try lost the race */
+	return mh_fail(r, MH_E_FAILED, err, "cannot attach a loop device: %s", strerror(err));
+}
+
+int mh_loop_flush(int loop_fd, struct mh_res *r)
+{
+	/* Needs CAP_SYS_ADMIN: the helper has it, the mkfs child does not. */
+	if (ioctl(loop_fd, BLKFLSBUF, 0) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "BLKFLSBUF: %s", strerror(errno));
+	return 0;
+}
+
+/* 1 if /dev/loopN is bound to (dev, ino), 0 if not (or unbound), -1 on error. */
+static int loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out)
+{
+	struct mh_loop l;
+	loop_name(&l, nr);
+	int fd = open(l.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return (errno == ENOENT || errno == ENXIO) ? 0 : -1;
+	struct loop_info64 info;
+	struct stat st;
+	int rc = 0;
+	if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0) {
+		if (info.lo_device == (uint64_t)dev && info.lo_inode == (uint64_t)ino &&
+		    fstat(fd, &st) == 0) {
+			l.rdev = st.st_rdev;
+			*out = l;
+			rc = 1;
+		}
+	} else if (errno != ENXIO) {
+		rc = -1; /* ENXIO: not bound */
+	}
+	close(fd);
+	return rc;
+}
+
+int mh_loop_find(dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r)
+{
+	DIR *d = opendir("/sys/block");
+	if (!d)
+		return mh_fail(r, MH_E_FAILED, errno, "cannot list /sys/block: %s",
+		               strerror(errno));
+	struct dirent *e;
+	int found = 0;
+	while ((e = readdir(d)) != NULL) {
+		char *end;
+		if (strncmp(e->d_name, "loop", 4) != 0 || e->d_name[4] < '0' || e->d_name[4] > '9')
+			continue;
+		long nr = strtol(e->d_name + 4, &end, 10);
+		if (*end != '\0' || nr < 0 || nr > 1 << 20)
+			continue;
+		int m = loop_matches((int)nr, dev, ino, out);
+		if (m < 0) {
+			found = mh_fail(r, MH_E_FAILED, errno, "cannot query loop%ld: %s", nr,
+			                strerror(errno));
+			break;
+		}
+		if (m == 1) {
+			found = 1;
+			break;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+int mh_loop_ensure_detached(dev_t dev, ino_t ino, struct mh_res *r)
+{
+	struct mh_loop l;
+	/* Autoclear normally runs when the last holder closes; give it a moment. */
+	for (int i = 0; i < 40; i++) {
+		int found = mh_loop_find(dev, ino, &l, r);
+		if (found <= 0)
+			return found;
+		if (i == 20) {
+			/* Still bound after 1s: ask explicitly (sets autoclear if still open). */
+			int fd = open(l.path, O_RDONLY | O_CLOEXEC);
+			if (fd >= 0) {
+				ioctl(fd, LOOP_CLR_FD, 0);
+				close(fd);
+			}
+		}
+		sleep_ms(50);
+	}
+	return mh_fail(r, MH_E_BUSY, EBUSY, "%s is still attached (held open elsewhere)", l.path);
+}

@@ -1,0 +1,315 @@
+/*
+ * sepcsi-mounthelper: the privileged half of sepcsi. It serves rpcd's requests
+ * over one SOCK_SEQPACKET socket (fd 3) and nothing else: no network, no
+ * files outside its data directory and the policy's allowed roots.
+ *
+ * Start-up, in this order (docs/helper.md):
+ *   1. parse arguments; refuse unless uid 0; load the policy (broken = exit 2);
+ *   2. open the data directory and create <data-dir>/images (0700), check fds;
+ *   3. confine: capabilities (pol_caps_confine_helper: CAP_SYS_ADMIN only,
+ *      locked securebits, no_new_privs), then the seccomp allowlist
+ *      (pol_seccomp_install(POL_ROLE_HELPER)); nothing after this point can
+ *      open a socket, load a module, trace a process or make a namespace;
+ *   4. tell the supervisor READY on fd 4 (if it is open);
+ *   5. loop: one datagram, one decoded request, one answer.
+ *
+ * Runs as root with (after step 3) only CAP_SYS_ADMIN, under seccomp. Fatal:
+ * any start-up failure (exit 1; exit 2 for a broken policy) and any protocol
+ * violation from rpcd or the supervisor (exit 3: a malformed or oversized
+ * datagram, an unknown type, an answer sent as a request). End of the channel
+ * is a clean exit 0 when unsupervised; under a supervisor, rpcd going away
+ * only means waiting for the replacement channel (SUP_CTL_PEER_FD on fd 4).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "mh.h"
+#include "mh_ops.h"
+#include "pol_caps.h"
+#include "pol_seccomp.h"
+#include "supctl.h"
+
+#define EXIT_POLICY      2
+#define EXIT_PROTOCOL    3
+#define DEFAULT_DATA_DIR "/var/lib/sepcsi/data"
+
+struct args {
+	const char *policy, *data_dir;
+	enum log_format fmt;
+	enum log_level lvl;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: sepcsi-mounthelper [options]\n"
+	        "The privileged helper of sepcsi. Started by sepcsi-supervisor with its\n"
+	        "request channel on fd 3 and the control channel on fd 4; not for manual use.\n"
+	        "\n"
+	        "  --policy FILE          policy file (default: built-in policy, docs/policy.md)\n"
+	        "  --data-dir DIR         where volume images live (default " DEFAULT_DATA_DIR ")\n"
+	        "  --log-format text|json log line format (default text)\n"
+	        "  --log-level LEVEL      error, warn, info or debug (default info)\n"
+	        "  --help                 this text\n"
+	        "\n"
+	        "Exit status: 0 channel closed, 1 start-up failure, 2 broken policy,\n"
+	        "3 protocol violation.\n");
+}
+
+static void parse_args(int argc, char **argv, struct args *a)
+{
+	static const struct option opts[] = {
+	    {"policy", required_argument, NULL, 'p'},
+	    {"data-dir", required_argument, NULL, 'd'},
+	    {"log-format", required_argument, NULL, 'f'},
+	    {"log-level", required_argument, NULL, 'l'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	int c;
+	*a = (struct args){.data_dir = DEFAULT_DATA_DIR, .fmt = LOG_FMT_TEXT, .lvl = LOG_LVL_INFO};
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			a->policy = optarg;
+			break;
+		case 'd':
+			a->data_dir = optarg;
+			break;
+		case 'f':
+			if (log_parse_format(optarg, &a->fmt) < 0) {
+				fprintf(stderr, "sepcsi-mounthelper: bad --log-format '%s'\n",
+				        optarg);
+				exit(1);
+			}
+			break;
+		case 'l':
+			if (log_parse_level(optarg, &a->lvl) < 0) {
+				fprintf(stderr, "sepcsi-mounthelper: bad --log-level '%s'\n",
+				        optarg);
+				exit(1);
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			exit(1);
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		exit(1);
+	}
+	if (a->data_dir[0] != '/') {
+		fprintf(stderr, "sepcsi-mounthelper: --data-dir must be absolute\n");
+		exit(1);
+	}
+}
+
+/* fds 0-2 must be open, so that no later fd (a pipe to mkfs, say) lands on them. */
+static void ensure_std_fds(void)
+{
+	for (int fd = 0; fd < 3; fd++) {
+		if (fcntl(fd, F_GETFD) < 0) {
+			int n = open("/dev/null", O_RDWR);
+			if (n != fd)
+				exit(1);
+		}
+	}
+}
+
+/* mkdir -p for the data directory: each missing component is made 0700. */
+static void make_dirs(const char *path)
+{
+	char buf[4096];
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		log_fatal("data dir path too long");
+	for (char *s = buf + 1;; s++) {
+		if (*s == '/' || *s == '\0') {
+			char saved = *s;
+			*s = '\0';
+			if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+				log_fatal("cannot create %s: %s", buf, strerror(errno));
+			*s = saved;
+			if (!saved)
+				break;
+		}
+	}
+}
+
+/* The directory must be ours alone: owned by root, not writable by group or others. */
+static void check_private_dir(int fd, const char *what)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode))
+		log_fatal("%s: not a directory", what);
+	if (st.st_uid != 0 || (st.st_mode & 022))
+		log_fatal("%s must be owned by root and not group/other writable", what);
+}
+
+static int open_images_dir(const char *data_dir)
+{
+	make_dirs(data_dir);
+	int dfd = open(data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		log_fatal("cannot open data dir %s: %s", data_dir, strerror(errno));
+	check_private_dir(dfd, data_dir);
+	if (mkdirat(dfd, "images", 0700) < 0 && errno != EEXIST)
+		log_fatal("cannot create %s/images: %s", data_dir, strerror(errno));
+	int ifd = openat(dfd, "images", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (ifd < 0)
+		log_fatal("cannot open %s/images: %s", data_dir, strerror(errno));
+	check_private_dir(ifd, "images directory");
+	if (fchmod(ifd, 0700) < 0)
+		log_fatal("cannot chmod images directory: %s", strerror(errno));
+	close(dfd);
+	return ifd;
+}
+
+static bool is_socket(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+static void __attribute__((noreturn)) violation(const char *what, uint32_t id, uint16_t type)
+{
+	char idbuf[16], tbuf[16];
+	snprintf(idbuf, sizeof(idbuf), "%u", id);
+	snprintf(tbuf, sizeof(tbuf), "%u", type);
+	log_kv(LOG_LVL_ERROR, "protocol_violation", "what", what, "req", idbuf, "type", tbuf, NULL);
+	exit(EXIT_PROTOCOL);
+}
+
+/* One datagram from rpcd. Returns false when the channel has ended. */
+static bool serve_one(const struct mh_ctx *ctx, int peer)
+{
+	static uint8_t buf[MH_MSG_MAX + 1];
+	static uint8_t out[MH_MSG_MAX];
+	struct mh_msg req, ans;
+	size_t len;
+
+	ssize_t n = recv(peer, buf, sizeof(buf), MSG_TRUNC | MSG_DONTWAIT);
+	if (n < 0) {
+		if (errno == EINTR || errno == EAGAIN)
+			return true;
+		return false; /* ECONNRESET and friends: the peer is gone */
+	}
+	if (n == 0)
+		return false;
+	if ((size_t)n > MH_MSG_MAX)
+		violation("oversized datagram", 0, 0);
+	if (mh_msg_decode(buf, (size_t)n, &req) < 0)
+		violation("undecodable message", 0, 0);
+	if (mh_ops_handle(ctx, &req, &ans) < 0)
+		violation("not a request this helper serves", req.id, req.type);
+	if (mh_msg_encode(&ans, out, sizeof(out), &len) < 0)
+		log_fatal("cannot encode answer to request %u", req.id); /* our own bug */
+	if (send(peer, out, len, MSG_NOSIGNAL) != (ssize_t)len)
+		return false; /* rpcd went away; the answer is lost with it */
+	return true;
+}
+
+/* A message from the supervisor. Returns the new peer fd, or exits. */
+static int control_one(int ctl, int peer)
+{
+	struct sup_ctl_msg m;
+	if (sup_ctl_recv(ctl, &m) < 0) {
+		if (errno == 0 || errno == ECONNRESET) {
+			log_info("supervisor closed the control channel; exiting");
+			exit(0);
+		}
+		if (errno == EINTR || errno == EAGAIN)
+			return peer;
+		if (errno == EPROTO)
+			violation("malformed control message", 0, 0);
+		log_fatal("control channel: %s", strerror(errno));
+	}
+	if (m.type != SUP_CTL_PEER_FD || m.fd < 0 || !is_socket(m.fd)) {
+		if (m.fd >= 0)
+			close(m.fd);
+		violation("unexpected control message", 0, (uint16_t)m.type);
+	}
+	/*
+	 * The new channel takes fd 3; dup2 closes the old one, if any. If fd 3
+	 * was free, the kernel may have put the new descriptor right there.
+	 */
+	if (m.fd != SEPCSI_FD_PEER) {
+		if (dup2(m.fd, SEPCSI_FD_PEER) < 0)
+			log_fatal("dup2 new channel: %s", strerror(errno));
+		close(m.fd);
+	}
+	log_info("new request channel from the supervisor");
+	return SEPCSI_FD_PEER;
+}
+
+int main(int argc, char **argv)
+{
+	struct args a;
+	char err[512];
+	struct pol *pol = NULL;
+
+	ensure_std_fds();
+	parse_args(argc, argv, &a);
+	/* Logging once now also makes glibc load its time zone data before seccomp. */
+	log_init("mounthelper", a.fmt, a.lvl);
+	log_kv(LOG_LVL_INFO, "start", "policy", a.policy ? a.policy : "(built-in)", "data_dir",
+	       a.data_dir, NULL);
+	if (getuid() != 0 || geteuid() != 0)
+		log_fatal("must run as root (uid 0)");
+	if (pol_load(a.policy, &pol, err, sizeof(err)) < 0) {
+		log_kv(LOG_LVL_ERROR, "policy_error", "error", err, NULL);
+		return EXIT_POLICY;
+	}
+	struct mh_ctx ctx = {.pol = pol, .images_fd = open_images_dir(a.data_dir)};
+	if (!is_socket(SEPCSI_FD_PEER))
+		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
+	int ctl = is_socket(SEPCSI_FD_CONTROL) ? SEPCSI_FD_CONTROL : -1;
+	int peer = SEPCSI_FD_PEER;
+
+	if (pol_caps_confine_helper() < 0)
+		log_fatal("cannot confine capabilities: %s", strerror(errno));
+	if (pol_seccomp_install(POL_ROLE_HELPER, pol_seccomp_log_only(pol)) < 0)
+		log_fatal("cannot install the seccomp filter");
+	if (pol_seccomp_log_only(pol))
+		log_warn("seccomp in log-only mode: violations are logged, not killed");
+	if (ctl >= 0 && sup_ctl_send(ctl, SUP_CTL_READY, -1) < 0)
+		log_fatal("cannot send READY: %s", strerror(errno));
+	log_info("ready");
+
+	for (;;) {
+		struct pollfd p[2] = {{.fd = peer, .events = POLLIN},
+		                      {.fd = ctl, .events = POLLIN}};
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			log_fatal("poll: %s", strerror(errno));
+		}
+		if (p[1].revents)
+			peer = control_one(ctl, peer);
+		else if (p[0].revents && !serve_one(&ctx, peer)) {
+			if (ctl < 0) {
+				log_info("request channel closed; exiting");
+				break;
+			}
+			/* Supervised: rpcd is being restarted; wait for the new channel. */
+			log_info("request channel closed; waiting for a new one");
+			close(peer);
+			peer = -1;
+		}
+	}
+	close(ctx.images_fd);
+	pol_free(pol);
+	return 0;
+}

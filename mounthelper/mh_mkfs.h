@@ -1,0 +1,29 @@
+/* Probing a device with libblkid and formatting a blank one (mh_mkfs.c). */
+#ifndef SEPCSI_MH_MKFS_H
+#define SEPCSI_MH_MKFS_H
+
+#include "mh.h"
+
+enum mh_probe_result {
+	MH_PROBE_BLANK = 0, /* no signature at all: safe to format */
+	MH_PROBE_MATCH = 1, /* exactly the wanted filesystem: mount as is */
+};
+
+/*
+ * Probe the open block device devfd for superblocks and partition tables.
+ * Returns MH_PROBE_BLANK or MH_PROBE_MATCH, or -1 with r filled: MH_E_EXISTS
+ * naming what was found (another filesystem, a partition table, an ambivalent
+ * result), MH_E_FAILED if probing itself failed. Never writes to the device.
+ */
+int mh_probe(int devfd, const char *want_fstype, struct mh_res *r);
+
+/*
+ * Format the blank image file name inside directory dirfd with fstype, in a
+ * child process that holds no capability. The tool writes the regular file,
+ * not the loop device: on a block device mkfs.xfs insists on BLKBSZSET, which
+ * needs CAP_SYS_ADMIN. The caller must then drop the loop device's cached
+ * blocks (mh_loop_flush). 0, or -1 with r (the tool's output in the reason).
+ */
+int mh_mkfs(const char *fstype, int dirfd, const char *name, struct mh_res *r);
+
+#endif

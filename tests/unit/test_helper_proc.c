@@ -1,0 +1,834 @@
+/*
+ * Real-process test of sepcsi-mounthelper: real loop devices, mkfs and mounts.
+ * Needs root (exits 77 = skipped otherwise). Runs in its own private mount
+ * namespace so nothing it mounts is visible outside, and cleans up (mounts,
+ * loop devices, temp dir) even when a check fails.
+ *
+ * The helper binary is argv[1], else the path CMake compiled in. Set
+ * SEPCSI_TEST_STRACE=FILE to run the helper under `strace -f -o FILE` and
+ * SEPCSI_TEST_SECCOMP_LOG=1 to run it with seccomp log_only (both are for
+ * deriving the seccomp table, not for CI).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <linux/loop.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mh_proto.h"
+#include "supctl.h"
+#include "tap.h"
+
+#ifndef SEPCSI_MOUNTHELPER
+#define SEPCSI_MOUNTHELPER "sepcsi-mounthelper"
+#endif
+
+#define MiB (1024ULL * 1024)
+#define V1  "sv-0123456789abcdef0123456789abcdef"
+#define V2  "sv-00000000000000000000000000000002"
+#define V3  "sv-00000000000000000000000000000003"
+#define V4  "sv-00000000000000000000000000000004"
+#define V5  "sv-00000000000000000000000000000005"
+
+static const char *helper_bin = SEPCSI_MOUNTHELPER;
+static char tmp[64], root[128], data[128], policy[128], logfile[128];
+
+struct helper {
+	pid_t pid;
+	int fd;
+};
+
+/* ---- helpers: processes -------------------------------------------------- */
+
+static int run(const char *const argv[])
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void write_policy(const char *path, const char *extra)
+{
+	FILE *f = fopen(path, "w");
+	const char *log_only = getenv("SEPCSI_TEST_SECCOMP_LOG") ? "true" : "false";
+	fprintf(f,
+	        "# test policy\n[paths]\nallowed_roots = %s\n[filesystems]\ntypes = ext4 xfs "
+	        "btrfs\n[volumes]\nmin_bytes = 1Mi\nmax_bytes = 1Ti\n[seccomp]\nlog_only = %s\n%s",
+	        root, log_only, extra ? extra : "");
+	fclose(f);
+}
+
+/* Start the helper with the request channel on fd 3 and, if ctl_fd >= 0, control on fd 4. */
+static void helper_start_ctl(struct helper *h, const char *policy_file, int ctl_fd)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		abort();
+	h->pid = fork();
+	if (h->pid == 0) {
+		int log = open(logfile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		dup2(log, 2);
+		/* Move both ends out of the way first: either may already be fd 3 or 4. */
+		int peer = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+		int ctl = ctl_fd >= 0 ? fcntl(ctl_fd, F_DUPFD_CLOEXEC, 10) : -1;
+		dup2(peer, 3); /* the request channel */
+		if (ctl >= 0)
+			dup2(ctl, 4); /* supervised */
+		close_range(ctl_fd >= 0 ? 5 : 4, ~0U, 0);
+		/* In sanitizer builds: LeakSanitizer needs ptrace, which the filter forbids. */
+		setenv("ASAN_OPTIONS", "detect_leaks=0", 0);
+		const char *strace = getenv("SEPCSI_TEST_STRACE");
+		if (strace) {
+			const char *argv[] = {"strace",    "-f",         "-qq",      "-o",
+			                      strace,      "-A",         helper_bin, "--policy",
+			                      policy_file, "--data-dir", data,       "--log-level",
+			                      "debug",     NULL};
+			execvp("strace", (char *const *)argv);
+		}
+		const char *argv[] = {helper_bin, "--policy",    policy_file, "--data-dir",
+		                      data,       "--log-level", "debug",     NULL};
+		execv(helper_bin, (char *const *)argv);
+		_exit(127);
+	}
+	close(sv[1]);
+	h->fd = sv[0];
+}
+
+static void helper_start_with(struct helper *h, const char *policy_file)
+{
+	helper_start_ctl(h, policy_file, -1);
+}
+
+static void helper_start(struct helper *h)
+{
+	helper_start_with(h, policy);
+}
+
+/* Close the channel and reap the helper; returns its exit status (or 128+signal). */
+static int helper_stop(struct helper *h)
+{
+	int st = 0;
+	if (h->fd >= 0)
+		close(h->fd);
+	h->fd = -1;
+	if (h->pid <= 0)
+		return -1;
+	for (int i = 0; i < 600; i++) { /* up to 60 s */
+		pid_t p = waitpid(h->pid, &st, WNOHANG);
+		if (p == h->pid) {
+			h->pid = 0;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
+		usleep(100000);
+	}
+	kill(h->pid, SIGKILL);
+	waitpid(h->pid, &st, 0);
+	h->pid = 0;
+	return -1;
+}
+
+/* ---- helpers: requests ---------------------------------------------------- */
+
+static uint32_t next_id = 1;
+
+/* Send req, wait for the answer; returns the answer type, or -1 if the helper is gone. */
+static int call(struct helper *h, struct mh_msg *req, struct mh_msg *ans)
+{
+	uint8_t buf[MH_MSG_MAX];
+	size_t len;
+	req->id = next_id++;
+	if (mh_msg_encode(req, buf, sizeof(buf), &len) < 0)
+		abort();
+	if (send(h->fd, buf, len, MSG_NOSIGNAL) != (ssize_t)len)
+		return -1;
+	struct pollfd p = {.fd = h->fd, .events = POLLIN};
+	if (poll(&p, 1, 300000) != 1)
+		return -1;
+	ssize_t n = recv(h->fd, buf, sizeof(buf), 0);
+	if (n <= 0 || mh_msg_decode(buf, (size_t)n, ans) < 0 || ans->id != req->id)
+		return -1;
+	if (ans->type == MH_ANS_ERROR)
+		fprintf(stderr, "  # %s -> error kind %u errno %u: %s\n", mh_type_name(req->type),
+		        ans->u.error.kind, ans->u.error.sys_errno, ans->u.error.reason);
+	return ans->type;
+}
+
+/* The answer kind: MH_E_OK for the right success type, the error kind, or -1. */
+static int kind_of(int type, uint16_t want, const struct mh_msg *ans)
+{
+	if (type == want)
+		return MH_E_OK;
+	if (type == MH_ANS_ERROR)
+		return (int)ans->u.error.kind;
+	return -1;
+}
+
+static int do_ping(struct helper *h)
+{
+	struct mh_msg q = {.type = MH_REQ_PING}, a;
+	return kind_of(call(h, &q, &a), MH_ANS_PING, &a);
+}
+
+static int do_create(struct helper *h, const char *id, uint64_t size, uint64_t *real)
+{
+	struct mh_msg q = {.type = MH_REQ_CREATE}, a;
+	snprintf(q.u.create.volume_id, sizeof(q.u.create.volume_id), "%s", id);
+	q.u.create.size_bytes = size;
+	int k = kind_of(call(h, &q, &a), MH_ANS_CREATE, &a);
+	if (real)
+		*real = k == MH_E_OK ? a.u.create_ans.size_bytes : 0;
+	return k;
+}
+
+static int do_delete(struct helper *h, const char *id)
+{
+	struct mh_msg q = {.type = MH_REQ_DELETE}, a;
+	snprintf(q.u.del.volume_id, sizeof(q.u.del.volume_id), "%s", id);
+	return kind_of(call(h, &q, &a), MH_ANS_DELETE, &a);
+}
+
+static int do_stage(struct helper *h, const char *id, const char *path, const char *fs,
+                    const char *opts, int ro, struct mh_msg *out)
+{
+	struct mh_msg q = {.type = MH_REQ_STAGE}, a;
+	snprintf(q.u.stage.volume_id, sizeof(q.u.stage.volume_id), "%s", id);
+	snprintf(q.u.stage.staging_path, sizeof(q.u.stage.staging_path), "%s", path);
+	snprintf(q.u.stage.fs_type, sizeof(q.u.stage.fs_type), "%s", fs);
+	snprintf(q.u.stage.mount_flags, sizeof(q.u.stage.mount_flags), "%s", opts);
+	q.u.stage.readonly = (uint8_t)ro;
+	int k = kind_of(call(h, &q, &a), MH_ANS_STAGE, &a);
+	if (out)
+		*out = a;
+	return k;
+}
+
+static int do_unstage(struct helper *h, const char *id, const char *path)
+{
+	struct mh_msg q = {.type = MH_REQ_UNSTAGE}, a;
+	snprintf(q.u.unstage.volume_id, sizeof(q.u.unstage.volume_id), "%s", id);
+	snprintf(q.u.unstage.staging_path, sizeof(q.u.unstage.staging_path), "%s", path);
+	return kind_of(call(h, &q, &a), MH_ANS_UNSTAGE, &a);
+}
+
+static int do_publish(struct helper *h, const char *id, const char *staging, const char *target,
+                      int ro)
+{
+	struct mh_msg q = {.type = MH_REQ_PUBLISH}, a;
+	snprintf(q.u.publish.volume_id, sizeof(q.u.publish.volume_id), "%s", id);
+	snprintf(q.u.publish.staging_path, sizeof(q.u.publish.staging_path), "%s", staging);
+	snprintf(q.u.publish.target_path, sizeof(q.u.publish.target_path), "%s", target);
+	q.u.publish.readonly = (uint8_t)ro;
+	return kind_of(call(h, &q, &a), MH_ANS_PUBLISH, &a);
+}
+
+static int do_unpublish(struct helper *h, const char *id, const char *target)
+{
+	struct mh_msg q = {.type = MH_REQ_UNPUBLISH}, a;
+	snprintf(q.u.unpublish.volume_id, sizeof(q.u.unpublish.volume_id), "%s", id);
+	snprintf(q.u.unpublish.target_path, sizeof(q.u.unpublish.target_path), "%s", target);
+	return kind_of(call(h, &q, &a), MH_ANS_UNPUBLISH, &a);
+}
+
+/* ---- helpers: the kernel's view ------------------------------------------- */
+
+static int mountinfo_lines(void)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	int n = 0, c;
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+/* The per-mount options of the last mount on path ("" if none). */
+static void mount_opts_at(const char *path, char *out, size_t len)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096];
+	out[0] = '\0';
+	while (fgets(line, sizeof(line), f)) {
+		char mp[PATH_MAX], opts[512];
+		if (sscanf(line, "%*d %*d %*s %*s %4095s %511s", mp, opts) == 2 &&
+		    strcmp(mp, path) == 0)
+			snprintf(out, len, "%s", opts);
+	}
+	fclose(f);
+}
+
+static bool has_opt(const char *opts, const char *o)
+{
+	size_t n = strlen(o);
+	for (const char *s = opts; (s = strstr(s, o)) != NULL; s += n)
+		if ((s == opts || s[-1] == ',') && (s[n] == ',' || s[n] == '\0'))
+			return true;
+	return false;
+}
+
+/* Number of loop devices whose backing file lies in our data dir. */
+static int our_loops(bool detach)
+{
+	DIR *d = opendir("/sys/block");
+	struct dirent *e;
+	int n = 0;
+	while ((e = readdir(d)) != NULL) {
+		char p[300], bf[PATH_MAX] = "";
+		if (strncmp(e->d_name, "loop", 4) != 0)
+			continue;
+		snprintf(p, sizeof(p), "/sys/block/%s/loop/backing_file", e->d_name);
+		FILE *f = fopen(p, "re");
+		if (!f)
+			continue;
+		if (fgets(bf, sizeof(bf), f) && strncmp(bf, data, strlen(data)) == 0) {
+			n++;
+			if (detach) {
+				snprintf(p, sizeof(p), "/dev/%s", e->d_name);
+				int fd = open(p, O_RDONLY);
+				if (fd >= 0) {
+					ioctl(fd, LOOP_CLR_FD, 0);
+					close(fd);
+				}
+			}
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+static bool file_has(const char *path, const char *want)
+{
+	char buf[64] = "";
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n > 0 && strncmp(buf, want, strlen(want)) == 0;
+}
+
+static int write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = write(fd, text, strlen(text));
+	int err = n < 0 ? errno : 0;
+	if (close(fd) < 0 && !err)
+		err = errno;
+	return -err;
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0;
+}
+
+/* ---- cleanup (also after failures) ------------------------------------------ */
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	remove(p);
+	return 0; /* best effort: keep walking */
+}
+
+static void cleanup(void)
+{
+	if (!tmp[0])
+		return;
+	for (int round = 0; round < 8; round++) {
+		FILE *f = fopen("/proc/self/mountinfo", "re");
+		char line[4096], mps[64][PATH_MAX];
+		int n = 0;
+		while (f && fgets(line, sizeof(line), f) && n < 64)
+			if (sscanf(line, "%*d %*d %*s %*s %4095s", mps[n]) == 1 &&
+			    strncmp(mps[n], tmp, strlen(tmp)) == 0)
+				n++;
+		if (f)
+			fclose(f);
+		if (n == 0)
+			break;
+		while (n-- > 0)
+			umount2(mps[n], MNT_DETACH);
+	}
+	our_loops(true);
+	nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/* ---- the scenarios ---------------------------------------------------------- */
+
+static void test_lifecycle(struct helper *h)
+{
+	char staging[256], target[256], opts[512], p[512];
+	uint64_t real = 0;
+	snprintf(staging, sizeof(staging), "%s/staging/v1", root);
+	snprintf(target, sizeof(target), "%s/pods/p1/mount", root);
+
+	CHECK(do_ping(h) == MH_E_OK);
+	CHECK(do_create(h, V1, 64 * MiB, &real) == MH_E_OK && real == 64 * MiB);
+	CHECK(do_create(h, V1, 64 * MiB, &real) == MH_E_OK && real == 64 * MiB);
+	CHECK(do_create(h, V1, 65 * MiB, NULL) == MH_E_EXISTS);
+	CHECK(do_create(h, V2, 1000, NULL) == MH_E_REFUSED); /* below min_bytes */
+	snprintf(p, sizeof(p), "%s/images/%s.img", data, V1);
+	struct stat st;
+	CHECK(stat(p, &st) == 0 && st.st_size == (off_t)(64 * MiB) && st.st_blocks == 0);
+
+	/* STAGE: the CO creates the staging dir; the helper formats and mounts. */
+	CHECK(do_stage(h, V1, staging, "ext4", "", 0, NULL) == MH_E_NOTFOUND);
+	mkdir(staging, 0750);
+	CHECK(do_stage(h, V1, staging, "ext4", "noatime", 0, NULL) == MH_E_OK);
+	mount_opts_at(staging, opts, sizeof(opts));
+	CHECK(has_opt(opts, "nosuid") && has_opt(opts, "nodev") && has_opt(opts, "noatime"));
+	CHECK(has_opt(opts, "rw"));
+	int lines = mountinfo_lines();
+	CHECK(do_stage(h, V1, staging, "ext4", "noatime", 0, NULL) == MH_E_OK);
+	CHECK(mountinfo_lines() == lines);
+	CHECK(do_stage(h, V1, staging, "xfs", "", 0, NULL) == MH_E_EXISTS);
+	CHECK(do_delete(h, V1) == MH_E_BUSY);
+	CHECK(our_loops(false) == 1);
+
+	/* PUBLISH rw, idempotent, then write through the target. */
+	CHECK(do_publish(h, V1, staging, target, 0) == MH_E_NOTFOUND); /* parent missing */
+	snprintf(p, sizeof(p), "%s/pods/p1", root);
+	mkdir(p, 0750);
+	CHECK(do_publish(h, V1, staging, target, 0) == MH_E_OK);
+	CHECK(mountinfo_lines() == lines + 1);
+	mount_opts_at(target, opts, sizeof(opts));
+	CHECK(has_opt(opts, "nosuid") && has_opt(opts, "nodev") && has_opt(opts, "rw"));
+	snprintf(p, sizeof(p), "%s/hello", target);
+	CHECK(write_file(p, "hello\n") == 0);
+	CHECK(do_publish(h, V1, staging, target, 0) == MH_E_OK);
+	CHECK(mountinfo_lines() == lines + 1);
+	CHECK(do_publish(h, V1, staging, target, 1) == MH_E_EXISTS); /* same volume, other ro */
+	CHECK(do_publish(h, V1, staging, staging, 0) == MH_E_REFUSED);
+	/* Targets through a symlink inside the root (pointing outside) are refused. */
+	char out2[256], plink[300];
+	snprintf(out2, sizeof(out2), "%s/outside2", tmp);
+	snprintf(plink, sizeof(plink), "%s/pods/plink", root);
+	mkdir(out2, 0750);
+	CHECK(symlink(out2, plink) == 0);
+	CHECK(do_publish(h, V1, staging, plink, 0) == MH_E_REFUSED);
+	snprintf(p, sizeof(p), "%s/m", plink);
+	CHECK(do_publish(h, V1, staging, p, 0) == MH_E_REFUSED);
+	CHECK(!exists(p) && rmdir(out2) == 0 && unlink(plink) == 0);
+	CHECK(do_unstage(h, V1, staging) == MH_E_BUSY); /* still published */
+	CHECK(mountinfo_lines() == lines + 1);
+
+	CHECK(do_unpublish(h, V1, target) == MH_E_OK);
+	CHECK(!exists(target));
+	CHECK(mountinfo_lines() == lines);
+	CHECK(do_unpublish(h, V1, target) == MH_E_OK);
+	CHECK(do_unstage(h, V1, staging) == MH_E_OK);
+	CHECK(mountinfo_lines() == lines - 1);
+	CHECK(our_loops(false) == 0);
+	CHECK(do_unstage(h, V1, staging) == MH_E_OK);
+	CHECK(exists(staging)); /* the staging dir belongs to the CO */
+
+	/* Stage again: the data survived. Publish read-only: writes fail. */
+	CHECK(do_stage(h, V1, staging, "ext4", "", 0, NULL) == MH_E_OK);
+	snprintf(p, sizeof(p), "%s/hello", staging);
+	CHECK(file_has(p, "hello"));
+	CHECK(do_publish(h, V1, staging, target, 1) == MH_E_OK);
+	mount_opts_at(target, opts, sizeof(opts));
+	CHECK(has_opt(opts, "ro") && has_opt(opts, "nosuid") && has_opt(opts, "nodev"));
+	snprintf(p, sizeof(p), "%s/other", target);
+	CHECK(write_file(p, "x") == -EROFS);
+	snprintf(p, sizeof(p), "%s/hello", target);
+	CHECK(file_has(p, "hello"));
+	CHECK(do_publish(h, V1, staging, target, 1) == MH_E_OK);
+	CHECK(mountinfo_lines() == lines + 1);
+	CHECK(do_unpublish(h, V1, target) == MH_E_OK);
+	CHECK(do_unstage(h, V1, staging) == MH_E_OK);
+	CHECK(mountinfo_lines() == lines - 1);
+
+	/* Unpublish of a plain empty directory removes it; a non-empty one stays. */
+	mkdir(target, 0750);
+	CHECK(do_unpublish(h, V1, target) == MH_E_OK && !exists(target));
+
+	CHECK(do_delete(h, V1) == MH_E_OK);
+	CHECK(do_delete(h, V1) == MH_E_OK);
+	snprintf(p, sizeof(p), "%s/images/%s.img", data, V1);
+	CHECK(!exists(p));
+	CHECK(our_loops(false) == 0);
+}
+
+/* Nothing is created or mounted by any of these. */
+static void test_refusals(struct helper *h)
+{
+	char staging[256], outside[256], link[256], p[512];
+	snprintf(staging, sizeof(staging), "%s/staging/v2", root);
+	snprintf(outside, sizeof(outside), "%s/outside", tmp);
+	snprintf(link, sizeof(link), "%s/link", root);
+	mkdir(staging, 0750);
+	mkdir(outside, 0750);
+	CHECK(symlink(outside, link) == 0);
+	CHECK(do_create(h, V2, 64 * MiB, NULL) == MH_E_OK);
+	int lines = mountinfo_lines();
+
+	CHECK(do_stage(h, V2, outside, "ext4", "", 0, NULL) == MH_E_REFUSED);
+	CHECK(do_stage(h, V2, "/var/lib/kubelet/x", "ext4", "", 0, NULL) == MH_E_REFUSED);
+	snprintf(p, sizeof(p), "%s/staging/../../outside", root);
+	CHECK(do_stage(h, V2, p, "ext4", "", 0, NULL) == MH_E_REFUSED);
+	snprintf(p, sizeof(p), "%s//staging/v2", root);
+	CHECK(do_stage(h, V2, p, "ext4", "", 0, NULL) == MH_E_REFUSED);
+	CHECK(do_stage(h, V2, root, "ext4", "", 0, NULL) == MH_E_REFUSED); /* the root itself */
+	snprintf(p, sizeof(p), "%sX/a", root);
+	CHECK(do_stage(h, V2, p, "ext4", "", 0, NULL) == MH_E_REFUSED);    /* prefix trick */
+	CHECK(do_stage(h, V2, link, "ext4", "", 0, NULL) == MH_E_REFUSED); /* symlink out */
+	snprintf(p, sizeof(p), "%s/sub", link);
+	mkdir(p, 0750); /* created through the symlink, i.e. outside */
+	CHECK(do_stage(h, V2, p, "ext4", "", 0, NULL) == MH_E_REFUSED);
+
+	const char *bad_ids[] = {"sv-../../../../etc/passwd",
+	                         "sv-0123456789abcdef/123456789abcdef",
+	                         "sv-..",
+	                         "..",
+	                         "sv-0123456789ABCDEF0123456789ABCDEF",
+	                         "sv-0123456789abcdef0123456789abcde",
+	                         "sv-0123456789abcdef0123456789abcdef0",
+	                         "ss-0123456789abcdef0123456789abcdef",
+	                         "",
+	                         NULL};
+	for (int i = 0; bad_ids[i]; i++) {
+		CHECK(do_stage(h, bad_ids[i], staging, "ext4", "", 0, NULL) == MH_E_REFUSED);
+		CHECK(do_create(h, bad_ids[i], 64 * MiB, NULL) == MH_E_REFUSED);
+		CHECK(do_delete(h, bad_ids[i]) == MH_E_REFUSED);
+	}
+	CHECK(do_stage(h, V2, staging, "vfat", "", 0, NULL) == MH_E_REFUSED);
+	CHECK(do_stage(h, V2, staging, "ext2", "", 0, NULL) == MH_E_REFUSED);
+	CHECK(do_stage(h, V2, staging, "ext4", "nobarrier", 0, NULL) == MH_E_REFUSED);
+	CHECK(do_stage(h, V2, staging, "ext4", "suid", 0, NULL) == MH_E_REFUSED);
+	CHECK(do_stage(h, V2, staging, "ext4", "dev", 0, NULL) == MH_E_REFUSED);
+	CHECK(do_stage(h, V2, staging, "ext4", "noatime,,ro", 0, NULL) == MH_E_REFUSED);
+	CHECK(do_stage(h, V2, staging, "ext4", "bind", 0, NULL) == MH_E_REFUSED);
+	CHECK(do_stage(h, V2, staging, "ext4", "", 1, NULL) == MH_E_PRECONDITION); /* blank, ro */
+	CHECK(do_publish(h, V2, staging, link, 0) == MH_E_PRECONDITION);           /* not staged */
+	CHECK(do_unstage(h, V2, outside) == MH_E_REFUSED);
+
+	CHECK(mountinfo_lines() == lines);
+	CHECK(our_loops(false) == 0);
+	snprintf(p, sizeof(p), "%s/sub", outside);
+	CHECK(rmdir(p) == 0); /* still empty: nothing was mounted or made there */
+
+	/* Unmount only what is ours: a tmpfs at a target is refused. */
+	snprintf(p, sizeof(p), "%s/pods/p2", root);
+	mkdir(p, 0750);
+	CHECK(mount("tmpfs", p, "tmpfs", 0, NULL) == 0);
+	CHECK(do_unpublish(h, V2, p) == MH_E_REFUSED);
+	CHECK(do_unstage(h, V2, p) == MH_E_REFUSED);
+	CHECK(do_stage(h, V2, p, "ext4", "", 0, NULL) == MH_E_EXISTS);
+	CHECK(umount(p) == 0 && rmdir(p) == 0);
+	CHECK(do_delete(h, V2) == MH_E_OK);
+}
+
+/* A pre-formatted xfs image staged as ext4 is refused and its data stays intact. */
+static void test_foreign_signature(struct helper *h)
+{
+	char img[300], mnt[256], staging[256], p[512];
+	snprintf(img, sizeof(img), "%s/images/%s.img", data, V3);
+	snprintf(mnt, sizeof(mnt), "%s/scratch", tmp);
+	snprintf(staging, sizeof(staging), "%s/staging/v3", root);
+	mkdir(mnt, 0700);
+	mkdir(staging, 0750);
+	CHECK(do_create(h, V3, 320 * MiB, NULL) == MH_E_OK);
+	const char *mkfs[] = {"mkfs.xfs", "-q", img, NULL};
+	CHECK(run(mkfs) == 0);
+	const char *mnt_rw[] = {"mount", "-o", "loop", img, mnt, NULL};
+	const char *umnt[] = {"umount", mnt, NULL};
+	snprintf(p, sizeof(p), "%s/keep", mnt);
+	CHECK(run(mnt_rw) == 0 && write_file(p, "precious\n") == 0 && run(umnt) == 0);
+	int lines = mountinfo_lines();
+
+	struct mh_msg a;
+	CHECK(do_stage(h, V3, staging, "ext4", "", 0, &a) == MH_E_EXISTS);
+	CHECK(strstr(a.u.error.reason, "xfs") != NULL);
+	CHECK(do_stage(h, V3, staging, "btrfs", "", 0, NULL) == MH_E_EXISTS);
+	CHECK(mountinfo_lines() == lines);
+	CHECK(our_loops(false) == 0);
+	const char *mnt_ro[] = {"mount", "-o", "loop,ro", img, mnt, NULL};
+	CHECK(run(mnt_ro) == 0);
+	CHECK(file_has(p, "precious"));
+	CHECK(run(umnt) == 0);
+
+	/* Staged as what it is, it mounts as is (no mkfs), data and all. */
+	CHECK(do_stage(h, V3, staging, "xfs", "nouuid", 0, NULL) == MH_E_OK);
+	snprintf(p, sizeof(p), "%s/keep", staging);
+	CHECK(file_has(p, "precious"));
+	CHECK(do_unstage(h, V3, staging) == MH_E_OK);
+	CHECK(do_delete(h, V3) == MH_E_OK);
+}
+
+/* The helper formats xfs and btrfs too (these runs exercise mkfs.xfs/mkfs.btrfs under seccomp). */
+static void test_other_filesystems(struct helper *h)
+{
+	const struct {
+		const char *id, *fs;
+		uint64_t size;
+	} v[] = {{V4, "xfs", 320 * MiB}, {V5, "btrfs", 256 * MiB}};
+	for (size_t i = 0; i < 2; i++) {
+		char staging[256], target[256], opts[512], p[300];
+		snprintf(staging, sizeof(staging), "%s/staging/%s", root, v[i].fs);
+		snprintf(target, sizeof(target), "%s/pods/%s", root, v[i].fs);
+		mkdir(staging, 0750);
+		CHECK(do_create(h, v[i].id, v[i].size, NULL) == MH_E_OK);
+		CHECK(do_stage(h, v[i].id, staging, v[i].fs, "", 0, NULL) == MH_E_OK);
+		mount_opts_at(staging, opts, sizeof(opts));
+		CHECK(has_opt(opts, "nosuid") && has_opt(opts, "nodev"));
+		int lines = mountinfo_lines();
+		CHECK(do_stage(h, v[i].id, staging, v[i].fs, "", 0, NULL) == MH_E_OK);
+		CHECK(do_publish(h, v[i].id, staging, target, 0) == MH_E_OK);
+		CHECK(do_publish(h, v[i].id, staging, target, 0) == MH_E_OK);
+		CHECK(mountinfo_lines() == lines + 1);
+		snprintf(p, sizeof(p), "%s/f", target);
+		CHECK(write_file(p, "data") == 0);
+		CHECK(do_unpublish(h, v[i].id, target) == MH_E_OK);
+		CHECK(do_unstage(h, v[i].id, staging) == MH_E_OK);
+		CHECK(our_loops(false) == 0);
+		CHECK(do_delete(h, v[i].id) == MH_E_OK);
+	}
+}
+
+static void test_confinement(struct helper *h)
+{
+	char p[64], line[256];
+	bool capeff = false, capprm = false, capbnd = false, capinh = false, capamb = false,
+	     nnp = false, sec = false;
+	if (getenv("SEPCSI_TEST_STRACE"))
+		return; /* h->pid is strace, not the helper */
+	snprintf(p, sizeof(p), "/proc/%d/status", (int)h->pid);
+	FILE *f = fopen(p, "re");
+	CHECK(f != NULL);
+	while (f && fgets(line, sizeof(line), f)) {
+		capeff |= strcmp(line, "CapEff:\t0000000000200000\n") == 0;
+		capprm |= strcmp(line, "CapPrm:\t0000000000200000\n") == 0;
+		capbnd |= strcmp(line, "CapBnd:\t0000000000200000\n") == 0;
+		capinh |= strcmp(line, "CapInh:\t0000000000000000\n") == 0;
+		capamb |= strcmp(line, "CapAmb:\t0000000000000000\n") == 0;
+		nnp |= strcmp(line, "NoNewPrivs:\t1\n") == 0;
+		sec |= strcmp(line, "Seccomp:\t2\n") == 0;
+	}
+	if (f)
+		fclose(f);
+	CHECK(capeff && capprm && capbnd && capinh && capamb);
+	CHECK(nnp && sec);
+}
+
+/*
+ * UNSTAGE never reports success while the loop device stays attached: hold
+ * the device open ourselves, so autoclear cannot run and LOOP_CLR_FD cannot
+ * detach it; the answer is BUSY. Once we let go, the device goes away.
+ */
+static void test_unstage_loop_held(struct helper *h)
+{
+	char staging[256], dev[300] = "";
+	snprintf(staging, sizeof(staging), "%s/staging/held", root);
+	mkdir(staging, 0750);
+	CHECK(do_create(h, V2, 32 * MiB, NULL) == MH_E_OK);
+	CHECK(do_stage(h, V2, staging, "ext4", "", 0, NULL) == MH_E_OK);
+	DIR *d = opendir("/sys/block");
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL) {
+		char p[300], bf[PATH_MAX] = "";
+		snprintf(p, sizeof(p), "/sys/block/%s/loop/backing_file", e->d_name);
+		FILE *f = fopen(p, "re");
+		if (f && fgets(bf, sizeof(bf), f) && strstr(bf, V2))
+			snprintf(dev, sizeof(dev), "/dev/%s", e->d_name);
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	int fd = open(dev, O_RDONLY);
+	CHECK(fd >= 0);
+	CHECK(do_unstage(h, V2, staging) == MH_E_BUSY);
+	if (fd >= 0)
+		close(fd);
+	CHECK(do_unstage(h, V2, staging) == MH_E_OK); /* unmounted already; nothing left */
+	for (int i = 0; i < 50 && our_loops(false) > 0; i++)
+		usleep(20000);
+	CHECK(our_loops(false) == 0);
+	CHECK(do_delete(h, V2) == MH_E_OK);
+}
+
+/* Under a supervisor: READY on fd 4, survive rpcd going away, take a new channel. */
+static void test_supervised(void)
+{
+	int ctl[2], ch[2];
+	struct helper h;
+	struct sup_ctl_msg m = {0};
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) == 0);
+	helper_start_ctl(&h, policy, ctl[1]);
+	close(ctl[1]);
+	struct pollfd p = {.fd = ctl[0], .events = POLLIN};
+	CHECK(poll(&p, 1, 30000) == 1 && sup_ctl_recv(ctl[0], &m) == 0);
+	CHECK(m.type == SUP_CTL_READY && m.fd < 0);
+	CHECK(do_ping(&h) == MH_E_OK);
+
+	close(h.fd); /* rpcd died: the helper must wait, not exit */
+	usleep(200000);
+	CHECK(waitpid(h.pid, NULL, WNOHANG) == 0);
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ch) == 0);
+	CHECK(sup_ctl_send(ctl[0], SUP_CTL_PEER_FD, ch[1]) == 0);
+	close(ch[1]);
+	h.fd = ch[0];
+	CHECK(do_ping(&h) == MH_E_OK);
+
+	/* A second replacement while the first channel is still open. */
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ch) == 0);
+	CHECK(sup_ctl_send(ctl[0], SUP_CTL_PEER_FD, ch[1]) == 0);
+	close(ch[1]);
+	close(h.fd);
+	h.fd = ch[0];
+	CHECK(do_ping(&h) == MH_E_OK);
+
+	close(ctl[0]); /* the supervisor is gone: exit cleanly */
+	CHECK(helper_stop(&h) == 0);
+
+	/* A control message other than PEER_FD is a violation. */
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) == 0);
+	helper_start_ctl(&h, policy, ctl[1]);
+	close(ctl[1]);
+	CHECK(poll(&p, 1, 30000) == 1 && sup_ctl_recv(ctl[0], &m) == 0);
+	CHECK(sup_ctl_send(ctl[0], SUP_CTL_HELPER_FAILED, -1) == 0);
+	CHECK(helper_stop(&h) == 3);
+	close(ctl[0]);
+}
+
+/* Each violation ends the helper with status 3. */
+static void test_violations(void)
+{
+	struct helper h;
+	uint8_t buf[MH_MSG_MAX + 8];
+	size_t len;
+	struct mh_msg ping = {.type = MH_REQ_PING, .id = 7}, ans_ping = {.type = MH_ANS_PING};
+
+	helper_start(&h); /* garbage */
+	CHECK(do_ping(&h) == MH_E_OK);
+	CHECK(send(h.fd, "hello, helper", 13, 0) == 13);
+	CHECK(helper_stop(&h) == 3);
+
+	helper_start(&h); /* wrong version */
+	mh_msg_encode(&ping, buf, sizeof(buf), &len);
+	buf[1] = MH_PROTO_VERSION + 1;
+	CHECK(send(h.fd, buf, len, 0) == (ssize_t)len);
+	CHECK(helper_stop(&h) == 3);
+
+	helper_start(&h); /* unknown type (header only) */
+	uint8_t unk[MH_HDR_LEN] = {0, MH_PROTO_VERSION, 0, 50, 0, 0, 0, 9, 0, 0, 0, 0};
+	CHECK(send(h.fd, unk, sizeof(unk), 0) == (ssize_t)sizeof(unk));
+	CHECK(helper_stop(&h) == 3);
+
+	helper_start(&h); /* an answer sent as a request */
+	mh_msg_encode(&ans_ping, buf, sizeof(buf), &len);
+	CHECK(send(h.fd, buf, len, 0) == (ssize_t)len);
+	CHECK(helper_stop(&h) == 3);
+
+	helper_start(&h); /* oversized datagram */
+	memset(buf, 0, sizeof(buf));
+	CHECK(send(h.fd, buf, MH_MSG_MAX + 1, 0) == MH_MSG_MAX + 1);
+	CHECK(helper_stop(&h) == 3);
+
+	helper_start(&h); /* end of channel: clean exit */
+	CHECK(do_ping(&h) == MH_E_OK);
+	CHECK(helper_stop(&h) == 0);
+
+	char bad[160];
+	snprintf(bad, sizeof(bad), "%s/bad-policy.ini", tmp);
+	FILE *f = fopen(bad, "w");
+	fprintf(f, "[paths]\nallowed_rots = /x\n");
+	fclose(f);
+	helper_start_with(&h, bad); /* broken policy: exit 2 */
+	CHECK(helper_stop(&h) == 2);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1)
+		helper_bin = argv[1];
+	if (geteuid() != 0) {
+		printf("test_helper_proc: skipped (needs root)\n");
+		return 77;
+	}
+	/* Our own mount namespace: nothing we mount leaks out, even if we crash. */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		perror("unshare/mount private");
+		return 1;
+	}
+	snprintf(tmp, sizeof(tmp), "/tmp/sepcsi-helper-XXXXXX");
+	if (!mkdtemp(tmp)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	atexit(cleanup);
+	snprintf(root, sizeof(root), "%s/root", tmp);
+	snprintf(data, sizeof(data), "%s/data", tmp);
+	snprintf(policy, sizeof(policy), "%s/policy.ini", tmp);
+	snprintf(logfile, sizeof(logfile), "%s/helper.log", tmp);
+	mkdir(root, 0750);
+	char p[200];
+	snprintf(p, sizeof(p), "%s/staging", root);
+	mkdir(p, 0750);
+	snprintf(p, sizeof(p), "%s/pods", root);
+	mkdir(p, 0750);
+	write_policy(policy, NULL);
+
+	struct helper h;
+	helper_start(&h);
+	CHECK(do_ping(&h) == MH_E_OK);
+	test_confinement(&h);
+	test_lifecycle(&h);
+	test_refusals(&h);
+	test_foreign_signature(&h);
+	test_other_filesystems(&h);
+	test_unstage_loop_held(&h);
+	CHECK(do_ping(&h) == MH_E_OK); /* still alive: seccomp killed nothing */
+	CHECK(helper_stop(&h) == 0);
+	test_violations();
+	test_supervised();
+
+	/* The audit trail names refusals and privileged actions. */
+	FILE *lf = fopen(logfile, "re");
+	char line[4096];
+	bool saw_ok = false, saw_refused = false;
+	while (lf && fgets(line, sizeof(line), lf)) {
+		saw_ok |=
+		    strstr(line, "audit") && strstr(line, "op=STAGE") && strstr(line, "result=ok");
+		saw_refused |= strstr(line, "audit") && strstr(line, "result=refused");
+	}
+	if (lf)
+		fclose(lf);
+	CHECK(saw_ok && saw_refused);
+	CHECK(our_loops(false) == 0);
+	if (tap_failures || getenv("SEPCSI_TEST_SHOW_LOG")) {
+		fprintf(stderr, "---- helper log ----\n");
+		lf = fopen(logfile, "re");
+		while (lf && fgets(line, sizeof(line), lf))
+			fputs(line, stderr);
+		if (lf)
+			fclose(lf);
+	}
+	return tap_done("test_helper_proc");
+}
