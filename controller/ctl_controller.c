@@ -83,7 +83,8 @@ static int check_parameters(struct ctl_status *st, const Csi__V1__CreateVolumeRe
 	Csi__V1__CreateVolumeRequest__ParametersEntry **sorted = calloc(n ? n : 1, sizeof(*sorted));
 	if (!sorted)
 		abort();
-	memcpy(sorted, req->parameters, n * sizeof(*sorted));
+	if (n)
+		memcpy(sorted, req->parameters, n * sizeof(*sorted));
 	qsort(sorted, n, sizeof(*sorted), cmp_entry);
 	for (size_t i = 0; i < n; i++) {
 		if (strncmp(sorted[i]->key, K8S_PARAM_PREFIX, strlen(K8S_PARAM_PREFIX)) != 0) {

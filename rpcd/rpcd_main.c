@@ -18,6 +18,7 @@
 
 #include "log.h"
 #include "mh_client.h"
+#include "pol_seccomp.h"
 #include "rpcd.h"
 #include "sepcsi_version.h"
 #include "store.h"
@@ -177,6 +178,14 @@ int main(int argc, char **argv)
 	bool have_control = fd_open(SEPCSI_FD_CONTROL);
 	if (have_control && pthread_create(&ctl_thr, NULL, control_thread, &r) != 0)
 		log_fatal("cannot start control thread");
+
+	/*
+	 * Confine before any network-facing code runs: the store is open, the
+	 * helper and control channels are set up; from here rpcd can only do
+	 * what its seccomp table allows (policy/seccomp.c).
+	 */
+	if (pol_seccomp_install(POL_ROLE_RPCD, getenv("SEPCSI_SECCOMP_LOG") != NULL) != 0)
+		log_fatal("cannot install the seccomp filter");
 
 	grpc_init();
 	struct rpcd_server *srv = rpcd_server_start(&r, RPCD_WORKERS);
