@@ -1,0 +1,149 @@
+"""Fixtures for the end-to-end tests: a real sepcsi-supervisor (with the real
+rpcd and mounthelper) started as root inside the private mount namespace that
+the test command creates with `unshare -m --propagation private`.
+
+Every driver gets its own temporary tree:
+    <tmp>/root      the only allowed root for staging and target paths
+    <tmp>/state     rpcd's store
+    <tmp>/data      the helper's images
+    <tmp>/csi.sock  the CSI endpoint
+Teardown stops the supervisor and then removes whatever a failed test left:
+mounts under <tmp> (lazily, deepest first), loop devices backed by files in
+<tmp>/data, and the tree itself.
+"""
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+import csi_client
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("SEPCSI_BUILD_DIR", os.path.join(REPO, "build"))
+BIN = os.path.join(BUILD, "bin")
+
+
+def mounts_under(prefix):
+    """Mount points at or below prefix, from /proc/self/mountinfo, in mount order."""
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mp = line.split()[4].encode().decode("unicode_escape")
+            if mp == prefix or mp.startswith(prefix + "/"):
+                out.append(mp)
+    return out
+
+
+def loops_backed_by(prefix):
+    """Loop devices whose backing file lies under prefix."""
+    res = subprocess.run(["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"],
+                         capture_output=True, text=True, check=False)
+    devs = []
+    for line in res.stdout.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2 and parts[1].strip().startswith(prefix + "/"):
+            devs.append(parts[0])
+    return devs
+
+
+def cleanup_tree(tmp):
+    for mp in reversed(mounts_under(tmp)):
+        subprocess.run(["umount", "-l", mp], check=False)
+    for dev in loops_backed_by(tmp):
+        subprocess.run(["losetup", "-d", dev], check=False)
+    subprocess.run(["rm", "-rf", "--one-file-system", tmp], check=False)
+
+
+class Driver:
+    """A running sepcsi-supervisor and what it was given."""
+
+    def __init__(self, extra_args=(), policy_extra=""):
+        self.tmp = tempfile.mkdtemp(prefix="sepcsi-e2e-")
+        os.chmod(self.tmp, 0o755)
+        self.root = os.path.join(self.tmp, "root")
+        self.state = os.path.join(self.tmp, "state")
+        self.data = os.path.join(self.tmp, "data")
+        self.sock = os.path.join(self.tmp, "sock", "csi.sock")
+        self.endpoint = "unix://" + self.sock
+        self.node_id = "e2e-node"
+        os.makedirs(self.root)
+        self.policy = os.path.join(self.tmp, "policy.ini")
+        with open(self.policy, "w") as f:
+            f.write("[paths]\nallowed_roots = %s\n%s" % (self.root, policy_extra))
+        self.log_path = os.path.join(self.tmp, "driver.log")
+        self.log = open(self.log_path, "w")
+        self.args = [os.path.join(BIN, "sepcsi-supervisor"),
+                     "--endpoint", self.endpoint, "--node-id", self.node_id,
+                     "--state-dir", self.state, "--data-dir", self.data,
+                     "--policy", self.policy, "--log-level", "debug"] + list(extra_args)
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.client = None
+        csi_client.wait_ready(self.endpoint, 20)
+        self.client = csi_client.CsiClient(self.endpoint)
+
+    def logs(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def children(self):
+        """{comm: pid} of the supervisor's direct children."""
+        out = {}
+        path = "/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)
+        with open(path) as f:
+            for pid in f.read().split():
+                with open("/proc/%s/comm" % pid) as c:
+                    out[c.read().strip()] = int(pid)
+        return out
+
+    def stop(self):
+        if self.client:
+            self.client.close()
+            self.client = None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+    def cleanup(self):
+        cleanup_tree(self.tmp)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_mount_namespace():
+    if os.geteuid() != 0:
+        pytest.exit("the end-to-end tests need root", 2)
+    if os.readlink("/proc/self/ns/mnt") == os.readlink("/proc/%d/ns/mnt" % os.getppid()):
+        pytest.exit("run the end-to-end tests inside `unshare -m --propagation private`", 2)
+    if not os.path.exists(os.path.join(BIN, "sepcsi-supervisor")):
+        pytest.exit("no build in %s (set SEPCSI_BUILD_DIR)" % BUILD, 2)
+
+
+@pytest.fixture
+def driver():
+    d = Driver()
+    try:
+        yield d
+    finally:
+        d.stop()
+        if os.environ.get("SEPCSI_E2E_SHOW_LOGS"):
+            print(d.logs())
+        d.cleanup()
+
+
+@pytest.fixture
+def paths(driver):
+    """A staging dir (which the CO creates) and a target path (which the SP creates)."""
+    staging = os.path.join(driver.root, "staging", "vol")
+    os.makedirs(staging)
+    target_parent = os.path.join(driver.root, "pods", "p1")
+    os.makedirs(target_parent)
+    return staging, os.path.join(target_parent, "mount")
