@@ -202,7 +202,8 @@ int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 	const Csi__V1__CreateVolumeRequest *req = r;
 	const char *fs;
 	char *params = NULL;
-	int64_t size;
+	int64_t size = 0;
+	char key[NAME_MAX_BYTES + 8] = "";
 	struct store_volume *old = NULL;
 	bool locked = false;
 
@@ -216,7 +217,6 @@ int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 	if (check_topology(c, st, req->accessibility_requirements))
 		goto out;
 
-	char key[NAME_MAX_BYTES + 8];
 	snprintf(key, sizeof(key), "name:%s", req->name);
 	if (!(locked = ctl_lock(c, key))) {
 		ctl_fail(st, CTL_ABORTED, "an operation on volume name '%s' is already in progress",
