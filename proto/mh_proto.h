@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MH_PROTO_VERSION 1
+#define MH_PROTO_VERSION 2
 #define MH_HDR_LEN       12
 #define MH_MSG_MAX       16384
 #define MH_ID_MAX        64   /* volume and snapshot ids */
@@ -43,6 +43,20 @@ enum mh_type {
 	MH_ANS_PUBLISH = 12,
 	MH_REQ_UNPUBLISH = 13, /* unmount and remove the target path */
 	MH_ANS_UNPUBLISH = 14,
+	MH_REQ_RESIZE = 15, /* grow an image (never shrink); refresh its loop device */
+	MH_ANS_RESIZE = 16,
+	MH_REQ_SNAPSHOT = 17, /* copy an image to a snapshot: reflink, else sparse copy */
+	MH_ANS_SNAPSHOT = 18,
+	MH_REQ_DELETE_SNAPSHOT = 19,
+	MH_ANS_DELETE_SNAPSHOT = 20,
+	MH_REQ_CLONE = 21, /* new image from a snapshot or a volume, then grown to size */
+	MH_ANS_CLONE = 22,
+	MH_REQ_CAPACITY = 23, /* free and total bytes of the data directory */
+	MH_ANS_CAPACITY = 24,
+	MH_REQ_EXPAND = 25, /* refresh the loop size, grow the staged file system online */
+	MH_ANS_EXPAND = 26,
+	MH_REQ_STATS = 27, /* usage and condition of a staged or published volume */
+	MH_ANS_STATS = 28,
 	MH_ANS_ERROR = 100, /* any request may be answered with this */
 };
 
@@ -68,17 +82,40 @@ struct mh_req_volume { /* MH_REQ_DELETE */
 	char volume_id[MH_ID_MAX + 1];
 };
 
+/*
+ * Flags of STAGE/UNSTAGE/PUBLISH/EXPAND/STATS (a u8 bit set on the wire; unknown
+ * bits are a violation).
+ *  BLOCK:      raw block access: STAGE attaches a loop device (read-only if
+ *              readonly) without autoclear and binds its device node onto the
+ *              file <staging_path>/dev; PUBLISH binds that onto a file it
+ *              creates at target_path; UNSTAGE unmounts it and detaches.
+ *  CREATE_DIR: STAGE creates staging_path (mkdir beneath its root) if missing
+ *              (ephemeral inline volumes are staged straight at the target).
+ *  REMOVE_DIR: UNSTAGE removes staging_path afterwards (rmdir, never recursive).
+ *  MOUNT_GROUP: STAGE gives the file system's root directory group gid with
+ *              setgid and g+rwx (CSI VOLUME_MOUNT_GROUP / Kubernetes fsGroup).
+ */
+#define MH_F_BLOCK       0x01
+#define MH_F_CREATE_DIR  0x02
+#define MH_F_REMOVE_DIR  0x04
+#define MH_F_MOUNT_GROUP 0x08
+#define MH_F_ALL         0x0f
+
 struct mh_req_stage {
 	char volume_id[MH_ID_MAX + 1];
 	char staging_path[MH_PATH_MAX + 1];
 	char fs_type[MH_FSTYPE_MAX + 1];
 	char mount_flags[MH_OPTS_MAX + 1]; /* comma-separated, may be empty */
-	uint8_t readonly;                  /* 0 or 1; anything else is a violation */
+	char mkfs_options[MH_OPTS_MAX + 1]; /* space-separated, policy allowlist; used only by mkfs */
+	uint8_t readonly;                   /* 0 or 1; anything else is a violation */
+	uint8_t flags;                      /* MH_F_BLOCK | MH_F_CREATE_DIR | MH_F_MOUNT_GROUP */
+	uint32_t gid;                       /* with MH_F_MOUNT_GROUP */
 };
 
 struct mh_req_unstage {
 	char volume_id[MH_ID_MAX + 1];
 	char staging_path[MH_PATH_MAX + 1];
+	uint8_t flags; /* MH_F_BLOCK | MH_F_REMOVE_DIR */
 };
 
 struct mh_req_publish {
@@ -86,6 +123,7 @@ struct mh_req_publish {
 	char staging_path[MH_PATH_MAX + 1];
 	char target_path[MH_PATH_MAX + 1];
 	uint8_t readonly; /* 0 or 1 */
+	uint8_t flags;    /* MH_F_BLOCK */
 };
 
 struct mh_req_unpublish {
@@ -93,8 +131,63 @@ struct mh_req_unpublish {
 	char target_path[MH_PATH_MAX + 1];
 };
 
-struct mh_ans_create {
+struct mh_ans_create { /* also the answer of RESIZE */
 	uint64_t size_bytes; /* the image's real size */
+};
+
+struct mh_req_resize {
+	char volume_id[MH_ID_MAX + 1];
+	uint64_t size_bytes; /* new size; smaller than the image is refused */
+};
+
+struct mh_req_snapshot {
+	char snapshot_id[MH_ID_MAX + 1]; /* "ss-" + 32 hex: <data>/snapshots/<id>.img */
+	char volume_id[MH_ID_MAX + 1];
+};
+
+struct mh_req_snapshot_id { /* MH_REQ_DELETE_SNAPSHOT */
+	char snapshot_id[MH_ID_MAX + 1];
+};
+
+#define MH_SRC_SNAPSHOT 1
+#define MH_SRC_VOLUME   2
+
+struct mh_req_clone {
+	char volume_id[MH_ID_MAX + 1]; /* the new volume */
+	uint8_t source_kind;           /* MH_SRC_SNAPSHOT or MH_SRC_VOLUME */
+	char source_id[MH_ID_MAX + 1];
+	uint64_t size_bytes; /* at least the source's size; the copy is grown to it */
+};
+
+struct mh_ans_copy { /* answer of SNAPSHOT and CLONE */
+	uint64_t size_bytes;
+	uint8_t reflinked; /* 1: FICLONE shared the extents; 0: sparse copy */
+};
+
+struct mh_ans_capacity {
+	uint64_t available_bytes; /* statvfs of the data directory, for unprivileged use */
+	uint64_t total_bytes;
+	uint8_t reflink; /* 1 if the data directory's file system supports FICLONE */
+};
+
+struct mh_req_expand {
+	char volume_id[MH_ID_MAX + 1];
+	char staging_path[MH_PATH_MAX + 1]; /* where it is staged */
+	char fs_type[MH_FSTYPE_MAX + 1];    /* "" with MH_F_BLOCK */
+	uint8_t flags;                      /* MH_F_BLOCK */
+};
+
+struct mh_req_stats {
+	char volume_id[MH_ID_MAX + 1];
+	char path[MH_PATH_MAX + 1]; /* a staging or target path of this volume */
+	uint8_t flags;              /* MH_F_BLOCK */
+};
+
+struct mh_ans_stats {
+	uint64_t bytes_total, bytes_available, bytes_used;
+	uint64_t inodes_total, inodes_free, inodes_used; /* 0 for block volumes */
+	uint8_t abnormal; /* 1: mount gone, loop detached, or file system errors */
+	char message[MH_REASON_MAX + 1];
 };
 
 struct mh_ans_error {
@@ -105,8 +198,8 @@ struct mh_ans_error {
 
 /*
  * One decoded message. Only the union member that matches type is meaningful;
- * PING requests/answers and the empty answers (DELETE, STAGE, UNSTAGE,
- * PUBLISH, UNPUBLISH) carry no payload.
+ * PING and CAPACITY requests, PING answers and the empty answers (DELETE,
+ * STAGE, UNSTAGE, PUBLISH, UNPUBLISH, DELETE_SNAPSHOT) carry no payload.
  */
 struct mh_msg {
 	uint16_t type;
@@ -118,7 +211,16 @@ struct mh_msg {
 		struct mh_req_unstage unstage;
 		struct mh_req_publish publish;
 		struct mh_req_unpublish unpublish;
-		struct mh_ans_create create_ans;
+		struct mh_ans_create create_ans; /* ANS_CREATE and ANS_RESIZE; ANS_EXPAND too */
+		struct mh_req_resize resize;
+		struct mh_req_snapshot snapshot;
+		struct mh_req_snapshot_id del_snapshot;
+		struct mh_req_clone clone;
+		struct mh_ans_copy copy_ans; /* ANS_SNAPSHOT and ANS_CLONE */
+		struct mh_ans_capacity capacity_ans;
+		struct mh_req_expand expand;
+		struct mh_req_stats stats;
+		struct mh_ans_stats stats_ans;
 		struct mh_ans_error error;
 	} u;
 };
