@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -236,7 +237,61 @@ const struct ctl_config *ctl_config(const struct ctl *c)
 	return &c->cfg;
 }
 
-/* ---- ids and topology ---- */
+/* ---- ids, sizes and topology ---- */
+
+int ctl_parse_size(const char *s, int64_t *out)
+{
+	static const struct {
+		const char *suffix;
+		int64_t mult;
+	} units[] = {
+		{"", 1},
+		{"k", 1000LL},
+		{"M", 1000LL * 1000},
+		{"G", 1000LL * 1000 * 1000},
+		{"T", 1000LL * 1000 * 1000 * 1000},
+		{"Ki", 1LL << 10},
+		{"Mi", 1LL << 20},
+		{"Gi", 1LL << 30},
+		{"Ti", 1LL << 40},
+	};
+	char *end;
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	long long n = strtoll(s, &end, 10);
+	if (errno)
+		return -1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(end, units[i].suffix) == 0) {
+			if (n > INT64_MAX / units[i].mult)
+				return -1;
+			*out = n * units[i].mult;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int ctl_volume_resolve(struct ctl *c, struct ctl_status *st, const char *volume_id,
+		       struct store_volume **v)
+{
+	int rc;
+	if (ctl_volume_id_valid(volume_id)) {
+		rc = store_volume_get(c->st, volume_id, v);
+	} else {
+		char name[256];
+		if (snprintf(name, sizeof(name), CTL_EPHEMERAL_PREFIX "%s", volume_id) >=
+		    (int)sizeof(name))
+			return ctl_fail(st, CTL_NOT_FOUND, "volume %.80s does not exist", volume_id);
+		rc = store_volume_get_by_name(c->st, name, v);
+	}
+	if (rc == STORE_NOTFOUND)
+		return ctl_fail(st, CTL_NOT_FOUND, "volume %.80s does not exist", volume_id);
+	if (rc != STORE_OK)
+		return ctl_fail_store(st, "look up volume", rc);
+	return CTL_OK;
+}
 
 bool ctl_volume_id_valid(const char *id)
 {
@@ -342,8 +397,8 @@ static bool fs_type_supported(const char *fs)
 }
 
 /*
- * A capability this driver can honour: a mount (ext4, xfs or btrfs) and a
- * single-node access mode. Image volumes live on one node, so multi-node modes
+ * A capability this driver can honour: a mount (ext4, xfs or btrfs) or raw
+ * block access, and a single-node access mode. Image volumes live on one node, so multi-node modes
  * are refused here rather than failing later on another node.
  */
 int ctl_check_capability(struct ctl_status *st, const Csi__V1__VolumeCapability *cap,
@@ -375,8 +430,7 @@ int ctl_check_capability(struct ctl_status *st, const Csi__V1__VolumeCapability 
 			                field, ctl_cap_fs_type(cap));
 		return CTL_OK;
 	case CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK:
-		return ctl_fail(st, CTL_INVALID_ARGUMENT, "%s: block access is not supported yet",
-		                field);
+		return CTL_OK;
 	default:
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,
 		                "%s.access_type is required (mount or block)", field);
@@ -409,4 +463,108 @@ int ctl_cap_mount_flags(struct ctl_status *st, const Csi__V1__VolumeCapability *
 		len += n;
 	}
 	return CTL_OK;
+}
+
+/* ---- Controller and GroupController services: ids, names, key sets, time ---- */
+
+static bool hex_id_valid(const char *id, const char *prefix)
+{
+	if (!id || strncmp(id, prefix, 3) != 0 || strlen(id) != 35)
+		return false;
+	for (const char *p = id + 3; *p; p++) {
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return false;
+	}
+	return true;
+}
+
+static void new_hex_id(char out[36], const char *prefix)
+{
+	unsigned char rnd[16];
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		abort();
+	memcpy(out, prefix, 3);
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(out + 3 + 2 * i, 3, "%02x", rnd[i]);
+}
+
+bool ctl_snapshot_id_valid(const char *id)
+{
+	return hex_id_valid(id, "ss-");
+}
+
+void ctl_new_snapshot_id(char out[36])
+{
+	new_hex_id(out, "ss-");
+}
+
+bool ctl_group_id_valid(const char *id)
+{
+	return hex_id_valid(id, "gs-");
+}
+
+void ctl_new_group_id(char out[36])
+{
+	new_hex_id(out, "gs-");
+}
+
+int ctl_check_name(struct ctl_status *st, const char *name, const char *field)
+{
+	if (ctl_check_required(st, name, field))
+		return st->code;
+	if (strlen(name) > 128)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT, "%s is longer than 128 bytes", field);
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+		/* U+0000..U+0008, U+000B, U+000C, U+000E..U+001F, U+007F; U+0080..U+009F is C2 80..9F */
+		if ((*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r') || *p == 0x7f ||
+		    (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+			return ctl_fail(st, CTL_INVALID_ARGUMENT,
+			                "%s contains a forbidden control character", field);
+	}
+	return CTL_OK;
+}
+
+bool ctl_lock_keys(struct ctl *c, const char *const *keys, size_t n, const char **busy)
+{
+	for (size_t i = 0; i < n; i++) {
+		bool dup = false;
+		for (size_t j = 0; j < i; j++)
+			dup = dup || strcmp(keys[i], keys[j]) == 0;
+		if (dup)
+			continue;
+		if (!ctl_lock(c, keys[i])) {
+			if (busy)
+				*busy = keys[i];
+			ctl_unlock_keys(c, keys, i);
+			return false;
+		}
+	}
+	return true;
+}
+
+void ctl_unlock_keys(struct ctl *c, const char *const *keys, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		bool dup = false;
+		for (size_t j = 0; j < i; j++)
+			dup = dup || strcmp(keys[i], keys[j]) == 0;
+		if (!dup)
+			ctl_unlock(c, keys[i]);
+	}
+}
+
+int64_t ctl_now_unix_ns(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+}
+
+Google__Protobuf__Timestamp *ctl_timestamp(struct ctl_arena *a, int64_t unix_ns)
+{
+	Google__Protobuf__Timestamp *t = ctl_alloc(a, sizeof(*t));
+	google__protobuf__timestamp__init(t);
+	t->seconds = unix_ns / 1000000000LL;
+	t->nanos = (int32_t)(unix_ns % 1000000000LL);
+	return t;
 }

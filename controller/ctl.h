@@ -100,5 +100,41 @@ int ctl_node_unpublish_volume(struct ctl *, const void *, void **, struct ctl_ar
 int ctl_node_get_capabilities(struct ctl *, const void *, void **, struct ctl_arena *,
                               struct ctl_status *);
 int ctl_node_get_info(struct ctl *, const void *, void **, struct ctl_arena *, struct ctl_status *);
+int ctl_node_get_volume_stats(struct ctl *, const void *, void **, struct ctl_arena *,
+                              struct ctl_status *);
+int ctl_node_expand_volume(struct ctl *, const void *, void **, struct ctl_arena *,
+                           struct ctl_status *);
+
+/* Controller service beyond the skeleton (ctl_controller.c, ctl_publish.c, ctl_volume.c,
+ * ctl_list.c, ctl_snapshot.c) and the GroupController service (ctl_group.c). */
+int ctl_validate_volume_capabilities(struct ctl *, const void *, void **, struct ctl_arena *,
+                                     struct ctl_status *);
+int ctl_controller_publish_volume(struct ctl *, const void *, void **, struct ctl_arena *,
+                                  struct ctl_status *);
+int ctl_controller_unpublish_volume(struct ctl *, const void *, void **, struct ctl_arena *,
+                                    struct ctl_status *);
+int ctl_controller_expand_volume(struct ctl *, const void *, void **, struct ctl_arena *,
+                                 struct ctl_status *);
+int ctl_controller_modify_volume(struct ctl *, const void *, void **, struct ctl_arena *,
+                                 struct ctl_status *);
+int ctl_controller_get_volume(struct ctl *, const void *, void **, struct ctl_arena *,
+                              struct ctl_status *);
+int ctl_get_capacity(struct ctl *, const void *, void **, struct ctl_arena *, struct ctl_status *);
+int ctl_list_volumes(struct ctl *, const void *, void **, struct ctl_arena *, struct ctl_status *);
+int ctl_list_snapshots(struct ctl *, const void *, void **, struct ctl_arena *,
+                       struct ctl_status *);
+int ctl_create_snapshot(struct ctl *, const void *, void **, struct ctl_arena *,
+                        struct ctl_status *);
+int ctl_delete_snapshot(struct ctl *, const void *, void **, struct ctl_arena *,
+                        struct ctl_status *);
+int ctl_get_snapshot(struct ctl *, const void *, void **, struct ctl_arena *, struct ctl_status *);
+int ctl_group_controller_get_capabilities(struct ctl *, const void *, void **, struct ctl_arena *,
+                                          struct ctl_status *);
+int ctl_create_volume_group_snapshot(struct ctl *, const void *, void **, struct ctl_arena *,
+                                     struct ctl_status *);
+int ctl_delete_volume_group_snapshot(struct ctl *, const void *, void **, struct ctl_arena *,
+                                     struct ctl_status *);
+int ctl_get_volume_group_snapshot(struct ctl *, const void *, void **, struct ctl_arena *,
+                                  struct ctl_status *);
 
 #endif

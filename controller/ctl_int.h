@@ -45,7 +45,68 @@ int ctl_cap_mount_flags(struct ctl_status *st, const Csi__V1__VolumeCapability *
 bool ctl_volume_id_valid(const char *id);
 void ctl_new_volume_id(char out[36]);
 
+/* "512Mi", "1Gi", "2G", "1048576" -> bytes; 0 on success, -1 if malformed or out of range. */
+int ctl_parse_size(const char *s, int64_t *out);
+
+/*
+ * Ephemeral inline volumes carry the CO's own volume id, not ours. They are
+ * recorded under the name CTL_EPHEMERAL_PREFIX + that id: the prefix starts
+ * with a control character the spec bans from CreateVolume names, so no CO
+ * name can ever collide with it.
+ */
+#define CTL_EPHEMERAL_PREFIX "\x01ephemeral:"
+#define CTL_EPHEMERAL_KEY    "csi.storage.k8s.io/ephemeral"
+
+/*
+ * Find the volume a request names: one of our ids, or the CO's id of an
+ * ephemeral volume. CTL_OK with *v set, or NOT_FOUND / INTERNAL.
+ */
+int ctl_volume_resolve(struct ctl *c, struct ctl_status *st, const char *volume_id,
+		       struct store_volume **v);
+
+/* Ephemeral inline volumes (ctl_ephemeral.c). */
+bool ctl_is_ephemeral(const Csi__V1__NodePublishVolumeRequest *req);
+int ctl_ephemeral_publish(struct ctl *c, const Csi__V1__NodePublishVolumeRequest *req,
+			  struct ctl_status *st);
+int ctl_ephemeral_unpublish(struct ctl *c, const struct store_volume *v, const char *target,
+			    struct ctl_status *st);
+
+/*
+ * Fill what a stage request needs beyond the capability from what CreateVolume
+ * recorded on the volume (mkfs options; nouuid for xfs copies).
+ */
+void ctl_volume_mount_extras(const struct store_volume *v, struct mh_req_stage *ms);
+
 /* The topology segment of this node, allocated from a. */
 Csi__V1__Topology *ctl_node_topology(struct ctl *c, struct ctl_arena *a);
+
+/*
+ * ---- Shared by the Controller and GroupController services ----
+ * (ctl_controller.c, ctl_publish.c, ctl_volume.c, ctl_list.c, ctl_snapshot.c,
+ * ctl_group.c; their own internals are in ctl_cs.h).
+ */
+
+/* Snapshot ids "ss-" + 32 lowercase hex digits; group snapshot ids "gs-" + 32. */
+bool ctl_snapshot_id_valid(const char *id);
+void ctl_new_snapshot_id(char out[36]);
+bool ctl_group_id_valid(const char *id);
+void ctl_new_group_id(char out[36]);
+
+/*
+ * A CO-chosen name (CreateVolume, CreateSnapshot, CreateVolumeGroupSnapshot):
+ * required, at most 128 bytes, none of the control characters the spec bans.
+ */
+int ctl_check_name(struct ctl_status *st, const char *name, const char *field);
+
+/*
+ * Take every key or none: true with all n held, or false with none held and
+ * *busy (if not NULL) naming the key that was in use. Keys may repeat.
+ */
+bool ctl_lock_keys(struct ctl *c, const char *const *keys, size_t n, const char **busy);
+void ctl_unlock_keys(struct ctl *c, const char *const *keys, size_t n);
+
+/* Wall-clock time as Unix nanoseconds, and as a protobuf Timestamp from a. */
+int64_t ctl_now_unix_ns(void);
+Google__Protobuf__Timestamp *ctl_timestamp(struct ctl_arena *a, int64_t unix_ns);
 
 #endif

@@ -1,33 +1,33 @@
 /*
- * Node service: stage, unstage, publish, unpublish, capabilities and info.
- * Runs in rpcd, unprivileged. The store says what the CO asked for; the helper
- * does the mounts and is asked again even when the store says the work is
- * done, because its operations are idempotent and the kernel may have lost
- * the mounts (a reboot) while the store kept the intent.
+ * Node service: stage, unstage, publish and unpublish, for file system and raw
+ * block volumes. Runs in rpcd, unprivileged. The store says what the CO asked
+ * for; the helper does the mounts and is asked again even when the store says
+ * the work is done, because its operations are idempotent and the kernel may
+ * have lost the mounts (a reboot) while the store kept the intent.
  */
 #include "ctl_int.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* Common prologue: volume id present and well formed, volume known, lock held. */
+#define ACCESS_BLOCK 1
+#define ACCESS_MOUNT 2
+
+/* Common prologue: volume id present, volume known, lock held. */
 static int enter(struct ctl *c, struct ctl_status *st, const char *volume_id,
-                 struct store_volume **v)
+		 struct store_volume **v)
 {
 	if (ctl_check_required(st, volume_id, "volume_id"))
 		return st->code;
-	if (!ctl_volume_id_valid(volume_id))
-		return ctl_fail(st, CTL_NOT_FOUND, "volume %.80s does not exist", volume_id);
-	int rc = store_volume_get(c->st, volume_id, v);
-	if (rc == STORE_NOTFOUND)
-		return ctl_fail(st, CTL_NOT_FOUND, "volume %s does not exist", volume_id);
-	if (rc != STORE_OK)
-		return ctl_fail_store(st, "look up volume", rc);
+	if (ctl_volume_resolve(c, st, volume_id, v))
+		return st->code;
 	if (!ctl_lock(c, volume_id)) {
 		store_volume_free(*v);
 		*v = NULL;
 		return ctl_fail(st, CTL_ABORTED, "an operation on volume %s is already in progress",
-		                volume_id);
+				volume_id);
 	}
 	return CTL_OK;
 }
@@ -45,8 +45,69 @@ static int access_mode(const Csi__V1__VolumeCapability *cap)
 	return cap->access_mode ? (int)cap->access_mode->mode : 0;
 }
 
+static bool cap_is_block(const Csi__V1__VolumeCapability *cap)
+{
+	return cap->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
+}
+
+/*
+ * The capability must fit the volume: a mount needs a volume with a file
+ * system of that type; raw block access works on any volume (it sees the image).
+ */
+static int check_cap_fits(struct ctl_status *st, const struct store_volume *v,
+			  const Csi__V1__VolumeCapability *cap)
+{
+	if (cap_is_block(cap))
+		return CTL_OK;
+	const char *fs = ctl_cap_fs_type(cap);
+	if (!v->fs_type[0])
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+				"volume %s is a raw block volume; it cannot be mounted", v->id);
+	if (*fs && strcmp(fs, v->fs_type) != 0)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+				"volume %s holds %s, volume_capability asks for %s", v->id,
+				v->fs_type, fs);
+	return CTL_OK;
+}
+
+/* volume_mount_group: a numeric gid (Kubernetes passes fsGroup this way). */
+static int mount_group(struct ctl_status *st, const Csi__V1__VolumeCapability *cap, uint8_t *flags,
+		       uint32_t *gid)
+{
+	if (cap_is_block(cap) || !cap->mount || !cap->mount->volume_mount_group ||
+	    !cap->mount->volume_mount_group[0])
+		return CTL_OK;
+	const char *g = cap->mount->volume_mount_group;
+	char *end;
+	errno = 0;
+	unsigned long n = strtoul(g, &end, 10);
+	if (errno || *end || *g < '0' || *g > '9' || n == 0 || n > 0x7fffffffUL)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+				"volume_capability.mount.volume_mount_group must be a non-zero "
+				"numeric group id, not '%.40s'",
+				g);
+	*flags |= MH_F_MOUNT_GROUP;
+	*gid = (uint32_t)n;
+	return CTL_OK;
+}
+
+void ctl_volume_mount_extras(const struct store_volume *v, struct mh_req_stage *ms)
+{
+	if (v->mkfs_options)
+		snprintf(ms->mkfs_options, sizeof(ms->mkfs_options), "%s", v->mkfs_options);
+	/*
+	 * An xfs copy carries its source's UUID; xfs refuses to mount two file
+	 * systems with one UUID unless told nouuid.
+	 */
+	if (v->nouuid && strcmp(v->fs_type, "xfs") == 0) {
+		size_t n = strlen(ms->mount_flags);
+		snprintf(ms->mount_flags + n, sizeof(ms->mount_flags) - n, "%snouuid",
+			 n ? "," : "");
+	}
+}
+
 int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
-                          struct ctl_status *st)
+			  struct ctl_status *st)
 {
 	const Csi__V1__NodeStageVolumeRequest *req = r;
 	struct store_volume *v = NULL;
@@ -61,25 +122,23 @@ int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_
 	if (enter(c, st, req->volume_id, &v))
 		return st->code;
 
-	const char *fs = ctl_cap_fs_type(req->volume_capability);
-	if (*fs && strcmp(fs, v->fs_type) != 0) {
-		ctl_fail(st, CTL_INVALID_ARGUMENT,
-		         "volume %s holds %s, volume_capability asks for %s", v->id, v->fs_type,
-		         fs);
+	const Csi__V1__VolumeCapability *cap = req->volume_capability;
+	struct mh_req_stage ms = {.readonly = ctl_mode_readonly(cap)};
+	if (check_cap_fits(st, v, cap) || mount_group(st, cap, &ms.flags, &ms.gid))
 		goto out;
-	}
-	int mode = access_mode(req->volume_capability);
+	int mode = access_mode(cap), type = cap_is_block(cap) ? ACCESS_BLOCK : ACCESS_MOUNT;
 	int rc = store_staging_get(c->st, v->id, &old);
 	if (rc == STORE_OK) {
 		if (strcmp(old->staging_path, req->staging_target_path) != 0) {
 			ctl_fail(st, CTL_FAILED_PRECONDITION, "volume %s is already staged at %s",
-			         v->id, old->staging_path);
+				 v->id, old->staging_path);
 			goto out;
 		}
-		if (strcmp(old->mount_flags, flags) != 0 || old->access_mode != mode) {
+		if (strcmp(old->mount_flags, flags) != 0 || old->access_mode != mode ||
+		    old->access_type != type) {
 			ctl_fail(st, CTL_ALREADY_EXISTS,
-			         "volume %s is staged at %s with a different volume_capability",
-			         v->id, old->staging_path);
+				 "volume %s is staged at %s with a different volume_capability",
+				 v->id, old->staging_path);
 			goto out;
 		}
 	} else if (rc != STORE_NOTFOUND) {
@@ -87,11 +146,15 @@ int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_
 		goto out;
 	}
 
-	struct mh_req_stage ms = {.readonly = ctl_mode_readonly(req->volume_capability)};
 	snprintf(ms.volume_id, sizeof(ms.volume_id), "%s", v->id);
 	snprintf(ms.staging_path, sizeof(ms.staging_path), "%s", req->staging_target_path);
-	snprintf(ms.fs_type, sizeof(ms.fs_type), "%s", v->fs_type);
-	snprintf(ms.mount_flags, sizeof(ms.mount_flags), "%s", flags);
+	if (type == ACCESS_BLOCK) {
+		ms.flags |= MH_F_BLOCK;
+	} else {
+		snprintf(ms.fs_type, sizeof(ms.fs_type), "%s", v->fs_type);
+		snprintf(ms.mount_flags, sizeof(ms.mount_flags), "%s", flags);
+		ctl_volume_mount_extras(v, &ms);
+	}
 	struct mh_err e;
 	if (mh_stage(c->mh, &ms, &e) != 0) {
 		ctl_fail_mh(st, "stage", &e);
@@ -99,12 +162,12 @@ int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_
 	}
 	if (!old) {
 		struct store_staging s = {
-		    .volume_id = v->id,
-		    .staging_path = (char *)req->staging_target_path,
-		    .fs_type = v->fs_type,
-		    .mount_flags = flags,
-		    .access_type = 2,
-		    .access_mode = mode,
+			.volume_id = v->id,
+			.staging_path = (char *)req->staging_target_path,
+			.fs_type = v->fs_type,
+			.mount_flags = flags,
+			.access_type = type,
+			.access_mode = mode,
 		};
 		rc = store_staging_put(c->st, &s);
 		if (rc != STORE_OK) {
@@ -123,10 +186,11 @@ out:
 }
 
 int ctl_node_unstage_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
-                            struct ctl_status *st)
+			    struct ctl_status *st)
 {
 	const Csi__V1__NodeUnstageVolumeRequest *req = r;
 	struct store_volume *v = NULL;
+	struct store_staging *stg = NULL;
 	size_t pubs = 0;
 
 	if (ctl_check_required(st, req->volume_id, "volume_id") ||
@@ -141,12 +205,18 @@ int ctl_node_unstage_volume(struct ctl *c, const void *r, void **resp, struct ct
 	}
 	if (pubs > 0) {
 		ctl_fail(st, CTL_FAILED_PRECONDITION,
-		         "volume %s is still published at %zu targets; unpublish first", v->id,
-		         pubs);
+			 "volume %s is still published at %zu targets; unpublish first", v->id,
+			 pubs);
 		goto out;
 	}
+	rc = store_staging_get(c->st, v->id, &stg);
+	if (rc != STORE_OK && rc != STORE_NOTFOUND) {
+		ctl_fail_store(st, "look up staging", rc);
+		goto out;
+	}
+	uint8_t fl = stg && stg->access_type == ACCESS_BLOCK ? MH_F_BLOCK : 0;
 	struct mh_err e;
-	if (mh_unstage(c->mh, v->id, req->staging_target_path, &e) != 0) {
+	if (mh_unstage_flags(c->mh, v->id, req->staging_target_path, fl, &e) != 0) {
 		ctl_fail_mh(st, "unstage", &e);
 		goto out;
 	}
@@ -160,48 +230,66 @@ int ctl_node_unstage_volume(struct ctl *c, const void *r, void **resp, struct ct
 	*resp = out;
 	st->code = CTL_OK;
 out:
+	store_staging_free(stg);
 	leave(c, req->volume_id, v);
 	return st->code;
 }
 
 int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
-                            struct ctl_status *st)
+			    struct ctl_status *st)
 {
 	const Csi__V1__NodePublishVolumeRequest *req = r;
 	struct store_volume *v = NULL;
 	struct store_staging *stg = NULL;
 	struct store_publication *old = NULL;
 	char flags[MH_OPTS_MAX + 1];
+	bool eph = ctl_is_ephemeral(req);
 
 	if (ctl_check_required(st, req->volume_id, "volume_id") ||
-	    ctl_check_path(st, req->staging_target_path, "staging_target_path") ||
+	    (!eph && ctl_check_path(st, req->staging_target_path, "staging_target_path")) ||
 	    ctl_check_path(st, req->target_path, "target_path") ||
 	    ctl_check_capability(st, req->volume_capability, "volume_capability") ||
 	    ctl_cap_mount_flags(st, req->volume_capability, flags, sizeof(flags)))
 		return st->code;
+	if (eph) {
+		if (ctl_ephemeral_publish(c, req, st) == CTL_OK) {
+			Csi__V1__NodePublishVolumeResponse *out = ctl_alloc(a, sizeof(*out));
+			csi__v1__node_publish_volume_response__init(out);
+			*resp = out;
+		}
+		return st->code;
+	}
 	if (enter(c, st, req->volume_id, &v))
 		return st->code;
 
-	bool ro = req->readonly || ctl_mode_readonly(req->volume_capability);
-	int mode = access_mode(req->volume_capability);
+	const Csi__V1__VolumeCapability *cap = req->volume_capability;
+	bool ro = req->readonly || ctl_mode_readonly(cap);
+	int mode = access_mode(cap), type = cap_is_block(cap) ? ACCESS_BLOCK : ACCESS_MOUNT;
+	if (check_cap_fits(st, v, cap))
+		goto out;
 	int rc = store_staging_get(c->st, v->id, &stg);
-	if (rc == STORE_NOTFOUND ||
-	    (rc == STORE_OK && strcmp(stg->staging_path, req->staging_target_path) != 0)) {
+	if (rc == STORE_NOTFOUND || (rc == STORE_OK && strcmp(stg->staging_path,
+							       req->staging_target_path) != 0)) {
 		ctl_fail(st, CTL_FAILED_PRECONDITION, "volume %s is not staged at %s", v->id,
-		         req->staging_target_path);
+			 req->staging_target_path);
 		goto out;
 	}
 	if (rc != STORE_OK) {
 		ctl_fail_store(st, "look up staging", rc);
 		goto out;
 	}
+	if (stg->access_type != type) {
+		ctl_fail(st, CTL_FAILED_PRECONDITION, "volume %s is staged for %s access", v->id,
+			 stg->access_type == ACCESS_BLOCK ? "block" : "mount");
+		goto out;
+	}
 	rc = store_publication_get(c->st, v->id, req->target_path, &old);
 	if (rc == STORE_OK) {
-		if (old->readonly != ro || old->access_mode != mode ||
+		if (old->readonly != ro || old->access_mode != mode || old->access_type != type ||
 		    strcmp(old->mount_flags, flags) != 0) {
 			ctl_fail(st, CTL_ALREADY_EXISTS,
-			         "volume %s is published at %s with different arguments", v->id,
-			         req->target_path);
+				 "volume %s is published at %s with different arguments", v->id,
+				 req->target_path);
 			goto out;
 		}
 	} else if (rc != STORE_NOTFOUND) {
@@ -209,7 +297,7 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 		goto out;
 	}
 
-	struct mh_req_publish mp = {.readonly = ro};
+	struct mh_req_publish mp = {.readonly = ro, .flags = type == ACCESS_BLOCK ? MH_F_BLOCK : 0};
 	snprintf(mp.volume_id, sizeof(mp.volume_id), "%s", v->id);
 	snprintf(mp.staging_path, sizeof(mp.staging_path), "%s", req->staging_target_path);
 	snprintf(mp.target_path, sizeof(mp.target_path), "%s", req->target_path);
@@ -220,13 +308,13 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 	}
 	if (!old) {
 		struct store_publication p = {
-		    .volume_id = v->id,
-		    .target_path = (char *)req->target_path,
-		    .staging_path = (char *)req->staging_target_path,
-		    .readonly = ro,
-		    .access_type = 2,
-		    .access_mode = mode,
-		    .mount_flags = flags,
+			.volume_id = v->id,
+			.target_path = (char *)req->target_path,
+			.staging_path = (char *)req->staging_target_path,
+			.readonly = ro,
+			.access_type = type,
+			.access_mode = mode,
+			.mount_flags = flags,
 		};
 		rc = store_publication_put(c->st, &p);
 		if (rc != STORE_OK) {
@@ -246,7 +334,7 @@ out:
 }
 
 int ctl_node_unpublish_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
-                              struct ctl_status *st)
+			      struct ctl_status *st)
 {
 	const Csi__V1__NodeUnpublishVolumeRequest *req = r;
 	struct store_volume *v = NULL;
@@ -256,15 +344,20 @@ int ctl_node_unpublish_volume(struct ctl *c, const void *r, void **resp, struct 
 		return st->code;
 	if (enter(c, st, req->volume_id, &v))
 		return st->code;
-	struct mh_err e;
-	if (mh_unpublish(c->mh, v->id, req->target_path, &e) != 0) {
-		ctl_fail_mh(st, "unpublish", &e);
-		goto out;
-	}
-	int rc = store_publication_delete(c->st, v->id, req->target_path);
-	if (rc != STORE_OK && rc != STORE_NOTFOUND) {
-		ctl_fail_store(st, "forget publication", rc);
-		goto out;
+	if (strncmp(v->name, CTL_EPHEMERAL_PREFIX, strlen(CTL_EPHEMERAL_PREFIX)) == 0) {
+		if (ctl_ephemeral_unpublish(c, v, req->target_path, st))
+			goto out;
+	} else {
+		struct mh_err e;
+		if (mh_unpublish(c->mh, v->id, req->target_path, &e) != 0) {
+			ctl_fail_mh(st, "unpublish", &e);
+			goto out;
+		}
+		int rc = store_publication_delete(c->st, v->id, req->target_path);
+		if (rc != STORE_OK && rc != STORE_NOTFOUND) {
+			ctl_fail_store(st, "forget publication", rc);
+			goto out;
+		}
 	}
 	Csi__V1__NodeUnpublishVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_unpublish_volume_response__init(out);
@@ -276,10 +369,15 @@ out:
 }
 
 int ctl_node_get_capabilities(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
-                              struct ctl_status *st)
+			      struct ctl_status *st)
 {
 	static const Csi__V1__NodeServiceCapability__RPC__Type types[] = {
-	    CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__STAGE_UNSTAGE_VOLUME,
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__STAGE_UNSTAGE_VOLUME,
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_STATS,
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME,
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_CONDITION,
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER,
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_MOUNT_GROUP,
 	};
 	Csi__V1__NodeGetCapabilitiesResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_get_capabilities_response__init(out);
@@ -300,7 +398,7 @@ int ctl_node_get_capabilities(struct ctl *c, const void *r, void **resp, struct 
 }
 
 int ctl_node_get_info(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
-                      struct ctl_status *st)
+		      struct ctl_status *st)
 {
 	Csi__V1__NodeGetInfoResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_get_info_response__init(out);
