@@ -1,144 +1,63 @@
 /*
- * Controller service: CreateVolume, DeleteVolume, ControllerGetCapabilities.
- * Runs in rpcd, unprivileged. A volume is a sparse image the helper creates in
- * its data directory; here we decide its id, size and file system, record it
- * in the store, and keep every call idempotent by name and by id.
+ * Controller service: CreateVolume (empty, from a snapshot, from a volume),
+ * DeleteVolume, ValidateVolumeCapabilities, ControllerGetCapabilities.
+ * Runs in rpcd, unprivileged. A volume is a sparse image the helper creates
+ * (or copies) in its data directory; here we decide its id, size and file
+ * system, record it in the store, and keep every call idempotent by name and
+ * by id. Other Controller RPCs: ctl_publish.c, ctl_volume.c, ctl_list.c,
+ * ctl_snapshot.c; the GroupController service: ctl_group.c.
  */
-#include "ctl_int.h"
+#include "ctl_cs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#define MiB                 (1024LL * 1024)
-#define GiB                 (1024 * MiB)
-#define DEFAULT_VOLUME_SIZE (1 * GiB)
-#define MIN_VOLUME_SIZE     (16 * MiB)
-#define NAME_MAX_BYTES      128
-#define K8S_PARAM_PREFIX    "csi.storage.k8s.io/"
-
-/* The spec bans control characters other than common white space in names. */
-static int check_name(struct ctl_status *st, const char *name)
-{
-	if (ctl_check_required(st, name, "name"))
-		return st->code;
-	if (strlen(name) > NAME_MAX_BYTES)
-		return ctl_fail(st, CTL_INVALID_ARGUMENT, "name is longer than %d bytes",
-		                NAME_MAX_BYTES);
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-		if ((*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r') || *p == 0x7f)
-			return ctl_fail(st, CTL_INVALID_ARGUMENT,
-			                "name contains a forbidden control character");
-		/* U+0080..U+009F in UTF-8: 0xC2 0x80..0x9F */
-		if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
-			return ctl_fail(st, CTL_INVALID_ARGUMENT,
-			                "name contains a forbidden control character");
-	}
-	return CTL_OK;
-}
-
-/* Size within [required, limit], rounded up to whole MiB, never below the minimum. */
-static int pick_capacity(struct ctl_status *st, const Csi__V1__CapacityRange *r, int64_t *out)
+/*
+ * The size for a new volume: required_bytes, else the source's size, else
+ * 1 GiB (or limit_bytes if smaller); never below the file system's minimum or
+ * the source's size; rounded up to whole MiB; OUT_OF_RANGE if that exceeds
+ * limit_bytes.
+ */
+static int pick_capacity(struct ctl_status *st, const Csi__V1__CapacityRange *r, const char *fs,
+                         int64_t source_bytes, int64_t *out)
 {
 	int64_t req = r ? r->required_bytes : 0, lim = r ? r->limit_bytes : 0;
+	int64_t min = ctl_min_volume_bytes(fs);
 	if (req < 0 || lim < 0)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT, "capacity_range must not be negative");
 	if (lim && req > lim)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,
 		                "capacity_range.required_bytes %lld exceeds limit_bytes %lld",
 		                (long long)req, (long long)lim);
-	int64_t size = req ? req : DEFAULT_VOLUME_SIZE;
+	if (lim && source_bytes > lim)
+		return ctl_fail(st, CTL_OUT_OF_RANGE,
+		                "capacity_range.limit_bytes %lld is smaller than the source (%lld "
+		                "bytes)",
+		                (long long)lim, (long long)source_bytes);
+	int64_t size = req ? req : source_bytes ? source_bytes : CTL_DEFAULT_VOLUME_BYTES;
 	if (!req && lim && lim < size)
 		size = lim;
-	if (size < MIN_VOLUME_SIZE)
-		size = MIN_VOLUME_SIZE;
-	if (size > INT64_MAX - MiB)
+	if (size < min)
+		size = min;
+	if (size < source_bytes)
+		size = source_bytes;
+	if (size > INT64_MAX - CTL_MiB)
 		return ctl_fail(st, CTL_OUT_OF_RANGE, "capacity_range is too large");
-	size = (size + MiB - 1) / MiB * MiB;
+	size = (size + CTL_MiB - 1) / CTL_MiB * CTL_MiB;
 	if (lim && size > lim)
-		return ctl_fail(st, CTL_OUT_OF_RANGE,
-		                "cannot honour limit_bytes %lld: the smallest volume is %lld bytes",
-		                (long long)lim, (long long)size);
+		return ctl_fail(
+		    st, CTL_OUT_OF_RANGE,
+		    "cannot honour limit_bytes %lld: the smallest %s volume is %lld bytes",
+		    (long long)lim, *fs ? fs : "raw block", (long long)size);
 	*out = size;
 	return CTL_OK;
 }
 
-static int cmp_entry(const void *a, const void *b)
-{
-	const Csi__V1__CreateVolumeRequest__ParametersEntry *const *x = a, *const *y = b;
-	return strcmp((*x)->key, (*y)->key);
-}
-
 /*
- * Parameters: keys the Kubernetes sidecars add (csi.storage.k8s.io/...) are
- * accepted and ignored; anything else is unknown to this version and refused,
- * so a typo in a StorageClass is reported rather than silently dropped. The
- * canonical form (sorted "k=v\n") is what idempotency compares.
- */
-static int check_parameters(struct ctl_status *st, const Csi__V1__CreateVolumeRequest *req,
-                            char **canon)
-{
-	size_t n = req->n_parameters, len = 1;
-	Csi__V1__CreateVolumeRequest__ParametersEntry **sorted = calloc(n ? n : 1, sizeof(*sorted));
-	if (!sorted)
-		abort();
-	if (n)
-		memcpy(sorted, req->parameters, n * sizeof(*sorted));
-	qsort(sorted, n, sizeof(*sorted), cmp_entry);
-	for (size_t i = 0; i < n; i++) {
-		if (strncmp(sorted[i]->key, K8S_PARAM_PREFIX, strlen(K8S_PARAM_PREFIX)) != 0) {
-			ctl_fail(st, CTL_INVALID_ARGUMENT, "parameters: unknown key '%.64s'",
-			         sorted[i]->key);
-			free(sorted);
-			return st->code;
-		}
-		len += strlen(sorted[i]->key) + strlen(sorted[i]->value) + 2;
-	}
-	char *s = malloc(len);
-	if (!s)
-		abort();
-	s[0] = '\0';
-	for (size_t i = 0; i < n; i++) {
-		/* Only our own keys affect the volume; the sidecars' metadata does not. */
-		if (strncmp(sorted[i]->key, K8S_PARAM_PREFIX, strlen(K8S_PARAM_PREFIX)) == 0)
-			continue;
-		strcat(s, sorted[i]->key);
-		strcat(s, "=");
-		strcat(s, sorted[i]->value);
-		strcat(s, "\n");
-	}
-	free(sorted);
-	*canon = s;
-	return CTL_OK;
-}
-
-/* All capabilities must agree on one file system; default ext4. */
-static int pick_fs_type(struct ctl_status *st, const Csi__V1__CreateVolumeRequest *req,
-                        const char **fs)
-{
-	*fs = "";
-	if (req->n_volume_capabilities == 0)
-		return ctl_fail(st, CTL_INVALID_ARGUMENT, "volume_capabilities is required");
-	for (size_t i = 0; i < req->n_volume_capabilities; i++) {
-		if (ctl_check_capability(st, req->volume_capabilities[i], "volume_capabilities"))
-			return st->code;
-		const char *f = ctl_cap_fs_type(req->volume_capabilities[i]);
-		if (**fs && *f && strcmp(*fs, f) != 0)
-			return ctl_fail(st, CTL_INVALID_ARGUMENT,
-			                "volume_capabilities ask for two file systems (%s, %s)",
-			                *fs, f);
-		if (*f)
-			*fs = f;
-	}
-	if (!**fs)
-		*fs = "ext4";
-	return CTL_OK;
-}
-
-/*
- * Node-local volumes: a requisite topology that does not name this node cannot
- * be satisfied here. RESOURCE_EXHAUSTED makes Kubernetes try another node.
+ * Node-local volumes: a topology requirement that does not name this node
+ * cannot be satisfied here. RESOURCE_EXHAUSTED makes Kubernetes try another
+ * node (spec: "Unable to provision in accessible_topology").
  */
 static int check_topology(struct ctl *c, struct ctl_status *st,
                           const Csi__V1__TopologyRequirement *tr)
@@ -168,74 +87,193 @@ static int check_topology(struct ctl *c, struct ctl_status *st,
 	                c->cfg.node_id);
 }
 
-static Csi__V1__CreateVolumeResponse *volume_response(struct ctl *c, struct ctl_arena *a,
+/* What a CreateVolume request asks for, once checked. */
+struct create_args {
+	struct ctl_shape shape;
+	struct ctl_vparams params;
+	const char *fs_asked;        /* named by a capability or fsType, "" if neither */
+	char source[MH_ID_MAX + 16]; /* "" or "snapshot:<id>" / "volume:<id>" */
+	uint8_t source_kind;         /* 0, MH_SRC_SNAPSHOT or MH_SRC_VOLUME */
+	const char *source_id;
+	int64_t req, lim;
+};
+
+static int parse_source(struct ctl_status *st, const Csi__V1__VolumeContentSource *cs,
+                        struct create_args *ca)
+{
+	if (!cs)
+		return CTL_OK;
+	if (cs->type_case == CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_SNAPSHOT && cs->snapshot) {
+		if (ctl_check_required(st, cs->snapshot->snapshot_id,
+		                       "volume_content_source.snapshot.snapshot_id"))
+			return st->code;
+		ca->source_kind = MH_SRC_SNAPSHOT;
+		ca->source_id = cs->snapshot->snapshot_id;
+		if (!ctl_snapshot_id_valid(ca->source_id))
+			return ctl_fail(st, CTL_NOT_FOUND, "source snapshot %.80s does not exist",
+			                ca->source_id);
+		snprintf(ca->source, sizeof(ca->source), "snapshot:%s", ca->source_id);
+		return CTL_OK;
+	}
+	if (cs->type_case == CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_VOLUME && cs->volume) {
+		if (ctl_check_required(st, cs->volume->volume_id,
+		                       "volume_content_source.volume.volume_id"))
+			return st->code;
+		ca->source_kind = MH_SRC_VOLUME;
+		ca->source_id = cs->volume->volume_id;
+		if (!ctl_volume_id_valid(ca->source_id))
+			return ctl_fail(st, CTL_NOT_FOUND, "source volume %.80s does not exist",
+			                ca->source_id);
+		snprintf(ca->source, sizeof(ca->source), "volume:%s", ca->source_id);
+		return CTL_OK;
+	}
+	return ctl_fail(st, CTL_INVALID_ARGUMENT,
+	                "volume_content_source must name a snapshot or a volume");
+}
+
+/* Everything that can be checked without the store or the helper (topology aside). */
+static int check_create(struct ctl *c, struct ctl_status *st,
+                        const Csi__V1__CreateVolumeRequest *req, struct ctl_arena *a,
+                        struct create_args *ca)
+{
+	memset(ca, 0, sizeof(*ca));
+	ca->req = req->capacity_range ? req->capacity_range->required_bytes : 0;
+	ca->lim = req->capacity_range ? req->capacity_range->limit_bytes : 0;
+	if (ctl_check_name(st, req->name, "name") ||
+	    ctl_caps_shape(st, req->volume_capabilities, req->n_volume_capabilities,
+	                   "volume_capabilities", &ca->shape) ||
+	    ctl_vparams_parse(st, CTL_KV(a, req, parameters), req->n_parameters,
+	                      CTL_KV(a, req, mutable_parameters), req->n_mutable_parameters,
+	                      &ca->params))
+		return st->code;
+	if (ca->req < 0 || ca->lim < 0)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT, "capacity_range must not be negative");
+	if (ca->lim && ca->req > ca->lim)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+		                "capacity_range.required_bytes %lld exceeds limit_bytes %lld",
+		                (long long)ca->req, (long long)ca->lim);
+	ca->fs_asked = "";
+	if (!ca->shape.block) {
+		/* A raw block volume has no file system: fsType only concerns mounts. */
+		const char *p = ca->params.fs_type;
+		if (*ca->shape.fs && *p && strcmp(ca->shape.fs, p) != 0)
+			return ctl_fail(st, CTL_INVALID_ARGUMENT,
+			                "parameters: " CTL_P_FS_TYPE
+			                " %s disagrees with volume_capabilities (%s)",
+			                p, ca->shape.fs);
+		ca->fs_asked = *ca->shape.fs ? ca->shape.fs : p;
+	}
+	return parse_source(st, req->volume_content_source, ca);
+}
+
+/* An existing volume satisfies a repeated request only if nothing differs. */
+static bool same_request(const struct store_volume *v, const struct create_args *ca)
+{
+	if (ca->req && v->capacity_bytes < ca->req)
+		return false;
+	if (ca->lim && v->capacity_bytes > ca->lim)
+		return false;
+	if (ca->shape.block != (v->fs_type[0] == '\0'))
+		return false;
+	if (*ca->fs_asked && strcmp(ca->fs_asked, v->fs_type) != 0)
+		return false;
+	return strcmp(v->parameters, ca->params.canon) == 0 &&
+	       strcmp(v->mutable_parameters, ca->params.mutable_canon) == 0 &&
+	       strcmp(v->content_source, ca->source) == 0;
+}
+
+/*
+ * The source's file system and size, or NOT_FOUND. A copy keeps its source's
+ * file system (or lack of one), so the request may not ask for another.
+ */
+static int resolve_source(struct ctl *c, struct ctl_status *st, const struct create_args *ca,
+                          const char **fs, int64_t *bytes, struct store_volume **sv,
+                          struct store_snapshot **ss)
+{
+	const char *src_fs;
+	int rc;
+	if (ca->source_kind == MH_SRC_SNAPSHOT) {
+		rc = store_snapshot_get(c->st, ca->source_id, ss);
+		if (rc == STORE_NOTFOUND)
+			return ctl_fail(st, CTL_NOT_FOUND, "source snapshot %s does not exist",
+			                ca->source_id);
+		if (rc != STORE_OK)
+			return ctl_fail_store(st, "look up source snapshot", rc);
+		src_fs = (*ss)->fs_type;
+		*bytes = (*ss)->size_bytes;
+	} else {
+		rc = store_volume_get(c->st, ca->source_id, sv);
+		if (rc == STORE_NOTFOUND)
+			return ctl_fail(st, CTL_NOT_FOUND, "source volume %s does not exist",
+			                ca->source_id);
+		if (rc != STORE_OK)
+			return ctl_fail_store(st, "look up source volume", rc);
+		src_fs = (*sv)->fs_type;
+		*bytes = (*sv)->capacity_bytes;
+	}
+	if (ca->shape.block != (src_fs[0] == '\0'))
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+		                "volume_content_source %s is %s, volume_capabilities ask for %s",
+		                ca->source_id, src_fs[0] ? "a file system volume" : "raw block",
+		                ca->shape.block ? "raw block" : "a file system");
+	if (*ca->fs_asked && strcmp(ca->fs_asked, src_fs) != 0)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+		                "volume_content_source %s holds %s, the request asks for %s",
+		                ca->source_id, src_fs, ca->fs_asked);
+	*fs = src_fs;
+	return CTL_OK;
+}
+
+static Csi__V1__CreateVolumeResponse *create_response(struct ctl *c, struct ctl_arena *a,
                                                       const struct store_volume *v)
 {
 	Csi__V1__CreateVolumeResponse *resp = ctl_alloc(a, sizeof(*resp));
 	csi__v1__create_volume_response__init(resp);
-	Csi__V1__Volume *vol = ctl_alloc(a, sizeof(*vol));
-	csi__v1__volume__init(vol);
-	vol->capacity_bytes = v->capacity_bytes;
-	vol->volume_id = ctl_strdup(a, v->id);
-	vol->n_accessible_topology = 1;
-	vol->accessible_topology = ctl_alloc(a, sizeof(*vol->accessible_topology));
-	vol->accessible_topology[0] = ctl_node_topology(c, a);
-	resp->volume = vol;
+	resp->volume = ctl_volume_msg(c, a, v);
 	return resp;
-}
-
-/* An existing volume satisfies a repeated request only if nothing differs. */
-static bool same_request(const struct store_volume *v, int64_t req_bytes, int64_t lim_bytes,
-                         const char *fs, const char *params)
-{
-	if (req_bytes && v->capacity_bytes < req_bytes)
-		return false;
-	if (lim_bytes && v->capacity_bytes > lim_bytes)
-		return false;
-	return strcmp(v->fs_type, fs) == 0 && strcmp(v->parameters, params) == 0 &&
-	       strcmp(v->content_source, "") == 0;
 }
 
 int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
                       struct ctl_status *st)
 {
 	const Csi__V1__CreateVolumeRequest *req = r;
-	const char *fs;
-	char *params = NULL;
-	int64_t size = 0;
-	char key[NAME_MAX_BYTES + 8] = "";
-	struct store_volume *old = NULL;
+	struct create_args ca;
+	struct store_volume *old = NULL, *src_vol = NULL;
+	struct store_snapshot *src_snap = NULL;
+	char name_key[256] = "";
+	const char *keys[2], *busy = NULL;
+	size_t nkeys = 0;
 	bool locked = false;
+	int64_t size = 0, source_bytes = 0;
+	const char *fs;
+	int rc;
 
-	if (check_name(st, req->name) || pick_fs_type(st, req, &fs) ||
-	    pick_capacity(st, req->capacity_range, &size) || check_parameters(st, req, &params))
+	if (check_create(c, st, req, a, &ca))
 		goto out;
-	if (req->volume_content_source) {
-		ctl_fail(st, CTL_INVALID_ARGUMENT, "volume_content_source is not supported yet");
+
+	/* The name, and the source so that it cannot be deleted while it is copied. */
+	snprintf(name_key, sizeof(name_key), CTL_KEY_VOLUME_NAME "%s", req->name);
+	keys[nkeys++] = name_key;
+	if (ca.source_kind)
+		keys[nkeys++] = ca.source_id;
+	if (!(locked = ctl_lock_keys(c, keys, nkeys, &busy))) {
+		ctl_fail_busy(st, busy == name_key ? req->name : busy);
 		goto out;
 	}
-	if (check_topology(c, st, req->accessibility_requirements))
-		goto out;
 
-	snprintf(key, sizeof(key), "name:%s", req->name);
-	if (!(locked = ctl_lock(c, key))) {
-		ctl_fail(st, CTL_ABORTED, "an operation on volume name '%s' is already in progress",
-		         req->name);
-		goto out;
-	}
-
-	int rc = store_volume_get_by_name(c->st, req->name, &old);
+	rc = store_volume_get_by_name(c->st, req->name, &old);
 	if (rc == STORE_OK) {
-		int64_t rq = req->capacity_range ? req->capacity_range->required_bytes : 0;
-		int64_t lm = req->capacity_range ? req->capacity_range->limit_bytes : 0;
-		if (!same_request(old, rq, lm, fs, params)) {
+		struct ctl_status topo = {0};
+		/* The volume is on this node: a requirement without it is incompatible too. */
+		if (!same_request(old, &ca) ||
+		    check_topology(c, &topo, req->accessibility_requirements)) {
 			ctl_fail(st, CTL_ALREADY_EXISTS,
-			         "volume '%s' exists with different capacity, file system or "
-			         "parameters",
+			         "volume '%s' exists with a different capacity, access type, file "
+			         "system, parameters, content source or topology",
 			         req->name);
 			goto out;
 		}
-		*resp = volume_response(c, a, old);
+		*resp = create_response(c, a, old);
 		st->code = CTL_OK;
 		goto out;
 	} else if (rc != STORE_NOTFOUND) {
@@ -243,24 +281,67 @@ int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 		goto out;
 	}
 
+	if (check_topology(c, st, req->accessibility_requirements))
+		goto out;
+	fs = ca.shape.block ? "" : *ca.fs_asked ? ca.fs_asked : "ext4";
+	if (ca.source_kind && resolve_source(c, st, &ca, &fs, &source_bytes, &src_vol, &src_snap))
+		goto out;
+	if (pick_capacity(st, req->capacity_range, fs, source_bytes, &size))
+		goto out;
+	if (ca.params.expand_limit && ca.params.expand_limit < size) {
+		ctl_fail(st, CTL_INVALID_ARGUMENT,
+		         CTL_P_EXPAND_LIMIT " %lld is below the volume's size %lld",
+		         (long long)ca.params.expand_limit, (long long)size);
+		goto out;
+	}
+
+	/* Images are sparse, but a volume must fit in what the data directory has free. */
+	uint64_t avail = 0;
+	if (ctl_data_available(c, st, &avail))
+		goto out;
+	if ((uint64_t)size > avail) {
+		ctl_fail(st, CTL_RESOURCE_EXHAUSTED,
+		         "node %s: the data directory has %llu bytes free, the volume needs %lld",
+		         c->cfg.node_id, (unsigned long long)avail, (long long)size);
+		goto out;
+	}
+
 	char id[36];
 	ctl_new_volume_id(id);
 	uint64_t real = 0;
 	struct mh_err e;
-	if (mh_create(c->mh, id, (uint64_t)size, &real, &e) != 0) {
+	if (ca.source_kind) {
+		struct mh_req_clone cl = {.source_kind = ca.source_kind,
+		                          .size_bytes = (uint64_t)size};
+		struct mh_ans_copy ans = {0};
+		snprintf(cl.volume_id, sizeof(cl.volume_id), "%s", id);
+		snprintf(cl.source_id, sizeof(cl.source_id), "%s", ca.source_id);
+		if (mh_clone(c->mh, &cl, &ans, &e) != 0) {
+			ctl_fail_mh(st,
+			            ca.source_kind == MH_SRC_SNAPSHOT ? "restore snapshot"
+			                                              : "clone volume",
+			            &e);
+			goto out;
+		}
+		real = ans.size_bytes;
+	} else if (mh_create(c->mh, id, (uint64_t)size, &real, &e) != 0) {
 		ctl_fail_mh(st, "create image", &e);
 		goto out;
 	}
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
 	struct store_volume v = {
 	    .id = id,
 	    .name = (char *)req->name,
 	    .capacity_bytes = (int64_t)real,
 	    .fs_type = (char *)fs,
-	    .parameters = params,
-	    .content_source = "",
-	    .created_unix_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec,
+	    .parameters = ca.params.canon,
+	    .content_source = ca.source,
+	    .created_unix_ns = ctl_now_unix_ns(),
+	    /* Nothing is ever formatted on a raw block volume. */
+	    .mkfs_options = ca.shape.block ? "" : ca.params.mkfs_options,
+	    /* A copy of an xfs image has its source's UUID: mount it with nouuid. */
+	    .nouuid = ca.source_kind && strcmp(fs, "xfs") == 0,
+	    .mutable_parameters = ca.params.mutable_canon,
+	    .condition = "",
 	};
 	rc = store_volume_put(c->st, &v);
 	if (rc != STORE_OK) {
@@ -269,13 +350,15 @@ int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 		ctl_fail_store(st, "record volume", rc);
 		goto out;
 	}
-	*resp = volume_response(c, a, &v);
+	*resp = create_response(c, a, &v);
 	st->code = CTL_OK;
 out:
 	if (locked)
-		ctl_unlock(c, key);
+		ctl_unlock_keys(c, keys, nkeys);
 	store_volume_free(old);
-	free(params);
+	store_volume_free(src_vol);
+	store_snapshot_free(src_snap);
+	ctl_vparams_release(&ca.params);
 	return st->code;
 }
 
@@ -284,9 +367,10 @@ int ctl_delete_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 {
 	const Csi__V1__DeleteVolumeRequest *req = r;
 	struct store_volume *v = NULL;
-	bool locked = false;
-	size_t pubs = 0;
 	struct store_staging *stg = NULL;
+	struct store_attachment **att = NULL;
+	size_t pubs = 0, natt = 0;
+	bool locked = false;
 
 	if (ctl_check_required(st, req->volume_id, "volume_id"))
 		return st->code;
@@ -298,8 +382,7 @@ int ctl_delete_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 		return st->code = CTL_OK;
 	}
 	if (!(locked = ctl_lock(c, req->volume_id))) {
-		ctl_fail(st, CTL_ABORTED, "an operation on volume %s is already in progress",
-		         req->volume_id);
+		ctl_fail_busy(st, req->volume_id);
 		goto done;
 	}
 	int rc = store_volume_get(c->st, req->volume_id, &v);
@@ -312,6 +395,7 @@ int ctl_delete_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 		ctl_fail_store(st, "look up volume", rc);
 		goto done;
 	}
+	/* In use by another resource: the spec's FAILED_PRECONDITION, nothing touched. */
 	rc = store_staging_get(c->st, req->volume_id, &stg);
 	if (rc == STORE_OK) {
 		ctl_fail(st, CTL_FAILED_PRECONDITION, "volume %s is staged at %s", req->volume_id,
@@ -323,8 +407,15 @@ int ctl_delete_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 		         req->volume_id, pubs);
 		goto done;
 	}
+	if (store_attachment_list(c->st, req->volume_id, &att, &natt) == STORE_OK && natt > 0) {
+		ctl_fail(st, CTL_FAILED_PRECONDITION,
+		         "volume %s is controller-published to node %s", req->volume_id,
+		         att[0]->node_id);
+		goto done;
+	}
+	/* Snapshots are independent copies: they stay, and stay usable as sources. */
 	struct mh_err e;
-	if (mh_delete(c->mh, req->volume_id, &e) != 0) {
+	if (mh_delete(c->mh, req->volume_id, &e) != 0 && e.kind != MH_E_NOTFOUND) {
 		ctl_fail_mh(st, "delete image", &e);
 		goto done;
 	}
@@ -338,7 +429,145 @@ int ctl_delete_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 done:
 	if (locked)
 		ctl_unlock(c, req->volume_id);
+	store_attachment_list_free(att, natt);
 	store_staging_free(stg);
+	store_volume_free(v);
+	return st->code;
+}
+
+/*
+ * Echo a request map into a response map of another generated type: both are
+ * arrays of {base, key, value} messages, built here with the entry's own
+ * init function.
+ */
+#define ECHO_MAP(a, dst, dst_type, init, src, n)                                                   \
+	do {                                                                                       \
+		(dst) = ctl_alloc((a), ((n) ? (n) : 1) * sizeof(*(dst)));                          \
+		for (size_t i_ = 0; i_ < (n); i_++) {                                              \
+			dst_type *e_ = ctl_alloc((a), sizeof(*e_));                                \
+			init(e_);                                                                  \
+			e_->key = ctl_strdup((a), (src)[i_]->key);                                 \
+			e_->value = ctl_strdup((a), (src)[i_]->value);                             \
+			(dst)[i_] = e_;                                                            \
+		}                                                                                  \
+	} while (0)
+
+/* Every line of canonical text sub is a line of canonical text of. */
+static bool canon_subset(const char *sub, const char *of)
+{
+	for (const char *line = sub; *line;) {
+		const char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		bool found = false;
+		for (const char *l2 = of; *l2 && !found;) {
+			const char *nl2 = strchr(l2, '\n');
+			size_t len2 = nl2 ? (size_t)(nl2 - l2) : strlen(l2);
+			found = len2 == len && strncmp(l2, line, len) == 0;
+			l2 += len2 + (nl2 != NULL);
+		}
+		if (!found)
+			return false;
+		line += len + (nl != NULL);
+	}
+	return true;
+}
+
+/*
+ * Whether the volume has every capability, parameter and mutable parameter
+ * asked about; why not in msg. Malformed capabilities are INVALID_ARGUMENT.
+ */
+static int validate_against(struct ctl_status *st,
+                            const Csi__V1__ValidateVolumeCapabilitiesRequest *req,
+                            const struct store_volume *v, struct ctl_arena *a, bool *ok, char *msg,
+                            size_t msgsz)
+{
+	struct ctl_vparams p;
+	struct ctl_status pst = {0};
+	*ok = false;
+	for (size_t i = 0; i < req->n_volume_capabilities; i++) {
+		if (ctl_cap_wellformed(st, req->volume_capabilities[i], "volume_capabilities"))
+			return st->code;
+	}
+	for (size_t i = 0; i < req->n_volume_capabilities; i++) {
+		if (!ctl_cap_fits_volume(req->volume_capabilities[i], v, msg, msgsz))
+			return st->code = CTL_OK;
+	}
+	if (ctl_vparams_parse(&pst, CTL_KV(a, req, parameters), req->n_parameters,
+	                      CTL_KV(a, req, mutable_parameters), req->n_mutable_parameters, &p)) {
+		snprintf(msg, msgsz, "%s", pst.msg);
+		return st->code = CTL_OK;
+	}
+	/* Each parameter and mutable parameter asked about must have that value. */
+	if (!canon_subset(p.canon, v->parameters)) {
+		snprintf(msg, msgsz, "volume %s was created with other parameters", v->id);
+		goto done;
+	}
+	if (!canon_subset(p.mutable_canon, v->mutable_parameters)) {
+		snprintf(msg, msgsz, "volume %s has other mutable_parameters", v->id);
+		goto done;
+	}
+	*ok = true;
+done:
+	ctl_vparams_release(&p);
+	return st->code = CTL_OK;
+}
+
+int ctl_validate_volume_capabilities(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
+                                     struct ctl_status *st)
+{
+	const Csi__V1__ValidateVolumeCapabilitiesRequest *req = r;
+	struct store_volume *v = NULL;
+	char msg[CTL_MSG_MAX] = "";
+	bool ok = false;
+
+	if (ctl_check_required(st, req->volume_id, "volume_id"))
+		return st->code;
+	if (req->n_volume_capabilities == 0)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT, "volume_capabilities is required");
+	if (!ctl_volume_id_valid(req->volume_id))
+		return ctl_fail(st, CTL_NOT_FOUND, "volume %.80s does not exist", req->volume_id);
+	int rc = store_volume_get(c->st, req->volume_id, &v);
+	if (rc == STORE_NOTFOUND)
+		return ctl_fail(st, CTL_NOT_FOUND, "volume %s does not exist", req->volume_id);
+	if (rc != STORE_OK)
+		return ctl_fail_store(st, "look up volume", rc);
+	if (validate_against(st, req, v, a, &ok, msg, sizeof(msg)))
+		goto out;
+
+	Csi__V1__ValidateVolumeCapabilitiesResponse *out = ctl_alloc(a, sizeof(*out));
+	csi__v1__validate_volume_capabilities_response__init(out);
+	if (ok) {
+		Csi__V1__ValidateVolumeCapabilitiesResponse__Confirmed *cf =
+		    ctl_alloc(a, sizeof(*cf));
+		csi__v1__validate_volume_capabilities_response__confirmed__init(cf);
+		/* Echo what was confirmed; the capabilities are borrowed from the request. */
+		cf->n_volume_capabilities = req->n_volume_capabilities;
+		cf->volume_capabilities = req->volume_capabilities;
+		cf->n_volume_context = req->n_volume_context;
+		ECHO_MAP(
+		    a, cf->volume_context,
+		    Csi__V1__ValidateVolumeCapabilitiesResponse__Confirmed__VolumeContextEntry,
+		    csi__v1__validate_volume_capabilities_response__confirmed__volume_context_entry__init,
+		    req->volume_context, req->n_volume_context);
+		cf->n_parameters = req->n_parameters;
+		ECHO_MAP(
+		    a, cf->parameters,
+		    Csi__V1__ValidateVolumeCapabilitiesResponse__Confirmed__ParametersEntry,
+		    csi__v1__validate_volume_capabilities_response__confirmed__parameters_entry__init,
+		    req->parameters, req->n_parameters);
+		cf->n_mutable_parameters = req->n_mutable_parameters;
+		ECHO_MAP(
+		    a, cf->mutable_parameters,
+		    Csi__V1__ValidateVolumeCapabilitiesResponse__Confirmed__MutableParametersEntry,
+		    csi__v1__validate_volume_capabilities_response__confirmed__mutable_parameters_entry__init,
+		    req->mutable_parameters, req->n_mutable_parameters);
+		out->confirmed = cf;
+	} else {
+		out->message = ctl_strdup(a, msg);
+	}
+	*resp = out;
+	st->code = CTL_OK;
+out:
 	store_volume_free(v);
 	return st->code;
 }
@@ -359,8 +588,23 @@ rpc_cap(struct ctl_arena *a, Csi__V1__ControllerServiceCapability__RPC__Type t)
 int ctl_controller_get_capabilities(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
                                     struct ctl_status *st)
 {
+	/* Exactly what this file and its siblings implement. */
 	static const Csi__V1__ControllerServiceCapability__RPC__Type types[] = {
 	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_VOLUME,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_CAPACITY,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_SNAPSHOT,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_SNAPSHOTS,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CLONE_VOLUME,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_READONLY,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES_PUBLISHED_NODES,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_CONDITION,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__MODIFY_VOLUME,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_SNAPSHOT,
 	};
 	Csi__V1__ControllerGetCapabilitiesResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__controller_get_capabilities_response__init(out);

@@ -81,7 +81,7 @@ int ctl_ephemeral_publish(struct ctl *c, const Csi__V1__NodePublishVolumeRequest
 	char name[EPHEMERAL_ID_MAX + 32], id[36];
 	struct store_volume *v = NULL;
 	int64_t size;
-	const char *fs;
+	const char *fs = "";
 	bool created = false;
 	struct mh_err e;
 

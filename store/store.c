@@ -67,6 +67,44 @@ static const char *const store_migrations[] = {
     "  PRIMARY KEY (volume_id, target_path)"
     ") STRICT;"
     "PRAGMA application_id = 1936027747;", /* STORE_APPLICATION_ID in decimal */
+
+    /*
+     * to version 2: what the Controller service needs beyond the skeleton.
+     * Snapshots have no foreign key to volumes: they outlive their source.
+     * Member snapshots of a group have a NULL name (UNIQUE ignores NULLs).
+     */
+    "ALTER TABLE volumes ADD COLUMN mkfs_options TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE volumes ADD COLUMN nouuid INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE volumes ADD COLUMN mutable_parameters TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE volumes ADD COLUMN condition TEXT NOT NULL DEFAULT '';"
+    "CREATE TABLE snapshots ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  name TEXT UNIQUE,"
+    "  source_volume_id TEXT NOT NULL,"
+    "  size_bytes INTEGER NOT NULL,"
+    "  fs_type TEXT NOT NULL,"
+    "  parameters TEXT NOT NULL,"
+    "  group_id TEXT NOT NULL,"
+    "  created_unix_ns INTEGER NOT NULL"
+    ") STRICT;"
+    "CREATE INDEX snapshots_by_source ON snapshots (source_volume_id, id);"
+    "CREATE INDEX snapshots_by_group ON snapshots (group_id, id);"
+    "CREATE TABLE group_snapshots ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  name TEXT NOT NULL UNIQUE,"
+    "  source_volume_ids TEXT NOT NULL,"
+    "  parameters TEXT NOT NULL,"
+    "  created_unix_ns INTEGER NOT NULL"
+    ") STRICT;"
+    "CREATE TABLE attachments ("
+    "  volume_id TEXT NOT NULL REFERENCES volumes(id),"
+    "  node_id TEXT NOT NULL,"
+    "  readonly INTEGER NOT NULL,"
+    "  access_type INTEGER NOT NULL,"
+    "  access_mode INTEGER NOT NULL,"
+    "  PRIMARY KEY (volume_id, node_id)"
+    ") STRICT;"
+    "CREATE INDEX attachments_by_node ON attachments (node_id);",
 };
 
 #define STORE_SCHEMA_VERSION ((int64_t)(sizeof store_migrations / sizeof store_migrations[0]))
@@ -173,6 +211,11 @@ int store_bind_text(sqlite3_stmt *q, int idx, const char *s)
 	return sqlite3_bind_text(q, idx, s, -1, SQLITE_STATIC);
 }
 
+int store_bind_text_or_empty(sqlite3_stmt *q, int idx, const char *s)
+{
+	return sqlite3_bind_text(q, idx, s ? s : "", -1, SQLITE_STATIC);
+}
+
 int store_step_write(struct store *st, sqlite3_stmt *q, const char *what, int *changes)
 {
 	int rc = sqlite3_step(q);
@@ -199,7 +242,7 @@ char *store_column_text(sqlite3_stmt *q, int col)
 /* ---- open and migrate ---- */
 
 /* Runs fixed SQL (never built from input) that returns no rows. */
-static int store_exec(struct store *st, const char *sql, const char *what)
+int store_exec(struct store *st, const char *sql, const char *what)
 {
 	int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
 
@@ -441,7 +484,8 @@ void store_close(struct store *st)
 /* ---- volumes ---- */
 
 #define VOLUME_COLUMNS                                                                             \
-	"id, name, capacity_bytes, fs_type, parameters, content_source, created_unix_ns"
+	"id, name, capacity_bytes, fs_type, parameters, content_source, created_unix_ns,"          \
+	" mkfs_options, nouuid, mutable_parameters, condition"
 
 static struct store_volume *store_volume_from_row(sqlite3_stmt *q)
 {
@@ -454,6 +498,10 @@ static struct store_volume *store_volume_from_row(sqlite3_stmt *q)
 	v->parameters = store_column_text(q, 4);
 	v->content_source = store_column_text(q, 5);
 	v->created_unix_ns = sqlite3_column_int64(q, 6);
+	v->mkfs_options = store_column_text(q, 7);
+	v->nouuid = sqlite3_column_int(q, 8) != 0;
+	v->mutable_parameters = store_column_text(q, 9);
+	v->condition = store_column_text(q, 10);
 	return v;
 }
 
@@ -466,6 +514,9 @@ void store_volume_free(struct store_volume *v)
 	free(v->fs_type);
 	free(v->parameters);
 	free(v->content_source);
+	free(v->mkfs_options);
+	free(v->mutable_parameters);
+	free(v->condition);
 	free(v);
 }
 
@@ -491,9 +542,10 @@ int store_volume_put(struct store *st, const struct store_volume *v)
 		return STORE_ERROR;
 	}
 	store_lock(st);
-	q = store_stmt(
-	    st, STMT_VOLUME_PUT,
-	    "INSERT INTO volumes (" VOLUME_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", what);
+	q = store_stmt(st, STMT_VOLUME_PUT,
+	               "INSERT INTO volumes (" VOLUME_COLUMNS
+	               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+	               what);
 	if (!q) {
 		rc = STORE_ERROR;
 		goto out;
@@ -504,7 +556,11 @@ int store_volume_put(struct store *st, const struct store_volume *v)
 	    (rc = store_bind_text(q, 4, v->fs_type)) != SQLITE_OK ||
 	    (rc = store_bind_text(q, 5, v->parameters)) != SQLITE_OK ||
 	    (rc = store_bind_text(q, 6, v->content_source)) != SQLITE_OK ||
-	    (rc = sqlite3_bind_int64(q, 7, v->created_unix_ns)) != SQLITE_OK) {
+	    (rc = sqlite3_bind_int64(q, 7, v->created_unix_ns)) != SQLITE_OK ||
+	    (rc = store_bind_text_or_empty(q, 8, v->mkfs_options)) != SQLITE_OK ||
+	    (rc = sqlite3_bind_int(q, 9, v->nouuid ? 1 : 0)) != SQLITE_OK ||
+	    (rc = store_bind_text_or_empty(q, 10, v->mutable_parameters)) != SQLITE_OK ||
+	    (rc = store_bind_text_or_empty(q, 11, v->condition)) != SQLITE_OK) {
 		rc = store_fail(st, rc, what);
 		goto out;
 	}
@@ -690,6 +746,43 @@ int store_volume_count(struct store *st, size_t *n)
 		rc = STORE_OK;
 	} else {
 		rc = store_fail(st, rc, what);
+	}
+out:
+	store_stmt_release(q);
+	store_unlock(st);
+	return rc;
+}
+
+int store_volume_update(struct store *st, const struct store_volume *v)
+{
+	static const char what[] = "volume update";
+	sqlite3_stmt *q;
+	int rc, changes = 0;
+
+	if (!st || !v || !v->id) {
+		store_set_error("%s: invalid argument", what);
+		return STORE_ERROR;
+	}
+	store_lock(st);
+	q = store_stmt(st, STMT_VOLUME_UPDATE,
+	               "UPDATE volumes SET capacity_bytes = ?2, mutable_parameters = ?3,"
+	               " condition = ?4 WHERE id = ?1",
+	               what);
+	if (!q) {
+		rc = STORE_ERROR;
+		goto out;
+	}
+	if ((rc = store_bind_text(q, 1, v->id)) != SQLITE_OK ||
+	    (rc = sqlite3_bind_int64(q, 2, v->capacity_bytes)) != SQLITE_OK ||
+	    (rc = store_bind_text_or_empty(q, 3, v->mutable_parameters)) != SQLITE_OK ||
+	    (rc = store_bind_text_or_empty(q, 4, v->condition)) != SQLITE_OK) {
+		rc = store_fail(st, rc, what);
+		goto out;
+	}
+	rc = store_step_write(st, q, what, &changes);
+	if (rc == STORE_OK && changes == 0) {
+		store_set_error("%s: no such volume", what);
+		rc = STORE_NOTFOUND;
 	}
 out:
 	store_stmt_release(q);

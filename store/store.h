@@ -1,5 +1,6 @@
 /*
- * The sqlite store: what the CO asked for (volumes, stagings, publications).
+ * The sqlite store: what the CO asked for (volumes, stagings, publications,
+ * snapshots, group snapshots, controller attachments).
  * Runs in rpcd, unprivileged; rpcd is its only writer. The kernel is the truth
  * for mounts and loop devices; this is the truth for intent.
  *
@@ -32,6 +33,14 @@ struct store_volume {
 	char *parameters;     /* canonical "k=v\n" lines, sorted by key, as given to CreateVolume */
 	char *content_source; /* "" or "snapshot:<id>" / "volume:<id>" */
 	int64_t created_unix_ns;
+	/*
+	 * Since schema 2. A NULL string is stored as "" (so code that predates
+	 * these fields keeps working).
+	 */
+	char *mkfs_options;       /* the "mkfsOptions" parameter, space-separated; for STAGE */
+	bool nouuid;              /* an xfs copy of another image: mount with "nouuid" */
+	char *mutable_parameters; /* canonical "k=v\n" lines, as CreateVolume/Modify left them */
+	char *condition;          /* "" when healthy, else why the volume is abnormal */
 };
 
 struct store_staging {
@@ -73,6 +82,11 @@ int store_volume_list(struct store *st, const char *after_id, size_t limit,
 void store_volume_list_free(struct store_volume **list, size_t n);
 int store_volume_count(struct store *st, size_t *n);
 void store_volume_free(struct store_volume *v);
+/*
+ * Rewrites the columns that change during a volume's life (capacity_bytes,
+ * mutable_parameters, condition) of the volume v->id; NOTFOUND if absent.
+ */
+int store_volume_update(struct store *st, const struct store_volume *v);
 
 /* One staging per volume. put replaces nothing: EXISTS if the volume is already staged. */
 int store_staging_put(struct store *st, const struct store_staging *s);
@@ -87,5 +101,82 @@ int store_publication_get(struct store *st, const char *volume_id, const char *t
 int store_publication_delete(struct store *st, const char *volume_id, const char *target_path);
 int store_publication_count(struct store *st, const char *volume_id, size_t *n);
 void store_publication_free(struct store_publication *p);
+
+/*
+ * Snapshots (since schema 2). A snapshot names its source volume but does not
+ * reference it: snapshots outlive their source. Members of a group snapshot
+ * have name "" (stored as NULL, so never a duplicate) and group_id set.
+ */
+struct store_snapshot {
+	char *id;
+	char *name;
+	char *source_volume_id;
+	int64_t size_bytes;
+	char *fs_type;    /* of the source volume: "" for raw block */
+	char *parameters; /* canonical "k=v\n" lines, as given to CreateSnapshot */
+	char *group_id;   /* "" unless a member of a group snapshot */
+	int64_t created_unix_ns;
+};
+
+int store_snapshot_put(struct store *st, const struct store_snapshot *s); /* EXISTS: id/name */
+int store_snapshot_get(struct store *st, const char *id, struct store_snapshot **out);
+int store_snapshot_get_by_name(struct store *st, const char *name, struct store_snapshot **out);
+int store_snapshot_delete(struct store *st, const char *id); /* NOTFOUND if absent */
+/*
+ * Page through snapshots ordered by id, strictly after after_id ("" = from the
+ * start), at most limit (0 = no limit); only those of source_volume_id unless
+ * it is NULL or "". Free with store_snapshot_list_free().
+ */
+int store_snapshot_list(struct store *st, const char *source_volume_id, const char *after_id,
+                        size_t limit, struct store_snapshot ***out, size_t *n);
+/* The members of a group snapshot, ordered by id. */
+int store_snapshot_list_group(struct store *st, const char *group_id, struct store_snapshot ***out,
+                              size_t *n);
+void store_snapshot_list_free(struct store_snapshot **list, size_t n);
+void store_snapshot_free(struct store_snapshot *s);
+
+/* Group snapshots (since schema 2). */
+struct store_group_snapshot {
+	char *id;
+	char *name;
+	char *source_volume_ids; /* sorted, each followed by '\n' */
+	char *parameters;        /* canonical "k=v\n" lines */
+	int64_t created_unix_ns;
+};
+
+/* Records the group and its member snapshots in one transaction: all or nothing. */
+int store_group_snapshot_put(struct store *st, const struct store_group_snapshot *g,
+                             const struct store_snapshot *members, size_t n);
+int store_group_snapshot_get(struct store *st, const char *id, struct store_group_snapshot **out);
+int store_group_snapshot_get_by_name(struct store *st, const char *name,
+                                     struct store_group_snapshot **out);
+/* Forgets the group and its member snapshots in one transaction; NOTFOUND if absent. */
+int store_group_snapshot_delete(struct store *st, const char *id);
+void store_group_snapshot_free(struct store_group_snapshot *g);
+
+/*
+ * Controller attachments (ControllerPublishVolume), keyed by (volume_id,
+ * node_id); since schema 2. They reference the volume, which cannot be
+ * deleted while attached.
+ */
+struct store_attachment {
+	char *volume_id;
+	char *node_id;
+	bool readonly;
+	int access_type; /* 1 = block, 2 = mount */
+	int access_mode; /* csi AccessMode.Mode */
+};
+
+int store_attachment_put(struct store *st, const struct store_attachment *a); /* EXISTS */
+int store_attachment_get(struct store *st, const char *volume_id, const char *node_id,
+                         struct store_attachment **out);
+/* node_id NULL: every attachment of the volume. NOTFOUND if nothing was deleted. */
+int store_attachment_delete(struct store *st, const char *volume_id, const char *node_id);
+/* The attachments of one volume, ordered by node id. */
+int store_attachment_list(struct store *st, const char *volume_id, struct store_attachment ***out,
+                          size_t *n);
+void store_attachment_list_free(struct store_attachment **list, size_t n);
+int store_attachment_count_node(struct store *st, const char *node_id, size_t *n);
+void store_attachment_free(struct store_attachment *a);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * Private to store/: the connection object and the helpers that store.c
- * (open, migrations, volumes) and store_node.c (stagings, publications)
- * share. Nothing outside store/ includes this file.
+ * (open, migrations, volumes), store_node.c (stagings, publications) and
+ * store_ctl.c (snapshots, group snapshots, attachments) share. Nothing outside store/ includes this
+ * file.
  *
  * Locking rule: every public entry point takes st->mu for its whole duration;
  * every helper below that takes a struct store expects the caller to hold it.
@@ -29,6 +30,25 @@ enum store_stmt_id {
 	STMT_PUBLICATION_GET,
 	STMT_PUBLICATION_DELETE,
 	STMT_PUBLICATION_COUNT,
+	STMT_VOLUME_UPDATE,
+	STMT_SNAPSHOT_PUT,
+	STMT_SNAPSHOT_GET,
+	STMT_SNAPSHOT_GET_BY_NAME,
+	STMT_SNAPSHOT_DELETE,
+	STMT_SNAPSHOT_LIST,
+	STMT_SNAPSHOT_LIST_SOURCE,
+	STMT_SNAPSHOT_LIST_GROUP,
+	STMT_GROUP_PUT,
+	STMT_GROUP_GET,
+	STMT_GROUP_GET_BY_NAME,
+	STMT_GROUP_DELETE,
+	STMT_GROUP_DELETE_MEMBERS,
+	STMT_ATTACHMENT_PUT,
+	STMT_ATTACHMENT_GET,
+	STMT_ATTACHMENT_DELETE,
+	STMT_ATTACHMENT_DELETE_ALL,
+	STMT_ATTACHMENT_LIST,
+	STMT_ATTACHMENT_COUNT_NODE,
 	STMT__COUNT
 };
 
@@ -70,6 +90,11 @@ void store_stmt_release(sqlite3_stmt *q);
  * binds SQL NULL, which the schema's NOT NULL columns then refuse.
  */
 int store_bind_text(sqlite3_stmt *q, int idx, const char *s);
+/* Like store_bind_text, but NULL binds "" (for columns added after schema 1). */
+int store_bind_text_or_empty(sqlite3_stmt *q, int idx, const char *s);
+
+/* Runs fixed SQL (never built from input) that returns no rows: BEGIN, COMMIT, ... */
+int store_exec(struct store *st, const char *sql, const char *what);
 
 /* Runs a statement that returns no rows; *changes (if not NULL) gets the row count. */
 int store_step_write(struct store *st, sqlite3_stmt *q, const char *what, int *changes);

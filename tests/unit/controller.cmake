@@ -1,3 +1,8 @@
 sepcsi_unit_test(test_controller
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_controller.c
   LIBS sepcsi_controller)
+# The Controller and GroupController services beyond the skeleton, with a fake
+# helper that keeps a table of images.
+sepcsi_unit_test(test_controller_cs
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_controller_cs.c
+  LIBS sepcsi_controller)

@@ -55,6 +55,9 @@ static void *fake_helper(void *arg)
 			snprintf(ans.u.error.reason, sizeof(ans.u.error.reason), "fake refusal");
 		} else if (req.type == MH_REQ_CREATE) {
 			ans.u.create_ans.size_bytes = req.u.create.size_bytes;
+		} else if (req.type == MH_REQ_CAPACITY) {
+			/* CreateVolume checks the free space of the data directory first. */
+			ans.u.capacity_ans.available_bytes = 1ULL << 40;
 		}
 		size_t len;
 		if (mh_msg_encode(&ans, buf, sizeof(buf), &len) != 0)

@@ -2,7 +2,9 @@
  * Unit tests for store/: persistence across reopen, migrations, unique keys,
  * NOTFOUND, keyset pagination under concurrent change, stagings and
  * publications, foreign keys refusing a volume delete, refusal of files that
- * are not a sepcsi store, and concurrent writers. Every database lives in a
+ * are not a sepcsi store, concurrent writers, the migration from schema 1,
+ * snapshots (outliving their volume), group snapshots written and forgotten
+ * atomically, and controller attachments. Every database lives in a
  * fresh mkdtemp directory under /tmp that is removed at the end.
  */
 #include <fcntl.h>
@@ -98,7 +100,7 @@ static void test_create_reopen(void)
 	CHECK(put_vol(st, "vol-1", "pvc-1") == STORE_OK);
 	store_close(st);
 
-	CHECK(sql_int(path, "PRAGMA user_version") == 1);
+	CHECK(sql_int(path, "PRAGMA user_version") == 2);
 	{
 		sqlite3 *db = NULL;
 		sqlite3_stmt *q = NULL;
@@ -128,7 +130,7 @@ static void test_create_reopen(void)
 		store_volume_free(v);
 		v = NULL;
 		store_close(st);
-		CHECK(sql_int(path, "PRAGMA user_version") == 1);
+		CHECK(sql_int(path, "PRAGMA user_version") == 2);
 		CHECK(sql_int(path, "SELECT count(*) FROM sqlite_master") == objects);
 	}
 	CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
@@ -497,6 +499,258 @@ static void test_threads(void)
 	store_close(st);
 }
 
+/* A store as schema 1 left it: the migration to 2 keeps its rows and adds defaults. */
+static void test_migrate_from_v1(void)
+{
+	char p[256];
+	const char *path = tpath(p, sizeof p, "v1.db");
+	struct store_volume *v = NULL;
+	struct store *st;
+
+	CHECK(sql_exec(
+	          path,
+	          "PRAGMA journal_mode = WAL;"
+	          "CREATE TABLE volumes (id TEXT PRIMARY KEY NOT NULL, name TEXT NOT NULL UNIQUE,"
+	          " capacity_bytes INTEGER NOT NULL, fs_type TEXT NOT NULL,"
+	          " parameters TEXT NOT NULL, content_source TEXT NOT NULL,"
+	          " created_unix_ns INTEGER NOT NULL) STRICT;"
+	          "CREATE TABLE stagings (volume_id TEXT PRIMARY KEY NOT NULL REFERENCES"
+	          " volumes(id), staging_path TEXT NOT NULL, fs_type TEXT NOT NULL,"
+	          " mount_flags TEXT NOT NULL, access_type INTEGER NOT NULL,"
+	          " access_mode INTEGER NOT NULL) STRICT;"
+	          "CREATE TABLE publications (volume_id TEXT NOT NULL REFERENCES volumes(id),"
+	          " target_path TEXT NOT NULL, staging_path TEXT NOT NULL,"
+	          " readonly INTEGER NOT NULL, access_type INTEGER NOT NULL,"
+	          " access_mode INTEGER NOT NULL, mount_flags TEXT NOT NULL,"
+	          " PRIMARY KEY (volume_id, target_path)) STRICT;"
+	          "PRAGMA application_id = 1936027747;"
+	          "INSERT INTO volumes VALUES ('vol-old', 'pvc-old', 1048576, 'xfs', '', '', 5);"
+	          "PRAGMA user_version = 1;") == SQLITE_OK);
+	st = open_ok(path);
+	CHECK(store_volume_get(st, "vol-old", &v) == STORE_OK && v);
+	CHECK(v && strcmp(v->fs_type, "xfs") == 0 && strcmp(v->mkfs_options, "") == 0 &&
+	      !v->nouuid && strcmp(v->mutable_parameters, "") == 0 &&
+	      strcmp(v->condition, "") == 0);
+	store_volume_free(v);
+	store_close(st);
+	CHECK(sql_int(path, "PRAGMA user_version") == 2);
+	CHECK(sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'snapshots'") == 1);
+}
+
+/* The columns added in schema 2, and store_volume_update. */
+static void test_volume_extras(void)
+{
+	char p[256];
+	struct store *st = open_ok(tpath(p, sizeof p, "extras.db"));
+	struct store_volume v = {
+	    .id = (char *)"vol-x",
+	    .name = (char *)"pvc-x",
+	    .capacity_bytes = 300 << 20,
+	    .fs_type = (char *)"xfs",
+	    .parameters = (char *)"fsType=xfs\n",
+	    .content_source = (char *)"snapshot:ss-1",
+	    .created_unix_ns = 42,
+	    .mkfs_options = (char *)"-m reflink=1",
+	    .nouuid = true,
+	    .mutable_parameters = (char *)"expandLimitBytes=1073741824\n",
+	};
+	struct store_volume *g = NULL;
+
+	CHECK(store_volume_put(st, &v) == STORE_OK);
+	CHECK(store_volume_get(st, "vol-x", &g) == STORE_OK && g);
+	CHECK(g && strcmp(g->mkfs_options, "-m reflink=1") == 0 && g->nouuid &&
+	      strcmp(g->mutable_parameters, "expandLimitBytes=1073741824\n") == 0 &&
+	      strcmp(g->condition, "") == 0 && strcmp(g->content_source, "snapshot:ss-1") == 0);
+	store_volume_free(g);
+	v.capacity_bytes = 600 << 20;
+	v.mutable_parameters = NULL;
+	v.condition = (char *)"image missing";
+	v.name = (char *)"ignored by update";
+	CHECK(store_volume_update(st, &v) == STORE_OK);
+	CHECK(store_volume_get(st, "vol-x", &g) == STORE_OK && g);
+	CHECK(g && g->capacity_bytes == 600 << 20 && strcmp(g->mutable_parameters, "") == 0 &&
+	      strcmp(g->condition, "image missing") == 0 && strcmp(g->name, "pvc-x") == 0);
+	store_volume_free(g);
+	v.id = (char *)"vol-none";
+	CHECK(store_volume_update(st, &v) == STORE_NOTFOUND);
+	CHECK(store_volume_update(st, NULL) == STORE_ERROR);
+	store_close(st);
+}
+
+static struct store_snapshot snap(const char *id, const char *name, const char *src)
+{
+	return (struct store_snapshot){
+	    .id = (char *)id,
+	    .name = (char *)name,
+	    .source_volume_id = (char *)src,
+	    .size_bytes = 1 << 30,
+	    .fs_type = (char *)"ext4",
+	    .parameters = (char *)"",
+	    .created_unix_ns = 1700000000000000000LL,
+	};
+}
+
+static void test_snapshots(void)
+{
+	char p[256], id[32], name[32], cursor[32] = "";
+	struct store *st = open_ok(tpath(p, sizeof p, "snap.db"));
+	struct store_snapshot s = snap("ss-a", "snap-a", "vol-s"), *g = (void *)1;
+	struct store_snapshot **l = NULL;
+	size_t n = 0, total = 0, i;
+	int pages = 0;
+
+	/* No foreign key: a snapshot of a volume that is gone (or never was here) is kept. */
+	CHECK(put_vol(st, "vol-s", "pvc-s") == STORE_OK);
+	CHECK(store_snapshot_put(st, &s) == STORE_OK);
+	CHECK(store_snapshot_put(st, &s) == STORE_EXISTS);
+	s.id = (char *)"ss-b";
+	CHECK(store_snapshot_put(st, &s) == STORE_EXISTS); /* same name */
+	CHECK(store_volume_delete(st, "vol-s") == STORE_OK);
+	CHECK(store_snapshot_get(st, "ss-a", &g) == STORE_OK && g);
+	CHECK(g && strcmp(g->name, "snap-a") == 0 && strcmp(g->source_volume_id, "vol-s") == 0 &&
+	      g->size_bytes == 1 << 30 && strcmp(g->fs_type, "ext4") == 0 &&
+	      strcmp(g->group_id, "") == 0 && g->created_unix_ns == 1700000000000000000LL);
+	store_snapshot_free(g);
+	CHECK(store_snapshot_get_by_name(st, "snap-a", &g) == STORE_OK && g &&
+	      strcmp(g->id, "ss-a") == 0);
+	store_snapshot_free(g);
+	CHECK(store_snapshot_get_by_name(st, "nope", &g) == STORE_NOTFOUND && g == NULL);
+	CHECK(store_snapshot_get_by_name(st, "", &g) == STORE_NOTFOUND && g == NULL);
+	CHECK(store_snapshot_get(st, "ss-none", &g) == STORE_NOTFOUND && g == NULL);
+	store_snapshot_free(NULL);
+
+	/* 30 more of two sources; list all, by source, in pages. */
+	for (i = 0; i < 30; i++) {
+		snprintf(id, sizeof id, "ss-%03zu", i);
+		snprintf(name, sizeof name, "snap-%03zu", i);
+		s = snap(id, name, i % 3 ? "vol-p" : "vol-q");
+		CHECK(store_snapshot_put(st, &s) == STORE_OK);
+	}
+	CHECK(store_snapshot_list(st, NULL, "", 0, &l, &n) == STORE_OK && n == 31);
+	store_snapshot_list_free(l, n);
+	CHECK(store_snapshot_list(st, "vol-q", "", 0, &l, &n) == STORE_OK && n == 10);
+	for (i = 0; i < n; i++)
+		CHECK(strcmp(l[i]->source_volume_id, "vol-q") == 0);
+	store_snapshot_list_free(l, n);
+	CHECK(store_snapshot_list(st, "vol-none", "", 0, &l, &n) == STORE_OK && n == 0);
+	store_snapshot_list_free(l, n);
+	for (;;) {
+		CHECK(store_snapshot_list(st, "vol-p", cursor, 7, &l, &n) == STORE_OK);
+		if (n == 0) {
+			store_snapshot_list_free(l, n);
+			break;
+		}
+		for (i = 0; i < n; i++)
+			CHECK(strcmp(l[i]->id, i ? l[i - 1]->id : cursor) > 0);
+		snprintf(cursor, sizeof cursor, "%s", l[n - 1]->id);
+		total += n;
+		pages++;
+		store_snapshot_list_free(l, n);
+	}
+	CHECK(total == 20 && pages == 3);
+	CHECK(store_snapshot_delete(st, "ss-a") == STORE_OK);
+	CHECK(store_snapshot_delete(st, "ss-a") == STORE_NOTFOUND);
+	CHECK(store_snapshot_put(st, NULL) == STORE_ERROR);
+	store_close(st);
+}
+
+static void test_group_snapshots(void)
+{
+	char p[256];
+	struct store *st = open_ok(tpath(p, sizeof p, "group.db"));
+	struct store_group_snapshot grp = {
+	    .id = (char *)"gs-1",
+	    .name = (char *)"group-1",
+	    .source_volume_ids = (char *)"vol-1\nvol-2\n",
+	    .parameters = (char *)"",
+	    .created_unix_ns = 7,
+	};
+	struct store_snapshot m[2] = {snap("ss-m1", "", "vol-1"), snap("ss-m2", "", "vol-2")};
+	struct store_snapshot lone = snap("ss-lone", "lone", "vol-1"), **l = NULL, *s = NULL;
+	struct store_group_snapshot *g = NULL;
+	size_t n = 0;
+
+	/* A member id that clashes: nothing of the group is written. */
+	CHECK(store_snapshot_put(st, &lone) == STORE_OK);
+	m[1].id = (char *)"ss-lone";
+	CHECK(store_group_snapshot_put(st, &grp, m, 2) == STORE_EXISTS);
+	CHECK(store_group_snapshot_get(st, "gs-1", &g) == STORE_NOTFOUND && g == NULL);
+	CHECK(store_snapshot_get(st, "ss-m1", &s) == STORE_NOTFOUND);
+
+	m[1].id = (char *)"ss-m2";
+	CHECK(store_group_snapshot_put(st, &grp, m, 2) == STORE_OK);
+	CHECK(store_group_snapshot_put(st, &grp, m, 0) == STORE_EXISTS);
+	CHECK(store_group_snapshot_get(st, "gs-1", &g) == STORE_OK && g);
+	CHECK(g && strcmp(g->name, "group-1") == 0 &&
+	      strcmp(g->source_volume_ids, "vol-1\nvol-2\n") == 0 && g->created_unix_ns == 7);
+	store_group_snapshot_free(g);
+	CHECK(store_group_snapshot_get_by_name(st, "group-1", &g) == STORE_OK && g &&
+	      strcmp(g->id, "gs-1") == 0);
+	store_group_snapshot_free(g);
+	CHECK(store_snapshot_list_group(st, "gs-1", &l, &n) == STORE_OK && n == 2);
+	CHECK(n == 2 && strcmp(l[0]->id, "ss-m1") == 0 && strcmp(l[1]->group_id, "gs-1") == 0 &&
+	      strcmp(l[1]->name, "") == 0);
+	store_snapshot_list_free(l, n);
+	/* Members are snapshots too: listed with the rest. */
+	CHECK(store_snapshot_list(st, "vol-1", "", 0, &l, &n) == STORE_OK && n == 2);
+	store_snapshot_list_free(l, n);
+
+	CHECK(store_group_snapshot_delete(st, "gs-1") == STORE_OK);
+	CHECK(store_group_snapshot_delete(st, "gs-1") == STORE_NOTFOUND);
+	CHECK(store_snapshot_get(st, "ss-m2", &s) == STORE_NOTFOUND);
+	CHECK(store_snapshot_get(st, "ss-lone", &s) == STORE_OK);
+	store_snapshot_free(s);
+	store_group_snapshot_free(NULL);
+	store_close(st);
+}
+
+static void test_attachments(void)
+{
+	char p[256];
+	struct store *st = open_ok(tpath(p, sizeof p, "attach.db"));
+	struct store_attachment a = {
+	    .volume_id = (char *)"vol-at",
+	    .node_id = (char *)"node-1",
+	    .readonly = true,
+	    .access_type = 2,
+	    .access_mode = 1,
+	};
+	struct store_attachment *g = NULL, **l = NULL;
+	size_t n = 9;
+
+	CHECK(store_attachment_put(st, &a) == STORE_ERROR); /* no such volume */
+	CHECK(put_vol(st, "vol-at", "pvc-at") == STORE_OK);
+	CHECK(store_attachment_put(st, &a) == STORE_OK);
+	CHECK(store_attachment_put(st, &a) == STORE_EXISTS);
+	a.node_id = (char *)"node-2";
+	a.readonly = false;
+	CHECK(store_attachment_put(st, &a) == STORE_OK);
+	CHECK(store_attachment_get(st, "vol-at", "node-1", &g) == STORE_OK && g);
+	CHECK(g && g->readonly && g->access_type == 2 && g->access_mode == 1 &&
+	      strcmp(g->node_id, "node-1") == 0);
+	store_attachment_free(g);
+	CHECK(store_attachment_get(st, "vol-at", "node-3", &g) == STORE_NOTFOUND && g == NULL);
+	CHECK(store_attachment_list(st, "vol-at", &l, &n) == STORE_OK && n == 2);
+	CHECK(n == 2 && strcmp(l[0]->node_id, "node-1") == 0 && !l[1]->readonly);
+	store_attachment_list_free(l, n);
+	CHECK(store_attachment_count_node(st, "node-2", &n) == STORE_OK && n == 1);
+	CHECK(store_attachment_count_node(st, "node-9", &n) == STORE_OK && n == 0);
+
+	/* Attached: the volume cannot be deleted. */
+	CHECK(store_volume_delete(st, "vol-at") == STORE_ERROR);
+	CHECK(store_attachment_delete(st, "vol-at", "node-1") == STORE_OK);
+	CHECK(store_attachment_delete(st, "vol-at", "node-1") == STORE_NOTFOUND);
+	CHECK(put_vol(st, "vol-at2", "pvc-at2") == STORE_OK);
+	a.volume_id = (char *)"vol-at2";
+	CHECK(store_attachment_put(st, &a) == STORE_OK);
+	CHECK(store_attachment_delete(st, "vol-at", NULL) == STORE_OK); /* every node */
+	CHECK(store_attachment_delete(st, "vol-at", NULL) == STORE_NOTFOUND);
+	CHECK(store_attachment_count_node(st, "node-2", &n) == STORE_OK && n == 1);
+	CHECK(store_volume_delete(st, "vol-at") == STORE_OK);
+	store_attachment_free(NULL);
+	store_close(st);
+}
+
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
 	return remove(path);
@@ -514,6 +768,11 @@ int main(void)
 	test_node_tables();
 	test_bad_files();
 	test_threads();
+	test_migrate_from_v1();
+	test_volume_extras();
+	test_snapshots();
+	test_group_snapshots();
+	test_attachments();
 	CHECK(nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) == 0);
 	return tap_done("test_store");
 }

@@ -1,0 +1,409 @@
+/*
+ * GroupController service: GroupControllerGetCapabilities,
+ * CreateVolumeGroupSnapshot, DeleteVolumeGroupSnapshot and
+ * GetVolumeGroupSnapshot. Runs in rpcd, unprivileged.
+ *
+ * A group snapshot is one snapshot per source volume (as CreateSnapshot
+ * makes them), recorded together with the group in one store transaction.
+ * The spec demands write-order consistency across the group or failure.
+ * The snapshots are cut one after the other, so that holds only while at
+ * most one of the volumes can be written: a volume that is neither staged
+ * nor published has no writer. Two or more volumes in use are refused with
+ * FAILED_PRECONDITION ("cannot snapshot multiple volumes together") rather
+ * than cut inconsistently. Group ids are "gs-" + 32 hex digits.
+ */
+#include "ctl_cs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_str(const void *x, const void *y)
+{
+	return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+int ctl_group_controller_get_capabilities(struct ctl *c, const void *r, void **resp,
+                                          struct ctl_arena *a, struct ctl_status *st)
+{
+	Csi__V1__GroupControllerGetCapabilitiesResponse *out = ctl_alloc(a, sizeof(*out));
+	csi__v1__group_controller_get_capabilities_response__init(out);
+	Csi__V1__GroupControllerServiceCapability *cap = ctl_alloc(a, sizeof(*cap));
+	csi__v1__group_controller_service_capability__init(cap);
+	Csi__V1__GroupControllerServiceCapability__RPC *rpc = ctl_alloc(a, sizeof(*rpc));
+	csi__v1__group_controller_service_capability__rpc__init(rpc);
+	rpc->type =
+	    CSI__V1__GROUP_CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT;
+	cap->type_case = CSI__V1__GROUP_CONTROLLER_SERVICE_CAPABILITY__TYPE_RPC;
+	cap->rpc = rpc;
+	out->n_capabilities = 1;
+	out->capabilities = ctl_alloc(a, sizeof(*out->capabilities));
+	out->capabilities[0] = cap;
+	*resp = out;
+	return st->code = CTL_OK;
+}
+
+/* The group and its member snapshots as a message. */
+static int group_msg(struct ctl *c, struct ctl_status *st, struct ctl_arena *a,
+                     const struct store_group_snapshot *g, Csi__V1__VolumeGroupSnapshot **out)
+{
+	struct store_snapshot **m = NULL;
+	size_t n = 0;
+	int rc = store_snapshot_list_group(c->st, g->id, &m, &n);
+	if (rc != STORE_OK)
+		return ctl_fail_store(st, "list group members", rc);
+	Csi__V1__VolumeGroupSnapshot *gs = ctl_alloc(a, sizeof(*gs));
+	csi__v1__volume_group_snapshot__init(gs);
+	gs->group_snapshot_id = ctl_strdup(a, g->id);
+	gs->creation_time = ctl_timestamp(a, g->created_unix_ns);
+	gs->ready_to_use = true;
+	gs->n_snapshots = n;
+	gs->snapshots = ctl_alloc(a, (n ? n : 1) * sizeof(*gs->snapshots));
+	for (size_t i = 0; i < n; i++)
+		gs->snapshots[i] = ctl_snapshot_msg(a, m[i]);
+	store_snapshot_list_free(m, n);
+	*out = gs;
+	return st->code = CTL_OK;
+}
+
+/* Sorted copy of the request's ids as "id\n" lines; INVALID_ARGUMENT for empty or repeated. */
+static int canon_ids(struct ctl_status *st, char *const *ids, size_t n, const char *field,
+                     char **out)
+{
+	const char **sorted = calloc(n ? n : 1, sizeof(*sorted));
+	size_t len = 1;
+	*out = NULL;
+	if (!sorted)
+		abort();
+	if (n == 0) {
+		ctl_fail(st, CTL_INVALID_ARGUMENT, "%s is required", field);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!ids[i] || !*ids[i]) {
+			ctl_fail(st, CTL_INVALID_ARGUMENT, "%s[%zu] is empty", field, i);
+			goto out;
+		}
+		sorted[i] = ids[i];
+		len += strlen(ids[i]) + 1;
+	}
+	qsort(sorted, n, sizeof(*sorted), cmp_str);
+	for (size_t i = 1; i < n; i++) {
+		if (strcmp(sorted[i], sorted[i - 1]) == 0) {
+			ctl_fail(st, CTL_INVALID_ARGUMENT, "%s names %.80s twice", field,
+			         sorted[i]);
+			goto out;
+		}
+	}
+	char *s = malloc(len);
+	if (!s)
+		abort();
+	s[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		strcat(s, sorted[i]);
+		strcat(s, "\n");
+	}
+	*out = s;
+	st->code = CTL_OK;
+out:
+	free(sorted);
+	return st->code;
+}
+
+/* Whether a volume can be written right now: staged or published on this node. */
+static int in_use(struct ctl *c, struct ctl_status *st, const char *id, bool *used)
+{
+	struct store_staging *s = NULL;
+	size_t pubs = 0;
+	int rc = store_staging_get(c->st, id, &s);
+	store_staging_free(s);
+	if (rc != STORE_OK && rc != STORE_NOTFOUND)
+		return ctl_fail_store(st, "look up staging", rc);
+	*used = rc == STORE_OK;
+	rc = store_publication_count(c->st, id, &pubs);
+	if (rc != STORE_OK)
+		return ctl_fail_store(st, "count publications", rc);
+	*used = *used || pubs > 0;
+	return CTL_OK;
+}
+
+static Csi__V1__CreateVolumeGroupSnapshotResponse *create_response(struct ctl_arena *a,
+                                                                   Csi__V1__VolumeGroupSnapshot *g)
+{
+	Csi__V1__CreateVolumeGroupSnapshotResponse *out = ctl_alloc(a, sizeof(*out));
+	csi__v1__create_volume_group_snapshot_response__init(out);
+	out->group_snapshot = g;
+	return out;
+}
+
+int ctl_create_volume_group_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
+                                     struct ctl_status *st)
+{
+	const Csi__V1__CreateVolumeGroupSnapshotRequest *req = r;
+	size_t n = req->n_source_volume_ids, cut = 0, nkeys = 0;
+	struct store_group_snapshot *old = NULL;
+	struct store_snapshot *members = NULL;
+	char *ids = NULL, *params = NULL, name_key[256];
+	char(*snap_ids)[36] = NULL;
+	const char **keys = NULL, *busy = NULL;
+	bool locked = false;
+	size_t used = 0;
+	Csi__V1__VolumeGroupSnapshot *gm = NULL;
+	struct mh_err e;
+	int rc;
+
+	if (ctl_check_name(st, req->name, "name") ||
+	    canon_ids(st, req->source_volume_ids, n, "source_volume_ids", &ids) ||
+	    ctl_kv_canon(st, CTL_KV(a, req, parameters), req->n_parameters, NULL, "parameters",
+	                 &params))
+		goto out;
+
+	/* The name and every source volume. */
+	snprintf(name_key, sizeof(name_key), CTL_KEY_GROUP_NAME "%s", req->name);
+	keys = calloc(n + 1, sizeof(*keys));
+	if (!keys)
+		abort();
+	keys[nkeys++] = name_key;
+	for (size_t i = 0; i < n; i++)
+		keys[nkeys++] = req->source_volume_ids[i];
+	if (!(locked = ctl_lock_keys(c, keys, nkeys, &busy))) {
+		ctl_fail_busy(st, busy == name_key ? req->name : busy);
+		goto out;
+	}
+
+	rc = store_group_snapshot_get_by_name(c->st, req->name, &old);
+	if (rc == STORE_OK) {
+		if (strcmp(old->source_volume_ids, ids) != 0 ||
+		    strcmp(old->parameters, params) != 0) {
+			ctl_fail(st, CTL_ALREADY_EXISTS,
+			         "group snapshot '%s' exists with other source_volume_ids or "
+			         "parameters",
+			         req->name);
+			goto out;
+		}
+		if (group_msg(c, st, a, old, &gm) == CTL_OK)
+			*resp = create_response(a, gm);
+		goto out;
+	} else if (rc != STORE_NOTFOUND) {
+		ctl_fail_store(st, "look up group snapshot name", rc);
+		goto out;
+	}
+
+	members = calloc(n, sizeof(*members));
+	snap_ids = calloc(n, sizeof(*snap_ids));
+	if (!members || !snap_ids)
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		const char *vid = req->source_volume_ids[i];
+		struct store_volume *v = NULL;
+		bool u = false;
+		if (!ctl_volume_id_valid(vid) ||
+		    (rc = store_volume_get(c->st, vid, &v)) == STORE_NOTFOUND) {
+			ctl_fail(st, CTL_NOT_FOUND, "source volume %.80s does not exist", vid);
+			goto out;
+		}
+		if (rc != STORE_OK) {
+			ctl_fail_store(st, "look up source volume", rc);
+			goto out;
+		}
+		members[i].source_volume_id = (char *)vid;
+		members[i].fs_type = strdup(v->fs_type);
+		store_volume_free(v);
+		if (!members[i].fs_type)
+			abort();
+		if (in_use(c, st, vid, &u))
+			goto out;
+		used += u;
+	}
+	if (used > 1) {
+		ctl_fail(st, CTL_FAILED_PRECONDITION,
+		         "%zu of the volumes are staged or published: their snapshots could not "
+		         "be cut at one point in time (at most one may be in use)",
+		         used);
+		goto out;
+	}
+
+	struct store_group_snapshot g = {
+	    .name = (char *)req->name,
+	    .source_volume_ids = ids,
+	    .parameters = params,
+	    .created_unix_ns = ctl_now_unix_ns(),
+	};
+	char gid[36];
+	ctl_new_group_id(gid);
+	g.id = gid;
+	for (cut = 0; cut < n; cut++) {
+		struct mh_ans_copy ans = {0};
+		ctl_new_snapshot_id(snap_ids[cut]);
+		if (mh_snapshot(c->mh, snap_ids[cut], members[cut].source_volume_id, &ans, &e) !=
+		    0) {
+			ctl_fail_mh(st, "snapshot", &e);
+			goto out;
+		}
+		members[cut].id = snap_ids[cut];
+		members[cut].size_bytes = (int64_t)ans.size_bytes;
+		members[cut].parameters = "";
+		members[cut].created_unix_ns = g.created_unix_ns;
+	}
+	rc = store_group_snapshot_put(c->st, &g, members, n);
+	if (rc != STORE_OK) {
+		ctl_fail_store(st, "record group snapshot", rc);
+		goto out;
+	}
+	cut = 0; /* recorded: nothing to roll back */
+	if (group_msg(c, st, a, &g, &gm) == CTL_OK)
+		*resp = create_response(a, gm);
+out:
+	/* A failure after some snapshots were cut: remove them, the group never existed. */
+	for (size_t i = 0; i < cut; i++)
+		mh_delete_snapshot(c->mh, snap_ids[i], &e);
+	if (locked)
+		ctl_unlock_keys(c, keys, nkeys);
+	for (size_t i = 0; members && i < n; i++)
+		free(members[i].fs_type);
+	free(members);
+	free(snap_ids);
+	free(keys);
+	free(ids);
+	free(params);
+	store_group_snapshot_free(old);
+	return st->code;
+}
+
+/*
+ * The group's members must be exactly snapshot_ids (spec: report a mismatch
+ * when it can be detected). *members is the list from the store.
+ */
+static int check_members(struct ctl *c, struct ctl_status *st, const char *gid, char *const *want,
+                         size_t nwant, struct store_snapshot ***members, size_t *n)
+{
+	char *canon = NULL;
+	int rc = store_snapshot_list_group(c->st, gid, members, n);
+	if (rc != STORE_OK)
+		return ctl_fail_store(st, "list group members", rc);
+	if (canon_ids(st, want, nwant, "snapshot_ids", &canon))
+		return st->code;
+	size_t len = 0;
+	for (size_t i = 0; i < *n; i++)
+		len += strlen((*members)[i]->id) + 1;
+	char *have = calloc(len + 1, 1);
+	if (!have)
+		abort();
+	for (size_t i = 0; i < *n; i++) { /* the store lists members ordered by id */
+		strcat(have, (*members)[i]->id);
+		strcat(have, "\n");
+	}
+	if (strcmp(have, canon) != 0)
+		ctl_fail(st, CTL_INVALID_ARGUMENT,
+		         "snapshot_ids do not match the %zu snapshots of group snapshot %s", *n,
+		         gid);
+	else
+		st->code = CTL_OK;
+	free(have);
+	free(canon);
+	return st->code;
+}
+
+int ctl_delete_volume_group_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
+                                     struct ctl_status *st)
+{
+	const Csi__V1__DeleteVolumeGroupSnapshotRequest *req = r;
+	struct store_group_snapshot *g = NULL;
+	struct store_snapshot **m = NULL;
+	size_t n = 0, nkeys = 0;
+	const char **keys = NULL, *busy = NULL;
+	bool locked = false;
+	int rc;
+
+	if (ctl_check_required(st, req->group_snapshot_id, "group_snapshot_id"))
+		return st->code;
+	if (req->n_snapshot_ids == 0)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT, "snapshot_ids is required");
+	Csi__V1__DeleteVolumeGroupSnapshotResponse *out = ctl_alloc(a, sizeof(*out));
+	csi__v1__delete_volume_group_snapshot_response__init(out);
+	if (!ctl_group_id_valid(req->group_snapshot_id)) {
+		*resp = out;
+		return st->code = CTL_OK;
+	}
+	/* The group and the snapshots named, so no restore from one runs meanwhile. */
+	keys = calloc(req->n_snapshot_ids + 1, sizeof(*keys));
+	if (!keys)
+		abort();
+	keys[nkeys++] = req->group_snapshot_id;
+	for (size_t i = 0; i < req->n_snapshot_ids; i++)
+		keys[nkeys++] = req->snapshot_ids[i] ? req->snapshot_ids[i] : "";
+	if (!(locked = ctl_lock_keys(c, keys, nkeys, &busy))) {
+		ctl_fail_busy(st, busy);
+		goto out;
+	}
+	rc = store_group_snapshot_get(c->st, req->group_snapshot_id, &g);
+	if (rc == STORE_NOTFOUND) {
+		*resp = out;
+		st->code = CTL_OK;
+		goto out;
+	}
+	if (rc != STORE_OK) {
+		ctl_fail_store(st, "look up group snapshot", rc);
+		goto out;
+	}
+	if (check_members(c, st, g->id, req->snapshot_ids, req->n_snapshot_ids, &m, &n))
+		goto out;
+	/* Images first, rows after: a retry finds the same group and finishes the job. */
+	for (size_t i = 0; i < n; i++) {
+		struct mh_err e;
+		if (mh_delete_snapshot(c->mh, m[i]->id, &e) != 0 && e.kind != MH_E_NOTFOUND) {
+			ctl_fail_mh(st, "delete snapshot", &e);
+			goto out;
+		}
+	}
+	rc = store_group_snapshot_delete(c->st, g->id);
+	if (rc != STORE_OK && rc != STORE_NOTFOUND) {
+		ctl_fail_store(st, "forget group snapshot", rc);
+		goto out;
+	}
+	*resp = out;
+	st->code = CTL_OK;
+out:
+	if (locked)
+		ctl_unlock_keys(c, keys, nkeys);
+	free(keys);
+	store_snapshot_list_free(m, n);
+	store_group_snapshot_free(g);
+	return st->code;
+}
+
+int ctl_get_volume_group_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
+                                  struct ctl_status *st)
+{
+	const Csi__V1__GetVolumeGroupSnapshotRequest *req = r;
+	struct store_group_snapshot *g = NULL;
+	struct store_snapshot **m = NULL;
+	Csi__V1__VolumeGroupSnapshot *gm = NULL;
+	size_t n = 0;
+
+	if (ctl_check_required(st, req->group_snapshot_id, "group_snapshot_id"))
+		return st->code;
+	if (req->n_snapshot_ids == 0)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT, "snapshot_ids is required");
+	if (!ctl_group_id_valid(req->group_snapshot_id))
+		return ctl_fail(st, CTL_NOT_FOUND, "group snapshot %.80s does not exist",
+		                req->group_snapshot_id);
+	int rc = store_group_snapshot_get(c->st, req->group_snapshot_id, &g);
+	if (rc == STORE_NOTFOUND)
+		return ctl_fail(st, CTL_NOT_FOUND, "group snapshot %s does not exist",
+		                req->group_snapshot_id);
+	if (rc != STORE_OK)
+		return ctl_fail_store(st, "look up group snapshot", rc);
+	if (check_members(c, st, g->id, req->snapshot_ids, req->n_snapshot_ids, &m, &n) ||
+	    group_msg(c, st, a, g, &gm))
+		goto out;
+	Csi__V1__GetVolumeGroupSnapshotResponse *out = ctl_alloc(a, sizeof(*out));
+	csi__v1__get_volume_group_snapshot_response__init(out);
+	out->group_snapshot = gm;
+	*resp = out;
+	st->code = CTL_OK;
+out:
+	store_snapshot_list_free(m, n);
+	store_group_snapshot_free(g);
+	return st->code;
+}

@@ -1,0 +1,1343 @@
+/*
+ * Unit tests of the Controller and GroupController services beyond the
+ * skeleton (snapshots, clones, publish, lists, expand, modify, capacity,
+ * condition, group snapshots, concurrency), with a fake helper: a thread on
+ * the other end of a SOCK_SEQPACKET socketpair that speaks the real helper
+ * protocol and keeps a table of the images it "has", so sizes, copies and
+ * missing images behave like the real helper's. It can hold CLONE answers
+ * back while it keeps answering everything else, as the real helper runs
+ * slow operations concurrently. The store is a real sqlite file.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "mh_client.h"
+#include "store.h"
+#include "tap.h"
+
+#define MiB (1024LL * 1024)
+#define GiB (1024 * MiB)
+
+/* ---- the fake helper ---- */
+
+#define MAX_IMAGES 256
+
+struct image {
+	char id[MH_ID_MAX + 1];
+	uint64_t size;
+};
+
+struct fake {
+	int fd;
+	pthread_mutex_t mu;
+	struct image images[MAX_IMAGES];
+	atomic_int requests[MH_ANS_ERROR + 1];
+	atomic_uint_least64_t avail; /* CAPACITY answer */
+	atomic_int fail_type;        /* answer requests of this type with fail_kind */
+	atomic_int fail_kind;
+	atomic_int fail_skip;     /* let this many of fail_type succeed first */
+	atomic_int hold_clone;    /* defer CLONE answers while set */
+	atomic_int clone_pending; /* a CLONE is being held */
+	pthread_t thr;
+};
+
+static struct fake fake;
+
+static struct image *img_find(const char *id)
+{
+	for (int i = 0; i < MAX_IMAGES; i++)
+		if (fake.images[i].id[0] && strcmp(fake.images[i].id, id) == 0)
+			return &fake.images[i];
+	return NULL;
+}
+
+static void img_put(const char *id, uint64_t size)
+{
+	struct image *im = img_find(id);
+	for (int i = 0; !im && i < MAX_IMAGES; i++)
+		if (!fake.images[i].id[0])
+			im = &fake.images[i];
+	if (!im)
+		abort();
+	snprintf(im->id, sizeof(im->id), "%s", id);
+	im->size = size;
+}
+
+static void img_del(const char *id)
+{
+	struct image *im = img_find(id);
+	if (im)
+		im->id[0] = '\0';
+}
+
+static bool img_exists(const char *id)
+{
+	pthread_mutex_lock(&fake.mu);
+	bool r = img_find(id) != NULL;
+	pthread_mutex_unlock(&fake.mu);
+	return r;
+}
+
+static void set_error(struct mh_msg *ans, int kind, const char *why)
+{
+	ans->type = MH_ANS_ERROR;
+	ans->u.error.kind = (uint32_t)kind;
+	snprintf(ans->u.error.reason, sizeof(ans->u.error.reason), "%s", why);
+}
+
+/* The real helper's behaviour, in miniature. */
+static void answer(const struct mh_msg *req, struct mh_msg *ans)
+{
+	struct image *src;
+	memset(ans, 0, sizeof(*ans));
+	ans->id = req->id;
+	ans->type = (uint16_t)(req->type + 1);
+	if (req->type == atomic_load(&fake.fail_type) &&
+	    atomic_fetch_sub(&fake.fail_skip, 1) <= 0) {
+		set_error(ans, atomic_load(&fake.fail_kind), "fake failure");
+		return;
+	}
+	pthread_mutex_lock(&fake.mu);
+	switch (req->type) {
+	case MH_REQ_CREATE:
+		img_put(req->u.create.volume_id, req->u.create.size_bytes);
+		ans->u.create_ans.size_bytes = req->u.create.size_bytes;
+		break;
+	case MH_REQ_DELETE:
+		img_del(req->u.del.volume_id);
+		break;
+	case MH_REQ_RESIZE:
+		if (!(src = img_find(req->u.resize.volume_id)))
+			set_error(ans, MH_E_NOTFOUND, "no such image");
+		else if (req->u.resize.size_bytes < src->size)
+			set_error(ans, MH_E_REFUSED, "images never shrink");
+		else
+			ans->u.create_ans.size_bytes = src->size = req->u.resize.size_bytes;
+		break;
+	case MH_REQ_SNAPSHOT:
+		if (!(src = img_find(req->u.snapshot.volume_id))) {
+			set_error(ans, MH_E_NOTFOUND, "no such image");
+		} else {
+			uint64_t size = src->size;
+			img_put(req->u.snapshot.snapshot_id, size);
+			ans->u.copy_ans.size_bytes = size;
+		}
+		break;
+	case MH_REQ_DELETE_SNAPSHOT:
+		img_del(req->u.del_snapshot.snapshot_id);
+		break;
+	case MH_REQ_CLONE:
+		if (!(src = img_find(req->u.clone.source_id))) {
+			set_error(ans, MH_E_NOTFOUND, "no such source");
+		} else {
+			uint64_t size = req->u.clone.size_bytes > src->size
+			                    ? req->u.clone.size_bytes
+			                    : src->size;
+			img_put(req->u.clone.volume_id, size);
+			ans->u.copy_ans.size_bytes = size;
+		}
+		break;
+	case MH_REQ_CAPACITY:
+		ans->u.capacity_ans.available_bytes = atomic_load(&fake.avail);
+		ans->u.capacity_ans.total_bytes = 100 * GiB;
+		break;
+	default:
+		break;
+	}
+	pthread_mutex_unlock(&fake.mu);
+}
+
+static int send_msg(const struct mh_msg *m)
+{
+	uint8_t buf[MH_MSG_MAX];
+	size_t len;
+	if (mh_msg_encode(m, buf, sizeof(buf), &len) != 0)
+		return -1;
+	return send(fake.fd, buf, len, MSG_NOSIGNAL) < 0 ? -1 : 0;
+}
+
+static void *fake_helper(void *arg)
+{
+	static uint8_t buf[MH_MSG_MAX + 1];
+	static struct mh_msg req, ans, held;
+	bool holding = false;
+	(void)arg;
+	for (;;) {
+		if (holding && !atomic_load(&fake.hold_clone)) {
+			answer(&held, &ans);
+			holding = false;
+			atomic_store(&fake.clone_pending, 0);
+			if (send_msg(&ans) != 0)
+				break;
+		}
+		struct pollfd p = {.fd = fake.fd, .events = POLLIN};
+		if (poll(&p, 1, 5) <= 0)
+			continue;
+		ssize_t n = recv(fake.fd, buf, sizeof(buf), 0);
+		if (n <= 0 || mh_msg_decode(buf, (size_t)n, &req) != 0)
+			break;
+		atomic_fetch_add(&fake.requests[req.type], 1);
+		if (req.type == MH_REQ_CLONE && atomic_load(&fake.hold_clone) && !holding) {
+			held = req;
+			holding = true;
+			atomic_store(&fake.clone_pending, 1);
+			continue;
+		}
+		answer(&req, &ans);
+		if (send_msg(&ans) != 0)
+			break;
+	}
+	close(fake.fd);
+	return NULL;
+}
+
+static int nreq(int type)
+{
+	return atomic_load(&fake.requests[type]);
+}
+
+static void fail_next(int type, int kind, int skip)
+{
+	atomic_store(&fake.fail_skip, skip);
+	atomic_store(&fake.fail_kind, kind);
+	atomic_store(&fake.fail_type, type);
+}
+
+static void fail_none(void)
+{
+	atomic_store(&fake.fail_type, 0);
+}
+
+/* ---- request builders ---- */
+
+static struct ctl *ctl;
+static struct store *st;
+
+struct cap_buf {
+	Csi__V1__VolumeCapability cap;
+	Csi__V1__VolumeCapability__MountVolume mv;
+	Csi__V1__VolumeCapability__BlockVolume bv;
+	Csi__V1__VolumeCapability__AccessMode am;
+};
+
+static Csi__V1__VolumeCapability *mount_cap(struct cap_buf *b, const char *fs, int mode)
+{
+	csi__v1__volume_capability__init(&b->cap);
+	csi__v1__volume_capability__mount_volume__init(&b->mv);
+	csi__v1__volume_capability__access_mode__init(&b->am);
+	b->mv.fs_type = (char *)fs;
+	b->am.mode = mode;
+	b->cap.access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
+	b->cap.mount = &b->mv;
+	b->cap.access_mode = &b->am;
+	return &b->cap;
+}
+
+static Csi__V1__VolumeCapability *block_cap(struct cap_buf *b, int mode)
+{
+	csi__v1__volume_capability__init(&b->cap);
+	csi__v1__volume_capability__block_volume__init(&b->bv);
+	csi__v1__volume_capability__access_mode__init(&b->am);
+	b->am.mode = mode;
+	b->cap.access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
+	b->cap.block = &b->bv;
+	b->cap.access_mode = &b->am;
+	return &b->cap;
+}
+
+#define SNW   CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER
+#define SNMW  CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER
+#define MNMW  CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER
+#define SNRO  CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY
+#define MAXKV 4
+
+/* One call of a handler: the response (if OK) lives in the arena until call_done(). */
+struct call {
+	struct ctl_arena *a;
+	struct ctl_status st;
+	void *resp;
+	int code;
+};
+
+static struct call *call_new(void)
+{
+	struct call *c = calloc(1, sizeof(*c));
+	c->a = ctl_arena_new();
+	return c;
+}
+
+static int call_run(struct call *c, ctl_handler fn, const void *req)
+{
+	c->code = fn(ctl, req, &c->resp, c->a, &c->st);
+	if (getenv("TEST_VERBOSE") && c->code)
+		fprintf(stderr, "  -> %d %s\n", c->code, c->st.msg);
+	return c->code;
+}
+
+static void call_done(struct call *c)
+{
+	ctl_arena_free(c->a);
+	free(c);
+}
+
+/* Run fn once and return only the code. */
+static int code_of(ctl_handler fn, const void *req)
+{
+	struct call *c = call_new();
+	int code = call_run(c, fn, req);
+	call_done(c);
+	return code;
+}
+
+struct create_opts {
+	const char *name;
+	int64_t req, lim;
+	int ncaps;
+	Csi__V1__VolumeCapability *caps[2];
+	const char *keys[MAXKV], *vals[MAXKV];
+	const char *mkeys[MAXKV], *mvals[MAXKV];
+	const char *snapshot, *volume; /* content source */
+	const char *topo_node;         /* requisite topology */
+};
+
+/* CreateVolume; on OK, id_out gets the id and *cap_out the capacity. */
+static int create(const struct create_opts *o, char *id_out, int64_t *cap_out)
+{
+	Csi__V1__CreateVolumeRequest req;
+	Csi__V1__CapacityRange cr;
+	Csi__V1__CreateVolumeRequest__ParametersEntry pe[MAXKV], *pp[MAXKV];
+	Csi__V1__CreateVolumeRequest__MutableParametersEntry me[MAXKV], *mp[MAXKV];
+	Csi__V1__VolumeContentSource cs;
+	Csi__V1__VolumeContentSource__SnapshotSource ss;
+	Csi__V1__VolumeContentSource__VolumeSource vs;
+	Csi__V1__TopologyRequirement tr;
+	Csi__V1__Topology topo, *topos[1] = {&topo};
+	Csi__V1__Topology__SegmentsEntry seg, *segs[1] = {&seg};
+	struct cap_buf cb;
+
+	csi__v1__create_volume_request__init(&req);
+	csi__v1__capacity_range__init(&cr);
+	cr.required_bytes = o->req;
+	cr.limit_bytes = o->lim;
+	req.name = (char *)o->name;
+	req.capacity_range = &cr;
+	if (o->ncaps) {
+		req.n_volume_capabilities = (size_t)o->ncaps;
+		req.volume_capabilities = (Csi__V1__VolumeCapability **)o->caps;
+	} else {
+		static Csi__V1__VolumeCapability *one[1];
+		one[0] = mount_cap(&cb, "", SNW);
+		req.n_volume_capabilities = 1;
+		req.volume_capabilities = one;
+	}
+	for (int i = 0; i < MAXKV && o->keys[i]; i++) {
+		csi__v1__create_volume_request__parameters_entry__init(&pe[i]);
+		pe[i].key = (char *)o->keys[i];
+		pe[i].value = (char *)o->vals[i];
+		pp[i] = &pe[i];
+		req.n_parameters++;
+	}
+	req.parameters = pp;
+	for (int i = 0; i < MAXKV && o->mkeys[i]; i++) {
+		csi__v1__create_volume_request__mutable_parameters_entry__init(&me[i]);
+		me[i].key = (char *)o->mkeys[i];
+		me[i].value = (char *)o->mvals[i];
+		mp[i] = &me[i];
+		req.n_mutable_parameters++;
+	}
+	req.mutable_parameters = mp;
+	if (o->snapshot || o->volume) {
+		csi__v1__volume_content_source__init(&cs);
+		if (o->snapshot) {
+			csi__v1__volume_content_source__snapshot_source__init(&ss);
+			ss.snapshot_id = (char *)o->snapshot;
+			cs.type_case = CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_SNAPSHOT;
+			cs.snapshot = &ss;
+		} else {
+			csi__v1__volume_content_source__volume_source__init(&vs);
+			vs.volume_id = (char *)o->volume;
+			cs.type_case = CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_VOLUME;
+			cs.volume = &vs;
+		}
+		req.volume_content_source = &cs;
+	}
+	if (o->topo_node) {
+		csi__v1__topology_requirement__init(&tr);
+		csi__v1__topology__init(&topo);
+		csi__v1__topology__segments_entry__init(&seg);
+		seg.key = "topology.sepcsi.io/node";
+		seg.value = (char *)o->topo_node;
+		topo.n_segments = 1;
+		topo.segments = segs;
+		tr.n_requisite = 1;
+		tr.requisite = topos;
+		req.accessibility_requirements = &tr;
+	}
+	struct call *c = call_new();
+	int code = call_run(c, ctl_create_volume, &req);
+	if (code == CTL_OK) {
+		Csi__V1__CreateVolumeResponse *r = c->resp;
+		if (id_out)
+			snprintf(id_out, 64, "%s", r->volume->volume_id);
+		if (cap_out)
+			*cap_out = r->volume->capacity_bytes;
+		/* The response names its source exactly as asked. */
+		if (o->snapshot)
+			CHECK(r->volume->content_source &&
+			      strcmp(r->volume->content_source->snapshot->snapshot_id,
+			             o->snapshot) == 0);
+		if (o->volume)
+			CHECK(r->volume->content_source &&
+			      strcmp(r->volume->content_source->volume->volume_id, o->volume) == 0);
+	}
+	call_done(c);
+	return code;
+}
+
+static int delete_volume(const char *id)
+{
+	Csi__V1__DeleteVolumeRequest req;
+	csi__v1__delete_volume_request__init(&req);
+	req.volume_id = (char *)id;
+	return code_of(ctl_delete_volume, &req);
+}
+
+static int snapshot(const char *name, const char *vid, char *id_out, int64_t *size_out)
+{
+	Csi__V1__CreateSnapshotRequest req;
+	csi__v1__create_snapshot_request__init(&req);
+	req.name = (char *)name;
+	req.source_volume_id = (char *)vid;
+	struct call *c = call_new();
+	int code = call_run(c, ctl_create_snapshot, &req);
+	if (code == CTL_OK) {
+		Csi__V1__CreateSnapshotResponse *r = c->resp;
+		CHECK(r->snapshot->ready_to_use && r->snapshot->creation_time &&
+		      r->snapshot->creation_time->seconds > 1700000000 &&
+		      strcmp(r->snapshot->source_volume_id, vid) == 0);
+		if (id_out)
+			snprintf(id_out, 64, "%s", r->snapshot->snapshot_id);
+		if (size_out)
+			*size_out = r->snapshot->size_bytes;
+	}
+	call_done(c);
+	return code;
+}
+
+static int delete_snapshot(const char *id)
+{
+	Csi__V1__DeleteSnapshotRequest req;
+	csi__v1__delete_snapshot_request__init(&req);
+	req.snapshot_id = (char *)id;
+	return code_of(ctl_delete_snapshot, &req);
+}
+
+static int publish(const char *vid, const char *node, Csi__V1__VolumeCapability *cap, bool ro)
+{
+	Csi__V1__ControllerPublishVolumeRequest req;
+	csi__v1__controller_publish_volume_request__init(&req);
+	req.volume_id = (char *)vid;
+	req.node_id = (char *)node;
+	req.volume_capability = cap;
+	req.readonly = ro;
+	return code_of(ctl_controller_publish_volume, &req);
+}
+
+static int unpublish(const char *vid, const char *node)
+{
+	Csi__V1__ControllerUnpublishVolumeRequest req;
+	csi__v1__controller_unpublish_volume_request__init(&req);
+	req.volume_id = (char *)vid;
+	req.node_id = (char *)node;
+	return code_of(ctl_controller_unpublish_volume, &req);
+}
+
+static int expand(const char *vid, int64_t req_bytes, int64_t lim, Csi__V1__VolumeCapability *cap,
+                  int64_t *cap_out, bool *node_exp)
+{
+	Csi__V1__ControllerExpandVolumeRequest req;
+	Csi__V1__CapacityRange cr;
+	csi__v1__controller_expand_volume_request__init(&req);
+	csi__v1__capacity_range__init(&cr);
+	cr.required_bytes = req_bytes;
+	cr.limit_bytes = lim;
+	req.volume_id = (char *)vid;
+	req.capacity_range = &cr;
+	req.volume_capability = cap;
+	struct call *c = call_new();
+	int code = call_run(c, ctl_controller_expand_volume, &req);
+	if (code == CTL_OK) {
+		Csi__V1__ControllerExpandVolumeResponse *r = c->resp;
+		if (cap_out)
+			*cap_out = r->capacity_bytes;
+		if (node_exp)
+			*node_exp = r->node_expansion_required;
+	}
+	call_done(c);
+	return code;
+}
+
+static int modify(const char *vid, const char *key, const char *value)
+{
+	Csi__V1__ControllerModifyVolumeRequest req;
+	Csi__V1__ControllerModifyVolumeRequest__MutableParametersEntry e, *ep[1] = {&e};
+	csi__v1__controller_modify_volume_request__init(&req);
+	csi__v1__controller_modify_volume_request__mutable_parameters_entry__init(&e);
+	req.volume_id = (char *)vid;
+	if (key) {
+		e.key = (char *)key;
+		e.value = (char *)value;
+		req.n_mutable_parameters = 1;
+		req.mutable_parameters = ep;
+	}
+	return code_of(ctl_controller_modify_volume, &req);
+}
+
+/* ControllerGetVolume: the condition's abnormal flag, and how many nodes it is published to. */
+static int get_volume(const char *vid, bool *abnormal, size_t *nodes)
+{
+	Csi__V1__ControllerGetVolumeRequest req;
+	csi__v1__controller_get_volume_request__init(&req);
+	req.volume_id = (char *)vid;
+	struct call *c = call_new();
+	int code = call_run(c, ctl_controller_get_volume, &req);
+	if (code == CTL_OK) {
+		Csi__V1__ControllerGetVolumeResponse *r = c->resp;
+		CHECK(r->status && r->status->volume_condition && r->volume &&
+		      strcmp(r->volume->volume_id, vid) == 0);
+		if (abnormal)
+			*abnormal = r->status->volume_condition->abnormal;
+		if (nodes)
+			*nodes = r->status->n_published_node_ids;
+	}
+	call_done(c);
+	return code;
+}
+
+/* ---- the tests ---- */
+
+static void test_create_params(void)
+{
+	struct cap_buf b1, b2;
+	char id[64], id2[64];
+	int64_t cap = 0;
+	struct store_volume *v = NULL;
+
+	/* Raw block: no file system; 1 MiB is enough. */
+	struct create_opts o = {.name = "blk", .req = 1, .ncaps = 1, .caps = {block_cap(&b1, SNW)}};
+	CHECK(create(&o, id, &cap) == CTL_OK && cap == 1 * MiB);
+	CHECK(store_volume_get(st, id, &v) == STORE_OK && strcmp(v->fs_type, "") == 0);
+	store_volume_free(v);
+	/* fsType is about mounts: ignored for block, so one StorageClass serves both. */
+	o = (struct create_opts){.name = "blk2",
+	                         .ncaps = 1,
+	                         .caps = {block_cap(&b1, SNMW)},
+	                         .keys = {"fsType"},
+	                         .vals = {"xfs"}};
+	CHECK(create(&o, id, &cap) == CTL_OK && cap == 1 * GiB);
+	/* Block and mount together: no volume is both. */
+	o = (struct create_opts){
+	    .name = "mixed", .ncaps = 2, .caps = {block_cap(&b1, SNW), mount_cap(&b2, "", SNW)}};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	/* Multi-node modes cannot be honoured by a node-local image. */
+	o = (struct create_opts){.name = "multi", .ncaps = 1, .caps = {mount_cap(&b1, "", MNMW)}};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+
+	/* xfs: from the parameter or the capability, with its 300 MiB minimum. */
+	o = (struct create_opts){
+	    .name = "x1", .req = 10 * MiB, .keys = {"fsType"}, .vals = {"xfs"}};
+	CHECK(create(&o, id, &cap) == CTL_OK && cap == 300 * MiB);
+	CHECK(store_volume_get(st, id, &v) == STORE_OK && strcmp(v->fs_type, "xfs") == 0 &&
+	      !v->nouuid);
+	store_volume_free(v);
+	o = (struct create_opts){
+	    .name = "x2", .lim = 200 * MiB, .keys = {"fsType"}, .vals = {"xfs"}};
+	CHECK(create(&o, NULL, NULL) == CTL_OUT_OF_RANGE);
+	o = (struct create_opts){
+	    .name = "x3", .lim = 200 * MiB, .ncaps = 1, .caps = {mount_cap(&b1, "xfs", SNW)}};
+	CHECK(create(&o, NULL, NULL) == CTL_OUT_OF_RANGE);
+	o = (struct create_opts){
+	    .name = "b1", .req = 100 * MiB, .keys = {"fsType"}, .vals = {"btrfs"}};
+	CHECK(create(&o, NULL, &cap) == CTL_OK && cap == 109 * MiB);
+	/* fsType must agree with the capabilities. */
+	o = (struct create_opts){.name = "x4",
+	                         .ncaps = 1,
+	                         .caps = {mount_cap(&b1, "ext4", SNW)},
+	                         .keys = {"fsType"},
+	                         .vals = {"xfs"}};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	o = (struct create_opts){.name = "x5", .keys = {"fsType"}, .vals = {"ntfs"}};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+
+	/* Unknown keys are refused; the sidecars' keys are ignored; mkfsOptions are kept. */
+	o = (struct create_opts){.name = "u1", .keys = {"fstype"}, .vals = {"xfs"}};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	o = (struct create_opts){.name = "m1",
+	                         .req = 32 * MiB,
+	                         .keys = {"csi.storage.k8s.io/pvc/name", "mkfsOptions"},
+	                         .vals = {"claim", "-E lazy_itable_init=1"}};
+	CHECK(create(&o, id, NULL) == CTL_OK);
+	CHECK(store_volume_get(st, id, &v) == STORE_OK &&
+	      strcmp(v->mkfs_options, "-E lazy_itable_init=1") == 0 &&
+	      strcmp(v->parameters, "mkfsOptions=-E lazy_itable_init=1\n") == 0);
+	store_volume_free(v);
+	/* Same request, other sidecar metadata: the same volume. */
+	o.vals[0] = "another-claim";
+	CHECK(create(&o, id2, NULL) == CTL_OK && strcmp(id, id2) == 0);
+	o.vals[1] = "-E lazy_itable_init=0";
+	CHECK(create(&o, NULL, NULL) == CTL_ALREADY_EXISTS);
+	o = (struct create_opts){.name = "m2", .keys = {"mkfsOptions"}, .vals = {"-L \"x\""}};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+
+	/* Mutable parameters: known ones only, checked like ControllerModifyVolume does. */
+	o = (struct create_opts){
+	    .name = "mu1", .req = 64 * MiB, .mkeys = {"expandLimitBytes"}, .mvals = {"1Gi"}};
+	CHECK(create(&o, id, NULL) == CTL_OK);
+	CHECK(create(&o, id2, NULL) == CTL_OK && strcmp(id, id2) == 0);
+	o.mvals[0] = "2Gi";
+	CHECK(create(&o, NULL, NULL) == CTL_ALREADY_EXISTS);
+	o = (struct create_opts){
+	    .name = "mu2", .req = 64 * MiB, .mkeys = {"expandLimitBytes"}, .mvals = {"32Mi"}};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	o = (struct create_opts){.name = "mu3", .mkeys = {"iops"}, .mvals = {"100"}};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	o = (struct create_opts){.name = "mu4", .mkeys = {"expandLimitBytes"}, .mvals = {"lots"}};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+
+	/* Topology elsewhere, or more than the data directory holds: RESOURCE_EXHAUSTED. */
+	o = (struct create_opts){.name = "t1", .topo_node = "other-node"};
+	CHECK(create(&o, NULL, NULL) == CTL_RESOURCE_EXHAUSTED);
+	o = (struct create_opts){.name = "t2", .topo_node = "n1"};
+	CHECK(create(&o, NULL, NULL) == CTL_OK);
+	o = (struct create_opts){.name = "t2", .topo_node = "other-node"};
+	CHECK(create(&o, NULL, NULL) == CTL_ALREADY_EXISTS); /* it exists, not there */
+	int creates = nreq(MH_REQ_CREATE);
+	o = (struct create_opts){.name = "big", .req = 51 * GiB};
+	CHECK(create(&o, NULL, NULL) == CTL_RESOURCE_EXHAUSTED);
+	CHECK(nreq(MH_REQ_CREATE) == creates);
+	/* An existing volume is still returned when the disk has filled since. */
+	atomic_store(&fake.avail, 0);
+	o = (struct create_opts){.name = "t2", .topo_node = "n1"};
+	CHECK(create(&o, NULL, NULL) == CTL_OK);
+	o = (struct create_opts){.name = "t2", .topo_node = "other-node"};
+	CHECK(create(&o, NULL, NULL) == CTL_ALREADY_EXISTS); /* it exists, not there */
+	atomic_store(&fake.avail, 50 * GiB);
+}
+
+static void test_snapshots_and_copies(void)
+{
+	struct cap_buf b1;
+	char vid[64], sid[64], sid2[64], rid[64], rid2[64], cid[64];
+	int64_t cap = 0, size = 0;
+	struct store_volume *v = NULL;
+
+	struct create_opts o = {
+	    .name = "src", .req = 400 * MiB, .keys = {"fsType"}, .vals = {"xfs"}};
+	CHECK(create(&o, vid, NULL) == CTL_OK);
+	CHECK(snapshot("snap-1", vid, sid, &size) == CTL_OK && size == 400 * MiB);
+	CHECK(strncmp(sid, "ss-", 3) == 0 && strlen(sid) == 35);
+	CHECK(snapshot("snap-1", vid, sid2, NULL) == CTL_OK && strcmp(sid, sid2) == 0);
+	CHECK(nreq(MH_REQ_SNAPSHOT) == 1);
+	CHECK(snapshot("snap-1", "sv-00000000000000000000000000000000", NULL, NULL) ==
+	      CTL_ALREADY_EXISTS);
+	CHECK(snapshot("snap-2", "sv-00000000000000000000000000000000", NULL, NULL) ==
+	      CTL_NOT_FOUND);
+	CHECK(snapshot("snap-2", "../../etc", NULL, NULL) == CTL_NOT_FOUND);
+	CHECK(snapshot("", vid, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	CHECK(snapshot("snap-3", "", NULL, NULL) == CTL_INVALID_ARGUMENT);
+	fail_next(MH_REQ_SNAPSHOT, MH_E_NOSPACE, 0);
+	CHECK(snapshot("snap-full", vid, NULL, NULL) == CTL_RESOURCE_EXHAUSTED);
+	fail_none();
+
+	/* GetSnapshot. */
+	Csi__V1__GetSnapshotRequest gs;
+	csi__v1__get_snapshot_request__init(&gs);
+	gs.snapshot_id = sid;
+	struct call *c = call_new();
+	CHECK(call_run(c, ctl_get_snapshot, &gs) == CTL_OK);
+	CHECK(c->code == CTL_OK &&
+	      strcmp(((Csi__V1__GetSnapshotResponse *)c->resp)->snapshot->snapshot_id, sid) == 0);
+	call_done(c);
+	gs.snapshot_id = "ss-00000000000000000000000000000000";
+	CHECK(code_of(ctl_get_snapshot, &gs) == CTL_NOT_FOUND);
+	gs.snapshot_id = "x";
+	CHECK(code_of(ctl_get_snapshot, &gs) == CTL_NOT_FOUND);
+	gs.snapshot_id = "";
+	CHECK(code_of(ctl_get_snapshot, &gs) == CTL_INVALID_ARGUMENT);
+
+	/* Restore: the snapshot's file system, at least its size, mounted with nouuid. */
+	o = (struct create_opts){.name = "restored", .snapshot = sid};
+	CHECK(create(&o, rid, &cap) == CTL_OK && cap == 400 * MiB);
+	CHECK(nreq(MH_REQ_CLONE) == 1);
+	CHECK(store_volume_get(st, rid, &v) == STORE_OK && strcmp(v->fs_type, "xfs") == 0 &&
+	      v->nouuid && strncmp(v->content_source, "snapshot:ss-", 12) == 0);
+	store_volume_free(v);
+	CHECK(create(&o, rid2, NULL) == CTL_OK && strcmp(rid, rid2) == 0);
+	CHECK(nreq(MH_REQ_CLONE) == 1);
+	/* Larger than the source: grown by the helper. */
+	o = (struct create_opts){.name = "restored-big", .req = 1 * GiB, .snapshot = sid};
+	CHECK(create(&o, NULL, &cap) == CTL_OK && cap == 1 * GiB);
+	/* Smaller than the source: impossible. */
+	o = (struct create_opts){.name = "restored-small", .lim = 300 * MiB, .snapshot = sid};
+	CHECK(create(&o, NULL, NULL) == CTL_OUT_OF_RANGE);
+	/* Another file system, or raw block, than the source: incompatible. */
+	o = (struct create_opts){
+	    .name = "r-ext4", .snapshot = sid, .keys = {"fsType"}, .vals = {"ext4"}};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	o = (struct create_opts){
+	    .name = "r-blk", .snapshot = sid, .ncaps = 1, .caps = {block_cap(&b1, SNW)}};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	/* A missing source: NOT_FOUND; the same name with another source: ALREADY_EXISTS. */
+	o = (struct create_opts){.name = "r-none",
+	                         .snapshot = "ss-11111111111111111111111111111111"};
+	CHECK(create(&o, NULL, NULL) == CTL_NOT_FOUND);
+	o = (struct create_opts){.name = "r-none2", .snapshot = "/etc/passwd"};
+	CHECK(create(&o, NULL, NULL) == CTL_NOT_FOUND);
+	o = (struct create_opts){.name = "r-none3",
+	                         .volume = "sv-11111111111111111111111111111111"};
+	CHECK(create(&o, NULL, NULL) == CTL_NOT_FOUND);
+	o = (struct create_opts){.name = "restored", .volume = vid};
+	CHECK(create(&o, NULL, NULL) == CTL_ALREADY_EXISTS);
+	o = (struct create_opts){.name = "restored"};
+	CHECK(create(&o, NULL, NULL) == CTL_ALREADY_EXISTS);
+
+	/* Clone of a volume. */
+	o = (struct create_opts){.name = "clone", .volume = vid};
+	CHECK(create(&o, cid, &cap) == CTL_OK && cap == 400 * MiB);
+	CHECK(store_volume_get(st, cid, &v) == STORE_OK && v->nouuid &&
+	      strcmp(v->content_source, "volume:") > 0);
+	store_volume_free(v);
+
+	/* Snapshots outlive their volume and still restore; the restore repeats idempotently. */
+	CHECK(delete_volume(vid) == CTL_OK);
+	CHECK(!img_exists(vid) && img_exists(sid));
+	o = (struct create_opts){.name = "after-delete", .snapshot = sid};
+	CHECK(create(&o, NULL, NULL) == CTL_OK);
+	o = (struct create_opts){.name = "clone", .volume = vid};
+	CHECK(create(&o, rid2, NULL) == CTL_OK && strcmp(rid2, cid) == 0);
+	CHECK(snapshot("snap-1", vid, sid2, NULL) == CTL_OK && strcmp(sid, sid2) == 0);
+
+	/* DeleteSnapshot: gone for good; again OK; nonsense ids OK. */
+	CHECK(delete_snapshot(sid) == CTL_OK && !img_exists(sid));
+	CHECK(delete_snapshot(sid) == CTL_OK);
+	CHECK(delete_snapshot("ss-../../x") == CTL_OK);
+	CHECK(delete_snapshot("") == CTL_INVALID_ARGUMENT);
+	o = (struct create_opts){.name = "after-snap-delete", .snapshot = sid};
+	CHECK(create(&o, NULL, NULL) == CTL_NOT_FOUND);
+}
+
+static void test_publish(void)
+{
+	struct cap_buf b1, b2;
+	char vid[64], bid[64];
+	struct create_opts o = {.name = "pub", .req = 32 * MiB};
+	CHECK(create(&o, vid, NULL) == CTL_OK);
+	o = (struct create_opts){.name = "pub-blk", .ncaps = 1, .caps = {block_cap(&b1, SNW)}};
+	CHECK(create(&o, bid, NULL) == CTL_OK);
+
+	Csi__V1__VolumeCapability *mc = mount_cap(&b1, "", SNW);
+	CHECK(publish(vid, "n1", mc, false) == CTL_OK);
+	CHECK(publish(vid, "n1", mc, false) == CTL_OK);
+	CHECK(publish(vid, "n1", mc, true) == CTL_ALREADY_EXISTS);
+	CHECK(publish(vid, "n1", mount_cap(&b2, "", SNRO), false) == CTL_ALREADY_EXISTS);
+	CHECK(publish(vid, "n2", mc, false) == CTL_NOT_FOUND);
+	CHECK(publish("sv-22222222222222222222222222222222", "n1", mc, false) == CTL_NOT_FOUND);
+	CHECK(publish("nope", "n1", mc, false) == CTL_NOT_FOUND);
+	CHECK(publish(vid, "", mc, false) == CTL_INVALID_ARGUMENT);
+	CHECK(publish("", "n1", mc, false) == CTL_INVALID_ARGUMENT);
+	CHECK(publish(vid, "n1", NULL, false) == CTL_INVALID_ARGUMENT);
+	/* The capability must fit the volume: no block access to a file system. */
+	CHECK(publish(vid, "n1", block_cap(&b2, SNW), false) == CTL_INVALID_ARGUMENT);
+	CHECK(publish(bid, "n1", mount_cap(&b2, "", SNW), false) == CTL_INVALID_ARGUMENT);
+	CHECK(publish(bid, "n1", block_cap(&b2, SNW), true) == CTL_OK);
+
+	size_t nodes = 0;
+	CHECK(get_volume(vid, NULL, &nodes) == CTL_OK && nodes == 1);
+	/* Attached: DeleteVolume refuses. */
+	CHECK(delete_volume(vid) == CTL_FAILED_PRECONDITION && img_exists(vid));
+	CHECK(unpublish(vid, "n1") == CTL_OK);
+	CHECK(unpublish(vid, "n1") == CTL_OK);
+	CHECK(unpublish(vid, "other-node") == CTL_OK);
+	CHECK(unpublish("sv-33333333333333333333333333333333", "n1") == CTL_OK);
+	CHECK(unpublish("", "n1") == CTL_INVALID_ARGUMENT);
+	CHECK(get_volume(vid, NULL, &nodes) == CTL_OK && nodes == 0);
+	CHECK(unpublish(bid, "") == CTL_OK); /* no node: from every node */
+	CHECK(get_volume(bid, NULL, &nodes) == CTL_OK && nodes == 0);
+	CHECK(delete_volume(vid) == CTL_OK);
+	CHECK(delete_volume(bid) == CTL_OK);
+}
+
+static void test_publish_limit(struct mh_client *mh)
+{
+	struct cap_buf b1;
+	char a[64], b[64];
+	struct ctl_config cfg = {
+	    .driver_name = "t.sepcsi.io", .node_id = "n1", .max_volumes_per_node = 1};
+	struct ctl *saved = ctl;
+	ctl = ctl_new(&cfg, st, mh);
+	struct create_opts o = {.name = "lim-a", .req = 16 * MiB};
+	CHECK(create(&o, a, NULL) == CTL_OK);
+	o.name = "lim-b";
+	CHECK(create(&o, b, NULL) == CTL_OK);
+	Csi__V1__VolumeCapability *mc = mount_cap(&b1, "", SNW);
+	CHECK(publish(a, "n1", mc, false) == CTL_OK);
+	CHECK(publish(b, "n1", mc, false) == CTL_RESOURCE_EXHAUSTED);
+	CHECK(publish(a, "n1", mc, false) == CTL_OK); /* already there: not counted twice */
+	CHECK(unpublish(a, "n1") == CTL_OK);
+	CHECK(publish(b, "n1", mc, false) == CTL_OK);
+	CHECK(unpublish(b, NULL) == CTL_OK);
+	CHECK(delete_volume(a) == CTL_OK && delete_volume(b) == CTL_OK);
+	ctl_free(ctl);
+	ctl = saved;
+}
+
+/* Pages through ListVolumes with page size max; returns the entries seen. */
+static size_t list_all_volumes(int max, bool *ok)
+{
+	char token[64] = "";
+	size_t total = 0;
+	*ok = true;
+	for (int pages = 0; pages < 1000; pages++) {
+		Csi__V1__ListVolumesRequest req;
+		csi__v1__list_volumes_request__init(&req);
+		req.max_entries = max;
+		req.starting_token = token;
+		struct call *c = call_new();
+		if (call_run(c, ctl_list_volumes, &req) != CTL_OK) {
+			*ok = false;
+			call_done(c);
+			break;
+		}
+		Csi__V1__ListVolumesResponse *r = c->resp;
+		if (max && r->n_entries > (size_t)max)
+			*ok = false;
+		for (size_t i = 0; i < r->n_entries; i++) {
+			if (!r->entries[i]->status || !r->entries[i]->status->volume_condition)
+				*ok = false;
+		}
+		total += r->n_entries;
+		bool more = r->next_token && *r->next_token;
+		if (more)
+			snprintf(token, sizeof(token), "%s", r->next_token);
+		call_done(c);
+		if (!more)
+			break;
+	}
+	return total;
+}
+
+static void test_lists(void)
+{
+	char vid[64], sid[64], name[32];
+	bool ok;
+	size_t before = list_all_volumes(0, &ok);
+	CHECK(ok);
+	for (int i = 0; i < 7; i++) {
+		snprintf(name, sizeof(name), "list-%d", i);
+		struct create_opts o = {.name = name, .req = 16 * MiB};
+		CHECK(create(&o, vid, NULL) == CTL_OK);
+	}
+	CHECK(list_all_volumes(0, &ok) == before + 7 && ok);
+	CHECK(list_all_volumes(3, &ok) == before + 7 && ok);
+	CHECK(list_all_volumes(1, &ok) == before + 7 && ok);
+
+	Csi__V1__ListVolumesRequest lv;
+	csi__v1__list_volumes_request__init(&lv);
+	lv.starting_token = "not-a-token";
+	CHECK(code_of(ctl_list_volumes, &lv) == CTL_ABORTED);
+	lv.starting_token = "";
+	lv.max_entries = -1;
+	CHECK(code_of(ctl_list_volumes, &lv) == CTL_INVALID_ARGUMENT);
+	/* A token stays valid when the volume it names is deleted. */
+	lv.max_entries = 2;
+	struct call *c = call_new();
+	CHECK(call_run(c, ctl_list_volumes, &lv) == CTL_OK);
+	char token[64] = "";
+	if (c->code == CTL_OK)
+		snprintf(token, sizeof(token), "%s",
+		         ((Csi__V1__ListVolumesResponse *)c->resp)->next_token);
+	call_done(c);
+	CHECK(strncmp(token, "sv-", 3) == 0);
+	CHECK(delete_volume(token) == CTL_OK);
+	lv.starting_token = token;
+	CHECK(code_of(ctl_list_volumes, &lv) == CTL_OK);
+
+	/* Snapshots: by id, by source, paginated. */
+	struct create_opts so = {.name = "list-snap-src", .req = 16 * MiB};
+	CHECK(create(&so, vid, NULL) == CTL_OK);
+	CHECK(snapshot("ls-1", vid, sid, NULL) == CTL_OK);
+	CHECK(snapshot("ls-2", vid, NULL, NULL) == CTL_OK);
+	CHECK(snapshot("ls-3", vid, NULL, NULL) == CTL_OK);
+	Csi__V1__ListSnapshotsRequest ls;
+	csi__v1__list_snapshots_request__init(&ls);
+	ls.snapshot_id = sid;
+	c = call_new();
+	CHECK(call_run(c, ctl_list_snapshots, &ls) == CTL_OK &&
+	      ((Csi__V1__ListSnapshotsResponse *)c->resp)->n_entries == 1);
+	call_done(c);
+	ls.snapshot_id = "ss-44444444444444444444444444444444";
+	c = call_new();
+	CHECK(call_run(c, ctl_list_snapshots, &ls) == CTL_OK &&
+	      ((Csi__V1__ListSnapshotsResponse *)c->resp)->n_entries == 0);
+	call_done(c);
+	ls.snapshot_id = "";
+	ls.source_volume_id = vid;
+	ls.max_entries = 2;
+	c = call_new();
+	CHECK(call_run(c, ctl_list_snapshots, &ls) == CTL_OK);
+	Csi__V1__ListSnapshotsResponse *lr = c->resp;
+	CHECK(lr && lr->n_entries == 2 && lr->next_token && *lr->next_token);
+	snprintf(token, sizeof(token), "%s", lr && lr->next_token ? lr->next_token : "");
+	call_done(c);
+	ls.starting_token = token;
+	c = call_new();
+	CHECK(call_run(c, ctl_list_snapshots, &ls) == CTL_OK);
+	lr = c->resp;
+	CHECK(lr && lr->n_entries == 1 && (!lr->next_token || !*lr->next_token));
+	call_done(c);
+	ls.starting_token = "sv-bogus";
+	CHECK(code_of(ctl_list_snapshots, &ls) == CTL_ABORTED);
+	ls.starting_token = "";
+	ls.source_volume_id = "sv-55555555555555555555555555555555";
+	c = call_new();
+	CHECK(call_run(c, ctl_list_snapshots, &ls) == CTL_OK &&
+	      ((Csi__V1__ListSnapshotsResponse *)c->resp)->n_entries == 0);
+	call_done(c);
+}
+
+static void test_expand_modify(void)
+{
+	struct cap_buf b1;
+	char vid[64], bid[64];
+	int64_t cap = 0;
+	bool nexp = false;
+	struct create_opts o = {.name = "exp", .req = 64 * MiB};
+	CHECK(create(&o, vid, NULL) == CTL_OK);
+	o = (struct create_opts){
+	    .name = "exp-blk", .req = 8 * MiB, .ncaps = 1, .caps = {block_cap(&b1, SNW)}};
+	CHECK(create(&o, bid, NULL) == CTL_OK);
+
+	CHECK(expand(vid, 100 * MiB + 1, 0, NULL, &cap, &nexp) == CTL_OK && cap == 101 * MiB &&
+	      nexp);
+	int resizes = nreq(MH_REQ_RESIZE);
+	CHECK(expand(vid, 100 * MiB + 1, 0, NULL, &cap, &nexp) == CTL_OK && cap == 101 * MiB);
+	CHECK(expand(vid, 10 * MiB, 0, NULL, &cap, NULL) == CTL_OK && cap == 101 * MiB);
+	CHECK(nreq(MH_REQ_RESIZE) == resizes);
+	CHECK(expand(vid, 10 * MiB, 50 * MiB, NULL, NULL, NULL) == CTL_OUT_OF_RANGE);
+	CHECK(expand(vid, 0, 0, NULL, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	CHECK(expand(vid, -1, 0, NULL, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	CHECK(expand("", 1, 0, NULL, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	CHECK(expand("sv-66666666666666666666666666666666", GiB, 0, NULL, NULL, NULL) ==
+	      CTL_NOT_FOUND);
+	CHECK(expand(vid, 200 * MiB, 0, block_cap(&b1, SNW), NULL, NULL) == CTL_INVALID_ARGUMENT);
+	CHECK(expand(vid, 200 * MiB, 0, mount_cap(&b1, "ext4", SNW), &cap, NULL) == CTL_OK &&
+	      cap == 200 * MiB);
+	CHECK(expand(vid, 60 * GiB, 0, NULL, NULL, NULL) == CTL_RESOURCE_EXHAUSTED);
+	/* Raw block: the resize refreshed the loop device; nothing for the node to do. */
+	CHECK(expand(bid, 16 * MiB, 0, NULL, &cap, &nexp) == CTL_OK && cap == 16 * MiB && !nexp);
+	struct store_volume *v = NULL;
+	CHECK(store_volume_get(st, bid, &v) == STORE_OK && v->capacity_bytes == 16 * MiB);
+	store_volume_free(v);
+
+	/* expandLimitBytes: a ceiling that expansion honours. */
+	CHECK(modify(vid, "expandLimitBytes", "300Mi") == CTL_OK);
+	CHECK(modify(vid, "expandLimitBytes", "300Mi") == CTL_OK);
+	CHECK(expand(vid, 400 * MiB, 0, NULL, NULL, NULL) == CTL_OUT_OF_RANGE);
+	CHECK(expand(vid, 300 * MiB, 0, NULL, &cap, NULL) == CTL_OK && cap == 300 * MiB);
+	CHECK(modify(vid, "expandLimitBytes", "100Mi") == CTL_INVALID_ARGUMENT);
+	CHECK(modify(vid, "expandLimitBytes", "0") == CTL_OK);
+	CHECK(expand(vid, 400 * MiB, 0, NULL, &cap, NULL) == CTL_OK && cap == 400 * MiB);
+	CHECK(modify(vid, "iops", "100") == CTL_INVALID_ARGUMENT);
+	CHECK(modify(vid, "expandLimitBytes", "much") == CTL_INVALID_ARGUMENT);
+	CHECK(modify(vid, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	CHECK(modify("", "expandLimitBytes", "0") == CTL_INVALID_ARGUMENT);
+	CHECK(modify("sv-77777777777777777777777777777777", "expandLimitBytes", "0") ==
+	      CTL_NOT_FOUND);
+	CHECK(store_volume_get(st, vid, &v) == STORE_OK &&
+	      strcmp(v->mutable_parameters, "expandLimitBytes=0\n") == 0);
+	store_volume_free(v);
+}
+
+static void test_condition_and_validate(void)
+{
+	struct cap_buf b1, b2;
+	char vid[64];
+	bool abnormal = true;
+	struct create_opts o = {
+	    .name = "cond", .req = 32 * MiB, .keys = {"fsType"}, .vals = {"xfs"}};
+	CHECK(create(&o, vid, NULL) == CTL_OK);
+	CHECK(get_volume(vid, &abnormal, NULL) == CTL_OK && !abnormal);
+	CHECK(get_volume("sv-88888888888888888888888888888888", NULL, NULL) == CTL_NOT_FOUND);
+	CHECK(get_volume("bad", NULL, NULL) == CTL_NOT_FOUND);
+	CHECK(get_volume("", NULL, NULL) == CTL_INVALID_ARGUMENT);
+	/* The image disappears behind our back: abnormal, here and in ListVolumes. */
+	pthread_mutex_lock(&fake.mu);
+	img_del(vid);
+	pthread_mutex_unlock(&fake.mu);
+	CHECK(get_volume(vid, &abnormal, NULL) == CTL_OK && abnormal);
+	struct store_volume *v = NULL;
+	CHECK(store_volume_get(st, vid, &v) == STORE_OK && strstr(v->condition, "missing"));
+	store_volume_free(v);
+	/* The helper unreachable for a moment: the last finding stands. */
+	fail_next(MH_REQ_RESIZE, MH_E_FAILED, 0);
+	CHECK(get_volume(vid, &abnormal, NULL) == CTL_OK && abnormal);
+	fail_none();
+
+	/* ValidateVolumeCapabilities. */
+	Csi__V1__ValidateVolumeCapabilitiesRequest vr;
+	Csi__V1__VolumeCapability *caps[2];
+	Csi__V1__ValidateVolumeCapabilitiesRequest__ParametersEntry pe, *pp[1] = {&pe};
+	csi__v1__validate_volume_capabilities_request__init(&vr);
+	csi__v1__validate_volume_capabilities_request__parameters_entry__init(&pe);
+	vr.volume_id = vid;
+	caps[0] = mount_cap(&b1, "xfs", SNW);
+	caps[1] = mount_cap(&b2, "", SNMW);
+	vr.n_volume_capabilities = 2;
+	vr.volume_capabilities = caps;
+	struct call *c = call_new();
+	CHECK(call_run(c, ctl_validate_volume_capabilities, &vr) == CTL_OK &&
+	      ((Csi__V1__ValidateVolumeCapabilitiesResponse *)c->resp)->confirmed &&
+	      ((Csi__V1__ValidateVolumeCapabilitiesResponse *)c->resp)
+	              ->confirmed->n_volume_capabilities == 2);
+	call_done(c);
+	pe.key = "fsType";
+	pe.value = "xfs";
+	vr.n_parameters = 1;
+	vr.parameters = pp;
+	c = call_new();
+	CHECK(call_run(c, ctl_validate_volume_capabilities, &vr) == CTL_OK &&
+	      ((Csi__V1__ValidateVolumeCapabilitiesResponse *)c->resp)->confirmed);
+	call_done(c);
+	pe.value = "ext4";
+	c = call_new();
+	CHECK(call_run(c, ctl_validate_volume_capabilities, &vr) == CTL_OK &&
+	      !((Csi__V1__ValidateVolumeCapabilitiesResponse *)c->resp)->confirmed &&
+	      *((Csi__V1__ValidateVolumeCapabilitiesResponse *)c->resp)->message);
+	call_done(c);
+	vr.n_parameters = 0;
+	caps[1] = block_cap(&b2, SNW);
+	c = call_new();
+	CHECK(call_run(c, ctl_validate_volume_capabilities, &vr) == CTL_OK &&
+	      !((Csi__V1__ValidateVolumeCapabilitiesResponse *)c->resp)->confirmed);
+	call_done(c);
+	caps[1] = mount_cap(&b2, "", MNMW);
+	c = call_new();
+	CHECK(call_run(c, ctl_validate_volume_capabilities, &vr) == CTL_OK &&
+	      !((Csi__V1__ValidateVolumeCapabilitiesResponse *)c->resp)->confirmed);
+	call_done(c);
+	b2.cap.access_mode = NULL;
+	CHECK(code_of(ctl_validate_volume_capabilities, &vr) == CTL_INVALID_ARGUMENT);
+	vr.n_volume_capabilities = 0;
+	CHECK(code_of(ctl_validate_volume_capabilities, &vr) == CTL_INVALID_ARGUMENT);
+	vr.n_volume_capabilities = 1;
+	vr.volume_id = "sv-99999999999999999999999999999999";
+	CHECK(code_of(ctl_validate_volume_capabilities, &vr) == CTL_NOT_FOUND);
+}
+
+static int64_t capacity(Csi__V1__VolumeCapability *cap, const char *pk, const char *pv,
+                        const char *node, int *code, int64_t *min, int64_t *max)
+{
+	Csi__V1__GetCapacityRequest req;
+	Csi__V1__VolumeCapability *caps[1] = {cap};
+	Csi__V1__GetCapacityRequest__ParametersEntry pe, *pp[1] = {&pe};
+	Csi__V1__Topology topo;
+	Csi__V1__Topology__SegmentsEntry seg, *segs[1] = {&seg};
+	csi__v1__get_capacity_request__init(&req);
+	csi__v1__get_capacity_request__parameters_entry__init(&pe);
+	csi__v1__topology__init(&topo);
+	csi__v1__topology__segments_entry__init(&seg);
+	if (cap) {
+		req.n_volume_capabilities = 1;
+		req.volume_capabilities = caps;
+	}
+	if (pk) {
+		pe.key = (char *)pk;
+		pe.value = (char *)pv;
+		req.n_parameters = 1;
+		req.parameters = pp;
+	}
+	if (node) {
+		seg.key = "topology.sepcsi.io/node";
+		seg.value = (char *)node;
+		topo.n_segments = 1;
+		topo.segments = segs;
+		req.accessible_topology = &topo;
+	}
+	int64_t avail = -1;
+	struct call *c = call_new();
+	*code = call_run(c, ctl_get_capacity, &req);
+	if (*code == CTL_OK) {
+		Csi__V1__GetCapacityResponse *r = c->resp;
+		avail = r->available_capacity;
+		if (min)
+			*min = r->minimum_volume_size ? r->minimum_volume_size->value : -1;
+		if (max)
+			*max = r->maximum_volume_size ? r->maximum_volume_size->value : -1;
+	}
+	call_done(c);
+	return avail;
+}
+
+static void test_capacity(void)
+{
+	struct cap_buf b1;
+	int code;
+	int64_t min = 0, max = 0;
+	atomic_store(&fake.avail, 5 * GiB + 123);
+	CHECK(capacity(NULL, NULL, NULL, NULL, &code, &min, &max) == 5 * GiB + 123 &&
+	      min == 16 * MiB && max == 5 * GiB);
+	CHECK(capacity(NULL, NULL, NULL, "n1", &code, NULL, NULL) == 5 * GiB + 123);
+	CHECK(capacity(NULL, NULL, NULL, "n2", &code, NULL, &max) == 0 && code == CTL_OK &&
+	      max == -1);
+	CHECK(capacity(mount_cap(&b1, "xfs", SNW), NULL, NULL, NULL, &code, &min, NULL) ==
+	          5 * GiB + 123 &&
+	      min == 300 * MiB);
+	CHECK(capacity(NULL, "fsType", "btrfs", NULL, &code, &min, NULL) == 5 * GiB + 123 &&
+	      min == 109 * MiB);
+	CHECK(capacity(block_cap(&b1, SNW), NULL, NULL, NULL, &code, &min, NULL) == 5 * GiB + 123 &&
+	      min == 1 * MiB);
+	CHECK(capacity(mount_cap(&b1, "", MNMW), NULL, NULL, NULL, &code, NULL, NULL) == 0 &&
+	      code == CTL_OK);
+	CHECK(capacity(mount_cap(&b1, "vfat", SNW), NULL, NULL, NULL, &code, NULL, NULL) == 0 &&
+	      code == CTL_OK);
+	capacity(NULL, "color", "blue", NULL, &code, NULL, NULL);
+	CHECK(code == CTL_INVALID_ARGUMENT);
+	b1.cap.access_mode = NULL;
+	capacity(&b1.cap, NULL, NULL, NULL, &code, NULL, NULL);
+	CHECK(code == CTL_INVALID_ARGUMENT);
+	atomic_store(&fake.avail, 50 * GiB);
+}
+
+static int group_create(const char *name, char **ids, size_t n, char *gid_out, size_t *members)
+{
+	Csi__V1__CreateVolumeGroupSnapshotRequest req;
+	csi__v1__create_volume_group_snapshot_request__init(&req);
+	req.name = (char *)name;
+	req.n_source_volume_ids = n;
+	req.source_volume_ids = ids;
+	struct call *c = call_new();
+	int code = call_run(c, ctl_create_volume_group_snapshot, &req);
+	if (code == CTL_OK) {
+		Csi__V1__VolumeGroupSnapshot *g =
+		    ((Csi__V1__CreateVolumeGroupSnapshotResponse *)c->resp)->group_snapshot;
+		CHECK(g->ready_to_use && g->creation_time);
+		for (size_t i = 0; i < g->n_snapshots; i++)
+			CHECK(strcmp(g->snapshots[i]->group_snapshot_id, g->group_snapshot_id) ==
+			      0);
+		if (gid_out)
+			snprintf(gid_out, 64, "%s", g->group_snapshot_id);
+		if (members)
+			*members = g->n_snapshots;
+	}
+	call_done(c);
+	return code;
+}
+
+static void test_groups(void)
+{
+	char v1[64], v2[64], v3[64], gid[64], gid2[64];
+	size_t members = 0;
+	struct create_opts o = {.name = "g1", .req = 16 * MiB};
+	CHECK(create(&o, v1, NULL) == CTL_OK);
+	o.name = "g2";
+	CHECK(create(&o, v2, NULL) == CTL_OK);
+	o.name = "g3";
+	CHECK(create(&o, v3, NULL) == CTL_OK);
+	char *ids[3] = {v1, v2, v3};
+
+	/* GroupControllerGetCapabilities. */
+	Csi__V1__GroupControllerGetCapabilitiesRequest gc;
+	csi__v1__group_controller_get_capabilities_request__init(&gc);
+	struct call *c = call_new();
+	CHECK(call_run(c, ctl_group_controller_get_capabilities, &gc) == CTL_OK &&
+	      ((Csi__V1__GroupControllerGetCapabilitiesResponse *)c->resp)->n_capabilities == 1);
+	call_done(c);
+
+	int snaps = nreq(MH_REQ_SNAPSHOT);
+	CHECK(group_create("grp", ids, 2, gid, &members) == CTL_OK && members == 2);
+	CHECK(strncmp(gid, "gs-", 3) == 0 && strlen(gid) == 35);
+	CHECK(nreq(MH_REQ_SNAPSHOT) == snaps + 2);
+	char *rev[2] = {v2, v1};
+	CHECK(group_create("grp", rev, 2, gid2, &members) == CTL_OK && strcmp(gid, gid2) == 0);
+	CHECK(nreq(MH_REQ_SNAPSHOT) == snaps + 2);
+	CHECK(group_create("grp", ids, 3, NULL, NULL) == CTL_ALREADY_EXISTS);
+	char *missing[2] = {v1, "sv-abababababababababababababababab"};
+	CHECK(group_create("grp-x", missing, 2, NULL, NULL) == CTL_NOT_FOUND);
+	char *dup[2] = {v1, v1};
+	CHECK(group_create("grp-d", dup, 2, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	CHECK(group_create("grp-e", ids, 0, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	CHECK(group_create("", ids, 1, NULL, NULL) == CTL_INVALID_ARGUMENT);
+
+	/* The members are snapshots that only the group may delete. */
+	struct store_snapshot **m = NULL;
+	size_t n = 0;
+	CHECK(store_snapshot_list_group(st, gid, &m, &n) == STORE_OK && n == 2);
+	char m0[64] = "", m1[64] = "";
+	if (n == 2) {
+		snprintf(m0, sizeof(m0), "%s", m[0]->id);
+		snprintf(m1, sizeof(m1), "%s", m[1]->id);
+	}
+	store_snapshot_list_free(m, n);
+	CHECK(delete_snapshot(m0) == CTL_INVALID_ARGUMENT && img_exists(m0));
+	/* ... but any of them restores. */
+	o = (struct create_opts){.name = "from-member", .snapshot = m0};
+	CHECK(create(&o, NULL, NULL) == CTL_OK);
+
+	/* Get, with the member list checked. */
+	Csi__V1__GetVolumeGroupSnapshotRequest gg;
+	csi__v1__get_volume_group_snapshot_request__init(&gg);
+	char *both[2] = {m1, m0}, *one[1] = {m0};
+	gg.group_snapshot_id = gid;
+	gg.n_snapshot_ids = 2;
+	gg.snapshot_ids = both;
+	CHECK(code_of(ctl_get_volume_group_snapshot, &gg) == CTL_OK);
+	gg.n_snapshot_ids = 1;
+	gg.snapshot_ids = one;
+	CHECK(code_of(ctl_get_volume_group_snapshot, &gg) == CTL_INVALID_ARGUMENT);
+	gg.group_snapshot_id = "gs-cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd";
+	CHECK(code_of(ctl_get_volume_group_snapshot, &gg) == CTL_NOT_FOUND);
+
+	/* Two volumes in use cannot be cut at one point in time. */
+	struct store_staging s1 = {.volume_id = v1,
+	                           .staging_path = "/var/lib/kubelet/a",
+	                           .fs_type = "ext4",
+	                           .mount_flags = "",
+	                           .access_type = 2,
+	                           .access_mode = 1};
+	struct store_staging s2 = s1;
+	s2.volume_id = v3;
+	CHECK(store_staging_put(st, &s1) == STORE_OK);
+	char *pair[2] = {v1, v3};
+	CHECK(group_create("grp-one-busy", ids, 2, NULL, NULL) == CTL_OK);
+	CHECK(store_staging_put(st, &s2) == STORE_OK);
+	CHECK(group_create("grp-busy", pair, 2, NULL, NULL) == CTL_FAILED_PRECONDITION);
+	CHECK(store_staging_delete(st, v1) == STORE_OK && store_staging_delete(st, v3) == STORE_OK);
+
+	/* A failure half way: the snapshots already cut are removed, nothing is recorded. */
+	int dels = nreq(MH_REQ_DELETE_SNAPSHOT);
+	fail_next(MH_REQ_SNAPSHOT, MH_E_NOSPACE, 1);
+	CHECK(group_create("grp-fail", ids, 3, NULL, NULL) == CTL_RESOURCE_EXHAUSTED);
+	fail_none();
+	CHECK(nreq(MH_REQ_DELETE_SNAPSHOT) == dels + 1);
+	struct store_group_snapshot *g = NULL;
+	CHECK(store_group_snapshot_get_by_name(st, "grp-fail", &g) == STORE_NOTFOUND);
+
+	/* Delete: the list must match; then all goes; again OK. */
+	Csi__V1__DeleteVolumeGroupSnapshotRequest dg;
+	csi__v1__delete_volume_group_snapshot_request__init(&dg);
+	dg.group_snapshot_id = gid;
+	dg.n_snapshot_ids = 1;
+	dg.snapshot_ids = one;
+	CHECK(code_of(ctl_delete_volume_group_snapshot, &dg) == CTL_INVALID_ARGUMENT);
+	dg.n_snapshot_ids = 2;
+	dg.snapshot_ids = both;
+	CHECK(code_of(ctl_delete_volume_group_snapshot, &dg) == CTL_OK);
+	CHECK(!img_exists(m0) && !img_exists(m1));
+	CHECK(code_of(ctl_delete_volume_group_snapshot, &dg) == CTL_OK);
+	dg.group_snapshot_id = "";
+	CHECK(code_of(ctl_delete_volume_group_snapshot, &dg) == CTL_INVALID_ARGUMENT);
+	dg.group_snapshot_id = "gs-bogus";
+	CHECK(code_of(ctl_delete_volume_group_snapshot, &dg) == CTL_OK);
+	gg.group_snapshot_id = gid;
+	gg.n_snapshot_ids = 2;
+	gg.snapshot_ids = both;
+	CHECK(code_of(ctl_get_volume_group_snapshot, &gg) == CTL_NOT_FOUND);
+}
+
+struct bg_create {
+	struct create_opts o;
+	int code;
+};
+
+static void *create_thread(void *arg)
+{
+	struct bg_create *b = arg;
+	b->code = create(&b->o, NULL, NULL);
+	return NULL;
+}
+
+/* A slow clone holds its name and its source, and nothing else. */
+static void test_concurrency(struct mh_client *mh)
+{
+	char vid[64], other[64], sid[64];
+	struct create_opts o = {.name = "busy-src", .req = 16 * MiB};
+	CHECK(create(&o, vid, NULL) == CTL_OK);
+	o.name = "busy-other";
+	CHECK(create(&o, other, NULL) == CTL_OK);
+	CHECK(snapshot("busy-snap", vid, sid, NULL) == CTL_OK);
+
+	atomic_store(&fake.hold_clone, 1);
+	struct bg_create bg = {.o = {.name = "slow-clone", .volume = vid}};
+	pthread_t t;
+	pthread_create(&t, NULL, create_thread, &bg);
+	while (!atomic_load(&fake.clone_pending))
+		usleep(1000);
+	CHECK(create(&bg.o, NULL, NULL) == CTL_ABORTED); /* same name */
+	CHECK(delete_volume(vid) == CTL_ABORTED);        /* its source */
+	CHECK(snapshot("busy-snap-2", vid, NULL, NULL) == CTL_ABORTED);
+	CHECK(expand(vid, 32 * MiB, 0, NULL, NULL, NULL) == CTL_ABORTED);
+	/* Other volumes, snapshots and the helper itself carry on. */
+	struct mh_err e;
+	CHECK(mh_ping(mh, &e) == 0);
+	CHECK(expand(other, 32 * MiB, 0, NULL, NULL, NULL) == CTL_OK);
+	CHECK(snapshot("busy-snap-3", other, NULL, NULL) == CTL_OK);
+	CHECK(delete_snapshot(sid) == CTL_OK); /* not the busy clone's source */
+	atomic_store(&fake.hold_clone, 0);
+	pthread_join(t, NULL);
+	CHECK(bg.code == CTL_OK);
+	CHECK(delete_volume(vid) == CTL_OK);
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/sepcsi-ctlcs-XXXXXX", db[128];
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(db, sizeof(db), "%s/t.db", dir);
+	CHECK(store_open(db, &st) == STORE_OK);
+
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) == 0);
+	pthread_mutex_init(&fake.mu, NULL);
+	fake.fd = sv[1];
+	atomic_store(&fake.avail, 50 * GiB);
+	pthread_create(&fake.thr, NULL, fake_helper, NULL);
+	struct mh_client *mh = mh_client_new(sv[0]);
+	struct ctl_config cfg = {.driver_name = "t.sepcsi.io", .node_id = "n1"};
+	ctl = ctl_new(&cfg, st, mh);
+
+	test_create_params();
+	test_snapshots_and_copies();
+	test_publish();
+	test_publish_limit(mh);
+	test_lists();
+	test_expand_modify();
+	test_condition_and_validate();
+	test_capacity();
+	test_groups();
+	test_concurrency(mh);
+
+	/* Capabilities: exactly the fifteen implemented. */
+	Csi__V1__ControllerGetCapabilitiesRequest cg;
+	csi__v1__controller_get_capabilities_request__init(&cg);
+	struct call *c = call_new();
+	CHECK(call_run(c, ctl_controller_get_capabilities, &cg) == CTL_OK &&
+	      ((Csi__V1__ControllerGetCapabilitiesResponse *)c->resp)->n_capabilities == 15);
+	call_done(c);
+
+	shutdown(sv[1], SHUT_RDWR);
+	pthread_join(fake.thr, NULL);
+	ctl_free(ctl);
+	mh_client_free(mh);
+	store_close(st);
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+	return tap_done("test_controller_cs");
+}
