@@ -10,10 +10,14 @@
 #include "mh_proto.h"
 #include "policy.h"
 
-/* What the whole helper shares: set up in mh_main.c before confinement. */
+/* What the whole helper shares: set up in mh_main.c before confinement, read-only afterwards. */
 struct mh_ctx {
 	const struct pol *pol;
+	int data_fd;   /* <data-dir>, O_RDONLY|O_DIRECTORY, root-owned, not group/other writable */
 	int images_fd; /* <data-dir>/images, O_RDONLY|O_DIRECTORY, root-owned 0700 */
+	int snaps_fd;  /* <data-dir>/snapshots, O_RDONLY|O_DIRECTORY, root-owned 0700 */
+	int audit_fd;  /* <data-dir>/audit.log, O_WRONLY|O_APPEND, 0600; -1 if none */
+	bool reflink;  /* FICLONE works in the data directory (probed once at start) */
 };
 
 /* Why an operation was not done; becomes MH_ANS_ERROR and the audit line. */

@@ -10,9 +10,12 @@
  * with LO_FLAGS_AUTOCLEAR and without LO_FLAGS_PARTSCAN: the kernel detaches
  * the device as soon as nothing holds it (no mount, no open fd), so a crash of
  * the helper at any point leaks no loop device, and a hostile partition table
- * inside an image never becomes /dev/loopNpM. A device is identified by the
- * backing file's (st_dev, st_ino) from LOOP_GET_STATUS64, not by a file name
- * that could be renamed or reused.
+ * inside an image never becomes /dev/loopNpM. Raw block volumes are the one
+ * exception: their device node is bind-mounted, which does not hold the device
+ * open, so they are attached without autoclear and detached explicitly by
+ * UNSTAGE (and a STAGE after a crash re-uses such a device, see mh_block.c). A device is identified
+ * by the backing file's (st_dev, st_ino) from LOOP_GET_STATUS64, not by a file name that could be
+ * renamed or reused.
  */
 #include "mh_loop.h"
 
@@ -30,7 +33,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ATTACH_TRIES 16 /* LOOP_CTL_GET_FREE can race another attacher */
+#define ATTACH_TRIES 16
+#ifndef LOOP_MAJOR
+#define LOOP_MAJOR 7 /* <linux/major.h> */
+#endif               /* LOOP_CTL_GET_FREE can race another attacher */
 
 static void loop_name(struct mh_loop *l, int nr)
 {
@@ -38,14 +44,15 @@ static void loop_name(struct mh_loop *l, int nr)
 	snprintf(l->path, sizeof(l->path), "/dev/loop%d", nr);
 }
 
-int mh_loop_attach(int image_fd, const char *volume_id, bool readonly, struct mh_loop *out,
-                   struct mh_res *r)
+int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear,
+                   struct mh_loop *out, struct mh_res *r)
 {
 	struct loop_config cfg;
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.fd = (uint32_t)image_fd;
-	cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | (readonly ? LO_FLAGS_READ_ONLY : 0);
-	snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name), "%s", volume_id);
+	cfg.info.lo_flags =
+	    (autoclear ? LO_FLAGS_AUTOCLEAR : 0) | (readonly ? LO_FLAGS_READ_ONLY : 0);
+	snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name), "%s", name);
 
 	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
 	if (ctl < 0)
@@ -71,6 +78,7 @@ int mh_loop_attach(int image_fd, const char *volume_id, bool readonly, struct mh
 			struct stat st;
 			if (fstat(lfd, &st) == 0 && S_ISBLK(st.st_mode)) {
 				out->rdev = st.st_rdev;
+				out->lo_flags = cfg.info.lo_flags;
 				close(ctl);
 				return lfd;
 			}
@@ -113,6 +121,7 @@ static int loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out)
 		if (info.lo_device == (uint64_t)dev && info.lo_inode == (uint64_t)ino &&
 		    fstat(fd, &st) == 0) {
 			l.rdev = st.st_rdev;
+			l.lo_flags = info.lo_flags;
 			*out = l;
 			rc = 1;
 		}
@@ -124,6 +133,11 @@ static int loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out)
 }
 
 int mh_loop_find(dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r)
+{
+	return mh_loop_find_all(dev, ino, out, 1, r);
+}
+
+int mh_loop_find_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r)
 {
 	DIR *d = opendir("/sys/block");
 	if (!d)
@@ -138,16 +152,14 @@ int mh_loop_find(dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r)
 		long nr = strtol(e->d_name + 4, &end, 10);
 		if (*end != '\0' || nr < 0 || nr > 1 << 20)
 			continue;
-		int m = loop_matches((int)nr, dev, ino, out);
+		int m = loop_matches((int)nr, dev, ino, &out[found]);
 		if (m < 0) {
 			found = mh_fail(r, MH_E_FAILED, errno, "cannot query loop%ld: %s", nr,
 			                strerror(errno));
 			break;
 		}
-		if (m == 1) {
-			found = 1;
+		if (m == 1 && (size_t)++found == max)
 			break;
-		}
 	}
 	closedir(d);
 	return found;
@@ -179,4 +191,78 @@ int mh_loop_ensure_detached(dev_t dev, ino_t ino, struct mh_res *r)
 		sleep_ms(50);
 	}
 	return mh_fail(r, MH_E_BUSY, EBUSY, "%s is still attached (held open elsewhere)", l.path);
+}
+
+int mh_loop_by_rdev(dev_t rdev, dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r)
+{
+	char p[64], buf[256];
+	if (major(rdev) != LOOP_MAJOR)
+		return 0;
+	/* The kernel's name for the device number: DEVNAME=loopN in its uevent file. */
+	snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/uevent", major(rdev), minor(rdev));
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0; /* no such device */
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	const char *name = strstr(buf, "DEVNAME=loop");
+	char *end;
+	if (!name)
+		return 0;
+	long nr = strtol(name + strlen("DEVNAME=loop"), &end, 10);
+	if (*end != '\n' || nr < 0 || nr > 1 << 20)
+		return 0;
+	int m = loop_matches((int)nr, dev, ino, out);
+	if (m < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "cannot query loop%ld: %s", nr,
+		               strerror(errno));
+	return m == 1 && out->rdev == rdev;
+}
+
+int mh_loop_set_capacity(const struct mh_loop *l, struct mh_res *r)
+{
+	int fd = open(l->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "open %s: %s", l->path, strerror(errno));
+	int ret = 0;
+	/* Safety: only re-reads the size of the file that already backs our device. */
+	if (ioctl(fd, LOOP_SET_CAPACITY, 0) < 0)
+		ret = mh_fail(r, MH_E_FAILED, errno, "LOOP_SET_CAPACITY %s: %s", l->path,
+		              strerror(errno));
+	close(fd);
+	return ret;
+}
+
+int mh_loop_size(const struct mh_loop *l, uint64_t *size, struct mh_res *r)
+{
+	int fd = open(l->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "open %s: %s", l->path, strerror(errno));
+	int ret = 0;
+	if (ioctl(fd, BLKGETSIZE64, size) < 0)
+		ret =
+		    mh_fail(r, MH_E_FAILED, errno, "BLKGETSIZE64 %s: %s", l->path, strerror(errno));
+	close(fd);
+	return ret;
+}
+
+int mh_loop_detach(const struct mh_loop *l, dev_t dev, ino_t ino, struct mh_res *r)
+{
+	int fd = open(l->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd >= 0) {
+		/* Our fd is the only opener we allow: then the kernel detaches at once. */
+		ioctl(fd, LOOP_CLR_FD, 0);
+		close(fd);
+	}
+	for (int i = 0; i < 20; i++) {
+		struct mh_loop now;
+		struct mh_res ignore = {0};
+		if (mh_loop_by_rdev(l->rdev, dev, ino, &now, &ignore) == 0)
+			return 0;
+		sleep_ms(50);
+	}
+	return mh_fail(r, MH_E_BUSY, EBUSY, "%s is still attached (held open elsewhere)", l->path);
 }

@@ -7,26 +7,53 @@
 
 #include "mh.h"
 
+#include <stddef.h>
+#include <stdint.h>
+
 struct mh_loop {
-	int nr;        /* N of /dev/loopN */
-	dev_t rdev;    /* its device number */
-	char path[32]; /* "/dev/loopN" */
+	int nr;            /* N of /dev/loopN */
+	dev_t rdev;        /* its device number */
+	uint32_t lo_flags; /* LO_FLAGS_* as the kernel reports them */
+	char path[32];     /* "/dev/loopN" */
 };
 
 /*
- * Attach the image open as image_fd to a free loop device with autoclear, the
- * volume id as lo_file_name, read-only if asked. Returns the open loop device
- * fd (the caller closes it; once nothing else holds the device, e.g. no mount,
- * the kernel detaches it), or -1 with r filled.
+ * Attach the image open as image_fd to a free loop device, name as
+ * lo_file_name, read-only if asked, with autoclear unless it is for raw block
+ * access (a bind of the device node does not hold the device open, so
+ * autoclear would detach it at once). Returns the open loop device fd (the
+ * caller closes it; with autoclear, once nothing else holds the device, e.g.
+ * no mount, the kernel detaches it), or -1 with r filled.
  */
-int mh_loop_attach(int image_fd, const char *volume_id, bool readonly, struct mh_loop *out,
-                   struct mh_res *r);
+int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear,
+                   struct mh_loop *out, struct mh_res *r);
 
 /* Drop the device's cached blocks (BLKFLSBUF) after its backing file was written directly. */
 int mh_loop_flush(int loop_fd, struct mh_res *r);
 
 /* Find the loop device backed by the file (dev, ino): 1 found (*out set), 0 none, -1 error. */
 int mh_loop_find(dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r);
+
+/* All loop devices backed by (dev, ino), at most max: the count, or -1 with r. */
+int mh_loop_find_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r);
+
+/*
+ * The loop device with device number rdev, if it is backed by (dev, ino):
+ * 1 (*out set), 0 (not a loop device, unbound, or backed by another file), -1 error.
+ */
+int mh_loop_by_rdev(dev_t rdev, dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r);
+
+/* LOOP_SET_CAPACITY: the device takes its backing file's new size. 0, or -1 with r. */
+int mh_loop_set_capacity(const struct mh_loop *l, struct mh_res *r);
+
+/* The device's size in bytes (BLKGETSIZE64); 0, or -1 with r. */
+int mh_loop_size(const struct mh_loop *l, uint64_t *size, struct mh_res *r);
+
+/*
+ * Detach l now (LOOP_CLR_FD) and wait until it is gone. If someone else holds
+ * it open, the kernel only marks it autoclear: then MH_E_BUSY, never success.
+ */
+int mh_loop_detach(const struct mh_loop *l, dev_t dev, ino_t ino, struct mh_res *r);
 
 /*
  * Make sure no loop device is backed by (dev, ino) any more: wait briefly for

@@ -5,28 +5,41 @@
  *
  * Start-up, in this order (docs/helper.md):
  *   1. parse arguments; refuse unless uid 0; load the policy (broken = exit 2);
- *   2. open the data directory and create <data-dir>/images (0700), check fds;
- *   3. confine: capabilities (pol_caps_confine_helper: CAP_SYS_ADMIN only,
- *      locked securebits, no_new_privs), then the seccomp allowlist
- *      (pol_seccomp_install(POL_ROLE_HELPER)); nothing after this point can
- *      open a socket, load a module, trace a process or make a namespace;
+ *   2. open the data directory, create <data-dir>/images and snapshots (0700),
+ *      open <data-dir>/audit.log (append, 0600), probe once whether FICLONE
+ *      works there; check fds;
+ *   3. confine: capabilities (pol_caps_confine_helper: the table in
+ *      policy/caps.c, locked securebits, no_new_privs), then the seccomp
+ *      allowlist (pol_seccomp_install(POL_ROLE_HELPER)); nothing after this
+ *      point can open a socket, load a module, trace a process or make a
+ *      namespace;
  *   4. tell the supervisor READY on fd 4 (if it is open);
- *   5. loop: one datagram, one decoded request, one answer.
+ *   5. loop: one datagram, one decoded request; a read-only request is
+ *      answered at once, any other runs in a worker (mh_worker.c) that answers
+ *      by itself, so requests about different volumes never wait for each other.
  *
- * Runs as root with (after step 3) only CAP_SYS_ADMIN, under seccomp. Fatal:
- * any start-up failure (exit 1; exit 2 for a broken policy) and any protocol
- * violation from rpcd or the supervisor (exit 3: a malformed or oversized
- * datagram, an unknown type, an answer sent as a request). End of the channel
- * is a clean exit 0 when unsupervised; under a supervisor, rpcd going away
- * only means waiting for the replacement channel (SUP_CTL_PEER_FD on fd 4).
+ * SIGTERM or SIGINT: stop reading requests, wait for the workers in flight to
+ * finish, exit 0. The signals are blocked except inside ppoll(), so the
+ * handler only ever interrupts the wait and never an operation.
+ *
+ * Runs as root with (after step 3) only the capabilities of the table, under
+ * seccomp. Fatal: any start-up failure (exit 1; exit 2 for a broken policy)
+ * and any protocol violation from rpcd or the supervisor (exit 3: a malformed
+ * or oversized datagram, an unknown type, an answer sent as a request). End of
+ * the channel is a clean exit 0 when unsupervised (after the workers finish);
+ * under a supervisor, rpcd going away only means waiting for the replacement
+ * channel (SUP_CTL_PEER_FD on fd 4).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <linux/fs.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,6 +47,7 @@
 #include "log.h"
 #include "mh.h"
 #include "mh_ops.h"
+#include "mh_worker.h"
 #include "pol_caps.h"
 #include "pol_seccomp.h"
 #include "supctl.h"
@@ -158,23 +172,56 @@ static void check_private_dir(int fd, const char *what)
 		log_fatal("%s must be owned by root and not group/other writable", what);
 }
 
-static int open_images_dir(const char *data_dir)
+/* <data-dir>/<name>: created 0700 if missing, must be ours alone. */
+static int open_private_subdir(int dfd, const char *data_dir, const char *name)
+{
+	if (mkdirat(dfd, name, 0700) < 0 && errno != EEXIST)
+		log_fatal("cannot create %s/%s: %s", data_dir, name, strerror(errno));
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		log_fatal("cannot open %s/%s: %s", data_dir, name, strerror(errno));
+	check_private_dir(fd, name);
+	if (fchmod(fd, 0700) < 0)
+		log_fatal("cannot chmod %s/%s: %s", data_dir, name, strerror(errno));
+	return fd;
+}
+
+/*
+ * Does FICLONE work in the images directory? Two unnamed files (O_TMPFILE),
+ * one block of data, one clone: nothing is left behind. Asked once, at start.
+ */
+static bool probe_reflink(int images_fd)
+{
+	static const char block[4096];
+	int a = openat(images_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	int b = openat(images_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	bool ok = a >= 0 && b >= 0 && write(a, block, sizeof(block)) == (ssize_t)sizeof(block) &&
+	          ioctl(b, FICLONE, a) == 0;
+	if (a >= 0)
+		close(a);
+	if (b >= 0)
+		close(b);
+	return ok;
+}
+
+static void open_data_dir(const char *data_dir, struct mh_ctx *ctx)
 {
 	make_dirs(data_dir);
 	int dfd = open(data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		log_fatal("cannot open data dir %s: %s", data_dir, strerror(errno));
 	check_private_dir(dfd, data_dir);
-	if (mkdirat(dfd, "images", 0700) < 0 && errno != EEXIST)
-		log_fatal("cannot create %s/images: %s", data_dir, strerror(errno));
-	int ifd = openat(dfd, "images", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (ifd < 0)
-		log_fatal("cannot open %s/images: %s", data_dir, strerror(errno));
-	check_private_dir(ifd, "images directory");
-	if (fchmod(ifd, 0700) < 0)
-		log_fatal("cannot chmod images directory: %s", strerror(errno));
-	close(dfd);
-	return ifd;
+	ctx->data_fd = dfd;
+	ctx->images_fd = open_private_subdir(dfd, data_dir, "images");
+	ctx->snaps_fd = open_private_subdir(dfd, data_dir, "snapshots");
+	/* The audit file: append-only for us, and nothing rpcd can reach. */
+	ctx->audit_fd =
+	    openat(dfd, "audit.log", O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	struct stat st;
+	if (ctx->audit_fd < 0 || fstat(ctx->audit_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != 0 || (st.st_mode & 077) != 0)
+		log_fatal("%s/audit.log: cannot open, or not a root-only regular file", data_dir);
+	ctx->reflink = probe_reflink(ctx->images_fd);
 }
 
 static bool is_socket(int fd)
@@ -193,11 +240,11 @@ static void __attribute__((noreturn)) violation(const char *what, uint32_t id, u
 }
 
 /* One datagram from rpcd. Returns false when the channel has ended. */
-static bool serve_one(const struct mh_ctx *ctx, int peer)
+static bool serve_one(const struct mh_ctx *ctx, int peer, int ctl)
 {
 	static uint8_t buf[MH_MSG_MAX + 1];
 	static uint8_t out[MH_MSG_MAX];
-	struct mh_msg req, ans;
+	static struct mh_msg req, ans;
 	size_t len;
 
 	ssize_t n = recv(peer, buf, sizeof(buf), MSG_TRUNC | MSG_DONTWAIT);
@@ -212,6 +259,12 @@ static bool serve_one(const struct mh_ctx *ctx, int peer)
 		violation("oversized datagram", 0, 0);
 	if (mh_msg_decode(buf, (size_t)n, &req) < 0)
 		violation("undecodable message", 0, 0);
+	if (!mh_ops_known(req.type))
+		violation("not a request this helper serves", req.id, req.type);
+	if (!mh_ops_read_only(req.type)) {
+		mh_worker_start(ctx, &req, peer, ctl); /* the worker answers */
+		return true;
+	}
 	if (mh_ops_handle(ctx, &req, &ans) < 0)
 		violation("not a request this helper serves", req.id, req.type);
 	if (mh_msg_encode(&ans, out, sizeof(out), &len) < 0)
@@ -254,6 +307,48 @@ static int control_one(int ctl, int peer)
 	return SEPCSI_FD_PEER;
 }
 
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop(int sig)
+{
+	stop_requested = sig;
+}
+
+/*
+ * SIGTERM/SIGINT only note the request. They stay blocked except inside
+ * ppoll() (the mask it installs for the wait), so a signal can never
+ * interrupt an operation half done, nor slip in between a check and the wait.
+ */
+static void setup_signals(sigset_t *unblocked)
+{
+	struct sigaction sa;
+	sigset_t block;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	if (sigprocmask(SIG_BLOCK, &block, unblocked) < 0 || sigaction(SIGTERM, &sa, NULL) < 0 ||
+	    sigaction(SIGINT, &sa, NULL) < 0)
+		log_fatal("cannot set up signal handling: %s", strerror(errno));
+	sigdelset(unblocked, SIGTERM);
+	sigdelset(unblocked, SIGINT);
+}
+
+/* Wait until every worker has finished (each answers for itself). */
+static void drain_workers(const struct mh_ctx *ctx, int peer)
+{
+	while (mh_workers_count() > 0) {
+		struct pollfd p[MH_WORKERS_MAX];
+		size_t n = mh_workers_pollfds(p, MH_WORKERS_MAX);
+		if (poll(p, n, -1) < 0 && errno != EINTR)
+			log_fatal("poll: %s", strerror(errno));
+		mh_workers_reap(ctx, peer);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct args a;
@@ -272,11 +367,15 @@ int main(int argc, char **argv)
 		log_kv(LOG_LVL_ERROR, "policy_error", "error", err, NULL);
 		return EXIT_POLICY;
 	}
-	struct mh_ctx ctx = {.pol = pol, .images_fd = open_images_dir(a.data_dir)};
+	struct mh_ctx ctx = {.pol = pol};
+	open_data_dir(a.data_dir, &ctx);
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
 	int ctl = is_socket(SEPCSI_FD_CONTROL) ? SEPCSI_FD_CONTROL : -1;
 	int peer = SEPCSI_FD_PEER;
+
+	sigset_t unblocked;
+	setup_signals(&unblocked);
 
 	if (pol_caps_confine_helper() < 0)
 		log_fatal("cannot confine capabilities: %s", strerror(errno));
@@ -286,22 +385,27 @@ int main(int argc, char **argv)
 		log_warn("seccomp in log-only mode: violations are logged, not killed");
 	if (ctl >= 0 && sup_ctl_send(ctl, SUP_CTL_READY, -1) < 0)
 		log_fatal("cannot send READY: %s", strerror(errno));
-	log_info("ready");
+	log_kv(LOG_LVL_INFO, "ready", "reflink", ctx.reflink ? "yes" : "no", NULL);
 
-	for (;;) {
-		struct pollfd p[2] = {{.fd = peer, .events = POLLIN},
-		                      {.fd = ctl, .events = POLLIN}};
-		if (poll(p, 2, -1) < 0) {
+	bool closing = false; /* unsupervised and the channel ended: finish, then exit */
+	while (!stop_requested && !closing) {
+		struct pollfd p[2 + MH_WORKERS_MAX] = {{.fd = peer, .events = POLLIN},
+		                                       {.fd = ctl, .events = POLLIN}};
+		size_t nw = mh_workers_pollfds(p + 2, MH_WORKERS_MAX);
+		if (ppoll(p, 2 + nw, NULL, &unblocked) < 0) {
 			if (errno == EINTR)
 				continue;
-			log_fatal("poll: %s", strerror(errno));
+			log_fatal("ppoll: %s", strerror(errno));
 		}
+		/* Always, whatever poll said: answered workers release their ids first. */
+		mh_workers_reap(&ctx, peer);
 		if (p[1].revents)
 			peer = control_one(ctl, peer);
-		else if (p[0].revents && !serve_one(&ctx, peer)) {
+		else if (p[0].revents && !serve_one(&ctx, peer, ctl)) {
 			if (ctl < 0) {
 				log_info("request channel closed; exiting");
-				break;
+				closing = true;
+				continue;
 			}
 			/* Supervised: rpcd is being restarted; wait for the new channel. */
 			log_info("request channel closed; waiting for a new one");
@@ -309,7 +413,13 @@ int main(int argc, char **argv)
 			peer = -1;
 		}
 	}
+	if (stop_requested)
+		log_info("signal received: finishing operations in flight, then exiting");
+	drain_workers(&ctx, peer);
 	close(ctx.images_fd);
+	close(ctx.snaps_fd);
+	close(ctx.data_fd);
+	close(ctx.audit_fd);
 	pol_free(pol);
 	return 0;
 }

@@ -1,8 +1,9 @@
 /*
  * Signature probing (libblkid) and formatting (mkfs.* in a child process).
  *
- * Runs in the helper as root with CAP_SYS_ADMIN under seccomp; the mkfs child
- * runs under the same filter with no capability at all. Nothing here is fatal.
+ * Runs in a worker of the helper as root with the helper's capabilities under
+ * seccomp; the mkfs child runs under the same filter with no capability at
+ * all. Nothing here is fatal.
  *
  * Safety argument. Data loss is the risk here, so formatting needs proof that
  * the device is blank: libblkid's safe probe with superblocks AND partition
@@ -122,6 +123,11 @@ child_exec(pid_t parent, int dirfd, int devnull, int out, const char *path, char
 		_exit(126);
 	if (close_range(3, ~0U, 0) < 0)
 		_exit(126);
+	/* The helper blocks SIGTERM/SIGINT outside its poll; the tool starts clean. */
+	sigset_t none;
+	sigemptyset(&none);
+	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+		_exit(126);
 	/* No capability survives into the tool, whatever its file carries. */
 	capng_clear(CAPNG_SELECT_CAPS);
 	if (capng_apply(CAPNG_SELECT_CAPS) != 0)
@@ -165,7 +171,8 @@ static void one_line(char *s)
 			*s = ' ';
 }
 
-int mh_mkfs(const char *fstype, int dirfd, const char *name, struct mh_res *r)
+int mh_mkfs(const char *fstype, char *const *args, size_t nargs, int dirfd, const char *name,
+            struct mh_res *r)
 {
 	size_t t;
 	for (t = 0; t < sizeof(mkfs_tools) / sizeof(mkfs_tools[0]); t++)
@@ -174,11 +181,15 @@ int mh_mkfs(const char *fstype, int dirfd, const char *name, struct mh_res *r)
 	if (t == sizeof(mkfs_tools) / sizeof(mkfs_tools[0]))
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "no mkfs for %s", fstype);
 
-	char *argv[8];
+	char *argv[8 + POL_MKFS_ARGS_MAX];
 	size_t argc = 0;
+	if (nargs > POL_MKFS_ARGS_MAX)
+		return mh_fail(r, MH_E_REFUSED, E2BIG, "too many mkfs options");
 	for (; mkfs_tools[t].argv[argc]; argc++)
 		argv[argc] = (char *)mkfs_tools[t].argv[argc];
-	argv[argc++] = (char *)name; /* relative to dirfd, the child's working directory */
+	for (size_t i = 0; i < nargs; i++)
+		argv[argc++] = args[i]; /* each one exactly an allowlist entry */
+	argv[argc++] = (char *)name;    /* relative to dirfd, the child's working directory */
 	argv[argc] = NULL;
 
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);

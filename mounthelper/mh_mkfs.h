@@ -2,6 +2,8 @@
 #ifndef SEPCSI_MH_MKFS_H
 #define SEPCSI_MH_MKFS_H
 
+#include <stddef.h>
+
 #include "mh.h"
 
 enum mh_probe_result {
@@ -22,8 +24,11 @@ int mh_probe(int devfd, const char *want_fstype, struct mh_res *r);
  * child process that holds no capability. The tool writes the regular file,
  * not the loop device: on a block device mkfs.xfs insists on BLKBSZSET, which
  * needs CAP_SYS_ADMIN. The caller must then drop the loop device's cached
- * blocks (mh_loop_flush). 0, or -1 with r (the tool's output in the reason).
+ * blocks (mh_loop_flush). args are extra options, already checked against the
+ * policy's allowlist for fstype (pol_mkfs_options_check), placed before the
+ * file name. 0, or -1 with r (the tool's output in the reason).
  */
-int mh_mkfs(const char *fstype, int dirfd, const char *name, struct mh_res *r);
+int mh_mkfs(const char *fstype, char *const *args, size_t nargs, int dirfd, const char *name,
+            struct mh_res *r);
 
 #endif

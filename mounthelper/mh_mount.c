@@ -4,7 +4,7 @@
  * mount_setattr, move_mount), what is mounted on a directory (statx + libmount's
  * view of /proc/self/mountinfo), and a careful unmount.
  *
- * Runs in the helper as root with CAP_SYS_ADMIN under seccomp. The old mount(2)
+ * Runs in a worker of the helper as root with CAP_SYS_ADMIN under seccomp. The old mount(2)
  * system call is not even allowed by the filter: no remount, no MS_MOVE, no
  * propagation change is reachable. Nothing here is fatal.
  *
@@ -14,8 +14,11 @@
  *    directory, whatever happens to path names meanwhile;
  *  - the source is a loop device backed by one of our images, or a clone of a
  *    mount the caller just proved is that volume's staging mount;
- *  - nosuid and nodev are always set as mount attributes, so a hostile image
- *    can carry neither set-uid programs nor device nodes into the node;
+ *  - nosuid and nodev are always set on every file system mount and every
+ *    bind of one, so a hostile image can carry neither set-uid programs nor
+ *    device nodes into the node. The one bind without nodev is that of a loop
+ *    device's own node for a raw block volume (mh_mount_bind_dev; its safety
+ *    argument is at the top of mh_block.c);
  *  - only options the policy allows arrive here, and an option this file
  *    cannot classify is refused (fail closed);
  *  - a mount is built detached and only attached by the last step; if anything
@@ -298,7 +301,52 @@ static int fs_options(int fsfd, const char *fsopts, struct mh_res *r)
 	return ret;
 }
 
-int mh_mount_fs(const char *dev, const char *fstype, const struct mh_mount_opts *o, int target_fd,
+/*
+ * MH_F_MOUNT_GROUP on the root directory of a detached mount (CSI
+ * VOLUME_MOUNT_GROUP, Kubernetes fsGroup): group gid, g+rwx, setgid, so that
+ * files the pod creates inherit the group. Only when it is not so already:
+ * a fresh file system, or one staged before without the group.
+ *
+ * Privilege: chown to a group the helper is not in needs CAP_CHOWN. The mode
+ * is set while the group is still 0 (the helper's own gid), so the kernel
+ * keeps the setgid bit without CAP_FSETID; a chown of a directory never clears
+ * it. The root directory must be owned by root (fresh mkfs): the helper has no
+ * CAP_FOWNER, so a root directory that a pod chowned away is refused, not
+ * overridden.
+ */
+static int apply_group(int mfd, struct mh_mount_opts *o, struct mh_res *r)
+{
+	const mode_t want = S_ISGID | S_IRWXG;
+	struct stat st;
+	int fd = openat(mfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret = -1;
+	if (fd < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "open new root: %s", strerror(errno));
+	if (fstat(fd, &st) < 0) {
+		mh_fail(r, MH_E_FAILED, errno, "stat new root: %s", strerror(errno));
+		goto out;
+	}
+	if (st.st_gid == o->gid && (st.st_mode & want) == want) {
+		ret = 0; /* already so: nothing to change */
+		goto out;
+	}
+	if (st.st_uid != 0) {
+		mh_fail(r, MH_E_REFUSED, EPERM, "volume root is owned by uid %u, not root",
+		        (unsigned)st.st_uid);
+		goto out;
+	}
+	if ((st.st_gid != 0 && fchown(fd, (uid_t)-1, 0) < 0) ||
+	    fchmod(fd, (st.st_mode & 07777) | want) < 0 || fchown(fd, (uid_t)-1, o->gid) < 0) {
+		mh_fail(r, MH_E_FAILED, errno, "set volume group: %s", strerror(errno));
+		goto out;
+	}
+	o->group_changed = true;
+	ret = 0;
+out:
+	close(fd);
+	return ret;
+}
+
+int mh_mount_fs(const char *dev, const char *fstype, struct mh_mount_opts *o, int target_fd,
                 struct mh_res *r)
 {
 	int fsfd = -1, mfd = -1, ret = -1;
@@ -340,6 +388,9 @@ int mh_mount_fs(const char *dev, const char *fstype, const struct mh_mount_opts 
 		fs_fail(r, fsfd, errno, "fsmount");
 		goto out;
 	}
+	/* Still detached: nobody else can see the root directory while it changes. */
+	if (o->set_group && !o->sb_ro && apply_group(mfd, o, r) < 0)
+		goto out;
 	/* The only step visible to anyone: attach it on the directory we resolved. */
 	if (move_mount(mfd, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) <
 	    0) {
@@ -370,6 +421,76 @@ int mh_mount_bind(int src_fd, int target_fd, bool ro, struct mh_res *r)
 		ret = mh_fail(r, MH_E_FAILED, errno, "move_mount: %s", strerror(errno));
 	close(tfd);
 	return ret;
+}
+
+int mh_mount_bind_dev(int src_fd, int target_fd, bool ro, struct mh_res *r)
+{
+	int tfd = open_tree(src_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (tfd < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "open_tree: %s", strerror(errno));
+	/* nosuid as everywhere; nodev deliberately not set (the node must open). */
+	struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | (ro ? MOUNT_ATTR_RDONLY : 0)};
+	int ret = 0;
+	if (mount_setattr(tfd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+		ret = mh_fail(r, MH_E_FAILED, errno, "mount_setattr: %s", strerror(errno));
+	else if (move_mount(tfd, "", target_fd, "",
+	                    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		ret = mh_fail(r, MH_E_FAILED, errno, "move_mount: %s", strerror(errno));
+	close(tfd);
+	return ret;
+}
+
+int mh_mount_file_info(int fd, struct mh_fmnt *out, struct mh_res *r)
+{
+	struct statx stx;
+	memset(out, 0, sizeof(*out));
+	if (fstat(fd, &out->st) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "fstat: %s", strerror(errno));
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID,
+	          &stx) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "statx: %s", strerror(errno));
+	if (!(stx.stx_mask & STATX_MNT_ID) || !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+		return mh_fail(r, MH_E_FAILED, ENOSYS, "kernel reports no mount id");
+	out->mounted = (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+	out->id = (int)stx.stx_mnt_id;
+	if (out->mounted) {
+		struct mh_mnt m;
+		if (mh_mount_info(fd, &m, r) < 0)
+			return -1;
+		out->ro = m.ro;
+	}
+	return 0;
+}
+
+int mh_mount_other_dev_use(const struct pol *pol, dev_t dev, ino_t ino, dev_t only_rdev,
+                           int except_id, char *where, size_t wlen, struct mh_res *r)
+{
+	struct libmnt_table *tb = mountinfo_load(r);
+	if (!tb)
+		return -1;
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+	struct libmnt_fs *fs;
+	int found = 0;
+	if (!it)
+		abort();
+	while (found == 0 && mnt_table_next_fs(tb, it, &fs) == 0) {
+		const char *target = mnt_fs_get_target(fs), *root = mnt_fs_get_root(fs);
+		struct stat st;
+		struct mh_loop l;
+		/* A bind of a device node has that node as its root: "/loopN" on devtmpfs. */
+		if (mnt_fs_get_id(fs) == except_id || !target || !root ||
+		    strncmp(root, "/loop", 5) != 0 || pol_path_check(pol, target, NULL) != 0)
+			continue;
+		if (fstatat(AT_FDCWD, target, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISBLK(st.st_mode) || (only_rdev != 0 && st.st_rdev != only_rdev))
+			continue;
+		found = mh_loop_by_rdev(st.st_rdev, dev, ino, &l, r);
+		if (found == 1)
+			snprintf(where, wlen, "%s", target);
+	}
+	mnt_free_iter(it);
+	mnt_unref_table(tb);
+	return found;
 }
 
 int mh_umount(int parent_fd, const char *name, int mnt_id, struct mh_res *r)

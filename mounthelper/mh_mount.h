@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "mh.h"
@@ -38,6 +39,10 @@ struct mh_mount_opts {
 	bool sb_ro;    /* superblock read-only */
 	bool sb_sync, sb_dirsync, sb_lazytime;
 	char *fs; /* filesystem-specific options for fsconfig (libmount-allocated) */
+	/* MH_F_MOUNT_GROUP: give the new file system's root directory this group */
+	bool set_group;
+	gid_t gid;
+	bool group_changed; /* out: the root directory's group or mode was changed */
 };
 
 /*
@@ -49,9 +54,38 @@ struct mh_mount_opts {
 int mh_mount_opts_parse(const char *opts, bool readonly, struct mh_mount_opts *o, struct mh_res *r);
 void mh_mount_opts_free(struct mh_mount_opts *o);
 
-/* Mount the filesystem on device dev (a loop device path) on the directory target_fd. */
-int mh_mount_fs(const char *dev, const char *fstype, const struct mh_mount_opts *o, int target_fd,
+/*
+ * Mount the filesystem on device dev (a loop device path) on the directory
+ * target_fd. With o->set_group, the root directory of the still detached mount
+ * gets group o->gid, g+rwx and setgid first (if it does not have them yet).
+ */
+int mh_mount_fs(const char *dev, const char *fstype, struct mh_mount_opts *o, int target_fd,
                 struct mh_res *r);
+
+/*
+ * Bind the device node src_fd (O_PATH of /dev/loopN, or of a file it is
+ * already bound on) onto the regular file target_fd: nosuid (+rdonly), but
+ * not nodev, or the node would be useless. See mh_block.c for why that is safe.
+ */
+int mh_mount_bind_dev(int src_fd, int target_fd, bool ro, struct mh_res *r);
+
+/* What is bound on a file (or directory) fd: mounted (a mount root), its mount id, its stat. */
+struct mh_fmnt {
+	bool mounted;
+	int id;
+	bool ro; /* read-only mount */
+	struct stat st;
+};
+int mh_mount_file_info(int fd, struct mh_fmnt *out, struct mh_res *r);
+
+/*
+ * Is a device node backed by the image (dev, ino) (any of its loop devices,
+ * or only the one with device number only_rdev if that is not 0) bound
+ * anywhere beneath an allowed root other than mount except_id?
+ * 1 (where = that mount point), 0, or -1 with r.
+ */
+int mh_mount_other_dev_use(const struct pol *pol, dev_t dev, ino_t ino, dev_t only_rdev,
+                           int except_id, char *where, size_t wlen, struct mh_res *r);
 
 /* Bind a clone of the mount whose root is src_fd onto target_fd, nosuid,nodev(,rdonly). */
 int mh_mount_bind(int src_fd, int target_fd, bool ro, struct mh_res *r);

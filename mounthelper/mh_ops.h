@@ -1,15 +1,61 @@
-/* The helper's operations: dispatch table and handlers (mh_ops.c). */
+/*
+ * The helper's operations: one handler mh_answer_X() per request MH_REQ_X,
+ * spread over mh_ops.c (filesystem lifecycle), mh_block.c (raw block),
+ * mh_copy.c (snapshots, clones, capacity), mh_resize.c (resize, expand) and
+ * mh_stats.c, and the dispatch table that names them all (mh_dispatch.c).
+ */
 #ifndef SEPCSI_MH_OPS_H
 #define SEPCSI_MH_OPS_H
 
+#include <stddef.h>
+
 #include "mh.h"
+
+/* What the audit record names; set by each handler as soon as it knows. */
+struct mh_audit {
+	const char *volume_id, *snapshot_id, *source_id, *path, *staging_path;
+	const char *note; /* why an idempotent success did nothing, or what was done */
+};
+
+/*
+ * A handler: validate req, act, fill ans (its type is already set) and return
+ * 0; or return -1 with r filled (the caller turns it into MH_ANS_ERROR).
+ */
+typedef int mh_answer_fn(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                         struct mh_audit *a, struct mh_res *r);
+
+mh_answer_fn mh_answer_ping, mh_answer_create, mh_answer_delete, mh_answer_stage, mh_answer_unstage,
+    mh_answer_publish, mh_answer_unpublish, mh_answer_resize, mh_answer_snapshot,
+    mh_answer_delete_snapshot, mh_answer_clone, mh_answer_capacity, mh_answer_expand,
+    mh_answer_stats;
 
 /*
  * Answer one decoded message. Returns 0 with *ans filled (the operation's
- * answer, or MH_ANS_ERROR with a reason) and the audit line written; returns
- * -1 if req is not a request in the dispatch table (a protocol violation: the
- * caller ends the helper).
+ * answer, or MH_ANS_ERROR with a reason) and the audit record written;
+ * returns -1 if req is not a request in the dispatch table (a protocol
+ * violation: the caller ends the helper).
  */
 int mh_ops_handle(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans);
+
+/* True if type is a request in the dispatch table. */
+bool mh_ops_known(uint16_t type);
+
+/*
+ * True if the request only reads (PING, CAPACITY, STATS): the main loop
+ * answers it at once. Every other request runs in a worker (mh_worker.c).
+ */
+bool mh_ops_read_only(uint16_t type);
+
+#define MH_OPS_KEYS_MAX 3
+
+/*
+ * The ids and paths a request acts on, as strings (pointers into req): two
+ * requests that share one may not run at the same time. Returns the count.
+ */
+size_t mh_ops_keys(const struct mh_msg *req, const char *keys[MH_OPS_KEYS_MAX]);
+
+/* An error answer for req, with its audit record (used when a worker cannot run or died). */
+void mh_ops_refuse(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                   enum mh_err_kind kind, int err, const char *reason);
 
 #endif

@@ -28,9 +28,10 @@
 
 #define RESOLVE_SAFE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
 
-static int openat2_safe(int dirfd, const char *rel, int flags)
+static int openat2_mode(int dirfd, const char *rel, int flags, mode_t mode)
 {
-	struct open_how how = {.flags = (uint64_t)flags | O_CLOEXEC, .resolve = RESOLVE_SAFE};
+	struct open_how how = {
+	    .flags = (uint64_t)flags | O_CLOEXEC, .mode = mode, .resolve = RESOLVE_SAFE};
 	for (int tries = 0; tries < 8; tries++) {
 		long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
 		if (fd >= 0)
@@ -40,6 +41,11 @@ static int openat2_safe(int dirfd, const char *rel, int flags)
 			break;
 	}
 	return -1;
+}
+
+static int openat2_safe(int dirfd, const char *rel, int flags)
+{
+	return openat2_mode(dirfd, rel, flags, 0);
 }
 
 static int resolve_fail(struct mh_res *r, int err, const char *what)
@@ -53,6 +59,8 @@ static int resolve_fail(struct mh_res *r, int err, const char *what)
 		return mh_fail(r, MH_E_REFUSED, err, "%s escapes its allowed root", what);
 	case ENOTDIR:
 		return mh_fail(r, MH_E_REFUSED, err, "%s is not a directory", what);
+	case EEXIST:
+		return mh_fail(r, MH_E_EXISTS, err, "%s exists already", what);
 	default:
 		return mh_fail(r, MH_E_FAILED, err, "cannot open %s: %s", what, strerror(err));
 	}
@@ -69,13 +77,18 @@ static int open_root(const char *root, struct mh_res *r)
 
 int mh_path_open_dir(const char *root, const char *path, struct mh_res *r)
 {
+	return mh_path_open_flags(root, path, O_PATH | O_DIRECTORY, r);
+}
+
+int mh_path_open_flags(const char *root, const char *path, int flags, struct mh_res *r)
+{
 	size_t rl = strlen(root);
 	if (strncmp(path, root, rl) != 0 || path[rl] != '/' || path[rl + 1] == '\0')
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "path not beneath its root");
 	int rootfd = open_root(root, r);
 	if (rootfd < 0)
 		return -1;
-	int fd = openat2_safe(rootfd, path + rl + 1, O_PATH | O_DIRECTORY);
+	int fd = openat2_safe(rootfd, path + rl + 1, flags);
 	int err = errno;
 	close(rootfd);
 	if (fd < 0)
@@ -114,6 +127,14 @@ int mh_path_open_parent(const char *root, const char *path, const char **name, s
 int mh_path_open_child(int dirfd, const char *name, struct mh_res *r)
 {
 	int fd = openat2_safe(dirfd, name, O_PATH | O_DIRECTORY);
+	if (fd < 0)
+		return resolve_fail(r, errno, "path");
+	return fd;
+}
+
+int mh_path_open_child_flags(int dirfd, const char *name, int flags, mode_t mode, struct mh_res *r)
+{
+	int fd = openat2_mode(dirfd, name, flags, mode);
 	if (fd < 0)
 		return resolve_fail(r, errno, "path");
 	return fd;

@@ -5,6 +5,8 @@
 #ifndef SEPCSI_MH_PATH_H
 #define SEPCSI_MH_PATH_H
 
+#include <sys/types.h>
+
 #include "mh.h"
 
 /*
@@ -24,5 +26,14 @@ int mh_path_open_parent(const char *root, const char *path, const char **name, s
 
 /* Open name inside the directory dirfd as O_PATH|O_DIRECTORY, never following a symlink. */
 int mh_path_open_child(int dirfd, const char *name, struct mh_res *r);
+
+/*
+ * Like mh_path_open_dir() and mh_path_open_child() with the open flags given
+ * (O_RDONLY|O_DIRECTORY for an fd that ioctl and fstatvfs accept, O_PATH for
+ * a file, O_CREAT|O_EXCL|O_WRONLY to make one, ...). Same errors; a target
+ * that exists already is EXISTS with O_EXCL.
+ */
+int mh_path_open_flags(const char *root, const char *path, int flags, struct mh_res *r);
+int mh_path_open_child_flags(int dirfd, const char *name, int flags, mode_t mode, struct mh_res *r);
 
 #endif

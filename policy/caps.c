@@ -5,29 +5,45 @@
  * seccomp filter is installed. Any failure is fatal for the caller: a helper
  * that cannot prove it dropped what it should must not serve a request.
  *
- * Why each capability is kept or dropped. The helper keeps exactly one:
+ * Why each capability is kept or dropped. The helper keeps two, and a third
+ * if it is given one:
  *
- *   capability       | kept? | why
- *   -----------------+-------+------------------------------------------------
- *   CAP_SYS_ADMIN    | yes   | fsopen/fsconfig(CMD_CREATE)/fsmount, move_mount,
- *                    |       | open_tree(OPEN_TREE_CLONE), mount_setattr and
- *                    |       | umount2 all require it in the initial user ns.
- *   CAP_SETPCAP      | no    | only needed to set securebits and shrink the
- *                    |       | bounding set, both done here before it is dropped.
- *   CAP_DAC_OVERRIDE | no    | everything the helper opens is owned by root (uid
- *   CAP_DAC_READ_... |       | 0 passes owner checks without it): the data dir
- *   CAP_FOWNER       |       | (mode 0700, checked at start), /dev/loop-control
- *                    |       | and /dev/loopN (root:disk 0660), kubelet's
- *                    |       | directories. A directory not owned by root is
- *                    |       | refused rather than overridden (fail closed).
- *   CAP_MKNOD        | no    | no device node is created; loop nodes come from
- *                    |       | devtmpfs.
- *   CAP_SYS_RAWIO    | no    | loop ioctls (LOOP_CTL_GET_FREE, LOOP_CONFIGURE,
- *                    |       | LOOP_GET_STATUS64, LOOP_CLR_FD) and the blkid
- *                    |       | probe need no capability beyond an open device.
- *   CAP_CHOWN        | no    | the helper never changes ownership (kubelet
- *                    |       | applies fsGroup itself).
- *   CAP_KILL         | no    | it only signals its own mkfs child (same uid).
+ *   capability       | kept?    | why
+ *   -----------------+----------+---------------------------------------------
+ *   CAP_SYS_ADMIN    | yes      | fsopen/fsconfig(CMD_CREATE)/fsmount, move_mount,
+ *                    |          | open_tree(OPEN_TREE_CLONE), mount_setattr and
+ *                    |          | umount2 all require it in the initial user ns;
+ *                    |          | so do FIFREEZE/FITHAW (consistent snapshots),
+ *                    |          | XFS_IOC_FSGROWFSDATA and BTRFS_IOC_RESIZE
+ *                    |          | (EXPAND), BLKFLSBUF.
+ *   CAP_CHOWN        | yes      | MH_F_MOUNT_GROUP: give a new volume's root
+ *                    |          | directory the pod's group (fchown to a gid the
+ *                    |          | helper is not in). The mode (g+rwx, setgid) is
+ *                    |          | set by the owner (root) before the chown, so
+ *                    |          | neither CAP_FOWNER nor CAP_FSETID is needed.
+ *   CAP_SYS_RESOURCE | optional | EXT4_IOC_RESIZE_FS (EXPAND of ext4) checks it in
+ *                    |          | ext4_resize_begin(); resize2fs run without it
+ *                    |          | fails "Permission denied". Kept if the helper
+ *                    |          | starts with it; without it only ext4 EXPAND
+ *                    |          | fails (the supervisor's bounding set decides).
+ *   CAP_SETPCAP      | no       | only needed to set securebits and shrink the
+ *                    |          | bounding set, both done here before it is dropped.
+ *   CAP_DAC_OVERRIDE | no       | everything the helper opens is owned by root
+ *   CAP_DAC_READ_... |          | (uid 0 passes owner checks without it): the data
+ *   CAP_FOWNER       |          | dir (mode 0700, checked at start), /dev/loop-
+ *                    |          | control and /dev/loopN (root:disk 0660),
+ *                    |          | kubelet's directories, a fresh volume root. A
+ *                    |          | directory not owned by root is refused rather
+ *                    |          | than overridden (fail closed).
+ *   CAP_FSETID       | no       | see CAP_CHOWN: setgid is set while the group is
+ *                    |          | still the helper's own.
+ *   CAP_MKNOD        | no       | no device node is created; loop nodes come from
+ *                    |          | devtmpfs (raw block volumes bind them).
+ *   CAP_SYS_RAWIO    | no       | loop ioctls (LOOP_CTL_GET_FREE, LOOP_CONFIGURE,
+ *                    |          | LOOP_GET_STATUS64, LOOP_CLR_FD,
+ *                    |          | LOOP_SET_CAPACITY), FICLONE and the blkid probe
+ *                    |          | need no capability beyond an open fd.
+ *   CAP_KILL         | no       | it only signals its own children (same uid).
  *   CAP_NET_*        | no    | no network at all (seccomp denies socket()).
  *   all others       | no    | nothing the helper does needs them.
  *
@@ -46,8 +62,15 @@
 
 static const struct pol_cap_entry helper_caps[] = {
     {CAP_SYS_ADMIN, "CAP_SYS_ADMIN",
-     "mount API (fsopen..move_mount, open_tree clone, mount_setattr) and umount2"},
+     "mount API (fsopen..move_mount, open_tree clone, mount_setattr), umount2, "
+     "FIFREEZE/FITHAW, XFS_IOC_FSGROWFSDATA, BTRFS_IOC_RESIZE, BLKFLSBUF",
+     0},
+    {CAP_CHOWN, "CAP_CHOWN", "MH_F_MOUNT_GROUP: chown a new volume root to the pod's group", 0},
+    {CAP_SYS_RESOURCE, "CAP_SYS_RESOURCE",
+     "EXT4_IOC_RESIZE_FS (EXPAND of ext4); optional: only that fails without it", 1},
 };
+
+#define NCAPS (sizeof(helper_caps) / sizeof(helper_caps[0]))
 
 #define HELPER_SECUREBITS                                                                          \
 	(SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |                           \
@@ -60,19 +83,28 @@ const struct pol_cap_entry *pol_caps_helper_table(size_t *n)
 	return helper_caps;
 }
 
-uint64_t pol_caps_helper_mask(void)
+static uint64_t mask_of(int optional)
 {
 	uint64_t m = 0;
-	for (size_t i = 0; i < sizeof(helper_caps) / sizeof(helper_caps[0]); i++)
-		m |= 1ULL << helper_caps[i].cap;
+	for (size_t i = 0; i < NCAPS; i++)
+		if (helper_caps[i].optional == optional)
+			m |= 1ULL << helper_caps[i].cap;
 	return m;
 }
 
-/* Read the result back from the kernel; true only if it is exactly what we asked. */
-static bool confinement_verified(void)
+uint64_t pol_caps_helper_mask(void)
 {
-	uint64_t want = pol_caps_helper_mask();
+	return mask_of(0);
+}
 
+uint64_t pol_caps_helper_optional_mask(void)
+{
+	return mask_of(1);
+}
+
+/* Read the result back from the kernel; true only if it is exactly what we asked. */
+static bool confinement_verified(uint64_t want)
+{
 	if (prctl(PR_GET_SECUREBITS, 0, 0, 0, 0) != HELPER_SECUREBITS)
 		return false;
 	if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
@@ -113,8 +145,20 @@ int pol_caps_confine_helper(void)
 	 * empty. capng_apply drops the bounding set first (while CAP_SETPCAP is
 	 * still effective), then calls capset.
 	 */
+	uint64_t want = pol_caps_helper_mask();
+	capng_clear(CAPNG_SELECT_BOTH);
+	if (capng_get_caps_process() != 0) {
+		errno = EPERM;
+		return -1;
+	}
+	for (size_t i = 0; i < NCAPS; i++)
+		if (helper_caps[i].optional &&
+		    capng_have_capability(CAPNG_PERMITTED, helper_caps[i].cap))
+			want |= 1ULL << helper_caps[i].cap;
 	capng_clear(CAPNG_SELECT_ALL);
-	for (size_t i = 0; i < sizeof(helper_caps) / sizeof(helper_caps[0]); i++) {
+	for (size_t i = 0; i < NCAPS; i++) {
+		if (!((want >> helper_caps[i].cap) & 1))
+			continue;
 		if (capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED | CAPNG_BOUNDING_SET,
 		                 helper_caps[i].cap) != 0) {
 			errno = EINVAL;
@@ -133,7 +177,7 @@ int pol_caps_confine_helper(void)
 		return -1;
 
 	/* 4. Trust the kernel's answer, not our intent. */
-	if (!confinement_verified()) {
+	if (!confinement_verified(want)) {
 		errno = EPERM;
 		return -1;
 	}

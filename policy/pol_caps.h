@@ -13,21 +13,31 @@ struct pol_cap_entry {
 	unsigned int cap; /* CAP_* */
 	const char *name;
 	const char *why;
+	/*
+	 * Optional: kept only if the helper was started with it (the supervisor's
+	 * bounding set decides); without it, only the operation named in why
+	 * fails, with a reason. Required ones must all be there, or no start.
+	 */
+	int optional;
 };
 
 /* The kept capabilities; *n receives the count. */
 const struct pol_cap_entry *pol_caps_helper_table(size_t *n);
 
-/* The capability mask (bit i = CAP i) the helper keeps: 1 << CAP_SYS_ADMIN today. */
+/* The capability mask (bit i = CAP i) of the required entries. */
 uint64_t pol_caps_helper_mask(void);
+
+/* The mask of the optional entries. */
+uint64_t pol_caps_helper_optional_mask(void);
 
 /*
  * Confine the calling (single-threaded, uid 0, fully privileged) process to
  * the helper's capability set, in this order:
  *   1. lock securebits (NOROOT, NO_SETUID_FIXUP, KEEP_CAPS off, NO_CAP_AMBIENT_RAISE;
  *      all locked) so nothing it execs gains a capability for being uid 0;
- *   2. with libcap-ng: bounding set, effective and permitted = the table,
- *      inheritable and ambient empty;
+ *   2. with libcap-ng: bounding set, effective and permitted = the table
+ *      (the optional entries only if permitted at the start), inheritable
+ *      and ambient empty;
  *   3. PR_SET_NO_NEW_PRIVS;
  *   4. read everything back and compare.
  * Returns 0, or -1 with errno set (the caller must then exit: fail closed).

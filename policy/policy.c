@@ -29,8 +29,12 @@ struct pol_list {
 	size_t n, cap;
 };
 
+/* mkfs option lists, one per known fs type (same order as known_fstypes). */
+#define POL_NFS 3
+
 struct pol {
 	struct pol_list roots, fstypes, opts;
+	struct pol_list mkfs[POL_NFS];
 	uint64_t min_bytes, max_bytes;
 	bool log_only;
 };
@@ -51,6 +55,22 @@ static const char *const mappable_vfs_opts[] = {
 };
 
 static const char *const default_roots[] = {"/var/lib/kubelet"};
+
+/*
+ * Default mkfs options: a small set that changes only how a file system is
+ * laid out inside its own image, never what the tool reads or writes outside
+ * it (no -d/-p populate-from-directory, no -E root_owner, no journal device).
+ *   ext4: reserved blocks 0/1/5 %, 4 KiB blocks, lazy inode table and journal
+ *         initialisation, no discard at mkfs, no journal.
+ *   xfs:  no discard at mkfs (-K), reflink on or off, big timestamps.
+ *   btrfs: no discard at mkfs (-K), single or dup metadata, single data.
+ */
+static const char *const default_mkfs[POL_NFS][8] = {
+    {"-m0", "-m1", "-m5", "-b4096", "-Elazy_itable_init=1,lazy_journal_init=1", "-Enodiscard",
+     "-O^has_journal", NULL},
+    {"-K", "-mreflink=0", "-mreflink=1", "-mbigtime=1", NULL},
+    {"-K", "-msingle", "-mdup", "-dsingle", NULL},
+};
 static const char *const default_opts[] = {
     "ro",     "rw",   "noatime", "relatime", "nodiratime", "lazytime",
     "noexec", "sync", "dirsync", "discard",  "nodiscard",  "nouuid",
@@ -277,9 +297,109 @@ const char *pol_mount_option(const struct pol *p, size_t i)
 	return list_at(&p->opts, i);
 }
 
+/* ---- mkfs options ------------------------------------------------------- */
+
+static int fs_index(const char *fstype)
+{
+	for (size_t i = 0; i < TABLE_LEN(known_fstypes); i++)
+		if (fstype && strcmp(known_fstypes[i], fstype) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* An mkfs argument word: '-' then printable characters without quotes, '\\' or spaces. */
+static bool mkfs_word_ok(const char *w, size_t n)
+{
+	if (n < 2 || n > 64 || w[0] != '-')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)w[i];
+		if (ch <= 0x20 || ch >= 0x7f || ch == '"' || ch == '\'' || ch == '\\')
+			return false;
+	}
+	return true;
+}
+
+int pol_mkfs_options_check(const struct pol *p, const char *fstype, const char *list, char *buf,
+                           size_t buflen, char **args, size_t max, char *err, size_t errlen)
+{
+	int fi = fs_index(fstype);
+	size_t n = 0, used = 0;
+	if (!list || !*list)
+		return 0;
+	if (fi < 0 || !pol_fs_allowed(p, fstype)) {
+		seterr(err, errlen, "no mkfs options for file system '%s'", fstype ? fstype : "");
+		return -EPERM;
+	}
+	for (const char *s = list; *s; s++) {
+		if (*s != ' ' && ((unsigned char)*s < 0x20 || *s == 0x7f)) {
+			seterr(err, errlen, "control character in mkfs options");
+			return -EINVAL;
+		}
+	}
+	const char *s = list;
+	for (;;) {
+		s += strspn(s, " ");
+		size_t wl = strcspn(s, " ");
+		if (wl == 0)
+			break;
+		const char *w = s, *v = NULL;
+		size_t vl = 0;
+		s += wl;
+		/* "-X value": a bare short flag takes the next word as its value. */
+		if (wl == 2 && w[0] == '-' && w[1] != '-') {
+			const char *t = s + strspn(s, " ");
+			size_t tl = strcspn(t, " ");
+			if (tl > 0 && t[0] != '-') {
+				v = t;
+				vl = tl;
+				s = t + tl;
+			}
+		}
+		if (n >= max || used + wl + vl + 1 > buflen) {
+			seterr(err, errlen, "too many mkfs options");
+			return -EINVAL;
+		}
+		char *arg = buf + used;
+		memcpy(arg, w, wl);
+		if (v)
+			memcpy(arg + wl, v, vl);
+		arg[wl + vl] = '\0';
+		used += wl + vl + 1;
+		if (!mkfs_word_ok(arg, wl + vl)) {
+			seterr(err, errlen, "malformed mkfs option '%.64s'", arg);
+			return -EINVAL;
+		}
+		if (!list_has(&p->mkfs[fi], arg, wl + vl)) {
+			seterr(err, errlen, "mkfs option '%s' not allowed by policy for %s", arg,
+			       fstype);
+			return -EPERM;
+		}
+		args[n++] = arg;
+	}
+	return (int)n;
+}
+
+const char *pol_mkfs_option(const struct pol *p, const char *fstype, size_t i)
+{
+	int fi = fs_index(fstype);
+	return fi < 0 ? NULL : list_at(&p->mkfs[fi], i);
+}
+
 /* ---- loading ------------------------------------------------------------ */
 
-enum key_id { K_ROOTS, K_TYPES, K_OPTS, K_MIN, K_MAX, K_LOG_ONLY, K_COUNT };
+enum key_id {
+	K_ROOTS,
+	K_TYPES,
+	K_OPTS,
+	K_MKFS_EXT4,
+	K_MKFS_XFS,
+	K_MKFS_BTRFS,
+	K_MIN,
+	K_MAX,
+	K_LOG_ONLY,
+	K_COUNT
+};
 
 static const struct {
 	const char *section, *name;
@@ -288,6 +408,9 @@ static const struct {
     [K_ROOTS] = {"paths", "allowed_roots", true},
     [K_TYPES] = {"filesystems", "types", true},
     [K_OPTS] = {"filesystems", "mount_options", true},
+    [K_MKFS_EXT4] = {"filesystems", "mkfs_options_ext4", true},
+    [K_MKFS_XFS] = {"filesystems", "mkfs_options_xfs", true},
+    [K_MKFS_BTRFS] = {"filesystems", "mkfs_options_btrfs", true},
     [K_MIN] = {"volumes", "min_bytes", false},
     [K_MAX] = {"volumes", "max_bytes", false},
     [K_LOG_ONLY] = {"seccomp", "log_only", false},
@@ -397,6 +520,8 @@ static int parse_size(const char *v, uint64_t *out)
 
 static struct pol_list *key_list(struct pol *p, enum key_id k)
 {
+	if (k >= K_MKFS_EXT4 && k <= K_MKFS_BTRFS)
+		return &p->mkfs[k - K_MKFS_EXT4];
 	if (k == K_ROOTS)
 		return &p->roots;
 	return k == K_TYPES ? &p->fstypes : &p->opts;
@@ -433,6 +558,13 @@ static void handle_list(struct loader *ld, enum key_id k, const char *value)
 		}
 		if (k == K_OPTS && opt_entry_ok(word, why, sizeof(why)) < 0) {
 			fail(ld, "%s", why);
+			return;
+		}
+		if (k >= K_MKFS_EXT4 && k <= K_MKFS_BTRFS && !mkfs_word_ok(word, n)) {
+			fail(ld,
+			     "mkfs option '%s': one argument word starting with '-' (write "
+			     "'-m0', not '-m 0'), at most 64 printable characters, no quotes",
+			     word);
 			return;
 		}
 		if (list_add(l, word) < 0) {
@@ -504,6 +636,11 @@ static struct pol *pol_defaults(void)
 	p->roots.cap = POL_ROOTS_MAX;
 	p->fstypes.cap = POL_FSTYPES_MAX;
 	p->opts.cap = POL_OPTS_MAX;
+	for (size_t i = 0; i < POL_NFS; i++) {
+		p->mkfs[i].cap = POL_OPTS_MAX;
+		for (size_t j = 0; default_mkfs[i][j]; j++)
+			list_add(&p->mkfs[i], default_mkfs[i][j]);
+	}
 	for (size_t i = 0; i < TABLE_LEN(default_roots); i++)
 		list_add(&p->roots, default_roots[i]);
 	for (size_t i = 0; i < TABLE_LEN(known_fstypes); i++)
@@ -592,5 +729,7 @@ void pol_free(struct pol *p)
 	list_clear(&p->roots);
 	list_clear(&p->fstypes);
 	list_clear(&p->opts);
+	for (size_t i = 0; i < POL_NFS; i++)
+		list_clear(&p->mkfs[i]);
 	free(p);
 }

@@ -70,6 +70,23 @@ bool pol_fs_allowed(const struct pol *p, const char *fstype);
  */
 int pol_mount_options_check(const struct pol *p, const char *list, char *err, size_t errlen);
 
+#define POL_MKFS_ARGS_MAX 16 /* options one STAGE may pass to mkfs */
+
+/*
+ * Check the space-separated mkfs options of a STAGE for fstype. A short flag
+ * and its value may be written apart ("-m 0") or together ("-m0"); both are
+ * normalised to the single argument "-m0", and each argument must then equal
+ * an entry of the policy's mkfs_options_<fstype> list exactly. On success the
+ * arguments are stored in buf (buflen bytes) and pointed to by args[0..n);
+ * returns n (0 for an empty list). Returns -EINVAL (malformed, too many) or
+ * -EPERM (not allowed) with err naming the option.
+ */
+int pol_mkfs_options_check(const struct pol *p, const char *fstype, const char *list, char *buf,
+                           size_t buflen, char **args, size_t max, char *err, size_t errlen);
+
+/* For logs and docs: the i-th allowed mkfs option for fstype, NULL past the end. */
+const char *pol_mkfs_option(const struct pol *p, const char *fstype, size_t i);
+
 /* Volume size bounds in bytes, inclusive. */
 uint64_t pol_min_volume_bytes(const struct pol *p);
 uint64_t pol_max_volume_bytes(const struct pol *p);

@@ -45,6 +45,15 @@
 #endif
 /* From xfsprogs' <xfs/xfs_fs.h>: _IOR('X', 30, struct dioattr), three __u32. */
 #define XFS_IOC_DIOINFO _IOC(_IOC_READ, 'X', 30, 12)
+/* <linux/fs.h> (which clashes with <sys/mount.h>), <linux/ext4.h>, <xfs/xfs_fs.h>, <linux/btrfs.h>.
+ */
+#define FICLONE               _IOW(0x94, 9, int)
+#define FIFREEZE              _IOWR('X', 119, int)
+#define FITHAW                _IOWR('X', 120, int)
+#define EXT4_IOC_RESIZE_FS    _IOW('f', 16, uint64_t)
+#define XFS_IOC_FSGEOMETRY_V1 _IOC(_IOC_READ, 'X', 100, 112)  /* struct xfs_fsop_geom_v1 */
+#define XFS_IOC_FSGROWFSDATA  _IOC(_IOC_WRITE, 'X', 110, 16)  /* struct xfs_growfs_data */
+#define BTRFS_IOC_RESIZE      _IOC(_IOC_WRITE, 0x94, 3, 4096) /* struct btrfs_ioctl_vol_args */
 
 /*
  * SC_EAFNOSUPPORT_NE: the call fails with EAFNOSUPPORT when argument arg differs from
@@ -148,7 +157,7 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("clock_nanosleep", "wait for a loop device to autoclear (code path)"),
     ALLOW("capget", "mkfs child: libcap-ng reads the current sets"),
     ALLOW("capset", "mkfs child: drop every capability before exec (can only lower)"),
-    ALLOW_EQ("prctl", 0, PR_SET_PDEATHSIG, "mkfs child: die with the helper"),
+    ALLOW_EQ("prctl", 0, PR_SET_PDEATHSIG, "worker, mkfs child: die with the helper"),
     ALLOW_EQ("prctl", 0, PR_GET_DUMPABLE, "secure_getenv check (tools: mkfs.ext4)"),
 
     /* files: the images dir, /dev/loop*, /proc/self/mountinfo, /sys/block (paths in code) */
@@ -171,8 +180,12 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("fadvise64", "blkid; (tools)"),
     ALLOW("fcntl", "(tools: mkfs.btrfs)"),
     ALLOW("dup2", "mkfs child: stdio; a new request channel on fd 3"),
-    ALLOW("pipe2", "capture mkfs output"),
-    ALLOW("ftruncate", "size a new image (sparse)"),
+    ALLOW("pipe2", "capture mkfs output; a worker's done/exit pipe"),
+    ALLOW("ftruncate", "size a new image (sparse); grow one (RESIZE, CLONE)"),
+    ALLOW("copy_file_range", "sparse copy of an image's data extents (SNAPSHOT, CLONE)"),
+    ALLOW("fstatfs", "CAPACITY of the data directory; STATS of a volume"),
+    ALLOW("fchown", "MH_F_MOUNT_GROUP: a new volume root's group (CAP_CHOWN)"),
+    ALLOW("fchmod", "MH_F_MOUNT_GROUP: g+rwx,setgid on a new volume root (its owner)"),
     ALLOW("fallocate", "discard = punch holes in the image (tools: mkfs.ext4, mkfs.xfs)"),
     ALLOW("fsync", "a new image and its directory entry; (tools)"),
     ALLOW_EQ("renameat2", 4, RENAME_NOREPLACE, "publish a new image, never replacing one"),
@@ -187,15 +200,16 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("recvmsg", "control message with a passed fd"),
     ALLOW_EQ("getsockopt", 2, SO_TYPE, "supctl: is the passed fd a SOCK_SEQPACKET socket"),
     ALLOW("sendmsg", "READY to the supervisor"),
-    ALLOW("poll", "wait on the channels and on mkfs output"),
+    ALLOW("poll", "wait on mkfs output; on workers at shutdown"),
+    ALLOW("ppoll", "wait on the channels and workers, SIGTERM/SIGINT unblocked only there"),
 
     /* processes: the mkfs child and the tools' threads */
     ALLOW_IF("clone", 0, CLONE_NS_FLAGS, 0, "no CLONE_NEW* flag",
-             "fork the mkfs child; tool threads; never a new namespace"),
+             "fork a worker, the mkfs child; tool threads; never a new namespace"),
     ENOSYS_("clone3", "its flags are in memory the filter cannot read: ENOSYS makes libc "
                       "fall back to clone, which is filtered"),
     ALLOW("execve", "run /sbin/mkfs.*, capability-less and still under this filter"),
-    ALLOW("wait4", "reap the mkfs child"),
+    ALLOW("wait4", "reap a worker; reap the mkfs child"),
     ALLOW_EQ("kill", 1, SIGKILL, "kill a hung mkfs child (code path)"),
 
     /* mounts: the fd-based API, CAP_SYS_ADMIN; the flags are pinned where they are registers */
@@ -216,9 +230,10 @@ static const struct sc_rule helper_rules[] = {
     IOCTL(LOOP_CTL_GET_FREE, "find a free loop device"),
     IOCTL(LOOP_CONFIGURE, "attach an image, autoclear"),
     IOCTL(LOOP_GET_STATUS64, "which image backs a loop device"),
-    IOCTL(LOOP_CLR_FD, "detach explicitly if autoclear did not (code path)"),
+    IOCTL(LOOP_CLR_FD, "detach a raw block volume's device; if autoclear did not"),
+    IOCTL(LOOP_SET_CAPACITY, "RESIZE, EXPAND: the device takes its image's new size"),
     IOCTL(BLKFLSBUF, "drop the loop device's cache after mkfs wrote the image"),
-    IOCTL(BLKGETSIZE64, "blkid; (tools: mkfs.ext4, ENOTTY on the image)"),
+    IOCTL(BLKGETSIZE64, "device size (EXPAND, STATS); blkid; (tools: mkfs.ext4, ENOTTY)"),
     IOCTL(BLKSSZGET, "blkid; (tools: mkfs.ext4, ENOTTY)"),
     IOCTL(BLKGETZONESZ, "blkid: zoned device check"),
     IOCTL(CDROM_GET_CAPABILITY, "blkid: is it a CD (EINVAL on a loop device)"),
@@ -231,6 +246,13 @@ static const struct sc_rule helper_rules[] = {
     IOCTL(FDGETPRM, "(tools: mkfs.ext4, ENOTTY)"),
     IOCTL(TCGETS, "isatty() (tools: mkfs.ext4)"),
     IOCTL(XFS_IOC_DIOINFO, "direct I/O limits of the host fs (tools: mkfs.xfs)"),
+    IOCTL(FICLONE, "reflink an image (SNAPSHOT, CLONE); the start-up probe"),
+    IOCTL(FIFREEZE, "freeze a mounted source volume for a consistent copy"),
+    IOCTL(FITHAW, "thaw it again, always"),
+    IOCTL(EXT4_IOC_RESIZE_FS, "EXPAND: grow a mounted ext4 (CAP_SYS_RESOURCE)"),
+    IOCTL(XFS_IOC_FSGEOMETRY_V1, "EXPAND: an xfs's block size and data blocks"),
+    IOCTL(XFS_IOC_FSGROWFSDATA, "EXPAND: grow a mounted xfs"),
+    IOCTL(BTRFS_IOC_RESIZE, "EXPAND: grow a mounted btrfs to its device (\"max\")"),
 };
 
 /*

@@ -79,6 +79,18 @@ static int put_bool(struct wbuf *w, uint8_t v)
 	return v > 1 ? -1 : put_be(w, v, 1);
 }
 
+/* A flag set: only the bits of MH_F_ALL may be set. */
+static int put_flags(struct wbuf *w, uint8_t v)
+{
+	return (v & ~MH_F_ALL) != 0 ? -1 : put_be(w, v, 1);
+}
+
+/* A clone source: MH_SRC_SNAPSHOT or MH_SRC_VOLUME, nothing else. */
+static int put_src(struct wbuf *w, uint8_t v)
+{
+	return v != MH_SRC_SNAPSHOT && v != MH_SRC_VOLUME ? -1 : put_be(w, v, 1);
+}
+
 static int get_be(struct rbuf *r, uint64_t *v, size_t n)
 {
 	*v = 0;
@@ -141,6 +153,29 @@ static int get_bool(struct rbuf *r, uint8_t *v)
 	return 0;
 }
 
+/* Unknown flag bits are a violation, not something to ignore. */
+static int get_flags(struct rbuf *r, uint8_t *v)
+{
+	uint64_t x;
+
+	*v = 0;
+	if (get_be(r, &x, 1) < 0 || (x & ~(uint64_t)MH_F_ALL) != 0)
+		return -1;
+	*v = (uint8_t)x;
+	return 0;
+}
+
+static int get_src(struct rbuf *r, uint8_t *v)
+{
+	uint64_t x;
+
+	*v = 0;
+	if (get_be(r, &x, 1) < 0 || (x != MH_SRC_SNAPSHOT && x != MH_SRC_VOLUME))
+		return -1;
+	*v = (uint8_t)x;
+	return 0;
+}
+
 /* Error kinds that may cross the wire: everything but OK and the client-only UNAVAILABLE. */
 static int err_kind_ok(uint32_t kind)
 {
@@ -184,7 +219,9 @@ static int enc_stage(struct wbuf *w, const struct mh_msg *m)
 	if (put_str(w, q->volume_id, MH_ID_MAX) < 0 ||
 	    put_str(w, q->staging_path, MH_PATH_MAX) < 0 ||
 	    put_str(w, q->fs_type, MH_FSTYPE_MAX) < 0 ||
-	    put_str(w, q->mount_flags, MH_OPTS_MAX) < 0 || put_bool(w, q->readonly) < 0)
+	    put_str(w, q->mount_flags, MH_OPTS_MAX) < 0 ||
+	    put_str(w, q->mkfs_options, MH_OPTS_MAX) < 0 || put_bool(w, q->readonly) < 0 ||
+	    put_flags(w, q->flags) < 0 || put_u32(w, q->gid) < 0)
 		return -1;
 	return 0;
 }
@@ -196,7 +233,9 @@ static int dec_stage(struct rbuf *r, struct mh_msg *m)
 	if (get_str(r, q->volume_id, MH_ID_MAX) < 0 ||
 	    get_str(r, q->staging_path, MH_PATH_MAX) < 0 ||
 	    get_str(r, q->fs_type, MH_FSTYPE_MAX) < 0 ||
-	    get_str(r, q->mount_flags, MH_OPTS_MAX) < 0 || get_bool(r, &q->readonly) < 0)
+	    get_str(r, q->mount_flags, MH_OPTS_MAX) < 0 ||
+	    get_str(r, q->mkfs_options, MH_OPTS_MAX) < 0 || get_bool(r, &q->readonly) < 0 ||
+	    get_flags(r, &q->flags) < 0 || get_u32(r, &q->gid) < 0)
 		return -1;
 	return 0;
 }
@@ -205,7 +244,8 @@ static int enc_unstage(struct wbuf *w, const struct mh_msg *m)
 {
 	const struct mh_req_unstage *q = &m->u.unstage;
 
-	if (put_str(w, q->volume_id, MH_ID_MAX) < 0 || put_str(w, q->staging_path, MH_PATH_MAX) < 0)
+	if (put_str(w, q->volume_id, MH_ID_MAX) < 0 ||
+	    put_str(w, q->staging_path, MH_PATH_MAX) < 0 || put_flags(w, q->flags) < 0)
 		return -1;
 	return 0;
 }
@@ -214,7 +254,8 @@ static int dec_unstage(struct rbuf *r, struct mh_msg *m)
 {
 	struct mh_req_unstage *q = &m->u.unstage;
 
-	if (get_str(r, q->volume_id, MH_ID_MAX) < 0 || get_str(r, q->staging_path, MH_PATH_MAX) < 0)
+	if (get_str(r, q->volume_id, MH_ID_MAX) < 0 ||
+	    get_str(r, q->staging_path, MH_PATH_MAX) < 0 || get_flags(r, &q->flags) < 0)
 		return -1;
 	return 0;
 }
@@ -225,7 +266,8 @@ static int enc_publish(struct wbuf *w, const struct mh_msg *m)
 
 	if (put_str(w, q->volume_id, MH_ID_MAX) < 0 ||
 	    put_str(w, q->staging_path, MH_PATH_MAX) < 0 ||
-	    put_str(w, q->target_path, MH_PATH_MAX) < 0 || put_bool(w, q->readonly) < 0)
+	    put_str(w, q->target_path, MH_PATH_MAX) < 0 || put_bool(w, q->readonly) < 0 ||
+	    put_flags(w, q->flags) < 0)
 		return -1;
 	return 0;
 }
@@ -236,7 +278,8 @@ static int dec_publish(struct rbuf *r, struct mh_msg *m)
 
 	if (get_str(r, q->volume_id, MH_ID_MAX) < 0 ||
 	    get_str(r, q->staging_path, MH_PATH_MAX) < 0 ||
-	    get_str(r, q->target_path, MH_PATH_MAX) < 0 || get_bool(r, &q->readonly) < 0)
+	    get_str(r, q->target_path, MH_PATH_MAX) < 0 || get_bool(r, &q->readonly) < 0 ||
+	    get_flags(r, &q->flags) < 0)
 		return -1;
 	return 0;
 }
@@ -267,6 +310,176 @@ static int enc_create_ans(struct wbuf *w, const struct mh_msg *m)
 static int dec_create_ans(struct rbuf *r, struct mh_msg *m)
 {
 	return get_u64(r, &m->u.create_ans.size_bytes);
+}
+
+static int enc_resize(struct wbuf *w, const struct mh_msg *m)
+{
+	const struct mh_req_resize *q = &m->u.resize;
+
+	if (put_str(w, q->volume_id, MH_ID_MAX) < 0 || put_u64(w, q->size_bytes) < 0)
+		return -1;
+	return 0;
+}
+
+static int dec_resize(struct rbuf *r, struct mh_msg *m)
+{
+	struct mh_req_resize *q = &m->u.resize;
+
+	if (get_str(r, q->volume_id, MH_ID_MAX) < 0 || get_u64(r, &q->size_bytes) < 0)
+		return -1;
+	return 0;
+}
+
+static int enc_snapshot(struct wbuf *w, const struct mh_msg *m)
+{
+	const struct mh_req_snapshot *q = &m->u.snapshot;
+
+	if (put_str(w, q->snapshot_id, MH_ID_MAX) < 0 || put_str(w, q->volume_id, MH_ID_MAX) < 0)
+		return -1;
+	return 0;
+}
+
+static int dec_snapshot(struct rbuf *r, struct mh_msg *m)
+{
+	struct mh_req_snapshot *q = &m->u.snapshot;
+
+	if (get_str(r, q->snapshot_id, MH_ID_MAX) < 0 || get_str(r, q->volume_id, MH_ID_MAX) < 0)
+		return -1;
+	return 0;
+}
+
+static int enc_snapshot_id(struct wbuf *w, const struct mh_msg *m)
+{
+	return put_str(w, m->u.del_snapshot.snapshot_id, MH_ID_MAX);
+}
+
+static int dec_snapshot_id(struct rbuf *r, struct mh_msg *m)
+{
+	return get_str(r, m->u.del_snapshot.snapshot_id, MH_ID_MAX);
+}
+
+static int enc_clone(struct wbuf *w, const struct mh_msg *m)
+{
+	const struct mh_req_clone *q = &m->u.clone;
+
+	if (put_str(w, q->volume_id, MH_ID_MAX) < 0 || put_src(w, q->source_kind) < 0 ||
+	    put_str(w, q->source_id, MH_ID_MAX) < 0 || put_u64(w, q->size_bytes) < 0)
+		return -1;
+	return 0;
+}
+
+static int dec_clone(struct rbuf *r, struct mh_msg *m)
+{
+	struct mh_req_clone *q = &m->u.clone;
+
+	if (get_str(r, q->volume_id, MH_ID_MAX) < 0 || get_src(r, &q->source_kind) < 0 ||
+	    get_str(r, q->source_id, MH_ID_MAX) < 0 || get_u64(r, &q->size_bytes) < 0)
+		return -1;
+	return 0;
+}
+
+static int enc_copy_ans(struct wbuf *w, const struct mh_msg *m)
+{
+	const struct mh_ans_copy *a = &m->u.copy_ans;
+
+	if (put_u64(w, a->size_bytes) < 0 || put_bool(w, a->reflinked) < 0)
+		return -1;
+	return 0;
+}
+
+static int dec_copy_ans(struct rbuf *r, struct mh_msg *m)
+{
+	struct mh_ans_copy *a = &m->u.copy_ans;
+
+	if (get_u64(r, &a->size_bytes) < 0 || get_bool(r, &a->reflinked) < 0)
+		return -1;
+	return 0;
+}
+
+static int enc_capacity_ans(struct wbuf *w, const struct mh_msg *m)
+{
+	const struct mh_ans_capacity *a = &m->u.capacity_ans;
+
+	if (put_u64(w, a->available_bytes) < 0 || put_u64(w, a->total_bytes) < 0 ||
+	    put_bool(w, a->reflink) < 0)
+		return -1;
+	return 0;
+}
+
+static int dec_capacity_ans(struct rbuf *r, struct mh_msg *m)
+{
+	struct mh_ans_capacity *a = &m->u.capacity_ans;
+
+	if (get_u64(r, &a->available_bytes) < 0 || get_u64(r, &a->total_bytes) < 0 ||
+	    get_bool(r, &a->reflink) < 0)
+		return -1;
+	return 0;
+}
+
+static int enc_expand(struct wbuf *w, const struct mh_msg *m)
+{
+	const struct mh_req_expand *q = &m->u.expand;
+
+	if (put_str(w, q->volume_id, MH_ID_MAX) < 0 ||
+	    put_str(w, q->staging_path, MH_PATH_MAX) < 0 ||
+	    put_str(w, q->fs_type, MH_FSTYPE_MAX) < 0 || put_flags(w, q->flags) < 0)
+		return -1;
+	return 0;
+}
+
+static int dec_expand(struct rbuf *r, struct mh_msg *m)
+{
+	struct mh_req_expand *q = &m->u.expand;
+
+	if (get_str(r, q->volume_id, MH_ID_MAX) < 0 ||
+	    get_str(r, q->staging_path, MH_PATH_MAX) < 0 ||
+	    get_str(r, q->fs_type, MH_FSTYPE_MAX) < 0 || get_flags(r, &q->flags) < 0)
+		return -1;
+	return 0;
+}
+
+static int enc_stats(struct wbuf *w, const struct mh_msg *m)
+{
+	const struct mh_req_stats *q = &m->u.stats;
+
+	if (put_str(w, q->volume_id, MH_ID_MAX) < 0 || put_str(w, q->path, MH_PATH_MAX) < 0 ||
+	    put_flags(w, q->flags) < 0)
+		return -1;
+	return 0;
+}
+
+static int dec_stats(struct rbuf *r, struct mh_msg *m)
+{
+	struct mh_req_stats *q = &m->u.stats;
+
+	if (get_str(r, q->volume_id, MH_ID_MAX) < 0 || get_str(r, q->path, MH_PATH_MAX) < 0 ||
+	    get_flags(r, &q->flags) < 0)
+		return -1;
+	return 0;
+}
+
+static int enc_stats_ans(struct wbuf *w, const struct mh_msg *m)
+{
+	const struct mh_ans_stats *a = &m->u.stats_ans;
+
+	if (put_u64(w, a->bytes_total) < 0 || put_u64(w, a->bytes_available) < 0 ||
+	    put_u64(w, a->bytes_used) < 0 || put_u64(w, a->inodes_total) < 0 ||
+	    put_u64(w, a->inodes_free) < 0 || put_u64(w, a->inodes_used) < 0 ||
+	    put_bool(w, a->abnormal) < 0 || put_str(w, a->message, MH_REASON_MAX) < 0)
+		return -1;
+	return 0;
+}
+
+static int dec_stats_ans(struct rbuf *r, struct mh_msg *m)
+{
+	struct mh_ans_stats *a = &m->u.stats_ans;
+
+	if (get_u64(r, &a->bytes_total) < 0 || get_u64(r, &a->bytes_available) < 0 ||
+	    get_u64(r, &a->bytes_used) < 0 || get_u64(r, &a->inodes_total) < 0 ||
+	    get_u64(r, &a->inodes_free) < 0 || get_u64(r, &a->inodes_used) < 0 ||
+	    get_bool(r, &a->abnormal) < 0 || get_str(r, a->message, MH_REASON_MAX) < 0)
+		return -1;
+	return 0;
 }
 
 static int enc_error(struct wbuf *w, const struct mh_msg *m)
@@ -318,6 +531,20 @@ static const struct codec codecs[] = {
     [MH_ANS_PUBLISH] = {"ANS_PUBLISH", NULL, NULL},
     [MH_REQ_UNPUBLISH] = {"REQ_UNPUBLISH", enc_unpublish, dec_unpublish},
     [MH_ANS_UNPUBLISH] = {"ANS_UNPUBLISH", NULL, NULL},
+    [MH_REQ_RESIZE] = {"REQ_RESIZE", enc_resize, dec_resize},
+    [MH_ANS_RESIZE] = {"ANS_RESIZE", enc_create_ans, dec_create_ans},
+    [MH_REQ_SNAPSHOT] = {"REQ_SNAPSHOT", enc_snapshot, dec_snapshot},
+    [MH_ANS_SNAPSHOT] = {"ANS_SNAPSHOT", enc_copy_ans, dec_copy_ans},
+    [MH_REQ_DELETE_SNAPSHOT] = {"REQ_DELETE_SNAPSHOT", enc_snapshot_id, dec_snapshot_id},
+    [MH_ANS_DELETE_SNAPSHOT] = {"ANS_DELETE_SNAPSHOT", NULL, NULL},
+    [MH_REQ_CLONE] = {"REQ_CLONE", enc_clone, dec_clone},
+    [MH_ANS_CLONE] = {"ANS_CLONE", enc_copy_ans, dec_copy_ans},
+    [MH_REQ_CAPACITY] = {"REQ_CAPACITY", NULL, NULL},
+    [MH_ANS_CAPACITY] = {"ANS_CAPACITY", enc_capacity_ans, dec_capacity_ans},
+    [MH_REQ_EXPAND] = {"REQ_EXPAND", enc_expand, dec_expand},
+    [MH_ANS_EXPAND] = {"ANS_EXPAND", enc_create_ans, dec_create_ans},
+    [MH_REQ_STATS] = {"REQ_STATS", enc_stats, dec_stats},
+    [MH_ANS_STATS] = {"ANS_STATS", enc_stats_ans, dec_stats_ans},
     [MH_ANS_ERROR] = {"ANS_ERROR", enc_error, dec_error},
 };
 

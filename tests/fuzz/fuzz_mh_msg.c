@@ -3,7 +3,9 @@
  * the privileged helper runs on every datagram from rpcd. Any input must
  * decode or be refused without a crash or a read past the end; anything
  * accepted must re-encode to exactly the same bytes (the encoding is
- * canonical) and decode again to the same struct.
+ * canonical) and decode again to the same struct. What the decoder accepts
+ * must also keep the invariants the helper relies on: flag sets inside
+ * MH_F_ALL, a clone source of 1 or 2, booleans 0 or 1, strings NUL-free.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,6 +15,35 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static int invariants_hold(const struct mh_msg *m)
+{
+	switch (m->type) {
+	case MH_REQ_STAGE:
+		return (m->u.stage.flags & ~MH_F_ALL) == 0 && m->u.stage.readonly <= 1;
+	case MH_REQ_UNSTAGE:
+		return (m->u.unstage.flags & ~MH_F_ALL) == 0;
+	case MH_REQ_PUBLISH:
+		return (m->u.publish.flags & ~MH_F_ALL) == 0 && m->u.publish.readonly <= 1;
+	case MH_REQ_EXPAND:
+		return (m->u.expand.flags & ~MH_F_ALL) == 0;
+	case MH_REQ_STATS:
+		return (m->u.stats.flags & ~MH_F_ALL) == 0;
+	case MH_REQ_CLONE:
+		return m->u.clone.source_kind == MH_SRC_SNAPSHOT ||
+		       m->u.clone.source_kind == MH_SRC_VOLUME;
+	case MH_ANS_SNAPSHOT:
+	case MH_ANS_CLONE:
+		return m->u.copy_ans.reflinked <= 1;
+	case MH_ANS_CAPACITY:
+		return m->u.capacity_ans.reflink <= 1;
+	case MH_ANS_STATS:
+		return m->u.stats_ans.abnormal <= 1 &&
+		       strlen(m->u.stats_ans.message) <= MH_REASON_MAX;
+	default:
+		return strcmp(mh_type_name(m->type), "UNKNOWN") != 0;
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct mh_msg a, b;
@@ -21,6 +52,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (mh_msg_decode(data, size, &a) < 0)
 		return 0;
+	if (!invariants_hold(&a))
+		abort();
 	if (mh_msg_encode(&a, out, sizeof(out), &len) < 0 || len != size ||
 	    memcmp(out, data, size) != 0)
 		abort();

@@ -1,11 +1,19 @@
-# sepcsi-mounthelper: a real-process test (root, loop devices, mkfs, mounts in a
+# sepcsi-mounthelper: real-process tests (root, loop devices, mkfs, mounts in a
 # private mount namespace). Skipped (exit 77) when not run as root.
-sepcsi_unit_test(test_helper_proc
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_helper_proc.c
-  LIBS sepcsi_proto)
-# The helper binary under test: compiled in, and argv[1] overrides it.
-target_compile_definitions(test_helper_proc PRIVATE
-  SEPCSI_MOUNTHELPER="$<TARGET_FILE:sepcsi-mounthelper>")
-add_dependencies(test_helper_proc sepcsi-mounthelper)
-set_tests_properties(test_helper_proc PROPERTIES
-  SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE LABELS "unit;root")
+#   test_helper_proc   lifecycle, refusals, confinement, violations, supervision
+#   test_helper_ops    protocol v2: resize, snapshot, clone, capacity, concurrency,
+#                      SIGTERM, audit file
+#   test_helper_block  protocol v2: raw block, expand, stats, mount group,
+#                      ephemeral directories, mkfs options
+# All share helper_harness.c. The helper binary under test: compiled in, and
+# argv[1] overrides it.
+foreach(t test_helper_proc test_helper_ops test_helper_block)
+  sepcsi_unit_test(${t}
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/${t}.c ${CMAKE_CURRENT_LIST_DIR}/helper_harness.c
+    LIBS sepcsi_proto)
+  target_compile_definitions(${t} PRIVATE
+    SEPCSI_MOUNTHELPER="$<TARGET_FILE:sepcsi-mounthelper>")
+  add_dependencies(${t} sepcsi-mounthelper)
+  set_tests_properties(${t} PROPERTIES
+    SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE LABELS "unit;root")
+endforeach()

@@ -64,6 +64,27 @@ static void answer_for(const struct mh_msg *req, struct mh_msg *ans)
 		strcpy(ans->u.error.reason, "data directory full");
 	} else if (req->type == MH_REQ_CREATE) {
 		ans->u.create_ans.size_bytes = req->u.create.size_bytes + 4096;
+	} else if (req->type == MH_REQ_RESIZE || req->type == MH_REQ_EXPAND) {
+		ans->u.create_ans.size_bytes = 3 << 20;
+	} else if (req->type == MH_REQ_SNAPSHOT || req->type == MH_REQ_CLONE) {
+		ans->u.copy_ans.size_bytes = 5 << 20;
+		ans->u.copy_ans.reflinked = req->type == MH_REQ_CLONE;
+	} else if (req->type == MH_REQ_CAPACITY) {
+		ans->u.capacity_ans.available_bytes = 7;
+		ans->u.capacity_ans.total_bytes = 9;
+		ans->u.capacity_ans.reflink = 1;
+	} else if (req->type == MH_REQ_STATS) {
+		ans->u.stats_ans.bytes_total = 100;
+		ans->u.stats_ans.bytes_used = 40;
+		ans->u.stats_ans.bytes_available = 60;
+		ans->u.stats_ans.abnormal = 1;
+		strcpy(ans->u.stats_ans.message, "loop device detached");
+	} else if (req->type == MH_REQ_DELETE_SNAPSHOT &&
+	           strcmp(req->u.del_snapshot.snapshot_id, "busy") == 0) {
+		ans->type = MH_ANS_ERROR;
+		ans->u.error.kind = MH_E_BUSY;
+		ans->u.error.sys_errno = EBUSY;
+		strcpy(ans->u.error.reason, "operation in flight");
 	} else if (req->type == MH_REQ_DELETE && strcmp(req->u.del.volume_id, "missing") == 0) {
 		ans->type = MH_ANS_ERROR;
 		ans->u.error.kind = MH_E_NOTFOUND;
@@ -210,6 +231,98 @@ static void test_no_channel(void)
 	mh_client_free(NULL);
 }
 
+/* Protocol v2: the new fields pass through, the new answers come back. */
+static void test_answers_v2(struct mh_client *c, struct helper *h)
+{
+	struct mh_err e;
+	struct mh_msg last;
+	uint64_t size = 0;
+
+	struct mh_req_stage st = {
+	    .readonly = 0, .flags = MH_F_MOUNT_GROUP | MH_F_CREATE_DIR, .gid = 4242};
+	strcpy(st.volume_id, "pvc-2");
+	strcpy(st.staging_path, "/var/lib/kubelet/e");
+	strcpy(st.fs_type, "xfs");
+	strcpy(st.mkfs_options, "-K");
+	CHECK(mh_stage(c, &st, &e) == 0);
+	last = helper_last(h);
+	CHECK(last.type == MH_REQ_STAGE && memcmp(&last.u.stage, &st, sizeof(st)) == 0);
+	CHECK(mh_unstage_flags(c, "pvc-2", "/var/lib/kubelet/e", MH_F_REMOVE_DIR | MH_F_BLOCK,
+	                       &e) == 0);
+	last = helper_last(h);
+	CHECK(last.type == MH_REQ_UNSTAGE &&
+	      last.u.unstage.flags == (MH_F_REMOVE_DIR | MH_F_BLOCK));
+	CHECK(mh_unstage(c, "pvc-2", "/var/lib/kubelet/e", &e) == 0 &&
+	      helper_last(h).u.unstage.flags == 0);
+	struct mh_req_publish pb = {.readonly = 1, .flags = MH_F_BLOCK};
+	strcpy(pb.volume_id, "pvc-2");
+	strcpy(pb.staging_path, "/var/lib/kubelet/e");
+	strcpy(pb.target_path, "/var/lib/kubelet/f");
+	CHECK(mh_publish(c, &pb, &e) == 0);
+	last = helper_last(h);
+	CHECK(last.type == MH_REQ_PUBLISH && memcmp(&last.u.publish, &pb, sizeof(pb)) == 0);
+
+	CHECK(mh_resize(c, "pvc-2", 3 << 20, &size, &e) == 0 && size == 3 << 20);
+	last = helper_last(h);
+	CHECK(last.type == MH_REQ_RESIZE && last.u.resize.size_bytes == 3 << 20);
+	CHECK(mh_resize(c, "pvc-2", 3 << 20, NULL, &e) == 0);
+
+	struct mh_ans_copy cp = {0};
+	CHECK(mh_snapshot(c, "ss-1", "pvc-2", &cp, &e) == 0 && cp.size_bytes == 5 << 20 &&
+	      cp.reflinked == 0);
+	last = helper_last(h);
+	CHECK(last.type == MH_REQ_SNAPSHOT && strcmp(last.u.snapshot.snapshot_id, "ss-1") == 0 &&
+	      strcmp(last.u.snapshot.volume_id, "pvc-2") == 0);
+	CHECK(mh_delete_snapshot(c, "ss-1", &e) == 0);
+	CHECK(mh_delete_snapshot(c, "busy", &e) == -1 && e.kind == MH_E_BUSY &&
+	      e.sys_errno == EBUSY && strcmp(e.reason, "operation in flight") == 0);
+
+	struct mh_req_clone cl = {.source_kind = MH_SRC_SNAPSHOT, .size_bytes = 6 << 20};
+	strcpy(cl.volume_id, "pvc-3");
+	strcpy(cl.source_id, "ss-1");
+	CHECK(mh_clone(c, &cl, &cp, &e) == 0 && cp.reflinked == 1 && cp.size_bytes == 5 << 20);
+	last = helper_last(h);
+	CHECK(last.type == MH_REQ_CLONE && memcmp(&last.u.clone, &cl, sizeof(cl)) == 0);
+	cl.source_kind = 7; /* not encodable: refused before it is sent */
+	int before = helper_nreq(h);
+	CHECK(mh_clone(c, &cl, &cp, &e) == -1 && e.kind == MH_E_REFUSED);
+	CHECK(helper_nreq(h) == before);
+
+	struct mh_ans_capacity cap = {0};
+	CHECK(mh_capacity(c, &cap, &e) == 0 && cap.available_bytes == 7 && cap.total_bytes == 9 &&
+	      cap.reflink == 1);
+	CHECK(helper_last(h).type == MH_REQ_CAPACITY);
+
+	struct mh_req_expand ex = {.flags = MH_F_BLOCK};
+	strcpy(ex.volume_id, "pvc-2");
+	strcpy(ex.staging_path, "/var/lib/kubelet/e");
+	CHECK(mh_expand(c, &ex, &size, &e) == 0 && size == 3 << 20);
+	last = helper_last(h);
+	CHECK(last.type == MH_REQ_EXPAND && memcmp(&last.u.expand, &ex, sizeof(ex)) == 0);
+	ex.flags = 0x40; /* unknown bit: refused locally */
+	before = helper_nreq(h);
+	CHECK(mh_expand(c, &ex, &size, &e) == -1 && e.kind == MH_E_REFUSED);
+	CHECK(helper_nreq(h) == before);
+
+	struct mh_req_stats sq = {.flags = 0};
+	struct mh_ans_stats sa = {0};
+	strcpy(sq.volume_id, "pvc-2");
+	strcpy(sq.path, "/var/lib/kubelet/f");
+	CHECK(mh_stats(c, &sq, &sa, &e) == 0 && sa.bytes_total == 100 && sa.bytes_used == 40 &&
+	      sa.bytes_available == 60 && sa.abnormal == 1 &&
+	      strcmp(sa.message, "loop device detached") == 0);
+	last = helper_last(h);
+	CHECK(last.type == MH_REQ_STATS && memcmp(&last.u.stats, &sq, sizeof(sq)) == 0);
+	before = helper_nreq(h);
+	char longid[MH_ID_MAX + 2];
+	memset(longid, 's', sizeof(longid) - 1);
+	longid[MH_ID_MAX + 1] = '\0';
+	CHECK(mh_snapshot(c, longid, "pvc-2", NULL, &e) == -1 && e.kind == MH_E_REFUSED &&
+	      strstr(e.reason, "snapshot_id") != NULL);
+	CHECK(mh_delete_snapshot(c, NULL, &e) == -1 && e.kind == MH_E_REFUSED);
+	CHECK(helper_nreq(h) == before);
+}
+
 static void test_answers(struct mh_client *c, struct helper *h)
 {
 	struct mh_err e;
@@ -246,6 +359,8 @@ static void test_answers(struct mh_client *c, struct helper *h)
 	CHECK(last.type == MH_REQ_PUBLISH && memcmp(&last.u.publish, &pb, sizeof(pb)) == 0);
 	CHECK(mh_unpublish(c, "pvc-1", "/var/lib/kubelet/t", &e) == 0);
 	CHECK(strcmp(helper_last(h).u.unpublish.target_path, "/var/lib/kubelet/t") == 0);
+
+	test_answers_v2(c, h);
 
 	/* Refused locally: nothing reaches the helper. */
 	int before = helper_nreq(h);

@@ -13,7 +13,7 @@
 #include "mh_proto.h"
 #include "tap.h"
 
-#define NSAMPLES_MAX 64
+#define NSAMPLES_MAX 128
 
 static struct mh_msg samples[NSAMPLES_MAX];
 static size_t nsamples;
@@ -68,13 +68,23 @@ static void build_samples(void)
 	strcpy(m->u.stage.staging_path, "/var/lib/kubelet/plugins/x/globalmount");
 	strcpy(m->u.stage.fs_type, "ext4");
 	strcpy(m->u.stage.mount_flags, "noatime,discard");
+	strcpy(m->u.stage.mkfs_options, "-m 0");
 	m->u.stage.readonly = 0;
+	m->u.stage.flags = MH_F_MOUNT_GROUP | MH_F_CREATE_DIR;
+	m->u.stage.gid = 2000;
 	m = add(MH_REQ_STAGE, 9);
 	fill(m->u.stage.volume_id, MH_ID_MAX, 's');
 	fill(m->u.stage.staging_path, MH_PATH_MAX, 'p');
 	fill(m->u.stage.fs_type, MH_FSTYPE_MAX, 'f');
 	fill(m->u.stage.mount_flags, MH_OPTS_MAX, 'o');
+	fill(m->u.stage.mkfs_options, MH_OPTS_MAX, 'k'); /* everything at its bound still fits */
 	m->u.stage.readonly = 1;
+	m->u.stage.flags = MH_F_ALL;
+	m->u.stage.gid = UINT32_MAX;
+	m = add(MH_REQ_STAGE, 17);
+	strcpy(m->u.stage.volume_id, "pvc-4");
+	strcpy(m->u.stage.staging_path, "/s/b");
+	m->u.stage.flags = MH_F_BLOCK; /* raw block: no fs type */
 	m = add(MH_REQ_STAGE, 10);
 	strcpy(m->u.stage.volume_id, "pvc-3");
 	strcpy(m->u.stage.staging_path, "/s");
@@ -87,6 +97,7 @@ static void build_samples(void)
 	m = add(MH_REQ_UNSTAGE, 12);
 	fill(m->u.unstage.volume_id, MH_ID_MAX, 'u');
 	fill(m->u.unstage.staging_path, MH_PATH_MAX, '/');
+	m->u.unstage.flags = MH_F_BLOCK | MH_F_REMOVE_DIR;
 	add(MH_ANS_UNSTAGE, 12);
 
 	m = add(MH_REQ_PUBLISH, 13);
@@ -98,6 +109,7 @@ static void build_samples(void)
 	fill(m->u.publish.volume_id, MH_ID_MAX, 'q');
 	fill(m->u.publish.staging_path, MH_PATH_MAX, 'a');
 	fill(m->u.publish.target_path, MH_PATH_MAX, 'b');
+	m->u.publish.flags = MH_F_BLOCK;
 	add(MH_ANS_PUBLISH, 14);
 
 	m = add(MH_REQ_UNPUBLISH, 15);
@@ -107,6 +119,86 @@ static void build_samples(void)
 	fill(m->u.unpublish.volume_id, MH_ID_MAX, 'x');
 	fill(m->u.unpublish.target_path, MH_PATH_MAX, 'y');
 	add(MH_ANS_UNPUBLISH, 16);
+
+	m = add(MH_REQ_RESIZE, 30);
+	strcpy(m->u.resize.volume_id, "sv-0123456789abcdef0123456789abcdef");
+	m->u.resize.size_bytes = 2ULL << 30;
+	m = add(MH_REQ_RESIZE, 31);
+	fill(m->u.resize.volume_id, MH_ID_MAX, 'r');
+	m->u.resize.size_bytes = UINT64_MAX;
+	m = add(MH_ANS_RESIZE, 31);
+	m->u.create_ans.size_bytes = 2ULL << 30;
+
+	m = add(MH_REQ_SNAPSHOT, 32);
+	strcpy(m->u.snapshot.snapshot_id, "ss-0123456789abcdef0123456789abcdef");
+	strcpy(m->u.snapshot.volume_id, "sv-0123456789abcdef0123456789abcdef");
+	m = add(MH_REQ_SNAPSHOT, 33);
+	fill(m->u.snapshot.snapshot_id, MH_ID_MAX, 's');
+	fill(m->u.snapshot.volume_id, MH_ID_MAX, 'v');
+	m = add(MH_ANS_SNAPSHOT, 33);
+	m->u.copy_ans.size_bytes = 1ULL << 30;
+	m->u.copy_ans.reflinked = 1;
+	m = add(MH_ANS_SNAPSHOT, 34);
+	m->u.copy_ans.size_bytes = UINT64_MAX;
+
+	m = add(MH_REQ_DELETE_SNAPSHOT, 35);
+	strcpy(m->u.del_snapshot.snapshot_id, "ss-1");
+	m = add(MH_REQ_DELETE_SNAPSHOT, 36);
+	fill(m->u.del_snapshot.snapshot_id, MH_ID_MAX, 'z');
+	add(MH_ANS_DELETE_SNAPSHOT, 36);
+
+	m = add(MH_REQ_CLONE, 37);
+	strcpy(m->u.clone.volume_id, "sv-2");
+	m->u.clone.source_kind = MH_SRC_SNAPSHOT;
+	strcpy(m->u.clone.source_id, "ss-1");
+	m->u.clone.size_bytes = 1ULL << 30;
+	m = add(MH_REQ_CLONE, 38);
+	fill(m->u.clone.volume_id, MH_ID_MAX, 'c');
+	m->u.clone.source_kind = MH_SRC_VOLUME;
+	fill(m->u.clone.source_id, MH_ID_MAX, 'o');
+	m->u.clone.size_bytes = UINT64_MAX;
+	m = add(MH_ANS_CLONE, 38);
+	m->u.copy_ans.size_bytes = 4096;
+
+	add(MH_REQ_CAPACITY, 39);
+	m = add(MH_ANS_CAPACITY, 39);
+	m->u.capacity_ans.available_bytes = 1ULL << 40;
+	m->u.capacity_ans.total_bytes = 2ULL << 40;
+	m->u.capacity_ans.reflink = 1;
+	m = add(MH_ANS_CAPACITY, 40);
+	m->u.capacity_ans.available_bytes = UINT64_MAX;
+	m->u.capacity_ans.total_bytes = UINT64_MAX;
+
+	m = add(MH_REQ_EXPAND, 41);
+	strcpy(m->u.expand.volume_id, "sv-3");
+	strcpy(m->u.expand.staging_path, "/var/lib/kubelet/plugins/x/globalmount");
+	strcpy(m->u.expand.fs_type, "xfs");
+	m = add(MH_REQ_EXPAND, 42);
+	fill(m->u.expand.volume_id, MH_ID_MAX, 'e');
+	fill(m->u.expand.staging_path, MH_PATH_MAX, 'x');
+	m->u.expand.flags = MH_F_BLOCK; /* fs_type empty */
+	m = add(MH_ANS_EXPAND, 42);
+	m->u.create_ans.size_bytes = 3ULL << 30;
+
+	m = add(MH_REQ_STATS, 43);
+	strcpy(m->u.stats.volume_id, "sv-4");
+	strcpy(m->u.stats.path, "/var/lib/kubelet/pods/y/volumes/z/mount");
+	m = add(MH_REQ_STATS, 44);
+	fill(m->u.stats.volume_id, MH_ID_MAX, 't');
+	fill(m->u.stats.path, MH_PATH_MAX, 'q');
+	m->u.stats.flags = MH_F_BLOCK;
+	m = add(MH_ANS_STATS, 44);
+	m->u.stats_ans.bytes_total = 1ULL << 30;
+	m->u.stats_ans.bytes_available = 1ULL << 29;
+	m->u.stats_ans.bytes_used = 1ULL << 29;
+	m->u.stats_ans.inodes_total = 65536;
+	m->u.stats_ans.inodes_free = 65000;
+	m->u.stats_ans.inodes_used = 536;
+	m = add(MH_ANS_STATS, 45);
+	m->u.stats_ans.bytes_total = UINT64_MAX;
+	m->u.stats_ans.inodes_used = UINT64_MAX;
+	m->u.stats_ans.abnormal = 1;
+	fill(m->u.stats_ans.message, MH_REASON_MAX, 'm');
 
 	for (uint32_t k = MH_E_REFUSED; k <= MH_E_PRECONDITION; k++) {
 		m = add(MH_ANS_ERROR, 100 + k);
@@ -192,7 +284,9 @@ static void test_names(void)
 	CHECK(strcmp(mh_type_name(MH_ANS_ERROR), "ANS_ERROR") == 0);
 	CHECK(strcmp(mh_type_name(MH_ANS_UNPUBLISH), "ANS_UNPUBLISH") == 0);
 	CHECK(strcmp(mh_type_name(0), "UNKNOWN") == 0);
-	CHECK(strcmp(mh_type_name(15), "UNKNOWN") == 0);
+	CHECK(strcmp(mh_type_name(MH_REQ_CLONE), "REQ_CLONE") == 0);
+	CHECK(strcmp(mh_type_name(MH_ANS_STATS), "ANS_STATS") == 0);
+	CHECK(strcmp(mh_type_name(29), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(99), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(101), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(UINT16_MAX), "UNKNOWN") == 0);
@@ -204,7 +298,7 @@ static void test_encoder_refuses(void)
 	size_t len = 99;
 
 	memset(&m, 0, sizeof(m));
-	m.type = 15; /* unknown */
+	m.type = 29; /* unknown */
 	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) < 0 && len == 0);
 	m.type = MH_REQ_DELETE; /* id not terminated within its bound */
 	memset(m.u.del.volume_id, 'a', sizeof(m.u.del.volume_id));
@@ -217,6 +311,28 @@ static void test_encoder_refuses(void)
 	m.u.stage.fs_type[MH_FSTYPE_MAX] = '\0';
 	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) == 0);
 	m.u.stage.readonly = 2;
+	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) < 0);
+	m.u.stage.readonly = 0;
+	m.u.stage.flags = 0x10; /* unknown flag bit */
+	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) < 0);
+	m.u.stage.flags = MH_F_ALL;
+	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) == 0);
+	memset(&m, 0, sizeof(m));
+	m.type = MH_REQ_CLONE;
+	uint8_t bad_src[] = {0, 3, 0xff};
+	for (size_t i = 0; i < sizeof(bad_src); i++) {
+		m.u.clone.source_kind = bad_src[i];
+		CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) < 0);
+	}
+	m.u.clone.source_kind = MH_SRC_VOLUME;
+	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) == 0);
+	memset(&m, 0, sizeof(m));
+	m.type = MH_ANS_SNAPSHOT;
+	m.u.copy_ans.reflinked = 2;
+	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) < 0);
+	memset(&m, 0, sizeof(m));
+	m.type = MH_ANS_STATS;
+	m.u.stats_ans.abnormal = 2;
 	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) < 0);
 	memset(&m, 0, sizeof(m));
 	m.type = MH_ANS_ERROR;
@@ -263,7 +379,7 @@ static void test_header_refusals(void)
 			}
 		}
 	}
-	uint16_t bad_types[] = {0, 15, 16, 99, 101, 0x0100, UINT16_MAX};
+	uint16_t bad_types[] = {0, 29, 30, 99, 101, 0x0100, UINT16_MAX};
 	CHECK(encode(&samples[0])); /* REQ_PING: header only */
 	for (size_t i = 0; i < sizeof(bad_types) / sizeof(bad_types[0]); i++) {
 		memcpy(buf, enc, enclen);
@@ -289,12 +405,35 @@ static const char *layout(uint16_t type)
 	case MH_REQ_DELETE:
 		return "s";
 	case MH_REQ_STAGE:
-		return "ssssb";
+		return "sssssbf4";
 	case MH_REQ_UNSTAGE:
+		return "ssf";
 	case MH_REQ_UNPUBLISH:
 		return "ss";
 	case MH_REQ_PUBLISH:
-		return "sssb";
+		return "sssbf";
+	case MH_REQ_RESIZE:
+		return "s8";
+	case MH_ANS_RESIZE:
+	case MH_ANS_EXPAND:
+		return "8";
+	case MH_REQ_SNAPSHOT:
+		return "ss";
+	case MH_REQ_DELETE_SNAPSHOT:
+		return "s";
+	case MH_REQ_CLONE:
+		return "sks8";
+	case MH_ANS_SNAPSHOT:
+	case MH_ANS_CLONE:
+		return "8b";
+	case MH_ANS_CAPACITY:
+		return "88b";
+	case MH_REQ_EXPAND:
+		return "sssf";
+	case MH_REQ_STATS:
+		return "ssf";
+	case MH_ANS_STATS:
+		return "888888bs";
 	case MH_ANS_ERROR:
 		return "44s";
 	default:
@@ -302,9 +441,12 @@ static const char *layout(uint16_t type)
 	}
 }
 
+/* A one-byte field and the values it must refuse. */
+enum ftype { F_STR, F_BOOL, F_FLAGS, F_KIND };
+
 struct field {
 	size_t at, len;
-	bool is_bool;
+	enum ftype t;
 };
 
 /* Encode m into enc and list its string bytes and flag bytes; checks the layout adds up. */
@@ -316,10 +458,11 @@ static size_t walk(const struct mh_msg *m, struct field *f)
 	for (const char *l = layout(m->type); *l; l++) {
 		if (*l == 's') {
 			size_t n = ((size_t)enc[off] << 8) | enc[off + 1];
-			f[nf++] = (struct field){off + 2, n, false};
+			f[nf++] = (struct field){off + 2, n, F_STR};
 			off += 2 + n;
-		} else if (*l == 'b') {
-			f[nf++] = (struct field){off, 1, true};
+		} else if (*l == 'b' || *l == 'f' || *l == 'k') {
+			enum ftype t = *l == 'b' ? F_BOOL : *l == 'f' ? F_FLAGS : F_KIND;
+			f[nf++] = (struct field){off, 1, t};
 			off += 1;
 		} else {
 			off += (size_t)(*l - '0');
@@ -373,29 +516,64 @@ static void test_field_refusals(void)
 	size_t fs_at = n;
 	n += rawstr(p + n, MH_FSTYPE_MAX, 'e');
 	n += rawstr(p + n, 0, 0);
+	n += rawstr(p + n, 0, 0);
 	p[n++] = 0;
-	CHECK(decode_exact(buf, raw(buf, MH_REQ_STAGE, p, n), &m) == 0);
+	p[n++] = MH_F_BLOCK;
+	put32(p + n, 7);
+	n += 4;
+	CHECK(decode_exact(buf, raw(buf, MH_REQ_STAGE, p, n), &m) == 0 &&
+	      m.u.stage.flags == MH_F_BLOCK && m.u.stage.gid == 7);
 	n = fs_at + rawstr(p + fs_at, MH_FSTYPE_MAX + 1, 'e');
+	n += rawstr(p + n, 0, 0);
+	n += rawstr(p + n, 0, 0);
+	p[n++] = 0;
+	p[n++] = 0;
+	put32(p + n, 0);
+	n += 4;
+	CHECK(refused(buf, raw(buf, MH_REQ_STAGE, p, n)));
+	/* A v1 STAGE (no mkfs_options, flags or gid) is short for v2. */
+	n = rawstr(p, 1, 'v');
+	n += rawstr(p + n, 2, '/');
+	n += rawstr(p + n, 4, 'e');
 	n += rawstr(p + n, 0, 0);
 	p[n++] = 0;
 	CHECK(refused(buf, raw(buf, MH_REQ_STAGE, p, n)));
+	/* CAPACITY carries no payload; one byte is left over. */
+	p[0] = 0;
+	CHECK(refused(buf, raw(buf, MH_REQ_CAPACITY, p, 1)));
+	CHECK(decode_exact(buf, raw(buf, MH_REQ_CAPACITY, p, 0), &m) == 0);
 
-	/* A NUL at the start, middle and end of every string; readonly other than 0/1. */
+	/*
+	 * A NUL at the start, middle and end of every string; a flag other than
+	 * 0/1; a flag set with an unknown bit; a clone source other than 1/2.
+	 */
+	static const uint8_t bad[][3] = {
+	    [F_STR] = {0, 0, 0},
+	    [F_BOOL] = {2, 0x80, 0xff},
+	    [F_FLAGS] = {MH_F_ALL + 1, 0x80, 0xff},
+	    [F_KIND] = {0, 3, 0xff},
+	};
 	for (size_t i = 0; i < nsamples; i++) {
-		struct field f[8];
+		struct field f[12];
 		size_t nf = walk(&samples[i], f);
 		for (size_t j = 0; j < nf; j++) {
 			size_t at[3] = {f[j].at, f[j].at + f[j].len / 2, f[j].at + f[j].len - 1};
-			uint8_t vals[3] = {2, 0x80, 0xff};
 			for (size_t k = 0; k < 3 && f[j].len > 0; k++) {
 				memcpy(buf, enc, enclen);
-				if (f[j].is_bool)
-					buf[f[j].at] = vals[k];
+				if (f[j].t != F_STR)
+					buf[f[j].at] = bad[f[j].t][k];
 				else
 					buf[at[k]] = '\0';
 				CHECK(refused(buf, enclen));
 			}
 		}
+	}
+	/* Every known flag combination is accepted. */
+	for (unsigned fl = 0; fl <= MH_F_ALL; fl++) {
+		memset(&m, 0, sizeof(m));
+		m.type = MH_REQ_UNSTAGE;
+		m.u.unstage.flags = (uint8_t)fl;
+		CHECK(encode(&m) && decode_exact(enc, enclen, &m) == 0 && m.u.unstage.flags == fl);
 	}
 
 	/* Error kinds: OK and UNAVAILABLE never cross the wire, nor anything out of the enum. */

@@ -301,6 +301,63 @@ static void test_options(void)
 	pol_free(p);
 }
 
+/* mkfs options: per fs type, exact words, "-m 0" normalised to "-m0". */
+static void test_mkfs_options(void)
+{
+	char err[256], buf[MH_OPTS_MAX + POL_MKFS_ARGS_MAX + 1];
+	char *args[POL_MKFS_ARGS_MAX];
+	struct pol *p = load_text("", err, sizeof(err));
+	CHECK(p != NULL);
+	CHECK(pol_mkfs_options_check(p, "ext4", "", buf, sizeof(buf), args, POL_MKFS_ARGS_MAX, err,
+	                             sizeof(err)) == 0);
+	CHECK(pol_mkfs_options_check(p, "ext4", NULL, buf, sizeof(buf), args, POL_MKFS_ARGS_MAX,
+	                             err, sizeof(err)) == 0);
+	int n = pol_mkfs_options_check(p, "ext4", " -m 0  -E nodiscard -O ^has_journal ", buf,
+	                               sizeof(buf), args, POL_MKFS_ARGS_MAX, err, sizeof(err));
+	CHECK(n == 3 && strcmp(args[0], "-m0") == 0 && strcmp(args[1], "-Enodiscard") == 0 &&
+	      strcmp(args[2], "-O^has_journal") == 0);
+	CHECK(pol_mkfs_options_check(p, "ext4", "-m0", buf, sizeof(buf), args, POL_MKFS_ARGS_MAX,
+	                             err, sizeof(err)) == 1);
+	/* Never: populate from a host directory, a root owner, unknown or long options. */
+	const char *refused[] = {
+	    "-d /etc", "-E root_owner=0:0", "--foo", "-m 3", "-m", "-mreflink=1", "-q", "0", NULL};
+	for (int i = 0; refused[i]; i++)
+		CHECK(pol_mkfs_options_check(p, "ext4", refused[i], buf, sizeof(buf), args,
+		                             POL_MKFS_ARGS_MAX, err, sizeof(err)) == -EPERM ||
+		      strcmp(refused[i], "0") == 0);
+	CHECK(pol_mkfs_options_check(p, "ext4", "0", buf, sizeof(buf), args, POL_MKFS_ARGS_MAX, err,
+	                             sizeof(err)) == -EINVAL);
+	CHECK(pol_mkfs_options_check(p, "ext4", "-m\t0", buf, sizeof(buf), args, POL_MKFS_ARGS_MAX,
+	                             err, sizeof(err)) == -EINVAL);
+	CHECK(pol_mkfs_options_check(p, "ext4", "-m '0'", buf, sizeof(buf), args, POL_MKFS_ARGS_MAX,
+	                             err, sizeof(err)) == -EINVAL);
+	CHECK(pol_mkfs_options_check(p, "xfs", "-m reflink=1 -K", buf, sizeof(buf), args,
+	                             POL_MKFS_ARGS_MAX, err, sizeof(err)) == 2);
+	CHECK(pol_mkfs_options_check(p, "btrfs", "-m dup -d single", buf, sizeof(buf), args,
+	                             POL_MKFS_ARGS_MAX, err, sizeof(err)) == 2);
+	CHECK(pol_mkfs_options_check(p, "vfat", "-K", buf, sizeof(buf), args, POL_MKFS_ARGS_MAX,
+	                             err, sizeof(err)) == -EPERM);
+	CHECK(pol_mkfs_options_check(p, "ext4", "-m0 -m1 -m5", buf, sizeof(buf), args, 2, err,
+	                             sizeof(err)) == -EINVAL); /* too many for the caller */
+	CHECK(strcmp(pol_mkfs_option(p, "xfs", 0), "-K") == 0);
+	CHECK(pol_mkfs_option(p, "vfat", 0) == NULL);
+	pol_free(p);
+
+	/* A file replaces one type's list and leaves the others. */
+	p = load_text("[filesystems]\nmkfs_options_ext4 = -m0\n  -Enodiscard\n", err, sizeof(err));
+	CHECK(p != NULL);
+	CHECK(pol_mkfs_options_check(p, "ext4", "-m 1", buf, sizeof(buf), args, POL_MKFS_ARGS_MAX,
+	                             err, sizeof(err)) == -EPERM);
+	CHECK(pol_mkfs_options_check(p, "ext4", "-E nodiscard -m 0", buf, sizeof(buf), args,
+	                             POL_MKFS_ARGS_MAX, err, sizeof(err)) == 2);
+	CHECK(pol_mkfs_options_check(p, "xfs", "-K", buf, sizeof(buf), args, POL_MKFS_ARGS_MAX, err,
+	                             sizeof(err)) == 1);
+	pol_free(p);
+	broken("[filesystems]\nmkfs_options_ext4 = -m 0\n", 2, "mkfs option '0'");
+	broken("[filesystems]\nmkfs_options_xfs = -m'x'\n", 2, "mkfs option");
+	broken("[filesystems]\nmkfs_options_vfat = -F32\n", 2, "unknown key");
+}
+
 int main(void)
 {
 	snprintf(dir, sizeof(dir), "/tmp/sepcsi-policy-XXXXXX");
@@ -312,6 +369,7 @@ int main(void)
 	test_ids();
 	test_paths();
 	test_options();
+	test_mkfs_options();
 	nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
 	return tap_done("test_policy");
 }

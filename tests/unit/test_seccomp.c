@@ -221,6 +221,8 @@ static void test_exec_gets_no_caps(void)
 		if (pol_caps_confine_helper() < 0)
 			_exit(10);
 		if (prctl(PR_CAPBSET_READ, CAP_SYS_ADMIN, 0, 0, 0) != 1 ||
+		    prctl(PR_CAPBSET_READ, CAP_CHOWN, 0, 0, 0) != 1 ||
+		    prctl(PR_CAPBSET_READ, CAP_FOWNER, 0, 0, 0) != 0 ||
 		    prctl(PR_CAPBSET_READ, CAP_SETPCAP, 0, 0, 0) != 0)
 			_exit(11);
 		if (pol_seccomp_install(POL_ROLE_HELPER, false) < 0)
@@ -246,17 +248,55 @@ static void test_exec_gets_no_caps(void)
 	CHECK(status_is(out, "CapPrm", "0000000000000000"));
 	CHECK(status_is(out, "CapInh", "0000000000000000"));
 	CHECK(status_is(out, "CapAmb", "0000000000000000"));
-	CHECK(status_is(out, "CapBnd", "0000000000200000"));
+	/* The optional CAP_SYS_RESOURCE is kept if this test has it (not every machine does). */
+	CHECK(status_is(out, "CapBnd",
+	                prctl(PR_CAPBSET_READ, CAP_SYS_RESOURCE, 0, 0, 0) == 1
+	                    ? "0000000001200001"
+	                    : "0000000000200001"));
 	CHECK(status_is(out, "NoNewPrivs", "1"));
 	CHECK(status_is(out, "Seccomp", "2"));
+}
+
+/* Started without CAP_SYS_RESOURCE (like under the supervisor): confinement still works. */
+static void test_optional_cap_absent(void)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (prctl(PR_CAPBSET_DROP, CAP_SYS_RESOURCE, 0, 0, 0) < 0)
+			raw_exit(10);
+		struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+		struct __user_cap_data_struct d[2];
+		if (syscall(SYS_capget, &h, d) < 0)
+			raw_exit(11);
+		d[0].permitted &= ~(1U << CAP_SYS_RESOURCE);
+		d[0].effective &= ~(1U << CAP_SYS_RESOURCE);
+		if (syscall(SYS_capset, &h, d) < 0)
+			raw_exit(12);
+		if (pol_caps_confine_helper() < 0)
+			raw_exit(13);
+		if (syscall(SYS_capget, &h, d) < 0)
+			raw_exit(14);
+		raw_exit(d[0].effective == 0x200001 && d[0].permitted == 0x200001 &&
+		                 d[1].effective == 0
+		             ? 0
+		             : 15);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
 static void test_caps_table(void)
 {
 	size_t n;
 	const struct pol_cap_entry *t = pol_caps_helper_table(&n);
-	CHECK(n == 1 && t[0].cap == CAP_SYS_ADMIN);
-	CHECK(pol_caps_helper_mask() == 0x200000ULL);
+	CHECK(n == 3 && t[0].cap == CAP_SYS_ADMIN && t[1].cap == CAP_CHOWN &&
+	      t[2].cap == CAP_SYS_RESOURCE);
+	CHECK(!t[0].optional && !t[1].optional && t[2].optional);
+	CHECK(pol_caps_helper_mask() == ((1ULL << CAP_SYS_ADMIN) | (1ULL << CAP_CHOWN)));
+	CHECK(pol_caps_helper_mask() == 0x200001ULL);
+	CHECK(pol_caps_helper_optional_mask() == 1ULL << CAP_SYS_RESOURCE);
 }
 
 int main(void)
@@ -270,5 +310,7 @@ int main(void)
 		printf("# not root: exec-capability check skipped\n");
 	if (getenv("SEPCSI_PRINT_SECCOMP"))
 		pol_seccomp_print(POL_ROLE_HELPER, stdout);
+	if (geteuid() == 0)
+		test_optional_cap_absent();
 	return tap_done("test_seccomp");
 }

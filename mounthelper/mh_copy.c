@@ -1,0 +1,398 @@
+/*
+ * SNAPSHOT, CLONE, DELETE_SNAPSHOT and CAPACITY: copies of backing images
+ * inside the data directory, and how much room is left there.
+ *
+ *   snapshot: <data>/snapshots/<snapshot-id>.img  from  images/<volume-id>.img
+ *   clone:    images/<new-id>.img  from  snapshots/<id>.img or images/<id>.img,
+ *             then grown to the size asked for
+ *
+ * A copy is a reflink (FICLONE: the new file shares the extents, so its cost
+ * does not grow with the volume's size) where the data directory's file
+ * system supports it (xfs with reflink=1, btrfs), else a sparse-aware copy:
+ * SEEK_DATA/SEEK_HOLE find the data extents, copy_file_range copies only
+ * those, and holes stay holes. Every copy is written under a temporary name,
+ * fsync'd, and published with renameat2(RENAME_NOREPLACE) plus an fsync of
+ * the directory, so a crash leaves either nothing or a whole copy, and an
+ * existing snapshot or image is never replaced.
+ *
+ * Consistency: if the source volume is mounted (staged as a file system), its
+ * file system is frozen (FIFREEZE on a directory fd of the mount) for the copy
+ * and always thawed afterwards; frozen, it has written everything to the loop
+ * device, whose writes go through the image file's page cache, which the copy
+ * reads. Raw block volumes are copied crash-consistent, as they are.
+ *
+ * Runs in a worker of the helper (CAPACITY inline) as root under seccomp.
+ * Nothing here is fatal.
+ *
+ * Safety argument. Every file name is built by the helper from an id that
+ * passed pol_volume_id_valid / pol_snapshot_id_valid ("sv-"/"ss-" + 32 hex
+ * digits: no '/', no ".."), inside directories opened once at start
+ * (root-owned, 0700), with O_NOFOLLOW; a CVE-style "../../etc" id cannot
+ * reach a path. FIFREEZE (CAP_SYS_ADMIN) is applied only to a mount the
+ * helper proved to be this volume's (its source is the loop device backed by
+ * this image) beneath an allowed root; a worker killed mid-copy is noticed by
+ * the main loop, which thaws the volume (mh_copy_thaw).
+ */
+#include "mh_copy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "mh_common.h"
+#include "mh_image.h"
+#include "mh_ops.h"
+#include "mh_path.h"
+
+#define COPY_CHUNK (1 << 20) /* fallback read/write buffer */
+
+static int io_fail(struct mh_res *r, int err, const char *step)
+{
+	return mh_fail(r, (err == ENOSPC || err == EDQUOT) ? MH_E_NOSPACE : MH_E_FAILED, err,
+	               "%s: %s", step, strerror(err));
+}
+
+/* ---- freezing the source ------------------------------------------------- */
+
+/*
+ * If the volume is mounted somewhere beneath an allowed root, open that mount
+ * as a directory fd, checked to be this volume's. Returns the fd, -1 if it is
+ * not mounted (r untouched), or -1 with r set on an error.
+ */
+static int open_mounted(const struct mh_ctx *c, const struct mh_vol *v, struct mh_res *r)
+{
+	char where[MH_PATH_MAX + 1];
+	const char *root;
+	struct mh_mnt m;
+	if (!v->attached)
+		return -1;
+	int found = mh_mount_other_use(c->pol, &v->loop, -1, where, sizeof(where), r);
+	if (found <= 0)
+		return -1;
+	if (pol_path_check(c->pol, where, &root) != 0) {
+		mh_fail(r, MH_E_FAILED, EINVAL, "volume mounted at an unusable path; not frozen");
+		return -1;
+	}
+	int fd = mh_path_open_flags(root, where, O_RDONLY | O_DIRECTORY, r);
+	if (fd < 0)
+		return -1;
+	if (mh_mount_info(fd, &m, r) < 0 || !mh_vol_owns(v, &m)) {
+		mh_fail(r, MH_E_BUSY, EAGAIN, "volume's mount changed while looking at it");
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Freeze the volume's file system if mounted: the fd to thaw later, or -1 (none, or r set). */
+static int freeze_source(const struct mh_ctx *c, const char *volume_id, struct mh_res *r)
+{
+	struct mh_vol v = {0};
+	if (mh_vol_lookup(c, volume_id, &v, r) < 0)
+		return -1;
+	int fd = open_mounted(c, &v, r);
+	if (fd < 0)
+		return -1;
+	/* Safety: this volume's own file system, mounted by us; thawed right after the copy. */
+	if (ioctl(fd, FIFREEZE, 0) < 0) {
+		int err = errno;
+		close(fd);
+		if (err == EBUSY)
+			return mh_fail(r, MH_E_BUSY, err, "volume's file system is already frozen");
+		if (err == EOPNOTSUPP)
+			return -1; /* cannot be frozen: copy it as it is */
+		return mh_fail(r, MH_E_FAILED, err, "FIFREEZE: %s", strerror(err));
+	}
+	return fd;
+}
+
+static void thaw(int *fd)
+{
+	if (*fd >= 0)
+		(void)ioctl(*fd, FITHAW, 0);
+	mh_closep(fd);
+}
+
+void mh_copy_thaw(const struct mh_ctx *c, const char *volume_id)
+{
+	struct mh_res r = {0};
+	struct mh_vol v = {0};
+	if (!pol_volume_id_valid(volume_id) || mh_vol_lookup(c, volume_id, &v, &r) < 0)
+		return;
+	int fd = open_mounted(c, &v, &r);
+	thaw(&fd); /* EINVAL when it was not frozen: nothing to do */
+}
+
+/* ---- copying -------------------------------------------------------------- */
+
+/* Copy [off, off + len) from src to the same offset in dst. */
+static int copy_range(int src, int dst, off_t off, off_t len, struct mh_res *r)
+{
+	off_t in = off, out = off, end = off + len;
+	char *buf = NULL;
+	while (in < end) {
+		ssize_t n = -1;
+		if (!buf) {
+			n = copy_file_range(src, &in, dst, &out, (size_t)(end - in), 0);
+			if (n < 0 && (errno == EXDEV || errno == EOPNOTSUPP || errno == ENOSYS ||
+			              errno == EINVAL)) {
+				buf = malloc(COPY_CHUNK); /* the kernel will not: copy by hand */
+				if (!buf)
+					abort();
+				continue;
+			}
+		} else {
+			size_t want =
+			    (size_t)(end - in) < COPY_CHUNK ? (size_t)(end - in) : COPY_CHUNK;
+			n = pread(src, buf, want, in);
+			if (n > 0 && pwrite(dst, buf, (size_t)n, out) != n)
+				n = -1;
+			if (n > 0) {
+				in += n;
+				out += n;
+			}
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			free(buf);
+			return n < 0 ? io_fail(r, errno, "copy") : 0; /* 0: source shrank */
+		}
+	}
+	free(buf);
+	return 0;
+}
+
+/*
+ * Fill the new, empty file dst with src: a reflink if the file system can,
+ * else only src's data extents (holes stay holes). *reflinked says which.
+ */
+static int copy_image(int src, int dst, off_t size, bool *reflinked, struct mh_res *r)
+{
+	if (ioctl(dst, FICLONE, src) == 0) {
+		*reflinked = true;
+		return 0;
+	}
+	if (errno != EOPNOTSUPP && errno != EXDEV && errno != EINVAL && errno != ENOTTY)
+		return io_fail(r, errno, "FICLONE");
+	*reflinked = false;
+	if (ftruncate(dst, size) < 0)
+		return io_fail(r, errno, "size copy");
+	for (off_t off = 0; off < size;) {
+		off_t data = lseek(src, off, SEEK_DATA);
+		if (data < 0 && errno == ENXIO)
+			break; /* only a hole is left */
+		off_t hole = data < 0 ? -1 : lseek(src, data, SEEK_HOLE);
+		if (data < 0 || hole < 0)
+			return io_fail(r, errno, "find data extents");
+		if (hole > size)
+			hole = size;
+		if (copy_range(src, dst, data, hole - data, r) < 0)
+			return -1;
+		off = hole;
+	}
+	return 0;
+}
+
+/*
+ * The whole copy: src into dir/<name> via dir/<name>.tmp, grown to size
+ * (>= src's size), durable, never replacing an existing file. freeze_id names
+ * the source volume to freeze during the copy (NULL for a snapshot source).
+ */
+static int copy_to(const struct mh_ctx *c, int src, off_t size, const char *freeze_id, int dir,
+                   const char *name, bool *reflinked, struct mh_res *r)
+{
+	char tmp[MH_ID_MAX + 24];
+	struct stat st;
+	int dst = -1, frozen = -1, ret = -1;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	if (fstat(src, &st) < 0)
+		return io_fail(r, errno, "stat source");
+	/* A temporary file left by a crash mid-copy is ours to remove. */
+	if (unlinkat(dir, tmp, 0) < 0 && errno != ENOENT)
+		return io_fail(r, errno, "remove stale temporary");
+	dst = openat(dir, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (dst < 0)
+		return io_fail(r, errno, "create copy");
+	if (freeze_id && (frozen = freeze_source(c, freeze_id, r)) < 0 && r->kind != MH_E_OK)
+		goto out;
+	int rc = copy_image(src, dst, st.st_size, reflinked, r);
+	thaw(&frozen); /* always, and as early as possible */
+	if (rc < 0)
+		goto out;
+	if (size > st.st_size && ftruncate(dst, size) < 0) {
+		io_fail(r, errno, "grow copy");
+		goto out;
+	}
+	if (fsync(dst) < 0) {
+		io_fail(r, errno, "sync copy");
+		goto out;
+	}
+	if (renameat2(dir, tmp, dir, name, RENAME_NOREPLACE) < 0) {
+		io_fail(r, errno, "rename copy");
+		goto out;
+	}
+	if (fsync(dir) < 0) {
+		io_fail(r, errno, "sync directory");
+		goto out;
+	}
+	ret = 0;
+out:
+	thaw(&frozen);
+	mh_closep(&dst);
+	if (ret < 0)
+		unlinkat(dir, tmp, 0);
+	return ret;
+}
+
+/* An existing copy: a regular file; its size in *size. 1 exists, 0 not, -1 error. */
+static int existing(int dir, const char *name, uint64_t *size, struct mh_res *r)
+{
+	struct stat st;
+	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : io_fail(r, errno, "stat");
+	if (!S_ISREG(st.st_mode))
+		return mh_fail(r, MH_E_EXISTS, EEXIST, "%s exists and is not a regular file", name);
+	*size = (uint64_t)st.st_size;
+	return 1;
+}
+
+/* ---- handlers ------------------------------------------------------------ */
+
+int mh_answer_snapshot(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                       struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_snapshot *q = &req->u.snapshot;
+	char name[MH_ID_MAX + 16];
+	struct mh_ans_copy *out = &ans->u.copy_ans;
+	a->snapshot_id = q->snapshot_id;
+	a->volume_id = q->volume_id;
+	if (mh_check_snapshot_id(q->snapshot_id, r) < 0 || mh_check_volume_id(q->volume_id, r) < 0)
+		return -1;
+	snprintf(name, sizeof(name), "%s.img", q->snapshot_id);
+	int ex = existing(c->snaps_fd, name, &out->size_bytes, r);
+	if (ex != 0) {
+		out->reflinked = c->reflink;
+		a->note = "snapshot exists";
+		return ex < 0 ? -1 : 0;
+	}
+	int src = mh_image_open(c, q->volume_id, true, r);
+	if (src < 0)
+		return -1;
+	struct stat st;
+	bool reflinked = false;
+	int ret = -1;
+	if (fstat(src, &st) == 0 &&
+	    copy_to(c, src, st.st_size, q->volume_id, c->snaps_fd, name, &reflinked, r) == 0) {
+		out->size_bytes = (uint64_t)st.st_size;
+		out->reflinked = reflinked;
+		a->note = reflinked ? "reflinked" : "sparse copy";
+		ret = 0;
+	}
+	close(src);
+	return ret;
+}
+
+int mh_answer_delete_snapshot(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                              struct mh_audit *a, struct mh_res *r)
+{
+	const char *id = req->u.del_snapshot.snapshot_id;
+	char name[MH_ID_MAX + 16];
+	a->snapshot_id = id;
+	if (mh_check_snapshot_id(id, r) < 0)
+		return -1;
+	snprintf(name, sizeof(name), "%s.img", id);
+	if (unlinkat(c->snaps_fd, name, 0) < 0) {
+		if (errno == ENOENT) {
+			a->note = "snapshot does not exist";
+			return 0;
+		}
+		return io_fail(r, errno, "remove snapshot");
+	}
+	if (fsync(c->snaps_fd) < 0)
+		return io_fail(r, errno, "sync snapshots directory");
+	return 0;
+}
+
+int mh_answer_clone(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                    struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_clone *q = &req->u.clone;
+	char name[MH_ID_MAX + 16], src_name[MH_ID_MAX + 16];
+	struct mh_ans_copy *out = &ans->u.copy_ans;
+	bool from_snap = q->source_kind == MH_SRC_SNAPSHOT;
+	a->volume_id = q->volume_id;
+	a->source_id = q->source_id;
+	if (mh_check_volume_id(q->volume_id, r) < 0 ||
+	    (from_snap ? mh_check_snapshot_id(q->source_id, r)
+	               : mh_check_volume_id(q->source_id, r)) < 0)
+		return -1;
+	uint64_t min = pol_min_volume_bytes(c->pol), max = pol_max_volume_bytes(c->pol);
+	if (q->size_bytes < min || q->size_bytes > max)
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "size %llu outside [%llu, %llu]",
+		               (unsigned long long)q->size_bytes, (unsigned long long)min,
+		               (unsigned long long)max);
+	uint64_t size = (q->size_bytes + 4095) & ~(uint64_t)4095;
+	if (size > max)
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "size rounded to 4 KiB exceeds %llu",
+		               (unsigned long long)max);
+	mh_image_name(q->volume_id, name, sizeof(name));
+	int ex = existing(c->images_fd, name, &out->size_bytes, r);
+	if (ex < 0)
+		return -1;
+	if (ex) {
+		if (out->size_bytes != size)
+			return mh_fail(r, MH_E_EXISTS, EEXIST, "volume exists with size %llu",
+			               (unsigned long long)out->size_bytes);
+		out->reflinked = c->reflink;
+		a->note = "volume exists";
+		return 0;
+	}
+	int src;
+	if (from_snap) {
+		snprintf(src_name, sizeof(src_name), "%s.img", q->source_id);
+		src = openat(c->snaps_fd, src_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (src < 0)
+			return errno == ENOENT
+			           ? mh_fail(r, MH_E_NOTFOUND, ENOENT, "snapshot does not exist")
+			           : io_fail(r, errno, "open snapshot");
+	} else if ((src = mh_image_open(c, q->source_id, true, r)) < 0) {
+		return -1;
+	}
+	struct stat st;
+	bool reflinked = false;
+	int ret = -1;
+	if (fstat(src, &st) < 0 || !S_ISREG(st.st_mode)) {
+		mh_fail(r, MH_E_FAILED, EINVAL, "source is not a regular file");
+	} else if ((uint64_t)st.st_size > size) {
+		mh_fail(r, MH_E_REFUSED, EINVAL, "size %llu is smaller than the source (%lld)",
+		        (unsigned long long)size, (long long)st.st_size);
+	} else if (copy_to(c, src, (off_t)size, from_snap ? NULL : q->source_id, c->images_fd, name,
+	                   &reflinked, r) == 0) {
+		out->size_bytes = size;
+		out->reflinked = reflinked;
+		a->note = reflinked ? "reflinked" : "sparse copy";
+		ret = 0;
+	}
+	close(src);
+	return ret;
+}
+
+int mh_answer_capacity(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                       struct mh_audit *a, struct mh_res *r)
+{
+	struct statvfs sv;
+	if (fstatvfs(c->data_fd, &sv) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "statvfs: %s", strerror(errno));
+	ans->u.capacity_ans.available_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+	ans->u.capacity_ans.total_bytes = (uint64_t)sv.f_blocks * sv.f_frsize;
+	ans->u.capacity_ans.reflink = c->reflink;
+	return 0;
+}

@@ -1,0 +1,283 @@
+/*
+ * RESIZE (grow a backing image, never shrink it) and EXPAND (grow a staged
+ * volume's file system online to the size of its image).
+ *
+ * Runs in a worker of the helper as root under seccomp. Nothing here is fatal.
+ *
+ * The online grow is done by the helper itself with the file systems' own
+ * ioctls on a directory fd of the verified staging mount, not by running
+ * resize2fs / xfs_growfs / btrfs in a child: those tools only issue the same
+ * ioctls, and each ioctl needs a capability a capability-less child lacks:
+ *   ext4   EXT4_IOC_RESIZE_FS (new block count)   CAP_SYS_RESOURCE
+ *          (ext4_resize_begin(); resize2fs without it: "Permission denied")
+ *   xfs    XFS_IOC_FSGROWFSDATA (new data blocks) CAP_SYS_ADMIN
+ *   btrfs  BTRFS_IOC_RESIZE ("max")               CAP_SYS_ADMIN
+ * CAP_SYS_RESOURCE is an optional capability of the helper (policy/caps.c):
+ * without it, EXPAND of ext4 fails with a reason saying so.
+ *
+ * Safety argument. The image file is one of ours (name from a checked id);
+ * LOOP_SET_CAPACITY only makes a loop device re-read the size of the file
+ * that already backs it. The grow ioctls act on the file system whose mount
+ * at the staging path was just proven to be this volume's loop device, and
+ * grow it to the size of that device, which is the size of our image: they
+ * cannot touch any other file system, and never shrink one.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/btrfs.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "mh_common.h"
+#include "mh_image.h"
+#include "mh_ops.h"
+#include "mh_path.h"
+#include "mh_resize.h"
+
+#define LOOPS_MAX 8 /* loop devices of one image: the staging one and read-only publications */
+
+/* From <linux/ext4.h> (not shipped by linux-libc-dev) and xfsprogs' <xfs/xfs_fs.h>. */
+#define EXT4_IOC_RESIZE_FS _IOW('f', 16, uint64_t)
+
+struct xfs_fsop_geom_v1 {
+	uint32_t blocksize, rtextsize, agblocks, agcount, logblocks, sectsize, inodesize, imaxpct;
+	uint64_t datablocks, rtblocks, rtextents, logstart;
+	unsigned char uuid[16];
+	uint32_t sunit, swidth;
+	int32_t version;
+	uint32_t flags, logsectsize, rtsectsize, dirblocksize;
+};
+
+struct xfs_growfs_data {
+	uint64_t newblocks;
+	uint32_t imaxpct;
+};
+
+_Static_assert(sizeof(struct xfs_fsop_geom_v1) == 112, "xfs_fsop_geom_v1 layout");
+_Static_assert(sizeof(struct xfs_growfs_data) == 16, "xfs_growfs_data layout");
+_Static_assert(sizeof(struct btrfs_ioctl_vol_args) == 4096, "btrfs_ioctl_vol_args layout");
+
+#define XFS_IOC_FSGEOMETRY_V1 _IOR('X', 100, struct xfs_fsop_geom_v1)
+#define XFS_IOC_FSGROWFSDATA  _IOW('X', 110, struct xfs_growfs_data)
+
+/* LOOP_SET_CAPACITY on every loop device backed by the image (st). */
+static int refresh_loops(const struct stat *st, struct mh_res *r)
+{
+	struct mh_loop loops[LOOPS_MAX];
+	int n = mh_loop_find_all(st->st_dev, st->st_ino, loops, LOOPS_MAX, r);
+	for (int i = 0; i < n; i++)
+		if (mh_loop_set_capacity(&loops[i], r) < 0)
+			return -1;
+	return n < 0 ? -1 : n;
+}
+
+int mh_answer_resize(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                     struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_resize *q = &req->u.resize;
+	struct stat st;
+	int ret = -1;
+	a->volume_id = q->volume_id;
+	if (mh_check_volume_id(q->volume_id, r) < 0)
+		return -1;
+	uint64_t max = pol_max_volume_bytes(c->pol);
+	if (q->size_bytes > max)
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "size %llu exceeds %llu",
+		               (unsigned long long)q->size_bytes, (unsigned long long)max);
+	uint64_t size = (q->size_bytes + 4095) & ~(uint64_t)4095;
+	if (size > max)
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "size rounded to 4 KiB exceeds %llu",
+		               (unsigned long long)max);
+	int fd = mh_image_open(c, q->volume_id, false, r);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0) {
+		mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
+		goto out;
+	}
+	if (size < (uint64_t)st.st_size) {
+		mh_fail(r, MH_E_REFUSED, EINVAL, "image is %lld bytes; it is never shrunk",
+		        (long long)st.st_size);
+		goto out;
+	}
+	if (size == (uint64_t)st.st_size) {
+		a->note = "already that size";
+	} else if (ftruncate(fd, (off_t)size) < 0 || fsync(fd) < 0) {
+		int err = errno;
+		mh_fail(r,
+		        err == ENOSPC || err == EDQUOT ? MH_E_NOSPACE
+		        : err == EFBIG                 ? MH_E_REFUSED
+		                                       : MH_E_FAILED,
+		        err, "grow image: %s", strerror(err));
+		goto out;
+	}
+	/* An attached image: its loop device(s) take the new size now. */
+	if (refresh_loops(&st, r) < 0)
+		goto out;
+	ans->u.create_ans.size_bytes = size;
+	ret = 0;
+out:
+	close(fd);
+	return ret;
+}
+
+/* Grow the file system mounted at fd (type fstype) to dev_size bytes. */
+static int grow_fs(int fd, const char *fstype, uint64_t dev_size, struct mh_audit *a,
+                   struct mh_res *r)
+{
+	if (strcmp(fstype, "ext4") == 0) {
+		struct statvfs sv;
+		if (fstatvfs(fd, &sv) < 0 || sv.f_frsize == 0)
+			return mh_fail(r, MH_E_FAILED, errno, "statvfs: %s", strerror(errno));
+		uint64_t blocks = dev_size / sv.f_frsize;
+		if (ioctl(fd, EXT4_IOC_RESIZE_FS, &blocks) < 0)
+			return mh_fail(
+			    r, MH_E_FAILED, errno, "ext4 online resize: %s%s", strerror(errno),
+			    errno == EPERM ? " (the helper lacks CAP_SYS_RESOURCE)" : "");
+		return 0;
+	}
+	if (strcmp(fstype, "xfs") == 0) {
+		struct xfs_fsop_geom_v1 g;
+		memset(&g, 0, sizeof(g));
+		if (ioctl(fd, XFS_IOC_FSGEOMETRY_V1, &g) < 0 || g.blocksize == 0)
+			return mh_fail(r, MH_E_FAILED, errno, "xfs geometry: %s", strerror(errno));
+		struct xfs_growfs_data in = {.newblocks = dev_size / g.blocksize,
+		                             .imaxpct = g.imaxpct};
+		if (in.newblocks <= g.datablocks) {
+			a->note = "file system already fills the device";
+			return 0; /* never ask xfs to shrink */
+		}
+		if (ioctl(fd, XFS_IOC_FSGROWFSDATA, &in) < 0)
+			return mh_fail(r, MH_E_FAILED, errno, "xfs grow: %s", strerror(errno));
+		return 0;
+	}
+	if (strcmp(fstype, "btrfs") == 0) {
+		struct btrfs_ioctl_vol_args args;
+		memset(&args, 0, sizeof(args));
+		snprintf(args.name, sizeof(args.name), "max");
+		if (ioctl(fd, BTRFS_IOC_RESIZE, &args) < 0)
+			return mh_fail(r, MH_E_FAILED, errno, "btrfs resize: %s", strerror(errno));
+		return 0;
+	}
+	return mh_fail(r, MH_E_REFUSED, EINVAL, "cannot grow %s", fstype);
+}
+
+/* ext4's own block count, from its primary superblock (offset 1024, little-endian). */
+static int ext4_blocks(int img_fd, uint64_t *blocks, uint32_t *bsize)
+{
+	unsigned char sb[1024];
+	if (pread(img_fd, sb, sizeof(sb), 1024) != (ssize_t)sizeof(sb))
+		return -1;
+#define LE32(o)                                                                                    \
+	((uint32_t)sb[o] | (uint32_t)sb[(o) + 1] << 8 | (uint32_t)sb[(o) + 2] << 16 |              \
+	 (uint32_t)sb[(o) + 3] << 24)
+	if (sb[0x38] != 0x53 || sb[0x39] != 0xef || LE32(0x18) > 6)
+		return -1; /* not an ext4 superblock, or a block size over 64 KiB */
+	*bsize = 1024u << LE32(0x18);
+	*blocks = LE32(0x04);
+	if (LE32(0x60) & 0x80) /* INCOMPAT_64BIT: the high half counts too */
+		*blocks |= (uint64_t)LE32(0x150) << 32;
+#undef LE32
+	return 0;
+}
+
+int mh_resize_grow_if_smaller(int mnt_fd, const char *fstype, int img_fd, uint64_t dev_size,
+                              bool *grown, struct mh_res *r)
+{
+	struct mh_audit a = {0};
+	*grown = false;
+	if (strcmp(fstype, "ext4") == 0) {
+		uint64_t blocks;
+		uint32_t bsize;
+		/* EXT4_IOC_RESIZE_FS needs CAP_SYS_RESOURCE even for a no-op: ask only if needed.
+		 */
+		if (ext4_blocks(img_fd, &blocks, &bsize) < 0 || dev_size / bsize <= blocks)
+			return 0;
+	}
+	if (grow_fs(mnt_fd, fstype, dev_size, &a, r) < 0)
+		return -1;
+	*grown = a.note == NULL; /* xfs says when there was nothing to do */
+	return 0;
+}
+
+int mh_answer_expand(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                     struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_expand *q = &req->u.expand;
+	const char *root;
+	struct mh_vol v = {0};
+	int fd = -1, dev = -1, ret = -1;
+	bool block = (q->flags & MH_F_BLOCK) != 0;
+	a->volume_id = q->volume_id;
+	a->path = q->staging_path;
+	if (mh_check_volume_id(q->volume_id, r) < 0 ||
+	    mh_check_path(c, q->staging_path, "staging path", &root, r) < 0)
+		return -1;
+	if (q->flags & ~MH_F_BLOCK)
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "flag not valid for EXPAND");
+	if (!block && q->fs_type[0] && !pol_fs_allowed(c->pol, q->fs_type))
+		return mh_fail(r, MH_E_REFUSED, EPERM, "filesystem type not allowed by policy");
+	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0)
+		return -1;
+	if (!v.attached)
+		return mh_fail(r, MH_E_PRECONDITION, 0, "volume is not staged");
+
+	if (block) {
+		/* The staged device file must be this volume's loop device. */
+		struct mh_fmnt fm;
+		struct mh_loop l;
+		if ((fd = mh_path_open_dir(root, q->staging_path, r)) < 0 ||
+		    (dev = mh_path_open_child_flags(fd, "dev", O_PATH, 0, r)) < 0 ||
+		    mh_mount_file_info(dev, &fm, r) < 0)
+			goto precondition;
+		if (!fm.mounted || !S_ISBLK(fm.st.st_mode) ||
+		    mh_loop_by_rdev(fm.st.st_rdev, v.st.st_dev, v.st.st_ino, &l, r) != 1) {
+			mh_fail(r, MH_E_PRECONDITION, 0,
+			        "volume is not staged at the staging path");
+			goto out;
+		}
+		v.loop = l;
+	} else {
+		struct mh_mnt m;
+		if ((fd = mh_path_open_flags(root, q->staging_path, O_RDONLY | O_DIRECTORY, r)) <
+		        0 ||
+		    mh_mount_info(fd, &m, r) < 0)
+			goto precondition;
+		if (!mh_vol_owns(&v, &m)) {
+			mh_fail(r, MH_E_PRECONDITION, 0,
+			        "volume is not staged at the staging path");
+			goto out;
+		}
+		if (q->fs_type[0] && strcmp(q->fs_type, m.fstype) != 0) {
+			mh_fail(r, MH_E_REFUSED, EINVAL, "volume is staged as %s, not %s", m.fstype,
+			        q->fs_type);
+			goto out;
+		}
+		if (m.ro) {
+			mh_fail(r, MH_E_PRECONDITION, EROFS, "volume is staged read-only");
+			goto out;
+		}
+	}
+	uint64_t size = 0;
+	if (refresh_loops(&v.st, r) < 0 || mh_loop_size(&v.loop, &size, r) < 0)
+		goto out;
+	if (!block) {
+		struct mh_mnt m;
+		if (mh_mount_info(fd, &m, r) < 0 || grow_fs(fd, m.fstype, size, a, r) < 0)
+			goto out;
+	}
+	ans->u.create_ans.size_bytes = size;
+	ret = 0;
+	goto out;
+precondition:
+	if (r->kind == MH_E_NOTFOUND)
+		r->kind = MH_E_PRECONDITION;
+out:
+	mh_closep(&dev);
+	mh_closep(&fd);
+	return ret;
+}

@@ -1,0 +1,431 @@
+/*
+ * Real-process test of sepcsi-mounthelper, protocol v2, part 1: RESIZE,
+ * SNAPSHOT, CLONE, DELETE_SNAPSHOT, CAPACITY on a plain ext4 data directory
+ * and on a reflink-capable xfs one; the worker model (a PING and a STAGE of
+ * another volume answered while a 2 GiB clone runs, BUSY for a second request
+ * on the same volume); SIGTERM finishing the work in flight; the audit file.
+ * Needs root (exits 77 otherwise); private mount namespace; cleans up always.
+ * Prints the measured snapshot times (a figure, never an assertion).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/capability.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helper_harness.h"
+#include "tap.h"
+
+#define GiB (1024 * MiB)
+#define VA  "sv-a0000000000000000000000000000001"
+#define VB  "sv-a0000000000000000000000000000002"
+#define VC  "sv-a0000000000000000000000000000003"
+#define VD  "sv-a0000000000000000000000000000004"
+#define VE  "sv-a0000000000000000000000000000005"
+#define S1  "ss-b0000000000000000000000000000001"
+#define S2  "ss-b0000000000000000000000000000002"
+
+#define FICLONE_ _IOW(0x94, 9, int) /* <linux/fs.h> clashes with <sys/mount.h> */
+
+/* Does the data directory itself support reflinks? (the answer CAPACITY must give) */
+static bool data_reflinks(void)
+{
+	char buf[4096] = {1};
+	int a = open(data, O_TMPFILE | O_RDWR, 0600), b = open(data, O_TMPFILE | O_RDWR, 0600);
+	bool ok = a >= 0 && b >= 0 && write(a, buf, sizeof(buf)) == (ssize_t)sizeof(buf) &&
+	          ioctl(b, FICLONE_, a) == 0;
+	if (a >= 0)
+		close(a);
+	if (b >= 0)
+		close(b);
+	return ok;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t blocks_bytes(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : UINT64_MAX;
+}
+
+static uint64_t loop_sectors(const char *dev)
+{
+	char p[128], buf[64] = "";
+	snprintf(p, sizeof(p), "/sys/block/%s/size", dev + 5);
+	FILE *f = fopen(p, "re");
+	if (f && fgets(buf, sizeof(buf), f) == NULL)
+		buf[0] = '\0';
+	if (f)
+		fclose(f);
+	return strtoull(buf, NULL, 10);
+}
+
+static void test_resize(struct helper *h)
+{
+	char staging[256], dev[64], img[300];
+	uint64_t real = 0;
+	snprintf(staging, sizeof(staging), "%s/staging/resize", root);
+	snprintf(img, sizeof(img), "%s/images/%s.img", data, VA);
+	mkdir(staging, 0750);
+	CHECK(do_resize(h, VA, 128 * MiB, NULL) == MH_E_NOTFOUND);
+	CHECK(do_create(h, VA, 64 * MiB, NULL) == MH_E_OK);
+	CHECK(do_resize(h, VA, 64 * MiB, &real) == MH_E_OK && real == 64 * MiB); /* equal */
+	CHECK(do_resize(h, VA, 32 * MiB, NULL) == MH_E_REFUSED);                 /* never shrink */
+	CHECK(do_resize(h, VA, 2048ULL * GiB, NULL) == MH_E_REFUSED);            /* over max */
+	CHECK(do_resize(h, "sv-../../etc", 128 * MiB, NULL) == MH_E_REFUSED);
+	CHECK(do_resize(h, VA, 96 * MiB + 1, &real) == MH_E_OK && real == 96 * MiB + 4096);
+	CHECK(blocks_bytes(img) == 0); /* still sparse */
+	/* Staged: the loop device takes the new size at once. */
+	CHECK(do_stage(h, VA, staging, "ext4", "", 0, NULL) == MH_E_OK);
+	CHECK(loop_dev_of(VA, dev, sizeof(dev)));
+	uint64_t before = loop_sectors(dev);
+	CHECK(do_resize(h, VA, 160 * MiB, &real) == MH_E_OK && real == 160 * MiB);
+	CHECK(before > 0 && loop_sectors(dev) == 160 * MiB / 512);
+	CHECK(do_unstage(h, VA, staging) == MH_E_OK);
+	CHECK(do_delete(h, VA) == MH_E_OK);
+}
+
+/*
+ * Snapshot a staged volume with a file written but not synced (the freeze
+ * must flush it), clone the snapshot bigger, stage the clone, read the file.
+ */
+static void test_snapshot_clone(struct helper *h, bool want_reflink)
+{
+	char staging[256], p[512], snap[300];
+	struct mh_ans_copy cp;
+	snprintf(staging, sizeof(staging), "%s/staging/snap", root);
+	snprintf(snap, sizeof(snap), "%s/snapshots/%s.img", data, S1);
+	mkdir(staging, 0750);
+	CHECK(do_snapshot(h, S1, VB, NULL) == MH_E_NOTFOUND); /* no source */
+	CHECK(do_create(h, VB, 256 * MiB, NULL) == MH_E_OK);
+	CHECK(do_stage(h, VB, staging, "ext4", "", 0, NULL) == MH_E_OK);
+	snprintf(p, sizeof(p), "%s/kept", staging);
+	CHECK(write_file(p, "snapshot me\n") == 0); /* no fsync: FIFREEZE writes it out */
+	CHECK(do_snapshot(h, S1, VB, &cp) == MH_E_OK);
+	CHECK(cp.size_bytes == 256 * MiB && cp.reflinked == want_reflink);
+	if (!want_reflink) /* holes stay holes: far less than the 256 MiB */
+		CHECK(blocks_bytes(snap) < 64 * MiB);
+	CHECK(do_snapshot(h, S1, VB, &cp) == MH_E_OK && cp.size_bytes == 256 * MiB); /* again */
+	CHECK(do_snapshot(h, "ss-nothex", VB, NULL) == MH_E_REFUSED);
+	CHECK(do_snapshot(h, VB, VB, NULL) == MH_E_REFUSED); /* a volume id is not a snapshot id */
+	CHECK(do_snapshot(h, S1, "../x", NULL) == MH_E_REFUSED);
+	/* The source is still mounted and writable: it was thawed. */
+	snprintf(p, sizeof(p), "%s/after", staging);
+	CHECK(write_file(p, "thawed\n") == 0);
+
+	/* Clone from the snapshot, grown; stage it; the file is there. */
+	CHECK(do_clone(h, VC, MH_SRC_SNAPSHOT, S1, 128 * MiB, NULL) == MH_E_REFUSED); /* smaller */
+	CHECK(do_clone(h, VC, MH_SRC_SNAPSHOT, S2, 256 * MiB, NULL) == MH_E_NOTFOUND);
+	CHECK(do_clone(h, VC, MH_SRC_SNAPSHOT, VB, 256 * MiB, NULL) == MH_E_REFUSED); /* kind */
+	CHECK(do_clone(h, VC, MH_SRC_SNAPSHOT, S1, 320 * MiB, &cp) == MH_E_OK);
+	CHECK(cp.size_bytes == 320 * MiB && cp.reflinked == want_reflink);
+	CHECK(do_clone(h, VC, MH_SRC_SNAPSHOT, S1, 320 * MiB, &cp) == MH_E_OK); /* same again */
+	CHECK(do_clone(h, VC, MH_SRC_SNAPSHOT, S1, 384 * MiB, NULL) == MH_E_EXISTS);
+	char cstaging[256];
+	snprintf(cstaging, sizeof(cstaging), "%s/staging/clone", root);
+	mkdir(cstaging, 0750);
+	CHECK(do_stage(h, VC, cstaging, "ext4", "", 0, NULL) == MH_E_OK);
+	snprintf(p, sizeof(p), "%s/kept", cstaging);
+	CHECK(file_has(p, "snapshot me"));
+	/* Cloned larger: STAGE grows the file system (ext4 only with CAP_SYS_RESOURCE). */
+	struct statvfs sv;
+	bool grown = statvfs(cstaging, &sv) == 0 && sv.f_blocks * sv.f_frsize > 300 * MiB;
+	CHECK(grown == (prctl(PR_CAPBSET_READ, CAP_SYS_RESOURCE, 0, 0, 0) == 1));
+	snprintf(p, sizeof(p), "%s/after", cstaging);
+	CHECK(!exists(p)); /* written after the snapshot */
+	CHECK(do_unstage(h, VC, cstaging) == MH_E_OK);
+
+	/* Clone straight from the (staged) volume. */
+	CHECK(do_clone(h, VD, MH_SRC_VOLUME, VB, 256 * MiB, &cp) == MH_E_OK);
+	CHECK(cp.reflinked == want_reflink);
+	CHECK(do_stage(h, VD, cstaging, "ext4", "", 0, NULL) == MH_E_OK);
+	snprintf(p, sizeof(p), "%s/after", cstaging);
+	CHECK(file_has(p, "thawed"));
+	CHECK(do_unstage(h, VD, cstaging) == MH_E_OK);
+
+	CHECK(do_delete_snapshot(h, S1) == MH_E_OK);
+	CHECK(!exists(snap));
+	CHECK(do_delete_snapshot(h, S1) == MH_E_OK); /* missing = OK */
+	CHECK(do_delete_snapshot(h, "ss-../../etc/passwd") == MH_E_REFUSED);
+	CHECK(do_unstage(h, VB, staging) == MH_E_OK);
+	CHECK(do_delete(h, VB) == MH_E_OK && do_delete(h, VC) == MH_E_OK &&
+	      do_delete(h, VD) == MH_E_OK);
+	CHECK(our_loops(false) == 0);
+}
+
+/* A 1 GiB image with 512 MiB of data in 1 MiB runs (every other MiB): time a snapshot. */
+static void time_snapshot(struct helper *h, const char *what)
+{
+	char img[300], snap[300];
+	struct mh_ans_copy cp = {0};
+	snprintf(img, sizeof(img), "%s/images/%s.img", data, VE);
+	snprintf(snap, sizeof(snap), "%s/snapshots/%s.img", data, S2);
+	CHECK(do_create(h, VE, 1 * GiB, NULL) == MH_E_OK);
+	bool ok = true;
+	for (uint64_t off = 0; off < 1 * GiB && ok; off += 2 * MiB)
+		ok = fill_file(img, off, 1 * MiB) == 0;
+	CHECK(ok);
+	double t0 = now();
+	CHECK(do_snapshot(h, S2, VE, &cp) == MH_E_OK);
+	double dt = now() - t0;
+	printf("# snapshot of a 1 GiB image with 512 MiB of data, %s: %.3f s (reflinked=%d, "
+	       "snapshot allocates %llu MiB)\n",
+	       what, dt, cp.reflinked, (unsigned long long)(blocks_bytes(snap) / MiB));
+	if (!cp.reflinked) /* the sparse copy keeps the holes: about the 512 MiB written */
+		CHECK(blocks_bytes(snap) >= 512 * MiB && blocks_bytes(snap) < 600 * MiB);
+	CHECK(do_delete_snapshot(h, S2) == MH_E_OK && do_delete(h, VE) == MH_E_OK);
+}
+
+static void test_capacity(struct helper *h, bool want_reflink)
+{
+	struct mh_ans_capacity cap;
+	struct statvfs sv;
+	CHECK(do_capacity(h, &cap) == MH_E_OK);
+	CHECK(statvfs(data, &sv) == 0);
+	CHECK(cap.total_bytes == (uint64_t)sv.f_blocks * sv.f_frsize);
+	CHECK(cap.available_bytes > 0 && cap.available_bytes <= cap.total_bytes);
+	CHECK(cap.reflink == want_reflink);
+}
+
+/*
+ * The data directory on a reflink-capable xfs (mkfs.xfs -m reflink=1 on a
+ * loop device mounted inside the test): snapshots and clones are reflinks.
+ */
+static void test_reflink_xfs(void)
+{
+	char img[200], saved[128], xdev[64] = "";
+	snprintf(img, sizeof(img), "%s/xfs-data.img", tmp);
+	snprintf(saved, sizeof(saved), "%s", data);
+	int fd = open(img, O_CREAT | O_WRONLY, 0600);
+	CHECK(fd >= 0 && ftruncate(fd, (off_t)(3 * GiB)) == 0);
+	close(fd);
+	const char *mkfs[] = {"mkfs.xfs", "-q", "-m", "reflink=1", img, NULL};
+	CHECK(run(mkfs) == 0);
+	snprintf(data, sizeof(data), "%s/xdata", tmp);
+	mkdir(data, 0700);
+	const char *mnt[] = {"mount", "-o", "loop", img, data, NULL};
+	if (run(mnt) != 0) {
+		CHECK(!"mount xfs data dir");
+		snprintf(data, sizeof(data), "%s", saved);
+		return;
+	}
+	struct helper h;
+	helper_start(&h);
+	CHECK(do_ping(&h) == MH_E_OK);
+	test_capacity(&h, true);
+	test_snapshot_clone(&h, true);
+	time_snapshot(&h, "reflink xfs");
+	CHECK(helper_stop(&h) == 0);
+	const char *umnt[] = {"umount", data, NULL};
+	CHECK(run(umnt) == 0);
+	(void)xdev;
+	snprintf(data, sizeof(data), "%s", saved);
+}
+
+/*
+ * Concurrency: a 2 GiB image with 1 GiB of data cloned on plain ext4 (a real
+ * copy, seconds): meanwhile PING and a STAGE of another volume are answered,
+ * and a second request on the volume being cloned is BUSY at once.
+ */
+static void test_concurrency(struct helper *h)
+{
+	char img[300], staging[256];
+	struct mh_msg q, a;
+	snprintf(img, sizeof(img), "%s/images/%s.img", data, VA);
+	snprintf(staging, sizeof(staging), "%s/staging/conc", root);
+	mkdir(staging, 0750);
+	CHECK(do_create(h, VA, 2 * GiB, NULL) == MH_E_OK);
+	CHECK(fill_file(img, 0, 1 * GiB) == 0);
+	CHECK(do_create(h, VB, 64 * MiB, NULL) == MH_E_OK);
+	bool rl = data_reflinks();
+	if (rl) { /* a reflink is too quick to overlap anything */
+		printf("# data directory reflinks: concurrency test skipped\n");
+		CHECK(do_delete(h, VA) == MH_E_OK && do_delete(h, VB) == MH_E_OK);
+		return;
+	}
+
+	clone_req(&q, VC, MH_SRC_VOLUME, VA, 2 * GiB);
+	double t0 = now();
+	uint32_t clone_id = send_req(h, &q);
+	CHECK(clone_id != 0);
+	bool clone_done = false;
+	/* PING: answered while the clone runs. */
+	CHECK(do_ping(h) == MH_E_OK);
+	double ping_at = now() - t0;
+	/* A second request on the source or the target: BUSY at once. */
+	CHECK(do_resize(h, VA, 3 * GiB, NULL) == MH_E_BUSY);
+	CHECK(do_delete(h, VC) == MH_E_BUSY);
+	struct mh_msg snap = {.type = MH_REQ_SNAPSHOT};
+	snprintf(snap.u.snapshot.snapshot_id, sizeof(snap.u.snapshot.snapshot_id), "%s", S1);
+	snprintf(snap.u.snapshot.volume_id, sizeof(snap.u.snapshot.volume_id), "%s", VA);
+	CHECK(kind_of(call(h, &snap, &a), MH_ANS_SNAPSHOT, &a) == MH_E_BUSY);
+	/* STAGE of another volume (mkfs and all): answered while the clone runs. */
+	int k = do_stage(h, VB, staging, "ext4", "", 0, NULL);
+	double stage_at = now() - t0;
+	CHECK(k == MH_E_OK);
+	/* The clone's answer may have overtaken: call() would have dropped it, so look now. */
+	while (!clone_done) {
+		int t = recv_ans(h, &a, 120000);
+		if (t < 0)
+			break;
+		if (a.id == clone_id) {
+			clone_done = true;
+			CHECK(t == MH_ANS_CLONE && a.u.copy_ans.size_bytes == 2 * GiB &&
+			      a.u.copy_ans.reflinked == rl);
+		}
+	}
+	double clone_at = now() - t0;
+	CHECK(clone_done);
+	CHECK(ping_at < clone_at && stage_at < clone_at);
+	printf("# concurrency: PING answered after %.3f s, STAGE of another volume after %.3f s, "
+	       "the 2 GiB clone (1 GiB data) after %.3f s\n",
+	       ping_at, stage_at, clone_at);
+	CHECK(do_unstage(h, VB, staging) == MH_E_OK);
+	CHECK(do_delete(h, VA) == MH_E_OK && do_delete(h, VB) == MH_E_OK &&
+	      do_delete(h, VC) == MH_E_OK);
+}
+
+/* SIGTERM: the helper finishes the clone in flight, answers it, then exits 0. */
+static void test_sigterm(void)
+{
+	char img[300];
+	struct helper h;
+	struct mh_msg q, a;
+	snprintf(img, sizeof(img), "%s/images/%s.img", data, VA);
+	helper_start(&h);
+	CHECK(do_create(&h, VA, 1 * GiB, NULL) == MH_E_OK);
+	CHECK(fill_file(img, 0, 512 * MiB) == 0);
+	clone_req(&q, VC, MH_SRC_VOLUME, VA, 1 * GiB);
+	uint32_t id = send_req(&h, &q);
+	CHECK(do_ping(&h) == MH_E_OK); /* the clone's worker is running */
+	CHECK(kill(h.pid, SIGTERM) == 0);
+	CHECK(recv_ans(&h, &a, 120000) == MH_ANS_CLONE && a.id == id);
+	int st = helper_stop(&h);
+	CHECK(st == 0);
+	helper_start(&h);
+	CHECK(do_delete(&h, VA) == MH_E_OK && do_delete(&h, VC) == MH_E_OK);
+	CHECK(helper_stop(&h) == 0);
+}
+
+/* The first child of pid (its worker), or 0. */
+static pid_t first_child(pid_t pid)
+{
+	char p[96];
+	long child = 0;
+	snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	FILE *f = fopen(p, "re");
+	if (f && fscanf(f, "%ld", &child) != 1)
+		child = 0;
+	if (f)
+		fclose(f);
+	return (pid_t)child;
+}
+
+/*
+ * A worker killed mid-copy (of a mounted, frozen volume): the helper answers
+ * for it (FAILED), thaws the volume, keeps serving, and the copy can be retried.
+ */
+static void test_worker_killed(void)
+{
+	char img[300], staging[256], p[300];
+	struct helper h;
+	struct mh_msg q, a;
+	snprintf(img, sizeof(img), "%s/images/%s.img", data, VA);
+	snprintf(staging, sizeof(staging), "%s/staging/killed", root);
+	mkdir(staging, 0750);
+	helper_start(&h);
+	CHECK(do_create(&h, VA, 1 * GiB, NULL) == MH_E_OK);
+	CHECK(do_stage(&h, VA, staging, "ext4", "", 0, NULL) == MH_E_OK);
+	snprintf(p, sizeof(p), "%s/big", staging);
+	int fd = open(p, O_CREAT | O_WRONLY, 0600);
+	close(fd);
+	CHECK(fill_file(p, 0, 600 * MiB) == 0);
+	clone_req(&q, VC, MH_SRC_VOLUME, VA, 1 * GiB);
+	uint32_t id = send_req(&h, &q);
+	pid_t w = 0;
+	for (int i = 0; i < 200 && !(w = first_child(h.pid)); i++)
+		usleep(5000);
+	CHECK(w > 0 && kill(w, SIGKILL) == 0);
+	CHECK(recv_ans(&h, &a, 60000) == MH_ANS_ERROR && a.id == id &&
+	      a.u.error.kind == MH_E_FAILED && strstr(a.u.error.reason, "signal 9"));
+	/* Thawed: the volume takes writes again (a frozen one would block here). */
+	alarm(20);
+	snprintf(p, sizeof(p), "%s/after", staging);
+	CHECK(write_file(p, "thawed") == 0);
+	alarm(0);
+	CHECK(do_ping(&h) == MH_E_OK);
+	struct mh_ans_copy cp;
+	CHECK(do_clone(&h, VC, MH_SRC_VOLUME, VA, 1 * GiB, &cp) == MH_E_OK); /* retried whole */
+	CHECK(do_unstage(&h, VA, staging) == MH_E_OK);
+	CHECK(do_delete(&h, VA) == MH_E_OK && do_delete(&h, VC) == MH_E_OK);
+	CHECK(helper_stop(&h) == 0);
+}
+
+/* Every action and refusal is also one JSON line in <data>/audit.log (0600). */
+static void test_audit_file(void)
+{
+	char p[300], line[8192];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/audit.log", data);
+	CHECK(stat(p, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
+	FILE *f = fopen(p, "re");
+	bool snap_ok = false, clone_ok = false, refused = false, busy = false, json = true;
+	while (f && fgets(line, sizeof(line), f)) {
+		json &= line[0] == '{' && strstr(line, "}\n") != NULL;
+		snap_ok |= strstr(line, "\"op\":\"SNAPSHOT\"") &&
+		           strstr(line, "\"result\":\"ok\"") &&
+		           strstr(line, "\"snapshot_id\":\"" S1 "\"");
+		clone_ok |= strstr(line, "\"op\":\"CLONE\"") && strstr(line, "\"result\":\"ok\"");
+		refused |= strstr(line, "\"result\":\"refused\"") != NULL;
+		busy |= strstr(line, "\"kind\":\"BUSY\"") != NULL;
+	}
+	if (f)
+		fclose(f);
+	CHECK(json && snap_ok && clone_ok && refused && busy);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1)
+		helper_bin = argv[1];
+	if (geteuid() != 0) {
+		printf("test_helper_ops: skipped (needs root)\n");
+		return 77;
+	}
+	if (harness_setup("helper-ops") < 0)
+		return 1;
+	struct helper h;
+	helper_start(&h);
+	CHECK(do_ping(&h) == MH_E_OK);
+	test_resize(&h);
+	bool rl = data_reflinks(); /* /tmp is a plain ext4 here: no reflink */
+	test_capacity(&h, rl);
+	test_snapshot_clone(&h, rl);
+	time_snapshot(&h, rl ? "/tmp (reflink)" : "plain ext4 (sparse copy)");
+	test_concurrency(&h);
+	CHECK(do_ping(&h) == MH_E_OK); /* still alive: seccomp killed nothing */
+	CHECK(helper_stop(&h) == 0);
+	test_sigterm();
+	test_worker_killed();
+	test_audit_file();
+	test_reflink_xfs();
+	CHECK(our_loops(false) == 0);
+	if (tap_failures || getenv("SEPCSI_TEST_SHOW_LOG"))
+		dump_log();
+	return tap_done("test_helper_ops");
+}
