@@ -14,6 +14,7 @@ import grpc
 import pytest
 
 from csi_client import block_cap, mount_cap
+from hostcaps import CAP_SYS_RESOURCE, bounding_has
 from conftest import Driver
 
 MiB = 1 << 20
@@ -185,7 +186,15 @@ def test_restore_larger(driver, fs):
         assert f.read() == "small"
     after = os.statvfs(st.path)
     grown = after.f_blocks * after.f_frsize - before.f_blocks * before.f_frsize
-    assert grown > 100 * MiB
+    if fs == "ext4" and not bounding_has(CAP_SYS_RESOURCE):
+        # The kernel grows a mounted ext4 only for CAP_SYS_RESOURCE, which this
+        # machine's bounding set withholds from every process: the stage
+        # succeeds with the data, and the helper's audit says it did not grow.
+        assert grown == 0
+        assert "NOT grown" in driver.logs()
+        print("NOTE: ext4 online growth not possible here: no CAP_SYS_RESOURCE in CapBnd")
+    else:
+        assert grown > 100 * MiB
     st.unstage()
 
 

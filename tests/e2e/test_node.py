@@ -13,6 +13,7 @@ import pytest
 import csi_client
 from csi_client import block_cap, mount_cap
 from conftest import Driver, loops_backed_by, mounts_under
+from hostcaps import CAP_SYS_RESOURCE, bounding_has
 
 MiB = 1 << 20
 SIZES = {"ext4": 64 * MiB, "xfs": 320 * MiB, "btrfs": 128 * MiB}
@@ -204,9 +205,15 @@ def test_block_volume_two_targets_same_device(driver):
         assert f.read(12) == b"sepcsi-block"
     ro = os.path.join(os.path.dirname(v.target), "dev-ro")
     v.publish(ro, readonly=True)
+    # Linux lets anyone open a device node for writing whatever its mount says;
+    # a read-only publication must refuse the write itself.
     with pytest.raises(OSError) as e:
-        open(ro, "r+b")
+        with open(ro, "r+b", buffering=0) as f:
+            f.write(b"must not land")
+            os.fsync(f.fileno())
     assert e.value.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+    with open(second, "rb", buffering=0) as f:
+        assert f.read(12) == b"sepcsi-block"
     v.unpublish(ro)
     v.unpublish(second)
     assert not os.path.exists(second)
@@ -269,6 +276,19 @@ def test_online_expansion_with_open_file(driver, fs):
                      capacity_range=c.pb.CapacityRange(required_bytes=new),
                      volume_capability=v.cap)
     assert r.capacity_bytes >= new
+    if fs == "ext4" and not bounding_has(CAP_SYS_RESOURCE):
+        # The kernel grows a mounted ext4 only for CAP_SYS_RESOURCE, and this
+        # machine's bounding set withholds it from every process. The driver
+        # must say so plainly and leave the volume as it was.
+        with pytest.raises(grpc.RpcError) as e:
+            c.node("NodeExpandVolume", volume_id=v.id, volume_path=v.target,
+                   staging_target_path=v.staging,
+                   capacity_range=c.pb.CapacityRange(required_bytes=new))
+        assert "CAP_SYS_RESOURCE" in e.value.details()
+        print("NOTE: ext4 online growth not possible here: no CAP_SYS_RESOURCE in CapBnd")
+        f.close()
+        v.teardown()
+        return
     n = c.node("NodeExpandVolume", volume_id=v.id, volume_path=v.target,
                staging_target_path=v.staging,
                capacity_range=c.pb.CapacityRange(required_bytes=new))
