@@ -198,7 +198,7 @@ static void apply(struct sup *s, enum sup_role r, enum sup_action act)
 		log_kv(LOG_LVL_INFO, "child_stopped", "role", c->name, NULL);
 		break;
 	case SUP_ACT_KILL:
-		kill_child(c, "protocol violation: READY sent twice");
+		kill_child(c, c->sm.kill_reason);
 		break;
 	}
 }
@@ -230,6 +230,7 @@ void sup_child_init(struct sup *s, const struct sup_config *cfg)
 		sup_sm_init(&c->sm);
 		c->pol.limit = cfg->restart_limit;
 		c->pol.window_ms = (int64_t)cfg->restart_window_s * 1000;
+		c->pol.ready_timeout_ms = (int64_t)cfg->ready_timeout_s * 1000;
 		/* A seccomp kill in the privileged helper is never retried. */
 		c->pol.sigsys_fatal = r == SUP_HELPER;
 		c->pid = -1;
@@ -383,7 +384,7 @@ void sup_timers(struct sup *s)
 {
 	for (int r = 0; r < SUP_NROLES; r++) {
 		struct sup_child *c = &s->child[r];
-		if (c->sm.state == SUP_ST_BACKOFF)
+		if (now_ms() >= sup_sm_deadline(&c->sm))
 			feed(s, (enum sup_role)r, SUP_EV_TIMER, 0);
 		if (c->term_sent && c->pid > 0 && now_ms() >= c->kill_at_ms) {
 			log_kv(LOG_LVL_WARN, "stop_timeout", "role", c->name, "pid", num(c->pid).s,
@@ -400,8 +401,8 @@ int sup_next_timeout(const struct sup *s)
 
 	for (int r = 0; r < SUP_NROLES; r++) {
 		const struct sup_child *c = &s->child[r];
-		if (c->sm.state == SUP_ST_BACKOFF && c->sm.restart_at_ms < next)
-			next = c->sm.restart_at_ms;
+		if (sup_sm_deadline(&c->sm) < next)
+			next = sup_sm_deadline(&c->sm);
 		if (c->term_sent && c->pid > 0 && c->kill_at_ms < next)
 			next = c->kill_at_ms;
 	}
@@ -419,6 +420,7 @@ void sup_begin_stop(struct sup *s, const char *why)
 		return;
 	}
 	s->stopping = true;
+	s->stop_reason = why;
 	log_kv(LOG_LVL_INFO, "stopping", "reason", why, NULL);
 }
 

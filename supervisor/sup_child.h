@@ -38,6 +38,7 @@ struct sup {
 	const struct sup_config *cfg;
 	struct sup_child child[SUP_NROLES];
 	bool stopping;
+	const char *stop_reason; /* the first reason given to sup_begin_stop() */
 	char max_volumes[24];
 };
 
@@ -53,7 +54,10 @@ void sup_control(struct sup *s, enum sup_role r);
 /* SIGCHLD: reap every dead child, ours or inherited. */
 void sup_reap(struct sup *s);
 
-/* Restart children whose backoff is over; SIGKILL those past the stop timeout. */
+/*
+ * Feed SUP_EV_TIMER to each child whose deadline passed (a restart due, or no
+ * READY in time); SIGKILL those past the stop timeout.
+ */
 void sup_timers(struct sup *s);
 
 /* Milliseconds until the next timer is due, or -1 for none: poll's timeout. */

@@ -249,6 +249,17 @@ static int set_restart_window(struct sup_config *cfg, const char *val, char *w, 
 	return 0;
 }
 
+static int set_ready_timeout(struct sup_config *cfg, const char *val, char *w, size_t wn)
+{
+	uint64_t v;
+
+	if (parse_u64(val, SUP_READY_TIMEOUT_MAX, &v) < 0 || v == 0)
+		return why(w, wn, "'%s' is not a number of seconds from 1 to %d", val,
+		           SUP_READY_TIMEOUT_MAX);
+	cfg->ready_timeout_s = (unsigned)v;
+	return 0;
+}
+
 static const struct sup_opt opts[] = {
     {"endpoint", "CSI_ENDPOINT", "URL", "unix:///run/sepcsi/csi.sock", NULL,
      "CSI socket rpcd serves: unix:// and an absolute path. Its directory is\n"
@@ -280,6 +291,10 @@ static const struct sup_opt opts[] = {
      set_restart_limit},
     {"restart-window", "SEPCSI_RESTART_WINDOW", "SECONDS", "60", NULL,
      "Length of the window --restart-limit counts deaths in. 1 to 86400.", set_restart_window},
+    {"ready-timeout", "SEPCSI_READY_TIMEOUT", "SECONDS", "10", NULL,
+     "A child that has not reported READY this long after its start is\n"
+     "killed; that counts as a death before READY. 1 to 3600.",
+     set_ready_timeout},
 };
 
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))

@@ -19,6 +19,7 @@
 #define SUP_SOCKET_PATH_MAX    107 /* sizeof(sun_path) - 1 */
 #define SUP_RESTART_LIMIT_MAX  100
 #define SUP_RESTART_WINDOW_MAX 86400
+#define SUP_READY_TIMEOUT_MAX  3600
 
 enum sup_mode { SUP_MODE_ALL = 0, SUP_MODE_CONTROLLER, SUP_MODE_NODE };
 
@@ -38,6 +39,7 @@ struct sup_config {
 	int64_t max_volumes_per_node; /* 0 = unlimited */
 	unsigned restart_limit;       /* deaths within the window that mean FAILED */
 	unsigned restart_window_s;
+	unsigned ready_timeout_s; /* a child not READY this long after its spawn is killed */
 };
 
 enum sup_parse_result {

@@ -132,13 +132,18 @@ static int run(struct sup *s)
 			read_signals(s, sigfd);
 	}
 	close(sigfd);
-	bool failed = s->child[SUP_RPCD].sm.state == SUP_ST_FAILED ||
-	              s->child[SUP_HELPER].sm.state == SUP_ST_FAILED;
-	int status = failed ? SUP_EXIT_FAILED : SUP_EXIT_OK;
+	/* The status says why we stopped; the log line says it in words. */
+	const bool helper_failed = s->child[SUP_HELPER].sm.state == SUP_ST_FAILED;
+	const bool rpcd_failed = s->child[SUP_RPCD].sm.state == SUP_ST_FAILED;
+	const int status = helper_failed || rpcd_failed ? SUP_EXIT_FAILED : SUP_EXIT_OK;
 	char st[4];
 	snprintf(st, sizeof(st), "%d", status);
-	log_kv(failed ? LOG_LVL_ERROR : LOG_LVL_INFO, "supervisor_exit", "status", st, "failed",
-	       failed ? "yes" : "no", NULL);
+	log_kv(status ? LOG_LVL_ERROR : LOG_LVL_INFO, "supervisor_exit", "status", st, "reason",
+	       s->stop_reason ? s->stop_reason : "?", "failed",
+	       rpcd_failed     ? (helper_failed ? "rpcd,mounthelper" : "rpcd")
+	       : helper_failed ? "mounthelper"
+	                       : "no",
+	       NULL);
 	return status;
 }
 
@@ -185,5 +190,10 @@ int main(int argc, char **argv)
 	log_kv(LOG_LVL_INFO, "supervisor_start", "version", SEPCSI_VERSION, "pid", pid, "endpoint",
 	       cfg.endpoint, "driver", cfg.driver_name, "node_id", cfg.node_id, "mode",
 	       sup_mode_name(cfg.mode), "caps_kept", kept, NULL);
+	if (!sup_policy_fails_hung_child(&s.child[SUP_HELPER].pol))
+		log_kv(LOG_LVL_WARN, "config_warning", "problem",
+		       "--ready-timeout is too long for --restart-limit and --restart-window: a "
+		       "child that never reports READY would be restarted for ever, never FAILED",
+		       NULL);
 	return run(&s);
 }

@@ -1,28 +1,31 @@
 /*
  * The whole supervision policy for one child, as a state machine. Runs in the
  * supervisor (root) but makes no system call: the caller feeds events with the
- * time and carries out the returned action (sup_main.c). Nothing here is
+ * time and carries out the returned action (sup_child.c). Nothing here is
  * fatal; an event that cannot happen in a state returns SUP_ACT_BUG and the
  * caller stops.
  *
- *              SPAWNED    READY      EXITED            TIMER           STOP
- *   STOPPED    STARTING   bug        bug               -               -
- *   STARTING   bug        RUNNING    death, weight 2   -               no restarts
- *   RUNNING    bug        KILL       death, weight 1   -               no restarts
- *   BACKOFF    STARTING   bug        bug               if due: SPAWN   STOPPED
- *   FAILED     bug        bug        bug               -               -
+ *              SPAWNED    READY      EXITED            TIMER             STOP
+ *   STOPPED    STARTING   bug        bug               -                 -
+ *   STARTING   bug        RUNNING    death, weight 2   if overdue: KILL  no restarts
+ *   RUNNING    bug        KILL       death, weight 1   -                 no restarts
+ *   BACKOFF    STARTING   bug        bug               if due: SPAWN     STOPPED
+ *   FAILED     bug        bug        bug               -                 -
  *
  *   death:  a stop was requested             -> STOPPED
  *           killed by SIGSYS (sigsys_fatal)  -> FAILED  (seccomp caught it)
  *           deaths in window >= limit        -> FAILED
  *           otherwise                        -> BACKOFF for sup_backoff_ms(deaths)
+ *   overdue: no READY within ready_timeout_ms of the spawn, and no stop
+ *           requested (the stop has its own timeout); asked once per spawn.
  *
  * Deaths are remembered with their time; those older than the window are
  * forgotten. A child that dies before READY did no work, so its death counts
- * twice (Postfix throttles such a child the same way). The restart delay is
- * derived from the same tally: the first death in a window restarts at once,
- * each further one waits twice as long as the last, capped. A child that
- * stays up longer than the window starts over with a clean record.
+ * twice (Postfix throttles such a child the same way); one that never gets
+ * READY is killed at the deadline and so dies before READY. The restart delay
+ * is derived from the same tally: the first death in a window restarts at
+ * once, each further one waits twice as long as the last, capped. A child
+ * that stays up longer than the window starts over with a clean record.
  */
 #include "sup_state.h"
 
@@ -34,6 +37,7 @@ void sup_sm_init(struct sup_sm *sm)
 {
 	memset(sm, 0, sizeof(*sm));
 	sm->state = SUP_ST_STOPPED;
+	sm->ready_by_ms = INT64_MAX;
 }
 
 int64_t sup_backoff_ms(unsigned n)
@@ -44,6 +48,15 @@ int64_t sup_backoff_ms(unsigned n)
 		return SUP_BACKOFF_MAX_MS;
 	int64_t d = (int64_t)SUP_BACKOFF_STEP_MS << (n - 2);
 	return d < SUP_BACKOFF_MAX_MS ? d : SUP_BACKOFF_MAX_MS;
+}
+
+int64_t sup_sm_deadline(const struct sup_sm *sm)
+{
+	if (sm->state == SUP_ST_BACKOFF)
+		return sm->restart_at_ms;
+	if (sm->state == SUP_ST_STARTING && !sm->stop_requested)
+		return sm->ready_by_ms;
+	return INT64_MAX;
 }
 
 bool sup_sm_alive(const struct sup_sm *sm)
@@ -103,10 +116,16 @@ enum sup_action sup_sm_step(struct sup_sm *sm, const struct sup_policy *pol, enu
 		if ((st != SUP_ST_STOPPED && st != SUP_ST_BACKOFF) || sm->stop_requested)
 			return SUP_ACT_BUG;
 		sm->state = SUP_ST_STARTING;
+		sm->ready_by_ms =
+		    pol->ready_timeout_ms > 0 && now_ms <= INT64_MAX - pol->ready_timeout_ms
+		        ? now_ms + pol->ready_timeout_ms
+		        : INT64_MAX;
 		return SUP_ACT_NONE;
 	case SUP_EV_READY:
-		if (st == SUP_ST_RUNNING)
-			return SUP_ACT_KILL; /* READY twice: the child breaks the protocol */
+		if (st == SUP_ST_RUNNING) {
+			sm->kill_reason = "protocol violation: READY sent twice";
+			return SUP_ACT_KILL;
+		}
 		if (st != SUP_ST_STARTING)
 			return SUP_ACT_BUG; /* a dead child's channel is closed at once */
 		sm->state = SUP_ST_RUNNING;
@@ -118,6 +137,11 @@ enum sup_action sup_sm_step(struct sup_sm *sm, const struct sup_policy *pol, enu
 	case SUP_EV_TIMER:
 		if (st == SUP_ST_BACKOFF && now_ms >= sm->restart_at_ms)
 			return SUP_ACT_SPAWN;
+		if (st == SUP_ST_STARTING && !sm->stop_requested && now_ms >= sm->ready_by_ms) {
+			sm->ready_by_ms = INT64_MAX; /* one kill; its death comes as EXITED */
+			sm->kill_reason = "no READY within the ready timeout";
+			return SUP_ACT_KILL;
+		}
 		return SUP_ACT_NONE;
 	case SUP_EV_STOP:
 		sm->stop_requested = true;
@@ -128,6 +152,36 @@ enum sup_action sup_sm_step(struct sup_sm *sm, const struct sup_policy *pol, enu
 		return SUP_ACT_NONE;
 	}
 	return SUP_ACT_BUG;
+}
+
+bool sup_policy_fails_hung_child(const struct sup_policy *pol)
+{
+	struct sup_sm sm;
+	int64_t t = 0;
+
+	if (pol->ready_timeout_ms <= 0)
+		return false;
+	sup_sm_init(&sm);
+	/* Every cycle adds two deaths; past limit cycles the tally is in its steady state. */
+	for (unsigned i = 0; i <= pol->limit; i++) {
+		if (sup_sm_step(&sm, pol, SUP_EV_SPAWNED, t, 0) != SUP_ACT_NONE)
+			return false;
+		t = sm.ready_by_ms;
+		if (sup_sm_step(&sm, pol, SUP_EV_TIMER, t, 0) != SUP_ACT_KILL)
+			return false;
+		switch (sup_sm_step(&sm, pol, SUP_EV_EXITED, t, W_EXITCODE(0, SIGKILL))) {
+		case SUP_ACT_GIVE_UP:
+			return true;
+		case SUP_ACT_BACKOFF:
+			t = sm.restart_at_ms;
+			if (sup_sm_step(&sm, pol, SUP_EV_TIMER, t, 0) != SUP_ACT_SPAWN)
+				return false;
+			break;
+		default:
+			return false;
+		}
+	}
+	return false;
 }
 
 const char *sup_state_name(enum sup_state s)

@@ -24,7 +24,7 @@ enum sup_event {
 	SUP_EV_SPAWNED = 0, /* the caller forked the child */
 	SUP_EV_READY,       /* the child sent SUP_CTL_READY */
 	SUP_EV_EXITED,      /* the child was reaped; wstatus says how */
-	SUP_EV_TIMER,       /* the clock passed restart_at_ms */
+	SUP_EV_TIMER,       /* the clock passed sup_sm_deadline() */
 	SUP_EV_STOP,        /* the supervisor is stopping: no more restarts */
 };
 
@@ -34,15 +34,16 @@ enum sup_action {
 	SUP_ACT_BACKOFF, /* entered BACKOFF: log the delay, wait for the timer */
 	SUP_ACT_GIVE_UP, /* entered FAILED: log at level error, tell the others */
 	SUP_ACT_STOPPED, /* entered STOPPED after a stop was requested */
-	SUP_ACT_KILL,    /* protocol violation (READY twice): SIGKILL the child */
+	SUP_ACT_KILL,    /* READY twice, or none in time: SIGKILL the child (kill_reason) */
 	SUP_ACT_BUG,     /* this event cannot happen in this state: a supervisor bug */
 };
 
 /* Restart policy; the same for both children except sigsys_fatal. */
 struct sup_policy {
-	unsigned limit;    /* this many deaths within window_ms => FAILED */
-	int64_t window_ms; /* length of the death-counting window */
-	bool sigsys_fatal; /* death by SIGSYS (a seccomp kill) => FAILED at once */
+	unsigned limit;           /* this many deaths within window_ms => FAILED */
+	int64_t window_ms;        /* length of the death-counting window */
+	int64_t ready_timeout_ms; /* no READY this long after the spawn => KILL */
+	bool sigsys_fatal;        /* death by SIGSYS (a seccomp kill) => FAILED at once */
 };
 
 #define SUP_BACKOFF_STEP_MS 250   /* second death in the window waits this long */
@@ -52,11 +53,14 @@ struct sup_sm {
 	enum sup_state state;
 	bool stop_requested;
 	int64_t restart_at_ms; /* valid in BACKOFF */
+	int64_t ready_by_ms;   /* valid in STARTING; INT64_MAX once the child was killed */
 	/* Deaths inside the window, oldest first; a death before READY is two entries. */
 	unsigned ndeaths;
 	int64_t deaths[SUP_RESTART_LIMIT_MAX + 1];
 	/* Why the last transition to FAILED happened, for the log. */
 	const char *failed_reason;
+	/* Why the last SUP_ACT_KILL was asked for, for the log. */
+	const char *kill_reason;
 };
 
 void sup_sm_init(struct sup_sm *sm);
@@ -70,6 +74,20 @@ enum sup_action sup_sm_step(struct sup_sm *sm, const struct sup_policy *pol, enu
 
 /* Restart delay after n deaths in the window (n >= 1): 0, 250, 500, 1000 ... 10000 ms. */
 int64_t sup_backoff_ms(unsigned n);
+
+/*
+ * When this child next needs a SUP_EV_TIMER: the restart in BACKOFF, the
+ * ready deadline in STARTING; INT64_MAX for none.
+ */
+int64_t sup_sm_deadline(const struct sup_sm *sm);
+
+/*
+ * True if, under pol, a child that never reports READY ends in FAILED (found
+ * by running this state machine); false if the ready timeout is so long that
+ * its deaths never pile up within the window, and it would be restarted for
+ * ever. The supervisor warns about the latter at start.
+ */
+bool sup_policy_fails_hung_child(const struct sup_policy *pol);
 
 /* True while a process exists for this child (STARTING or RUNNING). */
 bool sup_sm_alive(const struct sup_sm *sm);

@@ -60,7 +60,7 @@ def cleanup_tree(tmp):
 class Driver:
     """A running sepcsi-supervisor and what it was given."""
 
-    def __init__(self, extra_args=(), policy_extra=""):
+    def __init__(self, extra_args=(), policy_extra="", bin_dir=None, prefix=(), wait=True):
         self.tmp = tempfile.mkdtemp(prefix="sepcsi-e2e-")
         os.chmod(self.tmp, 0o755)
         self.root = os.path.join(self.tmp, "root")
@@ -75,36 +75,53 @@ class Driver:
             f.write("[paths]\nallowed_roots = %s\n%s" % (self.root, policy_extra))
         self.log_path = os.path.join(self.tmp, "driver.log")
         self.log = open(self.log_path, "w")
-        self.args = [os.path.join(BIN, "sepcsi-supervisor"),
+        # bin_dir: where sepcsi-supervisor (and the children it finds beside
+        # itself) live; a test may pass a root-owned copy with a stand-in child.
+        self.args = [os.path.join(bin_dir or BIN, "sepcsi-supervisor"),
                      "--endpoint", self.endpoint, "--node-id", self.node_id,
                      "--state-dir", self.state, "--data-dir", self.data,
                      "--policy", self.policy, "--log-level", "debug"] + list(extra_args)
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        # prefix: a command that runs the supervisor as its only child, e.g.
+        # ["unshare", "--pid", "--fork"] to make it PID 1 of a new namespace.
+        self.prefix = list(prefix)
+        self.proc = subprocess.Popen(self.prefix + self.args, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
         self.client = None
-        csi_client.wait_ready(self.endpoint, 20)
-        self.client = csi_client.CsiClient(self.endpoint)
+        if wait:  # for a driver that is expected to fail, not to serve
+            csi_client.wait_ready(self.endpoint, 20)
+            self.client = csi_client.CsiClient(self.endpoint)
 
     def logs(self):
         with open(self.log_path) as f:
             return f.read()
 
+    def sup_pid(self):
+        """The supervisor's pid (as this process sees it)."""
+        if not self.prefix:
+            return self.proc.pid
+        try:
+            with open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)) as f:
+                return int(f.read().split()[0])
+        except (OSError, IndexError):  # the supervisor is gone; the prefix exits with it
+            return self.proc.pid
+
     def children(self):
         """{comm: pid} of the supervisor's direct children."""
         out = {}
-        path = "/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)
+        pid = self.sup_pid()
+        path = "/proc/%d/task/%d/children" % (pid, pid)
         with open(path) as f:
             for pid in f.read().split():
                 with open("/proc/%s/comm" % pid) as c:
                     out[c.read().strip()] = int(pid)
         return out
 
-    def stop(self):
+    def stop(self, sig=signal.SIGTERM):
         if self.client:
             self.client.close()
             self.client = None
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            os.kill(self.sup_pid(), sig)
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:

@@ -26,6 +26,7 @@ static const char *const env_names[] = {
     "SEPCSI_MAX_VOLUMES_PER_NODE",
     "SEPCSI_RESTART_LIMIT",
     "SEPCSI_RESTART_WINDOW",
+    "SEPCSI_READY_TIMEOUT",
 };
 
 static struct sup_config cfg;
@@ -82,6 +83,7 @@ static void test_defaults(void)
 	CHECK(cfg.log_format == LOG_FMT_TEXT && cfg.log_level == LOG_LVL_INFO);
 	CHECK(cfg.max_volumes_per_node == 0);
 	CHECK(cfg.restart_limit == 5 && cfg.restart_window_s == 60);
+	CHECK(cfg.ready_timeout_s == 10);
 }
 
 static void test_env_and_precedence(void)
@@ -221,6 +223,14 @@ static void test_enums_and_numbers(void)
 	CHECK(ok1("--restart-window", "86400"));
 	CHECK(bad1("--restart-window", "0"));
 	CHECK(bad1("--restart-window", "86401"));
+	CHECK(ok1("--ready-timeout", "1") && cfg.ready_timeout_s == 1);
+	CHECK(ok1("--ready-timeout", "3600") && cfg.ready_timeout_s == 3600);
+	CHECK(bad1("--ready-timeout", "0"));
+	CHECK(bad1("--ready-timeout", "3601"));
+	CHECK(bad1("--ready-timeout", "1s"));
+	setenv("SEPCSI_READY_TIMEOUT", "7", 1);
+	CHECK(parse(NULL) == SUP_PARSE_OK && cfg.ready_timeout_s == 7);
+	unsetenv("SEPCSI_READY_TIMEOUT");
 }
 
 static void test_paths_and_layout(void)
@@ -293,6 +303,7 @@ static void test_usage(void)
 	    "--max-volumes-per-node",
 	    "--restart-limit",
 	    "--restart-window",
+	    "--ready-timeout",
 	    "--help",
 	    "--version",
 	};

@@ -8,9 +8,11 @@
 #include "tap.h"
 
 #include <signal.h>
+#include <string.h>
 #include <sys/wait.h>
 
-static const struct sup_policy pol = {.limit = 5, .window_ms = 60000, .sigsys_fatal = true};
+static const struct sup_policy pol = {
+    .limit = 5, .window_ms = 60000, .ready_timeout_ms = 10000, .sigsys_fatal = true};
 
 #define EXIT1         W_EXITCODE(1, 0)
 #define SIGSYS_STATUS W_EXITCODE(0, SIGSYS)
@@ -21,6 +23,7 @@ static struct sup_sm in_state(enum sup_state st)
 	sup_sm_init(&sm);
 	sm.state = st;
 	sm.restart_at_ms = 0; /* a BACKOFF here is due */
+	sm.ready_by_ms = 0;   /* a STARTING here is overdue */
 	return sm;
 }
 
@@ -42,7 +45,7 @@ static const struct cell table[] = {
     {SUP_ST_STARTING, SUP_EV_SPAWNED, SUP_ST_STARTING, SUP_ACT_BUG},
     {SUP_ST_STARTING, SUP_EV_READY, SUP_ST_RUNNING, SUP_ACT_NONE},
     {SUP_ST_STARTING, SUP_EV_EXITED, SUP_ST_BACKOFF, SUP_ACT_BACKOFF},
-    {SUP_ST_STARTING, SUP_EV_TIMER, SUP_ST_STARTING, SUP_ACT_NONE},
+    {SUP_ST_STARTING, SUP_EV_TIMER, SUP_ST_STARTING, SUP_ACT_KILL},
     {SUP_ST_STARTING, SUP_EV_STOP, SUP_ST_STARTING, SUP_ACT_NONE},
 
     {SUP_ST_RUNNING, SUP_EV_SPAWNED, SUP_ST_RUNNING, SUP_ACT_BUG},
@@ -230,6 +233,106 @@ static void test_stop(void)
 	CHECK(sm.state == SUP_ST_STOPPED);
 }
 
+static void test_ready_timeout(void)
+{
+	struct sup_sm sm;
+
+	/* Spawned at 1000: nothing to do before 11000, one KILL at it, then nothing more. */
+	sup_sm_init(&sm);
+	CHECK(sup_sm_deadline(&sm) == INT64_MAX);
+	start(&sm, 1000, 0);
+	CHECK(sup_sm_deadline(&sm) == 11000);
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_TIMER, 10999, 0) == SUP_ACT_NONE);
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_TIMER, 11000, 0) == SUP_ACT_KILL);
+	CHECK(sm.kill_reason != NULL && strstr(sm.kill_reason, "READY") != NULL);
+	CHECK(sm.state == SUP_ST_STARTING);
+	CHECK(sup_sm_deadline(&sm) == INT64_MAX); /* no busy loop while the kill lands */
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_TIMER, 20000, 0) == SUP_ACT_NONE);
+	/* Its death is a death before READY: weight 2, not an immediate restart. */
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_EXITED, 11005, W_EXITCODE(0, SIGKILL)) ==
+	      SUP_ACT_BACKOFF);
+	CHECK(sm.ndeaths == 2 && sm.restart_at_ms == 11005 + 250);
+	CHECK(sup_sm_deadline(&sm) == sm.restart_at_ms);
+
+	/* A fresh spawn gets a fresh deadline; READY in time clears it. */
+	start(&sm, 20000, 0);
+	CHECK(sup_sm_deadline(&sm) == 30000);
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_READY, 29999, 0) == SUP_ACT_NONE);
+	CHECK(sup_sm_deadline(&sm) == INT64_MAX);
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_TIMER, 100000, 0) == SUP_ACT_NONE);
+
+	/* During a stop the stop timeout governs: no ready kill. */
+	sup_sm_init(&sm);
+	start(&sm, 0, 0);
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_STOP, 10, 0) == SUP_ACT_NONE);
+	CHECK(sup_sm_deadline(&sm) == INT64_MAX);
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_TIMER, 50000, 0) == SUP_ACT_NONE);
+
+	/* A child that never gets READY: bounded spawns, each killed at its deadline. */
+	sup_sm_init(&sm);
+	int64_t t = 0;
+	int spawns = 0;
+	for (;;) {
+		start(&sm, t, 0);
+		spawns++;
+		t = sup_sm_deadline(&sm);
+		CHECK(sup_sm_step(&sm, &pol, SUP_EV_TIMER, t, 0) == SUP_ACT_KILL);
+		enum sup_action a =
+		    sup_sm_step(&sm, &pol, SUP_EV_EXITED, t, W_EXITCODE(0, SIGKILL));
+		if (a == SUP_ACT_GIVE_UP || spawns > 10)
+			break;
+		CHECK(a == SUP_ACT_BACKOFF);
+		t = sm.restart_at_ms;
+	}
+	CHECK(sm.state == SUP_ST_FAILED);
+	CHECK(spawns == 3);       /* 2 + 2 + 2 >= 5 */
+	CHECK(t < pol.window_ms); /* all three fit the window: the default flags must allow this */
+
+	/* Zero means no timeout (the state machine allows it; the flag does not). */
+	struct sup_policy none = pol;
+	none.ready_timeout_ms = 0;
+	sup_sm_init(&sm);
+	sup_sm_step(&sm, &none, SUP_EV_SPAWNED, 0, 0);
+	CHECK(sup_sm_deadline(&sm) == INT64_MAX);
+}
+
+static void test_hung_child_bound(void)
+{
+	struct sup_policy p = pol;
+
+	/* The defaults (10 s, 5 deaths, 60 s): three spawns in about 31 s, then FAILED. */
+	CHECK(sup_policy_fails_hung_child(&p));
+	/* Three deaths must fit the window: 2 * timeout + 1.25 s of backoff < 60 s. */
+	p.ready_timeout_ms = 29000;
+	CHECK(sup_policy_fails_hung_child(&p));
+	p.ready_timeout_ms = 30000;
+	CHECK(!sup_policy_fails_hung_child(&p));
+	p.ready_timeout_ms = 3600000;
+	CHECK(!sup_policy_fails_hung_child(&p));
+	/* A limit of 1 or 2: the first death before READY is enough. */
+	p.limit = 2;
+	CHECK(sup_policy_fails_hung_child(&p));
+	p.limit = 100;
+	p.ready_timeout_ms = 1000;
+	p.window_ms = 86400000;
+	CHECK(sup_policy_fails_hung_child(&p));
+	p.ready_timeout_ms = 0;
+	CHECK(!sup_policy_fails_hung_child(&p));
+}
+
+static void test_deadline(void)
+{
+	struct sup_sm sm;
+
+	sup_sm_init(&sm);
+	start(&sm, 0, 1);
+	CHECK(sup_sm_deadline(&sm) == INT64_MAX); /* RUNNING: nothing timed */
+	sup_sm_step(&sm, &pol, SUP_EV_EXITED, 100, EXIT1);
+	CHECK(sup_sm_deadline(&sm) == 100); /* first death: restart at once */
+	sm.state = SUP_ST_FAILED;
+	CHECK(sup_sm_deadline(&sm) == INT64_MAX);
+}
+
 static void test_names(void)
 {
 	CHECK(sup_state_name(SUP_ST_FAILED)[0] == 'F');
@@ -249,6 +352,9 @@ int main(void)
 	test_sigsys();
 	test_limit_one();
 	test_stop();
+	test_ready_timeout();
+	test_deadline();
+	test_hung_child_bound();
 	test_names();
 	return tap_done("test_sup_state");
 }

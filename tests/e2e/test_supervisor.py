@@ -1,0 +1,639 @@
+"""Process tests of sepcsi-supervisor: children killed with SIGKILL at rest and
+in the middle of a call, a helper that cannot start, one that never reports
+READY, one killed by SIGSYS, an rpcd that cannot start, a stop during a call,
+the supervisor as PID 1, and the descriptors everyone holds after restarts.
+
+Every restart is watched by a sampler that reads the supervisor's children
+from /proc as fast as it can: at no sample may two processes of one role (or
+more than two children at all, which catches a forked child before its exec)
+exist. After each restart the driver must answer Probe with ready=true and
+carry a new volume through its whole life, and no mount or loop device may be
+left behind.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import grpc
+import pytest
+
+import csi_client
+from conftest import BIN, Driver, loops_backed_by, mounts_under
+from csi_client import mount_cap
+
+MiB = 1 << 20
+HELPER = "sepcsi-mounthel"  # /proc/<pid>/comm keeps 15 characters
+RPCD = "sepcsi-rpcd"
+RESTART_LIMIT = 5  # the supervisor's default --restart-limit
+
+
+def children_of(pid):
+    """[(pid, comm)] of pid's direct children, zombies included, in one snapshot."""
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            pids = [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+    out = []
+    for p in pids:
+        try:
+            with open("/proc/%d/comm" % p) as f:
+                out.append((p, f.read().strip()))
+        except OSError:  # ENOENT or ESRCH: reaped since the snapshot
+            pass
+    return out
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+        time.sleep(0.002)
+
+
+# Runs in a process of its own, so that this test's threads and gRPC cannot
+# slow it down: one snapshot of the supervisor's children per loop, until its
+# stdin closes; then one line of JSON.
+SAMPLER = r"""
+import collections, json, os, select, sys
+sup = int(sys.argv[1])
+samples, max_total, per_role, pids = 0, 0, collections.Counter(), collections.defaultdict(set)
+while not select.select([0], [], [], 0)[0]:
+    try:
+        with open("/proc/%d/task/%d/children" % (sup, sup)) as f:
+            kids = [int(p) for p in f.read().split()]
+    except OSError:
+        break
+    comms = []
+    for p in kids:
+        try:
+            with open("/proc/%d/comm" % p) as f:
+                comms.append((p, f.read().strip()))
+        except OSError:  # ENOENT or ESRCH: reaped since the snapshot
+            pass
+    samples += 1
+    max_total = max(max_total, len(kids))
+    for comm, n in collections.Counter(c for _, c in comms).items():
+        per_role[comm] = max(per_role[comm], n)
+    for p, comm in comms:
+        pids[comm].add(p)
+print(json.dumps({"samples": samples, "max_total": max_total, "per_role": per_role,
+                  "pids": {k: sorted(v) for k, v in pids.items()}}))
+"""
+
+
+class ChildSampler:
+    """Samples the supervisor's children from another process until stopped."""
+
+    def __init__(self, sup_pid):
+        self.proc = subprocess.Popen([sys.executable, "-c", SAMPLER, str(sup_pid)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        time.sleep(0.05)  # let it start sampling before the kill
+
+    def stop_and_check(self, role=None, old_pid=None):
+        """No overlap at any sample; with role, both old_pid and a new pid were seen."""
+        out, err = self.proc.communicate("x", timeout=10)
+        assert self.proc.returncode == 0 and out, "sampler failed: %s" % err
+        r = json.loads(out)
+        print("sampler: %(samples)d samples, at most %(max_total)d children, "
+              "per role %(per_role)s, pids %(pids)s" % r)
+        assert r["max_total"] <= 2, "more than two children at once"
+        assert all(n == 1 for n in r["per_role"].values()), "two children of one role"
+        if role:
+            seen = r["pids"].get(role, [])
+            assert old_pid in seen and len(seen) >= 2, "the sampler did not see the restart"
+        assert r["samples"] >= 20
+
+
+def probe_ready(endpoint, timeout=20):
+    """Probe with a fresh channel each try until ready=true; return the client."""
+    deadline = time.monotonic() + timeout
+    while True:
+        c = csi_client.CsiClient(endpoint)
+        try:
+            if c.identity("Probe", timeout=2).ready.value:
+                return c
+        except grpc.RpcError:
+            pass
+        c.close()
+        assert time.monotonic() < deadline, "Probe not ready after %ss" % timeout
+        time.sleep(0.01)
+
+
+def new_client(driver):
+    """Replace the driver's client (whose channel may be backing off after an rpcd death)."""
+    c = probe_ready(driver.endpoint)
+    driver.client.close()
+    driver.client = c
+    return c
+
+
+def volume_paths(driver, name):
+    staging = os.path.join(driver.root, "staging", name)
+    os.makedirs(staging)
+    parent = os.path.join(driver.root, "pods", name)
+    os.makedirs(parent)
+    return staging, os.path.join(parent, "mount")
+
+
+def lifecycle(driver, name):
+    """Create, stage, publish, write, unpublish, unstage, delete one volume."""
+    c = driver.client
+    cap = mount_cap("ext4")
+    staging, target = volume_paths(driver, name)
+    vid = c.controller("CreateVolume", name=name, volume_capabilities=[cap],
+                       capacity_range=c.pb.CapacityRange(required_bytes=32 * MiB)).volume.volume_id
+    c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging, volume_capability=cap)
+    c.node("NodePublishVolume", volume_id=vid, staging_target_path=staging, target_path=target,
+           volume_capability=cap, readonly=False)
+    with open(os.path.join(target, "data"), "w") as f:
+        f.write(name)
+    with open(os.path.join(staging, "data")) as f:
+        assert f.read() == name
+    c.node("NodeUnpublishVolume", volume_id=vid, target_path=target)
+    c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    c.controller("DeleteVolume", volume_id=vid)
+    assert not os.path.exists(os.path.join(driver.data, "images", vid + ".img"))
+
+
+def assert_clean(driver):
+    assert mounts_under(driver.tmp) == []
+    assert loops_backed_by(driver.data) == []
+
+
+def count(logs, event, role):
+    return len(re.findall(r"\b%s role=%s\b" % (event, role), logs))
+
+
+class Call(threading.Thread):
+    """One CSI call in a thread of its own; .code is its status code when done."""
+
+    def __init__(self, endpoint, service, method, **fields):
+        super().__init__(daemon=True)
+        self.endpoint, self.service, self.method, self.fields = endpoint, service, method, fields
+        self.code = None
+        self.details = None
+        self.start()
+
+    def run(self):
+        with csi_client.CsiClient(self.endpoint) as c:
+            try:
+                getattr(c, self.service)(self.method, timeout=120, **self.fields)
+                self.code = grpc.StatusCode.OK
+            except grpc.RpcError as e:
+                self.code, self.details = e.code(), e.details()
+
+
+# Runs in a process of its own and polls without sleeping, so it reacts within
+# microseconds: as soon as a process named mkfs* runs below process WATCH (a
+# child of the helper, or of one of its workers), send SIG to TARGET. Prints
+# "ready" once polling, then "hit" or "timeout".
+WATCHER = r"""
+import os, sys, time
+watch, target, sig = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+deadline = time.monotonic() + float(sys.argv[4])
+
+def mkfs_below(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            kids = [int(p) for p in f.read().split()]
+    except OSError:
+        return False
+    for k in kids:
+        try:
+            with open("/proc/%d/comm" % k) as f:
+                if f.read().startswith("mkfs"):
+                    return True
+        except OSError:
+            continue
+        if mkfs_below(k):
+            return True
+    return False
+
+print("ready", flush=True)
+while time.monotonic() < deadline:
+    if mkfs_below(watch):
+        os.kill(target, sig)
+        print("hit", flush=True)
+        sys.exit(0)
+print("timeout", flush=True)
+"""
+
+
+class OnMkfs:
+    """Send sig to target the moment mkfs runs below the helper."""
+
+    def __init__(self, helper_pid, target_pid, sig, timeout=30):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WATCHER, str(helper_pid), str(target_pid), str(int(sig)),
+             str(timeout)], stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "ready"
+
+    def result(self):
+        out, _ = self.proc.communicate(timeout=60)
+        return out.strip()
+
+
+@pytest.fixture
+def bin_copy():
+    """A root-owned copy of the build's bin/ in which a test may replace a child."""
+    d = tempfile.mkdtemp(prefix="sepcsi-bin-")
+    os.chmod(d, 0o755)
+    for name in ("sepcsi-supervisor", "sepcsi-rpcd", "sepcsi-mounthelper"):
+        shutil.copy2(os.path.join(BIN, name), os.path.join(d, name))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def install_helper(bin_dir, script, name="sepcsi-mounthelper"):
+    """Replace one child in bin_dir by a stand-in script."""
+    path = os.path.join(bin_dir, name)
+    with open(path, "w") as f:
+        f.write(script)
+    os.chmod(path, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+
+
+def test_helper_killed_idle(driver):
+    """kill -9 the idle helper: a new one at once, rpcd keeps running and is re-plumbed."""
+    lifecycle(driver, "pvc-before")
+    kids = driver.children()
+    old, rpcd = kids[HELPER], kids[RPCD]
+    sampler = ChildSampler(driver.proc.pid)
+    t0 = time.monotonic()
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: driver.children().get(HELPER) not in (None, old), 10, "a new helper")
+    new = driver.children()[HELPER]
+    probe_ready(driver.endpoint).close()
+    print("helper %d -> %d, Probe ready after %.0f ms" % (old, new, (time.monotonic() - t0) * 1e3))
+    sampler.stop_and_check(HELPER, old)
+    assert driver.children()[RPCD] == rpcd  # not restarted
+    logs = driver.logs()
+    assert "child_restart role=mounthelper in_ms=0 deaths_in_window=1" in logs  # immediate
+    assert "peer_channel_sent role=rpcd pid=%d" % rpcd in logs
+    lifecycle(driver, "pvc-after")
+    assert_clean(driver)
+
+
+def test_helper_killed_during_stage(driver):
+    """kill -9 the helper while it runs mkfs for NodeStageVolume: that call fails
+    UNAVAILABLE, nothing leaks, and the retried stage and a new lifecycle work."""
+    c = driver.client
+    cap = mount_cap("ext4")
+    staging, _ = volume_paths(driver, "pvc-mid")
+    vid = c.controller("CreateVolume", name="pvc-mid", volume_capabilities=[cap],
+                       capacity_range=c.pb.CapacityRange(required_bytes=16 << 30)).volume.volume_id
+    old = driver.children()[HELPER]
+    rpcd = driver.children()[RPCD]
+    sampler = ChildSampler(driver.proc.pid)
+    killer = OnMkfs(old, old, signal.SIGKILL)
+    call = Call(driver.endpoint, "node", "NodeStageVolume", volume_id=vid,
+                staging_target_path=staging, volume_capability=cap)
+    hit = killer.result()
+    call.join(60)
+    print("helper killed in mkfs: %s; the interrupted NodeStageVolume: %s %s" %
+          (hit, call.code, call.details))
+    assert hit == "hit"
+    # The helper died before it could answer; OK only if it had answered first.
+    assert call.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.OK)
+    wait_for(lambda: driver.children().get(HELPER) not in (None, old), 10, "a new helper")
+    probe_ready(driver.endpoint).close()
+    sampler.stop_and_check(HELPER, old)
+    assert driver.children()[RPCD] == rpcd
+    if call.code == grpc.StatusCode.UNAVAILABLE:
+        # Killed with the device open and nothing mounted: autoclear freed the loop.
+        assert mounts_under(staging) == []
+        assert loops_backed_by(driver.data) == []
+
+    # The CO retries: the stage completes (mkfs again) and the volume goes away cleanly.
+    c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging, volume_capability=cap)
+    assert mounts_under(staging) == [staging]
+    c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    c.controller("DeleteVolume", volume_id=vid)
+    lifecycle(driver, "pvc-after")
+    assert_clean(driver)
+
+
+def test_rpcd_killed(driver):
+    """kill -9 rpcd: a new rpcd serves the same endpoint; the helper keeps its pid
+    and the mounts stay; the new rpcd finishes the old volume's life."""
+    c = driver.client
+    cap = mount_cap("ext4")
+    staging, target = volume_paths(driver, "pvc-kept")
+    vid = c.controller("CreateVolume", name="pvc-kept", volume_capabilities=[cap],
+                       capacity_range=c.pb.CapacityRange(required_bytes=32 * MiB)).volume.volume_id
+    c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging, volume_capability=cap)
+    c.node("NodePublishVolume", volume_id=vid, staging_target_path=staging, target_path=target,
+           volume_capability=cap, readonly=False)
+    with open(os.path.join(target, "kept"), "w") as f:
+        f.write("still here")
+    mounts = mounts_under(driver.root)
+    loops = loops_backed_by(driver.data)
+    kids = driver.children()
+    helper, old = kids[HELPER], kids[RPCD]
+
+    sampler = ChildSampler(driver.proc.pid)
+    t0 = time.monotonic()
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: driver.children().get(RPCD) not in (None, old), 10, "a new rpcd")
+    new = driver.children()[RPCD]
+    c = new_client(driver)
+    print("rpcd %d -> %d, Probe ready after %.0f ms" % (old, new, (time.monotonic() - t0) * 1e3))
+    sampler.stop_and_check(RPCD, old)
+
+    assert driver.children()[HELPER] == helper  # the helper was not restarted
+    assert mounts_under(driver.root) == mounts
+    assert loops_backed_by(driver.data) == loops
+    with open(os.path.join(target, "kept")) as f:
+        assert f.read() == "still here"
+    logs = driver.logs()
+    assert count(logs, "child_spawned", "mounthelper") == 1
+    assert "peer_channel_sent role=mounthelper pid=%d" % helper in logs
+
+    lifecycle(driver, "pvc-after")
+    c.node("NodeUnpublishVolume", volume_id=vid, target_path=target)
+    c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    c.controller("DeleteVolume", volume_id=vid)
+    assert_clean(driver)
+
+
+def test_helper_crash_loop_ends_failed():
+    """A helper that cannot start (broken policy: exit 2) is spawned a bounded
+    number of times, then FAILED; rpcd stays up and Probe answers ready=false."""
+    d = Driver(policy_extra="this line is not ini\n")
+    started = time.monotonic()
+    try:
+        rpcd = d.children()[RPCD]
+        sampler = ChildSampler(d.proc.pid)
+        time.sleep(max(0, 10 - (time.monotonic() - started)))
+        sampler.stop_and_check()
+        logs = d.logs()
+        spawns = count(logs, "child_spawned", "mounthelper")
+        print("helper spawns in 10 s: %d (restart limit %d)" % (spawns, RESTART_LIMIT))
+        assert 2 <= spawns <= RESTART_LIMIT
+        assert count(logs, "child_failed", "mounthelper") == 1
+        assert re.search(r"error supervisor: child_failed role=mounthelper "
+                         r"reason=\"died too often", logs)
+        assert 'how="exit 2"' in logs
+        assert "helper_failed_sent" in logs
+        assert d.client.identity("Probe").ready.value is False
+        assert d.children() == {RPCD: rpcd}  # rpcd never restarted, no helper left
+        assert count(logs, "child_spawned", "rpcd") == 1
+        # A later rpcd is told as well: it too answers ready=false.
+        os.kill(rpcd, signal.SIGKILL)
+        wait_for(lambda: d.children().get(RPCD) not in (None, rpcd), 10, "a new rpcd")
+        deadline = time.monotonic() + 10
+        while True:
+            with csi_client.CsiClient(d.endpoint) as c:
+                try:
+                    assert c.identity("Probe", timeout=2).ready.value is False
+                    break
+                except grpc.RpcError:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.01)
+        assert d.logs().count("helper_failed_sent") == 2
+    finally:
+        status = d.stop()
+        d.cleanup()
+    assert status == 3  # stopped with a child FAILED
+
+
+def test_helper_never_ready_is_killed(bin_copy):
+    """A helper that never reports READY is killed at --ready-timeout; that is a
+    death before READY, so it ends FAILED after three spawns."""
+    install_helper(bin_copy, "#!/bin/sh\nexec sleep 600\n")
+    d = Driver(extra_args=["--ready-timeout", "1"], bin_dir=bin_copy)
+    try:
+        wait_for(lambda: "child_failed role=mounthelper" in d.logs(), 15, "FAILED")
+        logs = d.logs()
+        kills = logs.count('child_kill role=mounthelper')
+        print("helper spawns: %d, killed for no READY: %d" %
+              (count(logs, "child_spawned", "mounthelper"), kills))
+        assert kills == 3
+        assert logs.count('reason="no READY within the ready timeout"') == 3
+        assert count(logs, "child_spawned", "mounthelper") == 3
+        assert d.client.identity("Probe", timeout=5).ready.value is False
+        assert list(d.children()) == [RPCD]
+    finally:
+        status = d.stop()
+        d.cleanup()
+    assert status == 3
+
+
+SIGSYS_HELPER = """#!/usr/bin/python3
+# Stand-in helper: reports READY, then dies the way a seccomp kill looks.
+import os, resource, signal, socket, time
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+socket.socket(fileno=4).send(bytes([1]))
+time.sleep(0.3)
+os.kill(os.getpid(), signal.SIGSYS)
+"""
+
+
+def test_helper_sigsys_fails_at_once(bin_copy):
+    """A helper killed by SIGSYS is never restarted: FAILED at once, Probe not ready."""
+    install_helper(bin_copy, SIGSYS_HELPER)
+    d = Driver(bin_dir=bin_copy)
+    try:
+        wait_for(lambda: "child_failed role=mounthelper" in d.logs(), 10, "FAILED")
+        time.sleep(0.5)  # room for a wrong restart to show
+        logs = d.logs()
+        assert count(logs, "child_spawned", "mounthelper") == 1
+        assert 'how="signal SIGSYS' in logs
+        assert re.search(r"child_failed role=mounthelper reason=\"killed by SIGSYS", logs)
+        assert d.client.identity("Probe").ready.value is False
+    finally:
+        status = d.stop()
+        d.cleanup()
+    assert status == 3
+
+
+def test_sigterm_during_stage():
+    """SIGTERM while NodeStageVolume runs mkfs: the call completes OK, rpcd exits,
+    then the helper, and the supervisor exits 0."""
+    d = Driver()
+    try:
+        c = d.client
+        cap = mount_cap("ext4")
+        staging, _ = volume_paths(d, "pvc-term")
+        vid = c.controller("CreateVolume", name="pvc-term", volume_capabilities=[cap],
+                           capacity_range=c.pb.CapacityRange(required_bytes=16 << 30)
+                           ).volume.volume_id
+        kids = d.children()
+        term = OnMkfs(kids[HELPER], d.proc.pid, signal.SIGTERM)
+        call = Call(d.endpoint, "node", "NodeStageVolume", volume_id=vid,
+                    staging_target_path=staging, volume_capability=cap)
+        hit = term.result()
+        call.join(60)
+        status = d.stop()
+        print("SIGTERM sent while the helper ran mkfs: %s; the call: %s %s; exit status %s" %
+              (hit, call.code, call.details, status))
+        assert hit == "hit"
+        assert call.code == grpc.StatusCode.OK
+        assert status == 0
+        assert not alive(kids[HELPER]) and not alive(kids[RPCD])
+        assert mounts_under(staging) == [staging]  # the staged volume outlives the driver
+        logs = d.logs()
+        assert logs.index("child_stop role=rpcd") < logs.index("child_exited role=rpcd")
+        assert logs.index("child_exited role=rpcd") < logs.index("child_stop role=mounthelper")
+        assert "supervisor_exit status=0" in logs
+    finally:
+        d.stop()
+        d.cleanup()
+
+
+def test_rpcd_crash_loop_stops_supervisor(bin_copy):
+    """An rpcd that cannot start: FAILED after a bounded number of spawns, and
+    since nothing can serve the CO any more, the supervisor stops the helper and
+    exits 3 by itself (so that systemd or the kubelet restarts the driver)."""
+    install_helper(bin_copy, "#!/bin/sh\nexit 1\n", name="sepcsi-rpcd")
+    d = Driver(bin_dir=bin_copy, wait=False)
+    try:
+        status = d.proc.wait(20)
+        logs = d.logs()
+        print("rpcd spawns: %d, exit status %d" % (count(logs, "child_spawned", "rpcd"), status))
+        assert status == 3
+        assert count(logs, "child_spawned", "rpcd") == 3
+        assert re.search(r"error supervisor: child_failed role=rpcd", logs)
+        assert 'stopping reason="rpcd failed"' in logs
+        assert "child_stop role=mounthelper" in logs
+        assert 'supervisor_exit status=3 reason="rpcd failed" failed=rpcd' in logs
+    finally:
+        d.stop()
+        d.cleanup()
+
+
+def test_supervisor_as_pid1():
+    """As PID 1 of a PID namespace: it serves, reaps an orphan it inherits, and a
+    SIGINT (no handler is installed) still stops it with status 0."""
+    d = Driver(prefix=["unshare", "--pid", "--fork", "--kill-child"])
+    try:
+        sup = d.sup_pid()
+        with open("/proc/%d/status" % sup) as f:
+            nspid = [l.split()[1:] for l in f if l.startswith("NSpid:")][0]
+        assert nspid[-1] == "1"
+        lifecycle(d, "pvc-pid1")
+        # An orphan in its namespace: sh starts sleep and exits; sleep is re-parented to PID 1.
+        ns = "/proc/%d/ns/pid" % sup
+        os.system("nsenter --pid=%s -- sh -c 'sleep 0.3 & exit 0'" % ns)
+        wait_for(lambda: "reaped_orphan" in d.logs(), 10, "the orphan reaped")
+        assert all(comm in (HELPER, RPCD) for _, comm in children_of(sup))
+        status = d.stop(signal.SIGINT)
+        assert status == 0
+        assert 'stopping reason=SIGINT' in d.logs()
+        assert_clean(d)
+    finally:
+        d.stop()
+        d.cleanup()
+
+
+def test_ready_timeout_warning():
+    """A --ready-timeout too long for the restart window is warned about at start."""
+    d = Driver(extra_args=["--ready-timeout", "40"])
+    try:
+        assert re.search(r"warn supervisor: config_warning problem=\"--ready-timeout is too long",
+                         d.logs())
+    finally:
+        assert d.stop() == 0
+        d.cleanup()
+    d = Driver()
+    try:
+        assert "config_warning" not in d.logs()
+    finally:
+        d.stop()
+        d.cleanup()
+
+
+def fds(pid):
+    """{fd: what it refers to} of a process."""
+    out = {}
+    for f in os.listdir("/proc/%d/fd" % pid):
+        try:
+            out[int(f)] = os.readlink("/proc/%d/fd/%s" % (pid, f))
+        except OSError:
+            pass
+    return out
+
+
+def unix_sockets():
+    """[(type, inode, peer inode, [(pid, fd)...])] of unix sockets, from ss."""
+    res = subprocess.run(["ss", "-xapnH"], capture_output=True, text=True, check=True)
+    out = []
+    for line in res.stdout.splitlines():
+        m = re.match(r"(\S+)\s+\S+\s+\d+\s+\d+\s+\S+\s+(\d+)\s+\S+\s+(\d+)\s+users:\((.*)\)",
+                     line)
+        if m:
+            users = [(int(p), int(f)) for p, f in re.findall(r"pid=(\d+),fd=(\d+)", m.group(4))]
+            out.append((m.group(1), int(m.group(2)), int(m.group(3)), users))
+    return out
+
+
+def test_fds_after_restarts(driver):
+    """After helper, rpcd and helper restarts: each child has exactly its
+    documented fds from the supervisor (0 /dev/null, 3 the channel, 4 control,
+    no signalfd), the supervisor holds only its signalfd and the two control
+    sockets (no channel end leaked), rpcd holds one channel only, and the
+    channel and control sockets connect whom they should."""
+    sup = driver.proc.pid
+    for comm in (HELPER, RPCD, HELPER):
+        old = driver.children()[comm]
+        os.kill(old, signal.SIGKILL)
+        wait_for(lambda: driver.children().get(comm) not in (None, old), 10, "a new " + comm)
+        probe_ready(driver.endpoint).close()
+    new_client(driver)
+    kids = driver.children()
+    helper, rpcd = kids[HELPER], kids[RPCD]
+
+    sup_fds = {fd: t for fd, t in fds(sup).items() if fd > 2}
+    print("supervisor fds:", sup_fds)
+    assert sorted(t.split(":")[0] for t in sup_fds.values()) == [
+        "anon_inode", "socket", "socket"]
+    assert "anon_inode:[signalfd]" in sup_fds.values()
+    for pid in (helper, rpcd):
+        f = fds(pid)
+        assert f[0] == "/dev/null"
+        assert f[4].startswith("socket:")
+        assert not any("signalfd" in t for t in f.values())
+    hf = fds(helper)
+    print("helper fds:", hf)
+    assert hf[3].startswith("socket:")
+    assert [fd for fd, t in hf.items() if t.startswith("socket:")] == [3, 4]
+
+    socks = unix_sockets()
+    holder = {ino: users[0][0] for _, ino, _, users in socks if users}
+    peer = {(pid, fd): p for _, _, p, users in socks for pid, fd in users}
+    # The helper's channel leads to rpcd, whatever fd rpcd keeps it on.
+    assert holder[peer[(helper, 3)]] == rpcd
+    # Both control sockets lead to the supervisor.
+    assert holder[peer[(helper, 4)]] == sup
+    assert holder[peer[(rpcd, 4)]] == sup
+    # rpcd keeps no channel to a dead helper: it holds exactly two seqpacket
+    # sockets, one to the helper and one to the supervisor.
+    seq = [holder.get(p) for t, _, p, users in socks if t == "u_seq"
+           for pid, _ in users if pid == rpcd]
+    print("rpcd's seqpacket sockets lead to:", seq)
+    assert sorted(map(str, seq)) == sorted(map(str, [helper, sup]))
+    lifecycle(driver, "pvc-fds")
+    assert_clean(driver)
