@@ -34,34 +34,48 @@ struct kept_cap {
 	unsigned cap;
 	bool effective; /* used by the supervisor itself */
 	const char *why;
+	bool optional; /* kept when the supervisor was started with it, not required */
 };
 
 static const struct kept_cap kept[] = {
     {CAP_CHOWN, true,
      "supervisor: give the state and endpoint directories to the rpcd user; "
-     "helper: ownership of volume roots"},
+     "helper: group of a volume's root directory (VOLUME_MOUNT_GROUP)",
+     false},
     {CAP_DAC_OVERRIDE, true,
-     "supervisor: open directories the rpcd user owns (0700) to re-prepare them; "
-     "helper: data directory and kubelet paths owned by others"},
-    {CAP_FOWNER, true,
-     "supervisor: chmod directories the rpcd user owns; helper: modes of volume roots"},
+     "supervisor: open directories the rpcd user owns (0700) to re-prepare them", false},
+    {CAP_FOWNER, true, "supervisor: chmod directories the rpcd user owns", false},
     {CAP_KILL, true,
      "supervisor: signal rpcd, which runs under another uid (SIGTERM to stop, "
-     "SIGKILL on timeout or protocol violation)"},
-    {CAP_SETGID, true, "rpcd child: setgroups() and setresgid() to the rpcd gid"},
-    {CAP_SETUID, true, "rpcd child: setresuid() to the rpcd uid"},
+     "SIGKILL on timeout or protocol violation)",
+     false},
+    {CAP_SETGID, true, "rpcd child: setgroups() and setresgid() to the rpcd gid", false},
+    {CAP_SETUID, true, "rpcd child: setresuid() to the rpcd uid", false},
     {CAP_SETPCAP, true,
-     "supervisor: trim its bounding set; rpcd child: empty it; helper: trim its own"},
-    {CAP_SYS_ADMIN, false, "helper only: mount, unmount, loop devices"},
+     "supervisor: trim its bounding set; rpcd child: empty it; helper: trim its own", false},
+    {CAP_SYS_ADMIN, false, "helper only: mount, unmount, loop devices", false},
+    {CAP_SYS_RESOURCE, false,
+     "helper only, optional: the kernel grows a mounted ext4 only for this capability "
+     "(online expansion); without it ext4 expansion is refused with a reason",
+     true},
 };
 
+/* Optional capabilities found present at trim time (bit mask). */
+static uint64_t optional_present;
+
 #define NKEPT (sizeof(kept) / sizeof(kept[0]))
+
+static bool is_kept(size_t i)
+{
+	return !kept[i].optional || (optional_present & (UINT64_C(1) << kept[i].cap));
+}
 
 uint64_t sup_caps_kept_permitted(void)
 {
 	uint64_t m = 0;
 	for (size_t i = 0; i < NKEPT; i++)
-		m |= UINT64_C(1) << kept[i].cap;
+		if (is_kept(i))
+			m |= UINT64_C(1) << kept[i].cap;
 	return m;
 }
 
@@ -69,7 +83,7 @@ uint64_t sup_caps_kept_effective(void)
 {
 	uint64_t m = 0;
 	for (size_t i = 0; i < NKEPT; i++)
-		if (kept[i].effective)
+		if (kept[i].effective && is_kept(i))
 			m |= UINT64_C(1) << kept[i].cap;
 	return m;
 }
@@ -142,14 +156,20 @@ static const char *first_cap(uint64_t mask)
 
 int sup_caps_trim(char *err, size_t errlen)
 {
-	const uint64_t want_p = sup_caps_kept_permitted();
-	const uint64_t want_e = sup_caps_kept_effective();
 	struct sup_capsets cs;
 
 	if (sup_caps_read(&cs) < 0) {
 		snprintf(err, errlen, "cannot read capabilities: %s", strerror(errno));
 		return -1;
 	}
+	optional_present = 0;
+	for (size_t i = 0; i < NKEPT; i++) {
+		uint64_t bit = UINT64_C(1) << kept[i].cap;
+		if (kept[i].optional && (cs.permitted & cs.bounding & bit))
+			optional_present |= bit;
+	}
+	const uint64_t want_p = sup_caps_kept_permitted();
+	const uint64_t want_e = sup_caps_kept_effective();
 	uint64_t missing = want_p & ~(cs.permitted & cs.bounding);
 	if (missing) {
 		snprintf(err, errlen,
@@ -161,6 +181,8 @@ int sup_caps_trim(char *err, size_t errlen)
 
 	capng_clear(CAPNG_SELECT_ALL);
 	for (size_t i = 0; i < NKEPT; i++) {
+		if (!is_kept(i))
+			continue;
 		capng_type_t t = CAPNG_PERMITTED | CAPNG_BOUNDING_SET;
 		if (kept[i].effective)
 			t |= CAPNG_EFFECTIVE;
@@ -193,7 +215,8 @@ int sup_caps_trim(char *err, size_t errlen)
 		return -1;
 	}
 	for (size_t i = 0; i < NKEPT; i++)
-		log_kv(LOG_LVL_DEBUG, "cap_kept", "cap", cap_name(kept[i].cap), "effective",
-		       kept[i].effective ? "yes" : "no", "why", kept[i].why, NULL);
+		log_kv(is_kept(i) ? LOG_LVL_DEBUG : LOG_LVL_WARN,
+		       is_kept(i) ? "cap_kept" : "cap_unavailable", "cap", cap_name(kept[i].cap),
+		       "effective", kept[i].effective ? "yes" : "no", "why", kept[i].why, NULL);
 	return 0;
 }
