@@ -1,0 +1,258 @@
+/*
+ * A unary CSI call over gRPC C core. Runs in the client tools (sepcsictl,
+ * sepcsi-bench), with the operator's privilege; nothing here is privileged.
+ *
+ * Each connection owns one channel and one pluck completion queue. A call is
+ * one batch: send metadata, the packed request and the half-close; receive
+ * metadata, the answer and the status. It is plucked by its own tag, so the
+ * queue never holds anything else, and closing the connection only has to
+ * shut the queue down. Nothing here is fatal except allocation failure.
+ */
+#include "csic.h"
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CSIC_DEFAULT_ENDPOINT "unix:///run/sepcsi/csi.sock"
+
+struct csic_conn {
+	grpc_channel *ch;
+	grpc_completion_queue *cq;
+	char *target;
+};
+
+static const char *const code_names[CSIC_NCODES] = {
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+};
+
+const char *csic_code_name(int code)
+{
+	static _Thread_local char buf[24];
+
+	if (code >= 0 && code < CSIC_NCODES)
+		return code_names[code];
+	snprintf(buf, sizeof(buf), "CODE_%d", code);
+	return buf;
+}
+
+const char *csic_default_endpoint(void)
+{
+	const char *e = getenv("CSI_ENDPOINT");
+
+	return e && *e ? e : CSIC_DEFAULT_ENDPOINT;
+}
+
+void csic_global_init(void)
+{
+	grpc_init();
+}
+
+void csic_global_shutdown(void)
+{
+	grpc_shutdown();
+}
+
+int64_t csic_now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+
+	if (!p)
+		abort();
+	return p;
+}
+
+struct csic_conn *csic_open(const char *endpoint)
+{
+	struct csic_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		abort();
+	if (endpoint[0] == '/') {
+		size_t n = strlen(endpoint) + sizeof("unix://");
+		c->target = malloc(n);
+		if (!c->target)
+			abort();
+		snprintf(c->target, n, "unix://%s", endpoint);
+	} else {
+		c->target = xstrdup(endpoint);
+	}
+	/* A CLI call should fail fast, not wait for a socket that may never appear. */
+	grpc_arg args[1] = {
+	    {.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ENABLE_RETRIES, .value.integer = 0}};
+	grpc_channel_args cargs = {.num_args = 1, .args = args};
+	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+	c->ch = grpc_channel_create(c->target, creds, &cargs);
+	grpc_channel_credentials_release(creds);
+	c->cq = grpc_completion_queue_create_for_pluck(NULL);
+	return c;
+}
+
+const char *csic_target(const struct csic_conn *c)
+{
+	return c->target;
+}
+
+void csic_close(struct csic_conn *c)
+{
+	if (!c)
+		return;
+	grpc_completion_queue_shutdown(c->cq);
+	while (grpc_completion_queue_pluck(c->cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
+	           .type != GRPC_QUEUE_SHUTDOWN)
+		;
+	grpc_completion_queue_destroy(c->cq);
+	grpc_channel_destroy(c->ch);
+	free(c->target);
+	free(c);
+}
+
+__attribute__((format(printf, 3, 4))) static int set_status(struct csic_status *st, int code,
+                                                            const char *fmt, ...)
+{
+	va_list ap;
+
+	st->code = code;
+	va_start(ap, fmt);
+	vsnprintf(st->message, sizeof(st->message), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+/* Decode the answer of an OK call; INTERNAL when there is none or it does not parse. */
+static int decode(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *resp_desc,
+                  ProtobufCMessage **resp, struct csic_status *st)
+{
+	grpc_byte_buffer_reader rd;
+
+	if (!bb)
+		return set_status(st, CSIC_INTERNAL, "%s", "the server sent OK without an answer");
+	if (!grpc_byte_buffer_reader_init(&rd, bb))
+		return set_status(st, CSIC_INTERNAL, "%s", "unreadable answer");
+	grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
+	grpc_byte_buffer_reader_destroy(&rd);
+	*resp = protobuf_c_message_unpack(resp_desc, NULL, GRPC_SLICE_LENGTH(all),
+	                                  GRPC_SLICE_START_PTR(all));
+	grpc_slice_unref(all);
+	if (!*resp)
+		return set_status(st, CSIC_INTERNAL, "the answer could not be decoded as %s",
+		                  resp_desc->name);
+	return CSIC_OK;
+}
+
+int csic_call(struct csic_conn *c, const char *method, const ProtobufCMessage *req,
+              const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+              int64_t timeout_ms, struct csic_status *st)
+{
+	*resp = NULL;
+	st->code = CSIC_OK;
+	st->message[0] = '\0';
+
+	gpr_timespec deadline = gpr_inf_future(GPR_CLOCK_MONOTONIC);
+	if (timeout_ms > 0)
+		deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+		                        gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+	grpc_slice mslice = grpc_slice_from_copied_string(method);
+	grpc_call *call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
+	                                           mslice, NULL, deadline, NULL);
+	grpc_slice_unref(mslice);
+	if (!call)
+		return set_status(st, CSIC_INTERNAL, "cannot create a call to %s", method);
+
+	size_t n = protobuf_c_message_get_packed_size(req);
+	uint8_t *buf = malloc(n ? n : 1);
+	if (!buf)
+		abort();
+	protobuf_c_message_pack(req, buf);
+	grpc_slice out = grpc_slice_new(buf, n, free);
+	grpc_byte_buffer *req_bb = grpc_raw_byte_buffer_create(&out, 1);
+	grpc_slice_unref(out);
+
+	grpc_metadata_array md_initial, md_trailing;
+	grpc_metadata_array_init(&md_initial);
+	grpc_metadata_array_init(&md_trailing);
+	grpc_byte_buffer *resp_bb = NULL;
+	grpc_status_code status = GRPC_STATUS_UNKNOWN;
+	grpc_slice details = grpc_empty_slice();
+	const char *error_string = NULL;
+
+	grpc_op ops[6];
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = req_bb;
+	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[3].data.recv_initial_metadata.recv_initial_metadata = &md_initial;
+	ops[4].op = GRPC_OP_RECV_MESSAGE;
+	ops[4].data.recv_message.recv_message = &resp_bb;
+	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[5].data.recv_status_on_client.trailing_metadata = &md_trailing;
+	ops[5].data.recv_status_on_client.status = &status;
+	ops[5].data.recv_status_on_client.status_details = &details;
+	ops[5].data.recv_status_on_client.error_string = &error_string;
+
+	int tag = 0;
+	int code;
+	if (grpc_call_start_batch(call, ops, 6, &tag, NULL) != GRPC_CALL_OK) {
+		code = set_status(st, CSIC_INTERNAL, "cannot start a call to %s", method);
+		goto out;
+	}
+	grpc_event ev =
+	    grpc_completion_queue_pluck(c->cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+	if (ev.type != GRPC_OP_COMPLETE) {
+		code = set_status(st, CSIC_INTERNAL, "the call to %s did not complete", method);
+		goto out;
+	}
+	st->code = (int)status;
+	size_t dlen = GRPC_SLICE_LENGTH(details);
+	if (dlen >= sizeof(st->message))
+		dlen = sizeof(st->message) - 1;
+	memcpy(st->message, GRPC_SLICE_START_PTR(details), dlen);
+	st->message[dlen] = '\0';
+	code = st->code;
+	if (code == CSIC_OK)
+		code = decode(resp_bb, resp_desc, resp, st);
+out:
+	gpr_free((void *)error_string);
+	grpc_slice_unref(details);
+	grpc_metadata_array_destroy(&md_initial);
+	grpc_metadata_array_destroy(&md_trailing);
+	grpc_byte_buffer_destroy(req_bb);
+	if (resp_bb)
+		grpc_byte_buffer_destroy(resp_bb);
+	grpc_call_unref(call);
+	return code;
+}

@@ -1,0 +1,103 @@
+/*
+ * csiclient: the small CSI client library that sepcsictl and sepcsi-bench
+ * share. A unary gRPC call over gRPC C core with protobuf-c messages, the
+ * names of the gRPC status codes, and the human units both tools accept
+ * (sizes such as 1Gi, durations such as 30s).
+ *
+ * Runs in the operator's process, with whatever privilege the operator has;
+ * nothing here is privileged. It knows nothing about sepcsi: any CSI endpoint
+ * that speaks gRPC will do.
+ *
+ * Errors: functions return 0 or -1 (parsers), or the gRPC status code of the
+ * call (csic_call). Allocation failure aborts.
+ */
+#ifndef SEPCSI_CSIC_H
+#define SEPCSI_CSIC_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* gRPC status codes as numbered on the wire (the same numbers as grpc_status_code). */
+enum csic_code {
+	CSIC_OK = 0,
+	CSIC_CANCELLED = 1,
+	CSIC_UNKNOWN = 2,
+	CSIC_INVALID_ARGUMENT = 3,
+	CSIC_DEADLINE_EXCEEDED = 4,
+	CSIC_NOT_FOUND = 5,
+	CSIC_ALREADY_EXISTS = 6,
+	CSIC_PERMISSION_DENIED = 7,
+	CSIC_RESOURCE_EXHAUSTED = 8,
+	CSIC_FAILED_PRECONDITION = 9,
+	CSIC_ABORTED = 10,
+	CSIC_OUT_OF_RANGE = 11,
+	CSIC_UNIMPLEMENTED = 12,
+	CSIC_INTERNAL = 13,
+	CSIC_UNAVAILABLE = 14,
+	CSIC_DATA_LOSS = 15,
+	CSIC_UNAUTHENTICATED = 16,
+};
+#define CSIC_NCODES 17
+
+/* The outcome of one call: its code and the server's (or gRPC's) message. */
+struct csic_status {
+	int code;
+	char message[1024];
+};
+
+/* The default CSI endpoint: $CSI_ENDPOINT, else unix:///run/sepcsi/csi.sock. */
+const char *csic_default_endpoint(void);
+
+/* grpc_init / grpc_shutdown, once per process around every other call. */
+void csic_global_init(void);
+void csic_global_shutdown(void);
+
+/*
+ * One channel to a CSI endpoint ("unix:///path", "unix:path", or an absolute
+ * path, which is taken as a unix socket) and its completion queue. Creating it
+ * does not connect: the first call does, and fails with UNAVAILABLE if nobody
+ * listens. A connection serves one call at a time: give each thread its own.
+ * csic_close accepts NULL.
+ */
+struct csic_conn;
+struct csic_conn *csic_open(const char *endpoint);
+void csic_close(struct csic_conn *c);
+/* The gRPC target the connection was opened with (owned by the connection). */
+const char *csic_target(const struct csic_conn *c);
+
+/*
+ * A unary call to method ("/csi.v1.Controller/CreateVolume") with the request
+ * req, waiting at most timeout_ms (<= 0: no deadline). Returns the status code
+ * and fills *st. On OK, *resp is the decoded answer of type resp_desc, which
+ * the caller frees with protobuf_c_message_free_unpacked(*resp, NULL); on any
+ * other code *resp is NULL. An answer that cannot be decoded is INTERNAL.
+ */
+int csic_call(struct csic_conn *c, const char *method, const ProtobufCMessage *req,
+              const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+              int64_t timeout_ms, struct csic_status *st);
+
+/* "NOT_FOUND" for 5; "CODE_<n>" (static per-thread buffer) outside 0..16. */
+const char *csic_code_name(int code);
+
+/*
+ * Sizes: a non-negative integer or decimal, optionally followed by a suffix:
+ * k/K, M, G, T, P, E (powers of 1000) or Ki, Mi, Gi, Ti, Pi, Ei (powers of
+ * 1024), with an optional trailing "B" ("1GiB"). "1Gi", "512Mi", "1.5G", "4096".
+ * Fractions are rounded up to a whole byte. 0 on success, -1 on bad syntax or
+ * a value above INT64_MAX.
+ */
+int csic_parse_size(const char *s, int64_t *out);
+/* "1 GiB", "1.5 GiB", "512 MiB", "100 B": exact binary units when they fit, else 1 decimal. */
+void csic_format_size(int64_t bytes, char *buf, size_t len);
+
+/*
+ * Durations: a number with an optional unit ms, s, m or h; no unit means
+ * seconds. "30s", "500ms", "2m", "1.5s". 0 on success, -1 otherwise.
+ */
+int csic_parse_duration_ms(const char *s, int64_t *out_ms);
+
+/* Monotonic clock in nanoseconds, for timing calls. */
+int64_t csic_now_ns(void);
+
+#endif

@@ -1,0 +1,120 @@
+/*
+ * sepcsictl's internal interfaces: the RPC table (sctl_rpcs.c), the request
+ * builder that turns flags into protobuf-c messages (sctl_build.c), the text
+ * and JSON printers (sctl_print.c), and the read-only views of the store and
+ * the audit log (sctl_store.c, sctl_audit.c). Runs as the operator; it holds
+ * no privilege of its own and never writes to the store or the log.
+ */
+#ifndef SEPCSI_SCTL_H
+#define SEPCSI_SCTL_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes (docs/sepcsictl.md): a gRPC status ends the process with 10 + its code. */
+enum sctl_exit {
+	SCTL_EXIT_OK = 0,
+	SCTL_EXIT_FAILURE = 1, /* a local failure: unreadable file, sqlite error, ... */
+	SCTL_EXIT_USAGE = 2,   /* bad command line */
+	SCTL_EXIT_ABSENT = 3,  /* the store or the audit log to read does not exist */
+	SCTL_EXIT_GRPC = 10,   /* + the gRPC status code, 11 (CANCELLED) .. 26 (UNAUTHENTICATED) */
+};
+
+enum sctl_output { SCTL_OUT_TEXT = 0, SCTL_OUT_JSON };
+
+/* The global flags, which may appear anywhere on the command line. */
+struct sctl_opts {
+	const char *endpoint;
+	enum sctl_output output;
+	int64_t timeout_ms;
+};
+
+/* How a flag's value lands in the request. */
+enum sctl_fk {
+	FK_STR,  /* string field */
+	FK_STRS, /* repeated string field; the flag repeats */
+	FK_INT,  /* integer field */
+	FK_SIZE, /* int64 byte count, with units (1Gi) */
+	FK_BOOL, /* bool; "--flag" alone is true, "--flag=false" */
+	FK_MAP,  /* map<string,string>; KEY=VALUE, the flag repeats */
+	FK_TOPO, /* Topology (singular, or appended to a repeated field): KEY=VALUE,... */
+};
+
+struct sctl_flag {
+	const char *name; /* without the leading "--" */
+	enum sctl_fk kind;
+	const char *path; /* dotted field path in the request: "capacity_range.required_bytes" */
+	bool required;    /* REQUIRED by the spec (shown in --help; the driver enforces it) */
+	const char *help;
+};
+
+/* Where the capability flags (--access-type ...) put a VolumeCapability. */
+enum sctl_cap {
+	SCTL_CAP_NONE = 0,
+	SCTL_CAP_ONE,           /* singular field, optional */
+	SCTL_CAP_ONE_REQUIRED,  /* singular field, REQUIRED: a default is sent */
+	SCTL_CAP_MANY,          /* repeated field, optional */
+	SCTL_CAP_MANY_REQUIRED, /* repeated field, REQUIRED: a default is sent */
+};
+
+struct sctl_rpc {
+	const char *service; /* "controller" */
+	const char *name;    /* "create-volume" */
+	const char *method;  /* "/csi.v1.Controller/CreateVolume" */
+	const char *summary;
+	const ProtobufCMessageDescriptor *req, *resp;
+	enum sctl_cap cap;
+	const char *cap_path;
+	const struct sctl_flag *flags; /* ended by a {NULL} entry */
+};
+
+struct sctl_service {
+	const char *name;      /* "group-controller" */
+	const char *grpc_name; /* "GroupController" */
+	const char *summary;
+};
+
+extern const struct sctl_service sctl_services[];
+extern const size_t sctl_nservices;
+extern const struct sctl_rpc sctl_rpcs[];
+extern const size_t sctl_nrpcs;
+
+/* The service named name (or its gRPC name), or NULL. */
+const struct sctl_service *sctl_service_find(const char *name);
+/* The RPC of service named name, or by its gRPC method name ("CreateVolume"), or NULL. */
+const struct sctl_rpc *sctl_rpc_find(const struct sctl_service *svc, const char *name);
+/* The gRPC method name of r ("CreateVolume"): the last part of its path. */
+const char *sctl_rpc_method_name(const struct sctl_rpc *r);
+
+/*
+ * Builds r's request from the RPC flags in argv[0..argc). Returns SCTL_EXIT_OK
+ * with *out set (free with protobuf_c_message_free_unpacked(*out, NULL)), or
+ * SCTL_EXIT_USAGE after printing why to stderr. A value given to --secret is
+ * never printed, not even in an error.
+ */
+int sctl_build_request(const struct sctl_rpc *r, int argc, char **argv, ProtobufCMessage **out);
+/* The --help text of r. */
+void sctl_rpc_help(FILE *o, const struct sctl_rpc *r);
+
+/* A message printed for humans (indented key: value lines) or as one JSON object. */
+void sctl_print_text(FILE *o, const ProtobufCMessage *m);
+void sctl_print_json(FILE *o, const ProtobufCMessage *m);
+/* s as a JSON string literal, quoted and escaped. */
+void sctl_json_string(FILE *o, const char *s);
+/* "2026-11-22T10:00:00Z" (nanos > 0: with a 9-digit fraction), in UTC. */
+void sctl_format_time(int64_t seconds, int32_t nanos, char *buf, size_t len);
+
+/* `sepcsictl store ...` and `sepcsictl audit ...`: argv[0] is "store" or "audit". */
+int sctl_store_main(int argc, char **argv, const struct sctl_opts *o);
+int sctl_audit_main(int argc, char **argv, const struct sctl_opts *o);
+
+/*
+ * Shared flag scanning: if argv[*i] is --name or --name=VALUE, sets *val
+ * (from "=VALUE" or the next argument, advancing *i) and returns 1; returns 0
+ * if it is another flag, -1 (after printing why) when the value is missing.
+ */
+int sctl_flag_value(int argc, char **argv, int *i, const char *name, const char **val);
+
+#endif

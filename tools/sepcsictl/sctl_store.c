@@ -1,0 +1,426 @@
+/*
+ * `sepcsictl store`: the rows of sepcsi's sqlite store, for operators and
+ * auditors, without the CSI socket. Runs as the operator (root, or whoever
+ * may read the state directory).
+ *
+ * The database is opened with SQLITE_OPEN_READONLY: this process never
+ * writes it, never checkpoints its WAL and never migrates its schema, so it
+ * is safe next to a running rpcd (which stays the only writer). When no WAL
+ * file exists (rpcd is not running, or closed the store cleanly), a read-only
+ * connection would still create the -wal and -shm files; the database is then
+ * opened "immutable" instead, which creates nothing. That is safe: in WAL mode
+ * a writer that starts meanwhile changes the main file only at a checkpoint,
+ * never within the moments this read takes. Columns are
+ * read from the table itself, so tables and columns added by later schema
+ * versions show without a change here; a table this store does not have yet
+ * is reported, not an error. Table names come from a fixed list, never from
+ * the command line, before they are put into SQL.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "csic.h"
+#include "sctl.h"
+
+#define DEFAULT_STATE_DIR  "/var/lib/sepcsi/state"
+#define STORE_FILE         "sepcsi.db"
+#define SEPCSI_APP_ID      0x73657063 /* "sepc", as store/store.c sets it */
+#define BUSY_TIMEOUT_MS    5000
+#define MAX_COLS           64
+#define DISPLAY_VALUE_SIZE 512
+
+static const char *const tables[] = {"volumes",  "snapshots",    "group_snapshots",
+                                     "stagings", "publications", "attachments"};
+#define NTABLES (sizeof(tables) / sizeof(tables[0]))
+
+static void store_help(FILE *o)
+{
+	fprintf(o,
+	        "usage: sepcsictl store <view> [--state-dir DIR] [--output text|json]\n\n"
+	        "Rows of sepcsi's store <state-dir>/sepcsi.db, opened read-only (safe while "
+	        "the\ndriver runs). No CSI socket needed.\n\nviews:\n"
+	        "  volumes          volumes the CO created\n"
+	        "  snapshots        snapshots (members of group snapshots included)\n"
+	        "  group-snapshots  group snapshots\n"
+	        "  stagings         NodeStageVolume records\n"
+	        "  publications     NodePublishVolume records\n"
+	        "  attachments      ControllerPublishVolume records\n"
+	        "  info             the store's path, schema version and row counts\n\n"
+	        "flags:\n  --state-dir DIR   rpcd's --state-dir (default %s)\n"
+	        "A view whose table this store's schema does not have yet prints nothing and "
+	        "says so on stderr.\n",
+	        DEFAULT_STATE_DIR);
+}
+
+static bool table_exists(sqlite3 *db, const char *name)
+{
+	sqlite3_stmt *q = NULL;
+	bool yes = false;
+
+	if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+	                       -1, &q, NULL) != SQLITE_OK)
+		return false;
+	sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+	yes = sqlite3_step(q) == SQLITE_ROW;
+	sqlite3_finalize(q);
+	return yes;
+}
+
+static int64_t pragma_int(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *q = NULL;
+	int64_t v = -1;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+		v = sqlite3_column_int64(q, 0);
+	sqlite3_finalize(q);
+	return v;
+}
+
+static const char *access_type_name(int64_t v)
+{
+	return v == 1 ? "block" : v == 2 ? "mount" : "?";
+}
+
+static const char *access_mode_name(int64_t v)
+{
+	static const char *const names[] = {
+	    "unknown",
+	    "single-node-writer",
+	    "single-node-reader-only",
+	    "multi-node-reader-only",
+	    "multi-node-single-writer",
+	    "multi-node-multi-writer",
+	    "single-node-single-writer",
+	    "single-node-multi-writer",
+	};
+	return v >= 0 && v < 8 ? names[v] : "?";
+}
+
+/*
+ * A column value for the text table: sizes and times made readable, codes
+ * named, "k=v\n" lists joined with commas, NULL and "" shown as "-".
+ */
+static void display(sqlite3_stmt *q, int col, char *buf, size_t len)
+{
+	const char *name = sqlite3_column_name(q, col);
+	int type = sqlite3_column_type(q, col);
+	size_t n = strlen(name);
+
+	if (type == SQLITE_NULL) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	if (type == SQLITE_INTEGER) {
+		int64_t v = sqlite3_column_int64(q, col);
+		if (n > 6 && strcmp(name + n - 6, "_bytes") == 0) {
+			csic_format_size(v, buf, len);
+		} else if (n > 8 && strcmp(name + n - 8, "_unix_ns") == 0) {
+			sctl_format_time(v / 1000000000, 0, buf, len);
+		} else if (strcmp(name, "access_type") == 0) {
+			snprintf(buf, len, "%s", access_type_name(v));
+		} else if (strcmp(name, "access_mode") == 0) {
+			snprintf(buf, len, "%s", access_mode_name(v));
+		} else if (strcmp(name, "readonly") == 0 || strncmp(name, "ready", 5) == 0) {
+			snprintf(buf, len, "%s", v ? "true" : "false");
+		} else {
+			snprintf(buf, len, "%" PRId64, v);
+		}
+		return;
+	}
+	if (type == SQLITE_BLOB) {
+		const unsigned char *b = sqlite3_column_blob(q, col);
+		int nb = sqlite3_column_bytes(q, col);
+		size_t o = 0;
+		for (int i = 0; i < nb && o + 3 < len; i++, o += 2)
+			snprintf(buf + o, len - o, "%02x", b[i]);
+		buf[o] = '\0';
+		return;
+	}
+	const char *s = (const char *)sqlite3_column_text(q, col);
+	size_t o = 0;
+	for (; s && *s && o + 1 < len; s++) {
+		if (*s == '\n') {
+			if (s[1] != '\0')
+				buf[o++] = ',';
+		} else {
+			buf[o++] = (unsigned char)*s < 0x20 ? '?' : *s;
+		}
+	}
+	buf[o] = '\0';
+	if (o == 0)
+		snprintf(buf, len, "-");
+}
+
+static void json_value(sqlite3_stmt *q, int col)
+{
+	switch (sqlite3_column_type(q, col)) {
+	case SQLITE_NULL:
+		fputs("null", stdout);
+		break;
+	case SQLITE_INTEGER:
+		printf("%" PRId64, (int64_t)sqlite3_column_int64(q, col));
+		break;
+	case SQLITE_FLOAT:
+		printf("%.17g", sqlite3_column_double(q, col));
+		break;
+	case SQLITE_BLOB: {
+		const unsigned char *b = sqlite3_column_blob(q, col);
+		int n = sqlite3_column_bytes(q, col);
+		putchar('"');
+		for (int i = 0; i < n; i++)
+			printf("%02x", b[i]);
+		putchar('"');
+		break;
+	}
+	default:
+		sctl_json_string(stdout, (const char *)sqlite3_column_text(q, col));
+	}
+}
+
+/* Text rows are collected first so that the columns line up. */
+struct grid {
+	char **cells; /* rows x cols, row 0 the header */
+	size_t rows, cols;
+};
+
+static void grid_add(struct grid *g, size_t row, size_t col, const char *s)
+{
+	if (row >= g->rows) {
+		g->cells = realloc(g->cells, (row + 1) * g->cols * sizeof(char *));
+		if (!g->cells)
+			abort();
+		g->rows = row + 1;
+	}
+	g->cells[row * g->cols + col] = strdup(s);
+	if (!g->cells[row * g->cols + col])
+		abort();
+}
+
+static void grid_print_free(struct grid *g)
+{
+	size_t width[MAX_COLS] = {0};
+
+	for (size_t r = 0; r < g->rows; r++)
+		for (size_t c = 0; c < g->cols; c++)
+			if (strlen(g->cells[r * g->cols + c]) > width[c])
+				width[c] = strlen(g->cells[r * g->cols + c]);
+	for (size_t r = 0; r < g->rows; r++) {
+		for (size_t c = 0; c < g->cols; c++) {
+			const char *s = g->cells[r * g->cols + c];
+			if (c + 1 == g->cols)
+				printf("%s\n", s);
+			else
+				printf("%-*s  ", (int)width[c], s);
+			free(g->cells[r * g->cols + c]);
+		}
+	}
+	free(g->cells);
+}
+
+static int print_table(sqlite3 *db, const char *table, enum sctl_output out)
+{
+	char sql[128];
+	sqlite3_stmt *q = NULL;
+
+	/* table is one of the fixed names above, never input. */
+	snprintf(sql, sizeof(sql), "SELECT * FROM \"%s\" ORDER BY 1", table);
+	if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) {
+		fprintf(stderr, "sepcsictl: store: reading %s: %s\n", table, sqlite3_errmsg(db));
+		return SCTL_EXIT_FAILURE;
+	}
+	int ncols = sqlite3_column_count(q);
+	if (ncols > MAX_COLS)
+		ncols = MAX_COLS;
+	struct grid g = {.cols = (size_t)ncols};
+	size_t row = 0;
+	int rc;
+
+	if (out == SCTL_OUT_JSON)
+		printf("{\"%s\":[", table);
+	else
+		for (int c = 0; c < ncols; c++)
+			grid_add(&g, 0, (size_t)c, sqlite3_column_name(q, c));
+	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+		row++;
+		if (out == SCTL_OUT_JSON) {
+			printf("%s{", row > 1 ? "," : "");
+			for (int c = 0; c < ncols; c++) {
+				printf("%s", c ? "," : "");
+				sctl_json_string(stdout, sqlite3_column_name(q, c));
+				putchar(':');
+				json_value(q, c);
+			}
+			putchar('}');
+			continue;
+		}
+		for (int c = 0; c < ncols; c++) {
+			char buf[DISPLAY_VALUE_SIZE];
+			display(q, c, buf, sizeof(buf));
+			grid_add(&g, row, (size_t)c, buf);
+		}
+	}
+	if (out == SCTL_OUT_JSON)
+		printf("]}\n");
+	else
+		grid_print_free(&g);
+	if (rc != SQLITE_DONE) {
+		fprintf(stderr, "sepcsictl: store: reading %s: %s\n", table, sqlite3_errmsg(db));
+		sqlite3_finalize(q);
+		return SCTL_EXIT_FAILURE;
+	}
+	if (out == SCTL_OUT_TEXT && row == 0)
+		printf("(no %s)\n", table);
+	sqlite3_finalize(q);
+	return SCTL_EXIT_OK;
+}
+
+static int print_info(sqlite3 *db, const char *path, enum sctl_output out)
+{
+	int64_t version = pragma_int(db, "PRAGMA user_version");
+	int64_t app = pragma_int(db, "PRAGMA application_id");
+
+	if (out == SCTL_OUT_JSON) {
+		printf("{\"path\":");
+		sctl_json_string(stdout, path);
+		printf(",\"schema_version\":%" PRId64 ",\"sepcsi_store\":%s,\"tables\":{", version,
+		       app == SEPCSI_APP_ID ? "true" : "false");
+	} else {
+		printf("path: %s\nschema_version: %" PRId64 "\nsepcsi_store: %s\ntables:\n", path,
+		       version, app == SEPCSI_APP_ID ? "true" : "false");
+	}
+	bool first = true;
+	for (size_t i = 0; i < NTABLES; i++) {
+		char sql[96];
+		int64_t n = -1;
+		if (table_exists(db, tables[i])) {
+			snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%s\"", tables[i]);
+			n = pragma_int(db, sql);
+		}
+		if (out == SCTL_OUT_JSON) {
+			printf("%s\"%s\":", first ? "" : ",", tables[i]);
+			if (n < 0)
+				printf("null");
+			else
+				printf("%" PRId64, n);
+		} else if (n < 0) {
+			printf("  %s: (not in this schema)\n", tables[i]);
+		} else {
+			printf("  %s: %" PRId64 "\n", tables[i], n);
+		}
+		first = false;
+	}
+	if (out == SCTL_OUT_JSON)
+		printf("}}\n");
+	return SCTL_EXIT_OK;
+}
+
+/* A sqlite URI for path, percent-encoding what a URI path may not hold. */
+static void db_uri(const char *path, bool immutable, char *out, size_t len)
+{
+	size_t o = (size_t)snprintf(out, len, "file:");
+
+	for (const unsigned char *p = (const unsigned char *)path; *p && o + 4 < len; p++) {
+		if (*p == '%' || *p == '?' || *p == '#' || *p < 0x21 || *p > 0x7e)
+			o += (size_t)snprintf(out + o, len - o, "%%%02X", *p);
+		else
+			out[o++] = (char)*p;
+	}
+	out[o] = '\0';
+	if (immutable)
+		snprintf(out + o, len - o, "?immutable=1");
+}
+
+int sctl_store_main(int argc, char **argv, const struct sctl_opts *o)
+{
+	const char *state_dir = DEFAULT_STATE_DIR, *view = NULL;
+
+	for (int i = 1; i < argc; i++) {
+		const char *v;
+		int r = sctl_flag_value(argc, argv, &i, "--state-dir", &v);
+		if (r < 0)
+			return SCTL_EXIT_USAGE;
+		if (r > 0) {
+			state_dir = v;
+		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			store_help(stdout);
+			return SCTL_EXIT_OK;
+		} else if (argv[i][0] == '-' || view) {
+			fprintf(stderr, "sepcsictl: store: unexpected argument '%s' (see --help)\n",
+			        argv[i]);
+			return SCTL_EXIT_USAGE;
+		} else {
+			view = argv[i];
+		}
+	}
+	if (!view) {
+		store_help(stderr);
+		return SCTL_EXIT_USAGE;
+	}
+	const char *table = NULL;
+	for (size_t i = 0; i < NTABLES; i++) {
+		/* "group-snapshots" and "group_snapshots" name the same view. */
+		size_t n = strlen(tables[i]);
+		bool same = strlen(view) == n;
+		for (size_t j = 0; same && j < n; j++)
+			same = view[j] == tables[i][j] || (view[j] == '-' && tables[i][j] == '_');
+		if (same)
+			table = tables[i];
+	}
+	if (!table && strcmp(view, "info") != 0) {
+		fprintf(stderr, "sepcsictl: store: unknown view '%s' (see --help)\n", view);
+		return SCTL_EXIT_USAGE;
+	}
+
+	char path[4096];
+	struct stat sb;
+	if (snprintf(path, sizeof(path), "%s/%s", state_dir, STORE_FILE) >= (int)sizeof(path)) {
+		fprintf(stderr, "sepcsictl: store: --state-dir is too long\n");
+		return SCTL_EXIT_USAGE;
+	}
+	if (stat(path, &sb) != 0) {
+		fprintf(stderr, "sepcsictl: store: no store at %s: %s (is --state-dir right?)\n",
+		        path, strerror(errno));
+		return errno == ENOENT ? SCTL_EXIT_ABSENT : SCTL_EXIT_FAILURE;
+	}
+	sqlite3 *db = NULL;
+	char uri[3 * sizeof(path) + 32];
+	char wal[sizeof(path) + 8];
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	db_uri(path, access(wal, F_OK) != 0, uri, sizeof(uri));
+	if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK) {
+		fprintf(stderr, "sepcsictl: store: cannot open %s: %s\n", path,
+		        db ? sqlite3_errmsg(db) : "out of memory");
+		sqlite3_close(db);
+		return SCTL_EXIT_FAILURE;
+	}
+	sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
+	int64_t app = pragma_int(db, "PRAGMA application_id");
+	int rc;
+	if (app < 0) {
+		fprintf(stderr, "sepcsictl: store: cannot read %s: %s\n", path, sqlite3_errmsg(db));
+		rc = SCTL_EXIT_FAILURE;
+	} else if (app != SEPCSI_APP_ID) {
+		fprintf(stderr, "sepcsictl: store: %s is not a sepcsi store\n", path);
+		rc = SCTL_EXIT_FAILURE;
+	} else if (!table) {
+		rc = print_info(db, path, o->output);
+	} else if (!table_exists(db, table)) {
+		fprintf(stderr,
+		        "sepcsictl: store: this store (schema version %" PRId64
+		        ") has no %s table: nothing recorded\n",
+		        pragma_int(db, "PRAGMA user_version"), table);
+		if (o->output == SCTL_OUT_JSON)
+			printf("{\"%s\":[]}\n", table);
+		rc = SCTL_EXIT_OK;
+	} else {
+		rc = print_table(db, table, o->output);
+	}
+	sqlite3_close(db);
+	return rc;
+}
