@@ -245,15 +245,15 @@ int ctl_parse_size(const char *s, int64_t *out)
 		const char *suffix;
 		int64_t mult;
 	} units[] = {
-		{"", 1},
-		{"k", 1000LL},
-		{"M", 1000LL * 1000},
-		{"G", 1000LL * 1000 * 1000},
-		{"T", 1000LL * 1000 * 1000 * 1000},
-		{"Ki", 1LL << 10},
-		{"Mi", 1LL << 20},
-		{"Gi", 1LL << 30},
-		{"Ti", 1LL << 40},
+	    {"", 1},
+	    {"k", 1000LL},
+	    {"M", 1000LL * 1000},
+	    {"G", 1000LL * 1000 * 1000},
+	    {"T", 1000LL * 1000 * 1000 * 1000},
+	    {"Ki", 1LL << 10},
+	    {"Mi", 1LL << 20},
+	    {"Gi", 1LL << 30},
+	    {"Ti", 1LL << 40},
 	};
 	char *end;
 	if (!s || *s < '0' || *s > '9')
@@ -274,7 +274,7 @@ int ctl_parse_size(const char *s, int64_t *out)
 }
 
 int ctl_volume_resolve(struct ctl *c, struct ctl_status *st, const char *volume_id,
-		       struct store_volume **v)
+                       struct store_volume **v)
 {
 	int rc;
 	if (ctl_volume_id_valid(volume_id)) {
@@ -283,7 +283,8 @@ int ctl_volume_resolve(struct ctl *c, struct ctl_status *st, const char *volume_
 		char name[256];
 		if (snprintf(name, sizeof(name), CTL_EPHEMERAL_PREFIX "%s", volume_id) >=
 		    (int)sizeof(name))
-			return ctl_fail(st, CTL_NOT_FOUND, "volume %.80s does not exist", volume_id);
+			return ctl_fail(st, CTL_NOT_FOUND, "volume %.80s does not exist",
+			                volume_id);
 		rc = store_volume_get_by_name(c->st, name, v);
 	}
 	if (rc == STORE_NOTFOUND)
@@ -515,7 +516,8 @@ int ctl_check_name(struct ctl_status *st, const char *name, const char *field)
 	if (strlen(name) > 128)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT, "%s is longer than 128 bytes", field);
 	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-		/* U+0000..U+0008, U+000B, U+000C, U+000E..U+001F, U+007F; U+0080..U+009F is C2 80..9F */
+		/* U+0000..U+0008, U+000B, U+000C, U+000E..U+001F, U+007F; U+0080..U+009F is
+		 * C2 80..9F */
 		if ((*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r') || *p == 0x7f ||
 		    (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
 			return ctl_fail(st, CTL_INVALID_ARGUMENT,

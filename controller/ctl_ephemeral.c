@@ -40,22 +40,23 @@ static const char *context(const Csi__V1__NodePublishVolumeRequest *req, const c
 
 /* Size and file system from the volume attributes; refuses anything unknown. */
 static int attributes(const Csi__V1__NodePublishVolumeRequest *req, struct ctl_status *st,
-		      int64_t *size, const char **fs)
+                      int64_t *size, const char **fs)
 {
 	for (size_t i = 0; i < req->n_volume_context; i++) {
 		const char *k = req->volume_context[i]->key;
 		if (strcmp(k, "size") != 0 && strcmp(k, "fsType") != 0 &&
 		    strncmp(k, "csi.storage.k8s.io/", 19) != 0)
-			return ctl_fail(st, CTL_INVALID_ARGUMENT,
-					"volume_context: unknown attribute '%.64s' for an ephemeral "
-					"volume",
-					k);
+			return ctl_fail(
+			    st, CTL_INVALID_ARGUMENT,
+			    "volume_context: unknown attribute '%.64s' for an ephemeral "
+			    "volume",
+			    k);
 	}
 	const char *sz = context(req, "size");
 	*size = EPHEMERAL_DEFAULT_SIZE;
 	if (sz && ctl_parse_size(sz, size) != 0)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,
-				"volume_context size '%.32s' is not a size (e.g. 256Mi, 1Gi)", sz);
+		                "volume_context size '%.32s' is not a size (e.g. 256Mi, 1Gi)", sz);
 	if (*size < EPHEMERAL_MIN_SIZE)
 		*size = EPHEMERAL_MIN_SIZE;
 	const char *cap_fs = ctl_cap_fs_type(req->volume_capability);
@@ -66,17 +67,17 @@ static int attributes(const Csi__V1__NodePublishVolumeRequest *req, struct ctl_s
 		return ctl_fail(st, CTL_INVALID_ARGUMENT, "fsType '%.16s' is not supported", *fs);
 	if (*cap_fs && strcmp(cap_fs, *fs) != 0)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,
-				"fsType %s disagrees with volume_capability's %s", *fs, cap_fs);
+		                "fsType %s disagrees with volume_capability's %s", *fs, cap_fs);
 	if (req->volume_capability->access_type_case !=
 	    CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,
-				"ephemeral volumes are file system volumes (mount access)");
+		                "ephemeral volumes are file system volumes (mount access)");
 	return CTL_OK;
 }
 
 /* Create (if new), stage at the target, and record staging and publication. */
 int ctl_ephemeral_publish(struct ctl *c, const Csi__V1__NodePublishVolumeRequest *req,
-			  struct ctl_status *st)
+                          struct ctl_status *st)
 {
 	char name[EPHEMERAL_ID_MAX + 32], id[36];
 	struct store_volume *v = NULL;
@@ -87,12 +88,12 @@ int ctl_ephemeral_publish(struct ctl *c, const Csi__V1__NodePublishVolumeRequest
 
 	if (strlen(req->volume_id) > EPHEMERAL_ID_MAX)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT, "volume_id is longer than %d bytes",
-				EPHEMERAL_ID_MAX);
+		                EPHEMERAL_ID_MAX);
 	if (attributes(req, st, &size, &fs))
 		return st->code;
 	if (!ctl_lock(c, req->volume_id))
 		return ctl_fail(st, CTL_ABORTED, "an operation on volume %s is already in progress",
-				req->volume_id);
+		                req->volume_id);
 	snprintf(name, sizeof(name), CTL_EPHEMERAL_PREFIX "%s", req->volume_id);
 	int rc = store_volume_get_by_name(c->st, name, &v);
 	if (rc == STORE_OK) {
@@ -100,8 +101,8 @@ int ctl_ephemeral_publish(struct ctl *c, const Csi__V1__NodePublishVolumeRequest
 		if (store_staging_get(c->st, v->id, &stg) == STORE_OK &&
 		    strcmp(stg->staging_path, req->target_path) != 0) {
 			ctl_fail(st, CTL_ALREADY_EXISTS,
-				 "ephemeral volume %s is already published at %s", req->volume_id,
-				 stg->staging_path);
+			         "ephemeral volume %s is already published at %s", req->volume_id,
+			         stg->staging_path);
 			store_staging_free(stg);
 			goto out;
 		}
@@ -118,13 +119,13 @@ int ctl_ephemeral_publish(struct ctl *c, const Csi__V1__NodePublishVolumeRequest
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
 		struct store_volume nv = {
-			.id = id,
-			.name = name,
-			.capacity_bytes = (int64_t)real,
-			.fs_type = (char *)fs,
-			.parameters = "",
-			.content_source = "",
-			.created_unix_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec,
+		    .id = id,
+		    .name = name,
+		    .capacity_bytes = (int64_t)real,
+		    .fs_type = (char *)fs,
+		    .parameters = "",
+		    .content_source = "",
+		    .created_unix_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec,
 		};
 		if ((rc = store_volume_put(c->st, &nv)) != STORE_OK) {
 			mh_delete(c->mh, id, &e);
@@ -142,20 +143,19 @@ int ctl_ephemeral_publish(struct ctl *c, const Csi__V1__NodePublishVolumeRequest
 	snprintf(ms.volume_id, sizeof(ms.volume_id), "%s", id);
 	snprintf(ms.staging_path, sizeof(ms.staging_path), "%s", req->target_path);
 	snprintf(ms.fs_type, sizeof(ms.fs_type), "%s", fs);
-	if (ctl_cap_mount_flags(st, req->volume_capability, ms.mount_flags,
-				sizeof(ms.mount_flags)))
+	if (ctl_cap_mount_flags(st, req->volume_capability, ms.mount_flags, sizeof(ms.mount_flags)))
 		goto undo;
 	if (mh_stage(c->mh, &ms, &e) != 0) {
 		ctl_fail_mh(st, "stage ephemeral volume", &e);
 		goto undo;
 	}
 	struct store_staging s = {
-		.volume_id = id,
-		.staging_path = (char *)req->target_path,
-		.fs_type = (char *)fs,
-		.mount_flags = ms.mount_flags,
-		.access_type = 2,
-		.access_mode = (int)req->volume_capability->access_mode->mode,
+	    .volume_id = id,
+	    .staging_path = (char *)req->target_path,
+	    .fs_type = (char *)fs,
+	    .mount_flags = ms.mount_flags,
+	    .access_type = 2,
+	    .access_mode = (int)req->volume_capability->access_mode->mode,
 	};
 	rc = store_staging_put(c->st, &s);
 	if (rc != STORE_OK && rc != STORE_EXISTS) {
@@ -176,7 +176,7 @@ out:
 
 /* Unmount at the target, remove the directory, delete the image and the record. */
 int ctl_ephemeral_unpublish(struct ctl *c, const struct store_volume *v, const char *target,
-			    struct ctl_status *st)
+                            struct ctl_status *st)
 {
 	struct mh_err e;
 	struct store_staging *stg = NULL;

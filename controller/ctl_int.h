@@ -62,14 +62,14 @@ int ctl_parse_size(const char *s, int64_t *out);
  * ephemeral volume. CTL_OK with *v set, or NOT_FOUND / INTERNAL.
  */
 int ctl_volume_resolve(struct ctl *c, struct ctl_status *st, const char *volume_id,
-		       struct store_volume **v);
+                       struct store_volume **v);
 
 /* Ephemeral inline volumes (ctl_ephemeral.c). */
 bool ctl_is_ephemeral(const Csi__V1__NodePublishVolumeRequest *req);
 int ctl_ephemeral_publish(struct ctl *c, const Csi__V1__NodePublishVolumeRequest *req,
-			  struct ctl_status *st);
+                          struct ctl_status *st);
 int ctl_ephemeral_unpublish(struct ctl *c, const struct store_volume *v, const char *target,
-			    struct ctl_status *st);
+                            struct ctl_status *st);
 
 /*
  * Fill what a stage request needs beyond the capability from what CreateVolume

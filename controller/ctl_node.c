@@ -17,7 +17,7 @@
 
 /* Common prologue: volume id present, volume known, lock held. */
 static int enter(struct ctl *c, struct ctl_status *st, const char *volume_id,
-		 struct store_volume **v)
+                 struct store_volume **v)
 {
 	if (ctl_check_required(st, volume_id, "volume_id"))
 		return st->code;
@@ -27,7 +27,7 @@ static int enter(struct ctl *c, struct ctl_status *st, const char *volume_id,
 		store_volume_free(*v);
 		*v = NULL;
 		return ctl_fail(st, CTL_ABORTED, "an operation on volume %s is already in progress",
-				volume_id);
+		                volume_id);
 	}
 	return CTL_OK;
 }
@@ -55,24 +55,24 @@ static bool cap_is_block(const Csi__V1__VolumeCapability *cap)
  * system of that type; raw block access works on any volume (it sees the image).
  */
 static int check_cap_fits(struct ctl_status *st, const struct store_volume *v,
-			  const Csi__V1__VolumeCapability *cap)
+                          const Csi__V1__VolumeCapability *cap)
 {
 	if (cap_is_block(cap))
 		return CTL_OK;
 	const char *fs = ctl_cap_fs_type(cap);
 	if (!v->fs_type[0])
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,
-				"volume %s is a raw block volume; it cannot be mounted", v->id);
+		                "volume %s is a raw block volume; it cannot be mounted", v->id);
 	if (*fs && strcmp(fs, v->fs_type) != 0)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,
-				"volume %s holds %s, volume_capability asks for %s", v->id,
-				v->fs_type, fs);
+		                "volume %s holds %s, volume_capability asks for %s", v->id,
+		                v->fs_type, fs);
 	return CTL_OK;
 }
 
 /* volume_mount_group: a numeric gid (Kubernetes passes fsGroup this way). */
 static int mount_group(struct ctl_status *st, const Csi__V1__VolumeCapability *cap, uint8_t *flags,
-		       uint32_t *gid)
+                       uint32_t *gid)
 {
 	if (cap_is_block(cap) || !cap->mount || !cap->mount->volume_mount_group ||
 	    !cap->mount->volume_mount_group[0])
@@ -83,9 +83,9 @@ static int mount_group(struct ctl_status *st, const Csi__V1__VolumeCapability *c
 	unsigned long n = strtoul(g, &end, 10);
 	if (errno || *end || *g < '0' || *g > '9' || n == 0 || n > 0x7fffffffUL)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,
-				"volume_capability.mount.volume_mount_group must be a non-zero "
-				"numeric group id, not '%.40s'",
-				g);
+		                "volume_capability.mount.volume_mount_group must be a non-zero "
+		                "numeric group id, not '%.40s'",
+		                g);
 	*flags |= MH_F_MOUNT_GROUP;
 	*gid = (uint32_t)n;
 	return CTL_OK;
@@ -102,12 +102,12 @@ void ctl_volume_mount_extras(const struct store_volume *v, struct mh_req_stage *
 	if (v->nouuid && strcmp(v->fs_type, "xfs") == 0) {
 		size_t n = strlen(ms->mount_flags);
 		snprintf(ms->mount_flags + n, sizeof(ms->mount_flags) - n, "%snouuid",
-			 n ? "," : "");
+		         n ? "," : "");
 	}
 }
 
 int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
-			  struct ctl_status *st)
+                          struct ctl_status *st)
 {
 	const Csi__V1__NodeStageVolumeRequest *req = r;
 	struct store_volume *v = NULL;
@@ -131,14 +131,14 @@ int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_
 	if (rc == STORE_OK) {
 		if (strcmp(old->staging_path, req->staging_target_path) != 0) {
 			ctl_fail(st, CTL_FAILED_PRECONDITION, "volume %s is already staged at %s",
-				 v->id, old->staging_path);
+			         v->id, old->staging_path);
 			goto out;
 		}
 		if (strcmp(old->mount_flags, flags) != 0 || old->access_mode != mode ||
 		    old->access_type != type) {
 			ctl_fail(st, CTL_ALREADY_EXISTS,
-				 "volume %s is staged at %s with a different volume_capability",
-				 v->id, old->staging_path);
+			         "volume %s is staged at %s with a different volume_capability",
+			         v->id, old->staging_path);
 			goto out;
 		}
 	} else if (rc != STORE_NOTFOUND) {
@@ -162,12 +162,12 @@ int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_
 	}
 	if (!old) {
 		struct store_staging s = {
-			.volume_id = v->id,
-			.staging_path = (char *)req->staging_target_path,
-			.fs_type = v->fs_type,
-			.mount_flags = flags,
-			.access_type = type,
-			.access_mode = mode,
+		    .volume_id = v->id,
+		    .staging_path = (char *)req->staging_target_path,
+		    .fs_type = v->fs_type,
+		    .mount_flags = flags,
+		    .access_type = type,
+		    .access_mode = mode,
 		};
 		rc = store_staging_put(c->st, &s);
 		if (rc != STORE_OK) {
@@ -186,7 +186,7 @@ out:
 }
 
 int ctl_node_unstage_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
-			    struct ctl_status *st)
+                            struct ctl_status *st)
 {
 	const Csi__V1__NodeUnstageVolumeRequest *req = r;
 	struct store_volume *v = NULL;
@@ -205,8 +205,8 @@ int ctl_node_unstage_volume(struct ctl *c, const void *r, void **resp, struct ct
 	}
 	if (pubs > 0) {
 		ctl_fail(st, CTL_FAILED_PRECONDITION,
-			 "volume %s is still published at %zu targets; unpublish first", v->id,
-			 pubs);
+		         "volume %s is still published at %zu targets; unpublish first", v->id,
+		         pubs);
 		goto out;
 	}
 	rc = store_staging_get(c->st, v->id, &stg);
@@ -236,7 +236,7 @@ out:
 }
 
 int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
-			    struct ctl_status *st)
+                            struct ctl_status *st)
 {
 	const Csi__V1__NodePublishVolumeRequest *req = r;
 	struct store_volume *v = NULL;
@@ -268,10 +268,10 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 	if (check_cap_fits(st, v, cap))
 		goto out;
 	int rc = store_staging_get(c->st, v->id, &stg);
-	if (rc == STORE_NOTFOUND || (rc == STORE_OK && strcmp(stg->staging_path,
-							       req->staging_target_path) != 0)) {
+	if (rc == STORE_NOTFOUND ||
+	    (rc == STORE_OK && strcmp(stg->staging_path, req->staging_target_path) != 0)) {
 		ctl_fail(st, CTL_FAILED_PRECONDITION, "volume %s is not staged at %s", v->id,
-			 req->staging_target_path);
+		         req->staging_target_path);
 		goto out;
 	}
 	if (rc != STORE_OK) {
@@ -280,7 +280,7 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 	}
 	if (stg->access_type != type) {
 		ctl_fail(st, CTL_FAILED_PRECONDITION, "volume %s is staged for %s access", v->id,
-			 stg->access_type == ACCESS_BLOCK ? "block" : "mount");
+		         stg->access_type == ACCESS_BLOCK ? "block" : "mount");
 		goto out;
 	}
 	rc = store_publication_get(c->st, v->id, req->target_path, &old);
@@ -288,8 +288,8 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 		if (old->readonly != ro || old->access_mode != mode || old->access_type != type ||
 		    strcmp(old->mount_flags, flags) != 0) {
 			ctl_fail(st, CTL_ALREADY_EXISTS,
-				 "volume %s is published at %s with different arguments", v->id,
-				 req->target_path);
+			         "volume %s is published at %s with different arguments", v->id,
+			         req->target_path);
 			goto out;
 		}
 	} else if (rc != STORE_NOTFOUND) {
@@ -308,13 +308,13 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 	}
 	if (!old) {
 		struct store_publication p = {
-			.volume_id = v->id,
-			.target_path = (char *)req->target_path,
-			.staging_path = (char *)req->staging_target_path,
-			.readonly = ro,
-			.access_type = type,
-			.access_mode = mode,
-			.mount_flags = flags,
+		    .volume_id = v->id,
+		    .target_path = (char *)req->target_path,
+		    .staging_path = (char *)req->staging_target_path,
+		    .readonly = ro,
+		    .access_type = type,
+		    .access_mode = mode,
+		    .mount_flags = flags,
 		};
 		rc = store_publication_put(c->st, &p);
 		if (rc != STORE_OK) {
@@ -334,7 +334,7 @@ out:
 }
 
 int ctl_node_unpublish_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
-			      struct ctl_status *st)
+                              struct ctl_status *st)
 {
 	const Csi__V1__NodeUnpublishVolumeRequest *req = r;
 	struct store_volume *v = NULL;
@@ -369,15 +369,15 @@ out:
 }
 
 int ctl_node_get_capabilities(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
-			      struct ctl_status *st)
+                              struct ctl_status *st)
 {
 	static const Csi__V1__NodeServiceCapability__RPC__Type types[] = {
-		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__STAGE_UNSTAGE_VOLUME,
-		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_STATS,
-		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME,
-		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_CONDITION,
-		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER,
-		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_MOUNT_GROUP,
+	    CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__STAGE_UNSTAGE_VOLUME,
+	    CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_STATS,
+	    CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME,
+	    CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_CONDITION,
+	    CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER,
+	    CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_MOUNT_GROUP,
 	};
 	Csi__V1__NodeGetCapabilitiesResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_get_capabilities_response__init(out);
@@ -398,7 +398,7 @@ int ctl_node_get_capabilities(struct ctl *c, const void *r, void **resp, struct 
 }
 
 int ctl_node_get_info(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
-		      struct ctl_status *st)
+                      struct ctl_status *st)
 {
 	Csi__V1__NodeGetInfoResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_get_info_response__init(out);

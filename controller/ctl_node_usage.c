@@ -14,7 +14,7 @@
  * publication targets. CTL_OK with *stg set; NOT_FOUND otherwise.
  */
 static int find_path(struct ctl *c, struct ctl_status *st, const struct store_volume *v,
-		     const char *path, struct store_staging **stg)
+                     const char *path, struct store_staging **stg)
 {
 	int rc = store_staging_get(c->st, v->id, stg);
 	if (rc == STORE_NOTFOUND)
@@ -31,13 +31,12 @@ static int find_path(struct ctl *c, struct ctl_status *st, const struct store_vo
 	store_staging_free(*stg);
 	*stg = NULL;
 	if (rc == STORE_NOTFOUND)
-		return ctl_fail(st, CTL_NOT_FOUND, "volume %s is not available at %s", v->id,
-				path);
+		return ctl_fail(st, CTL_NOT_FOUND, "volume %s is not available at %s", v->id, path);
 	return ctl_fail_store(st, "look up publication", rc);
 }
 
 static Csi__V1__VolumeUsage *usage(struct ctl_arena *a, Csi__V1__VolumeUsage__Unit unit,
-				   uint64_t avail, uint64_t total, uint64_t used)
+                                   uint64_t avail, uint64_t total, uint64_t used)
 {
 	Csi__V1__VolumeUsage *u = ctl_alloc(a, sizeof(*u));
 	csi__v1__volume_usage__init(u);
@@ -49,7 +48,7 @@ static Csi__V1__VolumeUsage *usage(struct ctl_arena *a, Csi__V1__VolumeUsage__Un
 }
 
 int ctl_node_get_volume_stats(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
-			      struct ctl_status *st)
+                              struct ctl_status *st)
 {
 	const Csi__V1__NodeGetVolumeStatsRequest *req = r;
 	struct store_volume *v = NULL;
@@ -79,20 +78,20 @@ int ctl_node_get_volume_stats(struct ctl *c, const void *r, void **resp, struct 
 		 */
 		memset(&ans, 0, sizeof(ans));
 		ans.abnormal = 1;
-		snprintf(ans.message, sizeof(ans.message), "volume is not available at %.100s: %.120s",
-			 req->volume_path, e.reason);
+		snprintf(ans.message, sizeof(ans.message),
+		         "volume is not available at %.100s: %.120s", req->volume_path, e.reason);
 	}
 	Csi__V1__NodeGetVolumeStatsResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_get_volume_stats_response__init(out);
 	out->usage = ctl_alloc(a, 2 * sizeof(*out->usage));
 	if (ans.bytes_total)
 		out->usage[out->n_usage++] =
-			usage(a, CSI__V1__VOLUME_USAGE__UNIT__BYTES, ans.bytes_available,
-			      ans.bytes_total, ans.bytes_used);
+		    usage(a, CSI__V1__VOLUME_USAGE__UNIT__BYTES, ans.bytes_available,
+		          ans.bytes_total, ans.bytes_used);
 	if (!(rq.flags & MH_F_BLOCK) && ans.inodes_total)
 		out->usage[out->n_usage++] =
-			usage(a, CSI__V1__VOLUME_USAGE__UNIT__INODES, ans.inodes_free,
-			      ans.inodes_total, ans.inodes_used);
+		    usage(a, CSI__V1__VOLUME_USAGE__UNIT__INODES, ans.inodes_free, ans.inodes_total,
+		          ans.inodes_used);
 	Csi__V1__VolumeCondition *cond = ctl_alloc(a, sizeof(*cond));
 	csi__v1__volume_condition__init(cond);
 	cond->abnormal = ans.abnormal != 0;
@@ -107,7 +106,7 @@ out:
 }
 
 int ctl_node_expand_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
-			   struct ctl_status *st)
+                           struct ctl_status *st)
 {
 	const Csi__V1__NodeExpandVolumeRequest *req = r;
 	struct store_volume *v = NULL;
@@ -127,7 +126,7 @@ int ctl_node_expand_volume(struct ctl *c, const void *r, void **resp, struct ctl
 		goto out;
 	if (!(locked = ctl_lock(c, req->volume_id))) {
 		ctl_fail(st, CTL_ABORTED, "an operation on volume %s is already in progress",
-			 req->volume_id);
+		         req->volume_id);
 		goto out;
 	}
 	if (find_path(c, st, v, req->volume_path, &stg))
@@ -146,9 +145,9 @@ int ctl_node_expand_volume(struct ctl *c, const void *r, void **resp, struct ctl
 	}
 	if (cr && cr->required_bytes && (int64_t)size < cr->required_bytes) {
 		ctl_fail(st, CTL_OUT_OF_RANGE,
-			 "volume %s holds %llu bytes, less than required_bytes %lld: expand it "
-			 "with ControllerExpandVolume first",
-			 v->id, (unsigned long long)size, (long long)cr->required_bytes);
+		         "volume %s holds %llu bytes, less than required_bytes %lld: expand it "
+		         "with ControllerExpandVolume first",
+		         v->id, (unsigned long long)size, (long long)cr->required_bytes);
 		goto out;
 	}
 	Csi__V1__NodeExpandVolumeResponse *out = ctl_alloc(a, sizeof(*out));

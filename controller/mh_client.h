@@ -48,18 +48,18 @@ int mh_unpublish(struct mh_client *c, const char *volume_id, const char *target_
 
 /* mh_unstage with flags: MH_F_BLOCK, MH_F_REMOVE_DIR (mh_unstage passes 0). */
 int mh_unstage_flags(struct mh_client *c, const char *volume_id, const char *staging_path,
-		     uint8_t flags, struct mh_err *err);
+                     uint8_t flags, struct mh_err *err);
 int mh_resize(struct mh_client *c, const char *volume_id, uint64_t size_bytes, uint64_t *out_size,
-	      struct mh_err *err);
+              struct mh_err *err);
 int mh_snapshot(struct mh_client *c, const char *snapshot_id, const char *volume_id,
-		struct mh_ans_copy *out, struct mh_err *err);
+                struct mh_ans_copy *out, struct mh_err *err);
 int mh_delete_snapshot(struct mh_client *c, const char *snapshot_id, struct mh_err *err);
 int mh_clone(struct mh_client *c, const struct mh_req_clone *req, struct mh_ans_copy *out,
-	     struct mh_err *err);
+             struct mh_err *err);
 int mh_capacity(struct mh_client *c, struct mh_ans_capacity *out, struct mh_err *err);
 int mh_expand(struct mh_client *c, const struct mh_req_expand *req, uint64_t *out_size,
-	      struct mh_err *err);
+              struct mh_err *err);
 int mh_stats(struct mh_client *c, const struct mh_req_stats *req, struct mh_ans_stats *out,
-	     struct mh_err *err);
+             struct mh_err *err);
 
 #endif

@@ -106,10 +106,11 @@ struct mh_req_stage {
 	char staging_path[MH_PATH_MAX + 1];
 	char fs_type[MH_FSTYPE_MAX + 1];
 	char mount_flags[MH_OPTS_MAX + 1]; /* comma-separated, may be empty */
-	char mkfs_options[MH_OPTS_MAX + 1]; /* space-separated, policy allowlist; used only by mkfs */
-	uint8_t readonly;                   /* 0 or 1; anything else is a violation */
-	uint8_t flags;                      /* MH_F_BLOCK | MH_F_CREATE_DIR | MH_F_MOUNT_GROUP */
-	uint32_t gid;                       /* with MH_F_MOUNT_GROUP */
+	char mkfs_options[MH_OPTS_MAX +
+	                  1]; /* space-separated, policy allowlist; used only by mkfs */
+	uint8_t readonly;     /* 0 or 1; anything else is a violation */
+	uint8_t flags;        /* MH_F_BLOCK | MH_F_CREATE_DIR | MH_F_MOUNT_GROUP */
+	uint32_t gid;         /* with MH_F_MOUNT_GROUP */
 };
 
 struct mh_req_unstage {
@@ -131,7 +132,7 @@ struct mh_req_unpublish {
 	char target_path[MH_PATH_MAX + 1];
 };
 
-struct mh_ans_create { /* also the answer of RESIZE */
+struct mh_ans_create {       /* also the answer of RESIZE */
 	uint64_t size_bytes; /* the image's real size */
 };
 
