@@ -112,8 +112,11 @@ class Driver:
         path = "/proc/%d/task/%d/children" % (pid, pid)
         with open(path) as f:
             for pid in f.read().split():
-                with open("/proc/%s/comm" % pid) as c:
-                    out[c.read().strip()] = int(pid)
+                try:
+                    with open("/proc/%s/comm" % pid) as c:
+                        out[c.read().strip()] = int(pid)
+                except (FileNotFoundError, ProcessLookupError):
+                    pass  # exited (and reaped) between the two reads: not a child any more
         return out
 
     def stop(self, sig=signal.SIGTERM):
