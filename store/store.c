@@ -1,6 +1,7 @@
 /*
  * The store: opening the sqlite database, its schema migrations, the helpers
- * shared with store_node.c, and the volumes table.
+ * shared with store_node.c and store_ctl.c (see store_int.h), and the volumes
+ * table.
  *
  * Runs in rpcd, unprivileged; rpcd is the only writer of this file. One sqlite
  * connection per store, serialised by a pthread mutex, in WAL mode with
@@ -111,7 +112,7 @@ static const char *const store_migrations[] = {
 
 static _Thread_local char store_errbuf[512];
 
-/* ---- helpers shared with store_node.c ---- */
+/* ---- helpers shared with store_node.c and store_ctl.c ---- */
 
 void *store_xcalloc(size_t n, size_t size)
 {
@@ -227,6 +228,19 @@ int store_step_write(struct store *st, sqlite3_stmt *q, const char *what, int *c
 	return STORE_OK;
 }
 
+int store_step_insert_for_volume(struct store *st, sqlite3_stmt *q, const char *what)
+{
+	int rc = sqlite3_step(q);
+
+	if (rc == SQLITE_DONE)
+		return STORE_OK;
+	if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
+		store_set_error("%s: no such volume (%s)", what, sqlite3_errmsg(st->db));
+		return STORE_ERROR;
+	}
+	return store_fail(st, rc, what);
+}
+
 char *store_column_text(sqlite3_stmt *q, int col)
 {
 	const unsigned char *t;
@@ -237,6 +251,206 @@ char *store_column_text(sqlite3_stmt *q, int col)
 	if (!t)
 		abort(); /* a non-NULL value that could not be converted: out of memory */
 	return store_xstrdup((const char *)t);
+}
+
+int64_t store_sql_limit(size_t limit)
+{
+	return limit == 0 || limit > (uint64_t)INT64_MAX ? -1 : (int64_t)limit;
+}
+
+void store_free_list(void **list, size_t n, store_free_row_fn *free_row)
+{
+	size_t i;
+
+	if (!list)
+		return;
+	for (i = 0; i < n; i++)
+		free_row(list[i]);
+	free(list);
+}
+
+int store_collect(struct store *st, sqlite3_stmt *q, const char *what, store_from_row_fn *from_row,
+                  store_free_row_fn *free_row, void ***out, size_t *n)
+{
+	void **list = NULL;
+	size_t count = 0, cap = 0;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+		if (count == cap) {
+			cap = cap ? cap * 2 : 32;
+			list = store_xreallocarray(list, cap, sizeof *list);
+		}
+		list[count++] = from_row(q);
+	}
+	if (rc != SQLITE_DONE) {
+		rc = store_fail(st, rc, what);
+		store_free_list(list, count, free_row);
+		return rc;
+	}
+	*out = list;
+	*n = count;
+	return STORE_OK;
+}
+
+/* ---- keyed queries, shared by every table ---- */
+
+/*
+ * Binds key as ?1 and key2 as ?2, each only if q has that parameter. A NULL
+ * key there is an invalid argument (bound, it would match no row).
+ */
+static int store_bind_keys(struct store *st, sqlite3_stmt *q, const char *what, const char *key,
+                           const char *key2)
+{
+	int params = sqlite3_bind_parameter_count(q), rc;
+
+	if ((params >= 1 && !key) || (params >= 2 && !key2)) {
+		store_set_error("%s: invalid argument", what);
+		return STORE_ERROR;
+	}
+	if ((params >= 1 && (rc = store_bind_text(q, 1, key)) != SQLITE_OK) ||
+	    (params >= 2 && (rc = store_bind_text(q, 2, key2)) != SQLITE_OK))
+		return store_fail(st, rc, what);
+	return STORE_OK;
+}
+
+/* Takes st->mu and returns the statement id with its keys bound; NULL (unlocked) on failure. */
+static sqlite3_stmt *store_keyed_begin(struct store *st, enum store_stmt_id id, const char *sql,
+                                       const char *what, const char *key, const char *key2, int *rc)
+{
+	sqlite3_stmt *q;
+
+	store_lock(st);
+	q = store_stmt(st, id, sql, what);
+	if (!q) {
+		*rc = STORE_ERROR;
+		goto fail;
+	}
+	if ((*rc = store_bind_keys(st, q, what, key, key2)) != STORE_OK)
+		goto fail;
+	return q;
+fail:
+	store_stmt_release(q);
+	store_unlock(st);
+	return NULL;
+}
+
+/* Releases what store_keyed_begin() took, and returns rc. */
+static int store_keyed_end(struct store *st, sqlite3_stmt *q, int rc)
+{
+	store_stmt_release(q);
+	store_unlock(st);
+	return rc;
+}
+
+int store_get_one(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
+                  const char *key, const char *key2, store_from_row_fn *from_row,
+                  const char *missing, void **out)
+{
+	sqlite3_stmt *q;
+	int rc;
+
+	if (!out) {
+		store_set_error("%s: invalid argument", what);
+		return STORE_ERROR;
+	}
+	*out = NULL;
+	if (!st || !key) {
+		store_set_error("%s: invalid argument", what);
+		return STORE_ERROR;
+	}
+	if (!(q = store_keyed_begin(st, id, sql, what, key, key2, &rc)))
+		return rc;
+	rc = sqlite3_step(q);
+	if (rc == SQLITE_ROW) {
+		*out = from_row(q);
+		rc = STORE_OK;
+	} else if (rc == SQLITE_DONE) {
+		store_set_error("%s: %s", what, missing);
+		rc = STORE_NOTFOUND;
+	} else {
+		rc = store_fail(st, rc, what);
+	}
+	return store_keyed_end(st, q, rc);
+}
+
+/* store_count_by_key(), but key may be NULL for sql that has no ?1. */
+static int store_count(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
+                       const char *key, size_t *n)
+{
+	sqlite3_stmt *q;
+	int rc;
+
+	if (!st || !n) {
+		store_set_error("%s: invalid argument", what);
+		return STORE_ERROR;
+	}
+	*n = 0;
+	if (!(q = store_keyed_begin(st, id, sql, what, key, NULL, &rc)))
+		return rc;
+	rc = sqlite3_step(q);
+	if (rc == SQLITE_ROW) {
+		*n = (size_t)sqlite3_column_int64(q, 0);
+		rc = STORE_OK;
+	} else {
+		rc = store_fail(st, rc, what);
+	}
+	return store_keyed_end(st, q, rc);
+}
+
+int store_count_by_key(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
+                       const char *key, size_t *n)
+{
+	if (!key) {
+		store_set_error("%s: invalid argument", what);
+		return STORE_ERROR;
+	}
+	return store_count(st, id, sql, what, key, n);
+}
+
+int store_list_by_key(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
+                      const char *key, store_from_row_fn *from_row, store_free_row_fn *free_row,
+                      void ***out, size_t *n)
+{
+	sqlite3_stmt *q;
+	int rc;
+
+	if (!out || !n) {
+		store_set_error("%s: invalid argument", what);
+		return STORE_ERROR;
+	}
+	*out = NULL;
+	*n = 0;
+	if (!st || !key) {
+		store_set_error("%s: invalid argument", what);
+		return STORE_ERROR;
+	}
+	if (!(q = store_keyed_begin(st, id, sql, what, key, NULL, &rc)))
+		return rc;
+	rc = store_collect(st, q, what, from_row, free_row, out, n);
+	return store_keyed_end(st, q, rc);
+}
+
+int store_delete_keyed(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
+                       const char *key, const char *key2, const char *missing)
+{
+	sqlite3_stmt *q;
+	int rc, changes = 0;
+
+	if (!st || !key) {
+		store_set_error("%s: invalid argument", what);
+		return STORE_ERROR;
+	}
+	if (!(q = store_keyed_begin(st, id, sql, what, key, key2, &rc)))
+		return rc;
+	rc = store_step_write(st, q, what, &changes);
+	if (rc == STORE_OK && changes == 0) {
+		store_set_error("%s: %s", what, missing);
+		rc = STORE_NOTFOUND;
+	}
+	return store_keyed_end(st, q, rc);
 }
 
 /* ---- open and migrate ---- */
@@ -487,7 +701,7 @@ void store_close(struct store *st)
 	"id, name, capacity_bytes, fs_type, parameters, content_source, created_unix_ns,"          \
 	" mkfs_options, nouuid, mutable_parameters, condition"
 
-static struct store_volume *store_volume_from_row(sqlite3_stmt *q)
+static void *store_volume_from_row(sqlite3_stmt *q)
 {
 	struct store_volume *v = store_xcalloc(1, sizeof *v);
 
@@ -520,15 +734,14 @@ void store_volume_free(struct store_volume *v)
 	free(v);
 }
 
+static void store_volume_free_row(void *v)
+{
+	store_volume_free(v);
+}
+
 void store_volume_list_free(struct store_volume **list, size_t n)
 {
-	size_t i;
-
-	if (!list)
-		return;
-	for (i = 0; i < n; i++)
-		store_volume_free(list[i]);
-	free(list);
+	store_free_list((void **)list, n, store_volume_free_row);
 }
 
 int store_volume_put(struct store *st, const struct store_volume *v)
@@ -571,60 +784,19 @@ out:
 	return rc;
 }
 
-/* Shared body of the two single-volume lookups: key is bound as ?1. */
-static int store_volume_get_one(struct store *st, enum store_stmt_id id, const char *sql,
-                                const char *what, const char *key, struct store_volume **out)
-{
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!out) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	*out = NULL;
-	if (!st || !key) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	store_lock(st);
-	q = store_stmt(st, id, sql, what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, key)) != SQLITE_OK) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_ROW) {
-		*out = store_volume_from_row(q);
-		rc = STORE_OK;
-	} else if (rc == SQLITE_DONE) {
-		store_set_error("%s: no such volume", what);
-		rc = STORE_NOTFOUND;
-	} else {
-		rc = store_fail(st, rc, what);
-	}
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
-}
-
 int store_volume_get(struct store *st, const char *id, struct store_volume **out)
 {
-	return store_volume_get_one(st, STMT_VOLUME_GET,
-	                            "SELECT " VOLUME_COLUMNS " FROM volumes WHERE id = ?1",
-	                            "volume get", id, out);
+	return store_get_one(st, STMT_VOLUME_GET,
+	                     "SELECT " VOLUME_COLUMNS " FROM volumes WHERE id = ?1", "volume get",
+	                     id, NULL, store_volume_from_row, "no such volume", (void **)out);
 }
 
 int store_volume_get_by_name(struct store *st, const char *name, struct store_volume **out)
 {
-	return store_volume_get_one(st, STMT_VOLUME_GET_BY_NAME,
-	                            "SELECT " VOLUME_COLUMNS " FROM volumes WHERE name = ?1",
-	                            "volume get by name", name, out);
+	return store_get_one(st, STMT_VOLUME_GET_BY_NAME,
+	                     "SELECT " VOLUME_COLUMNS " FROM volumes WHERE name = ?1",
+	                     "volume get by name", name, NULL, store_volume_from_row,
+	                     "no such volume", (void **)out);
 }
 
 int store_volume_delete(struct store *st, const char *id)
@@ -637,16 +809,10 @@ int store_volume_delete(struct store *st, const char *id)
 		store_set_error("%s: invalid argument", what);
 		return STORE_ERROR;
 	}
-	store_lock(st);
-	q = store_stmt(st, STMT_VOLUME_DELETE, "DELETE FROM volumes WHERE id = ?1", what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, id)) != SQLITE_OK) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
+	q = store_keyed_begin(st, STMT_VOLUME_DELETE, "DELETE FROM volumes WHERE id = ?1", what, id,
+	                      NULL, &rc);
+	if (!q)
+		return rc;
 	rc = sqlite3_step(q);
 	if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
 		/* The schema's REFERENCES clauses are what refuse this. */
@@ -661,18 +827,13 @@ int store_volume_delete(struct store *st, const char *id)
 	} else {
 		rc = STORE_OK;
 	}
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
+	return store_keyed_end(st, q, rc);
 }
 
 int store_volume_list(struct store *st, const char *after_id, size_t limit,
                       struct store_volume ***out, size_t *n)
 {
 	static const char what[] = "volume list";
-	struct store_volume **list = NULL;
-	size_t count = 0, cap = 0;
 	sqlite3_stmt *q;
 	int rc;
 
@@ -696,27 +857,12 @@ int store_volume_list(struct store *st, const char *after_id, size_t limit,
 		goto out;
 	}
 	if ((rc = store_bind_text(q, 1, after_id ? after_id : "")) != SQLITE_OK ||
-	    (rc = sqlite3_bind_int64(
-	         q, 2, limit == 0 || limit > (uint64_t)INT64_MAX ? -1 : (int64_t)limit)) !=
-	        SQLITE_OK) {
+	    (rc = sqlite3_bind_int64(q, 2, store_sql_limit(limit))) != SQLITE_OK) {
 		rc = store_fail(st, rc, what);
 		goto out;
 	}
-	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-		if (count == cap) {
-			cap = cap ? cap * 2 : 32;
-			list = store_xreallocarray(list, cap, sizeof *list);
-		}
-		list[count++] = store_volume_from_row(q);
-	}
-	if (rc != SQLITE_DONE) {
-		rc = store_fail(st, rc, what);
-		store_volume_list_free(list, count);
-		goto out;
-	}
-	*out = list;
-	*n = count;
-	rc = STORE_OK;
+	rc = store_collect(st, q, what, store_volume_from_row, store_volume_free_row, (void ***)out,
+	                   n);
 out:
 	store_stmt_release(q);
 	store_unlock(st);
@@ -725,32 +871,8 @@ out:
 
 int store_volume_count(struct store *st, size_t *n)
 {
-	static const char what[] = "volume count";
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!st || !n) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	*n = 0;
-	store_lock(st);
-	q = store_stmt(st, STMT_VOLUME_COUNT, "SELECT count(*) FROM volumes", what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_ROW) {
-		*n = (size_t)sqlite3_column_int64(q, 0);
-		rc = STORE_OK;
-	} else {
-		rc = store_fail(st, rc, what);
-	}
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
+	return store_count(st, STMT_VOLUME_COUNT, "SELECT count(*) FROM volumes", "volume count",
+	                   NULL, n);
 }
 
 int store_volume_update(struct store *st, const struct store_volume *v)

@@ -17,39 +17,6 @@
 
 #include "store_int.h"
 
-/* ---- shared ---- */
-
-/* Runs a prepared query and collects every row with from_row into a NULL-free array. */
-static int store_collect(struct store *st, sqlite3_stmt *q, const char *what,
-                         void *(*from_row)(sqlite3_stmt *), void ***out, size_t *n)
-{
-	void **list = NULL;
-	size_t count = 0, cap = 0;
-	int rc;
-
-	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-		if (count == cap) {
-			cap = cap ? cap * 2 : 16;
-			list = store_xreallocarray(list, cap, sizeof *list);
-		}
-		list[count++] = from_row(q);
-	}
-	if (rc != SQLITE_DONE) {
-		*out = list;
-		*n = count;
-		return store_fail(st, rc, what);
-	}
-	*out = list;
-	*n = count;
-	return STORE_OK;
-}
-
-/* limit 0 (no limit) as sqlite's LIMIT -1. */
-static int64_t sql_limit(size_t limit)
-{
-	return limit == 0 || limit > (uint64_t)INT64_MAX ? -1 : (int64_t)limit;
-}
-
 /* ---- snapshots ---- */
 
 #define SNAPSHOT_COLUMNS                                                                           \
@@ -83,15 +50,14 @@ void store_snapshot_free(struct store_snapshot *s)
 	free(s);
 }
 
+static void snapshot_free_row(void *s)
+{
+	store_snapshot_free(s);
+}
+
 void store_snapshot_list_free(struct store_snapshot **list, size_t n)
 {
-	size_t i;
-
-	if (!list)
-		return;
-	for (i = 0; i < n; i++)
-		store_snapshot_free(list[i]);
-	free(list);
+	store_free_list((void **)list, n, snapshot_free_row);
 }
 
 /* Insert one snapshot row; the caller holds the lock. A name "" is stored as NULL. */
@@ -139,53 +105,11 @@ int store_snapshot_put(struct store *st, const struct store_snapshot *s)
 	return rc;
 }
 
-/* Shared body of the single-row lookups: key bound as ?1, one row or NOTFOUND. */
-static int get_one(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
-                   const char *key, void *(*from_row)(sqlite3_stmt *), void **out)
-{
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!out) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	*out = NULL;
-	if (!st || !key) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	store_lock(st);
-	q = store_stmt(st, id, sql, what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, key)) != SQLITE_OK) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_ROW) {
-		*out = from_row(q);
-		rc = STORE_OK;
-	} else if (rc == SQLITE_DONE) {
-		store_set_error("%s: not found", what);
-		rc = STORE_NOTFOUND;
-	} else {
-		rc = store_fail(st, rc, what);
-	}
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
-}
-
 int store_snapshot_get(struct store *st, const char *id, struct store_snapshot **out)
 {
-	return get_one(st, STMT_SNAPSHOT_GET,
-	               "SELECT " SNAPSHOT_COLUMNS " FROM snapshots WHERE id = ?1", "snapshot get",
-	               id, snapshot_from_row, (void **)out);
+	return store_get_one(
+	    st, STMT_SNAPSHOT_GET, "SELECT " SNAPSHOT_COLUMNS " FROM snapshots WHERE id = ?1",
+	    "snapshot get", id, NULL, snapshot_from_row, "not found", (void **)out);
 }
 
 int store_snapshot_get_by_name(struct store *st, const char *name, struct store_snapshot **out)
@@ -197,52 +121,16 @@ int store_snapshot_get_by_name(struct store *st, const char *name, struct store_
 		store_set_error("snapshot get by name: not found");
 		return out ? STORE_NOTFOUND : STORE_ERROR;
 	}
-	return get_one(st, STMT_SNAPSHOT_GET_BY_NAME,
-	               "SELECT " SNAPSHOT_COLUMNS " FROM snapshots WHERE name = ?1",
-	               "snapshot get by name", name, snapshot_from_row, (void **)out);
-}
-
-/* DELETE with one or two text keys (k2 may be NULL); NOTFOUND when no row went. */
-static int delete_keyed(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
-                        const char *k1, const char *k2)
-{
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!st || !k1) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	store_lock(st);
-	q = store_stmt(st, id, sql, what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, k1)) != SQLITE_OK ||
-	    (k2 && (rc = store_bind_text(q, 2, k2)) != SQLITE_OK)) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
-	rc = sqlite3_step(q);
-	if (rc != SQLITE_DONE) {
-		rc = store_fail(st, rc, what);
-	} else if (sqlite3_changes(st->db) == 0) {
-		store_set_error("%s: not found", what);
-		rc = STORE_NOTFOUND;
-	} else {
-		rc = STORE_OK;
-	}
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
+	return store_get_one(st, STMT_SNAPSHOT_GET_BY_NAME,
+	                     "SELECT " SNAPSHOT_COLUMNS " FROM snapshots WHERE name = ?1",
+	                     "snapshot get by name", name, NULL, snapshot_from_row, "not found",
+	                     (void **)out);
 }
 
 int store_snapshot_delete(struct store *st, const char *id)
 {
-	return delete_keyed(st, STMT_SNAPSHOT_DELETE, "DELETE FROM snapshots WHERE id = ?1",
-	                    "snapshot delete", id, NULL);
+	return store_delete_keyed(st, STMT_SNAPSHOT_DELETE, "DELETE FROM snapshots WHERE id = ?1",
+	                          "snapshot delete", id, NULL, "not found");
 }
 
 int store_snapshot_list(struct store *st, const char *source_volume_id, const char *after_id,
@@ -281,17 +169,12 @@ int store_snapshot_list(struct store *st, const char *source_volume_id, const ch
 		goto out;
 	}
 	if ((rc = store_bind_text(q, 1, after_id ? after_id : "")) != SQLITE_OK ||
-	    (rc = sqlite3_bind_int64(q, 2, sql_limit(limit))) != SQLITE_OK ||
+	    (rc = sqlite3_bind_int64(q, 2, store_sql_limit(limit))) != SQLITE_OK ||
 	    (by_source && (rc = store_bind_text(q, 3, source_volume_id)) != SQLITE_OK)) {
 		rc = store_fail(st, rc, what);
 		goto out;
 	}
-	rc = store_collect(st, q, what, snapshot_from_row, (void ***)out, n);
-	if (rc != STORE_OK) {
-		store_snapshot_list_free(*out, *n);
-		*out = NULL;
-		*n = 0;
-	}
+	rc = store_collect(st, q, what, snapshot_from_row, snapshot_free_row, (void ***)out, n);
 out:
 	store_stmt_release(q);
 	store_unlock(st);
@@ -301,42 +184,14 @@ out:
 int store_snapshot_list_group(struct store *st, const char *group_id, struct store_snapshot ***out,
                               size_t *n)
 {
-	static const char what[] = "snapshot list group";
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!out || !n) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	*out = NULL;
-	*n = 0;
-	if (!st || !group_id || !*group_id) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	store_lock(st);
-	q = store_stmt(st, STMT_SNAPSHOT_LIST_GROUP,
-	               "SELECT " SNAPSHOT_COLUMNS " FROM snapshots WHERE group_id = ?1 ORDER BY id",
-	               what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, group_id)) != SQLITE_OK) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
-	rc = store_collect(st, q, what, snapshot_from_row, (void ***)out, n);
-	if (rc != STORE_OK) {
-		store_snapshot_list_free(*out, *n);
-		*out = NULL;
-		*n = 0;
-	}
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
+	/* "" is the group_id of every snapshot outside a group: as invalid as NULL. */
+	if (group_id && !*group_id)
+		group_id = NULL;
+	return store_list_by_key(st, STMT_SNAPSHOT_LIST_GROUP,
+	                         "SELECT " SNAPSHOT_COLUMNS
+	                         " FROM snapshots WHERE group_id = ?1 ORDER BY id",
+	                         "snapshot list group", group_id, snapshot_from_row,
+	                         snapshot_free_row, (void ***)out, n);
 }
 
 /* ---- group snapshots ---- */
@@ -423,17 +278,18 @@ out:
 
 int store_group_snapshot_get(struct store *st, const char *id, struct store_group_snapshot **out)
 {
-	return get_one(st, STMT_GROUP_GET,
-	               "SELECT " GROUP_COLUMNS " FROM group_snapshots WHERE id = ?1",
-	               "group snapshot get", id, group_from_row, (void **)out);
+	return store_get_one(
+	    st, STMT_GROUP_GET, "SELECT " GROUP_COLUMNS " FROM group_snapshots WHERE id = ?1",
+	    "group snapshot get", id, NULL, group_from_row, "not found", (void **)out);
 }
 
 int store_group_snapshot_get_by_name(struct store *st, const char *name,
                                      struct store_group_snapshot **out)
 {
-	return get_one(st, STMT_GROUP_GET_BY_NAME,
-	               "SELECT " GROUP_COLUMNS " FROM group_snapshots WHERE name = ?1",
-	               "group snapshot get by name", name, group_from_row, (void **)out);
+	return store_get_one(st, STMT_GROUP_GET_BY_NAME,
+	                     "SELECT " GROUP_COLUMNS " FROM group_snapshots WHERE name = ?1",
+	                     "group snapshot get by name", name, NULL, group_from_row, "not found",
+	                     (void **)out);
 }
 
 int store_group_snapshot_delete(struct store *st, const char *id)
@@ -519,15 +375,14 @@ void store_attachment_free(struct store_attachment *a)
 	free(a);
 }
 
+static void attachment_free_row(void *a)
+{
+	store_attachment_free(a);
+}
+
 void store_attachment_list_free(struct store_attachment **list, size_t n)
 {
-	size_t i;
-
-	if (!list)
-		return;
-	for (i = 0; i < n; i++)
-		store_attachment_free(list[i]);
-	free(list);
+	store_free_list((void **)list, n, attachment_free_row);
 }
 
 int store_attachment_put(struct store *st, const struct store_attachment *a)
@@ -556,15 +411,7 @@ int store_attachment_put(struct store *st, const struct store_attachment *a)
 		rc = store_fail(st, rc, what);
 		goto out;
 	}
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_DONE) {
-		rc = STORE_OK;
-	} else if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
-		store_set_error("%s: no such volume (%s)", what, sqlite3_errmsg(st->db));
-		rc = STORE_ERROR;
-	} else {
-		rc = store_fail(st, rc, what);
-	}
+	rc = store_step_insert_for_volume(st, q, what);
 out:
 	store_stmt_release(q);
 	store_unlock(st);
@@ -574,133 +421,38 @@ out:
 int store_attachment_get(struct store *st, const char *volume_id, const char *node_id,
                          struct store_attachment **out)
 {
-	static const char what[] = "attachment get";
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!out) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	*out = NULL;
-	if (!st || !volume_id || !node_id) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	store_lock(st);
-	q = store_stmt(st, STMT_ATTACHMENT_GET,
-	               "SELECT " ATTACHMENT_COLUMNS
-	               " FROM attachments WHERE volume_id = ?1 AND node_id = ?2",
-	               what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, volume_id)) != SQLITE_OK ||
-	    (rc = store_bind_text(q, 2, node_id)) != SQLITE_OK) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_ROW) {
-		*out = attachment_from_row(q);
-		rc = STORE_OK;
-	} else if (rc == SQLITE_DONE) {
-		store_set_error("%s: volume is not attached to that node", what);
-		rc = STORE_NOTFOUND;
-	} else {
-		rc = store_fail(st, rc, what);
-	}
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
+	return store_get_one(st, STMT_ATTACHMENT_GET,
+	                     "SELECT " ATTACHMENT_COLUMNS
+	                     " FROM attachments WHERE volume_id = ?1 AND node_id = ?2",
+	                     "attachment get", volume_id, node_id, attachment_from_row,
+	                     "volume is not attached to that node", (void **)out);
 }
 
 int store_attachment_delete(struct store *st, const char *volume_id, const char *node_id)
 {
 	if (node_id)
-		return delete_keyed(st, STMT_ATTACHMENT_DELETE,
-		                    "DELETE FROM attachments WHERE volume_id = ?1 AND node_id = ?2",
-		                    "attachment delete", volume_id, node_id);
-	return delete_keyed(st, STMT_ATTACHMENT_DELETE_ALL,
-	                    "DELETE FROM attachments WHERE volume_id = ?1", "attachment delete",
-	                    volume_id, NULL);
+		return store_delete_keyed(
+		    st, STMT_ATTACHMENT_DELETE,
+		    "DELETE FROM attachments WHERE volume_id = ?1 AND node_id = ?2",
+		    "attachment delete", volume_id, node_id, "not found");
+	return store_delete_keyed(st, STMT_ATTACHMENT_DELETE_ALL,
+	                          "DELETE FROM attachments WHERE volume_id = ?1",
+	                          "attachment delete", volume_id, NULL, "not found");
 }
 
 int store_attachment_list(struct store *st, const char *volume_id, struct store_attachment ***out,
                           size_t *n)
 {
-	static const char what[] = "attachment list";
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!out || !n) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	*out = NULL;
-	*n = 0;
-	if (!st || !volume_id) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	store_lock(st);
-	q = store_stmt(st, STMT_ATTACHMENT_LIST,
-	               "SELECT " ATTACHMENT_COLUMNS
-	               " FROM attachments WHERE volume_id = ?1 ORDER BY node_id",
-	               what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, volume_id)) != SQLITE_OK) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
-	rc = store_collect(st, q, what, attachment_from_row, (void ***)out, n);
-	if (rc != STORE_OK) {
-		store_attachment_list_free(*out, *n);
-		*out = NULL;
-		*n = 0;
-	}
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
+	return store_list_by_key(st, STMT_ATTACHMENT_LIST,
+	                         "SELECT " ATTACHMENT_COLUMNS
+	                         " FROM attachments WHERE volume_id = ?1 ORDER BY node_id",
+	                         "attachment list", volume_id, attachment_from_row,
+	                         attachment_free_row, (void ***)out, n);
 }
 
 int store_attachment_count_node(struct store *st, const char *node_id, size_t *n)
 {
-	static const char what[] = "attachment count";
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!st || !node_id || !n) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	*n = 0;
-	store_lock(st);
-	q = store_stmt(st, STMT_ATTACHMENT_COUNT_NODE,
-	               "SELECT count(*) FROM attachments WHERE node_id = ?1", what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, node_id)) != SQLITE_OK) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_ROW) {
-		*n = (size_t)sqlite3_column_int64(q, 0);
-		rc = STORE_OK;
-	} else {
-		rc = store_fail(st, rc, what);
-	}
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
+	return store_count_by_key(st, STMT_ATTACHMENT_COUNT_NODE,
+	                          "SELECT count(*) FROM attachments WHERE node_id = ?1",
+	                          "attachment count", node_id, n);
 }

@@ -1,11 +1,12 @@
 /*
  * Private to store/: the connection object and the helpers that store.c
  * (open, migrations, volumes), store_node.c (stagings, publications) and
- * store_ctl.c (snapshots, group snapshots, attachments) share. Nothing outside store/ includes this
- * file.
+ * store_ctl.c (snapshots, group snapshots, attachments) share; all are
+ * defined in store.c. Nothing outside store/ includes this file.
  *
  * Locking rule: every public entry point takes st->mu for its whole duration;
- * every helper below that takes a struct store expects the caller to hold it.
+ * every helper below that takes a struct store expects the caller to hold it,
+ * except the keyed queries at the end, which are public entry points' bodies.
  */
 #ifndef SEPCSI_STORE_INT_H
 #define SEPCSI_STORE_INT_H
@@ -98,8 +99,67 @@ int store_exec(struct store *st, const char *sql, const char *what);
 
 /* Runs a statement that returns no rows; *changes (if not NULL) gets the row count. */
 int store_step_write(struct store *st, sqlite3_stmt *q, const char *what, int *changes);
+/*
+ * Runs an INSERT of a row that references volumes(id), saying plainly when
+ * that volume does not exist: STORE_ERROR with "<what>: no such volume (...)".
+ */
+int store_step_insert_for_volume(struct store *st, sqlite3_stmt *q, const char *what);
 
 /* A newly allocated copy of a text column; SQL NULL reads as "". */
 char *store_column_text(sqlite3_stmt *q, int col);
+
+/* A list's limit (0 = no limit) as the value to bind to LIMIT (-1 = no limit). */
+int64_t store_sql_limit(size_t limit);
+
+/*
+ * Makes one newly allocated result struct (struct store_volume, ...) from the
+ * current row of q; never NULL. Whoever receives it owns it.
+ */
+typedef void *store_from_row_fn(sqlite3_stmt *q);
+/* Frees one struct that a store_from_row_fn made; accepts NULL. */
+typedef void store_free_row_fn(void *row);
+
+/* Frees the n structs of list with free_row, then list; accepts NULL. */
+void store_free_list(void **list, size_t n, store_free_row_fn *free_row);
+
+/*
+ * Steps q to its end, collecting each row with from_row. On STORE_OK *out is
+ * a newly allocated array of *n structs, all owned by the caller (NULL when
+ * there are none); on failure nothing is handed out: what was collected is
+ * freed with free_row, *out is NULL and *n is 0. Does not release q.
+ */
+int store_collect(struct store *st, sqlite3_stmt *q, const char *what, store_from_row_fn *from_row,
+                  store_free_row_fn *free_row, void ***out, size_t *n);
+
+/*
+ * The keyed queries below are whole bodies of public entry points: unlike the
+ * helpers above, each takes st->mu itself, so the caller must not hold it.
+ * id is the cached statement prepared from sql. key is bound as ?1; key2 is
+ * bound as ?2 when sql has a ?2 (pass NULL otherwise). NULL for st, for key,
+ * for key2 when sql has a ?2, or for an out pointer is STORE_ERROR with
+ * "<what>: invalid argument". Keys are only read during the call.
+ */
+
+/*
+ * Reads the one row sql returns. *out is set to NULL first; on STORE_OK it
+ * gets from_row's struct, which the caller owns and frees with its type's
+ * _free function. No row is STORE_NOTFOUND with "<what>: <missing>".
+ */
+int store_get_one(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
+                  const char *key, const char *key2, store_from_row_fn *from_row,
+                  const char *missing, void **out);
+
+/* *n gets the single integer sql (a count) returns; it is set to 0 first. */
+int store_count_by_key(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
+                       const char *key, size_t *n);
+
+/* Every row sql returns, handed out as store_collect() does; *out and *n are zeroed first. */
+int store_list_by_key(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
+                      const char *key, store_from_row_fn *from_row, store_free_row_fn *free_row,
+                      void ***out, size_t *n);
+
+/* Runs the DELETE sql; STORE_NOTFOUND with "<what>: <missing>" when no row went. */
+int store_delete_keyed(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
+                       const char *key, const char *key2, const char *missing);
 
 #endif

@@ -12,17 +12,22 @@
 
 #include "store_int.h"
 
-/* A put that names an unknown volume breaks the foreign key: say so plainly. */
-static int store_node_put_fail(struct store *st, int sqlite_rc, const char *what)
-{
-	if (sqlite_rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
-		store_set_error("%s: no such volume (%s)", what, sqlite3_errmsg(st->db));
-		return STORE_ERROR;
-	}
-	return store_fail(st, sqlite_rc, what);
-}
-
 /* ---- stagings ---- */
+
+#define STAGING_COLUMNS "volume_id, staging_path, fs_type, mount_flags, access_type, access_mode"
+
+static void *staging_from_row(sqlite3_stmt *q)
+{
+	struct store_staging *s = store_xcalloc(1, sizeof *s);
+
+	s->volume_id = store_column_text(q, 0);
+	s->staging_path = store_column_text(q, 1);
+	s->fs_type = store_column_text(q, 2);
+	s->mount_flags = store_column_text(q, 3);
+	s->access_type = sqlite3_column_int(q, 4);
+	s->access_mode = sqlite3_column_int(q, 5);
+	return s;
+}
 
 void store_staging_free(struct store_staging *s)
 {
@@ -47,8 +52,7 @@ int store_staging_put(struct store *st, const struct store_staging *s)
 	}
 	store_lock(st);
 	q = store_stmt(st, STMT_STAGING_PUT,
-	               "INSERT INTO stagings (volume_id, staging_path, fs_type, mount_flags,"
-	               " access_type, access_mode) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	               "INSERT INTO stagings (" STAGING_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	               what);
 	if (!q) {
 		rc = STORE_ERROR;
@@ -63,8 +67,7 @@ int store_staging_put(struct store *st, const struct store_staging *s)
 		rc = store_fail(st, rc, what);
 		goto out;
 	}
-	rc = sqlite3_step(q);
-	rc = rc == SQLITE_DONE ? STORE_OK : store_node_put_fail(st, rc, what);
+	rc = store_step_insert_for_volume(st, q, what);
 out:
 	store_stmt_release(q);
 	store_unlock(st);
@@ -73,88 +76,36 @@ out:
 
 int store_staging_get(struct store *st, const char *volume_id, struct store_staging **out)
 {
-	static const char what[] = "staging get";
-	struct store_staging *s;
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!out) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	*out = NULL;
-	if (!st || !volume_id) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	store_lock(st);
-	q = store_stmt(st, STMT_STAGING_GET,
-	               "SELECT volume_id, staging_path, fs_type, mount_flags, access_type,"
-	               " access_mode FROM stagings WHERE volume_id = ?1",
-	               what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, volume_id)) != SQLITE_OK) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_ROW) {
-		s = store_xcalloc(1, sizeof *s);
-		s->volume_id = store_column_text(q, 0);
-		s->staging_path = store_column_text(q, 1);
-		s->fs_type = store_column_text(q, 2);
-		s->mount_flags = store_column_text(q, 3);
-		s->access_type = sqlite3_column_int(q, 4);
-		s->access_mode = sqlite3_column_int(q, 5);
-		*out = s;
-		rc = STORE_OK;
-	} else if (rc == SQLITE_DONE) {
-		store_set_error("%s: volume is not staged", what);
-		rc = STORE_NOTFOUND;
-	} else {
-		rc = store_fail(st, rc, what);
-	}
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
+	return store_get_one(
+	    st, STMT_STAGING_GET, "SELECT " STAGING_COLUMNS " FROM stagings WHERE volume_id = ?1",
+	    "staging get", volume_id, NULL, staging_from_row, "volume is not staged", (void **)out);
 }
 
 int store_staging_delete(struct store *st, const char *volume_id)
 {
-	static const char what[] = "staging delete";
-	sqlite3_stmt *q;
-	int rc, changes = 0;
-
-	if (!st || !volume_id) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	store_lock(st);
-	q = store_stmt(st, STMT_STAGING_DELETE, "DELETE FROM stagings WHERE volume_id = ?1", what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, volume_id)) != SQLITE_OK) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
-	rc = store_step_write(st, q, what, &changes);
-	if (rc == STORE_OK && changes == 0) {
-		store_set_error("%s: volume is not staged", what);
-		rc = STORE_NOTFOUND;
-	}
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
+	return store_delete_keyed(st, STMT_STAGING_DELETE,
+	                          "DELETE FROM stagings WHERE volume_id = ?1", "staging delete",
+	                          volume_id, NULL, "volume is not staged");
 }
 
 /* ---- publications ---- */
+
+#define PUBLICATION_COLUMNS                                                                        \
+	"volume_id, target_path, staging_path, readonly, access_type, access_mode, mount_flags"
+
+static void *publication_from_row(sqlite3_stmt *q)
+{
+	struct store_publication *p = store_xcalloc(1, sizeof *p);
+
+	p->volume_id = store_column_text(q, 0);
+	p->target_path = store_column_text(q, 1);
+	p->staging_path = store_column_text(q, 2);
+	p->readonly = sqlite3_column_int(q, 3) != 0;
+	p->access_type = sqlite3_column_int(q, 4);
+	p->access_mode = sqlite3_column_int(q, 5);
+	p->mount_flags = store_column_text(q, 6);
+	return p;
+}
 
 void store_publication_free(struct store_publication *p)
 {
@@ -179,9 +130,8 @@ int store_publication_put(struct store *st, const struct store_publication *p)
 	}
 	store_lock(st);
 	q = store_stmt(st, STMT_PUBLICATION_PUT,
-	               "INSERT INTO publications (volume_id, target_path, staging_path, readonly,"
-	               " access_type, access_mode, mount_flags)"
-	               " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	               "INSERT INTO publications (" PUBLICATION_COLUMNS
+	               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 	               what);
 	if (!q) {
 		rc = STORE_ERROR;
@@ -197,8 +147,7 @@ int store_publication_put(struct store *st, const struct store_publication *p)
 		rc = store_fail(st, rc, what);
 		goto out;
 	}
-	rc = sqlite3_step(q);
-	rc = rc == SQLITE_DONE ? STORE_OK : store_node_put_fail(st, rc, what);
+	rc = store_step_insert_for_volume(st, q, what);
 out:
 	store_stmt_release(q);
 	store_unlock(st);
@@ -208,123 +157,24 @@ out:
 int store_publication_get(struct store *st, const char *volume_id, const char *target_path,
                           struct store_publication **out)
 {
-	static const char what[] = "publication get";
-	struct store_publication *p;
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!out) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	*out = NULL;
-	if (!st || !volume_id || !target_path) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	store_lock(st);
-	q = store_stmt(st, STMT_PUBLICATION_GET,
-	               "SELECT volume_id, target_path, staging_path, readonly, access_type,"
-	               " access_mode, mount_flags FROM publications"
-	               " WHERE volume_id = ?1 AND target_path = ?2",
-	               what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, volume_id)) != SQLITE_OK ||
-	    (rc = store_bind_text(q, 2, target_path)) != SQLITE_OK) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_ROW) {
-		p = store_xcalloc(1, sizeof *p);
-		p->volume_id = store_column_text(q, 0);
-		p->target_path = store_column_text(q, 1);
-		p->staging_path = store_column_text(q, 2);
-		p->readonly = sqlite3_column_int(q, 3) != 0;
-		p->access_type = sqlite3_column_int(q, 4);
-		p->access_mode = sqlite3_column_int(q, 5);
-		p->mount_flags = store_column_text(q, 6);
-		*out = p;
-		rc = STORE_OK;
-	} else if (rc == SQLITE_DONE) {
-		store_set_error("%s: volume is not published at that path", what);
-		rc = STORE_NOTFOUND;
-	} else {
-		rc = store_fail(st, rc, what);
-	}
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
+	return store_get_one(st, STMT_PUBLICATION_GET,
+	                     "SELECT " PUBLICATION_COLUMNS
+	                     " FROM publications WHERE volume_id = ?1 AND target_path = ?2",
+	                     "publication get", volume_id, target_path, publication_from_row,
+	                     "volume is not published at that path", (void **)out);
 }
 
 int store_publication_delete(struct store *st, const char *volume_id, const char *target_path)
 {
-	static const char what[] = "publication delete";
-	sqlite3_stmt *q;
-	int rc, changes = 0;
-
-	if (!st || !volume_id || !target_path) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	store_lock(st);
-	q = store_stmt(st, STMT_PUBLICATION_DELETE,
-	               "DELETE FROM publications WHERE volume_id = ?1 AND target_path = ?2", what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, volume_id)) != SQLITE_OK ||
-	    (rc = store_bind_text(q, 2, target_path)) != SQLITE_OK) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
-	rc = store_step_write(st, q, what, &changes);
-	if (rc == STORE_OK && changes == 0) {
-		store_set_error("%s: volume is not published at that path", what);
-		rc = STORE_NOTFOUND;
-	}
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
+	return store_delete_keyed(
+	    st, STMT_PUBLICATION_DELETE,
+	    "DELETE FROM publications WHERE volume_id = ?1 AND target_path = ?2",
+	    "publication delete", volume_id, target_path, "volume is not published at that path");
 }
 
 int store_publication_count(struct store *st, const char *volume_id, size_t *n)
 {
-	static const char what[] = "publication count";
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!st || !volume_id || !n) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	*n = 0;
-	store_lock(st);
-	q = store_stmt(st, STMT_PUBLICATION_COUNT,
-	               "SELECT count(*) FROM publications WHERE volume_id = ?1", what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, volume_id)) != SQLITE_OK) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_ROW) {
-		*n = (size_t)sqlite3_column_int64(q, 0);
-		rc = STORE_OK;
-	} else {
-		rc = store_fail(st, rc, what);
-	}
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
+	return store_count_by_key(st, STMT_PUBLICATION_COUNT,
+	                          "SELECT count(*) FROM publications WHERE volume_id = ?1",
+	                          "publication count", volume_id, n);
 }
