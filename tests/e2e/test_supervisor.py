@@ -97,6 +97,8 @@ while not select.select([0], [], [], 0)[0]:
         per_role[comm] = max(per_role[comm], n)
     for p, comm in comms:
         pids[comm].add(p)
+    if samples == 1:
+        print("ready", flush=True)  # the caller waits for this before acting
 print(json.dumps({"samples": samples, "max_total": max_total, "per_role": per_role,
                   "pids": {k: sorted(v) for k, v in pids.items()}}))
 """
@@ -109,13 +111,15 @@ class ChildSampler:
         self.proc = subprocess.Popen([sys.executable, "-c", SAMPLER, str(sup_pid)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
-        time.sleep(0.05)  # let it start sampling before the kill
+        # Wait until it has taken its first sample: starting Python can take
+        # longer than the restart being watched.
+        assert self.proc.stdout.readline().strip() == "ready", "sampler did not start"
 
     def stop_and_check(self, role=None, old_pid=None):
         """No overlap at any sample; with role, both old_pid and a new pid were seen."""
         out, err = self.proc.communicate("x", timeout=10)
         assert self.proc.returncode == 0 and out, "sampler failed: %s" % err
-        r = json.loads(out)
+        r = json.loads(out.strip().splitlines()[-1])
         print("sampler: %(samples)d samples, at most %(max_total)d children, "
               "per role %(per_role)s, pids %(pids)s" % r)
         assert r["max_total"] <= 2, "more than two children at once"
