@@ -14,6 +14,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "grpc_codes.h"
 #include "log.h"
 
 static void *xcalloc(size_t n, size_t sz)
@@ -46,26 +47,8 @@ int ctl_fail(struct ctl_status *st, enum ctl_code code, const char *fmt, ...)
 
 const char *ctl_code_name(enum ctl_code code)
 {
-	static const char *const names[] = {
-	    "OK",
-	    "CANCELLED",
-	    "UNKNOWN",
-	    "INVALID_ARGUMENT",
-	    "DEADLINE_EXCEEDED",
-	    "NOT_FOUND",
-	    "ALREADY_EXISTS",
-	    "PERMISSION_DENIED",
-	    "RESOURCE_EXHAUSTED",
-	    "FAILED_PRECONDITION",
-	    "ABORTED",
-	    "OUT_OF_RANGE",
-	    "UNIMPLEMENTED",
-	    "INTERNAL",
-	    "UNAVAILABLE",
-	};
-	if ((unsigned)code < sizeof(names) / sizeof(names[0]))
-		return names[code];
-	return "UNKNOWN";
+	const char *n = grpc_code_name((int)code);
+	return n ? n : "UNKNOWN";
 }
 
 int ctl_fail_mh(struct ctl_status *st, const char *what, const struct mh_err *e)

@@ -9,6 +9,7 @@
  * shut the queue down. Nothing here is fatal except allocation failure.
  */
 #include "csic.h"
+#include "grpc_codes.h"
 
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
@@ -30,32 +31,13 @@ struct csic_conn {
 	char *target;
 };
 
-static const char *const code_names[CSIC_NCODES] = {
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-};
-
 const char *csic_code_name(int code)
 {
 	static _Thread_local char buf[24];
 
-	if (code >= 0 && code < CSIC_NCODES)
-		return code_names[code];
+	const char *n = grpc_code_name(code);
+	if (n)
+		return n;
 	snprintf(buf, sizeof(buf), "CODE_%d", code);
 	return buf;
 }
