@@ -51,11 +51,12 @@
 
 /* Variables passed through to both children; everything else is dropped. */
 static const char *const env_pass[] = {
-    "ASAN_OPTIONS",   /* sanitizer builds (CI): where and how to report */
-    "UBSAN_OPTIONS",  /* likewise */
-    "LSAN_OPTIONS",   /* likewise */
-    "GRPC_VERBOSITY", /* gRPC core diagnostics in rpcd, for an operator debugging */
-    "GRPC_TRACE",     /* likewise */
+    "ASAN_OPTIONS",       /* sanitizer builds (CI): where and how to report */
+    "UBSAN_OPTIONS",      /* likewise */
+    "LSAN_OPTIONS",       /* likewise */
+    "GRPC_VERBOSITY",     /* gRPC core diagnostics in rpcd, for an operator debugging */
+    "GRPC_TRACE",         /* likewise */
+    "SEPCSI_SECCOMP_LOG", /* rpcd: log instead of kill on a syscall outside its table (debug) */
 };
 
 #define NPASS (sizeof(env_pass) / sizeof(env_pass[0]))
