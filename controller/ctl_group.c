@@ -271,13 +271,17 @@ out:
 }
 
 /*
- * The group's members must be exactly snapshot_ids (spec: report a mismatch
- * when it can be detected). *members is the list from the store.
+ * The members of an existing group must be exactly snapshot_ids (spec: the
+ * field is required, and a mismatch is reported when it can be detected).
+ * *members is the list from the store.
  */
 static int check_members(struct ctl *c, struct ctl_status *st, const char *gid, char *const *want,
                          size_t nwant, struct store_snapshot ***members, size_t *n)
 {
 	char *canon = NULL;
+	if (nwant == 0)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+		                "snapshot_ids is required for group snapshot %s", gid);
 	int rc = store_snapshot_list_group(c->st, gid, members, n);
 	if (rc != STORE_OK)
 		return ctl_fail_store(st, "list group members", rc);
@@ -317,8 +321,6 @@ int ctl_delete_volume_group_snapshot(struct ctl *c, const void *r, void **resp, 
 
 	if (ctl_check_required(st, req->group_snapshot_id, "group_snapshot_id"))
 		return st->code;
-	if (req->n_snapshot_ids == 0)
-		return ctl_fail(st, CTL_INVALID_ARGUMENT, "snapshot_ids is required");
 	Csi__V1__DeleteVolumeGroupSnapshotResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__delete_volume_group_snapshot_response__init(out);
 	if (!ctl_group_id_valid(req->group_snapshot_id)) {
@@ -346,6 +348,7 @@ int ctl_delete_volume_group_snapshot(struct ctl *c, const void *r, void **resp, 
 		ctl_fail_store(st, "look up group snapshot", rc);
 		goto out;
 	}
+	/* A group that is gone is deleted whatever the list says; one that is here needs it. */
 	if (check_members(c, st, g->id, req->snapshot_ids, req->n_snapshot_ids, &m, &n))
 		goto out;
 	/* Images first, rows after: a retry finds the same group and finishes the job. */
@@ -383,8 +386,6 @@ int ctl_get_volume_group_snapshot(struct ctl *c, const void *r, void **resp, str
 
 	if (ctl_check_required(st, req->group_snapshot_id, "group_snapshot_id"))
 		return st->code;
-	if (req->n_snapshot_ids == 0)
-		return ctl_fail(st, CTL_INVALID_ARGUMENT, "snapshot_ids is required");
 	if (!ctl_group_id_valid(req->group_snapshot_id))
 		return ctl_fail(st, CTL_NOT_FOUND, "group snapshot %.80s does not exist",
 		                req->group_snapshot_id);

@@ -31,7 +31,8 @@ static int find_path(struct ctl *c, struct ctl_status *st, const struct store_vo
 	store_staging_free(*stg);
 	*stg = NULL;
 	if (rc == STORE_NOTFOUND)
-		return ctl_fail(st, CTL_NOT_FOUND, "volume %s is not available at %s", v->id, path);
+		return ctl_fail(st, CTL_NOT_FOUND, "volume %s is not available at %.200s", v->id,
+		                path);
 	return ctl_fail_store(st, "look up publication", rc);
 }
 
@@ -54,8 +55,14 @@ int ctl_node_get_volume_stats(struct ctl *c, const void *r, void **resp, struct 
 	struct store_volume *v = NULL;
 	struct store_staging *stg = NULL;
 
+	/*
+	 * The volume first, then the path: an unknown volume is NOT_FOUND
+	 * whatever the path says, and a path that is none of this volume's
+	 * (whatever its spelling) is NOT_FOUND too, as kubelet expects. Only
+	 * paths the store recorded reach the helper, which checks them again.
+	 */
 	if (ctl_check_required(st, req->volume_id, "volume_id") ||
-	    ctl_check_path(st, req->volume_path, "volume_path"))
+	    ctl_check_required(st, req->volume_path, "volume_path"))
 		return st->code;
 	if (ctl_volume_resolve(c, st, req->volume_id, &v) ||
 	    find_path(c, st, v, req->volume_path, &stg))
@@ -114,7 +121,7 @@ int ctl_node_expand_volume(struct ctl *c, const void *r, void **resp, struct ctl
 	bool locked = false;
 
 	if (ctl_check_required(st, req->volume_id, "volume_id") ||
-	    ctl_check_path(st, req->volume_path, "volume_path"))
+	    ctl_check_required(st, req->volume_path, "volume_path"))
 		return st->code;
 	const Csi__V1__CapacityRange *cr = req->capacity_range;
 	if (cr && (cr->required_bytes < 0 || cr->limit_bytes < 0))

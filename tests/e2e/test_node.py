@@ -247,6 +247,17 @@ def test_stats_and_condition(driver):
                    volume_path=driver.root) == grpc.StatusCode.NOT_FOUND
     assert code_of(c.node, "NodeGetVolumeStats", volume_id="sv-" + "9" * 32,
                    volume_path=v.target) == grpc.StatusCode.NOT_FOUND
+    # The volume is checked before the path: a path that is none of this
+    # volume's is NOT_FOUND whatever its spelling (kubelet relies on it).
+    for bad in ("some/path", "/no/such/path", v.target + "/", driver.root + "/../x"):
+        assert code_of(c.node, "NodeGetVolumeStats", volume_id=v.id,
+                       volume_path=bad) == grpc.StatusCode.NOT_FOUND, bad
+        assert code_of(c.node, "NodeGetVolumeStats", volume_id="sv-" + "9" * 32,
+                       volume_path=bad) == grpc.StatusCode.NOT_FOUND, bad
+        assert code_of(c.node, "NodeExpandVolume", volume_id="sv-" + "9" * 32,
+                       volume_path=bad) == grpc.StatusCode.NOT_FOUND, bad
+    assert code_of(c.node, "NodeGetVolumeStats", volume_id=v.id,
+                   volume_path="") == grpc.StatusCode.INVALID_ARGUMENT
     # The mount disappears behind the driver's back: abnormal.
     subprocess.run(["umount", "-l", v.target], check=True)
     s3 = c.node("NodeGetVolumeStats", volume_id=v.id, volume_path=v.target)

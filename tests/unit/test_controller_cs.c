@@ -1203,6 +1203,14 @@ static void test_groups(void)
 	CHECK(code_of(ctl_get_volume_group_snapshot, &gg) == CTL_INVALID_ARGUMENT);
 	gg.group_snapshot_id = "gs-cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd";
 	CHECK(code_of(ctl_get_volume_group_snapshot, &gg) == CTL_NOT_FOUND);
+	/* An unknown group is NOT_FOUND whatever the list; a known one needs the list. */
+	gg.n_snapshot_ids = 0;
+	gg.snapshot_ids = NULL;
+	CHECK(code_of(ctl_get_volume_group_snapshot, &gg) == CTL_NOT_FOUND);
+	gg.group_snapshot_id = "gs-bogus";
+	CHECK(code_of(ctl_get_volume_group_snapshot, &gg) == CTL_NOT_FOUND);
+	gg.group_snapshot_id = gid;
+	CHECK(code_of(ctl_get_volume_group_snapshot, &gg) == CTL_INVALID_ARGUMENT);
 
 	/* Two volumes in use cannot be cut at one point in time. */
 	struct store_staging s1 = {.volume_id = v1,
@@ -1233,6 +1241,7 @@ static void test_groups(void)
 	Csi__V1__DeleteVolumeGroupSnapshotRequest dg;
 	csi__v1__delete_volume_group_snapshot_request__init(&dg);
 	dg.group_snapshot_id = gid;
+	CHECK(code_of(ctl_delete_volume_group_snapshot, &dg) == CTL_INVALID_ARGUMENT);
 	dg.n_snapshot_ids = 1;
 	dg.snapshot_ids = one;
 	CHECK(code_of(ctl_delete_volume_group_snapshot, &dg) == CTL_INVALID_ARGUMENT);
@@ -1245,6 +1254,12 @@ static void test_groups(void)
 	CHECK(code_of(ctl_delete_volume_group_snapshot, &dg) == CTL_INVALID_ARGUMENT);
 	dg.group_snapshot_id = "gs-bogus";
 	CHECK(code_of(ctl_delete_volume_group_snapshot, &dg) == CTL_OK);
+	dg.group_snapshot_id = "gs-cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd";
+	dg.n_snapshot_ids = 0;
+	dg.snapshot_ids = NULL;
+	CHECK(code_of(ctl_delete_volume_group_snapshot, &dg) == CTL_OK);
+	dg.snapshot_ids = both;
+	dg.n_snapshot_ids = 2;
 	gg.group_snapshot_id = gid;
 	gg.n_snapshot_ids = 2;
 	gg.snapshot_ids = both;
