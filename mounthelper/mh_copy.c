@@ -49,6 +49,7 @@
 #include "mh_common.h"
 #include "mh_image.h"
 #include "mh_ops.h"
+#include "mh_pause.h"
 #include "mh_path.h"
 
 #define COPY_CHUNK (1 << 20) /* fallback read/write buffer */
@@ -203,11 +204,13 @@ static int copy_image(int src, int dst, off_t size, bool *reflinked, struct mh_r
 
 /*
  * The whole copy: src into dir/<name> via dir/<name>.tmp, grown to size
- * (>= src's size), durable, never replacing an existing file. freeze_id names
- * the source volume to freeze during the copy (NULL for a snapshot source).
+ * (>= src's size), durable, never replacing an existing file. src_id names
+ * the source (volume or snapshot id); freeze_id names the source volume to
+ * freeze during the copy (NULL for a snapshot source).
  */
-static int copy_to(const struct mh_ctx *c, int src, off_t size, const char *freeze_id, int dir,
-                   const char *name, bool *reflinked, struct mh_res *r)
+static int copy_to(const struct mh_ctx *c, int src, const char *src_id, off_t size,
+                   const char *freeze_id, int dir, const char *name, bool *reflinked,
+                   struct mh_res *r)
 {
 	char tmp[MH_ID_MAX + 24];
 	struct stat st;
@@ -223,6 +226,7 @@ static int copy_to(const struct mh_ctx *c, int src, off_t size, const char *free
 		return io_fail(r, errno, "create copy");
 	if (freeze_id && (frozen = freeze_source(c, freeze_id, r)) < 0 && r->kind != MH_E_OK)
 		goto out;
+	mh_pause(c, "copy", src_id); /* tests: a copy in flight, its source frozen if mounted */
 	int rc = copy_image(src, dst, st.st_size, reflinked, r);
 	thaw(&frozen); /* always, and as early as possible */
 	if (rc < 0)
@@ -289,8 +293,8 @@ int mh_answer_snapshot(const struct mh_ctx *c, const struct mh_msg *req, struct 
 	struct stat st;
 	bool reflinked = false;
 	int ret = -1;
-	if (fstat(src, &st) == 0 &&
-	    copy_to(c, src, st.st_size, q->volume_id, c->snaps_fd, name, &reflinked, r) == 0) {
+	if (fstat(src, &st) == 0 && copy_to(c, src, q->volume_id, st.st_size, q->volume_id,
+	                                    c->snaps_fd, name, &reflinked, r) == 0) {
 		out->size_bytes = (uint64_t)st.st_size;
 		out->reflinked = reflinked;
 		a->note = reflinked ? "reflinked" : "sparse copy";
@@ -374,8 +378,8 @@ int mh_answer_clone(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	} else if ((uint64_t)st.st_size > size) {
 		mh_fail(r, MH_E_REFUSED, EINVAL, "size %llu is smaller than the source (%lld)",
 		        (unsigned long long)size, (long long)st.st_size);
-	} else if (copy_to(c, src, (off_t)size, from_snap ? NULL : q->source_id, c->images_fd, name,
-	                   &reflinked, r) == 0) {
+	} else if (copy_to(c, src, q->source_id, (off_t)size, from_snap ? NULL : q->source_id,
+	                   c->images_fd, name, &reflinked, r) == 0) {
 		out->size_bytes = size;
 		out->reflinked = reflinked;
 		a->note = reflinked ? "reflinked" : "sparse copy";

@@ -47,6 +47,7 @@
 #include "log.h"
 #include "mh.h"
 #include "mh_ops.h"
+#include "mh_pause.h"
 #include "mh_worker.h"
 #include "pol_caps.h"
 #include "pol_seccomp.h"
@@ -369,6 +370,7 @@ int main(int argc, char **argv)
 	}
 	struct mh_ctx ctx = {.pol = pol};
 	open_data_dir(a.data_dir, &ctx);
+	mh_pause_init();
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
 	int ctl = is_socket(SEPCSI_FD_CONTROL) ? SEPCSI_FD_CONTROL : -1;

@@ -57,6 +57,7 @@ static const char *const env_pass[] = {
     "GRPC_VERBOSITY",     /* gRPC core diagnostics in rpcd, for an operator debugging */
     "GRPC_TRACE",         /* likewise */
     "SEPCSI_SECCOMP_LOG", /* rpcd: log instead of kill on a syscall outside its table (debug) */
+    "SEPCSI_TEST_PAUSE",  /* helper: test pause points (mounthelper/mh_pause.c), tests only */
 };
 
 #define NPASS (sizeof(env_pass) / sizeof(env_pass[0]))

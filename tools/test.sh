@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the dependencies, builds, and runs every test: formatting, the C
-# unit tests (CTest), and the end-to-end tests (pytest) against the real
-# supervisor, rpcd and helper as root inside a private mount namespace.
+# unit tests (CTest), the end-to-end tests (pytest) against the real
+# supervisor, rpcd and helper as root inside a private mount namespace, and
+# the CSI conformance suite (csi-sanity, tests/conformance/sanity.py).
 # Then the same suites again with AddressSanitizer and UndefinedBehaviorSanitizer.
 # SEPCSI_TEST_FAST=1 skips the sanitizer pass.
 set -eu
@@ -21,8 +22,13 @@ suite() {
 	ctest --test-dir "$dir" --output-on-failure -j 2
 	echo "== end-to-end tests ($dir)"
 	# LeakSanitizer needs ptrace, which the seccomp filters rightly forbid.
-	ASAN_OPTIONS=detect_leaks=0 SEPCSI_BUILD_DIR=$PWD/$dir unshare -m --propagation private \
+	# Each test has its own timeout (tests/e2e/pytest.ini); this one is the backstop.
+	ASAN_OPTIONS=detect_leaks=0 SEPCSI_BUILD_DIR=$PWD/$dir timeout -k 30 1800 \
+		unshare -m --propagation private \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/e2e
+	echo "== conformance: csi-sanity ($dir)"
+	ASAN_OPTIONS=detect_leaks=0 timeout -k 30 1800 unshare -m --propagation private \
+		/usr/bin/python3 tests/conformance/sanity.py "$dir"
 }
 
 if [ "${SEPCSI_TEST_FAST:-0}" != 1 ]; then

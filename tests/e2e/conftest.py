@@ -60,7 +60,8 @@ def cleanup_tree(tmp):
 class Driver:
     """A running sepcsi-supervisor and what it was given."""
 
-    def __init__(self, extra_args=(), policy_extra="", bin_dir=None, prefix=(), wait=True):
+    def __init__(self, extra_args=(), policy_extra="", bin_dir=None, prefix=(), wait=True,
+                 env=None):
         self.tmp = tempfile.mkdtemp(prefix="sepcsi-e2e-")
         os.chmod(self.tmp, 0o755)
         self.root = os.path.join(self.tmp, "root")
@@ -84,8 +85,10 @@ class Driver:
         # prefix: a command that runs the supervisor as its only child, e.g.
         # ["unshare", "--pid", "--fork"] to make it PID 1 of a new namespace.
         self.prefix = list(prefix)
+        child_env = dict(os.environ, **(env or {}))
         self.proc = subprocess.Popen(self.prefix + self.args, stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     env=child_env)
         self.client = None
         if wait:  # for a driver that is expected to fail, not to serve
             csi_client.wait_ready(self.endpoint, 20)
@@ -94,6 +97,35 @@ class Driver:
     def logs(self):
         with open(self.log_path) as f:
             return f.read()
+
+    # Test pause points (mounthelper/mh_pause.c; the driver must have been
+    # started with env={"SEPCSI_TEST_PAUSE": "1"}): hold(point) makes the next
+    # worker that reaches the point wait there; paused(point) waits until one
+    # does and returns its pid; release(point) lets it (and later ones) go on.
+    def hold(self, point):
+        gates = os.path.join(self.data, "test-pause")
+        os.makedirs(gates, mode=0o700, exist_ok=True)
+        open(os.path.join(gates, point), "w").close()
+        self._seen = getattr(self, "_seen", {})
+        self._seen.setdefault(point, self.logs().count("test_pause point=%s " % point))
+
+    def paused(self, point, timeout=60):
+        deadline = time.monotonic() + timeout
+        want = self._seen[point] + 1
+        while True:
+            lines = [ln for ln in self.logs().splitlines()
+                     if ("test_pause point=%s " % point) in ln]
+            if len(lines) >= want:
+                self._seen[point] = want
+                return int(lines[want - 1].split("pid=")[1].split()[0])
+            assert time.monotonic() < deadline, "no worker paused at %s" % point
+            time.sleep(0.005)
+
+    def release(self, point):
+        try:
+            os.unlink(os.path.join(self.data, "test-pause", point))
+        except FileNotFoundError:
+            pass
 
     def sup_pid(self):
         """The supervisor's pid (as this process sees it)."""
@@ -156,6 +188,17 @@ def driver():
         d.stop()
         if os.environ.get("SEPCSI_E2E_SHOW_LOGS"):
             print(d.logs())
+        d.cleanup()
+
+
+@pytest.fixture
+def pausable_driver():
+    """A driver whose helper honours test pause points (Driver.hold/paused/release)."""
+    d = Driver(env={"SEPCSI_TEST_PAUSE": "1"})
+    try:
+        yield d
+    finally:
+        d.stop()
         d.cleanup()
 
 

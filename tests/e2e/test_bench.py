@@ -113,7 +113,7 @@ def test_probe_storm(driver):
     assert list(rows) == ["Probe"] and rows["Probe"][0] > 0 and rows["Probe"][1] == 0
     m = re.search(r"probe storm: (\d+) calls in ([\d.]+) s: (\d+) calls/s", res.stdout)
     assert m and int(m.group(1)) == rows["Probe"][0]
-    assert 1.9 < float(m.group(2)) < 10
+    assert float(m.group(2)) >= 1.9  # it storms for the 2 s asked, however long calls take
     assert "errors by code: none" in res.stdout
 
 

@@ -442,10 +442,10 @@ def test_exit_code_per_status(fake, code):
 
 
 def test_timeout_deadline_exceeded(fake):
+    # The fake answers OK after 2 s: DEADLINE_EXCEEDED can only come from the
+    # client's own 300 ms deadline.
     fake.delay = 2
-    t0 = time.monotonic()
     res = ctl("--timeout", "300ms", "identity", "probe", endpoint=fake.endpoint)
-    assert time.monotonic() - t0 < 1.8
     assert_grpc_error(res, "Probe", grpc.StatusCode.DEADLINE_EXCEEDED)
 
 

@@ -78,6 +78,7 @@ void helper_start_ctl(struct helper *h, const char *policy_file, int ctl_fd)
 		close_range(ctl_fd >= 0 ? 5 : 4, ~0U, 0);
 		/* In sanitizer builds: LeakSanitizer needs ptrace, which the filter forbids. */
 		setenv("ASAN_OPTIONS", "detect_leaks=0", 0);
+		setenv("SEPCSI_TEST_PAUSE", "1", 1); /* pause points, held by pause_hold() */
 		const char *strace = getenv("SEPCSI_TEST_STRACE");
 		if (strace) {
 			const char *argv[] = {"strace",    "-f",         "-qq",      "-o",
@@ -103,6 +104,59 @@ void helper_start_with(struct helper *h, const char *policy_file)
 void helper_start(struct helper *h)
 {
 	helper_start_with(h, policy);
+}
+
+/* ---- test pause points (mounthelper/mh_pause.c) ------------------------- */
+
+static char *gate_path(const char *gate, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/test-pause/%s", data, gate);
+	return buf;
+}
+
+static long log_mark; /* pause_wait looks only at what the helper logged after pause_hold */
+
+void pause_hold(const char *gate)
+{
+	char p[300], d[300];
+	struct stat st;
+	log_mark = stat(logfile, &st) == 0 ? (long)st.st_size : 0;
+	snprintf(d, sizeof(d), "%s/test-pause", data);
+	mkdir(d, 0700);
+	int fd = open(gate_path(gate, p, sizeof(p)), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+}
+
+void pause_release(const char *gate)
+{
+	char p[300];
+	unlink(gate_path(gate, p, sizeof(p)));
+}
+
+pid_t pause_wait(const char *gate, int timeout_ms)
+{
+	char want[160], line[1024];
+	snprintf(want, sizeof(want), "test_pause point=%s pid=", gate);
+	for (int waited = 0; waited <= timeout_ms; waited += 5) {
+		FILE *f = fopen(logfile, "re");
+		long pid = 0;
+		if (f && fseek(f, log_mark, SEEK_SET) < 0) {
+			fclose(f);
+			f = NULL;
+		}
+		while (f && fgets(line, sizeof(line), f)) {
+			const char *at = strstr(line, want);
+			if (at)
+				pid = strtol(at + strlen(want), NULL, 10);
+		}
+		if (f)
+			fclose(f);
+		if (pid > 0)
+			return (pid_t)pid;
+		usleep(5000);
+	}
+	return 0;
 }
 
 /* Close the channel and reap the helper; returns its exit status (or 128+signal). */

@@ -70,6 +70,15 @@ void stage_req(struct mh_req_stage *q, const char *id, const char *path, const c
                const char *opts, int ro, uint8_t flags);
 bool loop_dev_of(const char *id, char *out, size_t len);     /* "/dev/loopN" backed by <id>.img */
 int fill_file(const char *path, uint64_t off, uint64_t len); /* pattern + fsync; 0 or -1 */
+/*
+ * Test pause points (the helper runs with SEPCSI_TEST_PAUSE=1): hold a gate
+ * ("copy", or "copy@<id>"), wait until a worker logs that it waits there (its
+ * pid, from what the helper logged since pause_hold; 0 after timeout_ms),
+ * release it.
+ */
+void pause_hold(const char *gate);
+pid_t pause_wait(const char *gate, int timeout_ms);
+void pause_release(const char *gate);
 int harness_setup(const char *name); /* private mount ns, temp dir, dirs, policy; atexit cleanup */
 void dump_log(void);
 

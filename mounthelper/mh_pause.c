@@ -1,0 +1,67 @@
+/*
+ * Test pause points. Deterministic tests of "what if this step is slow" and
+ * "what if the helper dies right here" need a step that stays put until the
+ * test has looked; machine speed and volume sizes are no such guarantee.
+ *
+ * Enabled only when the helper starts with SEPCSI_TEST_PAUSE=1 in its
+ * environment (the supervisor passes the variable on only when it has it
+ * itself, so only whoever starts the driver as root can turn it on); a warning
+ * says so at start. Then a worker reaching mh_pause(c, "name", id) checks for
+ * the file <data-dir>/test-pause/<name>, or <name>@<id> to hold only the
+ * operation on that id (root-only directory, no symlink followed); while it
+ * exists the worker logs "test_pause point=<gate> pid=N" once and waits,
+ * polling every 5 ms. The test removes the file to let it go
+ * on, or kills the worker, the helper or rpcd meanwhile.
+ *
+ * Runs in a helper worker; uses only calls the helper's seccomp table already
+ * allows (newfstatat, clock_nanosleep). Disabled, it costs one branch.
+ */
+#include "mh_pause.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static bool enabled;
+
+void mh_pause_init(void)
+{
+	const char *v = getenv("SEPCSI_TEST_PAUSE");
+	enabled = v && strcmp(v, "1") == 0;
+	if (enabled)
+		log_warn("test pause points are enabled (SEPCSI_TEST_PAUSE=1): for tests only");
+}
+
+static bool gate_exists(const struct mh_ctx *c, const char *gate)
+{
+	char rel[128];
+	struct stat st;
+	snprintf(rel, sizeof(rel), "test-pause/%s", gate);
+	return fstatat(c->data_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+void mh_pause(const struct mh_ctx *c, const char *point, const char *key)
+{
+	char gate[96];
+	if (!enabled)
+		return;
+	snprintf(gate, sizeof(gate), "%s@%s", point, key ? key : "");
+	if (!key || !gate_exists(c, gate)) {
+		snprintf(gate, sizeof(gate), "%s", point);
+		if (!gate_exists(c, gate))
+			return;
+	}
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	log_kv(LOG_LVL_INFO, "test_pause", "point", gate, "pid", pid, NULL);
+	const struct timespec tick = {.tv_nsec = 5 * 1000 * 1000};
+	while (gate_exists(c, gate))
+		nanosleep(&tick, NULL);
+	log_kv(LOG_LVL_INFO, "test_resume", "point", gate, "pid", pid, NULL);
+}

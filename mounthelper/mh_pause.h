@@ -1,0 +1,21 @@
+/*
+ * Test pause points: hold a worker at a named step of an operation so that a
+ * test can look at, or kill, a driver whose operation is half done. Off in
+ * normal use; see mh_pause.c.
+ */
+#ifndef SEPCSI_MH_PAUSE_H
+#define SEPCSI_MH_PAUSE_H
+
+#include "mh.h"
+
+/* Read SEPCSI_TEST_PAUSE once, at start-up, before confinement. */
+void mh_pause_init(void);
+
+/*
+ * If enabled and <data-dir>/test-pause/<point> or .../<point>@<key> exists
+ * (key: the volume or snapshot id acted on, NULL for none): log, and wait
+ * while it does.
+ */
+void mh_pause(const struct mh_ctx *c, const char *point, const char *key);
+
+#endif
