@@ -1,6 +1,7 @@
 #!/bin/sh
-# Installs the dependencies, builds, and runs every test: formatting, the C
-# unit tests (CTest), and the end-to-end tests (pytest) against the real
+# Installs the dependencies, builds, and runs every test: formatting, the
+# docs' generated tables against the code (tools/doctables.sh), the C unit
+# tests (CTest), and the end-to-end tests (pytest) against the real
 # supervisor, rpcd and helper as root inside a private mount namespace.
 # Then the same suites again with AddressSanitizer and UndefinedBehaviorSanitizer.
 # SEPCSI_TEST_FAST=1 skips the sanitizer pass.
@@ -17,6 +18,8 @@ suite() {
 	shift
 	echo "== build $dir $*"
 	tools/build.sh "$dir" "$@"
+	echo "== docs tables ($dir)"
+	tools/doctables.sh "$dir"
 	echo "== unit tests ($dir)"
 	ctest --test-dir "$dir" --output-on-failure -j 2
 	echo "== end-to-end tests ($dir)"
