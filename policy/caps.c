@@ -5,47 +5,9 @@
  * seccomp filter is installed. Any failure is fatal for the caller: a helper
  * that cannot prove it dropped what it should must not serve a request.
  *
- * Why each capability is kept or dropped. The helper keeps two, and a third
- * if it is given one:
- *
- *   capability       | kept?    | why
- *   -----------------+----------+---------------------------------------------
- *   CAP_SYS_ADMIN    | yes      | fsopen/fsconfig(CMD_CREATE)/fsmount, move_mount,
- *                    |          | open_tree(OPEN_TREE_CLONE), mount_setattr and
- *                    |          | umount2 all require it in the initial user ns;
- *                    |          | so do FIFREEZE/FITHAW (consistent snapshots),
- *                    |          | XFS_IOC_FSGROWFSDATA and BTRFS_IOC_RESIZE
- *                    |          | (EXPAND), BLKFLSBUF.
- *   CAP_CHOWN        | yes      | MH_F_MOUNT_GROUP: give a new volume's root
- *                    |          | directory the pod's group (fchown to a gid the
- *                    |          | helper is not in). The mode (g+rwx, setgid) is
- *                    |          | set by the owner (root) before the chown, so
- *                    |          | neither CAP_FOWNER nor CAP_FSETID is needed.
- *   CAP_SYS_RESOURCE | optional | EXT4_IOC_RESIZE_FS (EXPAND of ext4) checks it in
- *                    |          | ext4_resize_begin(); resize2fs run without it
- *                    |          | fails "Permission denied". Kept if the helper
- *                    |          | starts with it; without it only ext4 EXPAND
- *                    |          | fails (the supervisor's bounding set decides).
- *   CAP_SETPCAP      | no       | only needed to set securebits and shrink the
- *                    |          | bounding set, both done here before it is dropped.
- *   CAP_DAC_OVERRIDE | no       | everything the helper opens is owned by root
- *   CAP_DAC_READ_... |          | (uid 0 passes owner checks without it): the data
- *   CAP_FOWNER       |          | dir (mode 0700, checked at start), /dev/loop-
- *                    |          | control and /dev/loopN (root:disk 0660),
- *                    |          | kubelet's directories, a fresh volume root. A
- *                    |          | directory not owned by root is refused rather
- *                    |          | than overridden (fail closed).
- *   CAP_FSETID       | no       | see CAP_CHOWN: setgid is set while the group is
- *                    |          | still the helper's own.
- *   CAP_MKNOD        | no       | no device node is created; loop nodes come from
- *                    |          | devtmpfs (raw block volumes bind them).
- *   CAP_SYS_RAWIO    | no       | loop ioctls (LOOP_CTL_GET_FREE, LOOP_CONFIGURE,
- *                    |          | LOOP_GET_STATUS64, LOOP_CLR_FD,
- *                    |          | LOOP_SET_CAPACITY), FICLONE and the blkid probe
- *                    |          | need no capability beyond an open fd.
- *   CAP_KILL         | no       | it only signals its own children (same uid).
- *   CAP_NET_*        | no    | no network at all (seccomp denies socket()).
- *   all others       | no    | nothing the helper does needs them.
+ * Why each capability is kept or dropped: helper_caps[] (kept) and
+ * helper_dropped[] (dropped, where the reason is not obvious) below, printed
+ * into docs/helper.md by pol_caps_print_helper().
  *
  * The mkfs children it execs get none: with SECBIT_NOROOT locked, exec by uid
  * 0 grants no file-less capabilities, the inheritable and ambient sets are
@@ -53,21 +15,54 @@
  * (test_seccomp, "exec gets no capabilities") checks this on a real exec.
  */
 #include "pol_caps.h"
+#include "pol_md.h"
 
 #include <cap-ng.h>
 #include <errno.h>
 #include <linux/securebits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <sys/prctl.h>
 
 static const struct pol_cap_entry helper_caps[] = {
     {CAP_SYS_ADMIN, "CAP_SYS_ADMIN",
-     "mount API (fsopen..move_mount, open_tree clone, mount_setattr), umount2, "
-     "FIFREEZE/FITHAW, XFS_IOC_FSGROWFSDATA, BTRFS_IOC_RESIZE, BLKFLSBUF",
+     "mount API (fsopen, fsconfig CMD_CREATE, fsmount, move_mount, open_tree OPEN_TREE_CLONE, "
+     "mount_setattr) and umount2, all in the initial user namespace; FIFREEZE/FITHAW "
+     "(consistent snapshots); XFS_IOC_FSGROWFSDATA, BTRFS_IOC_RESIZE (EXPAND); BLKFLSBUF",
      0},
-    {CAP_CHOWN, "CAP_CHOWN", "MH_F_MOUNT_GROUP: chown a new volume root to the pod's group", 0},
+    {CAP_CHOWN, "CAP_CHOWN",
+     "MH_F_MOUNT_GROUP: fchown of a new volume root to the pod's group, which the helper is "
+     "not in",
+     0},
     {CAP_SYS_RESOURCE, "CAP_SYS_RESOURCE",
-     "EXT4_IOC_RESIZE_FS (EXPAND of ext4); optional: only that fails without it", 1},
+     "EXT4_IOC_RESIZE_FS (EXPAND of ext4), checked in ext4_resize_begin(); kept if the helper "
+     "starts with it (the supervisor's bounding set decides); without it only an ext4 EXPAND "
+     "fails, with a reason",
+     1},
+};
+
+/* Capabilities the helper drops although one might expect it to need them. */
+static const struct {
+	const char *caps, *kept, *why;
+} helper_dropped[] = {
+    {"CAP_SETPCAP", "during confinement only",
+     "securebits and the bounding set, both set by pol_caps_confine_helper(), which drops it "
+     "in the same call"},
+    {"CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER", "no",
+     "everything the helper opens is owned by root, which passes owner checks without them: "
+     "the data dir (0700, checked at start), /dev/loop-control and /dev/loopN (root:disk "
+     "0660), kubelet's directories, a fresh volume root; a directory not owned by root is "
+     "refused, not overridden (fail closed)"},
+    {"CAP_FSETID", "no",
+     "the setgid bit of a volume root is set by its owner (root) while its group is still the "
+     "helper's own, before the chown"},
+    {"CAP_MKNOD, CAP_SYS_RAWIO", "no",
+     "no device node is created (raw block volumes bind the devtmpfs /dev/loopN); the loop "
+     "ioctls (LOOP_CTL_GET_FREE, LOOP_CONFIGURE, LOOP_GET_STATUS64, LOOP_CLR_FD, "
+     "LOOP_SET_CAPACITY), FICLONE and the blkid probe need only an open fd"},
+    {"CAP_KILL", "no", "it signals only its own children (same uid)"},
+    {"CAP_NET_*", "no", "no network at all (the seccomp filter has no socket())"},
+    {"every other", "no", "nothing the helper does needs them"},
 };
 
 #define NCAPS (sizeof(helper_caps) / sizeof(helper_caps[0]))
@@ -100,6 +95,30 @@ uint64_t pol_caps_helper_mask(void)
 uint64_t pol_caps_helper_optional_mask(void)
 {
 	return mask_of(1);
+}
+
+const char *pol_caps_name(unsigned int cap, char *buf, size_t len)
+{
+	const char *n = capng_capability_to_name(cap);
+	int w = n ? snprintf(buf, len, "CAP_%s", n) : snprintf(buf, len, "CAP_%u", cap);
+	for (char *c = buf; w > 0 && *c; c++)
+		if (*c >= 'a' && *c <= 'z')
+			*c = (char)(*c - 'a' + 'A');
+	return buf;
+}
+
+void pol_caps_print_helper(FILE *out)
+{
+	pol_md_head(out, 3, (const char *[]){"capability", "kept", "why"});
+	for (size_t i = 0; i < NCAPS; i++)
+		pol_md_row(out, 3,
+		           (const char *[]){helper_caps[i].name,
+		                            helper_caps[i].optional ? "optional" : "yes",
+		                            helper_caps[i].why});
+	for (size_t i = 0; i < sizeof(helper_dropped) / sizeof(helper_dropped[0]); i++)
+		pol_md_row(out, 3,
+		           (const char *[]){helper_dropped[i].caps, helper_dropped[i].kept,
+		                            helper_dropped[i].why});
 }
 
 /* Read the result back from the kernel; true only if it is exactly what we asked. */

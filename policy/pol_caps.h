@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* One capability the helper keeps, and why. */
 struct pol_cap_entry {
@@ -29,6 +30,15 @@ uint64_t pol_caps_helper_mask(void);
 
 /* The mask of the optional entries. */
 uint64_t pol_caps_helper_optional_mask(void);
+
+/* The name of capability cap ("CAP_SYS_ADMIN") in buf (len bytes), which is returned. */
+const char *pol_caps_name(unsigned int cap, char *buf, size_t len);
+
+/*
+ * Print the helper's capabilities as a Markdown table (capability, kept, why):
+ * the kept ones, then the dropped ones whose absence needs a reason.
+ */
+void pol_caps_print_helper(FILE *out);
 
 /*
  * Confine the calling (single-threaded, uid 0, fully privileged) process to

@@ -19,6 +19,7 @@
  * libseccomp also rejects x32 numbers on the x86_64 ABI.
  */
 #include "pol_seccomp.h"
+#include "pol_md.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -452,15 +453,15 @@ void pol_seccomp_print(enum pol_role role, FILE *out)
 {
 	size_t n;
 	const struct sc_rule *t = role_table(role, &n);
-	fprintf(out, "| syscall | allowed when | why |\n|---|---|---|\n");
+	pol_md_head(out, 3, (const char *[]){"syscall", "allowed when", "why"});
 	for (size_t i = 0; i < n; i++) {
-		const char *when = t[i].filter ? t[i].filter : "always";
-		const char *prefix = "";
+		char when[160];
+		const char *filter = t[i].filter ? t[i].filter : "always";
 		if (t[i].act == SC_ENOSYS)
-			when = "fails with ENOSYS";
-		else if (t[i].act == SC_EAFNOSUPPORT_NE)
-			prefix = "fails with EAFNOSUPPORT when ";
-		fprintf(out, "| %s | %s%s | %s |\n", t[i].name, prefix, when,
-		        t[i].why ? t[i].why : "");
+			filter = "fails with ENOSYS";
+		snprintf(when, sizeof(when), "%s%s",
+		         t[i].act == SC_EAFNOSUPPORT_NE ? "fails with EAFNOSUPPORT when " : "",
+		         filter);
+		pol_md_row(out, 3, (const char *[]){t[i].name, when, t[i].why});
 	}
 }

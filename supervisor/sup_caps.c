@@ -20,6 +20,8 @@
 #include "sup_caps.h"
 
 #include "log.h"
+#include "pol_caps.h"
+#include "pol_md.h"
 
 #include <cap-ng.h>
 #include <errno.h>
@@ -86,6 +88,30 @@ uint64_t sup_caps_kept_effective(void)
 		if (kept[i].effective && is_kept(i))
 			m |= UINT64_C(1) << kept[i].cap;
 	return m;
+}
+
+void sup_caps_table_masks(uint64_t *effective, uint64_t *permitted_only, uint64_t *optional)
+{
+	*effective = *permitted_only = *optional = 0;
+	for (size_t i = 0; i < NKEPT; i++) {
+		uint64_t bit = UINT64_C(1) << kept[i].cap;
+		if (kept[i].effective)
+			*effective |= bit;
+		else
+			*permitted_only |= bit;
+		if (kept[i].optional)
+			*optional |= bit;
+	}
+}
+
+void sup_caps_print(FILE *out)
+{
+	char name[32];
+	pol_md_head(out, 3, (const char *[]){"capability", "effective", "why"});
+	for (size_t i = 0; i < NKEPT; i++)
+		pol_md_row(out, 3,
+		           (const char *[]){pol_caps_name(kept[i].cap, name, sizeof(name)),
+		                            kept[i].effective ? "yes" : "no", kept[i].why});
 }
 
 int sup_caps_read(struct sup_capsets *out)

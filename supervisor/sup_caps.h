@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* One process's capability sets as bit masks (bit n = capability n). */
 struct sup_capsets {
@@ -33,5 +34,15 @@ int sup_caps_trim(char *err, size_t errlen);
 /* The masks sup_caps_trim() leaves, for tests and the log. */
 uint64_t sup_caps_kept_permitted(void);
 uint64_t sup_caps_kept_effective(void);
+
+/*
+ * The kept table as masks, whatever sup_caps_trim() found: effective;
+ * permitted only (held for the helper); and, overlapping those, the optional
+ * ones (kept only when the supervisor starts with them).
+ */
+void sup_caps_table_masks(uint64_t *effective, uint64_t *permitted_only, uint64_t *optional);
+
+/* Print the kept table as a Markdown table (capability, effective, why). */
+void sup_caps_print(FILE *out);
 
 #endif

@@ -1,8 +1,9 @@
 #!/bin/sh
-# Installs the dependencies, builds, and runs every test: formatting, the C
-# unit tests (CTest), the end-to-end tests (pytest) against the real
-# supervisor, rpcd and helper as root inside a private mount namespace, and
-# the CSI conformance suite (csi-sanity, tests/conformance/sanity.py).
+# Installs the dependencies, builds, and runs every test: formatting, the
+# docs' generated tables against the code (tools/doctables.sh), the C unit
+# tests (CTest), the end-to-end tests (pytest) against the real supervisor,
+# rpcd and helper as root inside a private mount namespace, and the CSI
+# conformance suite (csi-sanity, tests/conformance/sanity.py).
 # Then the same suites again with AddressSanitizer and UndefinedBehaviorSanitizer.
 # SEPCSI_TEST_FAST=1 skips the sanitizer pass.
 set -eu
@@ -18,6 +19,8 @@ suite() {
 	shift
 	echo "== build $dir $*"
 	tools/build.sh "$dir" "$@"
+	echo "== docs tables ($dir)"
+	tools/doctables.sh "$dir"
 	echo "== unit tests ($dir)"
 	ctest --test-dir "$dir" --output-on-failure -j 2
 	echo "== end-to-end tests ($dir)"

@@ -308,8 +308,6 @@ int main(void)
 		test_exec_gets_no_caps();
 	else
 		printf("# not root: exec-capability check skipped\n");
-	if (getenv("SEPCSI_PRINT_SECCOMP"))
-		pol_seccomp_print(POL_ROLE_HELPER, stdout);
 	if (geteuid() == 0)
 		test_optional_cap_absent();
 	return tap_done("test_seccomp");
