@@ -6,6 +6,7 @@
 #define SEPCSI_MH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "mh_proto.h"
 #include "policy.h"
@@ -33,6 +34,9 @@ int mh_fail(struct mh_res *r, enum mh_err_kind kind, int err, const char *fmt, .
 
 /* The error kind for a failed system call: ENOENT -> NOTFOUND, EBUSY -> BUSY, ... */
 enum mh_err_kind mh_kind_of_errno(int err);
+
+/* Read a small text file (sysfs) into buf, NUL-terminated; 0, or -1 with errno. */
+int mh_read_text(const char *path, char *buf, size_t len);
 
 /* Close *fd if open and set it to -1. */
 void mh_closep(int *fd);

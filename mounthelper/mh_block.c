@@ -3,14 +3,15 @@
  * is bound onto regular files instead of a file system being mounted.
  *
  *   STAGE     attach a loop device WITHOUT autoclear (read-only if asked),
- *             create <staging>/dev (O_CREAT|O_EXCL, 0600) and bind the node
- *             /dev/loopN onto it; no probe, no mkfs, no mount of a file system
- *   PUBLISH   create the file target_path and bind <staging>/dev onto it; a
- *             read-only publication of a read-write staging gets its own
- *             read-only loop device on the same image (see below)
+ *             create <staging>/dev (marked as ours, mh_at.c) and bind the
+ *             node /dev/loopN onto it; no probe, no mkfs, no file system
+ *   PUBLISH   create the file target_path (marked), or use an existing empty
+ *             one, and bind the loop device's node onto it; a read-only
+ *             publication of a read-write staging gets its own read-only loop
+ *             device on the same image (see below)
  *   UNSTAGE   unmount and unlink <staging>/dev, detach the loop device(s)
- *   UNPUBLISH (of a file target, from mh_ops.c) unmount, unlink the file,
- *             detach a read-only publication's own loop device
+ *   UNPUBLISH (mh_ops.c) unmount this volume's binds, unlink the file if it
+ *             is ours, detach a read-only publication's own loop device
  *
  * Runs in a worker of the helper as root under seccomp. Nothing here is fatal.
  *
@@ -22,15 +23,17 @@
  * helper attached to one of its own images (checked: S_ISBLK and the device
  * number of that loop, backed by this image's (st_dev, st_ino)), never a
  * node named by rpcd or found inside a volume; the file it is bound onto was
- * created by the helper itself (O_CREAT|O_EXCL beneath the allowed root,
- * without symlinks) or is a regular file there; the bind carries nosuid; and
- * it exists only beneath an allowed root, where kubelet hands it to exactly
- * the pod that asked for this volume. A pod thus gets the block device of its
- * own volume and nothing else. A bind follows the device NUMBER, so a loop
- * device must never be detached (and its number handed to another image)
- * while a bind of it remains: UNSTAGE answers BUSY while any bind of this
- * image's devices is left beneath the allowed roots, and UNPUBLISH detaches a
- * read-only publication's own device only once its last bind is gone.
+ * created by the helper itself (O_CREAT|O_EXCL in a root-only directory,
+ * without symlinks) or is an empty regular file there, never one holding
+ * data (a node bound over kubelet's config would hide it); the bind carries
+ * nosuid; and it exists only in kubelet's CSI directories, where kubelet
+ * hands it to exactly the pod that asked for this volume. A pod thus gets the
+ * block device of its own volume and nothing else. A bind follows the device
+ * NUMBER, so a loop device must never be detached (and its number handed to
+ * another image) while a bind of it remains anywhere: UNSTAGE answers BUSY
+ * while any mount or bind of this image's devices is left in the helper's
+ * view, whatever the mount point is called (mh_loop_in_use), and UNPUBLISH
+ * detaches a read-only publication's own device only once no bind is left.
  *
  * Read-only: MOUNT_ATTR_RDONLY on a bind of a device node does not stop
  * opening it for writing (the kernel checks a read-only mount only for
@@ -51,19 +54,16 @@
 
 #include "mh_common.h"
 #include "mh_image.h"
-#include "mh_path.h"
 
-#define DEV_NAME  "dev" /* the device file inside a block staging directory */
-#define LOOPS_MAX 8
-#define BIND_MAX  8 /* stacked binds on one target we are willing to peel */
+#define DEV_NAME "dev" /* the device file inside a block staging directory */
 
-/* O_PATH fd of /dev/loopN, checked to be that very device. */
+/* O_PATH fd of the helper's /dev/loopN, checked to be that very device. */
 static int open_node(const struct mh_loop *l, struct mh_res *r)
 {
 	struct stat st;
-	int fd = open(l->path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int fd = mh_loop_node(l, r);
 	if (fd < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "open %s: %s", l->path, strerror(errno));
+		return -1;
 	if (fstat(fd, &st) < 0 || !S_ISBLK(st.st_mode) || st.st_rdev != l->rdev) {
 		close(fd);
 		return mh_fail(r, MH_E_FAILED, EINVAL, "%s is not the loop device", l->path);
@@ -71,54 +71,79 @@ static int open_node(const struct mh_loop *l, struct mh_res *r)
 	return fd;
 }
 
-/* What is bound on fd: 1 this image's loop device (*l set), 0 nothing bound, -1 r set. */
-static int bound_loop(int fd, const struct mh_vol *v, struct mh_fmnt *fm, struct mh_loop *l,
-                      const char *what, struct mh_res *r)
+/*
+ * What is at sub's name: 1 a bind of this volume's device (*m, *l set), 0
+ * nothing (*exists false) or an empty regular file with nothing bound on it,
+ * -1 with r (EXISTS for anything else; m->mounted says if something is bound).
+ */
+static int look(const struct mh_at *sub, const struct mh_vol *v, struct mh_mnt *m,
+                struct mh_loop *l, bool *exists, const char *what, struct mh_res *r)
 {
-	if (mh_mount_file_info(fd, fm, r) < 0)
-		return -1;
-	if (!fm->mounted)
+	int fd = mh_at_child(sub, O_PATH, r);
+	memset(m, 0, sizeof(*m));
+	*exists = fd >= 0;
+	if (fd < 0) {
+		if (r->kind != MH_E_NOTFOUND)
+			return -1;
+		*r = (struct mh_res){0};
 		return 0;
-	int m = S_ISBLK(fm->st.st_mode)
-	            ? mh_loop_by_rdev(fm->st.st_rdev, v->st.st_dev, v->st.st_ino, l, r)
-	            : 0;
-	if (m < 0)
-		return -1;
-	if (m == 0)
-		return mh_fail(r, MH_E_EXISTS, EEXIST, "something else is bound at the %s", what);
-	return 1;
-}
-
-/* Detach every loop device of the image that is not autoclear and bound nowhere. */
-static int detach_leftovers(const struct mh_ctx *c, const struct mh_vol *v, struct mh_res *r)
-{
-	struct mh_loop loops[LOOPS_MAX];
-	char where[MH_PATH_MAX + 1];
-	int n = mh_loop_find_all(v->st.st_dev, v->st.st_ino, loops, LOOPS_MAX, r);
-	for (int i = 0; i < n; i++) {
-		if (loops[i].lo_flags & LO_FLAGS_AUTOCLEAR)
-			continue; /* a file system staging's device: it clears itself */
-		int used = mh_mount_other_dev_use(c->pol, v->st.st_dev, v->st.st_ino, loops[i].rdev,
-		                                  -1, where, sizeof(where), r);
-		if (used < 0)
-			return -1;
-		if (used)
-			return mh_fail(r, MH_E_BUSY, EBUSY, "device is still bound at %s", where);
-		if (mh_loop_detach(&loops[i], v->st.st_dev, v->st.st_ino, r) < 0)
-			return -1;
 	}
-	return n < 0 ? -1 : 0;
+	int rc = mh_mount_info(fd, m, r);
+	close(fd);
+	if (rc < 0)
+		return -1;
+	if (m->mounted && mh_vol_owns(v, m, l))
+		return 1;
+	if (m->mounted)
+		return mh_fail(r, MH_E_EXISTS, EEXIST, "something else is bound at the %s", what);
+	if (!S_ISREG(m->st.st_mode) || m->st.st_size != 0)
+		return mh_fail(r, MH_E_EXISTS, EEXIST, "the %s exists and is not an empty file",
+		               what);
+	return 0;
 }
 
-int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, const char *root,
+/* Bind l's node onto sub's name (made and marked first if absent), checked afterwards. */
+static int bind_checked(const struct mh_ctx *c, const struct mh_at *sub, const struct mh_loop *l,
+                        const char *volume_id, const char *path, unsigned role, bool *made,
+                        struct mh_res *r)
+{
+	int node = -1, fd = -1, id, ret = -1;
+	int mk = mh_at_make(sub, false, volume_id, r);
+	if (mk < 0)
+		return -1;
+	*made = mk == 1;
+	if ((node = open_node(l, r)) < 0 || (fd = mh_at_child(sub, O_PATH, r)) < 0)
+		goto out;
+	/* Safety: see the top of this file (our loop node, our or an empty file, nosuid). */
+	if (mh_mount_bind_dev(node, fd, &id, r) < 0)
+		goto out;
+	mh_closep(&fd);
+	if (path) {
+		ret = mh_verify_mount(c, path, role, id, r);
+	} else {
+		struct mh_mnt m;
+		fd = mh_at_child(sub, O_PATH, r);
+		ret = fd >= 0 && mh_mount_info(fd, &m, r) == 0 && m.mounted && m.id == id
+		          ? 0
+		          : mh_fail(r, MH_E_FAILED, EAGAIN, "the staging device changed meanwhile");
+		if (ret < 0)
+			mh_umount_id(id, &(struct mh_res){0});
+	}
+out:
+	mh_closep(&fd);
+	mh_closep(&node);
+	return ret;
+}
+
+int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, unsigned role,
                    struct mh_audit *a, struct mh_res *r)
 {
 	struct mh_vol v = {0};
-	struct mh_fmnt fm;
 	struct mh_mnt m;
 	struct mh_loop l;
-	int img = -1, dir = -1, dev = -1, node = -1, lfd = -1, ret = -1;
-	bool made_dir = false, made_dev = false, attached = false, ro = q->readonly;
+	struct mh_at at = {.dir = -1}, sub = {.dir = -1};
+	int img = -1, dir = -1, lfd = -1, ret = -1;
+	bool made_dir = false, made_dev = false, attached = false, exists, ro = q->readonly;
 
 	if (q->mount_flags[0] || q->mkfs_options[0] || (q->flags & MH_F_MOUNT_GROUP))
 		return mh_fail(r, MH_E_REFUSED, EINVAL,
@@ -131,57 +156,47 @@ int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, const c
 		mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
 		goto out;
 	}
-	if ((q->flags & MH_F_CREATE_DIR) && mh_make_dir(root, q->staging_path, &made_dir, r) < 0)
+	if (mh_at_open(c, q->staging_path, role, &at, r) < 0)
 		goto out;
-	if ((dir = mh_path_open_dir(root, q->staging_path, r)) < 0 || mh_mount_info(dir, &m, r) < 0)
+	if (q->flags & MH_F_CREATE_DIR) {
+		int mk = mh_at_make(&at, true, q->volume_id, r);
+		if (mk < 0)
+			goto out;
+		made_dir = mk == 1;
+	}
+	/* The staging directory: root's, nothing mounted on it, nothing in it but our device. */
+	if (mh_at_descend(&at, DEV_NAME, &sub, r) < 0 || mh_mount_info(sub.dir, &m, r) < 0)
 		goto out;
 	if (m.mounted) {
 		mh_fail(r, MH_E_EXISTS, EEXIST, "%s is mounted at the staging path", m.source);
 		goto out;
 	}
-	dev = mh_path_open_child_flags(dir, DEV_NAME, O_PATH, 0, r);
-	if (dev >= 0) {
-		int b = bound_loop(dev, &v, &fm, &l, "staging device file", r);
-		if (b < 0)
-			goto out;
-		if (b == 1) {
-			if (!!(l.lo_flags & LO_FLAGS_READ_ONLY) != ro) {
-				mh_fail(r, MH_E_EXISTS, EEXIST, "already staged %s",
-				        ro ? "read-write" : "read-only");
-				goto out;
-			}
+	int b = look(&sub, &v, &m, &l, &exists, "staging device file", r);
+	if (b < 0)
+		goto out;
+	if (b == 1) {
+		if (!!(l.lo_flags & LO_FLAGS_READ_ONLY) != ro)
+			mh_fail(r, MH_E_EXISTS, EEXIST, "already staged %s",
+			        ro ? "read-write" : "read-only");
+		else
 			a->note = "already staged";
-			ret = 0;
-			goto out;
-		}
-		if (!S_ISREG(fm.st.st_mode)) {
-			mh_fail(r, MH_E_EXISTS, EEXIST,
-			        "staging device file is not a regular file");
-			goto out;
-		}
-	} else if (r->kind == MH_E_NOTFOUND) {
-		*r = (struct mh_res){0};
-		/* Safety: a new file of ours, beneath the root, no symlink followed. */
-		dev = mh_path_open_child_flags(dir, DEV_NAME, O_CREAT | O_EXCL | O_WRONLY, 0600, r);
-		if (dev < 0)
-			goto out;
-		made_dev = true;
-		mh_closep(&dev);
-		if ((dev = mh_path_open_child_flags(dir, DEV_NAME, O_PATH, 0, r)) < 0)
-			goto out;
-	} else {
+		ret = r->kind == MH_E_OK ? 0 : -1;
+		goto out;
+	}
+	if (!exists && mh_dir_has_entries(sub.dir, r) != 0) {
+		if (r->kind == MH_E_OK)
+			mh_fail(r, MH_E_EXISTS, ENOTEMPTY, "the staging directory is not empty");
 		goto out;
 	}
 
 	/* A loop device left by a block STAGE that crashed before its bind is re-used. */
-	struct mh_loop loops[LOOPS_MAX];
+	struct mh_loop loops[8];
 	char where[MH_PATH_MAX + 1];
-	int n = mh_loop_find_all(v.st.st_dev, v.st.st_ino, loops, LOOPS_MAX, r);
+	int n = mh_loop_find_all(v.st.st_dev, v.st.st_ino, loops, 8, r);
 	if (n < 0)
 		goto out;
 	if (n > 0) {
-		int used = mh_mount_other_dev_use(c->pol, v.st.st_dev, v.st.st_ino, 0, -1, where,
-		                                  sizeof(where), r);
+		int used = mh_loop_in_use(&loops[0], -1, where, sizeof(where), r);
 		if (used < 0)
 			goto out;
 		if (n > 1 || used || (loops[0].lo_flags & LO_FLAGS_AUTOCLEAR) ||
@@ -198,143 +213,93 @@ int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, const c
 			goto out;
 		attached = true;
 	}
-	/* Safety: see the top of this file (our loop node, our file, nosuid). */
-	if ((node = open_node(&l, r)) < 0 || mh_mount_bind_dev(node, dev, ro, r) < 0)
-		goto out;
-	ret = 0;
+	ret = bind_checked(c, &sub, &l, q->volume_id, NULL, role, &made_dev, r);
 out:
-	mh_closep(&node);
-	mh_closep(&dev);
 	mh_closep(&lfd);
-	if (ret < 0 && attached) {
-		struct mh_res ignore = {0};
-		mh_loop_detach(&l, v.st.st_dev, v.st.st_ino, &ignore);
-	}
+	if (ret < 0 && attached)
+		mh_loop_detach(&l, v.st.st_dev, v.st.st_ino, &(struct mh_res){0});
 	if (ret < 0 && made_dev)
-		unlinkat(dir, DEV_NAME, 0);
+		mh_at_remove_ours(&sub, q->volume_id, &(struct mh_res){0});
+	if (ret < 0 && made_dir)
+		mh_at_remove_ours(&at, q->volume_id, &(struct mh_res){0});
+	mh_at_close(&sub);
+	mh_at_close(&at);
 	mh_closep(&dir);
-	if (ret < 0 && made_dir) {
-		struct mh_res ignore = {0};
-		mh_remove_dir(root, q->staging_path, &ignore);
-	}
 	mh_closep(&img);
 	return ret;
 }
 
-int mh_block_unstage(const struct mh_ctx *c, const struct mh_req_unstage *q, const char *root,
+int mh_block_unstage(const struct mh_at *at, const char *volume_id, const struct mh_vol *v,
                      struct mh_audit *a, struct mh_res *r)
 {
-	struct mh_vol v = {0};
-	struct mh_fmnt fm;
+	struct mh_at sub = {.dir = -1};
+	struct mh_mnt m;
 	struct mh_loop l;
 	char where[MH_PATH_MAX + 1];
-	int dir = -1, dev = -1, ret = -1;
+	bool exists;
+	int ret = -1;
 
-	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0) {
-		if (r->kind != MH_E_NOTFOUND)
-			return -1;
-		*r = (struct mh_res){0}; /* no image: nothing bound can be ours */
-	}
-	if ((dir = mh_path_open_flags(root, q->staging_path, O_RDONLY | O_DIRECTORY, r)) < 0) {
+	if (mh_at_descend(at, DEV_NAME, &sub, r) < 0) {
 		if (r->kind != MH_E_NOTFOUND)
 			return -1;
 		*r = (struct mh_res){0};
 		a->note = "staging path does not exist";
-		return v.st.st_ino ? detach_leftovers(c, &v, r) : 0;
+		return v->st.st_ino ? mh_detach_unused(v, true, r) : 0;
 	}
-	for (int i = 0; i < BIND_MAX; i++) {
-		dev = mh_path_open_child_flags(dir, DEV_NAME, O_PATH, 0, r);
-		if (dev < 0) {
-			if (r->kind != MH_E_NOTFOUND)
-				goto out;
+	int b = look(&sub, v, &m, &l, &exists, "staging device file", r);
+	if (b < 0) {
+		if (m.mounted) {
 			*r = (struct mh_res){0};
-			break;
-		}
-		int b = v.st.st_ino ? bound_loop(dev, &v, &fm, &l, "staging device file", r)
-		                    : mh_mount_file_info(dev, &fm, r);
-		mh_closep(&dev);
-		if (b < 0)
-			goto out;
-		if (!fm.mounted)
-			break;
-		if (b != 1) {
 			mh_fail(r, MH_E_REFUSED, EPERM,
 			        "something else is bound at the staging path");
 			goto out;
 		}
-		int used = mh_mount_other_dev_use(c->pol, v.st.st_dev, v.st.st_ino, 0, fm.id, where,
-		                                  sizeof(where), r);
-		if (used < 0)
-			goto out;
-		if (used) {
-			mh_fail(r, MH_E_BUSY, EBUSY, "volume is still published at %s", where);
+		*r = (struct mh_res){0}; /* a file that is not ours: left below */
+	}
+	if (b == 1) {
+		int used = mh_loop_in_use(&l, m.id, where, sizeof(where), r);
+		if (used != 0) {
+			if (used > 0)
+				mh_fail(r, MH_E_BUSY, EBUSY, "volume is still published at %s",
+				        where);
 			goto out;
 		}
-		/* Safety: the bind at dir/dev was just shown to be this volume's device. */
-		if (mh_umount(dir, DEV_NAME, fm.id, r) < 0)
+		if (mh_unmount_ours(&sub, v, NULL, r) < 0)
 			goto out;
 	}
-	struct stat st;
-	if (fstatat(dir, DEV_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-	    unlinkat(dir, DEV_NAME, 0) < 0 && errno != ENOENT) {
-		mh_fail(r, MH_E_FAILED, errno, "remove staging device file: %s", strerror(errno));
+	if (mh_at_remove_ours(&sub, volume_id, r) < 0)
 		goto out;
-	}
-	/* Never a false success: the device must really be gone (EBUSY is an answer). */
-	if (v.st.st_ino && detach_leftovers(c, &v, r) < 0)
-		goto out;
-	ret = 0;
+	/* Never a false success: the devices must really be gone (BUSY is an answer). */
+	ret = v->st.st_ino ? mh_detach_unused(v, true, r) : 0;
 out:
-	mh_closep(&dev);
-	mh_closep(&dir);
+	mh_at_close(&sub);
 	return ret;
 }
 
-int mh_block_publish(const struct mh_ctx *c, const struct mh_req_publish *q, const char *sroot,
-                     const char *troot, struct mh_audit *a, struct mh_res *r)
+int mh_block_publish(const struct mh_ctx *c, const struct mh_req_publish *q, const struct mh_vol *v,
+                     struct mh_audit *a, struct mh_res *r)
 {
-	struct mh_vol v = {0};
-	struct mh_fmnt sfm, tfm;
+	struct mh_at sat = {.dir = -1}, sub = {.dir = -1}, tat = {.dir = -1};
+	struct mh_mnt sm, tm;
 	struct mh_loop sl, tl, rl;
-	const char *name;
-	int sdir = -1, sdev = -1, parent = -1, tfd = -1, img = -1, lfd = -1, node = -1, ret = -1;
-	bool created = false, attached = false;
+	int img = -1, lfd = -1, ret = -1;
+	bool made = false, attached = false, exists;
 
-	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0 ||
-	    (sdir = mh_path_open_dir(sroot, q->staging_path, r)) < 0 ||
-	    (sdev = mh_path_open_child_flags(sdir, DEV_NAME, O_PATH, 0, r)) < 0) {
-		if (r->kind == MH_E_NOTFOUND)
-			r->kind = MH_E_PRECONDITION;
-		goto out;
-	}
-	int b = bound_loop(sdev, &v, &sfm, &sl, "staging device file", r);
-	if (b <= 0) {
+	if (mh_at_open(c, q->staging_path, POL_STAGING, &sat, r) < 0 ||
+	    mh_at_descend(&sat, DEV_NAME, &sub, r) < 0 ||
+	    look(&sub, v, &sm, &sl, &exists, "staging device file", r) != 1) {
 		*r = (struct mh_res){0};
 		mh_fail(r, MH_E_PRECONDITION, 0, "volume is not staged at the staging path");
 		goto out;
 	}
 	bool ro = q->readonly || (sl.lo_flags & LO_FLAGS_READ_ONLY);
-
-	if ((parent = mh_path_open_parent(troot, q->target_path, &name, r)) < 0)
+	if (mh_at_open(c, q->target_path, POL_TARGET, &tat, r) < 0)
 		goto out;
-	tfd = mh_path_open_child_flags(parent, name, O_PATH, 0, r);
-	if (tfd < 0 && r->kind == MH_E_NOTFOUND) {
-		/* The SP creates the target file (CSI NodePublishVolume, block). */
-		*r = (struct mh_res){0};
-		tfd = mh_path_open_child_flags(parent, name, O_CREAT | O_EXCL | O_WRONLY, 0640, r);
-		if (tfd < 0)
-			goto out;
-		created = true;
-		mh_closep(&tfd);
-		tfd = mh_path_open_child_flags(parent, name, O_PATH, 0, r);
-	}
-	if (tfd < 0)
-		goto out;
-	b = bound_loop(tfd, &v, &tfm, &tl, "target", r);
+	int b = look(&tat, v, &tm, &tl, &exists, "target", r);
 	if (b < 0)
 		goto out;
 	if (b == 1) {
-		bool tro = tfm.ro || (tl.lo_flags & LO_FLAGS_READ_ONLY);
+		bool tro = (tl.lo_flags & LO_FLAGS_READ_ONLY) != 0;
 		if (tro != ro)
 			mh_fail(r, MH_E_EXISTS, EEXIST, "already published %s",
 			        tro ? "read-only" : "read-write");
@@ -343,92 +308,25 @@ int mh_block_publish(const struct mh_ctx *c, const struct mh_req_publish *q, con
 		ret = tro == ro ? 0 : -1;
 		goto out;
 	}
-	if (!S_ISREG(tfm.st.st_mode)) {
-		mh_fail(r, MH_E_EXISTS, EEXIST, "target exists and is not a regular file");
-		goto out;
-	}
+	rl = sl;
 	if (ro && !(sl.lo_flags & LO_FLAGS_READ_ONLY)) {
 		/* A read-only bind would not stop writes: a read-only loop device does. */
 		if ((img = mh_image_open(c, q->volume_id, true, r)) < 0 ||
 		    (lfd = mh_loop_attach(img, q->volume_id, true, false, &rl, r)) < 0)
 			goto out;
 		attached = true;
-		if ((node = open_node(&rl, r)) < 0)
-			goto out;
 	}
-	/* Safety: see the top of this file (our loop node, our file, nosuid). */
-	if (mh_mount_bind_dev(node >= 0 ? node : sdev, tfd, ro, r) < 0)
-		goto out;
-	ret = 0;
+	ret = bind_checked(c, &tat, &rl, q->volume_id, q->target_path, POL_TARGET, &made, r);
 out:
-	mh_closep(&node);
 	mh_closep(&lfd);
 	mh_closep(&img);
-	if (ret < 0 && attached) {
-		struct mh_res ignore = {0};
-		mh_loop_detach(&rl, v.st.st_dev, v.st.st_ino, &ignore);
-	}
-	mh_closep(&tfd);
-	if (ret < 0 && created)
-		unlinkat(parent, name, 0); /* leave no file we made */
-	mh_closep(&parent);
-	mh_closep(&sdev);
-	mh_closep(&sdir);
-	return ret;
-}
-
-int mh_block_unpublish(const struct mh_ctx *c, const char *volume_id, int parent, const char *name,
-                       int fd, struct mh_audit *a, struct mh_res *r)
-{
-	struct mh_vol v = {0};
-	struct mh_fmnt fm;
-	struct mh_loop l;
-	char where[MH_PATH_MAX + 1];
-	int ret = -1;
-	bool have_vol = mh_vol_lookup(c, volume_id, &v, r) == 0;
-	if (!have_vol) {
-		if (r->kind != MH_E_NOTFOUND)
-			goto out;
-		*r = (struct mh_res){0};
-	}
-	for (int i = 0; i < BIND_MAX; i++) {
-		if (fd < 0 && (fd = mh_path_open_child_flags(parent, name, O_PATH, 0, r)) < 0)
-			goto out;
-		int b = have_vol ? bound_loop(fd, &v, &fm, &l, "target", r)
-		                 : mh_mount_file_info(fd, &fm, r);
-		mh_closep(&fd);
-		if (b < 0 && r->kind == MH_E_EXISTS)
-			r->kind = MH_E_REFUSED; /* never unmount what is not ours */
-		if (b < 0)
-			goto out;
-		if (!fm.mounted)
-			break;
-		if (b != 1) {
-			mh_fail(r, MH_E_REFUSED, EPERM, "something else is bound at the target");
-			goto out;
-		}
-		/* Safety: the bind on parent/name was just shown to be this volume's device. */
-		if (mh_umount(parent, name, fm.id, r) < 0)
-			goto out;
-		/* A read-only publication's own loop device goes with its last bind. */
-		int used = mh_mount_other_dev_use(c->pol, v.st.st_dev, v.st.st_ino, l.rdev, -1,
-		                                  where, sizeof(where), r);
-		if (used < 0)
-			goto out;
-		if (!used && (l.lo_flags & LO_FLAGS_READ_ONLY) &&
-		    !(l.lo_flags & LO_FLAGS_AUTOCLEAR) &&
-		    mh_loop_detach(&l, v.st.st_dev, v.st.st_ino, r) < 0)
-			goto out;
-	}
-	struct stat st;
-	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-	    unlinkat(parent, name, 0) < 0 && errno != ENOENT) {
-		mh_fail(r, MH_E_FAILED, errno, "remove target file: %s", strerror(errno));
-		goto out;
-	}
-	a->note = NULL;
-	ret = 0;
-out:
-	mh_closep(&fd);
+	if (ret < 0 && attached)
+		mh_loop_detach(&rl, v->st.st_dev, v->st.st_ino, &(struct mh_res){0});
+	if (ret < 0 && made)
+		mh_at_remove_ours(&tat, q->volume_id,
+		                  &(struct mh_res){0}); /* leave no file we made */
+	mh_at_close(&tat);
+	mh_at_close(&sub);
+	mh_at_close(&sat);
 	return ret;
 }

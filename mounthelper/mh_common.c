@@ -8,24 +8,29 @@
  * capabilities, under seccomp. Nothing here is fatal.
  *
  * Safety argument for ownership: a mount counts as this volume's only if its
- * source is the loop device currently backed by this volume's image, the image
- * being identified by (st_dev, st_ino) of the file the helper opened in its
- * own images directory (LOOP_GET_STATUS64), never by a name. So rpcd naming a
- * volume cannot make the helper unmount, bind or expand anything else.
+ * source is the loop device currently backed by this volume's image, or it is
+ * a bind of the node of such a loop device, the image being identified by
+ * (st_dev, st_ino) of the file the helper opened in its own images directory
+ * (LOOP_GET_STATUS64), never by a name. So rpcd naming a volume cannot make
+ * the helper unmount, bind or expand anything else. Every mount the helper
+ * makes is checked afterwards to be where it was asked (mh_verify_mount).
  */
 #include "mh_common.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/loop.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "mh_image.h"
-#include "mh_path.h"
 
 #define UNMOUNT_MAX 8 /* stacked mounts of the same volume we are willing to peel */
+#define LOOPS_MAX   8 /* loop devices of one image: staging, read-only publications */
 
 int mh_fail(struct mh_res *r, enum mh_err_kind kind, int err, const char *fmt, ...)
 {
@@ -57,6 +62,17 @@ enum mh_err_kind mh_kind_of_errno(int err)
 	}
 }
 
+int mh_read_text(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, len - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return n < 0 ? -1 : 0;
+}
+
 void mh_closep(int *fd)
 {
 	if (*fd >= 0)
@@ -75,17 +91,6 @@ int mh_check_snapshot_id(const char *id, struct mh_res *r)
 {
 	if (!pol_snapshot_id_valid(id))
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "malformed snapshot id");
-	return 0;
-}
-
-int mh_check_path(const struct mh_ctx *c, const char *path, const char *what, const char **root,
-                  struct mh_res *r)
-{
-	int rc = pol_path_check(c->pol, path, root);
-	if (rc == -EINVAL)
-		return mh_fail(r, MH_E_REFUSED, EINVAL, "malformed %s", what);
-	if (rc < 0)
-		return mh_fail(r, MH_E_REFUSED, EPERM, "%s outside the allowed roots", what);
 	return 0;
 }
 
@@ -112,85 +117,109 @@ int mh_vol_lookup(const struct mh_ctx *c, const char *id, struct mh_vol *v, stru
 	return 0;
 }
 
-bool mh_vol_owns(const struct mh_vol *v, const struct mh_mnt *m)
+bool mh_vol_owns(const struct mh_vol *v, const struct mh_mnt *m, struct mh_loop *l)
 {
-	return v->attached && mh_mount_is_loop(m, &v->loop);
+	struct mh_loop tmp;
+	struct mh_res ignore = {0};
+	if (!m->mounted || v->st.st_ino == 0)
+		return false;
+	if (S_ISBLK(m->st.st_mode)) /* a bind of a device node: one of our loop devices? */
+		return mh_loop_by_rdev(m->st.st_rdev, v->st.st_dev, v->st.st_ino, l ? l : &tmp,
+		                       &ignore) == 1;
+	if (!v->attached || !mh_mount_is_loop(m, &v->loop))
+		return false;
+	if (l)
+		*l = v->loop;
+	return true;
 }
 
-int mh_unmount_ours(const char *root, const char *path, const struct mh_vol *v, int dirfd,
+int mh_unmount_ours(const struct mh_at *at, const struct mh_vol *v, int *unmounted,
                     struct mh_res *r)
 {
-	const char *name;
-	int parent = mh_path_open_parent(root, path, &name, r), ret = -1;
-	if (parent < 0) {
-		mh_closep(&dirfd);
-		return -1;
-	}
+	int n = 0, ret = -1;
 	for (int i = 0; i < UNMOUNT_MAX; i++) {
 		struct mh_mnt m;
-		if (dirfd < 0 && (dirfd = mh_path_open_child(parent, name, r)) < 0)
+		int fd = mh_at_child(at, O_PATH, r);
+		if (fd < 0) {
+			if (r->kind == MH_E_NOTFOUND) {
+				*r = (struct mh_res){0};
+				ret = 0;
+			}
 			break;
-		if (mh_mount_info(dirfd, &m, r) < 0)
+		}
+		int rc = mh_mount_info(fd, &m, r);
+		close(fd); /* an open fd inside the mount would keep it busy */
+		if (rc < 0)
 			break;
-		mh_closep(&dirfd);
 		if (!m.mounted) {
 			ret = 0;
 			break;
 		}
-		if (!mh_vol_owns(v, &m)) {
+		if (!mh_vol_owns(v, &m, NULL)) {
 			/* Never unmount what is not ours. */
-			mh_fail(r, MH_E_REFUSED, EPERM, "%s is mounted there, not this volume",
-			        m.source);
+			mh_fail(r, MH_E_REFUSED, EPERM, "%s%s is mounted there, not this volume",
+			        m.source, m.root);
 			break;
 		}
 		/*
-		 * Safety: the top mount at parent/name was just shown to be this
-		 * volume's loop device; mh_umount re-checks the mount id right
-		 * before umount2(UMOUNT_NOFOLLOW), relative to the verified parent.
+		 * Safety: the top mount at the checked parent/name was just shown to
+		 * be this volume's; mh_umount re-checks the mount id right before
+		 * umount2(UMOUNT_NOFOLLOW), relative to that parent.
 		 */
-		if (mh_umount(parent, name, m.id, r) < 0)
+		if (mh_umount(at->dir, at->name, m.id, r) < 0)
 			break;
+		n++;
 	}
 	if (ret < 0 && r->kind == MH_E_OK)
 		mh_fail(r, MH_E_BUSY, EBUSY, "too many stacked mounts");
-	mh_closep(&dirfd);
-	mh_closep(&parent);
+	if (unmounted)
+		*unmounted = n;
 	return ret;
 }
 
-int mh_remove_dir(const char *root, const char *path, struct mh_res *r)
+int mh_verify_mount(const struct mh_ctx *c, const char *path, unsigned roles, int mnt_id,
+                    struct mh_res *r)
 {
-	const char *name;
-	int parent = mh_path_open_parent(root, path, &name, r);
-	if (parent < 0) {
-		if (r->kind != MH_E_NOTFOUND)
-			return -1;
-		*r = (struct mh_res){0};
-		return 0;
+	struct mh_at at;
+	struct statx stx;
+	bool ok = false;
+	if (mh_at_open(c, path, roles, &at, r) == 0) {
+		ok = statx(at.dir, at.name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID,
+		           &stx) == 0 &&
+		     (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) && (int)stx.stx_mnt_id == mnt_id;
+		mh_at_close(&at);
 	}
-	/* rmdir only, never recursive: an unexpected file inside keeps the directory. */
-	int ret = 0;
-	if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		ret =
-		    mh_fail(r, MH_E_FAILED, errno, "cannot remove directory: %s", strerror(errno));
-	close(parent);
-	return ret;
+	if (ok)
+		return 0;
+	/* The path no longer reaches the new mount: take it away again, wherever it is. */
+	struct mh_res undo = {0};
+	if (mh_umount_id(mnt_id, &undo) < 0)
+		log_kv(LOG_LVL_ERROR, "mount_undo_failed", "path", path, "reason", undo.reason,
+		       NULL);
+	*r = (struct mh_res){0};
+	return mh_fail(r, MH_E_FAILED, EAGAIN,
+	               "the path changed while the volume was mounted on it; mount undone");
 }
 
-int mh_make_dir(const char *root, const char *path, bool *created, struct mh_res *r)
+int mh_detach_unused(const struct mh_vol *v, bool all, struct mh_res *r)
 {
-	const char *name;
-	int parent = mh_path_open_parent(root, path, &name, r);
-	*created = false;
-	if (parent < 0)
-		return -1;
-	int ret = 0;
-	/* Safety: mkdirat on a parent fd resolved beneath the root without symlinks. */
-	if (mkdirat(parent, name, 0750) == 0)
-		*created = true;
-	else if (errno != EEXIST)
-		ret = mh_fail(r, mh_kind_of_errno(errno), errno, "cannot create directory: %s",
-		              strerror(errno));
-	close(parent);
-	return ret;
+	struct mh_loop loops[LOOPS_MAX];
+	char where[MH_PATH_MAX + 1];
+	int n = mh_loop_find_all(v->st.st_dev, v->st.st_ino, loops, LOOPS_MAX, r);
+	for (int i = 0; i < n; i++) {
+		if (loops[i].lo_flags & LO_FLAGS_AUTOCLEAR)
+			continue; /* a file system staging's device: it clears itself */
+		int used = mh_loop_in_use(&loops[i], -1, where, sizeof(where), r);
+		if (used < 0)
+			return -1;
+		if (used && all)
+			return mh_fail(r, MH_E_BUSY, EBUSY, "%s is still in use at %s",
+			               loops[i].path, where);
+		if (used)
+			continue;
+		/* Safety: no mount and no bind of this device exists anywhere in our view. */
+		if (mh_loop_detach(&loops[i], v->st.st_dev, v->st.st_ino, r) < 0)
+			return -1;
+	}
+	return n < 0 ? -1 : 0;
 }

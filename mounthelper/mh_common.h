@@ -1,7 +1,7 @@
 /*
- * Checks and lookups shared by the operation handlers (mh_common.c): id and
- * path validation, "this volume" (its image and loop device), and the careful
- * unmount of what is proven to be this volume's mount.
+ * Checks and lookups shared by the operation handlers (mh_common.c): ids,
+ * "this volume" (its image and loop device), and the careful unmount of what
+ * is proven to be this volume's mount or bind.
  */
 #ifndef SEPCSI_MH_COMMON_H
 #define SEPCSI_MH_COMMON_H
@@ -10,15 +10,12 @@
 #include <sys/stat.h>
 
 #include "mh.h"
+#include "mh_at.h"
 #include "mh_loop.h"
 #include "mh_mount.h"
 
 int mh_check_volume_id(const char *id, struct mh_res *r);
 int mh_check_snapshot_id(const char *id, struct mh_res *r);
-
-/* pol_path_check with an answer: REFUSED if malformed or outside the roots; *root set. */
-int mh_check_path(const struct mh_ctx *c, const char *path, const char *what, const char **root,
-                  struct mh_res *r);
 
 /* Is one of the two canonical paths equal to or beneath the other? */
 bool mh_nested(const char *a, const char *b);
@@ -33,22 +30,36 @@ struct mh_vol {
 /* Look the volume up; 0, or -1 with r (NOTFOUND if there is no image). */
 int mh_vol_lookup(const struct mh_ctx *c, const char *id, struct mh_vol *v, struct mh_res *r);
 
-/* True if m is a mount of the volume's loop device. */
-bool mh_vol_owns(const struct mh_vol *v, const struct mh_mnt *m);
+/*
+ * Is what m describes this volume's: a file system mounted from its loop
+ * device, or a bind of the node of one of its loop devices (*l set to it,
+ * may be NULL)? Needs the image identity (v->st) only.
+ */
+bool mh_vol_owns(const struct mh_vol *v, const struct mh_mnt *m, struct mh_loop *l);
 
 /*
- * Unmount this volume's mount(s) at path. Returns 0 when nothing of ours is
- * mounted there any more, -1 with r otherwise (REFUSED if what is mounted is
- * not ours). dirfd (may be -1) is consumed: an open fd inside the mount would
- * keep it busy.
+ * Unmount every mount of this volume stacked on the last component of at
+ * (a directory or a file). Returns 0 when nothing is mounted there any more,
+ * -1 with r otherwise (REFUSED if what is mounted is not this volume's: it is
+ * never touched). *unmounted counts the mounts removed (may be NULL).
  */
-int mh_unmount_ours(const char *root, const char *path, const struct mh_vol *v, int dirfd,
+int mh_unmount_ours(const struct mh_at *at, const struct mh_vol *v, int *unmounted,
                     struct mh_res *r);
 
-/* rmdir path (beneath root): missing is fine, anything else that fails is FAILED. */
-int mh_remove_dir(const char *root, const char *path, struct mh_res *r);
+/*
+ * After a mount with id mnt_id onto the last component of path: walk path
+ * again and check that it reaches that mount. If not (renamed, replaced
+ * meanwhile), undo the mount and answer FAILED.
+ */
+int mh_verify_mount(const struct mh_ctx *c, const char *path, unsigned roles, int mnt_id,
+                    struct mh_res *r);
 
-/* mkdir path (beneath root, 0750) unless it exists; its parent must exist. *created says which. */
-int mh_make_dir(const char *root, const char *path, bool *created, struct mh_res *r);
+/*
+ * Detach every loop device of the volume's image that is not autoclear (raw
+ * block stagings and read-only publications) and that no mount or bind uses
+ * anywhere in the helper's view. With all, one still in use is BUSY (UNSTAGE
+ * must never report success with a device left); without, it is skipped.
+ */
+int mh_detach_unused(const struct mh_vol *v, bool all, struct mh_res *r);
 
 #endif

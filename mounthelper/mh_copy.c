@@ -50,7 +50,6 @@
 #include "mh_image.h"
 #include "mh_ops.h"
 #include "mh_pause.h"
-#include "mh_path.h"
 
 #define COPY_CHUNK (1 << 20) /* fallback read/write buffer */
 
@@ -62,43 +61,15 @@ static int io_fail(struct mh_res *r, int err, const char *step)
 
 /* ---- freezing the source ------------------------------------------------- */
 
-/*
- * If the volume is mounted somewhere beneath an allowed root, open that mount
- * as a directory fd, checked to be this volume's. Returns the fd, -1 if it is
- * not mounted (r untouched), or -1 with r set on an error.
- */
-static int open_mounted(const struct mh_ctx *c, const struct mh_vol *v, struct mh_res *r)
-{
-	char where[MH_PATH_MAX + 1];
-	const char *root;
-	struct mh_mnt m;
-	if (!v->attached)
-		return -1;
-	int found = mh_mount_other_use(c->pol, &v->loop, -1, where, sizeof(where), r);
-	if (found <= 0)
-		return -1;
-	if (pol_path_check(c->pol, where, &root) != 0) {
-		mh_fail(r, MH_E_FAILED, EINVAL, "volume mounted at an unusable path; not frozen");
-		return -1;
-	}
-	int fd = mh_path_open_flags(root, where, O_RDONLY | O_DIRECTORY, r);
-	if (fd < 0)
-		return -1;
-	if (mh_mount_info(fd, &m, r) < 0 || !mh_vol_owns(v, &m)) {
-		mh_fail(r, MH_E_BUSY, EAGAIN, "volume's mount changed while looking at it");
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 /* Freeze the volume's file system if mounted: the fd to thaw later, or -1 (none, or r set). */
 static int freeze_source(const struct mh_ctx *c, const char *volume_id, struct mh_res *r)
 {
 	struct mh_vol v = {0};
 	if (mh_vol_lookup(c, volume_id, &v, r) < 0)
 		return -1;
-	int fd = open_mounted(c, &v, r);
+	if (!v.attached)
+		return -1;
+	int fd = mh_mount_fs_fd(&v.loop, r);
 	if (fd < 0)
 		return -1;
 	/* Safety: this volume's own file system, mounted by us; thawed right after the copy. */
@@ -125,9 +96,10 @@ void mh_copy_thaw(const struct mh_ctx *c, const char *volume_id)
 {
 	struct mh_res r = {0};
 	struct mh_vol v = {0};
-	if (!pol_volume_id_valid(volume_id) || mh_vol_lookup(c, volume_id, &v, &r) < 0)
+	if (!pol_volume_id_valid(volume_id) || mh_vol_lookup(c, volume_id, &v, &r) < 0 ||
+	    !v.attached)
 		return;
-	int fd = open_mounted(c, &v, &r);
+	int fd = mh_mount_fs_fd(&v.loop, &r);
 	thaw(&fd); /* EINVAL when it was not frozen: nothing to do */
 }
 

@@ -44,6 +44,48 @@ static void loop_name(struct mh_loop *l, int nr)
 	snprintf(l->path, sizeof(l->path), "/dev/loop%d", nr);
 }
 
+/* The device number of loopN, from sysfs ("7:N\n"); 0 if there is no such device. */
+static dev_t loop_rdev(int nr)
+{
+	char p[64], buf[32];
+	unsigned maj, min;
+	snprintf(p, sizeof(p), "/sys/block/loop%d/dev", nr);
+	if (mh_read_text(p, buf, sizeof(buf)) < 0 || sscanf(buf, "%u:%u", &maj, &min) != 2 ||
+	    maj != LOOP_MAJOR)
+		return 0;
+	return makedev(maj, min);
+}
+
+/*
+ * Open /dev/loopN. The helper's own /dev holds only the loop nodes it has
+ * needed so far (mh_view.c): a missing one is made here, with the device
+ * number the kernel gives loopN. Safety: mknodat is allowed by the seccomp
+ * filter for block devices of the loop major only, and /dev is the helper's
+ * private tmpfs, seen by no one else.
+ */
+static int open_loop(int nr, int flags)
+{
+	char p[32];
+	snprintf(p, sizeof(p), "/dev/loop%d", nr);
+	int fd = open(p, flags | O_CLOEXEC);
+	if (fd >= 0 || errno != ENOENT)
+		return fd;
+	dev_t rdev = loop_rdev(nr);
+	if (rdev == 0 || (mknodat(AT_FDCWD, p, S_IFBLK | 0600, rdev) < 0 && errno != EEXIST)) {
+		errno = ENOENT;
+		return -1;
+	}
+	return open(p, flags | O_CLOEXEC);
+}
+
+int mh_loop_node(const struct mh_loop *l, struct mh_res *r)
+{
+	int fd = open_loop(l->nr, O_PATH | O_NOFOLLOW);
+	if (fd < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "open %s: %s", l->path, strerror(errno));
+	return fd;
+}
+
 int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear,
                    struct mh_loop *out, struct mh_res *r)
 {
@@ -67,7 +109,7 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 		}
 		loop_name(out, nr);
 		/* Opened read-only, the kernel also forces the loop read-only. */
-		lfd = open(out->path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+		lfd = open_loop(nr, readonly ? O_RDONLY : O_RDWR);
 		if (lfd < 0) {
 			err = errno;
 			if (err == ENOENT || err == ENXIO)
@@ -111,7 +153,7 @@ static int loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out)
 {
 	struct mh_loop l;
 	loop_name(&l, nr);
-	int fd = open(l.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int fd = open_loop(nr, O_RDONLY | O_NONBLOCK);
 	if (fd < 0)
 		return (errno == ENOENT || errno == ENXIO) ? 0 : -1;
 	struct loop_info64 info;
@@ -182,7 +224,7 @@ int mh_loop_ensure_detached(dev_t dev, ino_t ino, struct mh_res *r)
 			return found;
 		if (i == 20) {
 			/* Still bound after 1s: ask explicitly (sets autoclear if still open). */
-			int fd = open(l.path, O_RDONLY | O_CLOEXEC);
+			int fd = open_loop(l.nr, O_RDONLY);
 			if (fd >= 0) {
 				ioctl(fd, LOOP_CLR_FD, 0);
 				close(fd);
@@ -224,7 +266,7 @@ int mh_loop_by_rdev(dev_t rdev, dev_t dev, ino_t ino, struct mh_loop *out, struc
 
 int mh_loop_set_capacity(const struct mh_loop *l, struct mh_res *r)
 {
-	int fd = open(l->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int fd = open_loop(l->nr, O_RDONLY | O_NONBLOCK);
 	if (fd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "open %s: %s", l->path, strerror(errno));
 	int ret = 0;
@@ -238,7 +280,7 @@ int mh_loop_set_capacity(const struct mh_loop *l, struct mh_res *r)
 
 int mh_loop_size(const struct mh_loop *l, uint64_t *size, struct mh_res *r)
 {
-	int fd = open(l->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int fd = open_loop(l->nr, O_RDONLY | O_NONBLOCK);
 	if (fd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "open %s: %s", l->path, strerror(errno));
 	int ret = 0;
@@ -251,7 +293,7 @@ int mh_loop_size(const struct mh_loop *l, uint64_t *size, struct mh_res *r)
 
 int mh_loop_detach(const struct mh_loop *l, dev_t dev, ino_t ino, struct mh_res *r)
 {
-	int fd = open(l->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int fd = open_loop(l->nr, O_RDONLY | O_NONBLOCK);
 	if (fd >= 0) {
 		/* Our fd is the only opener we allow: then the kernel detaches at once. */
 		ioctl(fd, LOOP_CLR_FD, 0);

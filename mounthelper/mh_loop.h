@@ -28,6 +28,9 @@ struct mh_loop {
 int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear,
                    struct mh_loop *out, struct mh_res *r);
 
+/* O_PATH fd of the helper's node /dev/loopN (made if missing); the caller closes. */
+int mh_loop_node(const struct mh_loop *l, struct mh_res *r);
+
 /* Drop the device's cached blocks (BLKFLSBUF) after its backing file was written directly. */
 int mh_loop_flush(int loop_fd, struct mh_res *r);
 

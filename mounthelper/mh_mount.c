@@ -1,27 +1,30 @@
 /*
- * Mounts by file descriptor: a filesystem on a loop device (fsopen, fsconfig,
- * fsmount, move_mount), a bind of a staged mount (open_tree clone,
- * mount_setattr, move_mount), what is mounted on a directory (statx + libmount's
+ * Mounts by file descriptor: a file system on a loop device (fsopen, fsconfig,
+ * fsmount, move_mount), a second mount of a staged file system for a publish
+ * (the same calls: the kernel hands back the same superblock, and the new
+ * mount gets its attributes from fsmount), a bind of a loop device's node
+ * (open_tree clone, move_mount), what is mounted on a path (statx + libmount's
  * view of /proc/self/mountinfo), and a careful unmount.
  *
- * Runs in a worker of the helper as root with CAP_SYS_ADMIN under seccomp. The old mount(2)
- * system call is not even allowed by the filter: no remount, no MS_MOVE, no
- * propagation change is reachable. Nothing here is fatal.
+ * Runs in a worker of the helper as root with CAP_SYS_ADMIN under seccomp.
+ * Neither mount(2) nor mount_setattr(2) is allowed by the filter: no remount,
+ * no MS_MOVE, no propagation or attribute change of an existing mount is
+ * reachable. Nothing here is fatal.
  *
  * Safety argument, for every mount made here:
- *  - the target is an fd from mh_path.c (beneath an allowed root, no symlink),
- *    and move_mount(..., MOVE_MOUNT_T_EMPTY_PATH) attaches to exactly that
- *    directory, whatever happens to path names meanwhile;
- *  - the source is a loop device backed by one of our images, or a clone of a
- *    mount the caller just proved is that volume's staging mount;
- *  - nosuid and nodev are always set on every file system mount and every
- *    bind of one, so a hostile image can carry neither set-uid programs nor
- *    device nodes into the node. The one bind without nodev is that of a loop
- *    device's own node for a raw block volume (mh_mount_bind_dev; its safety
- *    argument is at the top of mh_block.c);
+ *  - the target is an fd from mh_at.c (a root-only parent, no symlink), and
+ *    move_mount(..., MOVE_MOUNT_T_EMPTY_PATH) attaches to exactly that
+ *    directory or file; the caller re-resolves the path afterwards and undoes
+ *    the mount (mh_umount_id) if the path no longer reaches it;
+ *  - the source is a loop device backed by one of our images, or its node;
+ *  - nosuid and nodev are set on every file system mount (fsmount refuses
+ *    none, and the seccomp filter refuses an fsmount without both), so a
+ *    hostile image can carry neither set-uid programs nor device nodes into
+ *    the node. The one mount without nodev is the bind of a loop device's own
+ *    node for a raw block volume (its safety argument is in mh_block.c);
  *  - only options the policy allows arrive here, and an option this file
  *    cannot classify is refused (fail closed);
- *  - a mount is built detached and only attached by the last step; if anything
+ *  - a mount is built detached and attached by the last step; if anything
  *    fails before, closing the fds discards it, so nothing is left mounted.
  */
 #include "mh_mount.h"
@@ -29,12 +32,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libmount/libmount.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MOUNTINFO "/proc/self/mountinfo"
@@ -173,48 +179,91 @@ static bool opt_set(const char *optstr, const char *name)
 
 static void fill_from_fs(struct libmnt_fs *fs, struct mh_mnt *out)
 {
+	static const struct {
+		const char *opt;
+		uint64_t attr;
+	} attrs[] = {
+	    {"ro", MOUNT_ATTR_RDONLY},         {"nosuid", MOUNT_ATTR_NOSUID},
+	    {"nodev", MOUNT_ATTR_NODEV},       {"noexec", MOUNT_ATTR_NOEXEC},
+	    {"noatime", MOUNT_ATTR_NOATIME},   {"nodiratime", MOUNT_ATTR_NODIRATIME},
+	    {"relatime", MOUNT_ATTR_RELATIME},
+	};
 	const char *src = mnt_fs_get_source(fs), *type = mnt_fs_get_fstype(fs);
+	const char *root = mnt_fs_get_root(fs), *vfs = mnt_fs_get_vfs_options(fs);
 	out->id = mnt_fs_get_id(fs);
 	out->dev = mnt_fs_get_devno(fs);
-	out->ro =
-	    opt_set(mnt_fs_get_vfs_options(fs), "ro") || opt_set(mnt_fs_get_fs_options(fs), "ro");
+	out->sb_ro = opt_set(mnt_fs_get_fs_options(fs), "ro");
+	out->ro = out->sb_ro || opt_set(vfs, "ro");
+	out->attr = 0;
+	for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++)
+		if (opt_set(vfs, attrs[i].opt))
+			out->attr |= attrs[i].attr;
 	snprintf(out->source, sizeof(out->source), "%s", src ? src : "");
 	snprintf(out->fstype, sizeof(out->fstype), "%s", type ? type : "");
+	snprintf(out->root, sizeof(out->root), "%s", root ? root : "");
 }
 
-int mh_mount_info(int dirfd, struct mh_mnt *out, struct mh_res *r)
+/*
+ * Walk the mount table; for each entry call fn, which returns 1 to stop with
+ * that entry (0 to go on). 1 found, 0 not, -1 with r.
+ */
+static int each_mount(int (*fn)(struct libmnt_fs *fs, void *arg), void *arg, struct mh_res *r)
 {
-	struct statx stx;
-	memset(out, 0, sizeof(*out));
-	if (statx(dirfd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID,
-	          &stx) < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "statx: %s", strerror(errno));
-	if (!(stx.stx_mask & STATX_MNT_ID) || !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
-		return mh_fail(r, MH_E_FAILED, ENOSYS, "kernel reports no mount id");
-	if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
-		return 0; /* a plain directory: nothing mounted on it */
-	out->mounted = true;
 	struct libmnt_table *tb = mountinfo_load(r);
 	if (!tb)
 		return -1;
 	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
 	struct libmnt_fs *fs;
-	int ret = -1;
+	int found = 0;
 	if (!it)
 		abort();
-	while (mnt_table_next_fs(tb, it, &fs) == 0) {
-		if ((uint64_t)mnt_fs_get_id(fs) == stx.stx_mnt_id) {
-			fill_from_fs(fs, out);
-			ret = 0;
-			break;
-		}
-	}
-	if (ret < 0)
-		mh_fail(r, MH_E_FAILED, ENOENT, "mount %llu not in " MOUNTINFO,
-		        (unsigned long long)stx.stx_mnt_id);
+	while (!found && mnt_table_next_fs(tb, it, &fs) == 0)
+		found = fn(fs, arg);
 	mnt_free_iter(it);
 	mnt_unref_table(tb);
-	return ret;
+	return found;
+}
+
+struct by_id {
+	int id;
+	struct mh_mnt *out;
+	char *target;
+	size_t tlen;
+};
+
+static int match_id(struct libmnt_fs *fs, void *arg)
+{
+	struct by_id *b = arg;
+	if (mnt_fs_get_id(fs) != b->id)
+		return 0;
+	if (b->out)
+		fill_from_fs(fs, b->out);
+	if (b->target) {
+		const char *t = mnt_fs_get_target(fs);
+		snprintf(b->target, b->tlen, "%s", t ? t : "");
+	}
+	return 1;
+}
+
+int mh_mount_info(int fd, struct mh_mnt *out, struct mh_res *r)
+{
+	struct statx stx;
+	memset(out, 0, sizeof(*out));
+	if (fstat(fd, &out->st) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "fstat: %s", strerror(errno));
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID,
+	          &stx) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "statx: %s", strerror(errno));
+	if (!(stx.stx_mask & STATX_MNT_ID) || !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+		return mh_fail(r, MH_E_FAILED, ENOSYS, "kernel reports no mount id");
+	if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+		return 0; /* a plain directory or file: nothing mounted on it */
+	out->mounted = true;
+	struct by_id b = {.id = (int)stx.stx_mnt_id, .out = out};
+	int found = each_mount(match_id, &b, r);
+	if (found == 0)
+		mh_fail(r, MH_E_FAILED, ENOENT, "mount %d not in " MOUNTINFO, b.id);
+	return found == 1 ? 0 : -1;
 }
 
 bool mh_mount_is_loop(const struct mh_mnt *m, const struct mh_loop *l)
@@ -225,36 +274,62 @@ bool mh_mount_is_loop(const struct mh_mnt *m, const struct mh_loop *l)
 	return m->dev == l->rdev || strcmp(m->fstype, "btrfs") == 0;
 }
 
-int mh_mount_other_use(const struct pol *pol, const struct mh_loop *l, int except_id, char *where,
-                       size_t wlen, struct mh_res *r)
+struct use {
+	const struct mh_loop *l;
+	int except;
+	char *where;
+	size_t wlen;
+	int found_id;
+};
+
+static int match_use(struct libmnt_fs *fs, void *arg)
 {
-	struct libmnt_table *tb = mountinfo_load(r);
-	if (!tb)
-		return -1;
-	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
-	struct libmnt_fs *fs;
-	int found = 0;
-	if (!it)
-		abort();
-	while (mnt_table_next_fs(tb, it, &fs) == 0) {
-		struct mh_mnt m = {.mounted = true};
-		const char *target = mnt_fs_get_target(fs);
-		fill_from_fs(fs, &m);
-		if (m.id == except_id || !target || !mh_mount_is_loop(&m, l))
-			continue;
-		/* Copies propagated outside the allowed roots are not publications. */
-		if (pol_path_check(pol, target, NULL) == 0) {
-			snprintf(where, wlen, "%s", target);
-			found = 1;
-			break;
-		}
+	struct use *u = arg;
+	const char *src = mnt_fs_get_source(fs), *root = mnt_fs_get_root(fs);
+	const char *base = root ? strrchr(root, '/') : NULL;
+	char node[24];
+	snprintf(node, sizeof(node), "loop%d", u->l->nr);
+	if (mnt_fs_get_id(fs) == u->except)
+		return 0;
+	/*
+	 * A file system on the device (by name or device number), or a bind of
+	 * its node (a mount whose root is a file named loopN, on devtmpfs or
+	 * the helper's own /dev): wherever it is, whatever its mount point is
+	 * called. A false match only makes a detach wait; a missed one could
+	 * hand the device to another volume, so the test is broad.
+	 */
+	if ((src && strcmp(src, u->l->path) == 0) || mnt_fs_get_devno(fs) == u->l->rdev ||
+	    (base && strcmp(base + 1, node) == 0)) {
+		const char *t = mnt_fs_get_target(fs);
+		snprintf(u->where, u->wlen, "%s", t ? t : "?");
+		u->found_id = mnt_fs_get_id(fs);
+		return 1;
 	}
-	mnt_free_iter(it);
-	mnt_unref_table(tb);
-	return found;
+	return 0;
 }
 
-/* ---- mounting ----------------------------------------------------------- */
+int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t wlen,
+                   struct mh_res *r)
+{
+	struct use u = {.l = l, .except = except_id, .where = where, .wlen = wlen};
+	return each_mount(match_use, &u, r);
+}
+
+struct fs_of {
+	const struct mh_loop *l;
+	struct mh_mnt m;
+};
+
+static int match_fs(struct libmnt_fs *fs, void *arg)
+{
+	struct fs_of *f = arg;
+	const char *src = mnt_fs_get_source(fs);
+	if (!src || strcmp(src, f->l->path) != 0)
+		return 0;
+	fill_from_fs(fs, &f->m);
+	f->m.mounted = true;
+	return mh_mount_is_loop(&f->m, f->l);
+}
 
 /* The kernel's own explanation of a failed fsconfig, if it left one ("e ext4: ..."). */
 static void fs_context_message(int fsfd, char *buf, size_t len)
@@ -346,8 +421,63 @@ out:
 	return ret;
 }
 
-int mh_mount_fs(const char *dev, const char *fstype, struct mh_mount_opts *o, int target_fd,
-                struct mh_res *r)
+int mh_mount_fs_fd(const struct mh_loop *l, struct mh_res *r)
+{
+	struct fs_of f = {.l = l};
+	int found = each_mount(match_fs, &f, r);
+	if (found <= 0)
+		return -1;
+	int fsfd = fsopen(f.m.fstype, FSOPEN_CLOEXEC), mfd = -1, fd = -1;
+	if (fsfd < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "fsopen %s: %s", f.m.fstype, strerror(errno));
+	/* The superblock exists: CMD_CREATE hands it back (flags must agree on ro). */
+	if (fsconfig(fsfd, FSCONFIG_SET_STRING, "source", l->path, 0) < 0 ||
+	    (f.m.sb_ro && fsconfig(fsfd, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0) ||
+	    fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
+		fs_fail(r, fsfd, errno, "reach the staged file system");
+		goto out;
+	}
+	mfd = fsmount(fsfd, FSMOUNT_CLOEXEC,
+	              MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC |
+	                  (f.m.sb_ro ? MOUNT_ATTR_RDONLY : 0));
+	if (mfd < 0) {
+		fs_fail(r, fsfd, errno, "fsmount");
+		goto out;
+	}
+	/* fsmount gives an O_PATH fd; ioctl and fstatvfs want a real one. */
+	fd = openat(mfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		mh_fail(r, MH_E_FAILED, errno, "open the staged file system: %s", strerror(errno));
+out:
+	mh_closep(&mfd);
+	mh_closep(&fsfd);
+	return fd;
+}
+
+/* ---- mounting ----------------------------------------------------------- */
+
+static int new_mount_id(int mfd, int *id, struct mh_res *r)
+{
+	struct statx stx;
+	if (statx(mfd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID))
+		return mh_fail(r, MH_E_FAILED, errno ? errno : ENOSYS, "mount id of new mount");
+	*id = (int)stx.stx_mnt_id;
+	return 0;
+}
+
+static int attach(int mfd, int target_fd, int *id, struct mh_res *r)
+{
+	if (new_mount_id(mfd, id, r) < 0)
+		return -1;
+	/* The only step visible to anyone: attach it on the directory or file we resolved. */
+	if (move_mount(mfd, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) <
+	    0)
+		return mh_fail(r, MH_E_FAILED, errno, "move_mount: %s", strerror(errno));
+	return 0;
+}
+
+int mh_mount_fs(const struct mh_loop *l, const char *fstype, struct mh_mount_opts *o, int target_fd,
+                int *id, struct mh_res *r)
 {
 	int fsfd = -1, mfd = -1, ret = -1;
 	const char *sbflags[4];
@@ -366,7 +496,7 @@ int mh_mount_fs(const char *dev, const char *fstype, struct mh_mount_opts *o, in
 		mh_fail(r, MH_E_FAILED, errno, "fsopen %s: %s", fstype, strerror(errno));
 		goto out;
 	}
-	if (fsconfig(fsfd, FSCONFIG_SET_STRING, "source", dev, 0) < 0) {
+	if (fsconfig(fsfd, FSCONFIG_SET_STRING, "source", l->path, 0) < 0) {
 		fs_fail(r, fsfd, errno, "source");
 		goto out;
 	}
@@ -391,106 +521,28 @@ int mh_mount_fs(const char *dev, const char *fstype, struct mh_mount_opts *o, in
 	/* Still detached: nobody else can see the root directory while it changes. */
 	if (o->set_group && !o->sb_ro && apply_group(mfd, o, r) < 0)
 		goto out;
-	/* The only step visible to anyone: attach it on the directory we resolved. */
-	if (move_mount(mfd, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) <
-	    0) {
-		mh_fail(r, MH_E_FAILED, errno, "move_mount: %s", strerror(errno));
-		goto out;
-	}
-	ret = 0;
+	ret = attach(mfd, target_fd, id, r);
 out:
 	mh_closep(&mfd); /* a detached mount that was never attached disappears here */
 	mh_closep(&fsfd);
 	return ret;
 }
 
-int mh_mount_bind(int src_fd, int target_fd, bool ro, struct mh_res *r)
+int mh_mount_bind_dev(int src_fd, int target_fd, int *id, struct mh_res *r)
 {
-	/* A clone of that one mount only (no AT_RECURSIVE: submounts are not carried along). */
+	/* A clone of the node's own mount only (no AT_RECURSIVE). */
 	int tfd = open_tree(src_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
 	if (tfd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "open_tree: %s", strerror(errno));
-	struct mount_attr attr = {
-	    .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0),
-	};
-	int ret = 0;
-	if (mount_setattr(tfd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-		ret = mh_fail(r, MH_E_FAILED, errno, "mount_setattr: %s", strerror(errno));
-	else if (move_mount(tfd, "", target_fd, "",
-	                    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-		ret = mh_fail(r, MH_E_FAILED, errno, "move_mount: %s", strerror(errno));
+	int ret = attach(tfd, target_fd, id, r);
 	close(tfd);
 	return ret;
 }
 
-int mh_mount_bind_dev(int src_fd, int target_fd, bool ro, struct mh_res *r)
+static void sleep_ms(long ms)
 {
-	int tfd = open_tree(src_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-	if (tfd < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "open_tree: %s", strerror(errno));
-	/* nosuid as everywhere; nodev deliberately not set (the node must open). */
-	struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | (ro ? MOUNT_ATTR_RDONLY : 0)};
-	int ret = 0;
-	if (mount_setattr(tfd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-		ret = mh_fail(r, MH_E_FAILED, errno, "mount_setattr: %s", strerror(errno));
-	else if (move_mount(tfd, "", target_fd, "",
-	                    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-		ret = mh_fail(r, MH_E_FAILED, errno, "move_mount: %s", strerror(errno));
-	close(tfd);
-	return ret;
-}
-
-int mh_mount_file_info(int fd, struct mh_fmnt *out, struct mh_res *r)
-{
-	struct statx stx;
-	memset(out, 0, sizeof(*out));
-	if (fstat(fd, &out->st) < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "fstat: %s", strerror(errno));
-	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID,
-	          &stx) < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "statx: %s", strerror(errno));
-	if (!(stx.stx_mask & STATX_MNT_ID) || !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
-		return mh_fail(r, MH_E_FAILED, ENOSYS, "kernel reports no mount id");
-	out->mounted = (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
-	out->id = (int)stx.stx_mnt_id;
-	if (out->mounted) {
-		struct mh_mnt m;
-		if (mh_mount_info(fd, &m, r) < 0)
-			return -1;
-		out->ro = m.ro;
-	}
-	return 0;
-}
-
-int mh_mount_other_dev_use(const struct pol *pol, dev_t dev, ino_t ino, dev_t only_rdev,
-                           int except_id, char *where, size_t wlen, struct mh_res *r)
-{
-	struct libmnt_table *tb = mountinfo_load(r);
-	if (!tb)
-		return -1;
-	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
-	struct libmnt_fs *fs;
-	int found = 0;
-	if (!it)
-		abort();
-	while (found == 0 && mnt_table_next_fs(tb, it, &fs) == 0) {
-		const char *target = mnt_fs_get_target(fs), *root = mnt_fs_get_root(fs);
-		struct stat st;
-		struct mh_loop l;
-		/* A bind of a device node has that node as its root: "/loopN" on devtmpfs. */
-		if (mnt_fs_get_id(fs) == except_id || !target || !root ||
-		    strncmp(root, "/loop", 5) != 0 || pol_path_check(pol, target, NULL) != 0)
-			continue;
-		if (fstatat(AT_FDCWD, target, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !S_ISBLK(st.st_mode) || (only_rdev != 0 && st.st_rdev != only_rdev))
-			continue;
-		found = mh_loop_by_rdev(st.st_rdev, dev, ino, &l, r);
-		if (found == 1)
-			snprintf(where, wlen, "%s", target);
-	}
-	mnt_free_iter(it);
-	mnt_unref_table(tb);
-	return found;
+	struct timespec ts = {.tv_sec = 0, .tv_nsec = ms * 1000000L};
+	nanosleep(&ts, NULL);
 }
 
 int mh_umount(int parent_fd, const char *name, int mnt_id, struct mh_res *r)
@@ -505,12 +557,44 @@ int mh_umount(int parent_fd, const char *name, int mnt_id, struct mh_res *r)
 	} else if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) || (int)stx.stx_mnt_id != mnt_id) {
 		/* Something changed since we looked: unmount nothing we did not check. */
 		ret = mh_fail(r, MH_E_BUSY, EAGAIN, "mount changed while unmounting");
-	} else if (umount2(name, UMOUNT_NOFOLLOW) < 0) {
-		int err = errno;
-		ret = mh_fail(r, err == EBUSY ? MH_E_BUSY : MH_E_FAILED, err, "umount: %s",
-		              strerror(err));
+	} else {
+		int err = 0;
+		for (int i = 0; i < 10; i++) {
+			if (umount2(name, UMOUNT_NOFOLLOW) == 0) {
+				err = 0;
+				break;
+			}
+			err = errno;
+			if (err != EBUSY)
+				break;
+			sleep_ms(20); /* a reference that goes by itself (a probe, a reader) */
+		}
+		if (err)
+			ret = mh_fail(r, err == EBUSY ? MH_E_BUSY : MH_E_FAILED, err, "umount: %s",
+			              strerror(err));
 	}
 	if (chdir("/") < 0)
 		ret = mh_fail(r, MH_E_FAILED, errno, "chdir /: %s", strerror(errno));
+	return ret;
+}
+
+int mh_umount_id(int mnt_id, struct mh_res *r)
+{
+	char target[MH_PATH_MAX + 1] = "";
+	struct by_id b = {.id = mnt_id, .target = target, .tlen = sizeof(target)};
+	int found = each_mount(match_id, &b, r);
+	if (found <= 0)
+		return found; /* gone already, or r set */
+	char *slash = strrchr(target, '/');
+	if (!slash || slash[1] == '\0')
+		return mh_fail(r, MH_E_FAILED, EINVAL, "cannot undo the mount at %.100s", target);
+	*slash = '\0';
+	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+	                       .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+	long dir = syscall(SYS_openat2, AT_FDCWD, target[0] ? target : "/", &how, sizeof(how));
+	if (dir < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "cannot undo the mount: %s", strerror(errno));
+	int ret = mh_umount((int)dir, slash + 1, mnt_id, r);
+	close((int)dir);
 	return ret;
 }

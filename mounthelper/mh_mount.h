@@ -3,6 +3,7 @@
 #define SEPCSI_MH_MOUNT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -10,28 +11,42 @@
 #include "mh.h"
 #include "mh_loop.h"
 
-/* What is mounted on a directory. */
+/* What is mounted on a directory or file, read from the fd of its top-most mount. */
 struct mh_mnt {
-	bool mounted; /* the directory is the root of a mount (something is mounted on it) */
-	int id;       /* mount id (first field of /proc/self/mountinfo) */
-	dev_t dev;    /* the mount's device number (major:minor field) */
-	bool ro;      /* read-only, per mount or per superblock */
+	bool mounted;   /* the fd is the root of a mount (something is mounted on the path) */
+	int id;         /* mount id (first field of /proc/self/mountinfo) */
+	dev_t dev;      /* the mount's device number (major:minor field) */
+	bool ro;        /* read-only, per mount or per superblock */
+	bool sb_ro;     /* the superblock is read-only */
+	uint64_t attr;  /* MOUNT_ATTR_* of the mount (ro, nosuid, nodev, noexec, atime) */
+	struct stat st; /* the object itself (the mount's root, if mounted) */
 	char source[MH_PATH_MAX + 1];
 	char fstype[32];
+	char root[64]; /* the mount's root inside its file system ("/" for a whole one) */
 };
 
-/* Describe what is mounted on the directory dirfd refers to; 0, or -1 with r. */
-int mh_mount_info(int dirfd, struct mh_mnt *out, struct mh_res *r);
+/* Describe fd (O_PATH or open, of a directory or a file); 0, or -1 with r. */
+int mh_mount_info(int fd, struct mh_mnt *out, struct mh_res *r);
 
 /* True if m is a mount of loop device l ("/dev/loopN" as source, and its device number). */
 bool mh_mount_is_loop(const struct mh_mnt *m, const struct mh_loop *l);
 
 /*
- * Is loop device l mounted anywhere beneath an allowed root other than the
- * mount with id except_id? 1 (where = one such mount point), 0, or -1 with r.
+ * Is loop device l in use by any mount in the helper's view, other than mount
+ * except_id: a file system mounted from it, or a bind of its device node,
+ * whatever the mount point's name? 1 (where = one such mount point), 0, or -1
+ * with r. Loop devices are never detached while this says 1.
  */
-int mh_mount_other_use(const struct pol *pol, const struct mh_loop *l, int except_id, char *where,
-                       size_t wlen, struct mh_res *r);
+int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t wlen,
+                   struct mh_res *r);
+
+/*
+ * A detached mount of the file system already mounted from loop device l,
+ * found through any of its mounts (for FIFREEZE, FITHAW, online growing and
+ * statvfs, without going through a path). The fd (caller closes), -1 with r
+ * unset if l holds no mounted file system, or -1 with r set.
+ */
+int mh_mount_fs_fd(const struct mh_loop *l, struct mh_res *r);
 
 /* A policy-checked option list, split into what goes where. */
 struct mh_mount_opts {
@@ -55,46 +70,36 @@ int mh_mount_opts_parse(const char *opts, bool readonly, struct mh_mount_opts *o
 void mh_mount_opts_free(struct mh_mount_opts *o);
 
 /*
- * Mount the filesystem on device dev (a loop device path) on the directory
- * target_fd. With o->set_group, the root directory of the still detached mount
- * gets group o->gid, g+rwx and setgid first (if it does not have them yet).
+ * Mount the file system on loop device l on the directory target_fd and set
+ * *id to the new mount's id. With o->set_group, the root directory of the
+ * still detached mount gets group o->gid, g+rwx and setgid first (if it does
+ * not have them yet). When o is for a second mount of a file system already
+ * mounted (PUBLISH), the kernel hands back the same superblock.
  */
-int mh_mount_fs(const char *dev, const char *fstype, struct mh_mount_opts *o, int target_fd,
-                struct mh_res *r);
+int mh_mount_fs(const struct mh_loop *l, const char *fstype, struct mh_mount_opts *o, int target_fd,
+                int *id, struct mh_res *r);
 
 /*
- * Bind the device node src_fd (O_PATH of /dev/loopN, or of a file it is
- * already bound on) onto the regular file target_fd: nosuid (+rdonly), but
- * not nodev, or the node would be useless. See mh_block.c for why that is safe.
+ * Bind the device node src_fd (O_PATH of the helper's own /dev/loopN) onto
+ * the regular file target_fd and set *id. The bind keeps the attributes of
+ * the helper's /dev (nosuid, noexec, but not nodev, or the node would be
+ * useless); see mh_block.c for why that is safe.
  */
-int mh_mount_bind_dev(int src_fd, int target_fd, bool ro, struct mh_res *r);
-
-/* What is bound on a file (or directory) fd: mounted (a mount root), its mount id, its stat. */
-struct mh_fmnt {
-	bool mounted;
-	int id;
-	bool ro; /* read-only mount */
-	struct stat st;
-};
-int mh_mount_file_info(int fd, struct mh_fmnt *out, struct mh_res *r);
+int mh_mount_bind_dev(int src_fd, int target_fd, int *id, struct mh_res *r);
 
 /*
- * Is a device node backed by the image (dev, ino) (any of its loop devices,
- * or only the one with device number only_rdev if that is not 0) bound
- * anywhere beneath an allowed root other than mount except_id?
- * 1 (where = that mount point), 0, or -1 with r.
- */
-int mh_mount_other_dev_use(const struct pol *pol, dev_t dev, ino_t ino, dev_t only_rdev,
-                           int except_id, char *where, size_t wlen, struct mh_res *r);
-
-/* Bind a clone of the mount whose root is src_fd onto target_fd, nosuid,nodev(,rdonly). */
-int mh_mount_bind(int src_fd, int target_fd, bool ro, struct mh_res *r);
-
-/*
- * Unmount the mount with id mnt_id from name inside parent_fd (a real
- * directory fd): fchdir(parent), check the top mount at name is still mnt_id,
- * umount2(name, UMOUNT_NOFOLLOW). 0, or -1 with r (EBUSY -> MH_E_BUSY).
+ * Unmount the mount with id mnt_id from name inside parent_fd: fchdir(parent),
+ * check the top mount at name is still mnt_id, umount2(name, UMOUNT_NOFOLLOW).
+ * An EBUSY that only a moment's wait explains is retried briefly. 0, or -1
+ * with r (EBUSY -> MH_E_BUSY).
  */
 int mh_umount(int parent_fd, const char *name, int mnt_id, struct mh_res *r);
+
+/*
+ * Undo a mount the helper just made, wherever it is now: its mount point
+ * from the mount table, walked without symlinks, checked to still carry
+ * mnt_id, unmounted. 0, or -1 with r.
+ */
+int mh_umount_id(int mnt_id, struct mh_res *r);
 
 #endif

@@ -9,12 +9,19 @@
  *
  * Every handler re-validates its input before touching anything, because the
  * helper trusts nothing rpcd says: the volume id against the fixed syntax, each
- * path against the policy roots (then opened beneath its root without symlinks,
- * mh_path.c), the filesystem type and options against the allowlists, sizes
- * against the bounds. Every operation is idempotent, and never acts on a mount
- * it has not proved belongs to the volume named in the request: a mount is
- * "this volume's" only if its source is the loop device currently backed by
- * this volume's image (same st_dev/st_ino), see mh_mount_is_loop().
+ * path against the policy's patterns for its role (then walked beneath its
+ * root, no symlink, every directory root-only: mh_at.c), the filesystem type
+ * and options against the allowlists, sizes against the bounds. Every
+ * operation is idempotent, and:
+ *  - mounts only on an empty directory with nothing mounted on it (a staging
+ *    or target directory that holds anything is refused), resolved again
+ *    right before the mount (after mkfs), and checked again after it;
+ *  - unmounts only a mount it proved to be this volume's: its source is the
+ *    loop device currently backed by this volume's image (same st_dev/st_ino),
+ *    see mh_vol_owns();
+ *  - removes only a directory it made for this volume (its mark, mh_at.c):
+ *    anything else at a target is left untouched, and unless it is an empty
+ *    directory or file the call fails.
  */
 #include "mh_ops.h"
 
@@ -22,6 +29,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,7 +40,6 @@
 #include "mh_loop.h"
 #include "mh_mkfs.h"
 #include "mh_mount.h"
-#include "mh_path.h"
 #include "mh_resize.h"
 
 /* ---- handlers ----------------------------------------------------------- */
@@ -77,16 +84,14 @@ int mh_answer_delete(const struct mh_ctx *c, const struct mh_msg *req, struct mh
  * once staged. Best effort: the mount stays even if growing fails (ext4
  * without CAP_SYS_RESOURCE); the audit record says so and EXPAND can retry.
  */
-static void grow_after_stage(const char *root, const struct mh_req_stage *q, int img,
-                             const struct mh_loop *l, struct mh_audit *a)
+static void grow_after_stage(const struct mh_req_stage *q, int img, const struct mh_loop *l,
+                             struct mh_audit *a)
 {
 	struct mh_res r = {0};
-	struct mh_mnt m;
 	uint64_t size = 0;
 	bool grown = false;
-	int fd = mh_path_open_flags(root, q->staging_path, O_RDONLY | O_DIRECTORY, &r);
-	if (fd >= 0 && mh_mount_info(fd, &m, &r) == 0 && mh_mount_is_loop(&m, l) &&
-	    mh_loop_size(l, &size, &r) == 0 &&
+	int fd = mh_mount_fs_fd(l, &r);
+	if (fd >= 0 && mh_loop_size(l, &size, &r) == 0 &&
 	    mh_resize_grow_if_smaller(fd, q->fs_type, img, size, &grown, &r) == 0) {
 		if (grown)
 			a->note = "file system grown to the volume's size";
@@ -98,30 +103,102 @@ static void grow_after_stage(const char *root, const struct mh_req_stage *q, int
 	mh_closep(&fd);
 }
 
+/*
+ * The directory at path, to be mounted on: resolved for role (mh_at_open),
+ * made and marked first if make and missing (*made says so), then looked at.
+ * Returns 1 if this volume is mounted there already (*m describes it), 0 if
+ * it is an empty directory with nothing mounted on it (*fd open on it);
+ * anything else is -1 with r: EXISTS (a file, something mounted, not empty),
+ * NOTFOUND (missing). at stays open on success.
+ */
+static int mount_point(const struct mh_ctx *c, const char *path, unsigned role,
+                       const struct mh_vol *v, const char *volume_id, bool make, struct mh_at *at,
+                       int *fd, struct mh_mnt *m, bool *made, struct mh_res *r)
+{
+	int has;
+	*fd = -1;
+	if (mh_at_open(c, path, role, at, r) < 0)
+		return -1;
+	if (make && !*made) {
+		int rc = mh_at_make(at, true, volume_id, r);
+		if (rc < 0)
+			goto fail;
+		*made = rc == 1;
+	}
+	if ((*fd = mh_at_child(at, O_PATH | O_DIRECTORY, r)) < 0 || mh_mount_info(*fd, m, r) < 0)
+		goto fail;
+	if (m->mounted) {
+		if (mh_vol_owns(v, m, NULL))
+			return 1;
+		mh_fail(r, MH_E_EXISTS, EEXIST, "%s%s is already mounted there", m->source,
+		        strcmp(m->root, "/") ? m->root : "");
+		goto fail;
+	}
+	if ((has = mh_dir_has_entries(*fd, r)) != 0) {
+		if (has > 0)
+			mh_fail(
+			    r, MH_E_EXISTS, ENOTEMPTY,
+			    "the directory is not empty: a volume is mounted only on an empty one");
+		goto fail;
+	}
+	return 0;
+fail:
+	mh_closep(fd);
+	mh_at_close(at);
+	return -1;
+}
+
+/* Mount o's file system from l on the directory path, checked before and after. */
+static int mount_checked(const struct mh_ctx *c, const char *path, unsigned role,
+                         const struct mh_vol *v, const char *fstype, struct mh_mount_opts *o,
+                         struct mh_res *r)
+{
+	struct mh_at at;
+	struct mh_mnt m;
+	bool made = true; /* made or not, it is there now */
+	int fd, id;
+	int rc = mount_point(c, path, role, v, NULL, false, &at, &fd, &m, &made, r);
+	if (rc != 0) {
+		if (rc > 0) {
+			mh_at_close(&at);
+			return mh_fail(r, MH_E_BUSY, EBUSY, "volume mounted there meanwhile");
+		}
+		return -1;
+	}
+	/* Safety: see mh_mount.c (fd target, nosuid,nodev forced, detached until attached). */
+	rc = mh_mount_fs(&v->loop, fstype, o, fd, &id, r);
+	close(fd);
+	mh_at_close(&at);
+	if (rc < 0)
+		return -1;
+	return mh_verify_mount(c, path, role, id, r);
+}
+
 int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                     struct mh_audit *a, struct mh_res *r)
 {
 	const struct mh_req_stage *q = &req->u.stage;
-	const char *root;
 	char why[200], mkfs_buf[MH_OPTS_MAX + POL_MKFS_ARGS_MAX + 1];
 	char *mkfs_args[POL_MKFS_ARGS_MAX];
 	struct mh_mount_opts o = {0};
 	struct mh_vol v = {0};
 	struct mh_mnt m;
+	struct mh_at at = {.dir = -1};
 	int img = -1, dir = -1, lfd = -1, ret = -1;
-	bool made_dir = false;
+	bool made_dir = false, attached_here = false;
+	/* An ephemeral volume is staged straight at the pod's target path, made here. */
+	unsigned role = (q->flags & MH_F_CREATE_DIR) ? POL_TARGET : POL_STAGING;
 
 	a->volume_id = q->volume_id;
 	a->path = q->staging_path;
-	if (mh_check_volume_id(q->volume_id, r) < 0 ||
-	    mh_check_path(c, q->staging_path, "staging path", &root, r) < 0)
+	if (mh_check_volume_id(q->volume_id, r) < 0)
 		return -1;
 	if (q->readonly > 1)
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "readonly must be 0 or 1");
 	if (q->flags & ~(MH_F_BLOCK | MH_F_CREATE_DIR | MH_F_MOUNT_GROUP))
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "flag not valid for STAGE");
 	if (q->flags & MH_F_BLOCK)
-		return mh_block_stage(c, q, root, a, r);
+		return mh_block_stage(c, q, role, a, r);
 	if (!pol_fs_allowed(c->pol, q->fs_type))
 		return mh_fail(r, MH_E_REFUSED, EPERM, "filesystem type not allowed by policy");
 	if (pol_mount_options_check(c->pol, q->mount_flags, why, sizeof(why)) < 0)
@@ -145,26 +222,24 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
 		goto out;
 	}
-	/* Ephemeral inline volumes: the staging path is the pod's target, made here. */
-	if ((q->flags & MH_F_CREATE_DIR) && mh_make_dir(root, q->staging_path, &made_dir, r) < 0)
-		goto out;
-	if ((dir = mh_path_open_dir(root, q->staging_path, r)) < 0)
-		goto out;
 	int found = mh_loop_find(v.st.st_dev, v.st.st_ino, &v.loop, r);
-	if (found < 0 || mh_mount_info(dir, &m, r) < 0)
+	if (found < 0)
 		goto out;
 	v.attached = found == 1;
-	if (m.mounted) {
-		if (!mh_vol_owns(&v, &m))
-			mh_fail(r, MH_E_EXISTS, EEXIST, "%s is already mounted at the staging path",
-			        m.source);
-		else if (strcmp(m.fstype, q->fs_type) != 0 || m.ro != ro)
+	/* A first look, for the idempotent answer and an early refusal. */
+	int rc = mount_point(c, q->staging_path, role, &v, q->volume_id,
+	                     (q->flags & MH_F_CREATE_DIR) != 0, &at, &dir, &m, &made_dir, r);
+	mh_closep(&dir);
+	mh_at_close(&at);
+	if (rc < 0)
+		goto out;
+	if (rc == 1) {
+		if (strcmp(m.fstype, q->fs_type) != 0 || m.ro != ro)
 			mh_fail(r, MH_E_EXISTS, EEXIST, "already staged as %s%s", m.fstype,
 			        m.ro ? " read-only" : " read-write");
-		else {
+		else
 			a->note = "already staged";
-			ret = 0;
-		}
+		ret = r->kind == MH_E_OK ? 0 : -1;
 		goto out;
 	}
 	if (v.attached) {
@@ -176,6 +251,7 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	/* Safety: the loop device exposes our own image file, opened by us. */
 	if ((lfd = mh_loop_attach(img, q->volume_id, ro, true, &v.loop, r)) < 0)
 		goto out;
+	v.attached = attached_here = true;
 	int probe = mh_probe(lfd, q->fs_type, r);
 	if (probe < 0)
 		goto out;
@@ -199,29 +275,30 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 			goto out;
 		}
 	}
-	/* Safety: see mh_mount.c (fd target, nosuid,nodev forced, detached until attached). */
-	if (mh_mount_fs(v.loop.path, q->fs_type, &o, dir, r) < 0)
+	/* The path is resolved again now, after mkfs, and checked after the mount. */
+	if (mount_checked(c, q->staging_path, role, &v, q->fs_type, &o, r) < 0)
 		goto out;
 	if (o.group_changed)
 		a->note = "volume root given the mount group";
 	/* An existing file system on a bigger image (a larger restore or clone): grow it. */
 	if (probe == MH_PROBE_MATCH && !ro)
-		grow_after_stage(root, q, img, &v.loop, a);
+		grow_after_stage(q, img, &v.loop, a);
 	ret = 0;
 out:
 	/* The mount holds the device now; without one, closing lfd lets autoclear detach it. */
 	mh_closep(&lfd);
-	if (ret < 0 && v.loop.path[0] && !v.attached) {
+	if (ret < 0 && attached_here) {
 		struct mh_res ignore = {0};
 		if (mh_loop_ensure_detached(v.st.st_dev, v.st.st_ino, &ignore) < 0)
 			log_kv(LOG_LVL_ERROR, "loop_leak", "device", v.loop.path, "reason",
 			       ignore.reason, NULL);
 	}
 	mh_closep(&img);
-	mh_closep(&dir);
-	if (ret < 0 && made_dir) {
-		struct mh_res ignore = {0};
-		mh_remove_dir(root, q->staging_path, &ignore); /* leave no directory we made */
+	if (ret < 0 && made_dir &&
+	    mh_at_open(c, q->staging_path, role, &at, &(struct mh_res){0}) == 0) {
+		mh_at_remove_ours(&at, q->volume_id,
+		                  &(struct mh_res){0}); /* leave no directory we made */
+		mh_at_close(&at);
 	}
 	mh_mount_opts_free(&o);
 	return ret;
@@ -231,80 +308,90 @@ int mh_answer_unstage(const struct mh_ctx *c, const struct mh_msg *req, struct m
                       struct mh_audit *a, struct mh_res *r)
 {
 	const struct mh_req_unstage *q = &req->u.unstage;
-	const char *root;
 	char where[MH_PATH_MAX + 1];
 	struct mh_vol v = {0};
 	struct mh_mnt m;
-	int dir = -1;
+	struct mh_at at;
+	int fd = -1, ret = -1;
+	unsigned role = (q->flags & MH_F_REMOVE_DIR) ? POL_TARGET : POL_STAGING;
 
 	a->volume_id = q->volume_id;
 	a->path = q->staging_path;
-	if (mh_check_volume_id(q->volume_id, r) < 0 ||
-	    mh_check_path(c, q->staging_path, "staging path", &root, r) < 0)
+	if (mh_check_volume_id(q->volume_id, r) < 0)
 		return -1;
 	if (q->flags & ~(MH_F_BLOCK | MH_F_REMOVE_DIR))
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "flag not valid for UNSTAGE");
-	if (q->flags & MH_F_BLOCK) {
-		if (mh_block_unstage(c, q, root, a, r) < 0)
-			return -1;
-		return (q->flags & MH_F_REMOVE_DIR) ? mh_remove_dir(root, q->staging_path, r) : 0;
-	}
-	if ((dir = mh_path_open_dir(root, q->staging_path, r)) < 0) {
+	if (mh_at_open(c, q->staging_path, role, &at, r) < 0) {
 		if (r->kind != MH_E_NOTFOUND)
 			return -1;
 		*r = (struct mh_res){0};
 		a->note = "staging path does not exist";
 		return 0;
 	}
-	if (mh_mount_info(dir, &m, r) < 0)
-		goto fail;
-	if (!m.mounted) {
-		mh_closep(&dir);
+	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0) {
+		if (r->kind != MH_E_NOTFOUND)
+			goto out;
+		*r = (struct mh_res){0}; /* no image: nothing mounted can be ours */
+	}
+	if (q->flags & MH_F_BLOCK) {
+		ret = mh_block_unstage(&at, q->volume_id, &v, a, r);
+		goto out;
+	}
+	if ((fd = mh_at_child(&at, O_PATH, r)) < 0) {
+		if (r->kind == MH_E_NOTFOUND) {
+			*r = (struct mh_res){0};
+			a->note = "staging path does not exist";
+			ret = 0;
+		}
+		goto out;
+	}
+	if (mh_mount_info(fd, &m, r) < 0)
+		goto out;
+	mh_closep(&fd);
+	if (m.mounted) {
+		if (!mh_vol_owns(&v, &m, NULL)) {
+			mh_fail(r, MH_E_REFUSED, EPERM,
+			        "%s is mounted at the staging path, not this volume", m.source);
+			goto out;
+		}
+		int used = mh_loop_in_use(&v.loop, m.id, where, sizeof(where), r);
+		if (used != 0) {
+			if (used > 0)
+				mh_fail(r, MH_E_BUSY, EBUSY, "volume is still mounted at %s",
+				        where);
+			goto out;
+		}
+		if (mh_unmount_ours(&at, &v, NULL, r) < 0)
+			goto out;
+		/* The device should autoclear with its last mount; make sure it did. */
+		if (mh_loop_ensure_detached(v.st.st_dev, v.st.st_ino, r) < 0)
+			goto out;
+	} else {
 		a->note = "not staged";
-		return (q->flags & MH_F_REMOVE_DIR) ? mh_remove_dir(root, q->staging_path, r) : 0;
 	}
-	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0 && r->kind != MH_E_NOTFOUND)
-		goto fail;
-	*r = (struct mh_res){0}; /* a missing image just means the mount is not ours */
-	if (!mh_vol_owns(&v, &m)) {
-		mh_fail(r, MH_E_REFUSED, EPERM,
-		        "%s is mounted at the staging path, not this volume", m.source);
-		goto fail;
-	}
-	int other = mh_mount_other_use(c->pol, &v.loop, m.id, where, sizeof(where), r);
-	if (other < 0)
-		goto fail;
-	if (other) {
-		mh_fail(r, MH_E_BUSY, EBUSY, "volume is still mounted at %s", where);
-		goto fail;
-	}
-	if (mh_unmount_ours(root, q->staging_path, &v, dir, r) < 0)
-		return -1;
-	/* The device should autoclear with its last mount; make sure it did. */
-	if (mh_loop_ensure_detached(v.st.st_dev, v.st.st_ino, r) < 0)
-		return -1;
-	return (q->flags & MH_F_REMOVE_DIR) ? mh_remove_dir(root, q->staging_path, r) : 0;
-fail:
-	mh_closep(&dir);
-	return -1;
+	ret = 0;
+out:
+	if (ret == 0 && (q->flags & MH_F_REMOVE_DIR) && mh_at_remove_ours(&at, q->volume_id, r) < 0)
+		ret = -1;
+	mh_closep(&fd);
+	mh_at_close(&at);
+	return ret;
 }
 
 int mh_answer_publish(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                       struct mh_audit *a, struct mh_res *r)
 {
 	const struct mh_req_publish *q = &req->u.publish;
-	const char *sroot, *troot, *name;
 	struct mh_vol v = {0};
 	struct mh_mnt sm, tm;
-	int sdir = -1, parent = -1, tdir = -1, ret = -1;
-	bool created = false;
+	struct mh_at sat, tat;
+	int sfd = -1, tfd = -1, ret = -1;
+	bool made = false;
 
 	a->volume_id = q->volume_id;
 	a->path = q->target_path;
 	a->staging_path = q->staging_path;
-	if (mh_check_volume_id(q->volume_id, r) < 0 ||
-	    mh_check_path(c, q->staging_path, "staging path", &sroot, r) < 0 ||
-	    mh_check_path(c, q->target_path, "target path", &troot, r) < 0)
+	if (mh_check_volume_id(q->volume_id, r) < 0)
 		return -1;
 	if (q->readonly > 1)
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "readonly must be 0 or 1");
@@ -312,128 +399,132 @@ int mh_answer_publish(const struct mh_ctx *c, const struct mh_msg *req, struct m
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "flag not valid for PUBLISH");
 	if (mh_nested(q->staging_path, q->target_path))
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "target and staging paths overlap");
-	if (q->flags & MH_F_BLOCK)
-		return mh_block_publish(c, q, sroot, troot, a, r);
-
 	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0) {
 		if (r->kind == MH_E_NOTFOUND)
 			r->kind = MH_E_PRECONDITION;
 		return -1;
 	}
-	if ((sdir = mh_path_open_dir(sroot, q->staging_path, r)) < 0 ||
-	    mh_mount_info(sdir, &sm, r) < 0) {
+	if (q->flags & MH_F_BLOCK)
+		return mh_block_publish(c, q, &v, a, r);
+
+	/* The staging must be this volume's mount. */
+	if (mh_at_open(c, q->staging_path, POL_STAGING, &sat, r) < 0) {
+		if (r->kind == MH_E_NOTFOUND)
+			r->kind = MH_E_PRECONDITION;
+		return -1;
+	}
+	sfd = mh_at_child(&sat, O_PATH, r);
+	mh_at_close(&sat);
+	if (sfd < 0 || mh_mount_info(sfd, &sm, r) < 0) {
 		if (r->kind == MH_E_NOTFOUND)
 			r->kind = MH_E_PRECONDITION;
 		goto out;
 	}
-	if (!mh_vol_owns(&v, &sm)) {
+	mh_closep(&sfd);
+	if (!mh_vol_owns(&v, &sm, NULL)) {
 		mh_fail(r, MH_E_PRECONDITION, 0, "volume is not staged at the staging path");
 		goto out;
 	}
 	/* A read-only staging can only be published read-only; say so in the mount. */
 	bool ro = q->readonly || sm.ro;
-
-	if ((parent = mh_path_open_parent(troot, q->target_path, &name, r)) < 0)
+	int rc = mount_point(c, q->target_path, POL_TARGET, &v, q->volume_id, true, &tat, &tfd, &tm,
+	                     &made, r);
+	mh_closep(&tfd);
+	if (rc < 0)
 		goto out;
-	if (mkdirat(parent, name, 0750) == 0)
-		created = true;
-	else if (errno != EEXIST) {
-		mh_fail(r, mh_kind_of_errno(errno), errno, "cannot create target: %s",
-		        strerror(errno));
-		goto out;
-	}
-	if ((tdir = mh_path_open_child(parent, name, r)) < 0 || mh_mount_info(tdir, &tm, r) < 0)
-		goto out;
-	if (tm.mounted) {
-		if (!mh_vol_owns(&v, &tm))
-			mh_fail(r, MH_E_EXISTS, EEXIST, "%s is already mounted at the target",
-			        tm.source);
-		else if (tm.ro != ro)
+	mh_at_close(&tat);
+	if (rc == 1) {
+		if (tm.ro != ro)
 			mh_fail(r, MH_E_EXISTS, EEXIST, "already published %s",
 			        tm.ro ? "read-only" : "read-write");
-		else {
+		else
 			a->note = "already published";
-			ret = 0;
-		}
+		ret = r->kind == MH_E_OK ? 0 : -1;
 		goto out;
 	}
-	/* Safety: a clone of the mount just proved to be this volume's, onto our fd. */
-	if (mh_mount_bind(sdir, tdir, ro, r) < 0)
-		goto out;
-	ret = 0;
+	/*
+	 * Safety: a second mount of the superblock just proved to be this
+	 * volume's staging (same loop device, same read-only state, so the
+	 * kernel hands back that superblock), with the staging's attributes,
+	 * nosuid and nodev, and read-only if asked: no mount_setattr needed.
+	 */
+	struct mh_mount_opts o = {.attr = sm.attr | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+	                                  (ro ? MOUNT_ATTR_RDONLY : 0),
+	                          .sb_ro = sm.sb_ro};
+	ret = mount_checked(c, q->target_path, POL_TARGET, &v, sm.fstype, &o, r);
 out:
-	mh_closep(&tdir);
-	if (ret < 0 && created)
-		unlinkat(parent, name, AT_REMOVEDIR); /* leave no directory we made */
-	mh_closep(&parent);
-	mh_closep(&sdir);
+	mh_closep(&sfd);
+	if (ret < 0 && made &&
+	    mh_at_open(c, q->target_path, POL_TARGET, &tat, &(struct mh_res){0}) == 0) {
+		mh_at_remove_ours(&tat, q->volume_id,
+		                  &(struct mh_res){0}); /* leave nothing we made */
+		mh_at_close(&tat);
+	}
 	return ret;
+}
+
+/* Is the last component of at an empty directory or an empty regular file? */
+static bool empty_object(const struct mh_at *at)
+{
+	struct mh_res ignore = {0};
+	struct stat st;
+	int fd = mh_at_child(at, O_PATH, &ignore);
+	bool empty = false;
+	if (fd >= 0 && fstat(fd, &st) == 0)
+		empty = S_ISDIR(st.st_mode) ? mh_dir_has_entries(fd, &ignore) == 0
+		                            : S_ISREG(st.st_mode) && st.st_size == 0;
+	mh_closep(&fd);
+	return empty;
 }
 
 int mh_answer_unpublish(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                         struct mh_audit *a, struct mh_res *r)
 {
 	const struct mh_req_unpublish *q = &req->u.unpublish;
-	const char *root, *name;
 	struct mh_vol v = {0};
-	struct mh_mnt m;
-	int parent = -1, tdir = -1, ret = -1;
+	struct mh_at at;
+	int ret = -1, unmounted = 0;
 
 	a->volume_id = q->volume_id;
 	a->path = q->target_path;
-	if (mh_check_volume_id(q->volume_id, r) < 0 ||
-	    mh_check_path(c, q->target_path, "target path", &root, r) < 0)
+	if (mh_check_volume_id(q->volume_id, r) < 0)
 		return -1;
-	if ((parent = mh_path_open_parent(root, q->target_path, &name, r)) < 0 ||
-	    (tdir = mh_path_open_child_flags(parent, name, O_PATH, 0, r)) < 0) {
-		if (r->kind == MH_E_NOTFOUND) {
-			*r = (struct mh_res){0};
-			a->note = "target does not exist";
-			ret = 0;
-		}
-		goto out;
-	}
-	struct stat tst;
-	if (fstat(tdir, &tst) < 0) {
-		mh_fail(r, MH_E_FAILED, errno, "stat target: %s", strerror(errno));
-		goto out;
-	}
-	if (!S_ISDIR(tst.st_mode)) {
-		/* A raw block publication: a file with a device node bound on it. */
-		int fd = tdir;
-		tdir = -1;
-		ret = mh_block_unpublish(c, q->volume_id, parent, name, fd, a, r);
-		goto out;
-	}
-	mh_closep(&tdir);
-	if ((tdir = mh_path_open_child(parent, name, r)) < 0)
-		goto out;
-	if (mh_mount_info(tdir, &m, r) < 0)
-		goto out;
-	if (m.mounted) {
-		if (mh_vol_lookup(c, q->volume_id, &v, r) < 0 && r->kind != MH_E_NOTFOUND)
-			goto out;
+	if (mh_at_open(c, q->target_path, POL_TARGET, &at, r) < 0) {
+		if (r->kind != MH_E_NOTFOUND)
+			return -1;
 		*r = (struct mh_res){0};
-		if (!mh_vol_owns(&v, &m)) {
-			mh_fail(r, MH_E_REFUSED, EPERM,
-			        "%s is mounted at the target, not this volume", m.source);
-			goto out;
-		}
-		int fd = tdir;
-		tdir = -1;
-		if (mh_unmount_ours(root, q->target_path, &v, fd, r) < 0)
-			goto out;
+		a->note = "target does not exist";
+		return 0;
 	}
-	mh_closep(&tdir);
-	/* rmdir only: an unexpected file inside stays, and so does the directory. */
-	if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
-		mh_fail(r, MH_E_FAILED, errno, "cannot remove target directory: %s",
-		        strerror(errno));
+	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0) {
+		if (r->kind != MH_E_NOTFOUND)
+			goto out;
+		*r = (struct mh_res){0}; /* no image: nothing mounted can be ours */
+	}
+	if (mh_unmount_ours(&at, &v, &unmounted, r) < 0)
+		goto out;
+	/* A read-only raw block publication had its own loop device: it goes with its bind. */
+	if (unmounted && v.st.st_ino && mh_detach_unused(&v, false, r) < 0)
+		goto out;
+	int rm = mh_at_remove_ours(&at, q->volume_id, r);
+	if (rm < 0)
+		goto out;
+	ret = 0;
+	if (rm == 1) {
+		a->note = unmounted ? NULL : "nothing was published there";
 		goto out;
 	}
-	ret = 0;
+	/* Not made by us: leave it. An empty directory or file is harmless; anything else is not.
+	 */
+	if (empty_object(&at)) {
+		a->note = "target left in place: not made by sepcsi";
+	} else if (!unmounted) {
+		ret = mh_fail(r, MH_E_REFUSED, EPERM,
+		              "the target holds something sepcsi did not make; left untouched");
+	} else {
+		a->note = "unpublished; target left in place: not made by sepcsi";
+	}
 out:
-	mh_closep(&tdir);
-	mh_closep(&parent);
+	mh_at_close(&at);
 	return ret;
 }

@@ -18,7 +18,8 @@
  * Safety argument. The image file is one of ours (name from a checked id);
  * LOOP_SET_CAPACITY only makes a loop device re-read the size of the file
  * that already backs it. The grow ioctls act on the file system whose mount
- * at the staging path was just proven to be this volume's loop device, and
+ * at the staging path (root-only parents, no symlink: mh_at.c) was just
+ * proven to be this volume's loop device, and
  * grow it to the size of that device, which is the size of our image: they
  * cannot touch any other file system, and never shrink one.
  */
@@ -35,7 +36,6 @@
 #include "mh_common.h"
 #include "mh_image.h"
 #include "mh_ops.h"
-#include "mh_path.h"
 #include "mh_resize.h"
 
 #define LOOPS_MAX 8 /* loop devices of one image: the staging one and read-only publications */
@@ -208,14 +208,14 @@ int mh_answer_expand(const struct mh_ctx *c, const struct mh_msg *req, struct mh
                      struct mh_audit *a, struct mh_res *r)
 {
 	const struct mh_req_expand *q = &req->u.expand;
-	const char *root;
 	struct mh_vol v = {0};
-	int fd = -1, dev = -1, ret = -1;
+	struct mh_at at = {.dir = -1}, sub = {.dir = -1};
+	struct mh_mnt m;
+	int fd = -1, ret = -1;
 	bool block = (q->flags & MH_F_BLOCK) != 0;
 	a->volume_id = q->volume_id;
 	a->path = q->staging_path;
-	if (mh_check_volume_id(q->volume_id, r) < 0 ||
-	    mh_check_path(c, q->staging_path, "staging path", &root, r) < 0)
+	if (mh_check_volume_id(q->volume_id, r) < 0)
 		return -1;
 	if (q->flags & ~MH_F_BLOCK)
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "flag not valid for EXPAND");
@@ -223,53 +223,33 @@ int mh_answer_expand(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 		return mh_fail(r, MH_E_REFUSED, EPERM, "filesystem type not allowed by policy");
 	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0)
 		return -1;
-	if (!v.attached)
-		return mh_fail(r, MH_E_PRECONDITION, 0, "volume is not staged");
-
-	if (block) {
-		/* The staged device file must be this volume's loop device. */
-		struct mh_fmnt fm;
-		struct mh_loop l;
-		if ((fd = mh_path_open_dir(root, q->staging_path, r)) < 0 ||
-		    (dev = mh_path_open_child_flags(fd, "dev", O_PATH, 0, r)) < 0 ||
-		    mh_mount_file_info(dev, &fm, r) < 0)
-			goto precondition;
-		if (!fm.mounted || !S_ISBLK(fm.st.st_mode) ||
-		    mh_loop_by_rdev(fm.st.st_rdev, v.st.st_dev, v.st.st_ino, &l, r) != 1) {
-			mh_fail(r, MH_E_PRECONDITION, 0,
-			        "volume is not staged at the staging path");
-			goto out;
-		}
-		v.loop = l;
-	} else {
-		struct mh_mnt m;
-		if ((fd = mh_path_open_flags(root, q->staging_path, O_RDONLY | O_DIRECTORY, r)) <
-		        0 ||
-		    mh_mount_info(fd, &m, r) < 0)
-			goto precondition;
-		if (!mh_vol_owns(&v, &m)) {
-			mh_fail(r, MH_E_PRECONDITION, 0,
-			        "volume is not staged at the staging path");
-			goto out;
-		}
-		if (q->fs_type[0] && strcmp(q->fs_type, m.fstype) != 0) {
-			mh_fail(r, MH_E_REFUSED, EINVAL, "volume is staged as %s, not %s", m.fstype,
-			        q->fs_type);
-			goto out;
-		}
-		if (m.ro) {
-			mh_fail(r, MH_E_PRECONDITION, EROFS, "volume is staged read-only");
-			goto out;
-		}
+	/* An ephemeral volume is staged at its pod's target path. */
+	if (mh_at_open(c, q->staging_path, POL_STAGING | POL_TARGET, &at, r) < 0 ||
+	    (block && mh_at_descend(&at, "dev", &sub, r) < 0))
+		goto precondition;
+	/* The staged device file, or the staging mount, must be this volume's. */
+	fd = mh_at_child(block ? &sub : &at, block ? O_PATH : O_RDONLY | O_DIRECTORY, r);
+	if (fd < 0 || mh_mount_info(fd, &m, r) < 0)
+		goto precondition;
+	if (!mh_vol_owns(&v, &m, &v.loop)) {
+		mh_fail(r, MH_E_PRECONDITION, 0, "volume is not staged at the staging path");
+		goto out;
+	}
+	if (!block && q->fs_type[0] && strcmp(q->fs_type, m.fstype) != 0) {
+		mh_fail(r, MH_E_REFUSED, EINVAL, "volume is staged as %s, not %s", m.fstype,
+		        q->fs_type);
+		goto out;
+	}
+	if (!block && m.ro) {
+		mh_fail(r, MH_E_PRECONDITION, EROFS, "volume is staged read-only");
+		goto out;
 	}
 	uint64_t size = 0;
 	if (refresh_loops(&v.st, r) < 0 || mh_loop_size(&v.loop, &size, r) < 0)
 		goto out;
-	if (!block) {
-		struct mh_mnt m;
-		if (mh_mount_info(fd, &m, r) < 0 || grow_fs(fd, m.fstype, size, a, r) < 0)
-			goto out;
-	}
+	/* Safety: the file system just proved to be this volume's, grown to its device's size. */
+	if (!block && grow_fs(fd, m.fstype, size, a, r) < 0)
+		goto out;
 	ans->u.create_ans.size_bytes = size;
 	ret = 0;
 	goto out;
@@ -277,7 +257,8 @@ precondition:
 	if (r->kind == MH_E_NOTFOUND)
 		r->kind = MH_E_PRECONDITION;
 out:
-	mh_closep(&dev);
 	mh_closep(&fd);
+	mh_at_close(&sub);
+	mh_at_close(&at);
 	return ret;
 }

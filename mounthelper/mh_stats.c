@@ -18,8 +18,9 @@
  *    device no longer backs the image.
  *
  * Safety argument: reading only (statx, statvfs, sysfs, BLKGETSIZE64); paths
- * are opened beneath their allowed root without following symlinks, so a
- * hostile rpcd learns at most the usage of a mount beneath the allowed roots.
+ * must be staging or target paths of the policy and are opened beneath their
+ * root without following symlinks (mh_at.c), so a hostile rpcd learns at
+ * most the usage of a mount in kubelet's CSI directories.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,7 +34,6 @@
 
 #include "mh_common.h"
 #include "mh_ops.h"
-#include "mh_path.h"
 
 static void abnormal(struct mh_ans_stats *s, const char *msg)
 {
@@ -46,35 +46,27 @@ static long ext4_errors(const struct mh_loop *l)
 {
 	char p[64], buf[32] = "";
 	snprintf(p, sizeof(p), "/sys/fs/ext4/loop%d/errors_count", l->nr);
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
-	return strtol(buf, NULL, 10);
+	return mh_read_text(p, buf, sizeof(buf)) < 0 ? 0 : strtol(buf, NULL, 10);
 }
 
-static int fs_stats(const struct mh_vol *v, int fd, struct mh_ans_stats *s, struct mh_res *r)
+static int fs_stats(const struct mh_vol *v, int fd, const struct mh_mnt *m, struct mh_ans_stats *s,
+                    struct mh_res *r)
 {
-	struct mh_mnt m;
 	struct statvfs sv;
-	if (mh_mount_info(fd, &m, r) < 0)
-		return -1;
-	if (!m.mounted) {
+	if (!m->mounted) {
 		abnormal(s, "volume is not mounted at the path (the mount is gone)");
 		return 0;
 	}
 	if (!v->attached) {
 		/* Our loop devices are named in the source: one that backs nothing now is ours
 		 * lost. */
-		if (strncmp(m.source, "/dev/loop", 9) == 0) {
+		if (strncmp(m->source, "/dev/loop", 9) == 0) {
 			abnormal(s, "loop device no longer backs the volume's image");
 			return 0;
 		}
 		return mh_fail(r, MH_E_NOTFOUND, ENOENT, "not a sepcsi mount of this volume");
 	}
-	if (!mh_vol_owns(v, &m))
+	if (!mh_vol_owns(v, m, NULL))
 		return mh_fail(r, MH_E_NOTFOUND, ENOENT, "not a sepcsi mount of this volume");
 	if (fstatvfs(fd, &sv) < 0) {
 		char msg[96];
@@ -88,7 +80,7 @@ static int fs_stats(const struct mh_vol *v, int fd, struct mh_ans_stats *s, stru
 	s->inodes_total = sv.f_files;
 	s->inodes_free = sv.f_favail;
 	s->inodes_used = sv.f_files - sv.f_ffree;
-	long errs = strcmp(m.fstype, "ext4") == 0 ? ext4_errors(&v->loop) : 0;
+	long errs = strcmp(m->fstype, "ext4") == 0 ? ext4_errors(&v->loop) : 0;
 	if (errs > 0) {
 		char msg[96];
 		snprintf(msg, sizeof(msg), "ext4 reports %ld error(s) on the volume", errs);
@@ -97,69 +89,56 @@ static int fs_stats(const struct mh_vol *v, int fd, struct mh_ans_stats *s, stru
 	return 0;
 }
 
-static int block_stats(const struct mh_vol *v, int fd, struct mh_ans_stats *s, struct mh_res *r)
+static int block_stats(const struct mh_vol *v, const struct mh_mnt *m, struct mh_ans_stats *s,
+                       struct mh_res *r)
 {
-	struct stat st;
-	struct mh_fmnt fm;
 	struct mh_loop l;
-	int dev = -1, ret = -1;
-	if (fstat(fd, &st) < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "stat: %s", strerror(errno));
-	/* The staging directory holds the device file "dev"; a target is the file itself. */
-	if (S_ISDIR(st.st_mode)) {
-		if ((dev = mh_path_open_child_flags(fd, "dev", O_PATH, 0, r)) < 0)
-			return -1;
-		fd = dev;
-	}
-	if (mh_mount_file_info(fd, &fm, r) < 0)
-		goto out;
-	if (!fm.mounted) {
+	if (!m->mounted) {
 		abnormal(s, "device is not bound at the path (the bind is gone)");
-		ret = 0;
-		goto out;
+		return 0;
 	}
-	if (!S_ISBLK(fm.st.st_mode)) {
-		mh_fail(r, MH_E_NOTFOUND, ENOENT, "not a sepcsi device of this volume");
-		goto out;
-	}
-	int found = mh_loop_by_rdev(fm.st.st_rdev, v->st.st_dev, v->st.st_ino, &l, r);
-	if (found < 0)
-		goto out;
-	if (found == 0) {
-		if (major(fm.st.st_rdev) != 7) {
-			mh_fail(r, MH_E_NOTFOUND, ENOENT, "not a sepcsi device of this volume");
-			goto out;
-		}
+	if (!S_ISBLK(m->st.st_mode))
+		return mh_fail(r, MH_E_NOTFOUND, ENOENT, "not a sepcsi device of this volume");
+	if (!mh_vol_owns(v, m, &l)) {
+		if (major(m->st.st_rdev) != 7)
+			return mh_fail(r, MH_E_NOTFOUND, ENOENT,
+			               "not a sepcsi device of this volume");
 		abnormal(s, "loop device no longer backs the volume's image");
-		ret = 0;
-		goto out;
+		return 0;
 	}
-	if (mh_loop_size(&l, &s->bytes_total, r) < 0)
-		goto out;
-	ret = 0;
-out:
-	mh_closep(&dev);
-	return ret;
+	return mh_loop_size(&l, &s->bytes_total, r);
 }
 
 int mh_answer_stats(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                     struct mh_audit *a, struct mh_res *r)
 {
 	const struct mh_req_stats *q = &req->u.stats;
-	const char *root;
 	struct mh_vol v = {0};
+	struct mh_at at = {.dir = -1}, sub = {.dir = -1};
+	struct mh_mnt m;
+	struct stat st;
+	int fd = -1, ret = -1;
 	a->volume_id = q->volume_id;
 	a->path = q->path;
-	if (mh_check_volume_id(q->volume_id, r) < 0 ||
-	    mh_check_path(c, q->path, "path", &root, r) < 0)
+	if (mh_check_volume_id(q->volume_id, r) < 0)
 		return -1;
 	if (q->flags & ~MH_F_BLOCK)
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "flag not valid for STATS");
 	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0)
 		return -1;
 	bool block = (q->flags & MH_F_BLOCK) != 0;
+	if (mh_at_open(c, q->path, POL_STAGING | POL_TARGET, &at, r) < 0)
+		return -1;
+	/* A block staging directory holds the device file "dev"; a target is the file itself. */
+	const struct mh_at *where = &at;
+	if (block && fstatat(at.dir, at.name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISDIR(st.st_mode)) {
+		if (mh_at_descend(&at, "dev", &sub, r) < 0)
+			goto out;
+		where = &sub;
+	}
 	/* A directory is opened for statvfs; a block target may be a file. */
-	int fd = mh_path_open_flags(root, q->path, block ? O_PATH : O_RDONLY | O_DIRECTORY, r);
+	fd = mh_at_child(where, block ? O_PATH : O_RDONLY | O_DIRECTORY, r);
 	if (fd < 0) {
 		if (r->kind == MH_E_REFUSED && r->sys_errno == ENOTDIR)
 			r->kind = MH_E_NOTFOUND; /* a file where a mount should be */
@@ -167,14 +146,19 @@ int mh_answer_stats(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 			*r = (struct mh_res){0};
 			abnormal(&ans->u.stats_ans, "file system does not answer: I/O error");
 			a->note = ans->u.stats_ans.message;
-			return 0;
+			ret = 0;
 		}
-		return -1;
+		goto out;
 	}
-	int ret = block ? block_stats(&v, fd, &ans->u.stats_ans, r)
-	                : fs_stats(&v, fd, &ans->u.stats_ans, r);
-	close(fd);
+	if (mh_mount_info(fd, &m, r) < 0)
+		goto out;
+	ret = block ? block_stats(&v, &m, &ans->u.stats_ans, r)
+	            : fs_stats(&v, fd, &m, &ans->u.stats_ans, r);
 	if (ret == 0 && ans->u.stats_ans.abnormal)
 		a->note = ans->u.stats_ans.message;
+out:
+	mh_closep(&fd);
+	mh_at_close(&sub);
+	mh_at_close(&at);
 	return ret;
 }

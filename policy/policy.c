@@ -34,8 +34,10 @@ struct pol_list {
 
 struct pol {
 	struct pol_list roots, fstypes, opts;
+	struct pol_list staging, targets; /* path patterns, relative to each root */
 	struct pol_list mkfs[POL_NFS];
 	uint64_t min_bytes, max_bytes;
+	unsigned overcommit_pct, freeze_max_s;
 	bool log_only;
 };
 
@@ -55,6 +57,22 @@ static const char *const mappable_vfs_opts[] = {
 };
 
 static const char *const default_roots[] = {"/var/lib/kubelet"};
+
+/*
+ * Kubelet's own CSI directories and nothing else of its tree: a volume is
+ * staged at plugins/kubernetes.io/csi/<driver or "pv">/<hash or pv>/globalmount
+ * (raw block: plugins/kubernetes.io/csi/volumeDevices/staging/<pv>) and
+ * published at pods/<pod uid>/volumes/kubernetes.io~csi/<pv>/mount (raw block:
+ * plugins/kubernetes.io/csi/volumeDevices/publish/<pv>/<pod uid>).
+ */
+static const char *const default_staging[] = {
+    "plugins/kubernetes.io/csi/*/*/globalmount",
+    "plugins/kubernetes.io/csi/volumeDevices/staging/*",
+};
+static const char *const default_targets[] = {
+    "pods/*/volumes/kubernetes.io~csi/*/*",
+    "plugins/kubernetes.io/csi/volumeDevices/publish/*/*",
+};
 
 /*
  * Default mkfs options: a small set that changes only how a file system is
@@ -134,7 +152,30 @@ static bool in_table(const char *const *t, size_t n, const char *s, size_t len)
 
 /* ---- paths -------------------------------------------------------------- */
 
-int pol_path_check(const struct pol *p, const char *path, const char **root_out)
+/* Does rel (a canonical relative path) match pattern? '*' one component, last '**' the rest. */
+static bool pattern_match(const char *pat, const char *rel)
+{
+	for (;;) {
+		size_t pl = strcspn(pat, "/"), rl = strcspn(rel, "/");
+		if (pl == 2 && pat[0] == '*' && pat[1] == '*' && pat[2] == '\0')
+			return true; /* one or more components: rel is not empty here */
+		if (!(pl == 1 && pat[0] == '*') && (pl != rl || memcmp(pat, rel, pl) != 0))
+			return false;
+		pat += pl;
+		rel += rl;
+		if (*pat == '\0' || *rel == '\0')
+			return *pat == '\0' && *rel == '\0';
+		pat++;
+		rel++;
+	}
+}
+
+static const struct pol_list *role_list(const struct pol *p, enum pol_path_role role)
+{
+	return role == POL_STAGING ? &p->staging : &p->targets;
+}
+
+int pol_path_check(const struct pol *p, const char *path, unsigned roles, const char **root_out)
 {
 	if (root_out)
 		*root_out = NULL;
@@ -144,13 +185,54 @@ int pol_path_check(const struct pol *p, const char *path, const char **root_out)
 		const char *r = p->roots.v[i];
 		size_t rl = strlen(r);
 		/* Strictly beneath: "/root/x", never "/root" itself nor "/rootX/...". */
-		if (strncmp(path, r, rl) == 0 && path[rl] == '/' && path[rl + 1] != '\0') {
-			if (root_out)
-				*root_out = r;
-			return 0;
+		if (strncmp(path, r, rl) != 0 || path[rl] != '/' || path[rl + 1] == '\0')
+			continue;
+		for (unsigned role = POL_STAGING; role <= POL_TARGET; role <<= 1) {
+			const struct pol_list *l = role_list(p, (enum pol_path_role)role);
+			for (size_t j = 0; (roles & role) && j < l->n; j++) {
+				if (pattern_match(l->v[j], path + rl + 1)) {
+					if (root_out)
+						*root_out = r;
+					return 0;
+				}
+			}
 		}
 	}
 	return -EPERM;
+}
+
+const char *pol_path_pattern(const struct pol *p, enum pol_path_role role, size_t i)
+{
+	const struct pol_list *l = role_list(p, role);
+	return i < l->n ? l->v[i] : NULL;
+}
+
+/*
+ * A path pattern from the policy: relative, components separated by one '/',
+ * none empty, "." or "..", no control character; '*' and '**' only as whole
+ * components, '**' only last.
+ */
+static bool pattern_ok(const char *pat)
+{
+	const char *c = pat;
+	if (!*pat || *pat == '/' || strlen(pat) > MH_PATH_MAX)
+		return false;
+	for (;;) {
+		size_t n = strcspn(c, "/");
+		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		bool star = memchr(c, '*', n) != NULL;
+		if (star && !(n == 1 || (n == 2 && c[0] == '*' && c[1] == '*')))
+			return false;
+		if (n == 2 && c[0] == '*' && c[2] != '\0')
+			return false; /* '**' only last */
+		for (size_t i = 0; i < n; i++)
+			if ((unsigned char)c[i] < 0x20 || c[i] == 0x7f)
+				return false;
+		if (c[n] == '\0')
+			return true;
+		c += n + 1;
+	}
 }
 
 /* ---- filesystems and options -------------------------------------------- */
@@ -272,6 +354,16 @@ uint64_t pol_max_volume_bytes(const struct pol *p)
 	return p->max_bytes;
 }
 
+unsigned pol_overcommit_percent(const struct pol *p)
+{
+	return p->overcommit_pct;
+}
+
+unsigned pol_freeze_max_seconds(const struct pol *p)
+{
+	return p->freeze_max_s;
+}
+
 bool pol_seccomp_log_only(const struct pol *p)
 {
 	return p->log_only;
@@ -390,6 +482,8 @@ const char *pol_mkfs_option(const struct pol *p, const char *fstype, size_t i)
 
 enum key_id {
 	K_ROOTS,
+	K_STAGING,
+	K_TARGETS,
 	K_TYPES,
 	K_OPTS,
 	K_MKFS_EXT4,
@@ -397,6 +491,8 @@ enum key_id {
 	K_MKFS_BTRFS,
 	K_MIN,
 	K_MAX,
+	K_OVERCOMMIT,
+	K_FREEZE,
 	K_LOG_ONLY,
 	K_COUNT
 };
@@ -406,6 +502,8 @@ static const struct {
 	bool is_list; /* list keys may repeat (or continue on indented lines) and append */
 } keys[K_COUNT] = {
     [K_ROOTS] = {"paths", "allowed_roots", true},
+    [K_STAGING] = {"paths", "staging_paths", true},
+    [K_TARGETS] = {"paths", "target_paths", true},
     [K_TYPES] = {"filesystems", "types", true},
     [K_OPTS] = {"filesystems", "mount_options", true},
     [K_MKFS_EXT4] = {"filesystems", "mkfs_options_ext4", true},
@@ -413,6 +511,8 @@ static const struct {
     [K_MKFS_BTRFS] = {"filesystems", "mkfs_options_btrfs", true},
     [K_MIN] = {"volumes", "min_bytes", false},
     [K_MAX] = {"volumes", "max_bytes", false},
+    [K_OVERCOMMIT] = {"volumes", "overcommit_ratio", false},
+    [K_FREEZE] = {"volumes", "freeze_max_seconds", false},
     [K_LOG_ONLY] = {"seccomp", "log_only", false},
 };
 
@@ -518,12 +618,38 @@ static int parse_size(const char *v, uint64_t *out)
 	return 0;
 }
 
+/* A ratio "N", "N.D" or "N.DD" from 0.01 to 100, as a percentage. */
+static int parse_ratio(const char *v, unsigned *pct)
+{
+	unsigned whole = 0, frac = 0, digits = 0;
+	const char *s = v;
+	if (*s < '0' || *s > '9')
+		return -1;
+	for (; *s >= '0' && *s <= '9'; s++)
+		if ((whole = whole * 10 + (unsigned)(*s - '0')) > 100)
+			return -1;
+	if (*s == '.') {
+		for (s++; *s >= '0' && *s <= '9' && digits < 2; s++, digits++)
+			frac = frac * 10 + (unsigned)(*s - '0');
+		if (digits == 0)
+			return -1;
+		if (digits == 1)
+			frac *= 10;
+	}
+	if (*s || whole * 100 + frac < 1 || whole * 100 + frac > 10000)
+		return -1;
+	*pct = whole * 100 + frac;
+	return 0;
+}
+
 static struct pol_list *key_list(struct pol *p, enum key_id k)
 {
 	if (k >= K_MKFS_EXT4 && k <= K_MKFS_BTRFS)
 		return &p->mkfs[k - K_MKFS_EXT4];
 	if (k == K_ROOTS)
 		return &p->roots;
+	if (k == K_STAGING || k == K_TARGETS)
+		return k == K_STAGING ? &p->staging : &p->targets;
 	return k == K_TYPES ? &p->fstypes : &p->opts;
 }
 
@@ -549,6 +675,13 @@ static void handle_list(struct loader *ld, enum key_id k, const char *value)
 		s += n;
 		if (k == K_ROOTS && !pol_path_syntax_ok(word)) {
 			fail(ld, "allowed root '%s' is not a canonical absolute path other than /",
+			     word);
+			return;
+		}
+		if ((k == K_STAGING || k == K_TARGETS) && !pattern_ok(word)) {
+			fail(ld,
+			     "path pattern '%s': relative to each root, no '.', '..' or empty "
+			     "component, '*' and '**' only as whole components, '**' only last",
 			     word);
 			return;
 		}
@@ -616,6 +749,20 @@ static int handler(void *user, const char *section, const char *name, const char
 			fail(ld, "log_only must be true or false");
 		return 1;
 	}
+	if (k == K_OVERCOMMIT) {
+		if (parse_ratio(value, &ld->p->overcommit_pct) < 0)
+			fail(ld, "overcommit_ratio must be a number from 0.01 to 100 with at most "
+			         "two decimals");
+		return 1;
+	}
+	if (k == K_FREEZE) {
+		uint64_t sec;
+		if (parse_size(value, &sec) < 0 || sec < 1 || sec > 3600)
+			fail(ld, "freeze_max_seconds must be a whole number from 1 to 3600");
+		else
+			ld->p->freeze_max_s = (unsigned)sec;
+		return 1;
+	}
 	uint64_t v;
 	if (parse_size(value, &v) < 0) {
 		fail(ld, "%s: '%s' is not a size (digits, optional Ki/Mi/Gi/Ti)", name, value);
@@ -634,6 +781,12 @@ static struct pol *pol_defaults(void)
 	if (!p)
 		abort();
 	p->roots.cap = POL_ROOTS_MAX;
+	p->staging.cap = POL_PATTERNS_MAX;
+	p->targets.cap = POL_PATTERNS_MAX;
+	for (size_t i = 0; i < TABLE_LEN(default_staging); i++)
+		list_add(&p->staging, default_staging[i]);
+	for (size_t i = 0; i < TABLE_LEN(default_targets); i++)
+		list_add(&p->targets, default_targets[i]);
 	p->fstypes.cap = POL_FSTYPES_MAX;
 	p->opts.cap = POL_OPTS_MAX;
 	for (size_t i = 0; i < POL_NFS; i++) {
@@ -649,6 +802,8 @@ static struct pol *pol_defaults(void)
 		list_add(&p->opts, default_opts[i]);
 	p->min_bytes = 1 * MiB;
 	p->max_bytes = 16 * TiB;
+	p->overcommit_pct = 100;
+	p->freeze_max_s = 60;
 	p->log_only = false;
 	return p;
 }
@@ -727,6 +882,8 @@ void pol_free(struct pol *p)
 	if (!p)
 		return;
 	list_clear(&p->roots);
+	list_clear(&p->staging);
+	list_clear(&p->targets);
 	list_clear(&p->fstypes);
 	list_clear(&p->opts);
 	for (size_t i = 0; i < POL_NFS; i++)

@@ -19,10 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define POL_ROOTS_MAX   16 /* allowed_roots entries */
-#define POL_FSTYPES_MAX 8  /* filesystem types */
-#define POL_OPTS_MAX    64 /* mount_options entries */
-#define POL_ID_LEN      35 /* "sv-" or "ss-" followed by 32 lowercase hex digits */
+#define POL_ROOTS_MAX    16 /* allowed_roots entries */
+#define POL_PATTERNS_MAX 16 /* staging_paths, target_paths entries each */
+#define POL_FSTYPES_MAX  8  /* filesystem types */
+#define POL_OPTS_MAX     64 /* mount_options entries */
+#define POL_ID_LEN       35 /* "sv-" or "ss-" followed by 32 lowercase hex digits */
 
 /* Opaque; allocated by pol_load(), released by pol_free(). Immutable once loaded. */
 struct pol;
@@ -48,15 +49,24 @@ bool pol_snapshot_id_valid(const char *id);
  */
 bool pol_path_syntax_ok(const char *path);
 
+/* What a path is for: where STAGE mounts, or where PUBLISH puts a volume. */
+enum pol_path_role {
+	POL_STAGING = 1, /* [paths] staging_paths */
+	POL_TARGET = 2,  /* [paths] target_paths */
+};
+
 /*
- * Check a staging or target path: absolute, no "." or ".." component, no "//",
- * no trailing "/", no control character, at most MH_PATH_MAX bytes, each
- * component at most NAME_MAX, and strictly beneath one of the allowed roots
- * (never the root itself, never "/rootX/..." for root "/root"). Returns 0 and
- * sets *root_out (may be NULL) to the matching root, owned by p; -EINVAL if
- * malformed, -EPERM if outside every allowed root.
+ * Check a staging or target path: canonical spelling (pol_path_syntax_ok),
+ * strictly beneath one of the allowed roots, and the rest matching one of the
+ * path patterns of a role in roles (a mask of enum pol_path_role) under that root.
+ * A pattern is relative to each root; '*' is one component, a last '**' one
+ * or more. Returns 0 and sets *root_out (may be NULL) to the matching root,
+ * owned by p; -EINVAL if malformed, -EPERM if no pattern matches.
  */
-int pol_path_check(const struct pol *p, const char *path, const char **root_out);
+int pol_path_check(const struct pol *p, const char *path, unsigned roles, const char **root_out);
+
+/* For logs and docs: the i-th path pattern of one role, NULL past the end. */
+const char *pol_path_pattern(const struct pol *p, enum pol_path_role role, size_t i);
 
 /* True if fstype is one of the policy's filesystem types (exact match). */
 bool pol_fs_allowed(const struct pol *p, const char *fstype);
@@ -90,6 +100,16 @@ const char *pol_mkfs_option(const struct pol *p, const char *fstype, size_t i);
 /* Volume size bounds in bytes, inclusive. */
 uint64_t pol_min_volume_bytes(const struct pol *p);
 uint64_t pol_max_volume_bytes(const struct pol *p);
+
+/*
+ * Promised bytes (the sizes of all images and snapshots) may reach the data
+ * directory's file system size times this many percent ([volumes]
+ * overcommit_ratio, default 1.0 = 100).
+ */
+unsigned pol_overcommit_percent(const struct pol *p);
+
+/* The longest a source file system may stay frozen for a copy, in seconds. */
+unsigned pol_freeze_max_seconds(const struct pol *p);
 
 /* True when the seccomp filters should log instead of kill (debugging only). */
 bool pol_seccomp_log_only(const struct pol *p);

@@ -35,6 +35,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/xattr.h>
 #include <termios.h>
 
 /* From <linux/fs.h>, which cannot be included together with <sys/mount.h> on glibc 2.36. */
@@ -192,6 +193,9 @@ static const struct sc_rule helper_rules[] = {
     ALLOW_EQ("renameat2", 4, RENAME_NOREPLACE, "publish a new image, never replacing one"),
     ALLOW("unlinkat", "delete an image; rmdir a target directory"),
     ALLOW("mkdirat", "create a target directory beneath its root"),
+    ALLOW_EQ("fsetxattr", 4, XATTR_CREATE,
+             "mark a directory or file the helper made (trusted.sepcsi.owner), never replace one"),
+    ALLOW("fgetxattr", "read that mark before removing anything"),
     ALLOW("fchdir", "unmount relative to a verified parent; mkfs child: into images/"),
     ALLOW("chdir", "back to / after an unmount"),
 
@@ -221,10 +225,9 @@ static const struct sc_rule helper_rules[] = {
     ALLOW_IF("fsmount", 2, MOUNT_FORCED, MOUNT_FORCED, "attr has NOSUID and NODEV",
              "detached mount: the kernel refuses one without nosuid,nodev"),
     ALLOW_EQ("move_mount", 4, MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
-             "attach a detached mount onto a resolved directory fd"),
+             "attach a detached mount onto a resolved directory or file fd"),
     ALLOW_EQ("open_tree", 2, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH,
-             "clone one staged mount for a publish (not recursive)"),
-    ALLOW("mount_setattr", "nosuid,nodev(,rdonly) on the clone (attr is in memory)"),
+             "clone a loop device's node for a raw block bind (not recursive)"),
     ALLOW_EQ("umount2", 1, UMOUNT_NOFOLLOW, "unmount a verified mount; never lazy or forced"),
 
     /* ioctl, by request */

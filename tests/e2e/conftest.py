@@ -73,7 +73,10 @@ class Driver:
         os.makedirs(self.root)
         self.policy = os.path.join(self.tmp, "policy.ini")
         with open(self.policy, "w") as f:
-            f.write("[paths]\nallowed_roots = %s\n%s" % (self.root, policy_extra))
+            # Any layout beneath the root; test_ownership.py uses kubelet's own.
+            f.write("[paths]\nallowed_roots = %s\n%s%s" % (
+                self.root, "" if "_paths" in policy_extra else
+                "staging_paths = **\ntarget_paths = **\n", policy_extra))
         self.log_path = os.path.join(self.tmp, "driver.log")
         self.log = open(self.log_path, "w")
         # bin_dir: where sepcsi-supervisor (and the children it finds beside

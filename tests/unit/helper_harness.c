@@ -53,7 +53,8 @@ void write_policy(const char *path, const char *extra)
 	FILE *f = fopen(path, "w");
 	const char *log_only = getenv("SEPCSI_TEST_SECCOMP_LOG") ? "true" : "false";
 	fprintf(f,
-	        "# test policy\n[paths]\nallowed_roots = %s\n[filesystems]\ntypes = ext4 xfs "
+	        "# test policy\n[paths]\nallowed_roots = %s\nstaging_paths = **\n"
+	        "target_paths = **\n[filesystems]\ntypes = ext4 xfs "
 	        "btrfs\n[volumes]\nmin_bytes = 1Mi\nmax_bytes = 1Ti\n[seccomp]\nlog_only = %s\n%s",
 	        root, log_only, extra ? extra : "");
 	fclose(f);

@@ -129,9 +129,17 @@ static void test_lifecycle(struct helper *h)
 	CHECK(do_unstage(h, V1, staging) == MH_E_OK);
 	CHECK(mountinfo_lines() == lines - 1);
 
-	/* Unpublish of a plain empty directory removes it; a non-empty one stays. */
+	/*
+	 * Unpublish removes only what the helper made: a plain empty directory
+	 * someone else made stays (OK: nothing of this volume is there), and a
+	 * file holding data stays and the call fails.
+	 */
 	mkdir(target, 0750);
-	CHECK(do_unpublish(h, V1, target) == MH_E_OK && !exists(target));
+	CHECK(do_unpublish(h, V1, target) == MH_E_OK && exists(target));
+	rmdir(target);
+	CHECK(write_file(target, "not the helper's") == 0);
+	CHECK(do_unpublish(h, V1, target) == MH_E_REFUSED && file_has(target, "not the helper's"));
+	unlink(target);
 
 	CHECK(do_delete(h, V1) == MH_E_OK);
 	CHECK(do_delete(h, V1) == MH_E_OK);

@@ -134,7 +134,10 @@ static void test_overrides(void)
 	CHECK(pol_min_volume_bytes(p) == 4ULL << 20 && pol_max_volume_bytes(p) == 2ULL << 40);
 	CHECK(pol_seccomp_log_only(p));
 	const char *root = NULL;
-	CHECK(pol_path_check(p, "/srv/csi/x", &root) == 0 && strcmp(root, "/srv/csi") == 0);
+	CHECK(pol_path_check(p, "/srv/csi/pods/u/volumes/kubernetes.io~csi/pv/mount", POL_TARGET,
+	                     &root) == 0 &&
+	      strcmp(root, "/srv/csi") == 0);
+	CHECK(pol_overcommit_percent(p) == 100 && pol_freeze_max_seconds(p) == 60);
 	pol_free(p);
 
 	/* A file that sets one key keeps every other default. */
@@ -225,22 +228,107 @@ static void test_ids(void)
 	CHECK(!pol_snapshot_id_valid(NULL));
 }
 
-static void test_paths(void)
+/* The default policy: kubelet's CSI directories, and nothing else of its tree. */
+static void test_default_patterns(void)
 {
 	struct pol *p = NULL;
 	char err[256];
 	const char *root = NULL;
 	pol_load(NULL, &p, err, sizeof(err));
-	CHECK(pol_path_check(p, "/var/lib/kubelet/plugins/x/globalmount", &root) == 0);
-	CHECK(root && strcmp(root, "/var/lib/kubelet") == 0);
-	CHECK(pol_path_check(p, "/var/lib/kubelet/a", NULL) == 0);
-	CHECK(pol_path_check(p, "/var/lib/kubelet/a b/\xc3\xa9", NULL) == 0); /* utf-8 is fine */
+	const char *staging[] = {
+	    "/var/lib/kubelet/plugins/kubernetes.io/csi/local.sepcsi.io/0123abcd/globalmount",
+	    "/var/lib/kubelet/plugins/kubernetes.io/csi/pv/pvc-1/globalmount",
+	    "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/staging/pvc-1",
+	    NULL,
+	};
+	const char *target[] = {
+	    "/var/lib/kubelet/pods/0a1b/volumes/kubernetes.io~csi/pvc-1/mount",
+	    "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/publish/pvc-1/0a1b",
+	    NULL,
+	};
+	const char *neither[] = {
+	    "/var/lib/kubelet/pki",
+	    "/var/lib/kubelet/config.yaml",
+	    "/var/lib/kubelet/pods/0a1b/volumes/kubernetes.io~secret/token/x",
+	    "/var/lib/kubelet/pods/0a1b/volumes/kubernetes.io~csi/pvc-1",
+	    "/var/lib/kubelet/pods/0a1b/volumes/kubernetes.io~csi/pvc-1/mount/deeper",
+	    "/var/lib/kubelet/plugins/kubernetes.io/csi/local.sepcsi.io/0123abcd",
+	    "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/staging",
+	    "/var/lib/kubelet/plugins/kubernetes.io/csi/x/y/globalmount/z",
+	    "/var/lib/kubelet/plugins_registry/x",
+	    NULL,
+	};
+	for (int i = 0; staging[i]; i++) {
+		CHECK(pol_path_check(p, staging[i], POL_STAGING, &root) == 0 &&
+		      strcmp(root, "/var/lib/kubelet") == 0);
+		CHECK(pol_path_check(p, staging[i], POL_TARGET, NULL) == -EPERM);
+	}
+	for (int i = 0; target[i]; i++) {
+		CHECK(pol_path_check(p, target[i], POL_TARGET, NULL) == 0);
+		CHECK(pol_path_check(p, target[i], POL_STAGING, NULL) == -EPERM);
+		CHECK(pol_path_check(p, target[i], POL_STAGING | POL_TARGET, NULL) == 0);
+	}
+	for (int i = 0; neither[i]; i++)
+		CHECK(pol_path_check(p, neither[i], POL_STAGING | POL_TARGET, NULL) == -EPERM);
+	CHECK(strcmp(pol_path_pattern(p, POL_STAGING, 0),
+	             "plugins/kubernetes.io/csi/*/*/globalmount") == 0);
+	CHECK(pol_path_pattern(p, POL_TARGET, 2) == NULL);
+	pol_free(p);
 
-	CHECK(pol_path_check(p, "/var/lib/kubelet", &root) == -EPERM && root == NULL);
-	CHECK(pol_path_check(p, "/var/lib/kubeletX/a", NULL) == -EPERM);
-	CHECK(pol_path_check(p, "/var/lib", NULL) == -EPERM);
-	CHECK(pol_path_check(p, "/etc/passwd", NULL) == -EPERM);
-	CHECK(pol_path_check(p, "/", NULL) == -EINVAL);
+	/* Another layout (Nomad's mount_dir), and '**'. */
+	p = load_text("[paths]\nallowed_roots = /csi\nstaging_paths = staging/*/*/*\n"
+	              "target_paths = per-alloc/**\n",
+	              err, sizeof(err));
+	CHECK(p != NULL);
+	if (p) {
+		CHECK(pol_path_check(p,
+		                     "/csi/staging/default/vol/rw-file-system-single-node-writer",
+		                     POL_STAGING, NULL) == 0);
+		CHECK(pol_path_check(p, "/csi/per-alloc/a1/vol/rw", POL_TARGET, NULL) == 0);
+		CHECK(pol_path_check(p, "/csi/per-alloc/a1", POL_TARGET, NULL) == 0);
+		CHECK(pol_path_check(p, "/csi/per-alloc", POL_TARGET, NULL) == -EPERM);
+		CHECK(pol_path_check(p, "/csi/staging/a/b", POL_STAGING, NULL) == -EPERM);
+		CHECK(pol_path_check(p, "/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/v/mount",
+		                     POL_TARGET, NULL) == -EPERM);
+	}
+	pol_free(p);
+	/* Patterns that could name what they should not are refused at load. */
+	broken("[paths]\nstaging_paths = /abs/path\n", 2, "path pattern");
+	broken("[paths]\ntarget_paths = a/../b\n", 2, "path pattern");
+	broken("[paths]\ntarget_paths = a/**/b\n", 2, "path pattern");
+	broken("[paths]\ntarget_paths = a/b*\n", 2, "path pattern");
+	broken("[paths]\ntarget_paths = a//b\n", 2, "path pattern");
+	broken("[volumes]\novercommit_ratio = 0\n", 2, "overcommit_ratio");
+	broken("[volumes]\novercommit_ratio = 1.234\n", 2, "overcommit_ratio");
+	broken("[volumes]\novercommit_ratio = 101\n", 2, "overcommit_ratio");
+	broken("[volumes]\nfreeze_max_seconds = 0\n", 2, "freeze_max_seconds");
+	p = load_text("[volumes]\novercommit_ratio = 2.5\nfreeze_max_seconds = 5\n", err,
+	              sizeof(err));
+	CHECK(p && pol_overcommit_percent(p) == 250 && pol_freeze_max_seconds(p) == 5);
+	pol_free(p);
+}
+
+/* The syntax every path must have, whatever the patterns (here: anything beneath the root). */
+static void test_paths(void)
+{
+	char err[256];
+	const char *root = NULL;
+	const unsigned any = POL_STAGING | POL_TARGET;
+	struct pol *p =
+	    load_text("[paths]\nstaging_paths = **\ntarget_paths = **\n", err, sizeof(err));
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	CHECK(pol_path_check(p, "/var/lib/kubelet/plugins/x/globalmount", any, &root) == 0);
+	CHECK(root && strcmp(root, "/var/lib/kubelet") == 0);
+	CHECK(pol_path_check(p, "/var/lib/kubelet/a", any, NULL) == 0);
+	CHECK(pol_path_check(p, "/var/lib/kubelet/a b/\xc3\xa9", any, NULL) == 0); /* utf-8 */
+
+	CHECK(pol_path_check(p, "/var/lib/kubelet", any, &root) == -EPERM && root == NULL);
+	CHECK(pol_path_check(p, "/var/lib/kubeletX/a", any, NULL) == -EPERM);
+	CHECK(pol_path_check(p, "/var/lib", any, NULL) == -EPERM);
+	CHECK(pol_path_check(p, "/etc/passwd", any, NULL) == -EPERM);
+	CHECK(pol_path_check(p, "/", any, NULL) == -EINVAL);
 	const char *bad[] = {
 	    "",
 	    "var/lib/kubelet/a",
@@ -257,12 +345,12 @@ static void test_paths(void)
 	    NULL,
 	};
 	for (int i = 0; bad[i]; i++)
-		CHECK(pol_path_check(p, bad[i], NULL) == -EINVAL);
-	CHECK(pol_path_check(p, NULL, NULL) == -EINVAL);
+		CHECK(pol_path_check(p, bad[i], any, NULL) == -EINVAL);
+	CHECK(pol_path_check(p, NULL, any, NULL) == -EINVAL);
 	CHECK(pol_path_syntax_ok("/a") && !pol_path_syntax_ok("/") && !pol_path_syntax_ok(NULL));
 	CHECK(!pol_path_syntax_ok("/a/../b") && !pol_path_syntax_ok("a/b"));
 	/* "..." and ".a" are ordinary names. */
-	CHECK(pol_path_check(p, "/var/lib/kubelet/.../.a", NULL) == 0);
+	CHECK(pol_path_check(p, "/var/lib/kubelet/.../.a", any, NULL) == 0);
 
 	/* Length bounds: MH_PATH_MAX in total, NAME_MAX per component. */
 	static char big[MH_PATH_MAX + 256];
@@ -271,14 +359,14 @@ static void test_paths(void)
 		strcat(big,
 		       "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 		       "aaaaaaaaaaaaaaaaaaaaaaaaaaaa");
-	CHECK(pol_path_check(p, big, NULL) == 0);
+	CHECK(pol_path_check(p, big, any, NULL) == 0);
 	strcat(big,
 	       "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	       "aaaaaaaaaaaaaaaaa");
-	CHECK(pol_path_check(p, big, NULL) == -EINVAL);
+	CHECK(pol_path_check(p, big, any, NULL) == -EINVAL);
 	char name[300] = "/var/lib/kubelet/";
 	memset(name + strlen(name), 'n', 256);
-	CHECK(pol_path_check(p, name, NULL) == -EINVAL);
+	CHECK(pol_path_check(p, name, any, NULL) == -EINVAL);
 	pol_free(p);
 }
 
@@ -368,6 +456,7 @@ int main(void)
 	test_broken();
 	test_ids();
 	test_paths();
+	test_default_patterns();
 	test_options();
 	test_mkfs_options();
 	nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);

@@ -1,0 +1,292 @@
+/*
+ * Where the helper acts in kubelet's tree, and what it may destroy there.
+ *
+ * Runs in a helper worker (STATS: the main loop) as root with the helper's
+ * capabilities, under seccomp. Nothing here is fatal.
+ *
+ * Safety argument, paths. A staging or target path must match the policy's
+ * patterns for its role (kubelet's CSI directories by default, never the rest
+ * of its tree). It is then walked from its root one component at a time with
+ * openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS), and
+ * every directory on the way, the root and the parent included, must be a
+ * directory owned by root that neither its group nor others may write to
+ * (group write is also where an ACL's mask shows). So only root can rename,
+ * remove or replace the parent or any entry in it: a local user who owns a
+ * directory somewhere in the tree cannot move a staging directory elsewhere
+ * while mkfs runs, or swap the object the helper checked for another before
+ * it acts. The helper still re-resolves the path after every mount and undoes
+ * a mount that the path no longer reaches (mh_ops.c), as a second line.
+ *
+ * Safety argument, destruction. The helper unlinks or removes only what it
+ * made: each directory or file it creates gets an extended attribute
+ * trusted.sepcsi.owner = "<volume id>:<inode>" right away. Only a process
+ * with CAP_SYS_ADMIN can set or read a trusted.* attribute, so no pod or
+ * local user can forge one; the inode inside it makes a copy (cp -a as root)
+ * worthless. Before removing, the helper opens the object without following
+ * a symlink, reads the mark from that open file, compares it with the
+ * object's own inode and the volume asked about, unlinks by name in the
+ * checked parent, and then checks that the inode it opened has lost its
+ * link. Anything else (kubelet's own files, another volume's directory, a
+ * file someone put there) is left alone.
+ */
+#include "mh_at.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "policy.h"
+
+#define RESOLVE_SAFE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+#define MARK_XATTR   "trusted.sepcsi.owner"
+
+static int open_beneath(int dirfd, const char *rel, int flags, mode_t mode)
+{
+	struct open_how how = {
+	    .flags = (uint64_t)flags | O_CLOEXEC, .mode = mode, .resolve = RESOLVE_SAFE};
+	for (int tries = 0; tries < 8; tries++) {
+		long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+		if (fd >= 0)
+			return (int)fd;
+		/* EAGAIN: a concurrent rename or mount raced the lookup; try again. */
+		if (errno != EAGAIN && errno != EINTR)
+			break;
+	}
+	return -1;
+}
+
+static int resolve_fail(struct mh_res *r, int err, const char *what)
+{
+	switch (err) {
+	case ENOENT:
+		return mh_fail(r, MH_E_NOTFOUND, err, "%s does not exist", what);
+	case ELOOP:
+		return mh_fail(r, MH_E_REFUSED, err, "%s crosses a symlink", what);
+	case EXDEV:
+		return mh_fail(r, MH_E_REFUSED, err, "%s escapes its allowed root", what);
+	case ENOTDIR:
+		return mh_fail(r, MH_E_REFUSED, err, "%s is not a directory", what);
+	case EEXIST:
+		return mh_fail(r, MH_E_EXISTS, err, "%s exists already", what);
+	default:
+		return mh_fail(r, MH_E_FAILED, err, "cannot open %s: %s", what, strerror(err));
+	}
+}
+
+/* A directory only root may change: owned by uid 0, not writable by group or others. */
+static int check_dir(int fd, const char *what, struct mh_res *r)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "stat %s: %s", what, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return mh_fail(r, MH_E_REFUSED, ENOTDIR, "%s is not a directory", what);
+	if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)))
+		return mh_fail(r, MH_E_REFUSED, EPERM,
+		               "%s is not owned by root or may be written by others: the helper "
+		               "acts only where nobody but root can rename or replace things",
+		               what);
+	return 0;
+}
+
+int mh_at_open(const struct mh_ctx *c, const char *path, unsigned roles, struct mh_at *at,
+               struct mh_res *r)
+{
+	char comp[MH_PATH_MAX + 1];
+	at->dir = -1;
+	at->name = NULL;
+	int rc = pol_path_check(c->pol, path, roles, &at->root);
+	if (rc == -EINVAL)
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "malformed path");
+	if (rc < 0)
+		return mh_fail(r, MH_E_REFUSED, EPERM,
+		               "path is not one of the %s directories the policy allows",
+		               roles == POL_TARGET    ? "target"
+		               : roles == POL_STAGING ? "staging"
+		                                      : "CSI");
+	int fd = open(at->root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "cannot open allowed root %s: %s", at->root,
+		               strerror(errno));
+	if (check_dir(fd, "the allowed root", r) < 0)
+		goto fail;
+	/* pol_path_check: path is "<root>/a/b/.../name", canonical, at least one component. */
+	const char *s = path + strlen(at->root) + 1;
+	for (;;) {
+		size_t n = strcspn(s, "/");
+		if (s[n] == '\0') {
+			at->name = s;
+			at->dir = fd;
+			return 0;
+		}
+		memcpy(comp, s, n);
+		comp[n] = '\0';
+		int next = open_beneath(fd, comp, O_PATH | O_DIRECTORY, 0);
+		if (next < 0) {
+			resolve_fail(r, errno, "a parent directory");
+			goto fail;
+		}
+		close(fd);
+		fd = next;
+		if (check_dir(fd, "a parent directory", r) < 0)
+			goto fail;
+		s += n + 1;
+	}
+fail:
+	close(fd);
+	return -1;
+}
+
+int mh_at_descend(const struct mh_at *at, const char *name, struct mh_at *sub, struct mh_res *r)
+{
+	sub->dir = open_beneath(at->dir, at->name, O_PATH | O_DIRECTORY, 0);
+	sub->name = name;
+	sub->root = at->root;
+	if (sub->dir < 0)
+		return resolve_fail(r, errno, "the path");
+	if (check_dir(sub->dir, "the path", r) < 0) {
+		mh_closep(&sub->dir);
+		return -1;
+	}
+	return 0;
+}
+
+void mh_at_close(struct mh_at *at)
+{
+	mh_closep(&at->dir);
+}
+
+int mh_at_child(const struct mh_at *at, int flags, struct mh_res *r)
+{
+	int fd = open_beneath(at->dir, at->name, flags, 0);
+	if (fd < 0)
+		return resolve_fail(r, errno, "the path");
+	return fd;
+}
+
+static void mark_value(const char *volume_id, ino_t ino, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s:%llu", volume_id, (unsigned long long)ino);
+}
+
+int mh_at_make(const struct mh_at *at, bool dir, const char *volume_id, struct mh_res *r)
+{
+	char mark[64];
+	struct stat st;
+	int fd;
+	if (dir) {
+		if (mkdirat(at->dir, at->name, 0750) < 0) {
+			if (errno == EEXIST)
+				return 0;
+			return mh_fail(r, mh_kind_of_errno(errno), errno,
+			               "cannot create directory: %s", strerror(errno));
+		}
+		fd = open_beneath(at->dir, at->name, O_RDONLY | O_DIRECTORY, 0);
+	} else {
+		fd = open_beneath(at->dir, at->name, O_WRONLY | O_CREAT | O_EXCL, 0600);
+		if (fd < 0 && errno == EEXIST)
+			return 0;
+	}
+	if (fd < 0)
+		return mh_fail(r, mh_kind_of_errno(errno), errno, "cannot create %s: %s",
+		               dir ? "directory" : "file", strerror(errno));
+	/* Safety: the mark goes on the object just made, through its own fd. */
+	int ret = 1;
+	if (fstat(fd, &st) < 0)
+		ret = mh_fail(r, MH_E_FAILED, errno, "stat new object: %s", strerror(errno));
+	else {
+		mark_value(volume_id, st.st_ino, mark, sizeof(mark));
+		if (fsetxattr(fd, MARK_XATTR, mark, strlen(mark), XATTR_CREATE) < 0)
+			ret = mh_fail(r, MH_E_FAILED, errno,
+			              "cannot mark the new object as sepcsi's (trusted xattr): %s",
+			              strerror(errno));
+	}
+	close(fd);
+	if (ret < 0) /* an unmarked object would be ours but never removable by us */
+		unlinkat(at->dir, at->name, dir ? AT_REMOVEDIR : 0);
+	return ret;
+}
+
+/* Is the open object fd marked as made for volume_id? */
+static bool marked_ours(int fd, const struct stat *st, const char *volume_id)
+{
+	char want[64], got[64];
+	mark_value(volume_id, st->st_ino, want, sizeof(want));
+	ssize_t n = fgetxattr(fd, MARK_XATTR, got, sizeof(got) - 1);
+	if (n < 0)
+		return false;
+	got[n] = '\0';
+	return strcmp(got, want) == 0;
+}
+
+int mh_at_remove_ours(const struct mh_at *at, const char *volume_id, struct mh_res *r)
+{
+	struct stat st, st2;
+	/* First only look: opening a device node or a FIFO for real could act on it. */
+	int fd = open_beneath(at->dir, at->name, O_PATH, 0);
+	if (fd < 0)
+		return errno == ENOENT ? 1 : resolve_fail(r, errno, "the path");
+	int ret = 0;
+	if (fstat(fd, &st) < 0) {
+		ret = mh_fail(r, MH_E_FAILED, errno, "stat: %s", strerror(errno));
+		goto out;
+	}
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		goto out; /* not a kind of object the helper makes */
+	close(fd);
+	fd = open_beneath(at->dir, at->name,
+	                  S_ISDIR(st.st_mode) ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NONBLOCK, 0);
+	if (fd < 0) {
+		ret = errno == ENOENT ? 1 : resolve_fail(r, errno, "the path");
+		goto out;
+	}
+	if (fstat(fd, &st2) < 0 || st2.st_dev != st.st_dev || st2.st_ino != st.st_ino ||
+	    !marked_ours(fd, &st2, volume_id))
+		goto out; /* replaced meanwhile, or not ours: leave it */
+	/*
+	 * Safety: the parent is root-only (mh_at_open), so the name still names
+	 * the object just checked; the link count below proves it.
+	 */
+	if (unlinkat(at->dir, at->name, S_ISDIR(st2.st_mode) ? AT_REMOVEDIR : 0) < 0) {
+		ret = errno == ENOENT
+		          ? 1
+		          : mh_fail(r, mh_kind_of_errno(errno), errno, "cannot remove %s: %s",
+		                    S_ISDIR(st2.st_mode) ? "directory" : "file", strerror(errno));
+		goto out;
+	}
+	if (fstat(fd, &st2) < 0 || st2.st_nlink != 0)
+		ret = mh_fail(r, MH_E_FAILED, EAGAIN, "the object removed was not the one checked");
+	else
+		ret = 1;
+out:
+	close(fd);
+	return ret;
+}
+
+int mh_dir_has_entries(int dirfd, struct mh_res *r)
+{
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "open directory: %s", strerror(errno));
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return mh_fail(r, MH_E_FAILED, errno, "read directory: %s", strerror(errno));
+	}
+	struct dirent *e;
+	int found = 0;
+	errno = 0;
+	while (!found && (e = readdir(d)) != NULL)
+		found = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+	if (!found && errno != 0)
+		found = mh_fail(r, MH_E_FAILED, errno, "read directory: %s", strerror(errno));
+	closedir(d);
+	return found;
+}

@@ -1,0 +1,68 @@
+/*
+ * Where the helper acts: a staging or target path resolved beneath its
+ * allowed root, every directory on the way checked, and the objects the
+ * helper made there marked as its own (mh_at.c).
+ */
+#ifndef SEPCSI_MH_AT_H
+#define SEPCSI_MH_AT_H
+
+#include <sys/types.h>
+
+#include "mh.h"
+
+/* A path's parent directory, resolved and checked, and its last component. */
+struct mh_at {
+	int dir;          /* O_PATH|O_DIRECTORY fd of the parent; -1 when closed */
+	const char *name; /* the last component (points into the path given) */
+	const char *root; /* the allowed root the path lies beneath (owned by the policy) */
+};
+
+/*
+ * Check path against the policy (roles: a mask of enum pol_role) and open its
+ * parent: from the root down, one component at a time, no symlink, and every
+ * directory on the way (the root and the parent included) a directory owned
+ * by root that no one else may write to, so that no one but root can rename
+ * or replace anything the helper is about to act on. 0, or -1 with r:
+ * REFUSED (policy, symlink, a directory others may write to), NOTFOUND (a
+ * component is missing).
+ */
+int mh_at_open(const struct mh_ctx *c, const char *path, unsigned roles, struct mh_at *at,
+               struct mh_res *r);
+void mh_at_close(struct mh_at *at);
+
+/*
+ * Step into the last component of at, a directory only root may change, and
+ * make sub the place of name inside it (for a raw block staging directory's
+ * device file). 0, or -1 with r (NOTFOUND if the directory is missing).
+ */
+int mh_at_descend(const struct mh_at *at, const char *name, struct mh_at *sub, struct mh_res *r);
+
+/*
+ * Open the last component with flags (O_PATH, O_RDONLY|O_DIRECTORY, ...),
+ * never following a symlink; returns the fd, or -1 with r (NOTFOUND if it
+ * does not exist).
+ */
+int mh_at_child(const struct mh_at *at, int flags, struct mh_res *r);
+
+/*
+ * Create the last component, a directory (0750) or an empty regular file
+ * (0600), and mark it as made by the helper for volume_id (an extended
+ * attribute in the trusted namespace, which only CAP_SYS_ADMIN can set,
+ * naming the volume and the object's inode). Returns 1 created, 0 it existed
+ * already (left as it is), -1 with r.
+ */
+int mh_at_make(const struct mh_at *at, bool dir, const char *volume_id, struct mh_res *r);
+
+/*
+ * Remove the last component if, and only if, it is a directory or regular
+ * file the helper made for volume_id (its mark, checked against the object's
+ * own inode right before the unlink, and the unlink checked afterwards).
+ * Returns 1 removed (or absent), 0 present but not made by the helper for
+ * this volume (left alone), -1 with r (EBUSY while something is mounted on it).
+ */
+int mh_at_remove_ours(const struct mh_at *at, const char *volume_id, struct mh_res *r);
+
+/* Does the directory the O_PATH or O_RDONLY fd refers to hold any entry? 1 yes, 0 no, -1 r. */
+int mh_dir_has_entries(int dirfd, struct mh_res *r);
+
+#endif
