@@ -46,10 +46,12 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "mh_common.h"
 #include "mh_image.h"
 #include "mh_ops.h"
 #include "mh_pause.h"
+#include "mh_worker.h"
 
 #define COPY_CHUNK (1 << 20) /* fallback read/write buffer */
 
@@ -87,8 +89,10 @@ static int freeze_source(const struct mh_ctx *c, const char *volume_id, struct m
 
 static void thaw(int *fd)
 {
-	if (*fd >= 0)
+	if (*fd >= 0) {
 		(void)ioctl(*fd, FITHAW, 0);
+		mh_worker_note(MH_NOTE_THAWED);
+	}
 	mh_closep(fd);
 }
 
@@ -101,6 +105,34 @@ void mh_copy_thaw(const struct mh_ctx *c, const char *volume_id)
 		return;
 	int fd = mh_mount_fs_fd(&v.loop, &r);
 	thaw(&fd); /* EINVAL when it was not frozen: nothing to do */
+}
+
+void mh_copy_thaw_all(const struct mh_ctx *c)
+{
+	int nrs[256];
+	struct mh_res r = {0};
+	int n = mh_mount_loop_numbers(nrs, 256, &r);
+	for (int i = 0; i < n; i++) {
+		struct mh_loop l;
+		struct stat st;
+		char id[64], img[MH_IMAGE_NAME_MAX];
+		dev_t dev;
+		ino_t ino;
+		/* Ours only: attached by the helper (named by a volume id) to that very image. */
+		if (mh_loop_status(nrs[i], &l, &dev, &ino, id, sizeof(id)) < 0 ||
+		    !pol_volume_id_valid(id))
+			continue;
+		mh_image_name(id, img, sizeof(img));
+		if (fstatat(c->images_fd, img, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != dev ||
+		    st.st_ino != ino)
+			continue;
+		int fd = mh_mount_fs_fd(&l, &r);
+		if (fd >= 0 && ioctl(fd, FITHAW, 0) == 0)
+			log_kv(LOG_LVL_WARN, "thawed", "volume_id", id, "why",
+			       "frozen by a helper that died during a copy", NULL);
+		mh_closep(&fd);
+		r = (struct mh_res){0};
+	}
 }
 
 /* ---- copying -------------------------------------------------------------- */
@@ -198,6 +230,8 @@ static int copy_to(const struct mh_ctx *c, int src, const char *src_id, off_t si
 		return io_fail(r, errno, "create copy");
 	if (freeze_id && (frozen = freeze_source(c, freeze_id, r)) < 0 && r->kind != MH_E_OK)
 		goto out;
+	if (frozen >= 0)
+		mh_worker_note(MH_NOTE_FROZEN); /* the main loop bounds the freeze in time */
 	mh_pause(c, "copy", src_id); /* tests: a copy in flight, its source frozen if mounted */
 	int rc = copy_image(src, dst, st.st_size, reflinked, r);
 	thaw(&frozen); /* always, and as early as possible */

@@ -174,6 +174,27 @@ static int loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out)
 	return rc;
 }
 
+int mh_loop_status(int nr, struct mh_loop *out, dev_t *dev, ino_t *ino, char *name, size_t len)
+{
+	struct loop_info64 info;
+	struct stat st;
+	loop_name(out, nr);
+	int fd = open_loop(nr, O_RDONLY | O_NONBLOCK), ret = -1;
+	if (fd < 0)
+		return -1;
+	if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && fstat(fd, &st) == 0) {
+		out->rdev = st.st_rdev;
+		out->lo_flags = info.lo_flags;
+		*dev = (dev_t)info.lo_device;
+		*ino = (ino_t)info.lo_inode;
+		snprintf(name, len, "%.*s", (int)sizeof(info.lo_file_name),
+		         (const char *)info.lo_file_name);
+		ret = 0;
+	}
+	close(fd);
+	return ret;
+}
+
 int mh_loop_find(dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r)
 {
 	return mh_loop_find_all(dev, ino, out, 1, r);

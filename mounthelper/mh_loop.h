@@ -34,6 +34,12 @@ int mh_loop_node(const struct mh_loop *l, struct mh_res *r);
 /* Drop the device's cached blocks (BLKFLSBUF) after its backing file was written directly. */
 int mh_loop_flush(int loop_fd, struct mh_res *r);
 
+/*
+ * What backs loopN: its backing file's identity and the name the helper gave
+ * it at attach time (lo_file_name: the volume id). 0, or -1 (unbound, gone).
+ */
+int mh_loop_status(int nr, struct mh_loop *out, dev_t *dev, ino_t *ino, char *name, size_t len);
+
 /* Find the loop device backed by the file (dev, ino): 1 found (*out set), 0 none, -1 error. */
 int mh_loop_find(dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r);
 

@@ -42,10 +42,12 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "mh.h"
+#include "mh_copy.h"
 #include "mh_ops.h"
 #include "mh_pause.h"
 #include "mh_worker.h"
@@ -344,9 +346,10 @@ static void drain_workers(const struct mh_ctx *ctx, int peer)
 	while (mh_workers_count() > 0) {
 		struct pollfd p[MH_WORKERS_MAX];
 		size_t n = mh_workers_pollfds(p, MH_WORKERS_MAX);
-		if (poll(p, n, -1) < 0 && errno != EINTR)
+		if (poll(p, n, mh_workers_timeout_ms(ctx)) < 0 && errno != EINTR)
 			log_fatal("poll: %s", strerror(errno));
 		mh_workers_reap(ctx, peer);
+		mh_workers_enforce(ctx);
 	}
 }
 
@@ -371,6 +374,7 @@ int main(int argc, char **argv)
 	struct mh_ctx ctx = {.pol = pol};
 	open_data_dir(a.data_dir, &ctx);
 	mh_pause_init();
+	mh_copy_thaw_all(&ctx);
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
 	int ctl = is_socket(SEPCSI_FD_CONTROL) ? SEPCSI_FD_CONTROL : -1;
@@ -394,13 +398,17 @@ int main(int argc, char **argv)
 		struct pollfd p[2 + MH_WORKERS_MAX] = {{.fd = peer, .events = POLLIN},
 		                                       {.fd = ctl, .events = POLLIN}};
 		size_t nw = mh_workers_pollfds(p + 2, MH_WORKERS_MAX);
-		if (ppoll(p, 2 + nw, NULL, &unblocked) < 0) {
+		int wait_ms = mh_workers_timeout_ms(&ctx);
+		struct timespec ts = {.tv_sec = wait_ms / 1000,
+		                      .tv_nsec = (wait_ms % 1000) * 1000000L};
+		if (ppoll(p, 2 + nw, wait_ms < 0 ? NULL : &ts, &unblocked) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_fatal("ppoll: %s", strerror(errno));
 		}
 		/* Always, whatever poll said: answered workers release their ids first. */
 		mh_workers_reap(&ctx, peer);
+		mh_workers_enforce(&ctx); /* a freeze that ran out is ended now */
 		if (p[1].revents)
 			peer = control_one(ctl, peer);
 		else if (p[0].revents && !serve_one(&ctx, peer, ctl)) {

@@ -315,6 +315,37 @@ int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t w
 	return each_mount(match_use, &u, r);
 }
 
+struct loop_list {
+	int *nrs;
+	size_t n, max;
+};
+
+static int collect_loop(struct libmnt_fs *fs, void *arg)
+{
+	struct loop_list *ll = arg;
+	const char *src = mnt_fs_get_source(fs);
+	char *end;
+	if (!src || strncmp(src, "/dev/loop", 9) != 0 || src[9] < '0' || src[9] > '9')
+		return 0;
+	long nr = strtol(src + 9, &end, 10);
+	if (*end || nr < 0 || nr > 1 << 20)
+		return 0;
+	for (size_t i = 0; i < ll->n; i++)
+		if (ll->nrs[i] == (int)nr)
+			return 0;
+	if (ll->n < ll->max)
+		ll->nrs[ll->n++] = (int)nr;
+	return 0;
+}
+
+int mh_mount_loop_numbers(int *nrs, size_t max, struct mh_res *r)
+{
+	struct loop_list ll = {.nrs = nrs, .max = max};
+	if (each_mount(collect_loop, &ll, r) < 0)
+		return -1;
+	return (int)ll.n;
+}
+
 struct fs_of {
 	const struct mh_loop *l;
 	struct mh_mnt m;

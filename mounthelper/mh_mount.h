@@ -48,6 +48,9 @@ int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t w
  */
 int mh_mount_fs_fd(const struct mh_loop *l, struct mh_res *r);
 
+/* The loop devices (numbers N of /dev/loopN, each once) file systems are mounted from. */
+int mh_mount_loop_numbers(int *nrs, size_t max, struct mh_res *r);
+
 /* A policy-checked option list, split into what goes where. */
 struct mh_mount_opts {
 	uint64_t attr; /* MOUNT_ATTR_* for fsmount(); NOSUID|NODEV always set */

@@ -17,14 +17,18 @@
  * worker is forked; it handles the request (audit record included), sends the
  * answer itself on the request channel (a SOCK_SEQPACKET datagram is sent
  * whole, so answers from several workers never interleave) and exits 0, or 1
- * if the channel is gone. Right BEFORE sending, the worker writes one byte to
+ * if the channel is gone. Right BEFORE sending, the worker writes NOTE_DONE to
  * a pipe the main loop holds: the request's ids are released then, so a
  * request rpcd sends after reading the answer can never find them still
  * taken (the main loop drains every worker pipe before it reads a request).
  * End of file on that pipe means the worker has exited: the main loop reaps
  * it, and answers for one that died without its byte (MH_E_FAILED), so rpcd
  * never waits forever; if that worker may have frozen a file system for a
- * copy, the main loop thaws it (mh_copy_thaw).
+ * copy, the main loop thaws it (mh_copy_thaw). A worker also notes on the
+ * pipe when it freezes and thaws a source file system: one that keeps it
+ * frozen longer than the policy's freeze_max_seconds is killed and the file
+ * system thawed by the main loop (mh_workers_enforce), so no freeze outlives
+ * its bound whatever the copy does.
  *
  * Runs in the helper's main process (start, reap) and in the worker (the
  * operation). Fatal: nothing; a fork that fails is an error answer.
@@ -39,6 +43,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -48,11 +53,27 @@
 struct slot {
 	pid_t pid;         /* 0: free */
 	int fd;            /* read end of the worker's pipe (O_NONBLOCK) */
-	bool answered;     /* its byte arrived: the ids are free again */
+	bool answered;     /* its NOTE_DONE arrived: the ids are free again */
+	int64_t frozen_ms; /* when it froze a source file system (NOTE_FROZEN), 0 if not frozen */
+	bool overdue;      /* killed for holding a freeze too long */
 	struct mh_msg req; /* what it is doing (its keys point in here) */
 };
 
 static struct slot slots[MH_WORKERS_MAX];
+static int note_fd = -1; /* in a worker: its end of the pipe */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void mh_worker_note(char what)
+{
+	if (note_fd >= 0)
+		(void)!write(note_fd, &what, 1);
+}
 
 size_t mh_workers_count(void)
 {
@@ -104,10 +125,11 @@ static void __attribute__((noreturn)) worker_main(const struct mh_ctx *c, const 
 			close(slots[i].fd); /* the other workers' pipes are not ours */
 	if (ctl >= 0)
 		close(ctl); /* the supervisor's channel: its end of file must mean the helper's */
+	note_fd = done;
 	if (mh_ops_handle(c, req, &ans) < 0 || mh_msg_encode(&ans, out, sizeof(out), &len) < 0)
 		_exit(3);
 	/* First release the ids (the main loop reads this before any new request)... */
-	if (write(done, "", 1) != 1)
+	if (write(done, (char[]){MH_NOTE_DONE}, 1) != 1)
 		_exit(3);
 	/* ...then answer. */
 	_exit(send(peer, out, len, MSG_NOSIGNAL) == (ssize_t)len ? 0 : 1);
@@ -156,7 +178,54 @@ void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer,
 	s->pid = pid;
 	s->fd = pfd[0];
 	s->answered = false;
+	s->frozen_ms = 0;
+	s->overdue = false;
 	s->req = *req;
+}
+
+/* The volume a copy freezes, if the request is one. */
+static const char *copy_source(const struct mh_msg *req)
+{
+	if (req->type == MH_REQ_SNAPSHOT)
+		return req->u.snapshot.volume_id;
+	if (req->type == MH_REQ_CLONE && req->u.clone.source_kind == MH_SRC_VOLUME)
+		return req->u.clone.source_id;
+	return NULL;
+}
+
+int mh_workers_timeout_ms(const struct mh_ctx *c)
+{
+	int64_t limit = (int64_t)pol_freeze_max_seconds(c->pol) * 1000, next = -1, now = now_ms();
+	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
+		if (slots[i].pid == 0 || slots[i].frozen_ms == 0 || slots[i].overdue)
+			continue;
+		int64_t left = slots[i].frozen_ms + limit - now;
+		if (next < 0 || left < next)
+			next = left < 0 ? 0 : left;
+	}
+	return next > INT32_MAX ? INT32_MAX : (int)next;
+}
+
+void mh_workers_enforce(const struct mh_ctx *c)
+{
+	int64_t limit = (int64_t)pol_freeze_max_seconds(c->pol) * 1000, now = now_ms();
+	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
+		struct slot *s = &slots[i];
+		if (s->pid == 0 || s->frozen_ms == 0 || s->overdue || now - s->frozen_ms < limit)
+			continue;
+		/*
+		 * A freeze never outlives its bound: the copy is abandoned (its
+		 * worker killed, its temporary file removed by the next attempt) and
+		 * the source thawed at once, whatever the worker was doing.
+		 */
+		s->overdue = true;
+		kill(s->pid, SIGKILL);
+		const char *src = copy_source(&s->req);
+		if (src)
+			mh_copy_thaw(c, src);
+		log_kv(LOG_LVL_ERROR, "freeze_overdue", "op", mh_type_name(s->req.type),
+		       "volume_id", src ? src : "", NULL);
+	}
 }
 
 size_t mh_workers_pollfds(struct pollfd *p, size_t max)
@@ -177,11 +246,15 @@ void mh_workers_reap(const struct mh_ctx *c, int peer)
 		char b;
 		if (s->pid == 0)
 			continue;
-		ssize_t n = read(s->fd, &b, 1);
-		if (n == 1)
-			s->answered = true; /* its answer is on its way: the ids are free */
+		ssize_t n;
+		while ((n = read(s->fd, &b, 1)) == 1) {
+			if (b == MH_NOTE_DONE)
+				s->answered = true; /* its answer is on its way: the ids are free */
+			else
+				s->frozen_ms = b == MH_NOTE_FROZEN ? now_ms() : 0;
+		}
 		if (n != 0)
-			continue; /* running (EAGAIN), or just answered */
+			continue; /* running (EAGAIN) */
 		/* End of file: the worker has exited (its last fd closed). */
 		pid_t got;
 		while ((got = waitpid(s->pid, &st, 0)) < 0 && errno == EINTR)
@@ -190,8 +263,13 @@ void mh_workers_reap(const struct mh_ctx *c, int peer)
 		s->pid = 0;
 		if (s->answered && got > 0 && WIFEXITED(st) && WEXITSTATUS(st) <= 1)
 			continue; /* answered (0), or rpcd was gone (1) */
-		char why[96];
-		if (got > 0 && WIFSIGNALED(st))
+		char why[160];
+		if (s->overdue)
+			snprintf(why, sizeof(why),
+			         "the copy kept the source file system frozen longer than "
+			         "freeze_max_seconds (%u s): abandoned, source thawed",
+			         pol_freeze_max_seconds(c->pol));
+		else if (got > 0 && WIFSIGNALED(st))
 			snprintf(why, sizeof(why), "worker killed by signal %d", WTERMSIG(st));
 		else
 			snprintf(why, sizeof(why), "worker failed (status %d)",
@@ -199,10 +277,8 @@ void mh_workers_reap(const struct mh_ctx *c, int peer)
 		log_kv(LOG_LVL_ERROR, "worker_died", "op", mh_type_name(s->req.type), "reason", why,
 		       NULL);
 		/* A copy may have died with the source volume frozen: thaw it. */
-		if (s->req.type == MH_REQ_SNAPSHOT)
-			mh_copy_thaw(c, s->req.u.snapshot.volume_id);
-		else if (s->req.type == MH_REQ_CLONE && s->req.u.clone.source_kind == MH_SRC_VOLUME)
-			mh_copy_thaw(c, s->req.u.clone.source_id);
+		if (copy_source(&s->req))
+			mh_copy_thaw(c, copy_source(&s->req));
 		mh_ops_refuse(c, &s->req, &ans, MH_E_FAILED, 0, why);
 		send_answer(peer, &ans);
 	}

@@ -32,6 +32,20 @@ size_t mh_workers_pollfds(struct pollfd *p, size_t max);
  */
 void mh_workers_reap(const struct mh_ctx *c, int peer);
 
+/* What a worker tells the main loop on its pipe (mh_worker_note). */
+#define MH_NOTE_DONE   'D' /* the answer follows: the request's ids are free */
+#define MH_NOTE_FROZEN 'F' /* a source file system is frozen for a copy */
+#define MH_NOTE_THAWED 'T' /* and thawed again */
+
+/* In a worker: tell the main loop (no-op in the main process). */
+void mh_worker_note(char what);
+
+/* Milliseconds until the next freeze runs out (for the main loop's wait), or -1 for none. */
+int mh_workers_timeout_ms(const struct mh_ctx *c);
+
+/* Kill every worker whose freeze has run out and thaw its source (reaped as usual). */
+void mh_workers_enforce(const struct mh_ctx *c);
+
 /* Workers still running. */
 size_t mh_workers_count(void);
 

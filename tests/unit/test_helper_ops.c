@@ -355,6 +355,69 @@ static void test_worker_killed(void)
 	CHECK(helper_stop(&h) == 0);
 }
 
+/* Write to path in a child; true if the write finished within 10 s (a frozen fs blocks it). */
+static bool write_within(const char *path)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(write_file(path, "written") == 0 ? 0 : 1);
+	for (int i = 0; i < 1000; i++) {
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+		usleep(10000);
+	}
+	kill(pid, SIGKILL); /* it stays in D state until the thaw below; reaped then */
+	return false;
+}
+
+/*
+ * No freeze outlives its bound: a copy held (pause point) with its source
+ * frozen for longer than freeze_max_seconds is abandoned and the source
+ * thawed; and a helper killed while a source is frozen thaws it at its next
+ * start.
+ */
+static void test_freeze_bounds(void)
+{
+	char staging[256], p[300], gate[64], pol1[200];
+	struct helper h;
+	struct mh_msg q, a;
+	snprintf(staging, sizeof(staging), "%s/staging/frozen", root);
+	snprintf(gate, sizeof(gate), "copy@%s", VA);
+	snprintf(p, sizeof(p), "%s/after", staging);
+	snprintf(pol1, sizeof(pol1), "%s/policy-freeze.ini", tmp);
+	write_policy(pol1, "[volumes]\nfreeze_max_seconds = 1\n");
+	mkdir(staging, 0750);
+	helper_start_with(&h, pol1);
+	CHECK(do_create(&h, VA, 64 * MiB, NULL) == MH_E_OK);
+	CHECK(do_stage(&h, VA, staging, "ext4", "", 0, NULL) == MH_E_OK);
+
+	/* Held frozen past 1 s: FAILED with the reason, and the volume takes writes again. */
+	pause_hold(gate);
+	clone_req(&q, VC, MH_SRC_VOLUME, VA, 64 * MiB);
+	uint32_t id = send_req(&h, &q);
+	CHECK(pause_wait(gate, 60000) > 0);
+	CHECK(recv_ans(&h, &a, 30000) == MH_ANS_ERROR && a.id == id &&
+	      a.u.error.kind == MH_E_FAILED && strstr(a.u.error.reason, "freeze_max_seconds"));
+	pause_release(gate);
+	CHECK(write_within(p));
+	CHECK(do_ping(&h) == MH_E_OK);
+
+	/* The helper itself killed while the source is frozen: the next helper thaws it. */
+	pause_hold(gate);
+	send_req(&h, &q);
+	CHECK(pause_wait(gate, 60000) > 0);
+	kill(h.pid, SIGKILL);
+	helper_stop(&h);
+	pause_release(gate);
+	helper_start(&h);
+	CHECK(do_ping(&h) == MH_E_OK);
+	CHECK(write_within(p));
+	CHECK(do_delete(&h, VC) == MH_E_OK); /* no clone was made; its temporary is gone too */
+	CHECK(do_unstage(&h, VA, staging) == MH_E_OK && do_delete(&h, VA) == MH_E_OK);
+	CHECK(helper_stop(&h) == 0);
+}
+
 /* Every action and refusal is also one JSON line in <data>/audit.log (0600). */
 static void test_audit_file(void)
 {
@@ -401,6 +464,7 @@ int main(int argc, char **argv)
 	CHECK(helper_stop(&h) == 0);
 	test_sigterm();
 	test_worker_killed();
+	test_freeze_bounds();
 	test_audit_file();
 	test_reflink_xfs();
 	CHECK(our_loops(false) == 0);
