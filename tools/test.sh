@@ -1,7 +1,8 @@
 #!/bin/sh
-# Installs the dependencies, builds, and runs every test: formatting, the C
-# unit tests (CTest), and the end-to-end tests (pytest) against the real
-# supervisor, rpcd and helper as root inside a private mount namespace.
+# Installs the dependencies, builds, and runs every test: formatting, static
+# analysis (tools/lint.sh), the C unit tests (CTest), and the end-to-end tests
+# (pytest) against the real supervisor, rpcd and helper as root inside a
+# private mount namespace.
 # Then the same suites again with AddressSanitizer and UndefinedBehaviorSanitizer.
 # SEPCSI_TEST_FAST=1 skips the sanitizer pass.
 set -eu
@@ -11,6 +12,10 @@ cd "$(dirname "$0")/.."
 echo "== clang-format check"
 files=$(git ls-files '*.c' '*.h')
 clang-format --dry-run --Werror $files
+
+echo "== static analysis"
+# Configures build/ (kept for the suite below) and analyses with its flags.
+tools/lint.sh build
 
 suite() {
 	dir=$1
