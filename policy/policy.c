@@ -243,10 +243,8 @@ int pol_mount_options_check(const struct pol *p, const char *list, char *err, si
 			ret = -EINVAL;
 			break;
 		}
-		memcpy(want, name, nsz);
-		want[nsz] = '\0';
-		if (value)
-			strcat(want, "="); /* "name=value" needs the entry "name=" */
+		/* "name=value" needs the entry "name=" */
+		snprintf(want, sizeof(want), "%.*s%s", (int)nsz, name, value ? "=" : "");
 		if (!list_has(&p->opts, want, strlen(want))) {
 			seterr(err, errlen, "mount option '%s%s' not allowed by policy", want,
 			       value ? "..." : "");
@@ -418,9 +416,8 @@ static const struct {
 
 struct loader {
 	struct pol *p;
-	const char *path;
 	/* reader state: the file in memory and the line being parsed */
-	const char *buf, *pos, *end;
+	const char *pos, *end;
 	int lineno;
 	bool seen[K_COUNT];
 	int err_line; /* first error we found, 0 if none */
@@ -666,10 +663,10 @@ static int slurp(const char *path, char **buf, size_t *len, char *err, size_t er
 		abort();
 	size_t n = fread(b, 1, POL_FILE_MAX + 1, f);
 	int rerr = ferror(f);
-	fclose(f);
+	(void)fclose(f);
 	if (rerr) {
 		seterr(err, errlen, "%s: read error", path);
-	} else if (n > POL_FILE_MAX) {
+	} else if (n > (size_t)POL_FILE_MAX) {
 		seterr(err, errlen, "%s: larger than %d bytes", path, POL_FILE_MAX);
 	} else if (memchr(b, '\0', n)) {
 		seterr(err, errlen, "%s: contains a NUL byte", path);
@@ -692,7 +689,7 @@ int pol_load(const char *path, struct pol **out, char *err, size_t errlen)
 	if (path) {
 		if (slurp(path, &buf, &len, err, errlen) < 0)
 			goto fail;
-		struct loader ld = {.p = p, .path = path, .buf = buf, .pos = buf, .end = buf + len};
+		struct loader ld = {.p = p, .pos = buf, .end = buf + len};
 		int rc = ini_parse_stream(reader, &ld, handler, &ld);
 		/* rc > 0 is the line of an inih syntax error; ours are in ld.err_line. */
 		if (rc != 0 || ld.err_line) {
