@@ -411,6 +411,7 @@ int mh_block_unpublish(const struct mh_ctx *c, const char *volume_id, int parent
 		if (mh_umount(parent, name, fm.id, r) < 0)
 			goto out;
 		/* A read-only publication's own loop device goes with its last bind. */
+		/* NOLINTNEXTLINE(clang-analyzer-core.CallAndMessage): b == 1: bound_loop() set l */
 		int used = mh_mount_other_dev_use(c->pol, v.st.st_dev, v.st.st_ino, l.rdev, -1,
 		                                  where, sizeof(where), r);
 		if (used < 0)

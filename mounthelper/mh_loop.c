@@ -58,7 +58,7 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 	if (ctl < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "cannot open /dev/loop-control: %s",
 		               strerror(errno));
-	int lfd = -1, err = 0;
+	int err = 0;
 	for (int tries = 0; tries < ATTACH_TRIES; tries++) {
 		int nr = ioctl(ctl, LOOP_CTL_GET_FREE);
 		if (nr < 0) {
@@ -67,7 +67,7 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 		}
 		loop_name(out, nr);
 		/* Opened read-only, the kernel also forces the loop read-only. */
-		lfd = open(out->path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+		int lfd = open(out->path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 		if (lfd < 0) {
 			err = errno;
 			if (err == ENOENT || err == ENXIO)

@@ -283,10 +283,11 @@ static int fs_options(int fsfd, const char *fsopts, struct mh_res *r)
 		abort();
 	cur = copy;
 	while (mnt_optstr_next_option(&cur, &name, &nsz, &value, &vsz) == 0) {
-		char key[MH_OPTS_MAX + 1], val[MH_OPTS_MAX + 1];
+		char key[MH_OPTS_MAX + 1];
 		snprintf(key, sizeof(key), "%.*s", (int)nsz, name);
 		int rc;
 		if (value) {
+			char val[MH_OPTS_MAX + 1];
 			snprintf(val, sizeof(val), "%.*s", (int)vsz, value);
 			rc = fsconfig(fsfd, FSCONFIG_SET_STRING, key, val, 0);
 		} else {
