@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef SEPCSI_MOUNTHELPER
@@ -56,7 +57,8 @@ void write_policy(const char *path, const char *extra)
 	        "# test policy\n[paths]\nallowed_roots = %s\n[filesystems]\ntypes = ext4 xfs "
 	        "btrfs\n[volumes]\nmin_bytes = 1Mi\nmax_bytes = 1Ti\n[seccomp]\nlog_only = %s\n%s",
 	        root, log_only, extra ? extra : "");
-	fclose(f);
+	if (fclose(f) != 0)
+		perror(path);
 }
 
 /* Start the helper with the request channel on fd 3 and, if ctl_fd >= 0, control on fd 4. */
@@ -120,7 +122,7 @@ int helper_stop(struct helper *h)
 			h->pid = 0;
 			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 		}
-		usleep(100000);
+		nanosleep(&(struct timespec){.tv_nsec = 100L * 1000 * 1000}, NULL);
 	}
 	kill(h->pid, SIGKILL);
 	waitpid(h->pid, &st, 0);
@@ -237,7 +239,7 @@ int mountinfo_lines(void)
 	int n = 0, c;
 	while ((c = fgetc(f)) != EOF)
 		n += c == '\n';
-	fclose(f);
+	(void)fclose(f);
 	return n;
 }
 
@@ -253,7 +255,7 @@ void mount_opts_at(const char *path, char *out, size_t len)
 		    strcmp(mp, path) == 0)
 			snprintf(out, len, "%s", opts);
 	}
-	fclose(f);
+	(void)fclose(f);
 }
 
 bool has_opt(const char *opts, const char *o)
@@ -290,7 +292,7 @@ int our_loops(bool detach)
 				}
 			}
 		}
-		fclose(f);
+		(void)fclose(f);
 	}
 	closedir(d);
 	return n;
@@ -329,7 +331,7 @@ bool exists(const char *path)
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
 {
-	remove(p);
+	(void)remove(p);
 	return 0; /* best effort: keep walking */
 }
 
@@ -346,7 +348,7 @@ void cleanup(void)
 			    strncmp(mps[n], tmp, strlen(tmp)) == 0)
 				n++;
 		if (f)
-			fclose(f);
+			(void)fclose(f);
 		if (n == 0)
 			break;
 		while (n-- > 0)
@@ -527,7 +529,7 @@ bool loop_dev_of(const char *id, char *out, size_t len)
 			found = true;
 		}
 		if (f)
-			fclose(f);
+			(void)fclose(f);
 	}
 	if (d)
 		closedir(d);
@@ -568,7 +570,10 @@ int harness_setup(const char *name)
 		perror("mkdtemp");
 		return -1;
 	}
-	atexit(cleanup);
+	if (atexit(cleanup) != 0) {
+		fprintf(stderr, "atexit failed\n");
+		return -1;
+	}
 	snprintf(root, sizeof(root), "%s/root", tmp);
 	snprintf(data, sizeof(data), "%s/data", tmp);
 	snprintf(policy, sizeof(policy), "%s/policy.ini", tmp);
@@ -591,5 +596,5 @@ void dump_log(void)
 	while (lf && fgets(line, sizeof(line), lf))
 		fputs(line, stderr);
 	if (lf)
-		fclose(lf);
+		(void)fclose(lf);
 }

@@ -71,7 +71,7 @@ static uint64_t loop_sectors(const char *dev)
 	if (f && fgets(buf, sizeof(buf), f) == NULL)
 		buf[0] = '\0';
 	if (f)
-		fclose(f);
+		(void)fclose(f);
 	return strtoull(buf, NULL, 10);
 }
 
@@ -213,7 +213,8 @@ static void test_reflink_xfs(void)
 	snprintf(saved, sizeof(saved), "%s", data);
 	int fd = open(img, O_CREAT | O_WRONLY, 0600);
 	CHECK(fd >= 0 && ftruncate(fd, (off_t)(3 * GiB)) == 0);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	const char *mkfs[] = {"mkfs.xfs", "-q", "-m", "reflink=1", img, NULL};
 	CHECK(run(mkfs) == 0);
 	snprintf(data, sizeof(data), "%s/xdata", tmp);
@@ -325,15 +326,14 @@ static void test_sigterm(void)
 /* The first child of pid (its worker), or 0. */
 static pid_t first_child(pid_t pid)
 {
-	char p[96];
-	long child = 0;
+	char p[96], line[64] = "";
 	snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)pid, (int)pid);
 	FILE *f = fopen(p, "re");
-	if (f && fscanf(f, "%ld", &child) != 1)
-		child = 0;
+	if (f && !fgets(line, sizeof(line), f))
+		line[0] = '\0';
 	if (f)
-		fclose(f);
-	return (pid_t)child;
+		(void)fclose(f);
+	return (pid_t)strtol(line, NULL, 10);
 }
 
 /*
@@ -359,7 +359,7 @@ static void test_worker_killed(void)
 	uint32_t id = send_req(&h, &q);
 	pid_t w = 0;
 	for (int i = 0; i < 200 && !(w = first_child(h.pid)); i++)
-		usleep(5000);
+		tap_sleep_ms(5);
 	CHECK(w > 0 && kill(w, SIGKILL) == 0);
 	CHECK(recv_ans(&h, &a, 60000) == MH_ANS_ERROR && a.id == id &&
 	      a.u.error.kind == MH_E_FAILED && strstr(a.u.error.reason, "signal 9"));
@@ -395,7 +395,7 @@ static void test_audit_file(void)
 		busy |= strstr(line, "\"kind\":\"BUSY\"") != NULL;
 	}
 	if (f)
-		fclose(f);
+		(void)fclose(f);
 	CHECK(json && snap_ok && clone_ok && refused && busy);
 }
 
