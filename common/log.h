@@ -23,7 +23,7 @@ int log_parse_level(const char *s, enum log_level *out);
  * a NULL key. A NULL value is skipped. Example:
  *   log_kv(LOG_LVL_INFO, "csi_call", "method", m, "code", "OK", NULL);
  */
-void log_kv(enum log_level lvl, const char *event, ...);
+void log_kv(enum log_level lvl, const char *event, ...) __attribute__((sentinel));
 
 /* Free-form message, printf style; logged as event "msg" with key "msg". */
 void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -112,6 +112,7 @@ int ctl_ephemeral_publish(struct ctl *c, const Csi__V1__NodePublishVolumeRequest
 	} else if (rc == STORE_NOTFOUND) {
 		uint64_t real = 0;
 		ctl_new_volume_id(id);
+		/* NOLINTNEXTLINE(clang-analyzer-core.CallAndMessage): attributes() set size */
 		if (mh_create(c->mh, id, (uint64_t)size, &real, &e) != 0) {
 			ctl_fail_mh(st, "create ephemeral image", &e);
 			goto out;

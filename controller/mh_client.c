@@ -389,10 +389,10 @@ out:
 /* Copy a caller's string into a bounded request field, or refuse locally with a reason. */
 static int copy_arg(char *dst, size_t cap, const char *src, const char *what, struct mh_err *err)
 {
-	char reason[MH_REASON_MAX + 1];
 	size_t n = src != NULL ? strnlen(src, cap) : cap;
 
 	if (n >= cap) {
+		char reason[MH_REASON_MAX + 1];
 		snprintf(reason, sizeof(reason), "%s is missing or longer than %zu bytes", what,
 		         cap - 1);
 		set_err(err, MH_E_REFUSED, 0, reason);

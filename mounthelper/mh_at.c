@@ -178,7 +178,6 @@ static void mark_value(const char *volume_id, ino_t ino, char *buf, size_t len)
 
 int mh_at_make(const struct mh_at *at, bool dir, const char *volume_id, struct mh_res *r)
 {
-	char mark[64];
 	struct stat st;
 	int fd;
 	if (dir) {
@@ -202,6 +201,7 @@ int mh_at_make(const struct mh_at *at, bool dir, const char *volume_id, struct m
 	if (fstat(fd, &st) < 0)
 		ret = mh_fail(r, MH_E_FAILED, errno, "stat new object: %s", strerror(errno));
 	else {
+		char mark[64];
 		mark_value(volume_id, st.st_ino, mark, sizeof(mark));
 		if (fsetxattr(fd, MARK_XATTR, mark, strlen(mark), XATTR_CREATE) < 0)
 			ret = mh_fail(r, MH_E_FAILED, errno,

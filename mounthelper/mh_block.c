@@ -140,7 +140,7 @@ int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, unsigne
 {
 	struct mh_vol v = {0};
 	struct mh_mnt m;
-	struct mh_loop l;
+	struct mh_loop l = {0};
 	struct mh_at at = {.dir = -1}, sub = {.dir = -1};
 	int img = -1, dir = -1, lfd = -1, ret = -1;
 	bool made_dir = false, made_dev = false, attached = false, exists, ro = q->readonly;
@@ -234,7 +234,7 @@ int mh_block_unstage(const struct mh_at *at, const char *volume_id, const struct
 {
 	struct mh_at sub = {.dir = -1};
 	struct mh_mnt m;
-	struct mh_loop l;
+	struct mh_loop l = {0};
 	char where[MH_PATH_MAX + 1];
 	bool exists;
 	int ret = -1;
@@ -281,7 +281,7 @@ int mh_block_publish(const struct mh_ctx *c, const struct mh_req_publish *q, con
 {
 	struct mh_at sat = {.dir = -1}, sub = {.dir = -1}, tat = {.dir = -1};
 	struct mh_mnt sm, tm;
-	struct mh_loop sl, tl, rl;
+	struct mh_loop sl = {0}, tl = {0}, rl = {0};
 	int img = -1, lfd = -1, ret = -1;
 	bool made = false, attached = false, exists;
 

@@ -335,7 +335,7 @@ int mh_answer_clone(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
                     struct mh_audit *a, struct mh_res *r)
 {
 	const struct mh_req_clone *q = &req->u.clone;
-	char name[MH_ID_MAX + 16], src_name[MH_ID_MAX + 16];
+	char name[MH_ID_MAX + 16];
 	struct mh_ans_copy *out = &ans->u.copy_ans;
 	bool from_snap = q->source_kind == MH_SRC_SNAPSHOT;
 	a->volume_id = q->volume_id;
@@ -367,6 +367,7 @@ int mh_answer_clone(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	}
 	int src;
 	if (from_snap) {
+		char src_name[MH_ID_MAX + 16];
 		snprintf(src_name, sizeof(src_name), "%s.img", q->source_id);
 		src = openat(c->snaps_fd, src_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (src < 0)

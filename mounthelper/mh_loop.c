@@ -47,11 +47,14 @@ static void loop_name(struct mh_loop *l, int nr)
 /* The device number of loopN, from sysfs ("7:N\n"); 0 if there is no such device. */
 static dev_t loop_rdev(int nr)
 {
-	char p[64], buf[32];
-	unsigned maj, min;
+	char p[64], buf[32], *end;
 	snprintf(p, sizeof(p), "/sys/block/loop%d/dev", nr);
-	if (mh_read_text(p, buf, sizeof(buf)) < 0 || sscanf(buf, "%u:%u", &maj, &min) != 2 ||
-	    maj != LOOP_MAJOR)
+	if (mh_read_text(p, buf, sizeof(buf)) < 0)
+		return 0;
+	unsigned long maj = strtoul(buf, &end, 10), min = 0;
+	if (*end == ':')
+		min = strtoul(end + 1, &end, 10);
+	if (maj != LOOP_MAJOR || *end != '\n' || min > 0xfffff)
 		return 0;
 	return makedev(maj, min);
 }
@@ -100,7 +103,7 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 	if (ctl < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "cannot open /dev/loop-control: %s",
 		               strerror(errno));
-	int lfd = -1, err = 0;
+	int err = 0;
 	for (int tries = 0; tries < ATTACH_TRIES; tries++) {
 		int nr = ioctl(ctl, LOOP_CTL_GET_FREE);
 		if (nr < 0) {
@@ -109,7 +112,7 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 		}
 		loop_name(out, nr);
 		/* Opened read-only, the kernel also forces the loop read-only. */
-		lfd = open_loop(nr, readonly ? O_RDONLY : O_RDWR);
+		int lfd = open_loop(nr, readonly ? O_RDONLY : O_RDWR);
 		if (lfd < 0) {
 			err = errno;
 			if (err == ENOENT || err == ENXIO)

@@ -43,7 +43,7 @@
 
 #include "log.h"
 
-#define MKFS_TIMEOUT_MS (15 * 60 * 1000) /* a huge sparse xfs can discard for a while */
+#define MKFS_TIMEOUT_MS (15L * 60 * 1000) /* a huge sparse xfs can discard for a while */
 #define MKFS_OUTPUT_MAX 4096
 
 /* The only programs the helper ever runs. Debian (merged /usr) installs them in /sbin. */

@@ -308,6 +308,7 @@ static int match_use(struct libmnt_fs *fs, void *arg)
 	return 0;
 }
 
+/* NOLINTNEXTLINE(readability-non-const-parameter): written through struct use */
 int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t wlen,
                    struct mh_res *r)
 {
@@ -338,6 +339,7 @@ static int collect_loop(struct libmnt_fs *fs, void *arg)
 	return 0;
 }
 
+/* NOLINTNEXTLINE(readability-non-const-parameter): filled through struct loop_list */
 int mh_mount_loop_numbers(int *nrs, size_t max, struct mh_res *r)
 {
 	struct loop_list ll = {.nrs = nrs, .max = max};
@@ -389,10 +391,11 @@ static int fs_options(int fsfd, const char *fsopts, struct mh_res *r)
 		abort();
 	cur = copy;
 	while (mnt_optstr_next_option(&cur, &name, &nsz, &value, &vsz) == 0) {
-		char key[MH_OPTS_MAX + 1], val[MH_OPTS_MAX + 1];
+		char key[MH_OPTS_MAX + 1];
 		snprintf(key, sizeof(key), "%.*s", (int)nsz, name);
 		int rc;
 		if (value) {
+			char val[MH_OPTS_MAX + 1];
 			snprintf(val, sizeof(val), "%.*s", (int)vsz, value);
 			rc = fsconfig(fsfd, FSCONFIG_SET_STRING, key, val, 0);
 		} else {

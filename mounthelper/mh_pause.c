@@ -60,7 +60,7 @@ void mh_pause(const struct mh_ctx *c, const char *point, const char *key)
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
 	log_kv(LOG_LVL_INFO, "test_pause", "point", gate, "pid", pid, NULL);
-	const struct timespec tick = {.tv_nsec = 5 * 1000 * 1000};
+	const struct timespec tick = {.tv_nsec = 5000000L};
 	while (gate_exists(c, gate))
 		nanosleep(&tick, NULL);
 	log_kv(LOG_LVL_INFO, "test_resume", "point", gate, "pid", pid, NULL);

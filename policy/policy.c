@@ -325,10 +325,8 @@ int pol_mount_options_check(const struct pol *p, const char *list, char *err, si
 			ret = -EINVAL;
 			break;
 		}
-		memcpy(want, name, nsz);
-		want[nsz] = '\0';
-		if (value)
-			strcat(want, "="); /* "name=value" needs the entry "name=" */
+		/* "name=value" needs the entry "name=" */
+		snprintf(want, sizeof(want), "%.*s%s", (int)nsz, name, value ? "=" : "");
 		if (!list_has(&p->opts, want, strlen(want))) {
 			seterr(err, errlen, "mount option '%s%s' not allowed by policy", want,
 			       value ? "..." : "");
@@ -518,9 +516,8 @@ static const struct {
 
 struct loader {
 	struct pol *p;
-	const char *path;
 	/* reader state: the file in memory and the line being parsed */
-	const char *buf, *pos, *end;
+	const char *pos, *end;
 	int lineno;
 	bool seen[K_COUNT];
 	int err_line; /* first error we found, 0 if none */
@@ -621,7 +618,7 @@ static int parse_size(const char *v, uint64_t *out)
 /* A ratio "N", "N.D" or "N.DD" from 0.01 to 100, as a percentage. */
 static int parse_ratio(const char *v, unsigned *pct)
 {
-	unsigned whole = 0, frac = 0, digits = 0;
+	unsigned whole = 0, frac = 0;
 	const char *s = v;
 	if (*s < '0' || *s > '9')
 		return -1;
@@ -629,6 +626,7 @@ static int parse_ratio(const char *v, unsigned *pct)
 		if ((whole = whole * 10 + (unsigned)(*s - '0')) > 100)
 			return -1;
 	if (*s == '.') {
+		unsigned digits = 0;
 		for (s++; *s >= '0' && *s <= '9' && digits < 2; s++, digits++)
 			frac = frac * 10 + (unsigned)(*s - '0');
 		if (digits == 0)
@@ -821,10 +819,10 @@ static int slurp(const char *path, char **buf, size_t *len, char *err, size_t er
 		abort();
 	size_t n = fread(b, 1, POL_FILE_MAX + 1, f);
 	int rerr = ferror(f);
-	fclose(f);
+	(void)fclose(f);
 	if (rerr) {
 		seterr(err, errlen, "%s: read error", path);
-	} else if (n > POL_FILE_MAX) {
+	} else if (n > (size_t)POL_FILE_MAX) {
 		seterr(err, errlen, "%s: larger than %d bytes", path, POL_FILE_MAX);
 	} else if (memchr(b, '\0', n)) {
 		seterr(err, errlen, "%s: contains a NUL byte", path);
@@ -847,7 +845,7 @@ int pol_load(const char *path, struct pol **out, char *err, size_t errlen)
 	if (path) {
 		if (slurp(path, &buf, &len, err, errlen) < 0)
 			goto fail;
-		struct loader ld = {.p = p, .path = path, .buf = buf, .pos = buf, .end = buf + len};
+		struct loader ld = {.p = p, .pos = buf, .end = buf + len};
 		int rc = ini_parse_stream(reader, &ld, handler, &ld);
 		/* rc > 0 is the line of an inih syntax error; ours are in ld.err_line. */
 		if (rc != 0 || ld.err_line) {

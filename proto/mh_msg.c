@@ -562,6 +562,7 @@ const char *mh_type_name(uint16_t type)
 	return c ? c->name : "UNKNOWN";
 }
 
+/* NOLINTNEXTLINE(readability-non-const-parameter): out is written through the wbuf below */
 int mh_msg_encode(const struct mh_msg *m, uint8_t *out, size_t cap, size_t *len)
 {
 	const struct codec *c = codec_for(m->type);

@@ -163,7 +163,8 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+		log_fatal("cannot ignore SIGPIPE");
 
 	char dbpath[4096];
 	if (snprintf(dbpath, sizeof(dbpath), "%s/sepcsi.db", r.state_dir) >= (int)sizeof(dbpath))

@@ -469,14 +469,15 @@ int store_exec(struct store *st, const char *sql, const char *what)
 
 /*
  * Runs fixed SQL that returns one row; *out gets its first column as an
- * integer. Returns the sqlite result code (SQLITE_OK on success), with
- * store_last_error() set on failure.
+ * integer (0 on failure). Returns the sqlite result code (SQLITE_OK on
+ * success), with store_last_error() set on failure.
  */
 static int store_query_int(struct store *st, const char *sql, int64_t *out, const char *what)
 {
 	sqlite3_stmt *q = NULL;
 	int rc;
 
+	*out = 0;
 	rc = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
 	if (rc != SQLITE_OK) {
 		store_fail(st, rc, what);

@@ -111,6 +111,12 @@ static void tell_rpcd_helper_failed(struct sup *s)
 		log_kv(LOG_LVL_INFO, "helper_failed_sent", "pid", num(c->pid).s, NULL);
 }
 
+/*
+ * spawn_child() -> feed() -> apply() -> spawn_child() is a cycle of calls but
+ * never a recursion: spawn_child() feeds only SPAWNED and EXITED, and the
+ * state machine answers SPAWN to neither (only to a TIMER in BACKOFF).
+ */
+/* NOLINTNEXTLINE(misc-no-recursion): a cycle of calls, not a recursion (above) */
 static void spawn_child(struct sup *s, enum sup_role r)
 {
 	struct sup_child *c = &s->child[r];
@@ -161,6 +167,7 @@ static void spawn_child(struct sup *s, enum sup_role r)
 		tell_rpcd_helper_failed(s);
 }
 
+/* NOLINTNEXTLINE(misc-no-recursion): the cycle is not a recursion, see spawn_child() */
 static void apply(struct sup *s, enum sup_role r, enum sup_action act)
 {
 	struct sup_child *c = &s->child[r];
@@ -203,6 +210,7 @@ static void apply(struct sup *s, enum sup_role r, enum sup_action act)
 	}
 }
 
+/* NOLINTNEXTLINE(misc-no-recursion): the cycle is not a recursion, see spawn_child() */
 static void feed(struct sup *s, enum sup_role r, enum sup_event ev, int wstatus)
 {
 	struct sup_child *c = &s->child[r];

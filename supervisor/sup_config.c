@@ -194,7 +194,7 @@ static int set_rpcd_user(struct sup_config *cfg, const char *val, char *w, size_
 		return why(w, wn, "'%s' is not UID:GID (two numbers)", val);
 	memcpy(u, val, (size_t)(colon - val));
 	u[colon - val] = '\0';
-	strcpy(g, colon + 1);
+	snprintf(g, sizeof(g), "%s", colon + 1);
 	if (parse_u64(u, UINT32_MAX - 1, &uid) < 0 || parse_u64(g, UINT32_MAX - 1, &gid) < 0)
 		return why(w, wn, "'%s' is not UID:GID (two numbers below 4294967295)", val);
 	if (uid == 0 || gid == 0)

@@ -64,8 +64,6 @@ static const char *const env_pass[] = {
 
 static char *child_env[NPASS + 2];
 
-extern char **environ;
-
 void sup_spawn_init_env(void)
 {
 	size_t n = 0;

@@ -4,7 +4,7 @@ set -eu
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
 apt-get install -y --no-install-recommends \
-	build-essential cmake pkg-config clang clang-format libclang-rt-14-dev \
+	build-essential cmake pkg-config clang clang-format clang-tidy cppcheck libclang-rt-14-dev \
 	libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler libprotobuf-dev \
 	libinih-dev libcap-ng-dev libseccomp-dev libmount-dev libblkid-dev libsqlite3-dev \
 	python3 python3-grpcio python3-protobuf python3-pytest python3-pytest-timeout \

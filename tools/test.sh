@@ -1,9 +1,9 @@
 #!/bin/sh
-# Installs the dependencies, builds, and runs every test: formatting, the
-# docs' generated tables against the code (tools/doctables.sh), the C unit
-# tests (CTest), the end-to-end tests (pytest) against the real supervisor,
-# rpcd and helper as root inside a private mount namespace, and the CSI
-# conformance suite (csi-sanity, tests/conformance/sanity.py).
+# Installs the dependencies, builds, and runs every test: formatting, static
+# analysis (tools/lint.sh), the docs' generated tables against the code
+# (tools/doctables.sh), the C unit tests (CTest), the end-to-end tests (pytest)
+# against the real supervisor, rpcd and helper as root inside a private mount
+# namespace, and the CSI conformance suite (csi-sanity, tests/conformance/sanity.py).
 # Then the same suites again with AddressSanitizer and UndefinedBehaviorSanitizer.
 # SEPCSI_TEST_FAST=1 skips the sanitizer pass.
 set -eu
@@ -13,6 +13,10 @@ cd "$(dirname "$0")/.."
 echo "== clang-format check"
 files=$(git ls-files '*.c' '*.h')
 clang-format --dry-run --Werror $files
+
+echo "== static analysis"
+# Configures build/ (kept for the suite below) and analyses with its flags.
+tools/lint.sh build
 
 suite() {
 	dir=$1

@@ -908,10 +908,12 @@ def test_audit_view(tmp_path):
     res = ctl("--output", "json", "audit", *dd, "--volume", "sv-b", check_rc=EXIT_OK)
     assert [json.loads(l) for l in res.stdout.splitlines()] == [AUDIT_LINES[1]]
 
-    write_audit(log, AUDIT_LINES[:1], extra="not json\n{\"volume_id\": \"sv-a\", \"half\": ")
+    # A key without its colon after a good line: nothing of the good line is freed twice.
+    write_audit(log, AUDIT_LINES[:1],
+                extra="not json\n{\"op\" \"STAGE\"}\n{\"volume_id\": \"sv-a\", \"half\": ")
     res = ctl("audit", *dd, check_rc=EXIT_OK)
-    assert res.stdout.splitlines()[1] == "not json"
-    assert "2 line(s)" in res.stderr
+    assert res.stdout.splitlines()[1:3] == ["not json", '{"op" "STAGE"}']
+    assert "3 line(s)" in res.stderr
 
 
 def test_audit_follow(tmp_path):

@@ -5,6 +5,7 @@
  * up mounts, loop devices and the temp dir even after a failed check.
  */
 #include "helper_harness.h"
+#include "tap.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -23,6 +24,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef SEPCSI_MOUNTHELPER
@@ -57,7 +59,8 @@ void write_policy(const char *path, const char *extra)
 	        "target_paths = **\n[filesystems]\ntypes = ext4 xfs "
 	        "btrfs\n[volumes]\nmin_bytes = 1Mi\nmax_bytes = 1Ti\n[seccomp]\nlog_only = %s\n%s",
 	        root, log_only, extra ? extra : "");
-	fclose(f);
+	if (fclose(f) != 0)
+		perror(path);
 }
 
 /* Start the helper with the request channel on fd 3 and, if ctl_fd >= 0, control on fd 4. */
@@ -143,7 +146,7 @@ pid_t pause_wait(const char *gate, int timeout_ms)
 		FILE *f = fopen(logfile, "re");
 		long pid = 0;
 		if (f && fseek(f, log_mark, SEEK_SET) < 0) {
-			fclose(f);
+			(void)fclose(f);
 			f = NULL;
 		}
 		while (f && fgets(line, sizeof(line), f)) {
@@ -152,10 +155,10 @@ pid_t pause_wait(const char *gate, int timeout_ms)
 				pid = strtol(at + strlen(want), NULL, 10);
 		}
 		if (f)
-			fclose(f);
+			(void)fclose(f);
 		if (pid > 0)
 			return (pid_t)pid;
-		usleep(5000);
+		tap_sleep_ms(5);
 	}
 	return 0;
 }
@@ -175,7 +178,7 @@ int helper_stop(struct helper *h)
 			h->pid = 0;
 			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 		}
-		usleep(100000);
+		nanosleep(&(struct timespec){.tv_nsec = 100L * 1000 * 1000}, NULL);
 	}
 	kill(h->pid, SIGKILL);
 	waitpid(h->pid, &st, 0);
@@ -292,7 +295,7 @@ int mountinfo_lines(void)
 	int n = 0, c;
 	while ((c = fgetc(f)) != EOF)
 		n += c == '\n';
-	fclose(f);
+	(void)fclose(f);
 	return n;
 }
 
@@ -308,7 +311,7 @@ void mount_opts_at(const char *path, char *out, size_t len)
 		    strcmp(mp, path) == 0)
 			snprintf(out, len, "%s", opts);
 	}
-	fclose(f);
+	(void)fclose(f);
 }
 
 bool has_opt(const char *opts, const char *o)
@@ -345,7 +348,7 @@ int our_loops(bool detach)
 				}
 			}
 		}
-		fclose(f);
+		(void)fclose(f);
 	}
 	closedir(d);
 	return n;
@@ -384,7 +387,7 @@ bool exists(const char *path)
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
 {
-	remove(p);
+	(void)remove(p);
 	return 0; /* best effort: keep walking */
 }
 
@@ -401,7 +404,7 @@ void cleanup(void)
 			    strncmp(mps[n], tmp, strlen(tmp)) == 0)
 				n++;
 		if (f)
-			fclose(f);
+			(void)fclose(f);
 		if (n == 0)
 			break;
 		while (n-- > 0)
@@ -582,7 +585,7 @@ bool loop_dev_of(const char *id, char *out, size_t len)
 			found = true;
 		}
 		if (f)
-			fclose(f);
+			(void)fclose(f);
 	}
 	if (d)
 		closedir(d);
@@ -623,7 +626,10 @@ int harness_setup(const char *name)
 		perror("mkdtemp");
 		return -1;
 	}
-	atexit(cleanup);
+	if (atexit(cleanup) != 0) {
+		fprintf(stderr, "atexit failed\n");
+		return -1;
+	}
 	snprintf(root, sizeof(root), "%s/root", tmp);
 	snprintf(data, sizeof(data), "%s/data", tmp);
 	snprintf(policy, sizeof(policy), "%s/policy.ini", tmp);
@@ -646,5 +652,5 @@ void dump_log(void)
 	while (lf && fgets(line, sizeof(line), lf))
 		fputs(line, stderr);
 	if (lf)
-		fclose(lf);
+		(void)fclose(lf);
 }

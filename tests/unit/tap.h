@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 static int tap_failures;
 static int tap_count;
@@ -16,6 +17,13 @@ static int tap_count;
 			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
 		}                                                                                  \
 	} while (0)
+
+/* A pause between two looks at something another thread or process brings about. */
+static inline void tap_sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, ms % 1000 * 1000000};
+	nanosleep(&ts, NULL);
+}
 
 /* Call at the end of main: prints a summary and returns the exit status. */
 static inline int tap_done(const char *name)

@@ -46,7 +46,7 @@ static void *fake_helper(void *arg)
 		if (req.type == MH_REQ_STAGE) {
 			atomic_store(&f->in_stage, 1);
 			while (atomic_load(&f->block_stage))
-				usleep(1000);
+				tap_sleep_ms(1);
 			atomic_store(&f->in_stage, 0);
 		}
 		if (atomic_load(&f->fail_kind)) {
@@ -190,7 +190,7 @@ int main(void)
 	pthread_t t1, t2;
 	pthread_create(&t1, NULL, stage_thread, &first);
 	while (!atomic_load(&fake.in_stage))
-		usleep(1000);
+		tap_sleep_ms(1);
 	pthread_create(&t2, NULL, stage_thread, &second);
 	pthread_join(t2, NULL);
 	CHECK(second.code == CTL_ABORTED);
@@ -218,6 +218,7 @@ int main(void)
 	store_close(st);
 	char cmd[160];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	/* NOLINTNEXTLINE(cert-env33-c): removes the test's own mkdtemp directory */
 	CHECK(system(cmd) == 0);
 	return tap_done("test_controller");
 }

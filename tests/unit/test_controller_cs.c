@@ -321,6 +321,7 @@ static int create(const struct create_opts *o, char *id_out, int64_t *cap_out)
 	Csi__V1__Topology topo, *topos[1] = {&topo};
 	Csi__V1__Topology__SegmentsEntry seg, *segs[1] = {&seg};
 	struct cap_buf cb;
+	Csi__V1__VolumeCapability *one[1]; /* lives as long as cb, which it points into */
 
 	csi__v1__create_volume_request__init(&req);
 	csi__v1__capacity_range__init(&cr);
@@ -332,7 +333,6 @@ static int create(const struct create_opts *o, char *id_out, int64_t *cap_out)
 		req.n_volume_capabilities = (size_t)o->ncaps;
 		req.volume_capabilities = (Csi__V1__VolumeCapability **)o->caps;
 	} else {
-		static Csi__V1__VolumeCapability *one[1];
 		one[0] = mount_cap(&cb, "", SNW);
 		req.n_volume_capabilities = 1;
 		req.volume_capabilities = one;
@@ -1015,6 +1015,7 @@ static void test_condition_and_validate(void)
 	CHECK(call_run(c, ctl_validate_volume_capabilities, &vr) == CTL_OK &&
 	      ((Csi__V1__ValidateVolumeCapabilitiesResponse *)c->resp)->confirmed);
 	call_done(c);
+	/* cppcheck-suppress redundantAssignment ; the first value was read through vr.parameters */
 	pe.value = "ext4";
 	c = call_new();
 	CHECK(call_run(c, ctl_validate_volume_capabilities, &vr) == CTL_OK &&
@@ -1293,7 +1294,7 @@ static void test_concurrency(struct mh_client *mh)
 	pthread_t t;
 	pthread_create(&t, NULL, create_thread, &bg);
 	while (!atomic_load(&fake.clone_pending))
-		usleep(1000);
+		tap_sleep_ms(1);
 	CHECK(create(&bg.o, NULL, NULL) == CTL_ABORTED); /* same name */
 	CHECK(delete_volume(vid) == CTL_ABORTED);        /* its source */
 	CHECK(snapshot("busy-snap-2", vid, NULL, NULL) == CTL_ABORTED);
@@ -1353,6 +1354,7 @@ int main(void)
 	store_close(st);
 	char cmd[160];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	/* NOLINTNEXTLINE(cert-env33-c): removes the test's own mkdtemp directory */
 	CHECK(system(cmd) == 0);
 	return tap_done("test_controller_cs");
 }

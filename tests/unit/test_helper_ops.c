@@ -73,7 +73,7 @@ static uint64_t loop_sectors(const char *dev)
 	if (f && fgets(buf, sizeof(buf), f) == NULL)
 		buf[0] = '\0';
 	if (f)
-		fclose(f);
+		(void)fclose(f);
 	return strtoull(buf, NULL, 10);
 }
 
@@ -215,7 +215,8 @@ static void test_reflink_xfs(void)
 	snprintf(saved, sizeof(saved), "%s", data);
 	int fd = open(img, O_CREAT | O_WRONLY, 0600);
 	CHECK(fd >= 0 && ftruncate(fd, (off_t)(3 * GiB)) == 0);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	const char *mkfs[] = {"mkfs.xfs", "-q", "-m", "reflink=1", img, NULL};
 	CHECK(run(mkfs) == 0);
 	snprintf(data, sizeof(data), "%s/xdata", tmp);
@@ -365,7 +366,7 @@ static bool write_within(const char *path)
 		int st;
 		if (waitpid(pid, &st, WNOHANG) == pid)
 			return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-		usleep(10000);
+		tap_sleep_ms(10);
 	}
 	kill(pid, SIGKILL); /* it stays in D state until the thaw below; reaped then */
 	return false;
@@ -437,7 +438,7 @@ static void test_audit_file(void)
 		busy |= strstr(line, "\"kind\":\"BUSY\"") != NULL;
 	}
 	if (f)
-		fclose(f);
+		(void)fclose(f);
 	CHECK(json && snap_ok && clone_ok && refused && busy);
 }
 

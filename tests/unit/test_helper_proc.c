@@ -315,7 +315,7 @@ static void test_confinement(struct helper *h)
 		sec |= strcmp(line, "Seccomp:\t2\n") == 0;
 	}
 	if (f)
-		fclose(f);
+		(void)fclose(f);
 	CHECK(capeff && capprm && capbnd && capinh && capamb);
 	CHECK(nnp && sec);
 }
@@ -341,7 +341,7 @@ static void test_unstage_loop_held(struct helper *h)
 		if (f && fgets(bf, sizeof(bf), f) && strstr(bf, V2))
 			snprintf(dev, sizeof(dev), "/dev/%s", e->d_name);
 		if (f)
-			fclose(f);
+			(void)fclose(f);
 	}
 	if (d)
 		closedir(d);
@@ -352,7 +352,7 @@ static void test_unstage_loop_held(struct helper *h)
 		close(fd);
 	CHECK(do_unstage(h, V2, staging) == MH_E_OK); /* unmounted already; nothing left */
 	for (int i = 0; i < 50 && our_loops(false) > 0; i++)
-		usleep(20000);
+		tap_sleep_ms(20);
 	CHECK(our_loops(false) == 0);
 	CHECK(do_delete(h, V2) == MH_E_OK);
 }
@@ -372,7 +372,7 @@ static void test_supervised(void)
 	CHECK(do_ping(&h) == MH_E_OK);
 
 	close(h.fd); /* rpcd died: the helper must wait, not exit */
-	usleep(200000);
+	tap_sleep_ms(200);
 	CHECK(waitpid(h.pid, NULL, WNOHANG) == 0);
 	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ch) == 0);
 	CHECK(sup_ctl_send(ctl[0], SUP_CTL_PEER_FD, ch[1]) == 0);
@@ -443,7 +443,7 @@ static void test_violations(void)
 	snprintf(bad, sizeof(bad), "%s/bad-policy.ini", tmp);
 	FILE *f = fopen(bad, "w");
 	fprintf(f, "[paths]\nallowed_rots = /x\n");
-	fclose(f);
+	CHECK(fclose(f) == 0);
 	helper_start_with(&h, bad); /* broken policy: exit 2 */
 	CHECK(helper_stop(&h) == 2);
 }
@@ -483,7 +483,7 @@ int main(int argc, char **argv)
 		saw_refused |= strstr(line, "audit") && strstr(line, "result=refused");
 	}
 	if (lf)
-		fclose(lf);
+		(void)fclose(lf);
 	CHECK(saw_ok && saw_refused);
 	CHECK(our_loops(false) == 0);
 	if (tap_failures || getenv("SEPCSI_TEST_SHOW_LOG")) {
@@ -492,7 +492,7 @@ int main(int argc, char **argv)
 		while (lf && fgets(line, sizeof(line), lf))
 			fputs(line, stderr);
 		if (lf)
-			fclose(lf);
+			(void)fclose(lf);
 	}
 	return tap_done("test_helper_proc");
 }

@@ -19,7 +19,7 @@ static char dir[64];
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
 {
-	remove(p);
+	(void)remove(p);
 	return 0;
 }
 
@@ -31,7 +31,7 @@ static const char *file_with(const char *text)
 	snprintf(path, sizeof(path), "%s/p%d.ini", dir, seq++);
 	FILE *f = fopen(path, "w");
 	fputs(text, f);
-	fclose(f);
+	CHECK(fclose(f) == 0);
 	return path;
 }
 
@@ -70,7 +70,7 @@ static void test_defaults(void)
 	CHECK(pol_fs_allowed(p, "ext4") && pol_fs_allowed(p, "xfs") && pol_fs_allowed(p, "btrfs"));
 	CHECK(!pol_fs_allowed(p, "vfat") && !pol_fs_allowed(p, "ext2") && !pol_fs_allowed(p, ""));
 	CHECK(!pol_fs_allowed(p, NULL) && !pol_fs_allowed(p, "ext4 "));
-	CHECK(pol_min_volume_bytes(p) == 1024 * 1024);
+	CHECK(pol_min_volume_bytes(p) == 1ULL << 20);
 	CHECK(pol_max_volume_bytes(p) == 16ULL << 40);
 	CHECK(!pol_seccomp_log_only(p));
 	const char *ok[] = {"ro",
@@ -188,8 +188,8 @@ static void test_broken(void)
 	/* A NUL byte anywhere. */
 	const char *p = file_with("");
 	FILE *f = fopen(p, "w");
-	fwrite("[paths]\n\0\n", 1, 10, f);
-	fclose(f);
+	CHECK(fwrite("[paths]\n\0\n", 1, 10, f) == 10);
+	CHECK(fclose(f) == 0);
 	struct pol *pol = NULL;
 	char err[256];
 	CHECK(pol_load(p, &pol, err, sizeof(err)) < 0 && pol == NULL && strstr(err, "NUL"));
@@ -356,13 +356,13 @@ static void test_paths(void)
 	static char big[MH_PATH_MAX + 256];
 	strcpy(big, "/var/lib/kubelet");
 	while (strlen(big) + 101 <= MH_PATH_MAX)
-		strcat(big,
-		       "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-		       "aaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+		snprintf(big + strlen(big), sizeof(big) - strlen(big), "%s",
+		         "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
 	CHECK(pol_path_check(p, big, any, NULL) == 0);
-	strcat(big,
-	       "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-	       "aaaaaaaaaaaaaaaaa");
+	snprintf(big + strlen(big), sizeof(big) - strlen(big), "%s",
+	         "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	         "aaaaaaaaaaaaaaaaaaaa");
 	CHECK(pol_path_check(p, big, any, NULL) == -EINVAL);
 	char name[300] = "/var/lib/kubelet/";
 	memset(name + strlen(name), 'n', 256);

@@ -196,6 +196,15 @@ static int ids_increasing(struct store_volume **l, size_t n, const char *after)
 	return 1;
 }
 
+/* The number in a test volume id "vol-NNN..." (0 to 249), checked. */
+static int vol_num(const char *id)
+{
+	char *end;
+	long v = strtol(id + 4, &end, 10);
+	CHECK(end != id + 4 && v >= 0 && v < 250);
+	return v >= 0 && v < 250 ? (int)v : 0;
+}
+
 static void test_list(void)
 {
 	char p[256], id[32], name[32], cursor[32];
@@ -227,7 +236,7 @@ static void test_list(void)
 		pages++;
 		ok &= ids_increasing(l, n, cursor);
 		for (i = 0; i < n; i++)
-			seen[atoi(l[i]->id + 4)]++;
+			seen[vol_num(l[i]->id)]++;
 		total += n;
 		CHECK(n == (pages < 3 ? 100u : 50u));
 		snprintf(cursor, sizeof cursor, "%s", l[n - 1]->id);
@@ -257,7 +266,7 @@ static void test_list(void)
 	memset(seen, 0, sizeof seen);
 	CHECK(store_volume_list(st, "", 60, &l, &n) == STORE_OK && n == 60);
 	for (i = 0; i < n; i++)
-		seen[atoi(l[i]->id + 4)]++;
+		seen[vol_num(l[i]->id)]++;
 	snprintf(cursor, sizeof cursor, "%s", l[n - 1]->id);
 	store_volume_list_free(l, n);
 	ok = 1;
@@ -277,7 +286,7 @@ static void test_list(void)
 				extra_hi += strstr(l[i]->id, "-hi") != NULL;
 				extra_lo += strstr(l[i]->id, "-lo") != NULL;
 			} else {
-				seen[atoi(l[i]->id + 4)]++;
+				seen[vol_num(l[i]->id)]++;
 			}
 		}
 		snprintf(cursor, sizeof cursor, "%s", l[n - 1]->id);
@@ -492,8 +501,9 @@ static void test_threads(void)
 	}
 	CHECK(strstr(store_last_error(), "volume put") != NULL);
 	CHECK(store_volume_delete(st, "dup") == STORE_OK);
-	CHECK(store_volume_count(st, &n) == STORE_OK && n == NTHREADS * PER_THREAD);
-	CHECK(store_volume_list(st, "", 0, &l, &n) == STORE_OK && n == NTHREADS * PER_THREAD);
+	CHECK(store_volume_count(st, &n) == STORE_OK && n == (size_t)NTHREADS * PER_THREAD);
+	CHECK(store_volume_list(st, "", 0, &l, &n) == STORE_OK &&
+	      n == (size_t)NTHREADS * PER_THREAD);
 	CHECK(ids_increasing(l, n, ""));
 	store_volume_list_free(l, n);
 	store_close(st);

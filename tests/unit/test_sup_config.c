@@ -140,7 +140,7 @@ static void test_endpoint(void)
 	memset(longp + strlen(longp), 'a', 107 - 3);
 	CHECK(strlen(longp) - 7 == 107);
 	CHECK(ok1("--endpoint", longp));
-	strcat(longp, "b");
+	snprintf(longp + strlen(longp), sizeof(longp) - strlen(longp), "b");
 	CHECK(bad1("--endpoint", longp));
 }
 
@@ -312,7 +312,7 @@ static void test_usage(void)
 	FILE *f = open_memstream(&buf, &len);
 
 	sup_config_usage(f);
-	fclose(f);
+	CHECK(fclose(f) == 0);
 	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
 		CHECK(strstr(buf, flags[i]) != NULL);
 	for (size_t i = 0; i < sizeof(env_names) / sizeof(env_names[0]); i++)

@@ -57,12 +57,12 @@ static void size_str(int64_t kib, char *buf, size_t len)
 void bench_report_text(const struct bench_run *run)
 {
 	const struct bench_cfg *cfg = run->cfg;
-	char cap[32];
 
 	if (storm(run)) {
 		printf("sepcsi-bench: Probe storm, %d clients, %.1f s, against %s\n\n",
 		       cfg->clients, seconds(run), cfg->endpoint);
 	} else {
+		char cap[32];
 		csic_format_size(cfg->capacity, cap, sizeof(cap));
 		printf("sepcsi-bench: %zu lifecycles, %d clients, against %s\n", cfg->lifecycles,
 		       cfg->clients, cfg->endpoint);

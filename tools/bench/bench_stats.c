@@ -83,7 +83,7 @@ static int64_t proc_kib(int pid, const char *file, const char *key)
 			break;
 		}
 	}
-	fclose(f);
+	(void)fclose(f);
 	return v;
 }
 
@@ -142,10 +142,10 @@ int bench_mem_start(struct bench_run *run)
 		if (!f || !fgets(p->name, sizeof(p->name), f)) {
 			fprintf(stderr, "sepcsi-bench: --pids: no process %d\n", p->pid);
 			if (f)
-				fclose(f);
+				(void)fclose(f);
 			return -1;
 		}
-		fclose(f);
+		(void)fclose(f);
 		p->name[strcspn(p->name, "\n")] = '\0';
 		if (proc_kib(p->pid, "smaps_rollup", "Pss") < 0) {
 			fprintf(stderr,

@@ -133,7 +133,7 @@ void csic_format_size(int64_t bytes, char *buf, size_t len)
 int csic_parse_duration_ms(const char *s, int64_t *out_ms)
 {
 	static const struct unit units[] = {
-	    {"ms", 1}, {"s", 1000}, {"m", 60 * 1000}, {"h", 3600 * 1000}, {"", 1000},
+	    {"ms", 1}, {"s", 1000}, {"m", 60 * 1000L}, {"h", 3600 * 1000L}, {"", 1000},
 	};
 	int64_t whole, frac, scale;
 

@@ -232,6 +232,7 @@ static int parse_line(const char *s, struct line *l)
 		kv->key = json_string(&s);
 		if (!kv->key)
 			goto bad;
+		kv->val = NULL; /* freed with the key if the line ends here */
 		l->n++;
 		skip_ws(&s);
 		if (*s++ != ':')
@@ -398,8 +399,9 @@ int sctl_audit_main(int argc, char **argv, const struct sctl_opts *o)
 		}
 		if (!follow)
 			break;
-		if (n > 0)
-			fseek(f, pos, SEEK_SET); /* a line being written: read it again whole */
+		/* A line being written: read it again whole, or stop if that cannot be done. */
+		if (n > 0 && fseek(f, pos, SEEK_SET) != 0)
+			break;
 		fflush(stdout);
 		sleep_ms(FOLLOW_POLL_MS);
 		clearerr(f);
@@ -407,14 +409,14 @@ int sctl_audit_main(int argc, char **argv, const struct sctl_opts *o)
 		                              st1.st_dev != st0.st_dev || st1.st_size < ftell(f))) {
 			FILE *g = fopen(path, "re"); /* replaced or truncated: start over */
 			if (g) {
-				fclose(f);
+				(void)fclose(f);
 				f = g;
 				fstat(fileno(f), &st0);
 			}
 		}
 	}
 	free(buf);
-	fclose(f);
+	(void)fclose(f);
 	if (bad)
 		fprintf(stderr, "sepcsictl: audit: %zu line(s) of %s were not JSON objects\n", bad,
 		        path);

@@ -357,8 +357,8 @@ static int parse_mode(const char *s, int *out)
 		*out = (int)v;
 		return 0;
 	}
-	for (i = 0; s[i] && i < sizeof(up) - 1; i++)
-		up[i] = s[i] == '-' ? '_' : (char)(s[i] >= 'a' && s[i] <= 'z' ? s[i] - 32 : s[i]);
+	for (i = 0; i < sizeof(up) - 1 && s[i]; i++)
+		up[i] = (char)(s[i] == '-' ? '_' : s[i] >= 'a' && s[i] <= 'z' ? s[i] - 32 : s[i]);
 	up[i] = '\0';
 	const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value_by_name(d, up);
 	if (!ev || ev->value == 0)

@@ -149,7 +149,7 @@ static void display(sqlite3_stmt *q, int col, char *buf, size_t len)
 			if (s[1] != '\0')
 				buf[o++] = ',';
 		} else {
-			buf[o++] = (unsigned char)*s < 0x20 ? '?' : *s;
+			buf[o++] = (char)((unsigned char)*s < 0x20 ? '?' : *s);
 		}
 	}
 	buf[o] = '\0';
@@ -296,9 +296,9 @@ static int print_info(sqlite3 *db, const char *path, enum sctl_output out)
 	}
 	bool first = true;
 	for (size_t i = 0; i < NTABLES; i++) {
-		char sql[96];
 		int64_t n = -1;
 		if (table_exists(db, tables[i])) {
+			char sql[96];
 			snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%s\"", tables[i]);
 			n = pragma_int(db, sql);
 		}
