@@ -82,7 +82,7 @@ static void usage(FILE *f)
 	        "  --help                 this text\n"
 	        "\n"
 	        "Exit status: 0 channel closed, 1 start-up failure, 2 broken policy,\n"
-	        "3 protocol violation.\n");
+	        "3 protocol violation (by the supervisor; by rpcd only when unsupervised).\n");
 }
 
 static void parse_args(int argc, char **argv, struct args *a)
