@@ -329,8 +329,9 @@ void sup_control(struct sup *s, enum sup_role r)
 		if (m.fd >= 0)
 			close(m.fd);
 		close_ctl(c);
-		kill_child(c, r == SUP_HELPER ? "control message other than READY or PEER_VIOLATION"
-		                              : "control message other than READY");
+		kill_child(c, r == SUP_HELPER && m.type == SUP_CTL_PEER_VIOLATION
+		                  ? "PEER_VIOLATION before READY"
+		                  : "control message other than READY");
 		return;
 	}
 	enum sup_state before = c->sm.state;
