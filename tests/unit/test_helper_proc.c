@@ -451,6 +451,22 @@ static void new_channel(struct helper *h, int ctl)
 	h->fd = ch[0];
 }
 
+/*
+ * Replace the helper's channel by one that holds len bytes as one
+ * datagram, sent by a peer that has closed its end already.
+ */
+static void dead_channel(struct helper *h, int ctl, const void *bytes, size_t len)
+{
+	int ch[2];
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ch) == 0);
+	CHECK(send(ch[0], bytes, len, 0) == (ssize_t)len);
+	close(ch[0]);
+	CHECK(sup_ctl_send(ctl, SUP_CTL_PEER_FD, ch[1]) == 0);
+	close(ch[1]);
+	close(h->fd);
+	h->fd = -1;
+}
+
 /* End of file on fd within 30 s: the helper closed its end. */
 static bool channel_closed(int fd)
 {
@@ -518,18 +534,18 @@ static void test_supervised_violations(void)
 
 	/*
 	 * A violation from an rpcd that has hung up already is not reported: that
-	 * rpcd is gone, and a report could only hit its successor.
+	 * rpcd is gone, and a report could only hit its successor. The datagram
+	 * is queued and its sender gone before the helper gets the channel, so
+	 * that the helper cannot read it while the sender is still there.
 	 */
 	long mark = log_size();
-	CHECK(send(h.fd, "hello, helper", 13, 0) == 13);
-	close(h.fd);
+	dead_channel(&h, ctl[0], "hello, helper", 13);
 	CHECK(log_shows(mark, "rpcd has gone already"));
 	new_channel(&h, ctl[0]);
 	CHECK(do_ping(&h) == MH_E_OK);
 	/* Nor is an empty datagram followed by end of file: that is rpcd leaving. */
 	mark = log_size();
-	CHECK(send(h.fd, "", 0, 0) == 0);
-	close(h.fd);
+	dead_channel(&h, ctl[0], "", 0);
 	CHECK(log_shows(mark, "request channel closed; waiting for a new one"));
 	new_channel(&h, ctl[0]);
 	CHECK(do_ping(&h) == MH_E_OK);
