@@ -10,7 +10,9 @@
  * otherwise fails with EPROTO, closing every descriptor that arrived with the
  * bad datagram so a hostile peer cannot make it leak or keep descriptors.
  * Nothing here is fatal; the caller decides what a protocol violation means
- * (the supervisor kills the child, a child exits).
+ * (the supervisor kills the child, a child exits). Which types a receiver
+ * accepts from which sender is the receiver's check too: this codec knows
+ * every type, whoever sends it.
  */
 #include "supctl.h"
 
@@ -34,7 +36,8 @@
 
 static bool type_known(int type)
 {
-	return type == SUP_CTL_READY || type == SUP_CTL_PEER_FD || type == SUP_CTL_HELPER_FAILED;
+	return type == SUP_CTL_READY || type == SUP_CTL_PEER_FD || type == SUP_CTL_HELPER_FAILED ||
+	       type == SUP_CTL_PEER_VIOLATION;
 }
 
 /* PEER_FD always carries exactly one descriptor; the other types never do. */

@@ -11,7 +11,10 @@
  * restarted the supervisor makes a fresh rpcd<->helper socketpair, gives one end
  * to the new child as its fd 3 and sends the other end to the surviving child
  * as PEER_FD, which then drops its old channel and uses the new one. The
- * supervisor sends rpcd HELPER_FAILED when it gives up on the helper.
+ * supervisor sends rpcd HELPER_FAILED when it gives up on the helper. The
+ * helper sends PEER_VIOLATION when rpcd broke the helper protocol on fd 3:
+ * the helper has dropped that channel and keeps running, and the supervisor
+ * kills rpcd, whose restart brings the helper a new channel as PEER_FD.
  */
 #ifndef SEPCSI_SUPCTL_H
 #define SEPCSI_SUPCTL_H
@@ -20,9 +23,10 @@
 #define SEPCSI_FD_CONTROL 4
 
 enum sup_ctl_type {
-	SUP_CTL_READY = 1,         /* child -> supervisor */
-	SUP_CTL_PEER_FD = 2,       /* supervisor -> child: new rpcd<->helper channel, one fd */
-	SUP_CTL_HELPER_FAILED = 3, /* supervisor -> rpcd: helper in failed state */
+	SUP_CTL_READY = 1,          /* child -> supervisor */
+	SUP_CTL_PEER_FD = 2,        /* supervisor -> child: new rpcd<->helper channel, one fd */
+	SUP_CTL_HELPER_FAILED = 3,  /* supervisor -> rpcd: helper in failed state */
+	SUP_CTL_PEER_VIOLATION = 4, /* helper -> supervisor: rpcd broke the protocol on fd 3 */
 };
 
 struct sup_ctl_msg {

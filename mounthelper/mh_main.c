@@ -24,11 +24,16 @@
  *
  * Runs as root with (after step 3) only the capabilities of the table, under
  * seccomp. Fatal: any start-up failure (exit 1; exit 2 for a broken policy)
- * and any protocol violation from rpcd or the supervisor (exit 3: a malformed
- * or oversized datagram, an unknown type, an answer sent as a request). End of
- * the channel is a clean exit 0 when unsupervised (after the workers finish);
- * under a supervisor, rpcd going away only means waiting for the replacement
- * channel (SUP_CTL_PEER_FD on fd 4).
+ * and any protocol violation from the supervisor (exit 3). A protocol
+ * violation from rpcd (an empty, malformed or oversized datagram, an unknown
+ * type, an answer sent as a request) is fatal only when unsupervised (exit 3).
+ * Under a supervisor rpcd is the suspect, not the helper: the helper reports
+ * SUP_CTL_PEER_VIOLATION on fd 4, drops the channel and keeps running, so
+ * that rpcd is killed and restarted and a compromised rpcd cannot spend the
+ * helper's restart limit. End of the channel is a clean exit 0 when
+ * unsupervised (after the workers finish); under a supervisor, rpcd going
+ * away (or being killed) only means waiting for the replacement channel
+ * (SUP_CTL_PEER_FD on fd 4).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -79,7 +84,7 @@ static void usage(FILE *f)
 	        "  --help                 this text\n"
 	        "\n"
 	        "Exit status: 0 channel closed, 1 start-up failure, 2 broken policy,\n"
-	        "3 protocol violation.\n");
+	        "3 protocol violation (by the supervisor; by rpcd only when unsupervised).\n");
 }
 
 static void parse_args(int argc, char **argv, struct args *a)
@@ -233,17 +238,59 @@ static bool is_socket(int fd)
 	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
-static void __attribute__((noreturn)) violation(const char *what, uint32_t id, uint16_t type)
+static void log_violation(const char *what, uint32_t id, uint16_t type)
 {
 	char idbuf[16], tbuf[16];
 	snprintf(idbuf, sizeof(idbuf), "%u", id);
 	snprintf(tbuf, sizeof(tbuf), "%u", type);
 	log_kv(LOG_LVL_ERROR, "protocol_violation", "what", what, "req", idbuf, "type", tbuf, NULL);
+}
+
+/* A violation on the control channel: the supervisor is not to be argued with. */
+static void __attribute__((noreturn)) violation(const char *what, uint32_t id, uint16_t type)
+{
+	log_violation(what, id, type);
 	exit(EXIT_PROTOCOL);
 }
 
-/* One datagram from rpcd. Returns false when the channel has ended. */
-static bool serve_one(const struct mh_ctx *ctx, int peer, int ctl)
+/* What one datagram from rpcd came to. */
+enum served {
+	SERVED,        /* answered, handed to a worker, or nothing to read yet */
+	SERVE_ENDED,   /* rpcd closed the channel, or it broke */
+	SERVE_VIOLATED /* rpcd broke the protocol (already logged) */
+};
+
+static enum served rpcd_violation(const char *what, uint32_t id, uint16_t type)
+{
+	log_violation(what, id, type);
+	return SERVE_VIOLATED;
+}
+
+/*
+ * Has rpcd shut down its end of the channel (closed it, exited, or
+ * shutdown(SHUT_WR))? The kernel marks our end RCV_SHUTDOWN for good, and
+ * poll reports that as POLLRDHUP; POLLHUP comes with a full shutdown.
+ */
+static bool peer_hung_up(int peer)
+{
+	struct pollfd p = {.fd = peer, .events = POLLRDHUP};
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+/*
+ * One datagram from rpcd. Never exits: what a violation means is the
+ * caller's choice.
+ *
+ * recv() returns 0 both for a zero-length datagram and for end of file, and
+ * no flag of recvmsg() tells them apart. The kernel reports end of file on a
+ * SOCK_SEQPACKET socket only once the peer has shut down its end, and that
+ * mark never goes away. So a 0 while the peer has not hung up (asked after the
+ * recv) can only have been an empty datagram: a violation. A 0 once it has hung
+ * up is treated as end of file even if an empty datagram happened to be the
+ * last thing it sent: the sender is gone either way, and its going is the
+ * supervisor's to count.
+ */
+static enum served serve_one(const struct mh_ctx *ctx, int peer, int ctl)
 {
 	static uint8_t buf[MH_MSG_MAX + 1];
 	static uint8_t out[MH_MSG_MAX];
@@ -253,28 +300,56 @@ static bool serve_one(const struct mh_ctx *ctx, int peer, int ctl)
 	ssize_t n = recv(peer, buf, sizeof(buf), MSG_TRUNC | MSG_DONTWAIT);
 	if (n < 0) {
 		if (errno == EINTR || errno == EAGAIN)
-			return true;
-		return false; /* ECONNRESET and friends: the peer is gone */
+			return SERVED;
+		return SERVE_ENDED; /* ECONNRESET and friends: the peer is gone */
 	}
 	if (n == 0)
-		return false;
+		return peer_hung_up(peer) ? SERVE_ENDED : rpcd_violation("empty datagram", 0, 0);
 	if ((size_t)n > MH_MSG_MAX)
-		violation("oversized datagram", 0, 0);
+		return rpcd_violation("oversized datagram", 0, 0);
 	if (mh_msg_decode(buf, (size_t)n, &req) < 0)
-		violation("undecodable message", 0, 0);
+		return rpcd_violation("undecodable message", 0, 0);
 	if (!mh_ops_known(req.type))
-		violation("not a request this helper serves", req.id, req.type);
+		return rpcd_violation("not a request this helper serves", req.id, req.type);
 	if (!mh_ops_read_only(req.type)) {
 		mh_worker_start(ctx, &req, peer, ctl); /* the worker answers */
-		return true;
+		return SERVED;
 	}
 	if (mh_ops_handle(ctx, &req, &ans) < 0)
-		violation("not a request this helper serves", req.id, req.type);
+		return rpcd_violation("not a request this helper serves", req.id, req.type);
 	if (mh_msg_encode(&ans, out, sizeof(out), &len) < 0)
 		log_fatal("cannot encode answer to request %u", req.id); /* our own bug */
 	if (send(peer, out, len, MSG_NOSIGNAL) != (ssize_t)len)
-		return false; /* rpcd went away; the answer is lost with it */
-	return true;
+		return SERVE_ENDED; /* rpcd went away; the answer is lost with it */
+	return SERVED;
+}
+
+/*
+ * rpcd broke the protocol on peer (logged already). Unsupervised: exit 3, as
+ * nobody else can act on it. Supervised: tell the supervisor, which kills and
+ * restarts rpcd; the caller then drops the channel and waits for a new one.
+ * If the channel has already hung up, the rpcd that sent the datagram is gone
+ * and its death is being counted: no report, so that the report names the
+ * rpcd still at the other end of this channel (a new rpcd is spawned only
+ * after the old one has been reaped, and its death hangs the channel up).
+ * Only an rpcd that dies in the instant between the check and the report
+ * could make the supervisor kill its successor: one extra rpcd restart, never
+ * a helper restart.
+ */
+static void report_violation(int ctl, int peer)
+{
+	if (ctl < 0)
+		exit(EXIT_PROTOCOL);
+	if (peer_hung_up(peer)) {
+		log_info("rpcd has gone already; not reported");
+		return;
+	}
+	if (sup_ctl_send(ctl, SUP_CTL_PEER_VIOLATION, -1) < 0) {
+		/* Nobody can remove rpcd: fall back to leaving, which gets us a new channel. */
+		log_error("cannot report the violation to the supervisor: %s", strerror(errno));
+		exit(EXIT_PROTOCOL);
+	}
+	log_info("violation reported to the supervisor; waiting for a new channel");
 }
 
 /* A message from the supervisor. Returns the new peer fd, or exits. */
@@ -409,19 +484,33 @@ int main(int argc, char **argv)
 		/* Always, whatever poll said: answered workers release their ids first. */
 		mh_workers_reap(&ctx, peer);
 		mh_workers_enforce(&ctx); /* a freeze that ran out is ended now */
-		if (p[1].revents)
+		if (p[1].revents) {
 			peer = control_one(ctl, peer);
-		else if (p[0].revents && !serve_one(&ctx, peer, ctl)) {
+			continue;
+		}
+		if (!p[0].revents)
+			continue;
+		switch (serve_one(&ctx, peer, ctl)) {
+		case SERVED:
+			continue;
+		case SERVE_VIOLATED:
+			report_violation(ctl, peer); /* returns only when supervised */
+			break;
+		case SERVE_ENDED:
 			if (ctl < 0) {
 				log_info("request channel closed; exiting");
 				closing = true;
 				continue;
 			}
-			/* Supervised: rpcd is being restarted; wait for the new channel. */
 			log_info("request channel closed; waiting for a new one");
-			close(peer);
-			peer = -1;
+			break;
 		}
+		/*
+		 * Supervised: rpcd is being restarted; wait for the new channel.
+		 * Workers in flight keep their copy of this one and answer on it.
+		 */
+		close(peer);
+		peer = -1;
 	}
 	if (stop_requested)
 		log_info("signal received: finishing operations in flight, then exiting");

@@ -204,7 +204,7 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("sendto", "one answer datagram"),
     ALLOW("recvmsg", "control message with a passed fd"),
     ALLOW_EQ("getsockopt", 2, SO_TYPE, "supctl: is the passed fd a SOCK_SEQPACKET socket"),
-    ALLOW("sendmsg", "READY to the supervisor"),
+    ALLOW("sendmsg", "READY and PEER_VIOLATION to the supervisor"),
     ALLOW("poll", "wait on mkfs output; on workers at shutdown"),
     ALLOW("ppoll", "wait on the channels and workers, SIGTERM/SIGINT unblocked only there"),
 

@@ -14,6 +14,11 @@
  * for its next spawn; if it is FAILED, the end is closed. The supervisor
  * closes its copies at once, so a dead child means EOF for its peer.
  *
+ * Violations. A child that sends anything but one READY (and, for the
+ * helper, PEER_VIOLATION) on its control socket is killed. PEER_VIOLATION is
+ * the helper's report that rpcd broke the helper protocol: rpcd, not the
+ * helper, is killed, so a compromised rpcd spends only its own restart limit.
+ *
  * Our end of each control socket is non-blocking: a child that stops reading
  * can make a send fail, never make the supervisor wait.
  */
@@ -292,6 +297,22 @@ void sup_start(struct sup *s)
 	spawn_child(s, SUP_RPCD);
 }
 
+/*
+ * The helper reports that rpcd broke the helper protocol; it has dropped that
+ * channel and waits for a new one. rpcd is the suspect: it is killed, its
+ * death is counted against its own restart limit, and its restart brings the
+ * helper a fresh channel. The helper is never restarted for what rpcd sent.
+ */
+static void peer_violation(struct sup *s)
+{
+	struct sup_child *rpcd = &s->child[SUP_RPCD];
+
+	log_kv(LOG_LVL_ERROR, "peer_violation", "role", rpcd->name, "pid", num(rpcd->pid).s,
+	       "reason", "protocol violation on the helper channel, reported by mounthelper",
+	       "rpcd", sup_sm_alive(&rpcd->sm) ? "killed" : "not running", NULL);
+	feed(s, SUP_RPCD, SUP_EV_ACCUSED, 0);
+}
+
 void sup_control(struct sup *s, enum sup_role r)
 {
 	struct sup_child *c = &s->child[r];
@@ -308,11 +329,17 @@ void sup_control(struct sup *s, enum sup_role r)
 			kill_child(c, e == EPROTO ? "malformed control message" : strerror(e));
 		return;
 	}
+	if (r == SUP_HELPER && m.type == SUP_CTL_PEER_VIOLATION && c->sm.state == SUP_ST_RUNNING) {
+		peer_violation(s);
+		return;
+	}
 	if (m.type != SUP_CTL_READY) {
 		if (m.fd >= 0)
 			close(m.fd);
 		close_ctl(c);
-		kill_child(c, "control message other than READY");
+		kill_child(c, r == SUP_HELPER && m.type == SUP_CTL_PEER_VIOLATION
+		                  ? "PEER_VIOLATION before READY"
+		                  : "control message other than READY");
 		return;
 	}
 	enum sup_state before = c->sm.state;

@@ -4,8 +4,10 @@
  * and rpcd (sup_spawn.c), and then only watches: one poll loop over a
  * signalfd, the two control sockets and a timeout, feeding what it sees to
  * each child's state machine (sup_state.c) and carrying out the action that
- * comes back. It trusts nothing a child says: the only message it accepts is
- * one READY per child; anything else gets that child killed and restarted.
+ * comes back. It trusts nothing a child says: the only messages it accepts
+ * are one READY per child and, from a ready helper, PEER_VIOLATION (rpcd broke
+ * the helper protocol: rpcd is killed and restarted); anything else gets the
+ * sender killed and restarted.
  *
  * Runs as root with the capabilities listed in sup_caps.c. Fatal: bad flags
  * or not root (exit 2), a failed preparation or privilege trim (exit 1), a

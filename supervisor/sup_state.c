@@ -5,12 +5,12 @@
  * fatal; an event that cannot happen in a state returns SUP_ACT_BUG and the
  * caller stops.
  *
- *              SPAWNED    READY      EXITED            TIMER             STOP
- *   STOPPED    STARTING   bug        bug               -                 -
- *   STARTING   bug        RUNNING    death, weight 2   if overdue: KILL  no restarts
- *   RUNNING    bug        KILL       death, weight 1   -                 no restarts
- *   BACKOFF    STARTING   bug        bug               if due: SPAWN     STOPPED
- *   FAILED     bug        bug        bug               -                 -
+ *              SPAWNED    READY      EXITED            TIMER             STOP         ACCUSED
+ *   STOPPED    STARTING   bug        bug               -                 -            -
+ *   STARTING   bug        RUNNING    death, weight 2   if overdue: KILL  no restarts  KILL
+ *   RUNNING    bug        KILL       death, weight 1   -                 no restarts  KILL
+ *   BACKOFF    STARTING   bug        bug               if due: SPAWN     STOPPED      -
+ *   FAILED     bug        bug        bug               -                 -            -
  *
  *   death:  a stop was requested             -> STOPPED
  *           killed by SIGSYS (sigsys_fatal)  -> FAILED  (seccomp caught it)
@@ -18,6 +18,10 @@
  *           otherwise                        -> BACKOFF for sup_backoff_ms(deaths)
  *   overdue: no READY within ready_timeout_ms of the spawn, and no stop
  *           requested (the stop has its own timeout); asked once per spawn.
+ *   accused: the other child reported that this one broke the protocol of
+ *           their channel (the helper about rpcd). A live child is killed and
+ *           its death is counted like any other; a dead one has nothing left
+ *           to kill (its death was counted when it was reaped).
  *
  * Deaths are remembered with their time; those older than the window are
  * forgotten. A child that dies before READY did no work, so its death counts
@@ -143,6 +147,11 @@ enum sup_action sup_sm_step(struct sup_sm *sm, const struct sup_policy *pol, enu
 			return SUP_ACT_KILL;
 		}
 		return SUP_ACT_NONE;
+	case SUP_EV_ACCUSED:
+		if (!sup_sm_alive(sm))
+			return SUP_ACT_NONE;
+		sm->kill_reason = "its peer reported a protocol violation on their channel";
+		return SUP_ACT_KILL;
 	case SUP_EV_STOP:
 		sm->stop_requested = true;
 		if (st == SUP_ST_BACKOFF) {
@@ -192,6 +201,7 @@ const char *sup_state_name(enum sup_state s)
 
 const char *sup_event_name(enum sup_event e)
 {
-	static const char *const names[] = {"spawned", "ready", "exited", "timer", "stop"};
+	static const char *const names[] = {"spawned", "ready", "exited",
+	                                    "timer",   "stop",  "accused"};
 	return (unsigned)e < sizeof(names) / sizeof(names[0]) ? names[e] : "?";
 }

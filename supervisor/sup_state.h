@@ -26,6 +26,7 @@ enum sup_event {
 	SUP_EV_EXITED,      /* the child was reaped; wstatus says how */
 	SUP_EV_TIMER,       /* the clock passed sup_sm_deadline() */
 	SUP_EV_STOP,        /* the supervisor is stopping: no more restarts */
+	SUP_EV_ACCUSED,     /* its peer reported a protocol violation on their channel */
 };
 
 enum sup_action {
@@ -34,7 +35,7 @@ enum sup_action {
 	SUP_ACT_BACKOFF, /* entered BACKOFF: log the delay, wait for the timer */
 	SUP_ACT_GIVE_UP, /* entered FAILED: log at level error, tell the others */
 	SUP_ACT_STOPPED, /* entered STOPPED after a stop was requested */
-	SUP_ACT_KILL,    /* READY twice, or none in time: SIGKILL the child (kill_reason) */
+	SUP_ACT_KILL,    /* READY twice, none in time, or accused: SIGKILL it (kill_reason) */
 	SUP_ACT_BUG,     /* this event cannot happen in this state: a supervisor bug */
 };
 

@@ -12,6 +12,7 @@ mounts under <tmp> (lazily, deepest first), loop devices backed by files in
 <tmp>/data, and the tree itself.
 """
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -47,6 +48,16 @@ def loops_backed_by(prefix):
         if len(parts) == 2 and parts[1].strip().startswith(prefix + "/"):
             devs.append(parts[0])
     return devs
+
+
+def copy_bin_dir():
+    """A root-owned copy of the build's bin/ (the three programs), in which a
+    test may replace a child; the supervisor accepts it as its own directory."""
+    d = tempfile.mkdtemp(prefix="sepcsi-bin-")
+    os.chmod(d, 0o755)
+    for name in ("sepcsi-supervisor", "sepcsi-rpcd", "sepcsi-mounthelper"):
+        shutil.copy2(os.path.join(BIN, name), os.path.join(d, name))
+    return d
 
 
 def cleanup_tree(tmp):
@@ -182,9 +193,8 @@ def private_mount_namespace():
         pytest.exit("no build in %s (set SEPCSI_BUILD_DIR)" % BUILD, 2)
 
 
-@pytest.fixture
-def driver():
-    d = Driver()
+def running(d):
+    """Yield d (a started driver) to the test, then stop it and clean up, whatever happened."""
     try:
         yield d
     finally:
@@ -195,14 +205,21 @@ def driver():
 
 
 @pytest.fixture
+def driver():
+    yield from running(Driver())
+
+
+@pytest.fixture
 def pausable_driver():
     """A driver whose helper honours test pause points (Driver.hold/paused/release)."""
-    d = Driver(env={"SEPCSI_TEST_PAUSE": "1"})
-    try:
-        yield d
-    finally:
-        d.stop()
-        d.cleanup()
+    yield from running(Driver(env={"SEPCSI_TEST_PAUSE": "1"}))
+
+
+@pytest.fixture
+def hostile_driver():
+    """The real supervisor and helper with a hostile stand-in as rpcd (hostile.py)."""
+    import hostile  # here, not at the top: hostile imports this module
+    yield from running(hostile.HostileDriver())
 
 
 @pytest.fixture

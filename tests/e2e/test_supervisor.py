@@ -18,7 +18,6 @@ import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -26,7 +25,7 @@ import grpc
 import pytest
 
 import csi_client
-from conftest import BIN, Driver, loops_backed_by, mounts_under
+from conftest import Driver, copy_bin_dir, loops_backed_by, mounts_under
 from csi_client import mount_cap
 
 MiB = 1 << 20
@@ -262,10 +261,7 @@ class OnMkfs:
 @pytest.fixture
 def bin_copy():
     """A root-owned copy of the build's bin/ in which a test may replace a child."""
-    d = tempfile.mkdtemp(prefix="sepcsi-bin-")
-    os.chmod(d, 0o755)
-    for name in ("sepcsi-supervisor", "sepcsi-rpcd", "sepcsi-mounthelper"):
-        shutil.copy2(os.path.join(BIN, name), os.path.join(d, name))
+    d = copy_bin_dir()
     try:
         yield d
     finally:

@@ -401,7 +401,198 @@ static void test_supervised(void)
 	close(ctl[0]);
 }
 
-/* Each violation ends the helper with status 3. */
+/* Wait (up to 60 s) for the helper to exit while its channel stays open; its status. */
+static int exit_status_open(struct helper *h)
+{
+	int st = 0;
+	for (int i = 0; i < 600; i++) {
+		if (waitpid(h->pid, &st, WNOHANG) == h->pid) {
+			h->pid = 0;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
+		usleep(100000);
+	}
+	return -1;
+}
+
+static long log_size(void)
+{
+	struct stat st;
+	return stat(logfile, &st) == 0 ? (long)st.st_size : 0;
+}
+
+/* Has the helper logged a line containing text after offset from (waiting up to 30 s)? */
+static bool log_shows(long from, const char *text)
+{
+	char line[4096];
+	for (int i = 0; i < 3000; i++) {
+		FILE *f = fopen(logfile, "re");
+		bool found = false;
+		if (f && fseek(f, from, SEEK_SET) == 0)
+			while (!found && fgets(line, sizeof(line), f))
+				found = strstr(line, text) != NULL;
+		if (f)
+			fclose(f);
+		if (found)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/* The next control message from the helper, within timeout_ms; 0 or -1. */
+static int ctl_next(int ctl, struct sup_ctl_msg *m, int timeout_ms)
+{
+	struct pollfd p = {.fd = ctl, .events = POLLIN};
+	if (poll(&p, 1, timeout_ms) != 1)
+		return -1;
+	return sup_ctl_recv(ctl, m);
+}
+
+/* As the supervisor does for a restarted rpcd: a fresh channel, sent as PEER_FD. */
+static void new_channel(struct helper *h, int ctl)
+{
+	int ch[2];
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ch) == 0);
+	CHECK(sup_ctl_send(ctl, SUP_CTL_PEER_FD, ch[1]) == 0);
+	close(ch[1]);
+	h->fd = ch[0];
+}
+
+/*
+ * Replace the helper's channel by one that holds len bytes as one
+ * datagram, sent by a peer that has closed its end already.
+ */
+static void dead_channel(struct helper *h, int ctl, const void *bytes, size_t len)
+{
+	int ch[2];
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ch) == 0);
+	CHECK(send(ch[0], bytes, len, 0) == (ssize_t)len);
+	close(ch[0]);
+	CHECK(sup_ctl_send(ctl, SUP_CTL_PEER_FD, ch[1]) == 0);
+	close(ch[1]);
+	close(h->fd);
+	h->fd = -1;
+}
+
+/* End of file on fd within 30 s: the helper closed its end. */
+static bool channel_closed(int fd)
+{
+	char b;
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	return poll(&p, 1, 30000) == 1 && recv(fd, &b, 1, MSG_DONTWAIT) == 0;
+}
+
+/*
+ * Supervised, rpcd is the suspect: for each kind of violation the helper
+ * reports SUP_CTL_PEER_VIOLATION, closes that channel, keeps running and
+ * serves the next channel the supervisor hands it. A worker in flight
+ * finishes and answers on the channel its request came from.
+ */
+static void test_supervised_violations(void)
+{
+	int ctl[2];
+	struct helper h;
+	struct sup_ctl_msg m = {0};
+	struct mh_msg ping = {.type = MH_REQ_PING, .id = 7}, ans_ping = {.type = MH_ANS_PING}, a;
+	static uint8_t enc[MH_MSG_MAX + 8], wrong_version[MH_HDR_LEN], answer[MH_HDR_LEN],
+	    trailing[MH_HDR_LEN + 1], oversized[MH_MSG_MAX + 1];
+	const uint8_t unknown[MH_HDR_LEN] = {0, MH_PROTO_VERSION, 0, 50, 0, 0, 0, 9, 0, 0, 0, 0};
+	size_t len;
+
+	mh_msg_encode(&ping, enc, sizeof(enc), &len);
+	memcpy(wrong_version, enc, MH_HDR_LEN);
+	wrong_version[1] = MH_PROTO_VERSION + 1;
+	memcpy(trailing, enc, MH_HDR_LEN);
+	trailing[11] = 1; /* the length field counts the extra byte */
+	mh_msg_encode(&ans_ping, enc, sizeof(enc), &len);
+	memcpy(answer, enc, MH_HDR_LEN);
+	const struct {
+		const char *what;
+		const void *data;
+		size_t len;
+	} bad[] = {
+	    {"empty datagram", "", 0},
+	    {"garbage", "hello, helper", 13},
+	    {"wrong version", wrong_version, sizeof(wrong_version)},
+	    {"unknown type", unknown, sizeof(unknown)},
+	    {"answer as request", answer, sizeof(answer)},
+	    {"trailing byte", trailing, sizeof(trailing)},
+	    {"oversized", oversized, sizeof(oversized)},
+	};
+
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) == 0);
+	helper_start_ctl(&h, policy, ctl[1]);
+	close(ctl[1]);
+	CHECK(ctl_next(ctl[0], &m, 30000) == 0 && m.type == SUP_CTL_READY);
+	CHECK(do_ping(&h) == MH_E_OK);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		m = (struct sup_ctl_msg){0};
+		CHECK(send(h.fd, bad[i].data, bad[i].len, 0) == (ssize_t)bad[i].len);
+		CHECK(ctl_next(ctl[0], &m, 30000) == 0);
+		if (m.type != SUP_CTL_PEER_VIOLATION || m.fd >= 0)
+			fprintf(stderr, "%s: no PEER_VIOLATION (type %d)\n", bad[i].what, m.type);
+		CHECK(m.type == SUP_CTL_PEER_VIOLATION && m.fd < 0);
+		CHECK(channel_closed(h.fd));
+		CHECK(waitpid(h.pid, NULL, WNOHANG) == 0);
+		close(h.fd);
+		new_channel(&h, ctl[0]);
+		CHECK(do_ping(&h) == MH_E_OK);
+	}
+
+	/*
+	 * A violation from an rpcd that has hung up already is not reported: that
+	 * rpcd is gone, and a report could only hit its successor. The datagram
+	 * is queued and its sender gone before the helper gets the channel, so
+	 * that the helper cannot read it while the sender is still there.
+	 */
+	long mark = log_size();
+	dead_channel(&h, ctl[0], "hello, helper", 13);
+	CHECK(log_shows(mark, "rpcd has gone already"));
+	new_channel(&h, ctl[0]);
+	CHECK(do_ping(&h) == MH_E_OK);
+	/* Nor is an empty datagram followed by end of file: that is rpcd leaving. */
+	mark = log_size();
+	dead_channel(&h, ctl[0], "", 0);
+	CHECK(log_shows(mark, "request channel closed; waiting for a new one"));
+	new_channel(&h, ctl[0]);
+	CHECK(do_ping(&h) == MH_E_OK);
+	struct pollfd none = {.fd = ctl[0], .events = POLLIN};
+	CHECK(poll(&none, 1, 0) == 0);
+
+	/* A clone in flight outlives the violation and answers on its own channel. */
+	char gate[80];
+	snprintf(gate, sizeof(gate), "copy@%s", V2);
+	CHECK(do_create(&h, V2, 32 * MiB, NULL) == MH_E_OK);
+	pause_hold(gate);
+	clone_req(&a, V3, MH_SRC_VOLUME, V2, 32 * MiB);
+	uint32_t id = send_req(&h, &a);
+	CHECK(id != 0 && pause_wait(gate, 60000) > 0);
+	CHECK(send(h.fd, "", 0, 0) == 0);
+	CHECK(ctl_next(ctl[0], &m, 30000) == 0 && m.type == SUP_CTL_PEER_VIOLATION);
+	struct helper old = {.pid = h.pid, .fd = h.fd};
+	new_channel(&h, ctl[0]);
+	CHECK(do_ping(&h) == MH_E_OK);
+	pause_release(gate);
+	CHECK(recv_ans(&old, &a, 120000) == MH_ANS_CLONE && a.id == id);
+	CHECK(channel_closed(old.fd)); /* the worker was its last holder */
+	close(old.fd);
+	CHECK(recv_ans(&h, &a, 0) < 0); /* nothing for the new channel */
+	CHECK(do_delete(&h, V3) == MH_E_OK && do_delete(&h, V2) == MH_E_OK);
+	close(ctl[0]);
+	CHECK(helper_stop(&h) == 0);
+
+	/* The supervisor's side stays strict: PEER_VIOLATION sent to the helper is fatal. */
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) == 0);
+	helper_start_ctl(&h, policy, ctl[1]);
+	close(ctl[1]);
+	CHECK(ctl_next(ctl[0], &m, 30000) == 0 && m.type == SUP_CTL_READY);
+	CHECK(sup_ctl_send(ctl[0], SUP_CTL_PEER_VIOLATION, -1) == 0);
+	CHECK(helper_stop(&h) == 3);
+	close(ctl[0]);
+}
+
+/* Unsupervised, each violation ends the helper with status 3. */
 static void test_violations(void)
 {
 	struct helper h;
@@ -433,6 +624,24 @@ static void test_violations(void)
 	helper_start(&h); /* oversized datagram */
 	memset(buf, 0, sizeof(buf));
 	CHECK(send(h.fd, buf, MH_MSG_MAX + 1, 0) == MH_MSG_MAX + 1);
+	CHECK(helper_stop(&h) == 3);
+
+	/*
+	 * An empty datagram is a violation, not end of file. The channel stays
+	 * open until the helper has exited: an empty datagram from a peer that
+	 * has hung up already counts as the end of the channel.
+	 */
+	helper_start(&h);
+	CHECK(do_ping(&h) == MH_E_OK);
+	CHECK(send(h.fd, "", 0, 0) == 0);
+	CHECK(exit_status_open(&h) == 3);
+	CHECK(helper_stop(&h) == -1); /* gone already */
+
+	helper_start(&h); /* a byte after a whole PING (its length field counts it) */
+	mh_msg_encode(&ping, buf, sizeof(buf), &len);
+	buf[11] = 1;
+	buf[len] = 0;
+	CHECK(send(h.fd, buf, len + 1, 0) == (ssize_t)len + 1);
 	CHECK(helper_stop(&h) == 3);
 
 	helper_start(&h); /* end of channel: clean exit */
@@ -472,6 +681,7 @@ int main(int argc, char **argv)
 	CHECK(helper_stop(&h) == 0);
 	test_violations();
 	test_supervised();
+	test_supervised_violations();
 
 	/* The audit trail names refusals and privileged actions. */
 	FILE *lf = fopen(logfile, "re");

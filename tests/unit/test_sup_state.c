@@ -2,7 +2,8 @@
  * Unit test of the supervisor's state machine and restart policy
  * (supervisor/sup_state.c): every cell of the states x events table, the
  * backoff sequence, the death tally and its window, deaths before READY
- * counting double, SIGSYS giving up at once, and stopping.
+ * counting double, SIGSYS giving up at once, stopping, and a child its peer
+ * accuses of a protocol violation.
  */
 #include "sup_state.h"
 #include "tap.h"
@@ -41,30 +42,35 @@ static const struct cell table[] = {
     {SUP_ST_STOPPED, SUP_EV_EXITED, SUP_ST_STOPPED, SUP_ACT_BUG},
     {SUP_ST_STOPPED, SUP_EV_TIMER, SUP_ST_STOPPED, SUP_ACT_NONE},
     {SUP_ST_STOPPED, SUP_EV_STOP, SUP_ST_STOPPED, SUP_ACT_NONE},
+    {SUP_ST_STOPPED, SUP_EV_ACCUSED, SUP_ST_STOPPED, SUP_ACT_NONE},
 
     {SUP_ST_STARTING, SUP_EV_SPAWNED, SUP_ST_STARTING, SUP_ACT_BUG},
     {SUP_ST_STARTING, SUP_EV_READY, SUP_ST_RUNNING, SUP_ACT_NONE},
     {SUP_ST_STARTING, SUP_EV_EXITED, SUP_ST_BACKOFF, SUP_ACT_BACKOFF},
     {SUP_ST_STARTING, SUP_EV_TIMER, SUP_ST_STARTING, SUP_ACT_KILL},
     {SUP_ST_STARTING, SUP_EV_STOP, SUP_ST_STARTING, SUP_ACT_NONE},
+    {SUP_ST_STARTING, SUP_EV_ACCUSED, SUP_ST_STARTING, SUP_ACT_KILL},
 
     {SUP_ST_RUNNING, SUP_EV_SPAWNED, SUP_ST_RUNNING, SUP_ACT_BUG},
     {SUP_ST_RUNNING, SUP_EV_READY, SUP_ST_RUNNING, SUP_ACT_KILL},
     {SUP_ST_RUNNING, SUP_EV_EXITED, SUP_ST_BACKOFF, SUP_ACT_BACKOFF},
     {SUP_ST_RUNNING, SUP_EV_TIMER, SUP_ST_RUNNING, SUP_ACT_NONE},
     {SUP_ST_RUNNING, SUP_EV_STOP, SUP_ST_RUNNING, SUP_ACT_NONE},
+    {SUP_ST_RUNNING, SUP_EV_ACCUSED, SUP_ST_RUNNING, SUP_ACT_KILL},
 
     {SUP_ST_BACKOFF, SUP_EV_SPAWNED, SUP_ST_STARTING, SUP_ACT_NONE},
     {SUP_ST_BACKOFF, SUP_EV_READY, SUP_ST_BACKOFF, SUP_ACT_BUG},
     {SUP_ST_BACKOFF, SUP_EV_EXITED, SUP_ST_BACKOFF, SUP_ACT_BUG},
     {SUP_ST_BACKOFF, SUP_EV_TIMER, SUP_ST_BACKOFF, SUP_ACT_SPAWN},
     {SUP_ST_BACKOFF, SUP_EV_STOP, SUP_ST_STOPPED, SUP_ACT_STOPPED},
+    {SUP_ST_BACKOFF, SUP_EV_ACCUSED, SUP_ST_BACKOFF, SUP_ACT_NONE},
 
     {SUP_ST_FAILED, SUP_EV_SPAWNED, SUP_ST_FAILED, SUP_ACT_BUG},
     {SUP_ST_FAILED, SUP_EV_READY, SUP_ST_FAILED, SUP_ACT_BUG},
     {SUP_ST_FAILED, SUP_EV_EXITED, SUP_ST_FAILED, SUP_ACT_BUG},
     {SUP_ST_FAILED, SUP_EV_TIMER, SUP_ST_FAILED, SUP_ACT_NONE},
     {SUP_ST_FAILED, SUP_EV_STOP, SUP_ST_FAILED, SUP_ACT_NONE},
+    {SUP_ST_FAILED, SUP_EV_ACCUSED, SUP_ST_FAILED, SUP_ACT_NONE},
 };
 
 static void test_table(void)
@@ -333,11 +339,43 @@ static void test_deadline(void)
 	CHECK(sup_sm_deadline(&sm) == INT64_MAX);
 }
 
+/* Accused by its peer: a live child is killed once per report, its death counted as usual. */
+static void test_accused(void)
+{
+	struct sup_sm sm;
+
+	sup_sm_init(&sm);
+	start(&sm, 0, 1);
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_ACCUSED, 10, 0) == SUP_ACT_KILL);
+	CHECK(sm.kill_reason != NULL && strstr(sm.kill_reason, "protocol violation"));
+	CHECK(sm.state == SUP_ST_RUNNING); /* until its death is reaped */
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_EXITED, 20, W_EXITCODE(0, SIGKILL)) == SUP_ACT_BACKOFF);
+	CHECK(sm.ndeaths == 1 && sm.restart_at_ms == 20);
+	/* A late report about the dead child kills nothing and counts nothing. */
+	CHECK(sup_sm_step(&sm, &pol, SUP_EV_ACCUSED, 21, 0) == SUP_ACT_NONE);
+	CHECK(sm.state == SUP_ST_BACKOFF && sm.ndeaths == 1);
+
+	/* Five accusations in a few seconds: FAILED by the ordinary restart limit. */
+	sup_sm_init(&sm);
+	int64_t t = 0;
+	enum sup_action a = SUP_ACT_NONE;
+	int spawns = 0;
+	while (sm.state != SUP_ST_FAILED && spawns < 10) {
+		start(&sm, t, 1);
+		spawns++;
+		CHECK(sup_sm_step(&sm, &pol, SUP_EV_ACCUSED, t + 1, 0) == SUP_ACT_KILL);
+		a = sup_sm_step(&sm, &pol, SUP_EV_EXITED, t + 2, W_EXITCODE(0, SIGKILL));
+		t = sm.restart_at_ms;
+	}
+	CHECK(a == SUP_ACT_GIVE_UP && spawns == 5);
+}
+
 static void test_names(void)
 {
 	CHECK(sup_state_name(SUP_ST_FAILED)[0] == 'F');
 	CHECK(sup_state_name((enum sup_state)42)[0] == '?');
 	CHECK(sup_event_name(SUP_EV_STOP)[0] == 's');
+	CHECK(sup_event_name(SUP_EV_ACCUSED)[0] == 'a');
 	CHECK(sup_sm_alive(&(struct sup_sm){.state = SUP_ST_STARTING}));
 	CHECK(!sup_sm_alive(&(struct sup_sm){.state = SUP_ST_BACKOFF}));
 }
@@ -355,6 +393,7 @@ int main(void)
 	test_ready_timeout();
 	test_deadline();
 	test_hung_child_bound();
+	test_accused();
 	test_names();
 	return tap_done("test_sup_state");
 }

@@ -92,6 +92,10 @@ static void test_roundtrip(void)
 	CHECK(sup_ctl_recv(sv[1], &m) == 0);
 	CHECK(m.type == SUP_CTL_HELPER_FAILED && m.fd == -1);
 
+	CHECK(sup_ctl_send(sv[0], SUP_CTL_PEER_VIOLATION, -1) == 0);
+	CHECK(sup_ctl_recv(sv[1], &m) == 0);
+	CHECK(m.type == SUP_CTL_PEER_VIOLATION && m.fd == -1);
+
 	CHECK(sup_ctl_send(sv[1], SUP_CTL_PEER_FD, peer[0]) == 0);
 	CHECK(sup_ctl_recv(sv[0], &m) == 0);
 	CHECK(m.type == SUP_CTL_PEER_FD && m.fd >= 0 && m.fd != peer[0]);
@@ -151,7 +155,7 @@ static void test_recv_refuses_malformed(void)
 	raw_send(sv[0], &b, 1, NULL, 0);
 	expect_eproto(sv[1], base);
 
-	b = 4; /* unknown type */
+	b = SUP_CTL_PEER_VIOLATION + 1; /* unknown type */
 	raw_send(sv[0], &b, 1, NULL, 0);
 	expect_eproto(sv[1], base);
 
@@ -172,6 +176,10 @@ static void test_recv_refuses_malformed(void)
 	expect_eproto(sv[1], base);
 
 	b = SUP_CTL_HELPER_FAILED;
+	raw_send(sv[0], &b, 1, &p[0], 1);
+	expect_eproto(sv[1], base);
+
+	b = SUP_CTL_PEER_VIOLATION; /* nor may PEER_VIOLATION */
 	raw_send(sv[0], &b, 1, &p[0], 1);
 	expect_eproto(sv[1], base);
 
