@@ -297,9 +297,17 @@ int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 	}
 
 	/* Images are sparse, but a volume must fit in what the data directory has free. */
-	uint64_t avail = 0;
-	if (ctl_data_available(c, st, &avail))
+	uint64_t avail = 0, largest = 0;
+	if (ctl_data_available(c, st, &avail, &largest))
 		goto out;
+	/* Bigger than any volume may be (policy, file system): no retry can help. */
+	if ((uint64_t)size > largest) {
+		ctl_fail(st, CTL_OUT_OF_RANGE,
+		         "node %s: the largest volume the data directory takes is %llu bytes, "
+		         "%lld asked",
+		         c->cfg.node_id, (unsigned long long)largest, (long long)size);
+		goto out;
+	}
 	if ((uint64_t)size > avail) {
 		ctl_fail(st, CTL_RESOURCE_EXHAUSTED,
 		         "node %s: the data directory has %llu bytes free, the volume needs %lld",

@@ -422,7 +422,7 @@ int ctl_published_nodes(struct ctl *c, struct ctl_status *st, const char *volume
 	return st->code = CTL_OK;
 }
 
-int ctl_data_available(struct ctl *c, struct ctl_status *st, uint64_t *avail)
+int ctl_data_available(struct ctl *c, struct ctl_status *st, uint64_t *avail, uint64_t *max)
 {
 	struct mh_ans_capacity cap;
 	struct mh_err e;
@@ -430,6 +430,8 @@ int ctl_data_available(struct ctl *c, struct ctl_status *st, uint64_t *avail)
 	if (mh_capacity(c->mh, &cap, &e) != 0)
 		return ctl_fail_mh(st, "capacity of the data directory", &e);
 	*avail = cap.available_bytes;
+	if (max)
+		*max = cap.max_volume_bytes;
 	return st->code = CTL_OK;
 }
 

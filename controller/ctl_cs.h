@@ -99,8 +99,12 @@ Csi__V1__VolumeCondition *ctl_condition_msg(struct ctl_arena *a, const char *con
 int ctl_published_nodes(struct ctl *c, struct ctl_status *st, const char *volume_id,
                         struct ctl_arena *a, char ***ids, size_t *n);
 
-/* Bytes free in the helper's data directory (mh_capacity). CTL_OK or the mapped error. */
-int ctl_data_available(struct ctl *c, struct ctl_status *st, uint64_t *avail);
+/*
+ * What the helper's data directory may still promise to new volumes, and the
+ * largest volume it would create now (max, may be NULL), as the helper
+ * counts them (mh_capacity). CTL_OK or the mapped error.
+ */
+int ctl_data_available(struct ctl *c, struct ctl_status *st, uint64_t *avail, uint64_t *max);
 
 /* ABORTED for a key set that has an operation in flight. */
 int ctl_fail_busy(struct ctl_status *st, const char *busy_key);

@@ -109,7 +109,7 @@ int ctl_controller_expand_volume(struct ctl *c, const void *r, void **resp, stru
 			goto out;
 		}
 		uint64_t avail = 0;
-		if (ctl_data_available(c, st, &avail))
+		if (ctl_data_available(c, st, &avail, NULL))
 			goto out;
 		if ((uint64_t)(want - size) > avail) {
 			ctl_fail(
@@ -331,7 +331,8 @@ int ctl_get_capacity(struct ctl *c, const void *r, void **resp, struct ctl_arena
 	const char *fs = shape.block ? "" : *shape.fs ? shape.fs : *p.fs_type ? p.fs_type : "ext4";
 	ctl_vparams_release(&p);
 
-	if (fits && ctl_data_available(c, st, &avail))
+	uint64_t largest = 0;
+	if (fits && ctl_data_available(c, st, &avail, &largest))
 		return st->code;
 	Csi__V1__GetCapacityResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__get_capacity_response__init(out);
@@ -340,7 +341,8 @@ int ctl_get_capacity(struct ctl *c, const void *r, void **resp, struct ctl_arena
 		/* CreateVolume rounds up to whole MiB and needs that much free. */
 		Google__Protobuf__Int64Value *max = ctl_alloc(a, sizeof(*max));
 		google__protobuf__int64_value__init(max);
-		max->value = out->available_capacity / CTL_MiB * CTL_MiB;
+		uint64_t m = largest < avail ? largest : avail;
+		max->value = (int64_t)(m > INT64_MAX ? INT64_MAX : m) / CTL_MiB * CTL_MiB;
 		out->maximum_volume_size = max;
 	}
 	Google__Protobuf__Int64Value *min = ctl_alloc(a, sizeof(*min));

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "mh_proto.h"
 #include "policy.h"
@@ -19,6 +20,7 @@ struct mh_ctx {
 	int snaps_fd;  /* <data-dir>/snapshots, O_RDONLY|O_DIRECTORY, root-owned 0700 */
 	int audit_fd;  /* <data-dir>/audit.log, O_WRONLY|O_APPEND, 0600; -1 if none */
 	bool reflink;  /* FICLONE works in the data directory (probed once at start) */
+	uint64_t max_file_bytes; /* the largest file the data directory takes (probed at start) */
 };
 
 /* Why an operation was not done; becomes MH_ANS_ERROR and the audit line. */

@@ -51,6 +51,7 @@
 #include "mh_image.h"
 #include "mh_ops.h"
 #include "mh_pause.h"
+#include "mh_space.h"
 #include "mh_worker.h"
 
 #define COPY_CHUNK (1 << 20) /* fallback read/write buffer */
@@ -344,15 +345,9 @@ int mh_answer_clone(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	    (from_snap ? mh_check_snapshot_id(q->source_id, r)
 	               : mh_check_volume_id(q->source_id, r)) < 0)
 		return -1;
-	uint64_t min = pol_min_volume_bytes(c->pol), max = pol_max_volume_bytes(c->pol);
-	if (q->size_bytes < min || q->size_bytes > max)
-		return mh_fail(r, MH_E_REFUSED, EINVAL, "size %llu outside [%llu, %llu]",
-		               (unsigned long long)q->size_bytes, (unsigned long long)min,
-		               (unsigned long long)max);
-	uint64_t size = (q->size_bytes + 4095) & ~(uint64_t)4095;
-	if (size > max)
-		return mh_fail(r, MH_E_REFUSED, EINVAL, "size rounded to 4 KiB exceeds %llu",
-		               (unsigned long long)max);
+	uint64_t size;
+	if (mh_space_size_ok(c, q->size_bytes, &size, r) < 0)
+		return -1;
 	mh_image_name(q->volume_id, name, sizeof(name));
 	int ex = existing(c->images_fd, name, &out->size_bytes, r);
 	if (ex < 0)
@@ -402,8 +397,10 @@ int mh_answer_capacity(const struct mh_ctx *c, const struct mh_msg *req, struct 
 	struct statvfs sv;
 	if (fstatvfs(c->data_fd, &sv) < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "statvfs: %s", strerror(errno));
-	ans->u.capacity_ans.available_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+	/* What may still be promised (mh_space.c), not merely what is free on disk. */
+	ans->u.capacity_ans.available_bytes = mh_space_available(c);
 	ans->u.capacity_ans.total_bytes = (uint64_t)sv.f_blocks * sv.f_frsize;
+	ans->u.capacity_ans.max_volume_bytes = mh_space_max_volume(c);
 	ans->u.capacity_ans.reflink = c->reflink;
 	return 0;
 }

@@ -55,6 +55,7 @@
 #include "mh_copy.h"
 #include "mh_ops.h"
 #include "mh_pause.h"
+#include "mh_space.h"
 #include "mh_worker.h"
 #include "pol_caps.h"
 #include "pol_seccomp.h"
@@ -449,6 +450,7 @@ int main(int argc, char **argv)
 	struct mh_ctx ctx = {.pol = pol};
 	open_data_dir(a.data_dir, &ctx);
 	mh_pause_init();
+	mh_space_init(&ctx);
 	mh_copy_thaw_all(&ctx);
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);

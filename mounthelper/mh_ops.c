@@ -41,6 +41,7 @@
 #include "mh_mkfs.h"
 #include "mh_mount.h"
 #include "mh_resize.h"
+#include "mh_space.h"
 
 /* ---- handlers ----------------------------------------------------------- */
 
@@ -57,16 +58,9 @@ int mh_answer_create(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	a->volume_id = q->volume_id;
 	if (mh_check_volume_id(q->volume_id, r) < 0)
 		return -1;
-	uint64_t min = pol_min_volume_bytes(c->pol), max = pol_max_volume_bytes(c->pol);
-	/* Bounds first (max <= 2^62, so rounding up to 4 KiB cannot overflow). */
-	if (q->size_bytes < min || q->size_bytes > max)
-		return mh_fail(r, MH_E_REFUSED, EINVAL, "size %llu outside [%llu, %llu]",
-		               (unsigned long long)q->size_bytes, (unsigned long long)min,
-		               (unsigned long long)max);
-	uint64_t size = (q->size_bytes + 4095) & ~(uint64_t)4095;
-	if (size > max)
-		return mh_fail(r, MH_E_REFUSED, EINVAL, "size rounded to 4 KiB exceeds %llu",
-		               (unsigned long long)max);
+	uint64_t size;
+	if (mh_space_size_ok(c, q->size_bytes, &size, r) < 0)
+		return -1;
 	return mh_image_create(c, q->volume_id, size, &ans->u.create_ans.size_bytes, r);
 }
 

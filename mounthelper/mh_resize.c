@@ -37,6 +37,7 @@
 #include "mh_image.h"
 #include "mh_ops.h"
 #include "mh_resize.h"
+#include "mh_space.h"
 
 #define LOOPS_MAX 8 /* loop devices of one image: the staging one and read-only publications */
 
@@ -84,14 +85,10 @@ int mh_answer_resize(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	a->volume_id = q->volume_id;
 	if (mh_check_volume_id(q->volume_id, r) < 0)
 		return -1;
-	uint64_t max = pol_max_volume_bytes(c->pol);
-	if (q->size_bytes > max)
-		return mh_fail(r, MH_E_REFUSED, EINVAL, "size %llu exceeds %llu",
-		               (unsigned long long)q->size_bytes, (unsigned long long)max);
-	uint64_t size = (q->size_bytes + 4095) & ~(uint64_t)4095;
-	if (size > max)
-		return mh_fail(r, MH_E_REFUSED, EINVAL, "size rounded to 4 KiB exceeds %llu",
-		               (unsigned long long)max);
+	/* Below the smallest size there is nothing to grow: answered below as "never smaller". */
+	uint64_t size = q->size_bytes;
+	if (size >= pol_min_volume_bytes(c->pol) && mh_space_size_ok(c, size, &size, r) < 0)
+		return -1;
 	int fd = mh_image_open(c, q->volume_id, false, r);
 	if (fd < 0)
 		return -1;

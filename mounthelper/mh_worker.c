@@ -49,6 +49,7 @@
 #include "log.h"
 #include "mh_copy.h"
 #include "mh_ops.h"
+#include "mh_space.h"
 
 struct slot {
 	pid_t pid;         /* 0: free */
@@ -56,6 +57,7 @@ struct slot {
 	bool answered;     /* its NOTE_DONE arrived: the ids are free again */
 	int64_t frozen_ms; /* when it froze a source file system (NOTE_FROZEN), 0 if not frozen */
 	bool overdue;      /* killed for holding a freeze too long */
+	struct mh_space_hold hold; /* its claim on the data directory (mh_space.c) */
 	struct mh_msg req; /* what it is doing (its keys point in here) */
 };
 
@@ -157,6 +159,12 @@ void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer,
 		send_answer(peer, &ans);
 		return;
 	}
+	struct mh_space_hold hold;
+	if (mh_space_reserve(c, req, &hold, why, sizeof(why)) < 0) {
+		mh_ops_refuse(c, req, &ans, MH_E_NOSPACE, ENOSPC, why);
+		send_answer(peer, &ans);
+		return;
+	}
 	int pfd[2];
 	pid_t parent = getpid(), pid = -1;
 	fflush(NULL);
@@ -170,6 +178,7 @@ void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer,
 	}
 	if (pid < 0) {
 		int err = errno;
+		mh_space_settle(&hold);
 		snprintf(why, sizeof(why), "cannot start a worker: %s", strerror(err));
 		mh_ops_refuse(c, req, &ans, MH_E_FAILED, err, why);
 		send_answer(peer, &ans);
@@ -180,6 +189,7 @@ void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer,
 	s->answered = false;
 	s->frozen_ms = 0;
 	s->overdue = false;
+	s->hold = hold;
 	s->req = *req;
 }
 
@@ -261,6 +271,7 @@ void mh_workers_reap(const struct mh_ctx *c, int peer)
 			;
 		close(s->fd);
 		s->pid = 0;
+		mh_space_settle(&s->hold); /* count what the request really changed */
 		if (s->answered && got > 0 && WIFEXITED(st) && WEXITSTATUS(st) <= 1)
 			continue; /* answered (0), or rpcd was gone (1) */
 		char why[160];

@@ -401,7 +401,7 @@ static int enc_capacity_ans(struct wbuf *w, const struct mh_msg *m)
 	const struct mh_ans_capacity *a = &m->u.capacity_ans;
 
 	if (put_u64(w, a->available_bytes) < 0 || put_u64(w, a->total_bytes) < 0 ||
-	    put_bool(w, a->reflink) < 0)
+	    put_u64(w, a->max_volume_bytes) < 0 || put_bool(w, a->reflink) < 0)
 		return -1;
 	return 0;
 }
@@ -411,7 +411,7 @@ static int dec_capacity_ans(struct rbuf *r, struct mh_msg *m)
 	struct mh_ans_capacity *a = &m->u.capacity_ans;
 
 	if (get_u64(r, &a->available_bytes) < 0 || get_u64(r, &a->total_bytes) < 0 ||
-	    get_bool(r, &a->reflink) < 0)
+	    get_u64(r, &a->max_volume_bytes) < 0 || get_bool(r, &a->reflink) < 0)
 		return -1;
 	return 0;
 }

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MH_PROTO_VERSION 2
+#define MH_PROTO_VERSION 3
 #define MH_HDR_LEN       12
 #define MH_MSG_MAX       16384
 #define MH_ID_MAX        64   /* volume and snapshot ids */
@@ -166,9 +166,10 @@ struct mh_ans_copy { /* answer of SNAPSHOT and CLONE */
 };
 
 struct mh_ans_capacity {
-	uint64_t available_bytes; /* statvfs of the data directory, for unprivileged use */
-	uint64_t total_bytes;
-	uint8_t reflink; /* 1 if the data directory's file system supports FICLONE */
+	uint64_t available_bytes;  /* what new volumes may still promise (free, within the ratio) */
+	uint64_t total_bytes;      /* the data directory's file-system size */
+	uint64_t max_volume_bytes; /* the largest size CREATE accepts at all (space aside) */
+	uint8_t reflink;           /* 1 if the data directory's file system supports FICLONE */
 };
 
 struct mh_req_expand {

@@ -26,7 +26,7 @@ surrogateescape, so any byte string survives a round trip).
 import enum
 import struct
 
-VERSION = 2
+VERSION = 3
 HDR_LEN = 12
 MSG_MAX = 16384
 ID_MAX = 64
@@ -181,7 +181,8 @@ FIELDS = {
                   ("size_bytes", U64)),
     T.ANS_CLONE: _COPY_ANS,
     T.REQ_CAPACITY: (),
-    T.ANS_CAPACITY: (("available_bytes", U64), ("total_bytes", U64), ("reflink", BOOL)),
+    T.ANS_CAPACITY: (("available_bytes", U64), ("total_bytes", U64), ("max_volume_bytes", U64),
+                     ("reflink", BOOL)),
     T.REQ_EXPAND: (("volume_id", ID), ("staging_path", PATH), ("fs_type", FSTYPE),
                    ("flags", FLAGS)),
     T.ANS_EXPAND: _CREATE_ANS,

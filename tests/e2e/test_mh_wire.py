@@ -41,13 +41,13 @@ def samples():
 
 
 def test_known_bytes():
-    assert encode(Msg(T.REQ_PING, 0x01020304)) == bytes.fromhex("0002 0001 01020304 00000000")
+    assert encode(Msg(T.REQ_PING, 0x01020304)) == bytes.fromhex("0003 0001 01020304 00000000")
     assert encode(Msg(T.REQ_CREATE, 9, volume_id="ab", size_bytes=5)) == bytes.fromhex(
-        "0002 0003 00000009 0000000c  0002 6162  0000000000000005")
+        "0003 0003 00000009 0000000c  0002 6162  0000000000000005")
     assert encode(Msg(T.ANS_ERROR, 1, kind=E.BUSY, sys_errno=16, reason="in use")) == \
-        bytes.fromhex("0002 0064 00000001 00000010  00000004 00000010 0006") + b"in use"
+        bytes.fromhex("0003 0064 00000001 00000010  00000004 00000010 0006") + b"in use"
     assert encode(Msg(T.REQ_UNSTAGE, 2, volume_id="v", staging_path="/s", flags=5)) == \
-        bytes.fromhex("0002 0009 00000002 00000008  0001 76 0002 2f73 05")
+        bytes.fromhex("0003 0009 00000002 00000008  0001 76 0002 2f73 05")
 
 
 def test_every_type_listed():
@@ -112,7 +112,7 @@ DELETE = encode(Msg(T.REQ_DELETE, 2, volume_id="sv-1"))
     PING[:HDR_LEN - 1],
     mh_wire.oversized(),
     mh_wire.with_version(PING, 1),
-    mh_wire.with_version(PING, 3),
+    mh_wire.with_version(PING, mh_wire.VERSION + 1),
     mh_wire.with_type(PING, 0),
     mh_wire.with_type(PING, 29),
     mh_wire.with_type(PING, 99),

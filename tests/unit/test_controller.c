@@ -58,6 +58,7 @@ static void *fake_helper(void *arg)
 		} else if (req.type == MH_REQ_CAPACITY) {
 			/* CreateVolume checks the free space of the data directory first. */
 			ans.u.capacity_ans.available_bytes = 1ULL << 40;
+			ans.u.capacity_ans.max_volume_bytes = 1ULL << 40;
 		}
 		size_t len;
 		if (mh_msg_encode(&ans, buf, sizeof(buf), &len) != 0)

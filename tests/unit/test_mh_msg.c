@@ -164,6 +164,7 @@ static void build_samples(void)
 	m = add(MH_ANS_CAPACITY, 39);
 	m->u.capacity_ans.available_bytes = 1ULL << 40;
 	m->u.capacity_ans.total_bytes = 2ULL << 40;
+	m->u.capacity_ans.max_volume_bytes = 16ULL << 40;
 	m->u.capacity_ans.reflink = 1;
 	m = add(MH_ANS_CAPACITY, 40);
 	m->u.capacity_ans.available_bytes = UINT64_MAX;
@@ -428,7 +429,7 @@ static const char *layout(uint16_t type)
 	case MH_ANS_CLONE:
 		return "8b";
 	case MH_ANS_CAPACITY:
-		return "88b";
+		return "888b";
 	case MH_REQ_EXPAND:
 		return "sssf";
 	case MH_REQ_STATS:
