@@ -97,8 +97,8 @@ static char *json_string(const char **p)
 			out[o++] = '\t';
 			break;
 		case 'u':
-			if (hex4(s + 1, &cp) != 0)
-				goto bad;
+			if (hex4(s + 1, &cp) != 0 || cp == 0)
+				goto bad; /* a NUL would cut the C string short */
 			s += 4;
 			if (cp >= 0xd800 && cp < 0xdc00 && s[1] == '\\' && s[2] == 'u' &&
 			    hex4(s + 3, &lo) == 0 && lo >= 0xdc00 && lo < 0xe000) {
@@ -176,6 +176,7 @@ int sctl_jsonline_parse(const char *s, struct sctl_jsonline *l)
 		if (*s != '"' || l->n == SCTL_JSONLINE_KEYS)
 			goto bad;
 		struct sctl_kv *kv = &l->kv[l->n];
+		kv->val = NULL; /* freed on failure below, before a value is read */
 		kv->key = json_string(&s);
 		if (!kv->key)
 			goto bad;
