@@ -28,6 +28,7 @@
  *    ("sv-"/"ss-" and 32 lowercase hex digits): nothing from the request
  *    reaches the helper as an id.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -214,6 +215,8 @@ static void *fake_helper(void *arg)
 	size_t len;
 	for (;;) {
 		ssize_t n = recv(fake.fd, buf, sizeof(buf), 0);
+		if (n < 0 && errno == EINTR)
+			continue; /* libFuzzer's SIGALRM */
 		if (n <= 0)
 			break;
 		/* rpcd's own encoder made it: it must decode. */
@@ -221,7 +224,11 @@ static void *fake_helper(void *arg)
 		check_ids(&q);
 		answer(&q, &a);
 		FUZZ_CHECK(mh_msg_encode(&a, out, sizeof(out), &len) == 0);
-		FUZZ_CHECK(send(fake.fd, out, len, MSG_NOSIGNAL) == (ssize_t)len);
+		ssize_t sent;
+		do
+			sent = send(fake.fd, out, len, MSG_NOSIGNAL);
+		while (sent < 0 && errno == EINTR);
+		FUZZ_CHECK(sent == (ssize_t)len);
 	}
 	return NULL;
 }

@@ -24,6 +24,7 @@
  *    channel is down); it never hangs; the client frees cleanly.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -179,8 +180,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (pthread_create(&thr, NULL, run_call, &k) != 0)
 		abort();
 
-	/* The request, as the helper would read it. */
-	ssize_t n = recv(sv[1], buf, sizeof(buf), 0);
+	/* The request, as the helper would read it (libFuzzer's SIGALRM may interrupt). */
+	ssize_t n;
+	do
+		n = recv(sv[1], buf, sizeof(buf), 0);
+	while (n < 0 && errno == EINTR);
 	FUZZ_CHECK(n > 0 && mh_msg_decode(buf, (size_t)n, &req) == 0);
 	FUZZ_CHECK(req.type == stubs[k.op].req && req.id != 0);
 

@@ -54,6 +54,13 @@ for corpus in tests/fuzz/corpus/*/; do
 	if [ "$status" != ok ]; then
 		failed=1
 		tail -n 60 "$dir/log"
+		# Replayed alone, an input shows the harness's own message (which
+		# -close_fd_mask may have kept out of the log).
+		for input in "$dir"/artifacts/*; do
+			[ -f "$input" ] || continue
+			echo "--- replaying $input"
+			"$bin" "$input" 2>&1 | tail -n 20 || true
+		done
 		echo "fuzz_$name: log $dir/log; input(s):" "$dir"/artifacts/*
 		echo "  (once fixed, add the input to $corpus as bug-<what>)"
 	fi
