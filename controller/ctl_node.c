@@ -15,14 +15,32 @@
 #define ACCESS_BLOCK 1
 #define ACCESS_MOUNT 2
 
-/* Common prologue: volume id present, volume known, lock held. */
-static int enter(struct ctl *c, struct ctl_status *st, const char *volume_id,
+static bool is_ephemeral(const struct store_volume *v)
+{
+	return strncmp(v->name, CTL_EPHEMERAL_PREFIX, strlen(CTL_EPHEMERAL_PREFIX)) == 0;
+}
+
+/*
+ * Common prologue: volume id present, volume known, lock held. An ephemeral
+ * inline volume is only ever published (ctl_ephemeral.c) and unpublished
+ * (ephemeral_ok): staging or publishing it as a persistent volume would leave
+ * records that outlive its NodeUnpublishVolume.
+ */
+static int enter(struct ctl *c, struct ctl_status *st, const char *volume_id, bool ephemeral_ok,
                  struct store_volume **v)
 {
 	if (ctl_check_required(st, volume_id, "volume_id"))
 		return st->code;
 	if (ctl_volume_resolve(c, st, volume_id, v))
 		return st->code;
+	if (!ephemeral_ok && is_ephemeral(*v)) {
+		store_volume_free(*v);
+		*v = NULL;
+		return ctl_fail(st, CTL_FAILED_PRECONDITION,
+		                "volume %.140s is an ephemeral inline volume: it is only published "
+		                "and unpublished",
+		                volume_id);
+	}
 	if (!ctl_lock(c, volume_id)) {
 		store_volume_free(*v);
 		*v = NULL;
@@ -120,7 +138,7 @@ int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_
 	    ctl_check_capability(st, req->volume_capability, "volume_capability") ||
 	    ctl_cap_mount_flags(st, req->volume_capability, flags, sizeof(flags)))
 		return st->code;
-	if (enter(c, st, req->volume_id, &v))
+	if (enter(c, st, req->volume_id, false, &v))
 		return st->code;
 
 	const Csi__V1__VolumeCapability *cap = req->volume_capability;
@@ -198,7 +216,7 @@ int ctl_node_unstage_volume(struct ctl *c, const void *r, void **resp, struct ct
 	if (ctl_check_required(st, req->volume_id, "volume_id") ||
 	    ctl_check_path(st, req->staging_target_path, "staging_target_path"))
 		return st->code;
-	if (enter(c, st, req->volume_id, &v))
+	if (enter(c, st, req->volume_id, false, &v))
 		return st->code;
 	/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): enter() sets v on CTL_OK */
 	int rc = store_publication_count(c->st, v->id, &pubs);
@@ -262,7 +280,7 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 		}
 		return st->code;
 	}
-	if (enter(c, st, req->volume_id, &v))
+	if (enter(c, st, req->volume_id, false, &v))
 		return st->code;
 
 	const Csi__V1__VolumeCapability *cap = req->volume_capability;
@@ -346,10 +364,10 @@ int ctl_node_unpublish_volume(struct ctl *c, const void *r, void **resp, struct 
 	if (ctl_check_required(st, req->volume_id, "volume_id") ||
 	    ctl_check_path(st, req->target_path, "target_path"))
 		return st->code;
-	if (enter(c, st, req->volume_id, &v))
+	if (enter(c, st, req->volume_id, true, &v))
 		return st->code;
 	/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): enter() sets v on CTL_OK */
-	if (strncmp(v->name, CTL_EPHEMERAL_PREFIX, strlen(CTL_EPHEMERAL_PREFIX)) == 0) {
+	if (is_ephemeral(v)) {
 		if (ctl_ephemeral_unpublish(c, v, req->target_path, st))
 			goto out;
 	} else {

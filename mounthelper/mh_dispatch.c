@@ -128,24 +128,39 @@ size_t mh_ops_keys(const struct mh_msg *q, const char *keys[MH_OPS_KEYS_MAX])
 
 /* ---- audit ---------------------------------------------------------------- */
 
-/* Append s to the JSON buffer as a quoted string; returns the new length. */
-static size_t json_str(char *b, size_t len, size_t cap, const char *s)
+/*
+ * JSON bytes one value of a record may take, quotes included: a longer one
+ * (a hostile path of 4 KiB of control characters escapes to 24 KiB) is cut
+ * and ends in "...". With every value bounded, a whole record always fits
+ * its buffer, so it is always one complete JSON object with every key.
+ */
+#define AUDIT_VALUE_MAX 1024
+#define AUDIT_PAIRS     11
+#define AUDIT_LINE_MAX  (64 + AUDIT_PAIRS * (16 + AUDIT_VALUE_MAX + 2) + 2)
+
+/* Append s to b as a JSON string of at most AUDIT_VALUE_MAX bytes; returns the new length. */
+static size_t json_str(char *b, size_t len, const char *s)
 {
-	if (len < cap)
-		b[len++] = '"';
-	for (; *s && len + 7 < cap; s++) {
+	size_t end = len + AUDIT_VALUE_MAX - 4; /* room for "..." and the closing quote */
+	b[len++] = '"';
+	for (; *s; s++) {
 		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\') {
-			b[len++] = '\\';
-			b[len++] = (char)ch;
-		} else if (ch < 0x20 || ch == 0x7f) {
-			len += (size_t)snprintf(b + len, cap - len, "\\u%04x", ch);
+		bool ctl = ch < 0x20 || ch == 0x7f, esc = ch == '"' || ch == '\\';
+		if (len + (ctl ? 6 : esc ? 2 : 1) > end)
+			break;
+		if (ctl) {
+			len += (size_t)snprintf(b + len, 7, "\\u%04x", ch);
 		} else {
+			if (esc)
+				b[len++] = '\\';
 			b[len++] = (char)ch;
 		}
 	}
-	if (len < cap)
-		b[len++] = '"';
+	if (*s) {
+		memcpy(b + len, "...", 3);
+		len += 3;
+	}
+	b[len++] = '"';
 	return len;
 }
 
@@ -155,25 +170,23 @@ static size_t json_str(char *b, size_t len, size_t cap, const char *s)
  */
 static void audit_file(int fd, const char *const *kv, size_t n)
 {
-	char b[8192];
+	char b[AUDIT_LINE_MAX];
 	struct timespec ts;
 	struct tm tm;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	size_t len = (size_t)snprintf(b, sizeof(b),
+	size_t len = (size_t)snprintf(b, 64,
 	                              "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\","
 	                              "\"event\":\"audit\"",
 	                              tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
 	                              tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
-	for (size_t i = 0; i + 1 < n; i += 2) {
+	for (size_t i = 0; i + 1 < n && i < 2 * AUDIT_PAIRS; i += 2) {
 		if (!kv[i + 1])
 			continue;
-		if (len + 2 < sizeof(b))
-			b[len++] = ',';
-		len = json_str(b, len, sizeof(b) - 2, kv[i]);
-		if (len + 2 < sizeof(b))
-			b[len++] = ':';
-		len = json_str(b, len, sizeof(b) - 2, kv[i + 1]);
+		b[len++] = ',';
+		len = json_str(b, len, kv[i]); /* a key: a short constant */
+		b[len++] = ':';
+		len = json_str(b, len, kv[i + 1]);
 	}
 	b[len++] = '}';
 	b[len++] = '\n';
@@ -201,6 +214,7 @@ static void audit(const struct mh_ctx *c, const struct mh_msg *req, const char *
 	    "errno",        r->sys_errno ? errbuf : NULL,
 	    "reason",       r->kind == MH_E_OK ? a->note : r->reason,
 	};
+	_Static_assert(sizeof(kv) / sizeof(kv[0]) == 2 * AUDIT_PAIRS, "AUDIT_PAIRS counts kv");
 	enum log_level lvl = req->type == MH_REQ_PING ? LOG_LVL_DEBUG : LOG_LVL_INFO;
 	log_kv(lvl, "audit", kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7], kv[8], kv[9],
 	       kv[10], kv[11], kv[12], kv[13], kv[14], kv[15], kv[16], kv[17], kv[18], kv[19],

@@ -806,7 +806,7 @@ static struct pol *pol_defaults(void)
 	return p;
 }
 
-/* Read the whole file (bounded) into memory; NUL bytes are refused. */
+/* Read the whole file into memory, up to one byte more than a policy may have. */
 static int slurp(const char *path, char **buf, size_t *len, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "re");
@@ -822,57 +822,69 @@ static int slurp(const char *path, char **buf, size_t *len, char *err, size_t er
 	(void)fclose(f);
 	if (rerr) {
 		seterr(err, errlen, "%s: read error", path);
-	} else if (n > (size_t)POL_FILE_MAX) {
-		seterr(err, errlen, "%s: larger than %d bytes", path, POL_FILE_MAX);
-	} else if (memchr(b, '\0', n)) {
-		seterr(err, errlen, "%s: contains a NUL byte", path);
-	} else {
-		*buf = b;
-		*len = n;
-		return 0;
+		free(b);
+		return -1;
 	}
-	free(b);
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
+int pol_load_buffer(const char *name, const char *buf, size_t len, struct pol **out, char *err,
+                    size_t errlen)
+{
+	struct pol *p = pol_defaults();
+	struct loader ld = {.p = p, .pos = buf, .end = buf + len};
+	*out = NULL;
+	seterr(err, errlen, "ok");
+	if (len > POL_FILE_MAX) {
+		seterr(err, errlen, "%s: larger than %d bytes", name, POL_FILE_MAX);
+		goto fail;
+	}
+	if (len > 0 && memchr(buf, '\0', len)) {
+		seterr(err, errlen, "%s: contains a NUL byte", name);
+		goto fail;
+	}
+	int rc = ini_parse_stream(reader, &ld, handler, &ld);
+	/* rc > 0 is the line of an inih syntax error; ours are in ld.err_line. */
+	if (rc != 0 || ld.err_line) {
+		if (ld.err_line && (rc <= 0 || rc >= ld.err_line))
+			seterr(err, errlen, "%s:%d: %s", name, ld.err_line, ld.err);
+		else if (rc > 0)
+			seterr(err, errlen,
+			       "%s:%d: syntax error (expected [section] or key = value)", name, rc);
+		else
+			seterr(err, errlen, "%s: cannot parse", name);
+		goto fail;
+	}
+	if (p->min_bytes < 4096 || p->min_bytes > p->max_bytes ||
+	    p->max_bytes > (uint64_t)INT64_MAX / 2) {
+		seterr(err, errlen, "%s: [volumes] needs 4096 <= min_bytes <= max_bytes <= 2^62",
+		       name);
+		goto fail;
+	}
+	*out = p;
+	return 0;
+fail:
+	pol_free(p);
 	return -1;
 }
 
 int pol_load(const char *path, struct pol **out, char *err, size_t errlen)
 {
-	struct pol *p = pol_defaults();
 	char *buf = NULL;
 	size_t len = 0;
 	*out = NULL;
 	seterr(err, errlen, "ok");
-	if (path) {
-		if (slurp(path, &buf, &len, err, errlen) < 0)
-			goto fail;
-		struct loader ld = {.p = p, .pos = buf, .end = buf + len};
-		int rc = ini_parse_stream(reader, &ld, handler, &ld);
-		/* rc > 0 is the line of an inih syntax error; ours are in ld.err_line. */
-		if (rc != 0 || ld.err_line) {
-			if (ld.err_line && (rc <= 0 || rc >= ld.err_line))
-				seterr(err, errlen, "%s:%d: %s", path, ld.err_line, ld.err);
-			else if (rc > 0)
-				seterr(err, errlen,
-				       "%s:%d: syntax error (expected [section] or key = value)",
-				       path, rc);
-			else
-				seterr(err, errlen, "%s: cannot parse", path);
-			goto fail;
-		}
-		if (p->min_bytes < 4096 || p->min_bytes > p->max_bytes ||
-		    p->max_bytes > (uint64_t)INT64_MAX / 2) {
-			seterr(err, errlen,
-			       "%s: [volumes] needs 4096 <= min_bytes <= max_bytes <= 2^62", path);
-			goto fail;
-		}
+	if (!path) {
+		*out = pol_defaults();
+		return 0;
 	}
+	if (slurp(path, &buf, &len, err, errlen) < 0)
+		return -1;
+	int rc = pol_load_buffer(path, buf, len, out, err, errlen);
 	free(buf);
-	*out = p;
-	return 0;
-fail:
-	free(buf);
-	pol_free(p);
-	return -1;
+	return rc;
 }
 
 void pol_free(struct pol *p)

@@ -35,6 +35,13 @@ struct pol;
  * holds one line such as "/etc/sepcsi/policy.ini:7: unknown key 'foo' in [paths]".
  */
 int pol_load(const char *path, struct pol **out, char *err, size_t errlen);
+/*
+ * The same from a file already in memory (buf, len bytes, not NUL-terminated;
+ * a NUL byte inside is an error); name stands for the file in err. pol_load
+ * reads the file and calls this.
+ */
+int pol_load_buffer(const char *name, const char *buf, size_t len, struct pol **out, char *err,
+                    size_t errlen);
 void pol_free(struct pol *p); /* NULL is fine */
 
 /* "sv-" + 32 lowercase hex digits; anything else (NULL, '/', "..", upper case) is false. */

@@ -396,7 +396,7 @@ static int add_rules(scmp_filter_ctx ctx, const struct sc_rule *t, size_t n)
 		if (t[i].act == SC_EAFNOSUPPORT_NE)
 			rc = seccomp_rule_add(
 			    ctx, act, nr, 1,
-			    SCMP_CMP((unsigned int)t[i].arg, SCMP_CMP_NE, t[i].value));
+			    SCMP_CMP((unsigned int)t[i].arg, SCMP_CMP_NE, t[i].value, 0));
 		else if (t[i].arg < 0)
 			rc = seccomp_rule_add(ctx, act, nr, 0);
 		else

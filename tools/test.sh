@@ -4,8 +4,10 @@
 # (tools/doctables.sh), the C unit tests (CTest), the end-to-end tests (pytest)
 # against the real supervisor, rpcd and helper as root inside a private mount
 # namespace, and the CSI conformance suite (csi-sanity, tests/conformance/sanity.py).
-# Then the same suites again with AddressSanitizer and UndefinedBehaviorSanitizer.
-# SEPCSI_TEST_FAST=1 skips the sanitizer pass.
+# Then the same suites again with AddressSanitizer and UndefinedBehaviorSanitizer,
+# and last a bounded libFuzzer run of every fuzz harness (clang, build-fuzz).
+# SEPCSI_TEST_FAST=1 skips the sanitizer pass; SEPCSI_FUZZ_SECONDS sets the time
+# of each fuzz harness (default 30; 0 skips fuzzing).
 set -eu
 cd "$(dirname "$0")/.."
 [ "${SEPCSI_SKIP_DEPS:-0}" = 1 ] || tools/deps.sh >/dev/null
@@ -42,3 +44,13 @@ if [ "${SEPCSI_TEST_FAST:-0}" != 1 ]; then
 	suite build-asan -DSEPCSI_SANITIZE=ON
 fi
 suite build
+
+fuzz_seconds=${SEPCSI_FUZZ_SECONDS:-30}
+if [ "$fuzz_seconds" = 0 ]; then
+	echo "== fuzzing skipped (SEPCSI_FUZZ_SECONDS=0)"
+else
+	echo "== fuzzing (${fuzz_seconds}s per harness)"
+	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEPCSI_FUZZ=ON >/dev/null
+	cmake --build build-fuzz -j "$(nproc)" --target fuzz_all
+	tests/fuzz/run.sh build-fuzz "$fuzz_seconds"
+fi

@@ -7,8 +7,8 @@
  * --volume keeps the lines whose volume_id is the given id; --follow keeps
  * reading as lines are appended (and starts over when the file is replaced
  * or truncated, as by log rotation). A line is only shown once it is
- * complete, so a line being written is never shown half. The parser here
- * reads one flat JSON object; nested values are shown as written.
+ * complete, so a line being written is never shown half. Each line is read
+ * as one flat JSON object (sctl_jsonline.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -18,24 +18,14 @@
 #include <unistd.h>
 
 #include "sctl.h"
+#include "sctl_jsonline.h"
 
 #define DEFAULT_DATA_DIR "/var/lib/sepcsi/data"
 #define AUDIT_FILE       "audit.log"
-#define MAX_KEYS         64
 #define FOLLOW_POLL_MS   200
 
 /* Keys shown first in text, in this order, when present. */
 static const char *const lead_keys[] = {"time", "ts", "timestamp"};
-
-struct kv {
-	char *key, *val;
-	bool quoted; /* val was a JSON string */
-};
-
-struct line {
-	struct kv kv[MAX_KEYS];
-	size_t n;
-};
 
 static void audit_help(FILE *o)
 {
@@ -52,218 +42,6 @@ static void audit_help(FILE *o)
 	        DEFAULT_DATA_DIR);
 }
 
-static void line_free(struct line *l)
-{
-	for (size_t i = 0; i < l->n; i++) {
-		free(l->kv[i].key);
-		free(l->kv[i].val);
-	}
-	l->n = 0;
-}
-
-static void skip_ws(const char **p)
-{
-	while (**p == ' ' || **p == '\t' || **p == '\r' || **p == '\n')
-		(*p)++;
-}
-
-/* Appends the UTF-8 encoding of cp to out. */
-static size_t put_utf8(char *out, unsigned cp)
-{
-	if (cp < 0x80) {
-		out[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (char)(0xc0 | (cp >> 6));
-		out[1] = (char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (char)(0xe0 | (cp >> 12));
-		out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		out[2] = (char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	out[0] = (char)(0xf0 | (cp >> 18));
-	out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-	out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-	out[3] = (char)(0x80 | (cp & 0x3f));
-	return 4;
-}
-
-static int hex4(const char *p, unsigned *out)
-{
-	unsigned v = 0;
-
-	for (int i = 0; i < 4; i++) {
-		char c = p[i];
-		v <<= 4;
-		if (c >= '0' && c <= '9')
-			v |= (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v |= (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			v |= (unsigned)(c - 'A' + 10);
-		else
-			return -1;
-	}
-	*out = v;
-	return 0;
-}
-
-/* A JSON string at *p (on the opening quote), unescaped into a new string; NULL if malformed. */
-static char *json_string(const char **p)
-{
-	const char *s = *p + 1;
-	char *out = malloc(strlen(s) + 1); /* unescaping never grows a string */
-	size_t o = 0;
-
-	if (!out)
-		abort();
-	while (*s && *s != '"') {
-		if (*s != '\\') {
-			out[o++] = *s++;
-			continue;
-		}
-		s++;
-		unsigned cp, lo;
-		switch (*s) {
-		case '"':
-		case '\\':
-		case '/':
-			out[o++] = *s;
-			break;
-		case 'b':
-			out[o++] = '\b';
-			break;
-		case 'f':
-			out[o++] = '\f';
-			break;
-		case 'n':
-			out[o++] = '\n';
-			break;
-		case 'r':
-			out[o++] = '\r';
-			break;
-		case 't':
-			out[o++] = '\t';
-			break;
-		case 'u':
-			if (hex4(s + 1, &cp) != 0)
-				goto bad;
-			s += 4;
-			if (cp >= 0xd800 && cp < 0xdc00 && s[1] == '\\' && s[2] == 'u' &&
-			    hex4(s + 3, &lo) == 0 && lo >= 0xdc00 && lo < 0xe000) {
-				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-				s += 6;
-			}
-			o += put_utf8(out + o, cp);
-			break;
-		default:
-			goto bad;
-		}
-		s++;
-	}
-	if (*s != '"')
-		goto bad;
-	out[o] = '\0';
-	*p = s + 1;
-	return out;
-bad:
-	free(out);
-	return NULL;
-}
-
-/* Any other JSON value at *p, as written: numbers, literals, nested objects and arrays. */
-static char *json_raw(const char **p)
-{
-	const char *s = *p;
-	int depth = 0;
-
-	while (*s) {
-		if (*s == '"') {
-			const char *t = s;
-			char *skip = json_string(&t);
-			if (!skip)
-				return NULL;
-			free(skip);
-			s = t;
-			continue;
-		}
-		if (*s == '{' || *s == '[') {
-			depth++;
-		} else if (*s == '}' || *s == ']') {
-			if (depth == 0)
-				break;
-			depth--;
-		} else if (*s == ',' && depth == 0) {
-			break;
-		}
-		s++;
-	}
-	if (depth != 0 || s == *p)
-		return NULL;
-	const char *e = s;
-	while (e > *p && (e[-1] == ' ' || e[-1] == '\t'))
-		e--;
-	char *out = strndup(*p, (size_t)(e - *p));
-	if (!out)
-		abort();
-	*p = s;
-	return out;
-}
-
-/* One flat JSON object; -1 if the line is not one. */
-static int parse_line(const char *s, struct line *l)
-{
-	l->n = 0;
-	skip_ws(&s);
-	if (*s++ != '{')
-		return -1;
-	skip_ws(&s);
-	if (*s == '}')
-		return 0;
-	for (;;) {
-		skip_ws(&s);
-		if (*s != '"' || l->n == MAX_KEYS)
-			goto bad;
-		struct kv *kv = &l->kv[l->n];
-		kv->key = json_string(&s);
-		if (!kv->key)
-			goto bad;
-		kv->val = NULL; /* freed with the key if the line ends here */
-		l->n++;
-		skip_ws(&s);
-		if (*s++ != ':')
-			goto bad;
-		skip_ws(&s);
-		kv->quoted = *s == '"';
-		kv->val = kv->quoted ? json_string(&s) : json_raw(&s);
-		if (!kv->val)
-			goto bad;
-		skip_ws(&s);
-		if (*s == ',') {
-			s++;
-			continue;
-		}
-		if (*s == '}')
-			return 0;
-		goto bad;
-	}
-bad:
-	line_free(l);
-	return -1;
-}
-
-static const char *line_get(const struct line *l, const char *key)
-{
-	for (size_t i = 0; i < l->n; i++)
-		if (strcmp(l->kv[i].key, key) == 0)
-			return l->kv[i].val;
-	return NULL;
-}
-
 static bool is_lead_key(const char *k)
 {
 	for (size_t i = 0; i < sizeof(lead_keys) / sizeof(lead_keys[0]); i++)
@@ -272,7 +50,7 @@ static bool is_lead_key(const char *k)
 	return false;
 }
 
-static void text_value(const struct kv *kv)
+static void text_value(const struct sctl_kv *kv)
 {
 	bool quote = kv->quoted && (kv->val[0] == '\0' || strpbrk(kv->val, " \t\"=") != NULL);
 
@@ -283,12 +61,12 @@ static void text_value(const struct kv *kv)
 			putchar(*p < 0x20 ? '?' : *p);
 }
 
-static void print_text(const struct line *l)
+static void print_text(const struct sctl_jsonline *l)
 {
 	bool first = true;
 
 	for (size_t i = 0; i < sizeof(lead_keys) / sizeof(lead_keys[0]); i++) {
-		const char *v = line_get(l, lead_keys[i]);
+		const char *v = sctl_jsonline_get(l, lead_keys[i]);
 		if (v) {
 			printf("%s", v);
 			first = false;
@@ -308,22 +86,22 @@ static void print_text(const struct line *l)
 /* Shows one complete line (without its newline); counts the ones that do not parse. */
 static void show(const char *raw, const char *volume, enum sctl_output out, size_t *bad)
 {
-	struct line l;
+	struct sctl_jsonline l;
 
-	if (parse_line(raw, &l) != 0) {
+	if (sctl_jsonline_parse(raw, &l) != 0) {
 		(*bad)++;
 		if (!volume) /* unparsed lines cannot be matched against --volume */
 			printf("%s\n", raw);
 		return;
 	}
-	const char *vid = line_get(&l, "volume_id");
+	const char *vid = sctl_jsonline_get(&l, "volume_id");
 	if (!volume || (vid && strcmp(vid, volume) == 0)) {
 		if (out == SCTL_OUT_JSON)
 			printf("%s\n", raw);
 		else
 			print_text(&l);
 	}
-	line_free(&l);
+	sctl_jsonline_free(&l);
 }
 
 static void sleep_ms(int ms)
