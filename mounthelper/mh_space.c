@@ -151,19 +151,22 @@ int mh_space_reserve(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	h->reserved = 0;
 	switch (req->type) {
 	case MH_REQ_CREATE:
-		h->dir = c->images_fd, id = req->u.create.volume_id, want = req->u.create.size_bytes;
+		id = req->u.create.volume_id;
+		want = req->u.create.size_bytes;
 		break;
 	case MH_REQ_RESIZE:
-		h->dir = c->images_fd, id = req->u.resize.volume_id, want = req->u.resize.size_bytes;
+		id = req->u.resize.volume_id;
+		want = req->u.resize.size_bytes;
 		break;
 	case MH_REQ_CLONE:
-		h->dir = c->images_fd, id = req->u.clone.volume_id, want = req->u.clone.size_bytes;
+		id = req->u.clone.volume_id;
+		want = req->u.clone.size_bytes;
 		break;
 	case MH_REQ_DELETE:
-		h->dir = c->images_fd, id = req->u.del.volume_id;
+		id = req->u.del.volume_id;
 		break;
 	case MH_REQ_SNAPSHOT:
-		h->dir = c->snaps_fd, id = req->u.snapshot.snapshot_id;
+		id = req->u.snapshot.snapshot_id;
 		if (pol_volume_id_valid(req->u.snapshot.volume_id)) {
 			char src[64];
 			snprintf(src, sizeof(src), "%.40s.img", req->u.snapshot.volume_id);
@@ -171,11 +174,12 @@ int mh_space_reserve(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 		}
 		break;
 	case MH_REQ_DELETE_SNAPSHOT:
-		h->dir = c->snaps_fd, id = req->u.del_snapshot.snapshot_id;
+		id = req->u.del_snapshot.snapshot_id;
 		break;
 	default:
 		return 0;
 	}
+	h->dir = pol_snapshot_id_valid(id) ? c->snaps_fd : c->images_fd;
 	/* An id that is not one (the worker refuses it) claims nothing. */
 	if (!pol_volume_id_valid(id) && !pol_snapshot_id_valid(id)) {
 		h->dir = -1;
