@@ -13,9 +13,9 @@
 
 /* A request's claim on the data directory, from reserve to settle. */
 struct mh_space_hold {
-	int dir;          /* images_fd or snaps_fd; -1: the request claims nothing */
-	char name[64];    /* its file there */
-	uint64_t before;  /* its size when the request started (0: absent) */
+	int dir;           /* images_fd or snaps_fd; -1: the request claims nothing */
+	char name[64];     /* its file there */
+	uint64_t before;   /* its size when the request started (0: absent) */
 	uint64_t reserved; /* bytes held for the growth it asked for */
 };
 
