@@ -58,7 +58,7 @@ struct slot {
 	int64_t frozen_ms; /* when it froze a source file system (NOTE_FROZEN), 0 if not frozen */
 	bool overdue;      /* killed for holding a freeze too long */
 	struct mh_space_hold hold; /* its claim on the data directory (mh_space.c) */
-	struct mh_msg req; /* what it is doing (its keys point in here) */
+	struct mh_msg req;         /* what it is doing (its keys point in here) */
 };
 
 static struct slot slots[MH_WORKERS_MAX];
