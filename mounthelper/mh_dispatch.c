@@ -135,7 +135,7 @@ size_t mh_ops_keys(const struct mh_msg *q, const char *keys[MH_OPS_KEYS_MAX])
  * its buffer, so it is always one complete JSON object with every key.
  */
 #define AUDIT_VALUE_MAX 1024
-#define AUDIT_PAIRS     11
+#define AUDIT_PAIRS     ((size_t)11)
 #define AUDIT_LINE_MAX  (64 + AUDIT_PAIRS * (16 + AUDIT_VALUE_MAX + 2) + 2)
 
 /* Append s to b as a JSON string of at most AUDIT_VALUE_MAX bytes; returns the new length. */
@@ -156,10 +156,8 @@ static size_t json_str(char *b, size_t len, const char *s)
 			b[len++] = (char)ch;
 		}
 	}
-	if (*s) {
-		memcpy(b + len, "...", 3);
-		len += 3;
-	}
+	for (int dots = *s ? 3 : 0; dots > 0; dots--)
+		b[len++] = '.';
 	b[len++] = '"';
 	return len;
 }

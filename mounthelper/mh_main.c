@@ -10,7 +10,7 @@
  *      works there; check fds;
  *   3. confine: capabilities (pol_caps_confine_helper: the table in
  *      policy/caps.c, locked securebits, no_new_privs), then the seccomp
- *      allowlist (pol_seccomp_install(POL_ROLE_HELPER)); nothing after this
+ *      allowlist (pol_seccomp_install(&pol_sc_helper)); nothing after this
  *      point can open a socket, load a module, trace a process or make a
  *      namespace;
  *   4. tell the supervisor READY on fd 4 (if it is open);
@@ -56,6 +56,8 @@
 #include "mh_ops.h"
 #include "mh_pause.h"
 #include "mh_space.h"
+#include "mh_tools.h"
+#include "mh_view.h"
 #include "mh_worker.h"
 #include "pol_caps.h"
 #include "pol_seccomp.h"
@@ -448,10 +450,16 @@ int main(int argc, char **argv)
 		return EXIT_POLICY;
 	}
 	struct mh_ctx ctx = {.pol = pol};
+	if (!pol_path_syntax_ok(a.data_dir))
+		log_fatal("--data-dir must be a canonical absolute path");
+	make_dirs(a.data_dir);
+	/* From here on the helper sees only its own view of the file system. */
+	mh_view_enter(pol, a.data_dir);
 	open_data_dir(a.data_dir, &ctx);
 	mh_pause_init();
 	mh_space_init(&ctx);
 	mh_copy_thaw_all(&ctx);
+	mh_tools_start(); /* before the helper's own filter, which has no execve */
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
 	int ctl = is_socket(SEPCSI_FD_CONTROL) ? SEPCSI_FD_CONTROL : -1;
@@ -462,7 +470,7 @@ int main(int argc, char **argv)
 
 	if (pol_caps_confine_helper() < 0)
 		log_fatal("cannot confine capabilities: %s", strerror(errno));
-	if (pol_seccomp_install(POL_ROLE_HELPER, pol_seccomp_log_only(pol)) < 0)
+	if (pol_seccomp_install(&pol_sc_helper, pol_seccomp_log_only(pol)) < 0)
 		log_fatal("cannot install the seccomp filter");
 	if (pol_seccomp_log_only(pol))
 		log_warn("seccomp in log-only mode: violations are logged, not killed");
@@ -472,13 +480,14 @@ int main(int argc, char **argv)
 
 	bool closing = false; /* unsupervised and the channel ended: finish, then exit */
 	while (!stop_requested && !closing) {
-		struct pollfd p[2 + MH_WORKERS_MAX] = {{.fd = peer, .events = POLLIN},
-		                                       {.fd = ctl, .events = POLLIN}};
-		size_t nw = mh_workers_pollfds(p + 2, MH_WORKERS_MAX);
+		struct pollfd p[3 + MH_WORKERS_MAX] = {{.fd = peer, .events = POLLIN},
+		                                       {.fd = ctl, .events = POLLIN},
+		                                       {.fd = mh_tools_pidfd(), .events = POLLIN}};
+		size_t nw = mh_workers_pollfds(p + 3, MH_WORKERS_MAX);
 		int wait_ms = mh_workers_timeout_ms(&ctx);
 		struct timespec ts = {.tv_sec = wait_ms / 1000,
 		                      .tv_nsec = (wait_ms % 1000) * 1000000L};
-		if (ppoll(p, 2 + nw, wait_ms < 0 ? NULL : &ts, &unblocked) < 0) {
+		if (ppoll(p, 3 + nw, wait_ms < 0 ? NULL : &ts, &unblocked) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_fatal("ppoll: %s", strerror(errno));
@@ -486,6 +495,9 @@ int main(int argc, char **argv)
 		/* Always, whatever poll said: answered workers release their ids first. */
 		mh_workers_reap(&ctx, peer);
 		mh_workers_enforce(&ctx); /* a freeze that ran out is ended now */
+		if (p[2].revents)
+			log_fatal(
+			    "the tool runner died; the helper cannot format volumes without it");
 		if (p[1].revents) {
 			peer = control_one(ctl, peer);
 			continue;

@@ -1,9 +1,10 @@
 /*
- * Signature probing (libblkid) and formatting (mkfs.* in a child process).
+ * Signature probing (libblkid) and formatting (mkfs.*, started by the tool
+ * runner, mh_tools.c).
  *
  * Runs in a worker of the helper as root with the helper's capabilities under
- * seccomp; the mkfs child runs under the same filter with no capability at
- * all. Nothing here is fatal.
+ * seccomp; the tool runs with no capability at all, under the tools' filter.
+ * Nothing here is fatal.
  *
  * Safety argument. Data loss is the risk here, so formatting needs proof that
  * the device is blank: libblkid's safe probe with superblocks AND partition
@@ -13,23 +14,18 @@
  * loop device backed by one of our own images (mh_loop.c), never a path from
  * rpcd.
  *
- * The mkfs child formats the image FILE (relative to the images directory, its
+ * The tool formats the image FILE (relative to the images directory, its
  * working directory), never a block device: mkfs.xfs on a block device needs
- * BLKBSZSET, i.e. CAP_SYS_ADMIN, and the tool must hold no capability. The
+ * BLKBSZSET, i.e. CAP_SYS_ADMIN, and the tool holds no capability. The
  * blocks the probe cached on the loop device are then dropped by the caller.
- * The tool is exec'd by absolute path from a fixed table, with
- * a fixed argument vector and environment, stdin from /dev/null (a prompt reads
- * EOF and fails), stdout and stderr into a pipe we keep for the error reason,
- * every other fd closed, PR_SET_PDEATHSIG so it cannot outlive the helper. It
- * drops its own capabilities before exec (capset to empty); and even without
- * that, the locked securebits (SECBIT_NOROOT) and empty inheritable/ambient
- * sets mean exec by uid 0 grants nothing. It inherits the seccomp filter: no
- * network, no mount, no namespace, no ptrace. It is killed after a timeout.
+ * The tool is one of a fixed table, with a fixed argument vector (each option
+ * an allowlist entry of the policy) and environment, stdin from /dev/null (a
+ * prompt reads EOF and fails), its output kept for the error reason, and a
+ * time limit (mh_tools.c).
  */
 #include "mh_mkfs.h"
 
 #include <blkid/blkid.h>
-#include <cap-ng.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -42,19 +38,18 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mh_tools.h"
 
 #define MKFS_TIMEOUT_MS (15L * 60 * 1000) /* a huge sparse xfs can discard for a while */
 #define MKFS_OUTPUT_MAX 4096
 
-/* The only programs the helper ever runs. Debian (merged /usr) installs them in /sbin. */
 static const struct {
-	const char *fstype;
-	const char *path;
-	const char *const argv[4]; /* the device is appended */
+	const char *fstype, *name;
+	enum mh_tool tool;
 } mkfs_tools[] = {
-    {"ext4", "/sbin/mkfs.ext4", {"mkfs.ext4", "-q", NULL}},
-    {"xfs", "/sbin/mkfs.xfs", {"mkfs.xfs", "-q", NULL}},
-    {"btrfs", "/sbin/mkfs.btrfs", {"mkfs.btrfs", "-q", NULL}},
+    {"ext4", "mkfs.ext4", MH_TOOL_MKFS_EXT4},
+    {"xfs", "mkfs.xfs", MH_TOOL_MKFS_XFS},
+    {"btrfs", "mkfs.btrfs", MH_TOOL_MKFS_BTRFS},
 };
 
 int mh_probe(int devfd, const char *want, struct mh_res *r)
@@ -102,67 +97,6 @@ out:
 	return ret;
 }
 
-static long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
-/*
- * In the child, between fork and exec. The helper is single-threaded, so the
- * child could call anything; it keeps to a few system calls, then exec or _exit.
- */
-static void __attribute__((noreturn))
-child_exec(pid_t parent, int dirfd, int devnull, int out, const char *path, char *const argv[])
-{
-	static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
-		_exit(126);
-	if (fchdir(dirfd) < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
-		_exit(126);
-	if (close_range(3, ~0U, 0) < 0)
-		_exit(126);
-	/* The helper blocks SIGTERM/SIGINT outside its poll; the tool starts clean. */
-	sigset_t none;
-	sigemptyset(&none);
-	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
-		_exit(126);
-	/* No capability survives into the tool, whatever its file carries. */
-	capng_clear(CAPNG_SELECT_CAPS);
-	if (capng_apply(CAPNG_SELECT_CAPS) != 0)
-		_exit(126);
-	execve(path, argv, envp);
-	_exit(127);
-}
-
-/* Read the child's output until EOF or the deadline; keep the first MKFS_OUTPUT_MAX bytes. */
-static bool collect_output(int fd, char *buf, size_t cap, size_t *len)
-{
-	long deadline = now_ms() + MKFS_TIMEOUT_MS;
-	*len = 0;
-	for (;;) {
-		long left = deadline - now_ms();
-		if (left <= 0)
-			return false;
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int n = poll(&p, 1, (int)(left > 60000 ? 60000 : left));
-		if (n < 0 && errno != EINTR)
-			return false;
-		if (n <= 0)
-			continue;
-		char tmp[512];
-		ssize_t got = read(fd, tmp, sizeof(tmp));
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return true; /* EOF: the tool (and anything it forked) closed its output */
-		size_t keep = (size_t)got < cap - 1 - *len ? (size_t)got : cap - 1 - *len;
-		memcpy(buf + *len, tmp, keep);
-		*len += keep;
-	}
-}
-
 /* Squash the tool's output into one printable line for the reason field. */
 static void one_line(char *s)
 {
@@ -180,55 +114,30 @@ int mh_mkfs(const char *fstype, char *const *args, size_t nargs, int dirfd, cons
 			break;
 	if (t == sizeof(mkfs_tools) / sizeof(mkfs_tools[0]))
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "no mkfs for %s", fstype);
-
-	char *argv[8 + POL_MKFS_ARGS_MAX];
-	size_t argc = 0;
 	if (nargs > POL_MKFS_ARGS_MAX)
 		return mh_fail(r, MH_E_REFUSED, E2BIG, "too many mkfs options");
-	for (; mkfs_tools[t].argv[argc]; argc++)
-		argv[argc] = (char *)mkfs_tools[t].argv[argc];
+
+	const char *argv[4 + POL_MKFS_ARGS_MAX];
+	size_t argc = 0;
+	argv[argc++] = mkfs_tools[t].name;
+	argv[argc++] = "-q";
 	for (size_t i = 0; i < nargs; i++)
 		argv[argc++] = args[i]; /* each one exactly an allowlist entry */
-	argv[argc++] = (char *)name;    /* relative to dirfd, the child's working directory */
-	argv[argc] = NULL;
-
-	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	int pipefd[2] = {-1, -1};
-	if (devnull < 0 || pipe2(pipefd, O_CLOEXEC) < 0) {
-		int err = errno;
-		mh_closep(&devnull);
-		return mh_fail(r, MH_E_FAILED, err, "mkfs setup: %s", strerror(err));
-	}
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	if (pid == 0)
-		child_exec(parent, dirfd, devnull, pipefd[1], mkfs_tools[t].path, argv);
-	int fork_err = errno;
-	mh_closep(&devnull);
-	mh_closep(&pipefd[1]);
-	if (pid < 0) {
-		mh_closep(&pipefd[0]);
-		return mh_fail(r, MH_E_FAILED, fork_err, "fork: %s", strerror(fork_err));
-	}
+	argv[argc++] = name;            /* relative to dirfd, the tool's working directory */
 
 	char out[MKFS_OUTPUT_MAX];
-	size_t len;
-	bool finished = collect_output(pipefd[0], out, sizeof(out), &len);
-	out[len] = '\0';
-	mh_closep(&pipefd[0]);
-	if (!finished)
-		kill(pid, SIGKILL);
 	int status = 0;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (finished && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+	if (mh_tools_run(mkfs_tools[t].tool, argv, argc, dirfd, out, sizeof(out), MKFS_TIMEOUT_MS,
+	                 &status, r) < 0) {
+		log_kv(LOG_LVL_WARN, "mkfs_failed", "tool", mkfs_tools[t].name, "image", name,
+		       "reason", r->reason, NULL);
+		return -1;
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
-
 	one_line(out);
-	log_kv(LOG_LVL_WARN, "mkfs_failed", "tool", mkfs_tools[t].path, "image", name, "output",
+	log_kv(LOG_LVL_WARN, "mkfs_failed", "tool", mkfs_tools[t].name, "image", name, "output",
 	       out, NULL);
-	if (!finished)
-		return mh_fail(r, MH_E_FAILED, ETIMEDOUT, "%s timed out", argv[0]);
 	if (WIFSIGNALED(status))
 		return mh_fail(r, MH_E_FAILED, 0, "%s killed by signal %d: %s", argv[0],
 		               WTERMSIG(status), out);

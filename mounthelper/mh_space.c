@@ -193,11 +193,12 @@ int mh_space_reserve(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	}
 	want = (want + 4095) & ~(uint64_t)4095;
 	uint64_t grow = want > h->before ? want - h->before : 0, lim = limit(c);
-	if (grow && promised + reserved + grow > lim) {
+	uint64_t used = promised + reserved;
+	if (grow && used + grow > lim) {
 		snprintf(why, whylen,
 		         "not enough space: %llu bytes promised of the %llu the data directory "
 		         "may promise (its size times overcommit_ratio), %llu more asked",
-		         (unsigned long long)(promised + reserved), (unsigned long long)lim,
+		         (unsigned long long)used, (unsigned long long)lim,
 		         (unsigned long long)grow);
 		h->dir = -1;
 		return -1;

@@ -42,6 +42,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,6 +54,7 @@
 
 struct slot {
 	pid_t pid;         /* 0: free */
+	int pidfd;         /* the worker's pidfd: the only way the helper signals it */
 	int fd;            /* read end of the worker's pipe (O_NONBLOCK) */
 	bool answered;     /* its NOTE_DONE arrived: the ids are free again */
 	int64_t frozen_ms; /* when it froze a source file system (NOTE_FROZEN), 0 if not frozen */
@@ -122,9 +124,12 @@ static void __attribute__((noreturn)) worker_main(const struct mh_ctx *c, const 
 	/* Die with the helper; if it is already gone, do nothing at all. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 		_exit(2);
-	for (size_t i = 0; i < MH_WORKERS_MAX; i++)
-		if (slots[i].pid != 0)
-			close(slots[i].fd); /* the other workers' pipes are not ours */
+	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
+		if (slots[i].pid != 0) {
+			close(slots[i].fd); /* the other workers' pipes and pidfds are not ours */
+			mh_closep(&slots[i].pidfd);
+		}
+	}
 	if (ctl >= 0)
 		close(ctl); /* the supervisor's channel: its end of file must mean the helper's */
 	note_fd = done;
@@ -185,6 +190,8 @@ void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer,
 		return;
 	}
 	s->pid = pid;
+	/* Race-free: the worker cannot be reaped (and its pid reused) before we wait for it. */
+	s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	s->fd = pfd[0];
 	s->answered = false;
 	s->frozen_ms = 0;
@@ -229,7 +236,8 @@ void mh_workers_enforce(const struct mh_ctx *c)
 		 * the source thawed at once, whatever the worker was doing.
 		 */
 		s->overdue = true;
-		kill(s->pid, SIGKILL);
+		if (s->pidfd >= 0)
+			syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
 		const char *src = copy_source(&s->req);
 		if (src)
 			mh_copy_thaw(c, src);
@@ -270,6 +278,7 @@ void mh_workers_reap(const struct mh_ctx *c, int peer)
 		while ((got = waitpid(s->pid, &st, 0)) < 0 && errno == EINTR)
 			;
 		close(s->fd);
+		mh_closep(&s->pidfd);
 		s->pid = 0;
 		mh_space_settle(&s->hold); /* count what the request really changed */
 		if (s->answered && got > 0 && WIFEXITED(st) && WEXITSTATUS(st) <= 1)

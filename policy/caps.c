@@ -34,6 +34,10 @@ static const struct pol_cap_entry helper_caps[] = {
      "MH_F_MOUNT_GROUP: fchown of a new volume root to the pod's group, which the helper is "
      "not in",
      0},
+    {CAP_MKNOD, "CAP_MKNOD",
+     "the helper's own /dev/loopN nodes in its private /dev (its view of the file system "
+     "holds no host /dev); the seccomp filter allows mknodat of loop block devices only",
+     0},
     {CAP_SYS_RESOURCE, "CAP_SYS_RESOURCE",
      "EXT4_IOC_RESIZE_FS (EXPAND of ext4), checked in ext4_resize_begin(); kept if the helper "
      "starts with it (the supervisor's bounding set decides); without it only an ext4 EXPAND "
@@ -56,11 +60,10 @@ static const struct {
     {"CAP_FSETID", "no",
      "the setgid bit of a volume root is set by its owner (root) while its group is still the "
      "helper's own, before the chown"},
-    {"CAP_MKNOD, CAP_SYS_RAWIO", "no",
-     "no device node is created (raw block volumes bind the devtmpfs /dev/loopN); the loop "
-     "ioctls (LOOP_CTL_GET_FREE, LOOP_CONFIGURE, LOOP_GET_STATUS64, LOOP_CLR_FD, "
+    {"CAP_SYS_RAWIO", "no",
+     "the loop ioctls (LOOP_CTL_GET_FREE, LOOP_CONFIGURE, LOOP_GET_STATUS64, LOOP_CLR_FD, "
      "LOOP_SET_CAPACITY), FICLONE and the blkid probe need only an open fd"},
-    {"CAP_KILL", "no", "it signals only its own children (same uid)"},
+    {"CAP_KILL", "no", "it signals only its own workers, through pidfds (same uid)"},
     {"CAP_NET_*", "no", "no network at all (the seccomp filter has no socket())"},
     {"every other", "no", "nothing the helper does needs them"},
 };
@@ -148,7 +151,8 @@ static bool confinement_verified(uint64_t want)
 	return true;
 }
 
-int pol_caps_confine_helper(void)
+/* Securebits, then exactly the capabilities in want, then no_new_privs, then verify. */
+static int confine(uint64_t want)
 {
 	/*
 	 * 1. Securebits first: setting them needs CAP_SETPCAP, which step 2 drops.
@@ -158,28 +162,17 @@ int pol_caps_confine_helper(void)
 	 */
 	if (prctl(PR_SET_SECUREBITS, HELPER_SECUREBITS, 0, 0, 0) < 0)
 		return -1;
-
 	/*
-	 * 2. Bounding, effective and permitted = the table; inheritable and ambient
+	 * 2. Bounding, effective and permitted = want; inheritable and ambient
 	 * empty. capng_apply drops the bounding set first (while CAP_SETPCAP is
 	 * still effective), then calls capset.
 	 */
-	uint64_t want = pol_caps_helper_mask();
-	capng_clear(CAPNG_SELECT_BOTH);
-	if (capng_get_caps_process() != 0) {
-		errno = EPERM;
-		return -1;
-	}
-	for (size_t i = 0; i < NCAPS; i++)
-		if (helper_caps[i].optional &&
-		    capng_have_capability(CAPNG_PERMITTED, helper_caps[i].cap))
-			want |= 1ULL << helper_caps[i].cap;
 	capng_clear(CAPNG_SELECT_ALL);
-	for (size_t i = 0; i < NCAPS; i++) {
-		if (!((want >> helper_caps[i].cap) & 1))
+	for (unsigned int cap = 0; cap < 64; cap++) {
+		if (!((want >> cap) & 1))
 			continue;
 		if (capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED | CAPNG_BOUNDING_SET,
-		                 helper_caps[i].cap) != 0) {
+		                 cap) != 0) {
 			errno = EINVAL;
 			return -1;
 		}
@@ -201,4 +194,24 @@ int pol_caps_confine_helper(void)
 		return -1;
 	}
 	return 0;
+}
+
+int pol_caps_confine_helper(void)
+{
+	uint64_t want = pol_caps_helper_mask();
+	capng_clear(CAPNG_SELECT_BOTH);
+	if (capng_get_caps_process() != 0) {
+		errno = EPERM;
+		return -1;
+	}
+	for (size_t i = 0; i < NCAPS; i++)
+		if (helper_caps[i].optional &&
+		    capng_have_capability(CAPNG_PERMITTED, helper_caps[i].cap))
+			want |= 1ULL << helper_caps[i].cap;
+	return confine(want);
+}
+
+int pol_caps_confine_tools(void)
+{
+	return confine(0);
 }

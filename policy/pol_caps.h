@@ -54,4 +54,11 @@ void pol_caps_print_helper(FILE *out);
  */
 int pol_caps_confine_helper(void);
 
+/*
+ * The same for the helper's tool runner and the tools it execs: securebits
+ * locked as the helper's, every capability set (bounding too) empty,
+ * no_new_privs, verified. 0, or -1 with errno.
+ */
+int pol_caps_confine_tools(void);
+
 #endif

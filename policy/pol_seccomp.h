@@ -10,25 +10,30 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum pol_role {
-	POL_ROLE_HELPER = 1, /* sepcsi-mounthelper and the mkfs tools it execs */
-	POL_ROLE_RPCD = 2,   /* sepcsi-rpcd (starting table; tuned against the running rpcd) */
-};
+/*
+ * One process's table. Each confined binary links only its own:
+ * sepcsi_seccomp_helper (pol_sc_helper, pol_sc_tools) or sepcsi_seccomp_rpcd
+ * (pol_sc_rpcd); the tools that print tables link both.
+ */
+struct pol_sc_table;
+extern const struct pol_sc_table pol_sc_helper; /* sepcsi-mounthelper and its workers */
+extern const struct pol_sc_table pol_sc_tools;  /* its tool runner and the mkfs tools */
+extern const struct pol_sc_table pol_sc_rpcd;   /* sepcsi-rpcd */
 
 /*
- * Install the role's filter on the calling process (all threads: TSYNC).
+ * Install the table's filter on the calling process (all threads: TSYNC).
  * Default action: kill the process (SCMP_ACT_KILL_PROCESS), or log when
  * log_only (debugging only). Syscalls of any other architecture (i386 via
  * int 0x80, x32) kill the process in both modes. Needs no_new_privs or
  * CAP_SYS_ADMIN; libseccomp also sets no_new_privs. Returns 0, or -1 (the
  * caller must exit: fail closed).
  */
-int pol_seccomp_install(enum pol_role role, bool log_only);
+int pol_seccomp_install(const struct pol_sc_table *table, bool log_only);
 
-/* Number of distinct system calls the role's table allows (with or without an argument filter). */
-size_t pol_seccomp_syscall_count(enum pol_role role);
+/* Number of distinct system calls the table allows (with or without an argument filter). */
+size_t pol_seccomp_syscall_count(const struct pol_sc_table *table);
 
-/* Print the role's table as a Markdown table (name, argument filter, reason). */
-void pol_seccomp_print(enum pol_role role, FILE *out);
+/* Print the table as a Markdown table (name, argument filter, reason). */
+void pol_seccomp_print(const struct pol_sc_table *table, FILE *out);
 
 #endif

@@ -21,8 +21,8 @@
 
 #define MiB          (1024ULL * 1024)
 #define TiB          (1024ULL * 1024 * 1024 * 1024)
-#define POL_FILE_MAX (64 * 1024) /* a policy file is a few hundred bytes */
-#define POL_LINE_MAX 190         /* below inih's INI_MAX_LINE (200), see reader() */
+#define POL_FILE_MAX 65536 /* a policy file is a few hundred bytes */
+#define POL_LINE_MAX 190   /* below inih's INI_MAX_LINE (200), see reader() */
 
 struct pol_list {
 	char *v[POL_OPTS_MAX];

@@ -185,7 +185,7 @@ int main(int argc, char **argv)
 	 * helper and control channels are set up; from here rpcd can only do
 	 * what its seccomp table allows (policy/seccomp.c).
 	 */
-	if (pol_seccomp_install(POL_ROLE_RPCD, getenv("SEPCSI_SECCOMP_LOG") != NULL) != 0)
+	if (pol_seccomp_install(&pol_sc_rpcd, getenv("SEPCSI_SECCOMP_LOG") != NULL) != 0)
 		log_fatal("cannot install the seccomp filter");
 
 	grpc_init();

@@ -56,6 +56,7 @@ static const struct kept_cap kept[] = {
     {CAP_SETPCAP, true,
      "supervisor: trim its bounding set; rpcd child: empty it; helper: trim its own", false},
     {CAP_SYS_ADMIN, false, "helper only: mount, unmount, loop devices", false},
+    {CAP_MKNOD, false, "helper only: its own /dev/loopN nodes", false},
     {CAP_SYS_RESOURCE, false,
      "helper only, optional: the kernel grows a mounted ext4 only for this capability "
      "(online expansion); without it ext4 expansion is refused with a reason",

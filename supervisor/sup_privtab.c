@@ -32,10 +32,11 @@ static const char *cap_list(uint64_t mask, char buf[2048])
 	return buf;
 }
 
-static const char *seccomp_cell(enum pol_role role, char *buf, size_t len)
+static const char *seccomp_cell(const struct pol_sc_table *t, const char *file, char *buf,
+                                size_t len)
 {
-	snprintf(buf, len, "allowlist of %zu system calls, `policy/seccomp.c`",
-	         pol_seccomp_syscall_count(role));
+	snprintf(buf, len, "allowlist of %zu system calls, `policy/%s`",
+	         pol_seccomp_syscall_count(t), file);
 	return buf;
 }
 
@@ -56,26 +57,33 @@ static void print_privileges(FILE *out)
 
 	pol_md_row(out, 5,
 	           (const char *[]){"rpcd", "65532 (`--rpcd-user`)", "none (bounding set empty)",
-	                            "yes", seccomp_cell(POL_ROLE_RPCD, sc, sizeof(sc))});
+	                            "yes",
+	                            seccomp_cell(&pol_sc_rpcd, "seccomp_rpcd.c", sc, sizeof(sc))});
 
 	opt = pol_caps_helper_optional_mask();
 	snprintf(caps, sizeof(caps),
 	         "%s%s%s%s; securebits make every program it runs capability-less",
 	         cap_list(pol_caps_helper_mask(), a), opt ? " (+ " : "",
 	         opt ? cap_list(opt, b) : "", opt ? " if present)" : "");
-	pol_md_row(out, 5,
-	           (const char *[]){"mounthelper", "0", caps, "yes",
-	                            seccomp_cell(POL_ROLE_HELPER, sc, sizeof(sc))});
+	pol_md_row(
+	    out, 5,
+	    (const char *[]){"mounthelper", "0", caps, "yes",
+	                     seccomp_cell(&pol_sc_helper, "seccomp_helper.c", sc, sizeof(sc))});
 }
 
 static void print_seccomp_helper(FILE *out)
 {
-	pol_seccomp_print(POL_ROLE_HELPER, out);
+	pol_seccomp_print(&pol_sc_helper, out);
+}
+
+static void print_seccomp_tools(FILE *out)
+{
+	pol_seccomp_print(&pol_sc_tools, out);
 }
 
 static void print_seccomp_rpcd(FILE *out)
 {
-	pol_seccomp_print(POL_ROLE_RPCD, out);
+	pol_seccomp_print(&pol_sc_rpcd, out);
 }
 
 static const struct {
@@ -86,6 +94,7 @@ static const struct {
     {"caps-supervisor", sup_caps_print},      /* docs/supervisor.md */
     {"caps-helper", pol_caps_print_helper},   /* docs/helper.md */
     {"seccomp-helper", print_seccomp_helper}, /* docs/helper.md */
+    {"seccomp-tools", print_seccomp_tools},   /* docs/helper.md */
     {"seccomp-rpcd", print_seccomp_rpcd},     /* docs/rpcd.md */
 };
 

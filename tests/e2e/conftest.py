@@ -191,6 +191,10 @@ def private_mount_namespace():
         pytest.exit("run the end-to-end tests inside `unshare -m --propagation private`", 2)
     if not os.path.exists(os.path.join(BIN, "sepcsi-supervisor")):
         pytest.exit("no build in %s (set SEPCSI_BUILD_DIR)" % BUILD, 2)
+    # This namespace's mounts, private to it, are then shared among themselves
+    # (as a host's are under systemd): the helper's own namespace reaches the
+    # test roots through that propagation, as it reaches kubelet's directory.
+    subprocess.run(["mount", "--make-rshared", "/"], check=True)
 
 
 def running(d):

@@ -31,11 +31,12 @@ def test_helper_confined(driver):
     CAP_CHOWN = 1 << 0
     CAP_SYS_ADMIN = 1 << 21
     CAP_SYS_RESOURCE = 1 << 24
-    # Required: SYS_ADMIN (mounts, freeze, xfs/btrfs grow) and CHOWN (volume mount group).
-    # Optional: SYS_RESOURCE (ext4 online expand), kept only if the supervisor's bounding
-    # set passes it on (policy/caps.c).
+    CAP_MKNOD = 1 << 27
+    # Required: SYS_ADMIN (mounts, freeze, xfs/btrfs grow), CHOWN (volume mount group) and
+    # MKNOD (loop nodes in the helper's own /dev). Optional: SYS_RESOURCE (ext4 online
+    # expand), kept only if the supervisor's bounding set passes it on (policy/caps.c).
     sup = status(driver.sup_pid())
-    want = CAP_SYS_ADMIN | CAP_CHOWN | (int(sup["CapBnd"], 16) & CAP_SYS_RESOURCE)
+    want = CAP_SYS_ADMIN | CAP_CHOWN | CAP_MKNOD | (int(sup["CapBnd"], 16) & CAP_SYS_RESOURCE)
     assert int(s["CapEff"], 16) == want, s["CapEff"]
     assert int(s["CapPrm"], 16) == want, s["CapPrm"]
     assert int(s["CapBnd"], 16) == want, s["CapBnd"]

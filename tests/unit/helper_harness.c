@@ -617,7 +617,14 @@ int fill_file(const char *path, uint64_t off, uint64_t len)
 int harness_setup(const char *name)
 {
 	/* Our own mount namespace: nothing we mount leaks out, even if we crash. */
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+	/*
+	 * A private namespace for the test, whose mounts are then shared among
+	 * themselves (as a host's are under systemd): the helper's own
+	 * namespace reaches them through that propagation, as it reaches
+	 * kubelet's directory on a node.
+	 */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_SHARED, NULL) < 0) {
 		perror("unshare/mount private");
 		return -1;
 	}

@@ -299,8 +299,8 @@ static void test_confinement(struct helper *h)
 	snprintf(p, sizeof(p), "/proc/%d/status", (int)h->pid);
 	FILE *f = fopen(p, "re");
 	CHECK(f != NULL);
-	/* SYS_ADMIN and CHOWN; SYS_RESOURCE (optional) if we could hand it over. */
-	const char *want = have_sys_resource() ? "0000000001200001\n" : "0000000000200001\n";
+	/* SYS_ADMIN, CHOWN and MKNOD; SYS_RESOURCE (optional) if we could hand it over. */
+	const char *want = have_sys_resource() ? "0000000009200001\n" : "0000000008200001\n";
 	char eff[64], prm[64], bnd[64];
 	snprintf(eff, sizeof(eff), "CapEff:\t%s", want);
 	snprintf(prm, sizeof(prm), "CapPrm:\t%s", want);

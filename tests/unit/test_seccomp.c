@@ -18,6 +18,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
@@ -55,6 +57,13 @@ enum probe {
 	P_TIOCSTI,
 	P_OPEN_TREE_RECURSIVE,
 	P_KILL_TERM,
+	P_KILL_KILL,
+	P_EXECVE,
+	P_MOUNT_SETATTR,
+	P_MKNOD_CHAR,
+	P_MKNOD_DISK,
+	P_MKNOD_LOOP,
+	P_PIVOT_ROOT,
 	P_I386_GETPID,
 	P_X32_GETPID,
 };
@@ -124,6 +133,26 @@ static int do_probe(enum probe p)
 		return ioctl(0, TIOCSTI, &c) == 0 ? 0 : 1;
 	case P_OPEN_TREE_RECURSIVE:
 		return open_tree(AT_FDCWD, "/", OPEN_TREE_CLONE | AT_RECURSIVE) >= 0 ? 0 : 1;
+	case P_KILL_KILL:
+		return syscall(SYS_kill, 1 << 22, SIGKILL) ==
+		       0; /* no such pid, if it were allowed */
+	case P_EXECVE: {
+		char *argv[] = {(char *)"/bin/true", NULL}, *envp[] = {NULL};
+		return (int)syscall(SYS_execve, "/nonexistent/sepcsi-probe", argv, envp) == 0;
+	}
+	case P_MOUNT_SETATTR:
+		return syscall(SYS_mount_setattr, -1, "", AT_EMPTY_PATH, NULL, 0) == 0;
+	case P_MKNOD_CHAR: /* /dev/mem-like: a char device of major 1 */
+		return syscall(SYS_mknodat, AT_FDCWD, "/nonexistent/x", S_IFCHR | 0600,
+		               makedev(1, 1)) == 0;
+	case P_MKNOD_DISK: /* a SCSI disk, major 8 */
+		return syscall(SYS_mknodat, AT_FDCWD, "/nonexistent/x", S_IFBLK | 0600,
+		               makedev(8, 0)) == 0;
+	case P_MKNOD_LOOP: /* allowed by the filter; ENOENT here */
+		return syscall(SYS_mknodat, AT_FDCWD, "/nonexistent/x", S_IFBLK | 0600,
+		               makedev(7, 300)) == 0;
+	case P_PIVOT_ROOT:
+		return syscall(SYS_pivot_root, "/nonexistent", "/nonexistent") == 0;
 	case P_KILL_TERM:
 		return kill(getpid(), 0) == 0 ? 0 : 1;
 	case P_I386_GETPID:
@@ -135,16 +164,16 @@ static int do_probe(enum probe p)
 }
 
 /*
- * Run one probe in a child under role's filter (role 0: no filter). Returns
+ * Run one probe in a child under a table's filter (NULL: no filter). Returns
  * the signal that killed the child, or -(exit status) (so 0 = allowed and
  * succeeded, -1 = allowed but failed, -3 = the filter could not be installed).
  */
-static int probe(int role, bool log_only, enum probe p)
+static int probe(const struct pol_sc_table *table, bool log_only, enum probe p)
 {
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
-		if (role && pol_seccomp_install((enum pol_role)role, log_only) < 0)
+		if (table && pol_seccomp_install(table, log_only) < 0)
 			raw_exit(3);
 		raw_exit(do_probe(p));
 	}
@@ -153,51 +182,74 @@ static int probe(int role, bool log_only, enum probe p)
 	return WIFSIGNALED(st) ? WTERMSIG(st) : -WEXITSTATUS(st);
 }
 
+/* The tool runner's filter: exec and fork, but no mount, namespace, node or network call. */
+static void test_tools_filter(void)
+{
+	const enum probe killed[] = {P_SOCKET_INET,   P_SOCKET_UNIX, P_PTRACE,
+	                             P_MOUNT,         P_UNSHARE_NS,  P_OPEN_TREE_RECURSIVE,
+	                             P_MOUNT_SETATTR, P_MKNOD_LOOP,  P_MKNOD_DISK,
+	                             P_KILL_KILL,     P_PIVOT_ROOT};
+	for (size_t i = 0; i < sizeof(killed) / sizeof(killed[0]); i++) {
+		int r = probe(&pol_sc_tools, false, killed[i]);
+		if (r != SIGSYS)
+			fprintf(stderr, "tools probe %d: got %d, want SIGSYS\n", (int)killed[i], r);
+		CHECK(r == SIGSYS);
+	}
+	CHECK(probe(&pol_sc_tools, false, P_EXECVE) != SIGSYS);
+	CHECK(probe(&pol_sc_tools, false, P_FORK) == 0);
+}
+
 static void test_helper_filter(void)
 {
-	const enum probe killed[] = {P_SOCKET_INET,  P_SOCKET_UNIX,         P_PTRACE,
-	                             P_KEXEC_LOAD,   P_INIT_MODULE,         P_BPF,
-	                             P_UNSHARE_USER, P_UNSHARE_NS,          P_SETNS,
-	                             P_MOUNT,        P_UMOUNT_DETACH,       P_CLONE_NEWNS,
-	                             P_TIOCSTI,      P_OPEN_TREE_RECURSIVE, P_KILL_TERM,
-	                             P_X32_GETPID};
+	const enum probe killed[] = {P_SOCKET_INET,   P_SOCKET_UNIX,
+	                             P_PTRACE,        P_KEXEC_LOAD,
+	                             P_INIT_MODULE,   P_BPF,
+	                             P_UNSHARE_USER,  P_UNSHARE_NS,
+	                             P_SETNS,         P_MOUNT,
+	                             P_UMOUNT_DETACH, P_CLONE_NEWNS,
+	                             P_TIOCSTI,       P_OPEN_TREE_RECURSIVE,
+	                             P_KILL_TERM,     P_KILL_KILL,
+	                             P_EXECVE,        P_MOUNT_SETATTR,
+	                             P_MKNOD_CHAR,    P_MKNOD_DISK,
+	                             P_PIVOT_ROOT,    P_X32_GETPID};
 	for (size_t i = 0; i < sizeof(killed) / sizeof(killed[0]); i++) {
-		int r = probe(POL_ROLE_HELPER, false, killed[i]);
+		int r = probe(&pol_sc_helper, false, killed[i]);
 		if (r != SIGSYS)
 			fprintf(stderr, "probe %d: got %d, want SIGSYS\n", (int)killed[i], r);
 		CHECK(r == SIGSYS);
 	}
-	CHECK(probe(POL_ROLE_HELPER, false, P_GETPID) == 0);
-	CHECK(probe(POL_ROLE_HELPER, false, P_FORK) == 0);   /* the mkfs child */
-	CHECK(probe(POL_ROLE_HELPER, false, P_CLONE3) == 0); /* ENOSYS, so libc uses clone */
+	CHECK(probe(&pol_sc_helper, false, P_GETPID) == 0);
+	CHECK(probe(&pol_sc_helper, false, P_FORK) == 0);            /* a worker */
+	CHECK(probe(&pol_sc_helper, false, P_MKNOD_LOOP) != SIGSYS); /* its own /dev/loopN */
+	CHECK(probe(&pol_sc_helper, false, P_CLONE3) == 0); /* ENOSYS, so libc uses clone */
 
 	/* The i386 ABI: only meaningful if the kernel has it enabled at all. */
-	if (probe(0, false, P_I386_GETPID) == 0)
-		CHECK(probe(POL_ROLE_HELPER, false, P_I386_GETPID) == SIGSYS);
+	if (probe(NULL, false, P_I386_GETPID) == 0)
+		CHECK(probe(&pol_sc_helper, false, P_I386_GETPID) == SIGSYS);
 	else
 		printf("# i386 ABI not available on this kernel; int 0x80 probe skipped\n");
 
 	/* log_only: the call is logged, not killed; a foreign ABI is still killed. */
-	CHECK(probe(POL_ROLE_HELPER, true, P_BPF) == -1);
-	CHECK(probe(POL_ROLE_HELPER, true, P_X32_GETPID) == SIGSYS);
+	CHECK(probe(&pol_sc_helper, true, P_BPF) == -1);
+	CHECK(probe(&pol_sc_helper, true, P_X32_GETPID) == SIGSYS);
 
-	CHECK(pol_seccomp_syscall_count(POL_ROLE_HELPER) > 50);
-	CHECK(pol_seccomp_syscall_count(POL_ROLE_HELPER) < 90);
+	CHECK(pol_seccomp_syscall_count(&pol_sc_helper) > 50);
+	CHECK(pol_seccomp_syscall_count(&pol_sc_helper) < 90);
 	printf("# helper filter allows %zu system calls\n",
-	       pol_seccomp_syscall_count(POL_ROLE_HELPER));
+	       pol_seccomp_syscall_count(&pol_sc_helper));
 }
 
 static void test_rpcd_filter(void)
 {
-	CHECK(probe(POL_ROLE_RPCD, false, P_GETPID) == 0);
-	CHECK(probe(POL_ROLE_RPCD, false, P_SOCKET_UNIX) == 0);
+	CHECK(probe(&pol_sc_rpcd, false, P_GETPID) == 0);
+	CHECK(probe(&pol_sc_rpcd, false, P_SOCKET_UNIX) == 0);
 	/* No network: an IPv4 socket fails with EAFNOSUPPORT (gRPC probes for it at start). */
-	CHECK(probe(POL_ROLE_RPCD, false, P_SOCKET_INET) == -2);
-	CHECK(probe(POL_ROLE_RPCD, false, P_FORK) == SIGSYS); /* threads only */
-	CHECK(probe(POL_ROLE_RPCD, false, P_MOUNT) == SIGSYS);
-	CHECK(probe(POL_ROLE_RPCD, false, P_PTRACE) == SIGSYS);
-	CHECK(probe(POL_ROLE_RPCD, false, P_UNSHARE_USER) == SIGSYS);
-	CHECK(probe(POL_ROLE_RPCD, false, P_X32_GETPID) == SIGSYS);
+	CHECK(probe(&pol_sc_rpcd, false, P_SOCKET_INET) == -2);
+	CHECK(probe(&pol_sc_rpcd, false, P_FORK) == SIGSYS); /* threads only */
+	CHECK(probe(&pol_sc_rpcd, false, P_MOUNT) == SIGSYS);
+	CHECK(probe(&pol_sc_rpcd, false, P_PTRACE) == SIGSYS);
+	CHECK(probe(&pol_sc_rpcd, false, P_UNSHARE_USER) == SIGSYS);
+	CHECK(probe(&pol_sc_rpcd, false, P_X32_GETPID) == SIGSYS);
 }
 
 /* Find "Key:\tvalue" in text; true if present with exactly that value. */
@@ -227,7 +279,8 @@ static void test_exec_gets_no_caps(void)
 		    prctl(PR_CAPBSET_READ, CAP_FOWNER, 0, 0, 0) != 0 ||
 		    prctl(PR_CAPBSET_READ, CAP_SETPCAP, 0, 0, 0) != 0)
 			_exit(11);
-		if (pol_seccomp_install(POL_ROLE_HELPER, false) < 0)
+		if (pol_seccomp_install(&pol_sc_tools, false) <
+		    0) /* the tools' filter allows exec */
 			_exit(12);
 		/* Deliberately no capability drop here: securebits alone must do it. */
 		char *argv[] = {(char *)SEPCSI_CAPDUMP, NULL}, *envp[] = {NULL};
@@ -253,8 +306,8 @@ static void test_exec_gets_no_caps(void)
 	/* The optional CAP_SYS_RESOURCE is kept if this test has it (not every machine does). */
 	CHECK(status_is(out, "CapBnd",
 	                prctl(PR_CAPBSET_READ, CAP_SYS_RESOURCE, 0, 0, 0) == 1
-	                    ? "0000000001200001"
-	                    : "0000000000200001"));
+	                    ? "0000000009200001"
+	                    : "0000000008200001"));
 	CHECK(status_is(out, "NoNewPrivs", "1"));
 	CHECK(status_is(out, "Seccomp", "2"));
 }
@@ -279,7 +332,7 @@ static void test_optional_cap_absent(void)
 			raw_exit(13);
 		if (syscall(SYS_capget, &h, d) < 0)
 			raw_exit(14);
-		raw_exit(d[0].effective == 0x200001 && d[0].permitted == 0x200001 &&
+		raw_exit(d[0].effective == 0x8200001 && d[0].permitted == 0x8200001 &&
 		                 d[1].effective == 0
 		             ? 0
 		             : 15);
@@ -293,11 +346,12 @@ static void test_caps_table(void)
 {
 	size_t n;
 	const struct pol_cap_entry *t = pol_caps_helper_table(&n);
-	CHECK(n == 3 && t[0].cap == CAP_SYS_ADMIN && t[1].cap == CAP_CHOWN &&
-	      t[2].cap == CAP_SYS_RESOURCE);
-	CHECK(!t[0].optional && !t[1].optional && t[2].optional);
-	CHECK(pol_caps_helper_mask() == ((1ULL << CAP_SYS_ADMIN) | (1ULL << CAP_CHOWN)));
-	CHECK(pol_caps_helper_mask() == 0x200001ULL);
+	CHECK(n == 4 && t[0].cap == CAP_SYS_ADMIN && t[1].cap == CAP_CHOWN &&
+	      t[2].cap == CAP_MKNOD && t[3].cap == CAP_SYS_RESOURCE);
+	CHECK(!t[0].optional && !t[1].optional && !t[2].optional && t[3].optional);
+	CHECK(pol_caps_helper_mask() ==
+	      ((1ULL << CAP_SYS_ADMIN) | (1ULL << CAP_CHOWN) | (1ULL << CAP_MKNOD)));
+	CHECK(pol_caps_helper_mask() == 0x8200001ULL);
 	CHECK(pol_caps_helper_optional_mask() == 1ULL << CAP_SYS_RESOURCE);
 }
 
@@ -305,6 +359,7 @@ int main(void)
 {
 	test_caps_table();
 	test_helper_filter();
+	test_tools_filter();
 	test_rpcd_filter();
 	if (geteuid() == 0)
 		test_exec_gets_no_caps();

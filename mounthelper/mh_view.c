@@ -1,0 +1,302 @@
+/*
+ * The helper's own view of the file system: a private mount namespace whose
+ * root is a small tmpfs holding only what the helper and its tools need, so
+ * that even a compromised helper cannot open /etc/shadow, a host disk or
+ * another process's root.
+ *
+ *   /var/lib/kubelet (each allowed root)  the host's, shared: mounts made here
+ *                                         propagate to the host and back
+ *   <data dir>                            the helper's images, read-write
+ *   /usr, /bin, /sbin, /lib*              read-only, for the mkfs tools
+ *   /etc/mke2fs.conf, /etc/ld.so.cache    read-only, if the host has them
+ *   /sys                                  read-only (loop device numbers,
+ *                                         ext4 error counts, blkid)
+ *   /proc                                 a new instance showing processes
+ *                                         only (subset=pid), and of those only
+ *                                         the helper's own (hidepid=invisible)
+ *   /dev                                  null, loop-control, and the loopN
+ *                                         nodes the helper needs, made by it
+ *
+ * Runs once in the helper at start, as root with CAP_SYS_ADMIN and CAP_MKNOD,
+ * before capabilities are dropped and before the seccomp filter (which allows
+ * no namespace call and no pivot_root). Every failure is fatal: a helper that
+ * cannot build its view refuses to start.
+ *
+ * Steps, and why in this order:
+ *  1. each allowed root must be on a shared mount, or mounts the helper makes
+ *     inside its namespace stay there: kubelet makes its directory shared; if
+ *     it is not (a plain host, a test), the root is bound onto itself and
+ *     made shared, in the host's namespace, as kubelet would;
+ *  2. unshare(CLONE_NEWNS), then clone every tree the view needs with
+ *     open_tree(OPEN_TREE_CLONE): a clone of a shared mount joins its peer
+ *     group, so the roots stay connected to the host;
+ *  3. mark the whole copied tree private, so nothing the helper attaches
+ *     below (its tmpfs root, the view's mounts) propagates anywhere; the
+ *     clones, detached until step 5, keep their membership;
+ *  4. a new tmpfs (nosuid, noexec; device nodes allowed for the loop nodes)
+ *     attached over the data directory's path, populated;
+ *  5. the clones moved into it, pivot_root into it, the old root detached.
+ */
+#include "mh_view.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libmount/libmount.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "mh_proto.h"
+#include "policy.h"
+
+#define RO_ATTR (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+
+static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_fatal("file-system view: %s: %s", msg, strerror(errno));
+}
+
+/* mkdir -p, each missing component 0755 and the last one mode. */
+static void make_path(const char *path, mode_t mode)
+{
+	char p[MH_PATH_MAX + 1];
+	snprintf(p, sizeof(p), "%s", path);
+	for (char *s = p + 1;; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		char c = *s;
+		*s = '\0';
+		if (mkdir(p, c ? 0755 : mode) == 0)
+			log_kv(LOG_LVL_INFO, "created", "path", p, NULL);
+		else if (errno != EEXIST)
+			die("mkdir %s", p);
+		*s = c;
+		if (!c)
+			return;
+	}
+}
+
+/* The mount that holds path: is path its mount point, and is it shared? */
+static void mount_of(const char *path, bool *is_point, bool *shared)
+{
+	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	struct libmnt_fs *fs = tb ? mnt_table_find_mountpoint(tb, path, MNT_ITER_BACKWARD) : NULL;
+	unsigned long prop = 0;
+	if (!fs || mnt_fs_get_propagation(fs, &prop) != 0)
+		die("cannot find the mount of %s", path);
+	*is_point = strcmp(mnt_fs_get_target(fs), path) == 0;
+	*shared = (prop & MS_SHARED) != 0;
+	mnt_unref_table(tb);
+}
+
+/* Step 1: a root on a shared mount, so the helper's mounts reach the host. */
+static void share_root(const char *root)
+{
+	bool point, shared;
+	make_path(root, 0750);
+	mount_of(root, &point, &shared);
+	if (shared)
+		return;
+	if (!point && mount(root, root, NULL, MS_BIND | MS_REC, NULL) < 0)
+		die("bind %s onto itself", root);
+	if (mount(NULL, root, NULL, MS_SHARED, NULL) < 0)
+		die("make %s shared", root);
+	log_kv(LOG_LVL_WARN, "made_shared", "path", root, "why",
+	       "mounts the helper makes there must reach the host (kubelet does the same)", NULL);
+}
+
+static int clone_tree(const char *path, bool recursive)
+{
+	int fd = (int)syscall(SYS_open_tree, AT_FDCWD, path,
+	                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0));
+	if (fd < 0)
+		die("clone %s", path);
+	return fd;
+}
+
+/* Attributes of a clone; and private: only the allowed roots stay connected to the host. */
+static void set_attr(int fd, uint64_t attr, const char *what)
+{
+	struct mount_attr a = {.attr_set = attr, .propagation = MS_PRIVATE};
+	if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
+		die("attributes of %s", what);
+}
+
+/* Attach a detached tree at path inside the view (relative to its root fd). */
+static void attach_at(int tree, int view, const char *rel, const char *what)
+{
+	if (move_mount(tree, "", view, rel, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		die("attach %s", what);
+	close(tree);
+}
+
+/* mkdir -p rel inside the view (relative to its root fd). */
+static void view_dirs(int view, const char *rel)
+{
+	char p[MH_PATH_MAX + 1];
+	snprintf(p, sizeof(p), "%s", rel);
+	for (char *s = p;; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		char c = *s;
+		*s = '\0';
+		if (p[0] && mkdirat(view, p, 0755) < 0 && errno != EEXIST)
+			die("mkdir %s in the view", p);
+		*s = c;
+		if (!c)
+			return;
+	}
+}
+
+/* /bin, /sbin, /lib...: the same symlink as the host's (merged /usr), or a read-only bind. */
+static void top_level(int view, const char *name)
+{
+	char host[64], target[256];
+	struct stat st;
+	snprintf(host, sizeof(host), "/%s", name);
+	if (lstat(host, &st) < 0)
+		return;
+	if (S_ISLNK(st.st_mode)) {
+		ssize_t n = readlink(host, target, sizeof(target) - 1);
+		if (n <= 0)
+			die("readlink %s", host);
+		target[n] = '\0';
+		if (symlinkat(target, view, name) < 0)
+			die("symlink %s in the view", name);
+	} else if (S_ISDIR(st.st_mode)) {
+		int t = clone_tree(host, false);
+		set_attr(t, RO_ATTR, host);
+		view_dirs(view, name);
+		attach_at(t, view, name, host);
+	}
+}
+
+/* A file of the host's /etc, read-only, if it exists. */
+static void etc_file(int view, const char *name)
+{
+	char host[64], rel[64];
+	snprintf(host, sizeof(host), "/etc/%s", name);
+	snprintf(rel, sizeof(rel), "etc/%s", name);
+	if (access(host, F_OK) < 0)
+		return;
+	int fd = openat(view, rel, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+	if (fd < 0)
+		die("create %s in the view", rel);
+	close(fd);
+	int t = clone_tree(host, false);
+	set_attr(t, RO_ATTR | MOUNT_ATTR_NOEXEC, host);
+	attach_at(t, view, rel, host);
+}
+
+static void node(int view, const char *rel, mode_t type, dev_t dev)
+{
+	if (mknodat(view, rel, type | 0666, dev) < 0)
+		die("mknod %s", rel);
+}
+
+/*
+ * A new procfs showing processes only (no /proc/sys, /proc/kcore, ...), and
+ * only those the helper could ptrace-read anyway (hidepid=invisible): its own.
+ */
+static int proc_mount(void)
+{
+	int fs = fsopen("proc", FSOPEN_CLOEXEC);
+	if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "subset", "pid", 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "hidepid", "invisible", 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		die("new procfs");
+	int m =
+	    fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	if (m < 0)
+		die("mount procfs");
+	close(fs);
+	return m;
+}
+
+static int view_tmpfs(void)
+{
+	int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+	if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "source", "sepcsi-helper", 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0755", 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "size", "4m", 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		die("new tmpfs");
+	/* Device nodes stay usable: the view's /dev holds the loop nodes. */
+	int m = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+	if (m < 0)
+		die("mount tmpfs");
+	close(fs);
+	return m;
+}
+
+void mh_view_enter(const struct pol *pol, const char *data_dir)
+{
+	struct stat ctl_st;
+	int roots[POL_ROOTS_MAX], nroots = 0;
+	if (stat("/dev/loop-control", &ctl_st) < 0 || !S_ISCHR(ctl_st.st_mode))
+		die("/dev/loop-control");
+	for (const char *root; (root = pol_root(pol, (size_t)nroots)) != NULL; nroots++)
+		share_root(root); /* 1 */
+
+	if (unshare(CLONE_NEWNS) < 0) /* 2 */
+		die("unshare");
+	for (int i = 0; i < nroots; i++)
+		roots[i] = clone_tree(pol_root(pol, (size_t)i), true);
+	int data = clone_tree(data_dir, false), sys = clone_tree("/sys", false);
+	set_attr(data, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, data_dir);
+	set_attr(sys, RO_ATTR | MOUNT_ATTR_NOEXEC, "/sys");
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) /* 3 */
+		die("make the copied tree private");
+
+	int tmp = view_tmpfs(); /* 4 */
+	if (move_mount(tmp, "", AT_FDCWD, data_dir, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		die("attach the view at %s", data_dir);
+	int view = open(data_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (view < 0)
+		die("open the view");
+	close(tmp);
+	static const char *const tops[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
+	view_dirs(view, "usr");
+	view_dirs(view, "etc");
+	view_dirs(view, "sys");
+	view_dirs(view, "proc");
+	view_dirs(view, "dev");
+	int usr = clone_tree("/usr", false);
+	set_attr(usr, RO_ATTR, "/usr");
+	attach_at(usr, view, "usr", "/usr");
+	for (size_t i = 0; i < sizeof(tops) / sizeof(tops[0]); i++)
+		top_level(view, tops[i]);
+	etc_file(view, "mke2fs.conf");
+	etc_file(view, "ld.so.cache");
+	node(view, "dev/null", S_IFCHR, makedev(1, 3));
+	node(view, "dev/loop-control", S_IFCHR, ctl_st.st_rdev);
+	attach_at(sys, view, "sys", "/sys");
+	attach_at(proc_mount(), view, "proc", "/proc");
+	view_dirs(view, data_dir + 1); /* 5 */
+	attach_at(data, view, data_dir + 1, data_dir);
+	for (int i = 0; i < nroots; i++) {
+		view_dirs(view, pol_root(pol, (size_t)i) + 1);
+		attach_at(roots[i], view, pol_root(pol, (size_t)i) + 1, pol_root(pol, (size_t)i));
+	}
+
+	if (fchdir(view) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
+		die("pivot_root");
+	if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+		die("detach the old root");
+	close(view);
+	log_kv(LOG_LVL_INFO, "view", "root", "sepcsi-helper tmpfs", "roots", pol_root(pol, 0),
+	       "data_dir", data_dir, NULL);
+}

@@ -1,0 +1,262 @@
+/*
+ * The seccomp table of sepcsi-mounthelper (and its workers), and that of the
+ * tool runner and the mkfs tools it starts (mounthelper/mh_tools.c): the only
+ * filters compiled into the helper. Read the reasons as the review record;
+ * seccomp.c explains the form and how a table is installed.
+ */
+#include "sc_rules.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/blkzoned.h>
+#include <linux/cdrom.h>
+#include <linux/fd.h>
+#include <linux/loop.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <termios.h>
+
+/* From <linux/fs.h>, which cannot be included together with <sys/mount.h> on glibc 2.36. */
+#ifndef BLKPBSZGET
+#define BLKPBSZGET _IO(0x12, 123)
+#endif
+#ifndef BLKDISCARDZEROES
+#define BLKDISCARDZEROES _IO(0x12, 124)
+#endif
+/* From xfsprogs' <xfs/xfs_fs.h>: _IOR('X', 30, struct dioattr), three __u32. */
+#define XFS_IOC_DIOINFO _IOC(_IOC_READ, 'X', 30, 12)
+/* <linux/fs.h> (which clashes with <sys/mount.h>), <linux/ext4.h>, <xfs/xfs_fs.h>, <linux/btrfs.h>.
+ */
+#define FICLONE               _IOW(0x94, 9, int)
+#define FIFREEZE              _IOWR('X', 119, int)
+#define FITHAW                _IOWR('X', 120, int)
+#define EXT4_IOC_RESIZE_FS    _IOW('f', 16, uint64_t)
+#define XFS_IOC_FSGEOMETRY_V1 _IOC(_IOC_READ, 'X', 100, 112)  /* struct xfs_fsop_geom_v1 */
+#define XFS_IOC_FSGROWFSDATA  _IOC(_IOC_WRITE, 'X', 110, 16)  /* struct xfs_growfs_data */
+#define BTRFS_IOC_RESIZE      _IOC(_IOC_WRITE, 0x94, 3, 4096) /* struct btrfs_ioctl_vol_args */
+
+#define MOUNT_FORCED ((uint64_t)(MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV))
+
+/*
+ * sepcsi-mounthelper and its workers (forked, same filter). Derived from
+ * `strace -f` of the process tests (tests/unit/test_helper_*.c, which stage
+ * ext4, xfs and btrfs); rows marked (code path) are reached by a helper path
+ * the tests may not exercise. Regenerate with:
+ *   SEPCSI_TEST_SECCOMP_LOG=1 SEPCSI_TEST_STRACE=/tmp/mh.strace test_helper_proc
+ *
+ * Deliberately absent: execve (the mkfs tools are started by the tool runner,
+ * a separate process with its own filter, below); socket, connect, bind and
+ * every other network call; mount(2) and mount_setattr (only the fd-based
+ * API, with flags pinned: no remount, no MS_MOVE, no propagation or attribute
+ * change of an existing mount); unshare, setns, pivot_root, chroot (the view
+ * is built before this filter); kill and tgkill (its own workers are signalled
+ * through pidfds); ptrace, process_vm_*; bpf, perf_event_open; kexec_*;
+ * init/finit/delete_module; keyctl, add_key; userfaultfd; io_uring_*;
+ * personality; setuid & co; mknod of anything but a loop device.
+ *
+ * ioctl is filtered by request number.
+ */
+static const struct sc_rule helper_rules[] = {
+    /* memory, threads, process basics */
+    ALLOW("brk", "malloc"),
+    ALLOW("mmap", "malloc"),
+    ALLOW("munmap", "malloc"),
+    ALLOW("mprotect", "malloc arenas (code path)"),
+    ALLOW("madvise", "malloc trimming (code path)"),
+    ALLOW("set_robust_list", "fork"),
+    ALLOW("rseq", "fork"),
+    ALLOW("getrandom", "libc malloc"),
+    ALLOW("futex", "libc locks"),
+    ALLOW("exit_group", NULL),
+    ALLOW("rt_sigaction", "signal handlers"),
+    ALLOW("rt_sigprocmask", "fork; SIGTERM blocked outside the wait"),
+    ALLOW("rt_sigreturn", "return from a signal handler"),
+    ALLOW("getpid", NULL),
+    ALLOW("gettid", "fork"),
+    ALLOW("getppid", "worker: is the helper still its parent"),
+    ALLOW("clock_gettime", "time stamps when the vDSO is unavailable (code path)"),
+    ALLOW("clock_nanosleep", "wait for a loop device to autoclear; test pause points"),
+    ALLOW_EQ("prctl", 0, PR_SET_PDEATHSIG, "worker: die with the helper"),
+
+    /* files: the data dir, /dev/loop*, /proc/self/mountinfo, /sys (paths in code) */
+    ALLOW("read", NULL),
+    ALLOW("write", "log lines, the audit file"),
+    ALLOW("pread64", "blkid probe"),
+    ALLOW("lseek", "blkid probe; re-read mountinfo"),
+    ALLOW("openat", "images, /dev/loop*, /proc/self/mountinfo, /sys"),
+    ALLOW("openat2", "staging/target paths beneath their root, no symlinks"),
+    ALLOW("close", NULL),
+    ALLOW("newfstatat", "fstat/fstatat"),
+    ALLOW("statx", "mount id and mount-root attribute of a path"),
+    ALLOW("getdents64", "list /sys/block, the images, a directory that must be empty"),
+    ALLOW("readlink", "libmount path canonicalisation"),
+    ALLOW("faccessat2", "blkid: sysfs attributes"),
+    ALLOW("fadvise64", "blkid"),
+    ALLOW("fcntl", "fdopendir"),
+    ALLOW("dup2", "a new request channel on fd 3"),
+    ALLOW("pipe2", "a worker's pipe to the main loop"),
+    ALLOW("ftruncate", "size a new image (sparse); grow one (RESIZE, CLONE); probe the largest"),
+    ALLOW("copy_file_range", "sparse copy of an image's data extents (SNAPSHOT, CLONE)"),
+    ALLOW("fstatfs", "CAPACITY of the data directory; STATS of a volume"),
+    ALLOW("fchown", "MH_F_MOUNT_GROUP: a new volume root's group (CAP_CHOWN)"),
+    ALLOW("fchmod", "MH_F_MOUNT_GROUP: g+rwx,setgid on a new volume root (its owner)"),
+    ALLOW("fsync", "a new image and its directory entry"),
+    ALLOW_EQ("renameat2", 4, RENAME_NOREPLACE, "publish a new image, never replacing one"),
+    ALLOW("unlinkat", "delete an image; remove a target the helper made"),
+    ALLOW("mkdirat", "create a target directory beneath its root"),
+    ALLOW_EQ("fsetxattr", 4, XATTR_CREATE,
+             "mark a directory or file the helper made (trusted.sepcsi.owner), never replace one"),
+    ALLOW("fgetxattr", "read that mark before removing anything"),
+    ALLOW_IF2("mknodat", 2, S_IFMT, S_IFBLK, 3, 0xfff00, 0x700, "a block device of major 7 (loop)",
+              "the helper's own /dev/loopN node, in its private /dev (CAP_MKNOD)"),
+    ALLOW("fchdir", "unmount relative to a verified parent"),
+    ALLOW("chdir", "back to / after an unmount"),
+
+    /* the sockets: requests (fd 3), the supervisor (fd 4), the tool runner */
+    ALLOW("recvfrom", "one request datagram"),
+    ALLOW("sendto", "one answer datagram"),
+    ALLOW("recvmsg", "control message with a passed fd; the tool runner's answer"),
+    ALLOW_EQ("getsockopt", 2, SO_TYPE, "supctl: is the passed fd a SOCK_SEQPACKET socket"),
+    ALLOW("sendmsg", "READY and PEER_VIOLATION to the supervisor; a job to the tool runner"),
+    ALLOW("socketpair", "a private answer channel for one tool run (AF_UNIX, no network)"),
+    ALLOW("poll", "wait on mkfs output; on workers at shutdown"),
+    ALLOW("ppoll", "wait on the channels and workers, SIGTERM/SIGINT unblocked only there"),
+
+    /* processes: workers only, signalled through pidfds */
+    ALLOW_IF("clone", 0, CLONE_NS_FLAGS, 0, "no CLONE_NEW* flag",
+             "fork a worker; never a new namespace"),
+    ENOSYS_("clone3", "its flags are in memory the filter cannot read: ENOSYS makes libc "
+                      "fall back to clone, which is filtered"),
+    ALLOW("wait4", "reap a worker"),
+    ALLOW("pidfd_open", "a handle on a worker just forked (no pid reuse race)"),
+    ALLOW_EQ("pidfd_send_signal", 1, SIGKILL,
+             "kill a worker whose freeze ran out; nothing else is ever signalled"),
+
+    /* mounts: the fd-based API, CAP_SYS_ADMIN; the flags are pinned where they are registers */
+    ALLOW_EQ("fsopen", 1, FSOPEN_CLOEXEC, "new filesystem context (type checked by policy)"),
+    ALLOW_EQ("fsconfig", 1, FSCONFIG_SET_FLAG, "superblock flags, allowed flag options"),
+    ALLOW_EQ("fsconfig", 1, FSCONFIG_SET_STRING, "source device, allowed key=value options"),
+    ALLOW_EQ("fsconfig", 1, FSCONFIG_CMD_CREATE, "create (or reach) the superblock"),
+    ALLOW_IF("fsmount", 2, MOUNT_FORCED, MOUNT_FORCED, "attr has NOSUID and NODEV",
+             "detached mount: the kernel refuses one without nosuid,nodev"),
+    ALLOW_EQ("move_mount", 4, MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+             "attach a detached mount onto a resolved directory or file fd"),
+    ALLOW_EQ("open_tree", 2, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH,
+             "clone a loop device's node for a raw block bind (not recursive)"),
+    ALLOW_EQ("umount2", 1, UMOUNT_NOFOLLOW, "unmount a verified mount; never lazy or forced"),
+
+    /* ioctl, by request */
+    IOCTL(LOOP_CTL_GET_FREE, "find a free loop device"),
+    IOCTL(LOOP_CONFIGURE, "attach an image, autoclear"),
+    IOCTL(LOOP_GET_STATUS64, "which image backs a loop device"),
+    IOCTL(LOOP_CLR_FD, "detach a raw block volume's device; if autoclear did not"),
+    IOCTL(LOOP_SET_CAPACITY, "RESIZE, EXPAND: the device takes its image's new size"),
+    IOCTL(BLKFLSBUF, "drop the loop device's cache after mkfs wrote the image"),
+    IOCTL(BLKGETSIZE64, "device size (EXPAND, STATS); blkid"),
+    IOCTL(BLKSSZGET, "blkid"),
+    IOCTL(BLKGETZONESZ, "blkid: zoned device check"),
+    IOCTL(CDROM_GET_CAPABILITY, "blkid: is it a CD (EINVAL on a loop device)"),
+    IOCTL(CDROM_LAST_WRITTEN, "blkid: CD session (EINVAL on a loop device)"),
+    IOCTL(FDGETFDCSTAT, "blkid: is it a floppy (EINVAL on a loop device)"),
+    IOCTL(FICLONE, "reflink an image (SNAPSHOT, CLONE); the start-up probe"),
+    IOCTL(FIFREEZE, "freeze a mounted source volume for a consistent copy"),
+    IOCTL(FITHAW, "thaw it again, always; at start, whatever a dead helper left frozen"),
+    IOCTL(EXT4_IOC_RESIZE_FS, "EXPAND: grow a mounted ext4 (CAP_SYS_RESOURCE)"),
+    IOCTL(XFS_IOC_FSGEOMETRY_V1, "EXPAND: an xfs's block size and data blocks"),
+    IOCTL(XFS_IOC_FSGROWFSDATA, "EXPAND: grow a mounted xfs"),
+    IOCTL(BTRFS_IOC_RESIZE, "EXPAND: grow a mounted btrfs to its device (\"max\")"),
+};
+
+/*
+ * The tool runner (mounthelper/mh_tools.c) and the mkfs tools it execs:
+ * mkfs.ext4, mkfs.xfs, mkfs.btrfs. The runner is forked before the helper
+ * confines itself, drops every capability, and installs this filter; the
+ * tools inherit it across exec. It holds the one execve of the helper's side,
+ * and none of the mount API, loop ioctls, xattrs or mknod: a tool that a
+ * hostile image could subvert gets no privilege and no mount call. Rows marked
+ * (tools) are the dynamic loader's and the tools' own needs.
+ */
+static const struct sc_rule tools_rules[] = {
+    ALLOW("brk", NULL),
+    ALLOW("mmap", NULL),
+    ALLOW("munmap", NULL),
+    ALLOW("mprotect", "loader: RELRO (tools)"),
+    ALLOW("madvise", "thread stack release (tools: mkfs.btrfs)"),
+    ALLOW("arch_prctl", "loader: TLS (tools)"),
+    ALLOW("set_tid_address", "libc start-up (tools)"),
+    ALLOW("set_robust_list", "libc start-up, fork"),
+    ALLOW("rseq", "libc start-up (tools)"),
+    ALLOW("prlimit64", "libc start-up: stack limit (tools)"),
+    ALLOW("membarrier", "liburcu (tools: mkfs.xfs)"),
+    ALLOW("getrandom", "uuids (tools)"),
+    ALLOW("futex", "threads (tools)"),
+    ALLOW("exit", "thread exit (tools)"),
+    ALLOW("exit_group", NULL),
+    ALLOW("rt_sigaction", NULL),
+    ALLOW("rt_sigprocmask", NULL),
+    ALLOW("rt_sigreturn", NULL),
+    ALLOW("getpid", NULL),
+    ALLOW("gettid", NULL),
+    ALLOW("getppid", "runner: is the helper still its parent"),
+    ALLOW("getuid", "(tools)"),
+    ALLOW("geteuid", "(tools)"),
+    ALLOW("getgid", "(tools)"),
+    ALLOW("getegid", "(tools)"),
+    ALLOW("uname", "kernel version checks (tools: mkfs.ext4)"),
+    ALLOW("sysinfo", "memory size (tools: mkfs.btrfs)"),
+    ALLOW("sched_getaffinity", "thread count (tools)"),
+    ALLOW("clock_gettime", NULL),
+    ALLOW("clock_nanosleep", NULL),
+    ALLOW_EQ("prctl", 0, PR_SET_PDEATHSIG, "runner and its children: die with the helper"),
+    ALLOW_EQ("prctl", 0, PR_GET_DUMPABLE, "secure_getenv check (tools: mkfs.ext4)"),
+    ALLOW("read", NULL),
+    ALLOW("write", NULL),
+    ALLOW("pread64", "(tools)"),
+    ALLOW("pwrite64", "(tools)"),
+    ALLOW("lseek", "(tools)"),
+    ALLOW("openat", "the image (relative to the images directory), libraries (tools)"),
+    ALLOW("close", NULL),
+    ALLOW("close_range", "runner child: close every inherited fd before exec"),
+    ALLOW("newfstatat", NULL),
+    ALLOW("statx", "(tools)"),
+    ALLOW("getdents64", "(tools)"),
+    ALLOW("readlink", "(tools: mkfs.btrfs)"),
+    ALLOW("getcwd", "(tools: mkfs.btrfs)"),
+    ALLOW("access", "loader: /etc/ld.so.preload (tools)"),
+    ALLOW("faccessat2", "(tools)"),
+    ALLOW("fadvise64", "(tools)"),
+    ALLOW("fcntl", "(tools)"),
+    ALLOW("fstatfs", "(tools)"),
+    ALLOW("fallocate", "discard = punch holes in the image (tools: mkfs.ext4, mkfs.xfs)"),
+    ALLOW("fsync", "(tools)"),
+    ALLOW("fdatasync", "(tools)"),
+    ALLOW("dup2", "runner child: stdio"),
+    ALLOW("fchdir", "runner child: into the images directory"),
+    ALLOW("recvmsg", "runner: one job with its fds"),
+    ALLOW("sendto", "runner child: the tool's exit status"),
+    ALLOW("poll", "runner child: the tool, or the requester going away"),
+    ALLOW_IF("clone", 0, CLONE_NS_FLAGS, 0, "no CLONE_NEW* flag",
+             "runner: a child per job, the tool; tool threads; never a namespace"),
+    ENOSYS_("clone3", "flags in memory: ENOSYS makes libc use clone"),
+    ALLOW("execve", "run /sbin/mkfs.*: capability-less, no_new_privs, still under this filter"),
+    ALLOW("wait4", "reap the tool"),
+    ALLOW("pidfd_open", "a handle on the tool"),
+    ALLOW_EQ("pidfd_send_signal", 1, SIGKILL, "kill a tool that outlived its time"),
+    IOCTL(BLKGETSIZE64, "(tools: mkfs.ext4, ENOTTY)"),
+    IOCTL(BLKSSZGET, "(tools: mkfs.ext4, ENOTTY)"),
+    IOCTL(BLKGETSIZE, "(tools: mkfs.ext4, ENOTTY)"),
+    IOCTL(BLKPBSZGET, "(tools: mkfs.ext4, ENOTTY)"),
+    IOCTL(BLKROGET, "(tools: mkfs.ext4, ENOTTY)"),
+    IOCTL(BLKDISCARDZEROES, "(tools: mkfs.ext4, ENOTTY)"),
+    IOCTL(FDGETPRM, "(tools: mkfs.ext4, ENOTTY)"),
+    IOCTL(TCGETS, "isatty() (tools: mkfs.ext4)"),
+    IOCTL(XFS_IOC_DIOINFO, "direct I/O limits of the host fs (tools: mkfs.xfs)"),
+};
+
+const struct pol_sc_table pol_sc_helper = SC_TABLE("sepcsi-mounthelper", helper_rules);
+const struct pol_sc_table pol_sc_tools = SC_TABLE("tool runner, mkfs", tools_rules);
