@@ -55,6 +55,7 @@
 
 #include "log.h"
 #include "mh_proto.h"
+#include "pol_view.h"
 #include "policy.h"
 
 #define RO_ATTR (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
@@ -184,12 +185,10 @@ static void top_level(int view, const char *name)
 	}
 }
 
-/* A file of the host's /etc, read-only, if it exists. */
-static void etc_file(int view, const char *name)
+/* A host file, read-only, at the same path, if the host has it. */
+static void etc_file(int view, const char *host)
 {
-	char host[64], rel[64];
-	snprintf(host, sizeof(host), "/etc/%s", name);
-	snprintf(rel, sizeof(rel), "etc/%s", name);
+	const char *rel = host + 1;
 	if (access(host, F_OK) < 0)
 		return;
 	int fd = openat(view, rel, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
@@ -199,12 +198,6 @@ static void etc_file(int view, const char *name)
 	int t = clone_tree(host, false);
 	set_attr(t, RO_ATTR | MOUNT_ATTR_NOEXEC, host);
 	attach_at(t, view, rel, host);
-}
-
-static void node(int view, const char *rel, mode_t type, dev_t dev)
-{
-	if (mknodat(view, rel, type | 0666, dev) < 0)
-		die("mknod %s", rel);
 }
 
 /*
@@ -242,61 +235,97 @@ static int view_tmpfs(void)
 	return m;
 }
 
+/* A node with the number of the host's node at the same path. */
+static dev_t host_node(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) < 0 || !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
+		die("%s", path);
+	return st.st_rdev;
+}
+
 void mh_view_enter(const struct pol *pol, const char *data_dir)
 {
-	struct stat ctl_st;
-	int roots[POL_ROOTS_MAX], nroots = 0;
-	if (stat("/dev/loop-control", &ctl_st) < 0 || !S_ISCHR(ctl_st.st_mode))
-		die("/dev/loop-control");
+	size_t n;
+	const struct pol_view_entry *t = pol_view_table(&n);
+	int roots[POL_ROOTS_MAX], nroots = 0, data = -1;
+	int clones[32] = {0};
+	dev_t nodes[32] = {0};
+	if (n > 32)
+		die("view table too long");
 	for (const char *root; (root = pol_root(pol, (size_t)nroots)) != NULL; nroots++)
 		share_root(root); /* 1 */
+	for (size_t i = 0; i < n; i++)
+		if (t[i].kind == POL_VIEW_NODE)
+			nodes[i] = host_node(t[i].path);
 
 	if (unshare(CLONE_NEWNS) < 0) /* 2 */
 		die("unshare");
 	for (int i = 0; i < nroots; i++)
 		roots[i] = clone_tree(pol_root(pol, (size_t)i), true);
-	int data = clone_tree(data_dir, false), sys = clone_tree("/sys", false);
+	data = clone_tree(data_dir, false);
 	set_attr(data, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, data_dir);
-	set_attr(sys, RO_ATTR | MOUNT_ATTR_NOEXEC, "/sys");
+	for (size_t i = 0; i < n; i++) {
+		if (t[i].kind == POL_VIEW_RO_DIR) {
+			clones[i] = clone_tree(t[i].path, false);
+			set_attr(clones[i], RO_ATTR, t[i].path);
+		}
+	}
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) /* 3 */
 		die("make the copied tree private");
 
 	int tmp = view_tmpfs(); /* 4 */
 	if (move_mount(tmp, "", AT_FDCWD, data_dir, MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		die("attach the view at %s", data_dir);
-	int view = open(data_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (view < 0)
+	int v = open(data_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (v < 0)
 		die("open the view");
 	close(tmp);
-	static const char *const tops[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
-	view_dirs(view, "usr");
-	view_dirs(view, "etc");
-	view_dirs(view, "sys");
-	view_dirs(view, "proc");
-	view_dirs(view, "dev");
-	int usr = clone_tree("/usr", false);
-	set_attr(usr, RO_ATTR, "/usr");
-	attach_at(usr, view, "usr", "/usr");
-	for (size_t i = 0; i < sizeof(tops) / sizeof(tops[0]); i++)
-		top_level(view, tops[i]);
-	etc_file(view, "mke2fs.conf");
-	etc_file(view, "ld.so.cache");
-	node(view, "dev/null", S_IFCHR, makedev(1, 3));
-	node(view, "dev/loop-control", S_IFCHR, ctl_st.st_rdev);
-	attach_at(sys, view, "sys", "/sys");
-	attach_at(proc_mount(), view, "proc", "/proc");
-	view_dirs(view, data_dir + 1); /* 5 */
-	attach_at(data, view, data_dir + 1, data_dir);
-	for (int i = 0; i < nroots; i++) {
-		view_dirs(view, pol_root(pol, (size_t)i) + 1);
-		attach_at(roots[i], view, pol_root(pol, (size_t)i) + 1, pol_root(pol, (size_t)i));
+	for (size_t i = 0; i < n; i++) { /* 5, in the table's order */
+		const char *rel = t[i].path + 1;
+		switch (t[i].kind) {
+		case POL_VIEW_TMPFS:
+		case POL_VIEW_LOOPS:
+			break;
+		case POL_VIEW_ROOTS:
+			for (int k = 0; k < nroots; k++) {
+				view_dirs(v, pol_root(pol, (size_t)k) + 1);
+				attach_at(roots[k], v, pol_root(pol, (size_t)k) + 1,
+				          pol_root(pol, (size_t)k));
+			}
+			break;
+		case POL_VIEW_DATA:
+			view_dirs(v, data_dir + 1);
+			attach_at(data, v, data_dir + 1, data_dir);
+			break;
+		case POL_VIEW_RO_DIR:
+			view_dirs(v, rel);
+			attach_at(clones[i], v, rel, t[i].path);
+			break;
+		case POL_VIEW_TOP:
+			top_level(v, rel);
+			break;
+		case POL_VIEW_RO_FILE:
+			view_dirs(v, "etc");
+			etc_file(v, t[i].path);
+			break;
+		case POL_VIEW_PROC:
+			view_dirs(v, rel);
+			attach_at(proc_mount(), v, rel, t[i].path);
+			break;
+		case POL_VIEW_NODE:
+			view_dirs(v, "dev");
+			if (mknodat(v, rel, S_IFCHR | 0666, nodes[i]) < 0)
+				die("mknod %s", t[i].path);
+			break;
+		}
 	}
 
-	if (fchdir(view) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
+	if (fchdir(v) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
 		die("pivot_root");
 	if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
 		die("detach the old root");
-	close(view);
+	close(v);
 	log_kv(LOG_LVL_INFO, "view", "root", "sepcsi-helper tmpfs", "roots", pol_root(pol, 0),
 	       "data_dir", data_dir, NULL);
 }

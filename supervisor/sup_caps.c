@@ -91,6 +91,18 @@ uint64_t sup_caps_kept_effective(void)
 	return m;
 }
 
+void sup_caps_expected(uint64_t *effective, uint64_t *permitted)
+{
+	struct sup_capsets cs;
+	optional_present = 0;
+	if (sup_caps_read(&cs) == 0)
+		for (size_t i = 0; i < NKEPT; i++)
+			if (kept[i].optional && (cs.bounding & (UINT64_C(1) << kept[i].cap)))
+				optional_present |= UINT64_C(1) << kept[i].cap;
+	*effective = sup_caps_kept_effective();
+	*permitted = sup_caps_kept_permitted();
+}
+
 void sup_caps_table_masks(uint64_t *effective, uint64_t *permitted_only, uint64_t *optional)
 {
 	*effective = *permitted_only = *optional = 0;

@@ -42,6 +42,12 @@ uint64_t sup_caps_kept_effective(void);
  */
 void sup_caps_table_masks(uint64_t *effective, uint64_t *permitted_only, uint64_t *optional);
 
+/*
+ * What sup_caps_trim() would keep in this process (optional capabilities
+ * counted if its bounding set has them): for --print-privileges.
+ */
+void sup_caps_expected(uint64_t *effective, uint64_t *permitted);
+
 /* Print the kept table as a Markdown table (capability, effective, why). */
 void sup_caps_print(FILE *out);
 

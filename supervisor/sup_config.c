@@ -374,6 +374,7 @@ enum sup_parse_result sup_config_parse(struct sup_config *cfg, int argc, char *c
                                        char *err, size_t errlen)
 {
 	const char *flag_val[NOPTS] = {NULL};
+	bool print_privileges = false;
 
 	memset(cfg, 0, sizeof(*cfg));
 	err[0] = '\0';
@@ -383,6 +384,10 @@ enum sup_parse_result sup_config_parse(struct sup_config *cfg, int argc, char *c
 			return SUP_PARSE_HELP;
 		if (strcmp(a, "--version") == 0)
 			return SUP_PARSE_VERSION;
+		if (strcmp(a, "--print-privileges") == 0) {
+			print_privileges = true;
+			continue;
+		}
 		if (strncmp(a, "--", 2) != 0) {
 			snprintf(err, errlen, "unexpected argument '%s'", a);
 			return SUP_PARSE_ERROR;
@@ -413,6 +418,7 @@ enum sup_parse_result sup_config_parse(struct sup_config *cfg, int argc, char *c
 		return SUP_PARSE_ERROR;
 	if (check_layout(cfg, err, errlen) < 0)
 		return SUP_PARSE_ERROR;
+	cfg->print_privileges = print_privileges;
 	return SUP_PARSE_OK;
 }
 
@@ -436,7 +442,10 @@ void sup_config_usage(FILE *out)
 		fprintf(out, "\n        [$%s; default %s]\n", o->env,
 		        o->def ? o->def : o->help_def);
 	}
-	fputs("  --help\n        Print this help and exit.\n"
+	fputs("  --print-privileges\n        Print, for each process, its uid/gid, capabilities,\n"
+	      "        seccomp table and file-system view (from the tables the code installs\n"
+	      "        and the options given; JSON with --log-format json) and exit.\n"
+	      "  --help\n        Print this help and exit.\n"
 	      "  --version\n        Print the version and exit.\n\n"
 	      "Exit status: 0 stopped cleanly; 1 start-up or internal failure; 2 bad usage\n"
 	      "or not root; 3 stopped with a child given up on (FAILED); if that child is\n"

@@ -9,6 +9,7 @@
 #include "log.h"
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@ struct sup_config {
 	unsigned restart_limit;       /* deaths within the window that mean FAILED */
 	unsigned restart_window_s;
 	unsigned ready_timeout_s; /* a child not READY this long after its spawn is killed */
+	bool print_privileges;    /* --print-privileges: print them and exit */
 };
 
 enum sup_parse_result {

@@ -20,6 +20,7 @@
  */
 #include "log.h"
 #include "sepcsi_version.h"
+#include "sup_privtab.h"
 #include "sup_caps.h"
 #include "sup_child.h"
 #include "sup_config.h"
@@ -166,6 +167,12 @@ int main(int argc, char **argv)
 		return fflush(stdout) == 0 ? SUP_EXIT_OK : SUP_EXIT_FATAL;
 	case SUP_PARSE_ERROR:
 		return usage_error(err);
+	}
+	if (cfg.print_privileges) {
+		if (sup_print_privileges(&cfg, cfg.log_format == LOG_FMT_JSON, stdout, err,
+		                         sizeof(err)) < 0)
+			return usage_error(err);
+		return SUP_EXIT_OK;
 	}
 	/* Both ids: a set-user-ID install would let anyone pick the directories. */
 	if (getuid() != 0 || geteuid() != 0)

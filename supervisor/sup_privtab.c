@@ -11,9 +11,13 @@
 #include "pol_caps.h"
 #include "pol_md.h"
 #include "pol_seccomp.h"
+#include "pol_view.h"
+#include "policy.h"
 #include "sup_caps.h"
+#include "sup_config.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 /* The names of the capabilities in mask, ", " between them; big enough for all 64. */
 static const char *cap_list(uint64_t mask, char buf[2048])
@@ -96,6 +100,7 @@ static const struct {
     {"seccomp-helper", print_seccomp_helper}, /* docs/helper.md */
     {"seccomp-tools", print_seccomp_tools},   /* docs/helper.md */
     {"seccomp-rpcd", print_seccomp_rpcd},     /* docs/rpcd.md */
+    {"view-helper", pol_view_print},          /* docs/helper.md */
 };
 
 #define NTABLES (sizeof(tables) / sizeof(tables[0]))
@@ -114,4 +119,142 @@ int sup_privtab_print(const char *name, FILE *out)
 		}
 	}
 	return -1;
+}
+
+/* ---- sepcsi-supervisor --print-privileges ---------------------------------- */
+
+struct proc_priv {
+	const char *name;
+	unsigned uid, gid;
+	uint64_t eff, prm, bnd;
+	bool nnp;
+	const struct pol_sc_table *seccomp; /* NULL: none */
+	const char *seccomp_file;
+	bool own_view; /* the helper's view (policy/view.c), else the host's */
+	const char *note;
+};
+
+static void view_json(FILE *out, const struct pol *pol, const struct sup_config *cfg)
+{
+	size_t n;
+	const struct pol_view_entry *t = pol_view_table(&n);
+	bool first = true;
+	fputs("[", out);
+	for (size_t i = 0; i < n; i++) {
+		if (t[i].kind == POL_VIEW_LOOPS)
+			continue;
+		if (t[i].kind == POL_VIEW_ROOTS) {
+			for (size_t k = 0; pol_root(pol, k); k++, first = false)
+				fprintf(out, "%s\"%s\"", first ? "" : ",", pol_root(pol, k));
+			continue;
+		}
+		struct stat st;
+		if ((t[i].kind == POL_VIEW_TOP || t[i].kind == POL_VIEW_RO_FILE) &&
+		    lstat(t[i].path, &st) < 0)
+			continue; /* only if the host has it */
+		fprintf(out, "%s\"%s\"", first ? "" : ",",
+		        t[i].kind == POL_VIEW_DATA ? cfg->data_dir : t[i].path);
+		first = false;
+	}
+	fputs("]", out);
+}
+
+static void print_json(FILE *out, const struct proc_priv *p, size_t np, const struct pol *pol,
+                       const struct sup_config *cfg)
+{
+	fputs("{\"processes\":[", out);
+	for (size_t i = 0; i < np; i++) {
+		fprintf(out,
+		        "%s{\"name\":\"%s\",\"uid\":%u,\"gid\":%u,\"cap_effective\":\"%016llx\","
+		        "\"cap_permitted\":\"%016llx\",\"cap_bounding\":\"%016llx\","
+		        "\"no_new_privs\":%d,\"seccomp\":%d,\"syscalls\":%zu,\"view\":",
+		        i ? "," : "", p[i].name, p[i].uid, p[i].gid, (unsigned long long)p[i].eff,
+		        (unsigned long long)p[i].prm, (unsigned long long)p[i].bnd,
+		        p[i].nnp ? 1 : 0, p[i].seccomp ? 2 : 0,
+		        p[i].seccomp ? pol_seccomp_syscall_count(p[i].seccomp) : 0);
+		if (p[i].own_view)
+			view_json(out, pol, cfg);
+		else
+			fputs("\"host\"", out);
+		fputs("}", out);
+	}
+	fputs("]}\n", out);
+}
+
+static void print_text(FILE *out, const struct proc_priv *p, size_t np, const struct pol *pol,
+                       const struct sup_config *cfg)
+{
+	char a[2048], ids[64], sc[128];
+	for (size_t i = 0; i < np; i++) {
+		fprintf(out, "## %s\n\n%s\n\n", p[i].name, p[i].note);
+		snprintf(ids, sizeof(ids), "%u / %u", p[i].uid, p[i].gid);
+		pol_md_head(out, 2, (const char *[]){"", ""});
+		pol_md_row(out, 2, (const char *[]){"uid / gid", ids});
+		pol_md_row(
+		    out, 2,
+		    (const char *[]){"effective", p[i].eff ? cap_list(p[i].eff, a) : "none"});
+		pol_md_row(
+		    out, 2,
+		    (const char *[]){"permitted", p[i].prm ? cap_list(p[i].prm, a) : "none"});
+		pol_md_row(
+		    out, 2,
+		    (const char *[]){"bounding", p[i].bnd ? cap_list(p[i].bnd, a) : "empty"});
+		pol_md_row(out, 2, (const char *[]){"no_new_privs", p[i].nnp ? "yes" : "no"});
+		pol_md_row(
+		    out, 2,
+		    (const char *[]){"seccomp", p[i].seccomp
+		                                    ? seccomp_cell(p[i].seccomp, p[i].seccomp_file,
+		                                                   sc, sizeof(sc))
+		                                    : "none"});
+		pol_md_row(out, 2,
+		           (const char *[]){"file-system view",
+		                            p[i].own_view ? "its own (below)" : "the host's"});
+		fputs("\n", out);
+		if (p[i].seccomp) {
+			pol_seccomp_print(p[i].seccomp, out);
+			fputs("\n", out);
+		}
+		if (p[i].own_view && (i + 1 == np || !p[i + 1].own_view)) {
+			fprintf(out, "File-system view (allowed roots:");
+			for (size_t k = 0; pol_root(pol, k); k++)
+				fprintf(out, " %s", pol_root(pol, k));
+			fprintf(out, "; data dir: %s):\n\n", cfg->data_dir);
+			pol_view_print(out);
+			fputs("\n", out);
+		}
+	}
+}
+
+int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, char *err,
+                         size_t errlen)
+{
+	struct pol *pol = NULL;
+	if (pol_load(cfg->policy[0] ? cfg->policy : NULL, &pol, err, errlen) < 0)
+		return -1;
+	uint64_t eff, prm;
+	sup_caps_expected(&eff, &prm);
+	/* The helper keeps an optional capability only if the supervisor can hand it over. */
+	uint64_t helper = pol_caps_helper_mask() | (pol_caps_helper_optional_mask() & prm);
+	const struct proc_priv p[] = {
+	    {"sepcsi-supervisor", 0, 0, eff, prm, prm, true, NULL, NULL, false,
+	     "Starts, confines and restarts the other two; no network, no request parsing. "
+	     "Holds its permitted-only capabilities for the helper alone."},
+	    {"sepcsi-rpcd", cfg->rpcd_uid, cfg->rpcd_gid, 0, 0, 0, true, &pol_sc_rpcd,
+	     "seccomp_rpcd.c", false,
+	     "Serves CSI on the unix socket and keeps the store; privileges dropped before "
+	     "exec, its filter installed before gRPC starts."},
+	    {"sepcsi-mounthelper", 0, 0, helper, helper, helper, true, &pol_sc_helper,
+	     "seccomp_helper.c", true,
+	     "The only process that mounts. Securebits NOROOT, NO_SETUID_FIXUP, "
+	     "NO_CAP_AMBIENT_RAISE, all locked; its workers are forks with the same "
+	     "confinement."},
+	    {"tool runner", 0, 0, 0, 0, 0, true, &pol_sc_tools, "seccomp_helper.c", true,
+	     "The helper's child that starts the mkfs tools; the tools inherit all of this."},
+	};
+	if (json)
+		print_json(out, p, sizeof(p) / sizeof(p[0]), pol, cfg);
+	else
+		print_text(out, p, sizeof(p) / sizeof(p[0]), pol, cfg);
+	pol_free(pol);
+	return fflush(out) == 0 ? 0 : -1;
 }

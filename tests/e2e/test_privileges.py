@@ -1,5 +1,8 @@
 """The privilege split, read from /proc/<pid>/status of the running children."""
+import json
 import os
+import re
+import subprocess
 
 
 def status(pid):
@@ -55,3 +58,65 @@ def test_rpcd_has_no_route_to_privilege(driver):
         except FileNotFoundError:
             continue  # closed since the listing (gRPC opens and closes sockets)
         assert not target.startswith("/dev/loop"), target
+
+
+def printed_privileges(driver):
+    """`sepcsi-supervisor --print-privileges` for this driver's options, as JSON."""
+    res = subprocess.run(driver.args + ["--print-privileges", "--log-format", "json"],
+                         capture_output=True, text=True, check=True, timeout=30)
+    return {p["name"]: p for p in json.loads(res.stdout)["processes"]}
+
+
+def helper_children(pid):
+    with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+        return [int(x) for x in f.read().split()]
+
+
+def test_running_processes_match_print_privileges(driver):
+    """What --print-privileges says (from the tables the code installs) is what the
+    kernel reports for the three running processes and the helper's tool runner:
+    ids, capability sets, no_new_privs, seccomp mode, and the file-system view."""
+    driver.client.identity("Probe")
+    printed = printed_privileges(driver)
+    helper = driver.children()["sepcsi-mounthel"]
+    runner = helper_children(helper)  # idle: the tool runner is its only child
+    assert len(runner) == 1, runner
+    pids = {"sepcsi-supervisor": driver.sup_pid(), "sepcsi-rpcd": driver.children()["sepcsi-rpcd"],
+            "sepcsi-mounthelper": helper, "tool runner": runner[0]}
+    assert set(pids) == set(printed)
+    host_root = os.stat("/")
+    for name, pid in pids.items():
+        p, s = printed[name], status(pid)
+        assert [int(x) for x in s["Uid"].split()] == [p["uid"]] * 4, (name, s["Uid"])
+        assert [int(x) for x in s["Gid"].split()] == [p["gid"]] * 4, (name, s["Gid"])
+        # An optional capability (CAP_SYS_RESOURCE) is counted only where this machine has it.
+        assert s["CapEff"] == p["cap_effective"], (name, s["CapEff"])
+        assert s["CapPrm"] == p["cap_permitted"], (name, s["CapPrm"])
+        assert s["CapBnd"] == p["cap_bounding"], (name, s["CapBnd"])
+        assert int(s["CapInh"], 16) == 0 and int(s["CapAmb"], 16) == 0, name
+        assert s["NoNewPrivs"] == str(p["no_new_privs"]), name
+        assert s["Seccomp"] == str(p["seccomp"]), name
+        root = "/proc/%d/root" % pid
+        if p["view"] == "host":
+            st = os.stat(root + "/")
+            assert (st.st_dev, st.st_ino) == (host_root.st_dev, host_root.st_ino), name
+            continue
+        # Its own view: exactly the printed paths (and the directories leading to them).
+        view = p["view"]
+        tops = {v.strip("/").split("/")[0] for v in view if v != "/"}
+        assert set(os.listdir(root)) == tops, (name, sorted(os.listdir(root)), sorted(tops))
+        etc = {v.split("/")[2] for v in view if v.startswith("/etc/")}
+        assert set(os.listdir(root + "/etc")) == etc, name
+        dev = set(os.listdir(root + "/dev"))
+        assert {"null", "loop-control"} <= dev and all(
+            d in ("null", "loop-control") or re.fullmatch(r"loop\d+", d) for d in dev), dev
+        for secret in ("/etc/shadow", "/etc/passwd", "/root", "/home", "/var/lib/sepcsi/state",
+                       driver.state):
+            assert not os.path.exists(root + secret), (name, secret)
+        assert os.path.isdir(root + driver.root) and os.path.isdir(root + driver.data)
+        # Its mounts: the view's, and whatever lies beneath the allowed roots.
+        with open("/proc/%d/mountinfo" % pid) as f:
+            points = [ln.split()[4] for ln in f]
+        for mp in points:
+            assert mp in view or mp == driver.root or mp.startswith(driver.root + "/"), \
+                (name, mp)

@@ -1,0 +1,73 @@
+/*
+ * The helper's view of the file system (see pol_view.h): everything else of
+ * the host (/etc, /home, /root, the host's /dev with its disks, other
+ * processes' roots) is simply not there. Pure data and a printer.
+ */
+#include "pol_view.h"
+
+#include "pol_md.h"
+
+static const struct pol_view_entry view[] = {
+    {"/", POL_VIEW_TMPFS, "holds only what follows"},
+    {"<each allowed root>", POL_VIEW_ROOTS,
+     "kubelet's directory: where volumes are staged and published; shared, so mounts made "
+     "here reach the host and kubelet's reach the helper"},
+    {"<data dir>", POL_VIEW_DATA, "the images, snapshots and audit log"},
+    {"/usr", POL_VIEW_RO_DIR, "the mkfs tools and the libraries they load"},
+    {"/bin", POL_VIEW_TOP, "merged /usr: the host's symlink"},
+    {"/sbin", POL_VIEW_TOP, "merged /usr: where the mkfs tools are found"},
+    {"/lib", POL_VIEW_TOP, "merged /usr: the dynamic loader"},
+    {"/lib32", POL_VIEW_TOP, "merged /usr"},
+    {"/lib64", POL_VIEW_TOP, "merged /usr: the dynamic loader's path"},
+    {"/libx32", POL_VIEW_TOP, "merged /usr"},
+    {"/etc/mke2fs.conf", POL_VIEW_RO_FILE, "mkfs.ext4's defaults (features, inode sizes)"},
+    {"/etc/ld.so.cache", POL_VIEW_RO_FILE, "the dynamic loader's library cache"},
+    {"/sys", POL_VIEW_RO_DIR,
+     "loop device numbers, ext4 error counts, blkid's device attributes; read-only"},
+    {"/proc", POL_VIEW_PROC, "/proc/self/mountinfo, and the helper's own processes only"},
+    {"/dev/null", POL_VIEW_NODE, "the tools' standard input"},
+    {"/dev/loop-control", POL_VIEW_NODE, "find a free loop device"},
+    {"/dev/loopN", POL_VIEW_LOOPS,
+     "the loop devices the helper uses: made as it needs them (mknodat, loop major only)"},
+};
+
+const struct pol_view_entry *pol_view_table(size_t *n)
+{
+	*n = sizeof(view) / sizeof(view[0]);
+	return view;
+}
+
+static const char *kind_text(enum pol_view_kind k)
+{
+	switch (k) {
+	case POL_VIEW_TMPFS:
+		return "tmpfs, nosuid, noexec";
+	case POL_VIEW_ROOTS:
+		return "the host's, shared, read-write";
+	case POL_VIEW_DATA:
+		return "the host's, read-write, nosuid, nodev, noexec";
+	case POL_VIEW_RO_DIR:
+		return "read-only, nosuid, nodev";
+	case POL_VIEW_TOP:
+		return "the host's symlink, or a read-only bind";
+	case POL_VIEW_RO_FILE:
+		return "the host's file, read-only, if present";
+	case POL_VIEW_PROC:
+		return "a new procfs: subset=pid, hidepid=invisible";
+	case POL_VIEW_NODE:
+		return "a device node, the host's number";
+	case POL_VIEW_LOOPS:
+		return "block device nodes of the loop major";
+	}
+	return "?";
+}
+
+void pol_view_print(FILE *out)
+{
+	size_t n;
+	const struct pol_view_entry *t = pol_view_table(&n);
+	pol_md_head(out, 3, (const char *[]){"path", "what", "why"});
+	for (size_t i = 0; i < n; i++) {
+		pol_md_row(out, 3, (const char *[]){t[i].path, kind_text(t[i].kind), t[i].why});
+	}
+}
