@@ -40,6 +40,7 @@
 #include "mh_loop.h"
 #include "mh_mkfs.h"
 #include "mh_mount.h"
+#include "mh_pause.h"
 #include "mh_resize.h"
 #include "mh_space.h"
 
@@ -159,6 +160,7 @@ static int mount_checked(const struct mh_ctx *c, const char *path, unsigned role
 		}
 		return -1;
 	}
+	mh_pause(c, "mount", NULL); /* tests: the path resolved again, not yet mounted */
 	/* Safety: see mh_mount.c (fd target, nosuid,nodev forced, detached until attached). */
 	rc = mh_mount_fs(&v->loop, fstype, o, fd, &id, r);
 	close(fd);
@@ -261,6 +263,8 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		 */
 		char name[MH_IMAGE_NAME_MAX];
 		mh_image_name(q->volume_id, name, sizeof(name));
+		mh_pause(c, "mkfs",
+		         q->volume_id); /* tests: the device attached, blank, unformatted */
 		if (mh_mkfs(q->fs_type, mkfs_args, (size_t)nargs, c->images_fd, name, r) < 0 ||
 		    mh_loop_flush(lfd, r) < 0)
 			goto out;

@@ -83,16 +83,21 @@ static void __attribute__((noreturn)) run_job(const struct job *j, int dir, int 
 {
 	static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
 	char *argv[TOOL_ARGS_MAX + 1];
+	pid_t runner_pid = getppid();
 	signal(SIGCHLD, SIG_DFL); /* the runner ignores it; this child waits for its tool */
+	/* Nothing outlives the helper: the job dies with the runner, the tool with the job. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != runner_pid)
+		_exit(1);
 	for (uint32_t i = 0; i < j->argc; i++)
 		argv[i] = (char *)j->argv[i];
 	argv[j->argc] = NULL;
-	pid_t pid = fork();
+	pid_t job = getpid(), pid = fork();
 	if (pid == 0) {
 		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		sigset_t none;
 		sigemptyset(&none);
-		if (devnull < 0 || fchdir(dir) < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 ||
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != job ||
+		    devnull < 0 || fchdir(dir) < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 ||
 		    dup2(out, 2) < 0 || close_range(3, ~0U, 0) < 0 ||
 		    sigprocmask(SIG_SETMASK, &none, NULL) < 0)
 			_exit(126);

@@ -72,7 +72,7 @@ class Driver:
     """A running sepcsi-supervisor and what it was given."""
 
     def __init__(self, extra_args=(), policy_extra="", bin_dir=None, prefix=(), wait=True,
-                 env=None):
+                 env=None, kubelet=False, setup=None):
         self.tmp = tempfile.mkdtemp(prefix="sepcsi-e2e-")
         os.chmod(self.tmp, 0o755)
         self.root = os.path.join(self.tmp, "root")
@@ -84,10 +84,13 @@ class Driver:
         os.makedirs(self.root)
         self.policy = os.path.join(self.tmp, "policy.ini")
         with open(self.policy, "w") as f:
-            # Any layout beneath the root; test_ownership.py uses kubelet's own.
+            # Any layout beneath the root, or (kubelet) the default policy's
+            # patterns: kubelet's own CSI directories only (test_security.py).
             f.write("[paths]\nallowed_roots = %s\n%s%s" % (
-                self.root, "" if "_paths" in policy_extra else
+                self.root, "" if kubelet or "_paths" in policy_extra else
                 "staging_paths = **\ntarget_paths = **\n", policy_extra))
+        if setup:  # e.g. a file system of its own for the data directory
+            setup(self)
         self.log_path = os.path.join(self.tmp, "driver.log")
         self.log = open(self.log_path, "w")
         # bin_dir: where sepcsi-supervisor (and the children it finds beside

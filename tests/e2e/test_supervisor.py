@@ -208,56 +208,6 @@ class Call(threading.Thread):
                 self.code, self.details = e.code(), e.details()
 
 
-# Runs in a process of its own and polls without sleeping, so it reacts within
-# microseconds: as soon as a process named mkfs* runs below process WATCH (a
-# child of the helper, or of one of its workers), send SIG to TARGET. Prints
-# "ready" once polling, then "hit" or "timeout".
-WATCHER = r"""
-import os, sys, time
-watch, target, sig = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-deadline = time.monotonic() + float(sys.argv[4])
-
-def mkfs_below(pid):
-    try:
-        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            kids = [int(p) for p in f.read().split()]
-    except OSError:
-        return False
-    for k in kids:
-        try:
-            with open("/proc/%d/comm" % k) as f:
-                if f.read().startswith("mkfs"):
-                    return True
-        except OSError:
-            continue
-        if mkfs_below(k):
-            return True
-    return False
-
-print("ready", flush=True)
-while time.monotonic() < deadline:
-    if mkfs_below(watch):
-        os.kill(target, sig)
-        print("hit", flush=True)
-        sys.exit(0)
-print("timeout", flush=True)
-"""
-
-
-class OnMkfs:
-    """Send sig to target the moment mkfs runs below the helper."""
-
-    def __init__(self, helper_pid, target_pid, sig, timeout=30):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", WATCHER, str(helper_pid), str(target_pid), str(int(sig)),
-             str(timeout)], stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout.readline().strip() == "ready"
-
-    def result(self):
-        out, _ = self.proc.communicate(timeout=60)
-        return out.strip()
-
-
 @pytest.fixture
 def bin_copy():
     """A root-owned copy of the build's bin/ in which a test may replace a child."""
@@ -298,9 +248,11 @@ def test_helper_killed_idle(driver):
     assert_clean(driver)
 
 
-def test_helper_killed_during_stage(driver):
-    """kill -9 the helper while it runs mkfs for NodeStageVolume: that call fails
-    UNAVAILABLE, nothing leaks, and the retried stage and a new lifecycle work."""
+def test_helper_killed_during_stage(pausable_driver):
+    """kill -9 the helper in the middle of NodeStageVolume (held at its mkfs step, the
+    loop device attached): that call fails UNAVAILABLE, nothing leaks, and the retried
+    stage and a new lifecycle work."""
+    driver = pausable_driver
     c = driver.client
     cap = mount_cap("ext4")
     staging, _ = volume_paths(driver, "pvc-mid")
@@ -309,24 +261,24 @@ def test_helper_killed_during_stage(driver):
     old = driver.children()[HELPER]
     rpcd = driver.children()[RPCD]
     sampler = ChildSampler(driver.proc.pid)
-    killer = OnMkfs(old, old, signal.SIGKILL)
+    driver.hold("mkfs@" + vid)
     call = Call(driver.endpoint, "node", "NodeStageVolume", volume_id=vid,
                 staging_target_path=staging, volume_capability=cap)
-    hit = killer.result()
+    try:
+        driver.paused("mkfs@" + vid)
+        os.kill(old, signal.SIGKILL)
+    finally:
+        driver.release("mkfs@" + vid)
     call.join(60)
-    print("helper killed in mkfs: %s; the interrupted NodeStageVolume: %s %s" %
-          (hit, call.code, call.details))
-    assert hit == "hit"
-    # The helper died before it could answer; OK only if it had answered first.
-    assert call.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.OK)
+    print("the interrupted NodeStageVolume: %s %s" % (call.code, call.details))
+    assert call.code == grpc.StatusCode.UNAVAILABLE
     wait_for(lambda: driver.children().get(HELPER) not in (None, old), 10, "a new helper")
     probe_ready(driver.endpoint).close()
     sampler.stop_and_check(HELPER, old)
     assert driver.children()[RPCD] == rpcd
-    if call.code == grpc.StatusCode.UNAVAILABLE:
-        # Killed with the device open and nothing mounted: autoclear freed the loop.
-        assert mounts_under(staging) == []
-        assert loops_backed_by(driver.data) == []
+    # Killed with the device open and nothing mounted: autoclear freed the loop.
+    assert mounts_under(staging) == []
+    wait_for(lambda: loops_backed_by(driver.data) == [], 10, "the loop device to go")
 
     # The CO retries: the stage completes (mkfs again) and the volume goes away cleanly.
     c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging, volume_capability=cap)
@@ -472,9 +424,9 @@ def test_helper_sigsys_fails_at_once(bin_copy):
 
 
 def test_sigterm_during_stage():
-    """SIGTERM while NodeStageVolume runs mkfs: the call completes OK, rpcd exits,
-    then the helper, and the supervisor exits 0."""
-    d = Driver()
+    """SIGTERM while NodeStageVolume is at its mkfs step (held there): the call
+    completes OK, rpcd exits, then the helper, and the supervisor exits 0."""
+    d = Driver(env={"SEPCSI_TEST_PAUSE": "1"})
     try:
         c = d.client
         cap = mount_cap("ext4")
@@ -483,15 +435,19 @@ def test_sigterm_during_stage():
                            capacity_range=c.pb.CapacityRange(required_bytes=16 << 30)
                            ).volume.volume_id
         kids = d.children()
-        term = OnMkfs(kids[HELPER], d.proc.pid, signal.SIGTERM)
+        d.hold("mkfs@" + vid)
         call = Call(d.endpoint, "node", "NodeStageVolume", volume_id=vid,
                     staging_target_path=staging, volume_capability=cap)
-        hit = term.result()
+        try:
+            d.paused("mkfs@" + vid)
+            os.kill(d.proc.pid, signal.SIGTERM)
+            wait_for(lambda: "child_stop role=rpcd" in d.logs(), 10, "rpcd to be stopped")
+        finally:
+            d.release("mkfs@" + vid)
         call.join(60)
         status = d.stop()
-        print("SIGTERM sent while the helper ran mkfs: %s; the call: %s %s; exit status %s" %
-              (hit, call.code, call.details, status))
-        assert hit == "hit"
+        print("SIGTERM sent at mkfs: the call: %s %s; exit status %s" %
+              (call.code, call.details, status))
         assert call.code == grpc.StatusCode.OK
         assert status == 0
         assert not alive(kids[HELPER]) and not alive(kids[RPCD])

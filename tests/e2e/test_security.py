@@ -1,0 +1,568 @@
+"""The helper acts only on what it owns: every way past the volumes that a
+hostile CSI client, a compromised rpcd or a local user racing in kubelet's tree
+could try, driven through the CSI socket and through the helper protocol as a
+compromised rpcd would (hostile.py). Each test proves that nothing outside the
+volume changed (files, mountinfo, loop devices) and that the driver still serves.
+
+The drivers here use the default policy's patterns, kubelet's own CSI
+directories, beneath a test root laid out as kubelet lays out its directory:
+    config.yaml, pki/kubelet.crt, pods/<uid>/volumes/kubernetes.io~secret/...
+    plugins/kubernetes.io/csi/<driver>/<hash>/globalmount        (staging)
+    pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount               (target)
+    plugins/kubernetes.io/csi/volumeDevices/{staging,publish}/... (raw block)
+(Protocol violations, the seventh way, are in test_violations.py.)
+"""
+import hashlib
+import os
+import subprocess
+import threading
+import time
+
+import grpc
+import pytest
+
+import mh_wire
+from conftest import Driver, loops_backed_by, running
+from csi_client import block_cap, mount_cap
+from mh_wire import E, Msg, T
+
+MiB = 1 << 20
+GiB = 1 << 30
+POD = "0a1b2c3d-0000-4000-8000-00000000000a"
+OTHER_POD = "0a1b2c3d-0000-4000-8000-00000000000b"
+
+
+def code_of(fn, *args, **kw):
+    with pytest.raises(grpc.RpcError) as e:
+        fn(*args, **kw)
+    return e.value.code()
+
+
+class Kubelet:
+    """kubelet's directory beneath a driver's root, with its own files in it."""
+
+    def __init__(self, root):
+        self.root = root
+        self.secrets = {
+            "config.yaml": b"apiVersion: kubelet.config.k8s.io/v1beta1\n",
+            "pki/kubelet.crt": b"-----BEGIN CERTIFICATE-----\n",
+            "pki/kubelet.key": b"-----BEGIN PRIVATE KEY-----\n",
+            "pods/%s/volumes/kubernetes.io~secret/token/token" % OTHER_POD: b"eyJhbGciOi...",
+        }
+        for rel, data in self.secrets.items():
+            path = self.path(rel)
+            os.makedirs(os.path.dirname(path), mode=0o750, exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+        os.makedirs(self.path("pods/%s/volumes/kubernetes.io~empty-dir/scratch" % OTHER_POD))
+
+    def path(self, rel):
+        return os.path.join(self.root, rel)
+
+    def staging(self, pv, make=True):
+        p = self.path("plugins/kubernetes.io/csi/local.sepcsi.io/%s/globalmount" %
+                      hashlib.sha256(pv.encode()).hexdigest())
+        if make:
+            os.makedirs(p, mode=0o750, exist_ok=True)
+        return p
+
+    def target(self, pv, pod=POD):
+        d = self.path("pods/%s/volumes/kubernetes.io~csi/%s" % (pod, pv))
+        os.makedirs(d, mode=0o750, exist_ok=True)
+        return os.path.join(d, "mount")
+
+    def block_staging(self, pv):
+        p = self.path("plugins/kubernetes.io/csi/volumeDevices/staging/%s" % pv)
+        os.makedirs(p, mode=0o750, exist_ok=True)
+        return p
+
+    def block_target(self, pv, pod=POD):
+        d = self.path("plugins/kubernetes.io/csi/volumeDevices/publish/%s" % pv)
+        os.makedirs(d, mode=0o750, exist_ok=True)
+        return os.path.join(d, pod)
+
+    def untouched(self):
+        """kubelet's own files are all there, byte for byte."""
+        for rel, data in self.secrets.items():
+            with open(self.path(rel), "rb") as f:
+                assert f.read() == data, rel
+        assert os.path.isdir(self.path("pods/%s/volumes/kubernetes.io~empty-dir/scratch" %
+                                       OTHER_POD))
+
+
+def host_state(driver):
+    """Everything outside the volumes a test could change: files, mounts, loops."""
+    files = {}
+    for dirpath, dirnames, filenames in os.walk(driver.root):
+        for n in filenames:
+            p = os.path.join(dirpath, n)
+            st = os.lstat(p)
+            files[p] = (st.st_mode, st.st_size, st.st_ino)
+        for n in dirnames:
+            p = os.path.join(dirpath, n)
+            files[p] = (os.lstat(p).st_mode, 0, os.lstat(p).st_ino)
+    with open("/proc/self/mountinfo") as f:
+        mounts = sorted(" ".join(ln.split()[3:5]) for ln in f)
+    return files, mounts, sorted(loops_backed_by(driver.data))
+
+
+@pytest.fixture
+def kdriver():
+    """A driver with the default path patterns, and kubelet's tree beneath its root."""
+    d = Driver(kubelet=True, env={"SEPCSI_TEST_PAUSE": "1"})
+    d.kubelet = Kubelet(d.root)
+    yield from running(d)
+
+
+@pytest.fixture
+def khostile():
+    """The same with a hostile stand-in as rpcd (hostile.py)."""
+    import hostile
+    hd = hostile.HostileDriver(kubelet=True, env={"SEPCSI_TEST_PAUSE": "1"})
+    hd.driver.kubelet = Kubelet(hd.driver.root)
+    yield from running(hd)
+
+
+def create(c, name, cap, size=64 * MiB):
+    return c.controller("CreateVolume", name=name, volume_capabilities=[cap],
+                        capacity_range=c.pb.CapacityRange(required_bytes=size)).volume.volume_id
+
+
+def stage(c, vid, staging, cap):
+    c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging, volume_capability=cap)
+
+
+def publish(c, vid, staging, target, cap, readonly=False):
+    c.node("NodePublishVolume", volume_id=vid, staging_target_path=staging, target_path=target,
+           volume_capability=cap, readonly=readonly)
+
+
+def serves(driver, name="still-serving"):
+    """The driver still serves a whole lifecycle in kubelet's layout."""
+    c, k = driver.client, driver.kubelet
+    cap = mount_cap("ext4")
+    vid = create(c, name, cap)
+    st, tg = k.staging(name), k.target(name)
+    stage(c, vid, st, cap)
+    publish(c, vid, st, tg, cap)
+    with open(os.path.join(tg, "f"), "w") as f:
+        f.write("ok")
+    c.node("NodeUnpublishVolume", volume_id=vid, target_path=tg)
+    c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=st)
+    c.controller("DeleteVolume", volume_id=vid)
+    assert not os.path.exists(tg)
+
+
+def audit_results(driver, op):
+    with open(os.path.join(driver.data, "audit.log")) as f:
+        return [ln for ln in f if '"op":"%s"' % op in ln]
+
+
+# ---- 1. unpublish never deletes what the helper did not make --------------------------
+
+
+def test_unpublish_deletes_nothing_of_kubelets(kdriver):
+    d, c, k = kdriver, kdriver.client, kdriver.kubelet
+    vid = create(c, "victim-finder", mount_cap("ext4"))
+    before = host_state(d)
+    # Files and directories anywhere else in kubelet's tree: refused by the patterns.
+    for rel in list(k.secrets) + ["pods/%s/volumes/kubernetes.io~empty-dir/scratch" % OTHER_POD,
+                                  "pki"]:
+        assert code_of(c.node, "NodeUnpublishVolume", volume_id=vid,
+                       target_path=k.path(rel)) != grpc.StatusCode.OK, rel
+    # Inside a CSI target directory: a file holding data that sepcsi did not make stays,
+    # and the call fails; an empty directory it did not make stays too (nothing to do).
+    tg = k.target("someone-elses")
+    with open(tg, "wb") as f:
+        f.write(b"not sepcsi's")
+    empty = k.target("empty-dir")
+    os.mkdir(empty)
+    for_after = host_state(d)
+    assert code_of(c.node, "NodeUnpublishVolume", volume_id=vid,
+                   target_path=tg) == grpc.StatusCode.INVALID_ARGUMENT
+    c.node("NodeUnpublishVolume", volume_id=vid, target_path=empty)
+    assert host_state(d) == for_after
+    with open(tg, "rb") as f:
+        assert f.read() == b"not sepcsi's"
+    os.unlink(tg)
+    os.rmdir(empty)
+    assert host_state(d)[0].keys() >= before[0].keys()
+    k.untouched()
+    refused = [ln for ln in audit_results(d, "UNPUBLISH") if '"result":"refused"' in ln]
+    assert refused and not any('"result":"ok"' in ln and "config.yaml" in ln
+                               for ln in audit_results(d, "UNPUBLISH"))
+    serves(d)
+
+
+def test_unpublish_as_compromised_rpcd(khostile):
+    """UNPUBLISH of kubelet's files, straight to the helper, with a real volume's id."""
+    d, r, k = khostile.driver, khostile.rpcd, khostile.driver.kubelet
+    vid = "sv-" + "5" * 32
+    assert r.call(Msg(T.REQ_CREATE, volume_id=vid, size_bytes=64 * MiB)).type == T.ANS_CREATE
+    before = host_state(d)
+    for rel in list(k.secrets) + ["pki", "pods/%s/volumes" % OTHER_POD]:
+        a = r.call(Msg(T.REQ_UNPUBLISH, volume_id=vid, target_path=k.path(rel)))
+        assert a.type == T.ANS_ERROR and a.kind == E.REFUSED, (rel, a)
+    tg = k.target("planted")
+    with open(tg, "wb") as f:
+        f.write(b"x")
+    a = r.call(Msg(T.REQ_UNPUBLISH, volume_id=vid, target_path=tg))
+    assert a.type == T.ANS_ERROR and a.kind == E.REFUSED
+    assert os.path.exists(tg)
+    os.unlink(tg)
+    assert host_state(d)[0].keys() >= before[0].keys()
+    k.untouched()
+    assert r.call(Msg(T.REQ_DELETE, volume_id=vid)).type == T.ANS_DELETE
+    assert r.ping()
+
+
+# ---- 2. nothing is mounted or bound over what is not an empty CSI directory ------------
+
+
+def test_stage_and_publish_only_on_empty_csi_directories(kdriver):
+    d, c, k = kdriver, kdriver.client, kdriver.kubelet
+    cap, bcap = mount_cap("ext4"), block_cap()
+    vid = create(c, "over-pki", cap)
+    bid = create(c, "over-config", bcap)
+    before = host_state(d)
+    for where in (k.path("pki"), k.path("pods/%s" % OTHER_POD), k.path("plugins")):
+        assert code_of(stage, c, vid, where, cap) != grpc.StatusCode.OK, where
+    # A staging directory of the right shape that holds something: refused, untouched.
+    full = k.staging("full")
+    with open(os.path.join(full, "keep"), "w") as f:
+        f.write("keep")
+    assert code_of(stage, c, vid, full, cap) == grpc.StatusCode.ALREADY_EXISTS
+    # Raw block: never bound over kubelet's config, nor over a target file holding data.
+    bst = k.block_staging("over-config")
+    stage(c, bid, bst, bcap)
+    assert code_of(publish, c, bid, bst, k.path("config.yaml"), bcap) != grpc.StatusCode.OK
+    btg = k.block_target("over-config")
+    with open(btg, "wb") as f:
+        f.write(b"someone's data")
+    assert code_of(publish, c, bid, bst, btg, bcap) == grpc.StatusCode.ALREADY_EXISTS
+    with open(btg, "rb") as f:
+        assert f.read() == b"someone's data"
+    os.unlink(btg)
+    os.unlink(os.path.join(full, "keep"))
+    c.node("NodeUnstageVolume", volume_id=bid, staging_target_path=bst)
+    after = host_state(d)
+    assert after[1] == before[1] and after[2] == before[2]  # no mount, no loop device left
+    k.untouched()
+    serves(d)
+
+
+def test_stage_over_kubelets_files_as_compromised_rpcd(khostile):
+    d, r, k = khostile.driver, khostile.rpcd, khostile.driver.kubelet
+    vid = "sv-" + "6" * 32
+    assert r.call(Msg(T.REQ_CREATE, volume_id=vid, size_bytes=64 * MiB)).type == T.ANS_CREATE
+    before = host_state(d)
+    for where in (k.path("pki"), k.path("pods"), k.path("plugins/kubernetes.io/csi")):
+        a = r.call(Msg(T.REQ_STAGE, volume_id=vid, staging_path=where, fs_type="ext4"))
+        assert a.type == T.ANS_ERROR and a.kind == E.REFUSED, (where, a)
+        a = r.call(Msg(T.REQ_STAGE, volume_id=vid, staging_path=where, fs_type="ext4",
+                       flags=mh_wire.F_BLOCK))
+        assert a.type == T.ANS_ERROR, (where, a)
+    a = r.call(Msg(T.REQ_PUBLISH, volume_id=vid, staging_path=k.staging("x"),
+                   target_path=k.path("config.yaml"), flags=mh_wire.F_BLOCK))
+    assert a.type == T.ANS_ERROR
+    assert host_state(d)[1:] == before[1:]
+    k.untouched()
+    assert r.call(Msg(T.REQ_DELETE, volume_id=vid)).type == T.ANS_DELETE
+
+
+# ---- 3. racing in kubelet's tree ---------------------------------------------------------
+
+
+def test_directories_others_may_write_are_refused(kdriver):
+    """A local user who owns (or may write) a directory on the way could rename it
+    while the helper works: the helper acts only where nobody but root can."""
+    d, c, k = kdriver, kdriver.client, kdriver.kubelet
+    cap = mount_cap("ext4")
+    vid = create(c, "user-owned", cap)
+    st = k.staging("user-owned")
+    parent = os.path.dirname(st)
+    os.chown(parent, 1000, 1000)
+    assert code_of(stage, c, vid, st, cap) == grpc.StatusCode.INVALID_ARGUMENT
+    os.chown(parent, 0, 0)
+    os.chmod(os.path.dirname(parent), 0o777)  # the driver's directory, world-writable
+    assert code_of(stage, c, vid, st, cap) == grpc.StatusCode.INVALID_ARGUMENT
+    os.chmod(os.path.dirname(parent), 0o750)
+    stage(c, vid, st, cap)
+    c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=st)
+    c.controller("DeleteVolume", volume_id=vid)
+
+
+def test_path_moved_before_the_mount_is_undone(kdriver):
+    """The staging directory is moved away (within kubelet's tree: only root can
+    now) after the helper resolved it for the mount: the mount that lands
+    elsewhere is undone, the call fails, nothing stays mounted, and the volume can
+    still be deleted."""
+    d, c, k = kdriver, kdriver.client, kdriver.kubelet
+    cap = mount_cap("ext4")
+    vid = create(c, "moved", cap)
+    st = k.staging("moved")
+    elsewhere = os.path.join(d.root, "elsewhere")
+    before = host_state(d)
+    d.hold("mount")
+    result = {}
+    t = threading.Thread(target=lambda: result.update(code=code_of(stage, c, vid, st, cap)))
+    t.start()
+    try:
+        d.paused("mount")
+        os.rename(st, elsewhere)
+    finally:
+        d.release("mount")
+        t.join(60)
+    assert result.get("code") == grpc.StatusCode.INTERNAL
+    assert "path changed" in d.logs()
+    with open("/proc/self/mountinfo") as f:
+        assert not any(elsewhere in ln or st in ln for ln in f)
+    assert loops_backed_by(d.data) == []
+    os.rename(elsewhere, st)
+    c.controller("DeleteVolume", volume_id=vid)  # not BUSY: nothing holds it
+    assert host_state(d)[1:] == before[1:]
+    serves(d)
+
+
+# ---- 4. a loop device is never detached while a bind of it remains anywhere --------------
+
+
+def test_stale_bind_keeps_its_loop_device(kdriver):
+    d, c, k = kdriver, kdriver.client, kdriver.kubelet
+    bcap = block_cap()
+    vid = create(c, "stale", bcap, 32 * MiB)
+    st, tg = k.block_staging("stale"), k.block_target("stale")
+    stage(c, vid, st, bcap)
+    publish(c, vid, st, tg, bcap)
+    with open(tg, "r+b") as f:
+        f.write(b"volume A's data")
+    # The publication's parent is renamed to a name no path check would accept.
+    pub = os.path.dirname(tg)
+    weird = os.path.join(os.path.dirname(pub), "stale\nrenamed")
+    os.rename(pub, weird)
+    c.node("NodeUnpublishVolume", volume_id=vid, target_path=tg)  # nothing there any more
+    assert code_of(c.node, "NodeUnstageVolume", volume_id=vid,
+                   staging_target_path=st) == grpc.StatusCode.FAILED_PRECONDITION
+    devs = loops_backed_by(d.data)
+    assert devs, "the loop device was detached under a remaining bind"
+    # Another block volume gets another device: the stale bind never shows its data.
+    other = create(c, "other", bcap, 32 * MiB)
+    ost, otg = k.block_staging("other"), k.block_target("other")
+    stage(c, other, ost, bcap)
+    publish(c, other, ost, otg, bcap)
+    with open(otg, "r+b") as f:
+        f.write(b"volume B's data")
+    with open(os.path.join(weird, POD), "rb") as f:
+        assert f.read(15) == b"volume A's data"
+    # The bind goes away (by whoever renamed it); then everything unwinds.
+    subprocess.run(["umount", os.path.join(weird, POD)], check=True)
+    os.unlink(os.path.join(weird, POD))
+    os.rmdir(weird)
+    c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=st)
+    c.node("NodeUnpublishVolume", volume_id=other, target_path=otg)
+    c.node("NodeUnstageVolume", volume_id=other, staging_target_path=ost)
+    for v in (vid, other):
+        c.controller("DeleteVolume", volume_id=v)
+    assert loops_backed_by(d.data) == []
+
+
+# ---- 5. nothing the helper does can leave a file system frozen ---------------------------
+
+
+def write_finishes(path, timeout=20):
+    """A write in a child process; False if it hangs (a frozen file system)."""
+    p = subprocess.Popen(["sh", "-c", "echo after > '%s' && sync '%s'" % (path, path)])
+    try:
+        return p.wait(timeout) == 0
+    except subprocess.TimeoutExpired:
+        return False  # left behind; it finishes once thawed, and the tree is then removed
+
+
+def gone(pid):
+    """Dead: no such process, or a zombie its new parent has not reaped yet."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def test_helper_killed_mid_snapshot_leaves_nothing_frozen(kdriver):
+    d, c, k = kdriver, kdriver.client, kdriver.kubelet
+    cap = mount_cap("ext4")
+    vid = create(c, "frozen", cap)
+    st, tg = k.staging("frozen"), k.target("frozen")
+    stage(c, vid, st, cap)
+    publish(c, vid, st, tg, cap)
+    d.hold("copy@" + vid)
+    t = threading.Thread(target=lambda: code_of(
+        c.controller, "CreateSnapshot", name="snap-frozen", source_volume_id=vid))
+    t.start()
+    worker = d.paused("copy@" + vid)  # the source is frozen now
+    helper = d.children()["sepcsi-mounthel"]
+    os.kill(helper, 9)
+    d.release("copy@" + vid)
+    t.join(60)
+    deadline = time.monotonic() + 30
+    while d.children().get("sepcsi-mounthel") in (None, helper):
+        assert time.monotonic() < deadline, "the helper was not restarted"
+        time.sleep(0.02)
+    assert gone(worker)  # killed with the helper (PR_SET_PDEATHSIG)
+    assert write_finishes(os.path.join(tg, "after"))
+    assert "frozen by a helper that died during a copy" in d.logs()
+    c.node("NodeUnpublishVolume", volume_id=vid, target_path=tg)
+    c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=st)
+    c.controller("DeleteVolume", volume_id=vid)
+
+
+def test_violation_mid_snapshot_leaves_nothing_frozen(khostile):
+    """A compromised rpcd breaks the protocol while a copy holds the source frozen:
+    rpcd is restarted, the helper and its copy carry on, the source is thawed."""
+    d, r, k = khostile.driver, khostile.rpcd, khostile.driver.kubelet
+    vid, sid = "sv-" + "7" * 32, "ss-" + "7" * 32
+    st = k.staging("frozen-hostile")
+    assert r.call(Msg(T.REQ_CREATE, volume_id=vid, size_bytes=64 * MiB)).type == T.ANS_CREATE
+    assert r.call(Msg(T.REQ_STAGE, volume_id=vid, staging_path=st,
+                      fs_type="ext4")).type == T.ANS_STAGE
+    helper = khostile.children()["sepcsi-mounthel"]
+    d.hold("copy@" + vid)
+    r.send(Msg(T.REQ_SNAPSHOT, volume_id=vid, snapshot_id=sid))
+    d.paused("copy@" + vid)
+    old = r.pid
+    r.send_raw(mh_wire.VIOLATIONS["empty"])
+    r = khostile.wait_new_rpcd(old)
+    d.release("copy@" + vid)
+    assert khostile.children()["sepcsi-mounthel"] == helper
+    assert write_finishes(os.path.join(st, "after"))
+    assert r.call(Msg(T.REQ_UNSTAGE, volume_id=vid, staging_path=st)).type == T.ANS_UNSTAGE
+    r.call(Msg(T.REQ_DELETE_SNAPSHOT, snapshot_id=sid))
+    assert r.call(Msg(T.REQ_DELETE, volume_id=vid)).type == T.ANS_DELETE
+
+
+@pytest.fixture
+def khostile_fast_freeze():
+    """A hostile-rpcd driver whose policy bounds a freeze to 2 s."""
+    import hostile
+    hd = hostile.HostileDriver(kubelet=True, env={"SEPCSI_TEST_PAUSE": "1"},
+                               policy_extra="[volumes]\nfreeze_max_seconds = 2\n")
+    hd.driver.kubelet = Kubelet(hd.driver.root)
+    yield from running(hd)
+
+
+def test_freeze_is_bounded_in_time(khostile_fast_freeze):
+    """A copy that keeps its source frozen past freeze_max_seconds (held at a pause
+    point) is abandoned and the source thawed, whatever the copy was doing."""
+    hd = khostile_fast_freeze
+    d, r, k = hd.driver, hd.rpcd, hd.driver.kubelet
+    vid, sid = "sv-" + "8" * 32, "ss-" + "8" * 32
+    st = k.staging("bounded")
+    assert r.call(Msg(T.REQ_CREATE, volume_id=vid, size_bytes=64 * MiB)).type == T.ANS_CREATE
+    assert r.call(Msg(T.REQ_STAGE, volume_id=vid, staging_path=st,
+                      fs_type="ext4")).type == T.ANS_STAGE
+    d.hold("copy@" + vid)
+    try:
+        a = r.call(Msg(T.REQ_SNAPSHOT, volume_id=vid, snapshot_id=sid), timeout=60)
+    finally:
+        d.release("copy@" + vid)
+    assert a.type == T.ANS_ERROR and "freeze_max_seconds" in a.reason, a
+    assert write_finishes(os.path.join(st, "after"))
+    assert not os.path.exists(os.path.join(d.data, "snapshots", sid + ".img"))
+    assert r.call(Msg(T.REQ_UNSTAGE, volume_id=vid, staging_path=st)).type == T.ANS_UNSTAGE
+    assert r.call(Msg(T.REQ_DELETE, volume_id=vid)).type == T.ANS_DELETE
+
+
+# ---- 6. the data directory cannot be promised away --------------------------------------
+
+
+def small_data_dir(driver):
+    """A 512 MiB xfs (reflink off) mounted as the driver's data directory."""
+    img = os.path.join(driver.tmp, "small-data.img")
+    with open(img, "wb") as f:
+        f.truncate(512 * MiB)
+    subprocess.run(["mkfs.xfs", "-q", "-m", "reflink=0", img], check=True)
+    os.makedirs(driver.data, mode=0o700)
+    subprocess.run(["mount", "-o", "loop", img, driver.data], check=True)
+    os.chmod(driver.data, 0o700)
+
+
+def test_capacity_is_counted_by_the_helper():
+    """Sparse images cannot promise more than the data directory holds (ratio 1.0):
+    CreateVolume is RESOURCE_EXHAUSTED when the promises would pass it, GetCapacity
+    says what is left, staging every volume made never runs out of space, and a
+    deleted volume's bytes come back."""
+    d = Driver(kubelet=True, setup=small_data_dir)
+    try:
+        d.kubelet = Kubelet(d.root)
+        c = d.client
+        cap = mount_cap("ext4")
+        size = 160 * MiB
+        free0 = c.controller("GetCapacity", volume_capabilities=[cap]).available_capacity
+        assert 400 * MiB < free0 <= 512 * MiB
+        made = []
+        while True:
+            try:
+                made.append(create(c, "fill-%d" % len(made), cap, size))
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e
+                break
+            assert len(made) <= 3, "more than 512 MiB promised"
+        assert len(made) == free0 // size
+        free1 = c.controller("GetCapacity", volume_capabilities=[cap]).available_capacity
+        assert free1 < size and free1 <= free0 - len(made) * size + 32 * MiB
+        # Every promise holds: all of them staged (mkfs and all) without ENOSPC.
+        for i, vid in enumerate(made):
+            stage(c, vid, d.kubelet.staging("fill-%d" % i), cap)
+        for i, vid in enumerate(made):
+            c.node("NodeUnstageVolume", volume_id=vid,
+                   staging_target_path=d.kubelet.staging("fill-%d" % i))
+        c.controller("DeleteVolume", volume_id=made.pop())
+        made.append(create(c, "again", cap, size))
+        assert code_of(create, c, "too-much", cap, size) == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert code_of(c.controller, "ControllerExpandVolume", volume_id=made[0],
+                       capacity_range=c.pb.CapacityRange(required_bytes=2 * size)) == \
+            grpc.StatusCode.RESOURCE_EXHAUSTED
+        for vid in made:
+            c.controller("DeleteVolume", volume_id=vid)
+    finally:
+        d.stop()
+        d.cleanup()
+
+
+def test_capacity_as_compromised_rpcd(khostile):
+    """The helper counts itself: a compromised rpcd cannot promise past the limit."""
+    r, d = khostile.rpcd, khostile.driver
+    cap = r.call(Msg(T.REQ_CAPACITY))
+    assert cap.type == T.ANS_CAPACITY and 0 < cap.available_bytes <= cap.total_bytes
+    big = (cap.total_bytes // 4096 + 1) * 4096  # more than the data dir may promise (ratio 1)
+    vid = "sv-" + "9" * 32
+    for m in (Msg(T.REQ_CREATE, volume_id=vid, size_bytes=big),
+              Msg(T.REQ_CLONE, volume_id=vid, source_kind=mh_wire.SRC_VOLUME,
+                  source_id="sv-" + "a" * 32, size_bytes=big)):
+        a = r.call(m)
+        assert a.type == T.ANS_ERROR and a.kind == E.NOSPACE, a
+    assert os.listdir(os.path.join(d.data, "images")) == []
+    small = "sv-" + "b" * 32
+    assert r.call(Msg(T.REQ_CREATE, volume_id=small, size_bytes=MiB)).type == T.ANS_CREATE
+    a = r.call(Msg(T.REQ_RESIZE, volume_id=small, size_bytes=big))
+    assert a.type == T.ANS_ERROR and a.kind == E.NOSPACE, a
+    assert r.call(Msg(T.REQ_DELETE, volume_id=small)).type == T.ANS_DELETE
+
+
+def test_largest_volume_fits_the_data_directory():
+    """Even where the space would allow it (overcommit 100), no volume is larger than
+    the data directory's file system can hold as one file (ext4, 4 KiB blocks: just
+    under 16 TiB): OUT_OF_RANGE, and GetCapacity's maximum says so."""
+    d = Driver(kubelet=True, policy_extra="[volumes]\novercommit_ratio = 100\n")
+    try:
+        c = d.client
+        cap = mount_cap("ext4")
+        r = c.controller("GetCapacity", volume_capabilities=[cap])
+        largest = r.maximum_volume_size.value
+        assert 0 < largest <= r.available_capacity
+        fs = os.statvfs(d.data)
+        if fs.f_blocks * fs.f_frsize * 100 > 16 << 40:  # room enough: the file size bounds it
+            assert largest < 16 << 40
+        assert code_of(create, c, "too-large", cap, 16 << 40) == grpc.StatusCode.OUT_OF_RANGE
+    finally:
+        d.stop()
+        d.cleanup()
