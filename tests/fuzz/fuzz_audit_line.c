@@ -127,7 +127,8 @@ static char *write_line(const struct sctl_jsonline *l)
 			fputs(l->kv[i].val, f);
 	}
 	fputc('}', f);
-	fclose(f);
+	if (fclose(f) != 0) /* the text is complete only once the stream is closed */
+		abort();
 	return out;
 }
 

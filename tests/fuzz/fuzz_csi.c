@@ -48,6 +48,7 @@
 #define IMAGES      256
 
 #define GiB (1024ULL * 1024 * 1024)
+#define TiB (1024 * GiB)
 
 /* ---- the method table: rpcd's, plus the response type of each ---- */
 
@@ -192,7 +193,7 @@ static void answer(const struct mh_msg *q, struct mh_msg *a)
 	case MH_REQ_CAPACITY:
 		a->u.capacity_ans.available_bytes = 50 * GiB;
 		a->u.capacity_ans.total_bytes = 100 * GiB;
-		a->u.capacity_ans.max_volume_bytes = 16 * 1024 * GiB;
+		a->u.capacity_ans.max_volume_bytes = 16 * TiB;
 		break;
 	case MH_REQ_EXPAND:
 		a->u.create_ans.size_bytes =
@@ -297,7 +298,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	r.cfg = (struct ctl_config){.driver_name = "local.sepcsi.io", .node_id = "node-1"};
 	r.mh = mh_client_new(sv[0]);
 	world_open();
-	atexit(cleanup);
+	if (atexit(cleanup) != 0)
+		abort();
 	return 0;
 }
 
@@ -305,6 +307,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 typedef void (*str_fn)(const ProtobufCFieldDescriptor *f, char **s);
 
+/* NOLINTNEXTLINE(misc-no-recursion): depth is the nesting of CSI message types, which is fixed */
 static void walk(ProtobufCMessage *m, str_fn fn)
 {
 	const ProtobufCMessageDescriptor *d = m->descriptor;

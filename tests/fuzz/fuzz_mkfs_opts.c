@@ -55,7 +55,8 @@ static void check(const struct pol *p, const char *fs, const char *list, size_t 
 		goto out;
 	}
 	FUZZ_CHECK((size_t)n <= max);
-	char *joined = calloc(1, buflen + 1);
+	size_t room = buflen + 1, used = 0;
+	char *joined = calloc(1, room);
 	if (!joined)
 		abort();
 	for (int i = 0; i < n; i++) {
@@ -69,9 +70,10 @@ static void check(const struct pol *p, const char *fs, const char *list, size_t 
 		for (size_t j = 0; !listed && pol_mkfs_option(p, fs, j); j++)
 			listed = strcmp(a, pol_mkfs_option(p, fs, j)) == 0;
 		FUZZ_CHECK(listed);
-		if (i)
-			strcat(joined, " ");
-		strcat(joined, a);
+		/* The words and their separators fit: each word has its own NUL in buf. */
+		int w = snprintf(joined + used, room - used, "%s%s", i ? " " : "", a);
+		FUZZ_CHECK(w >= 0 && (size_t)w < room - used);
+		used += (size_t)w;
 	}
 	if (again) {
 		char *buf2 = malloc(buflen), *args2[POL_MKFS_ARGS_MAX];

@@ -77,7 +77,8 @@ static char *write_policy(const struct pol *p)
 	        (unsigned long long)pol_max_volume_bytes(p), pct / 100, pct % 100,
 	        pol_freeze_max_seconds(p));
 	fprintf(f, "[seccomp]\nlog_only = %s\n", pol_seccomp_log_only(p) ? "true" : "false");
-	fclose(f);
+	if (fclose(f) != 0) /* the text is complete only once the stream is closed */
+		abort();
 	if (!fits) {
 		free(out);
 		return NULL;

@@ -17,6 +17,7 @@
 #include "fuzz.h"
 
 /* Defined by the harnesses that need set-up. */
+/* NOLINTNEXTLINE(readability-redundant-declaration): redeclared only to make it weak */
 __attribute__((weak)) int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static int run_file(const char *path)
@@ -33,7 +34,7 @@ static int run_file(const char *path)
 		fprintf(stderr, "replay: %s: short read\n", path);
 		exit(1);
 	}
-	fclose(f);
+	(void)fclose(f);
 	LLVMFuzzerTestOneInput(buf, size);
 	free(buf);
 	return 1;

@@ -24,6 +24,7 @@
 
 #define MiB (1024LL * 1024)
 #define GiB (1024 * MiB)
+#define TiB (1024 * GiB)
 
 /* ---- the fake helper ---- */
 
@@ -147,7 +148,7 @@ static void answer(const struct mh_msg *req, struct mh_msg *ans)
 	case MH_REQ_CAPACITY:
 		ans->u.capacity_ans.available_bytes = atomic_load(&fake.avail);
 		ans->u.capacity_ans.total_bytes = 100 * GiB;
-		ans->u.capacity_ans.max_volume_bytes = 16 * 1024 * GiB;
+		ans->u.capacity_ans.max_volume_bytes = 16 * TiB;
 		break;
 	default:
 		break;

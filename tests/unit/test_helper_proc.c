@@ -410,7 +410,7 @@ static int exit_status_open(struct helper *h)
 			h->pid = 0;
 			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 		}
-		usleep(100000);
+		tap_sleep_ms(100);
 	}
 	return -1;
 }
@@ -432,10 +432,10 @@ static bool log_shows(long from, const char *text)
 			while (!found && fgets(line, sizeof(line), f))
 				found = strstr(line, text) != NULL;
 		if (f)
-			fclose(f);
+			(void)fclose(f);
 		if (found)
 			return true;
-		usleep(10000);
+		tap_sleep_ms(10);
 	}
 	return false;
 }
