@@ -84,7 +84,7 @@ static void __attribute__((noreturn)) run_job(const struct job *j, int dir, int 
 	static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
 	char *argv[TOOL_ARGS_MAX + 1];
 	pid_t runner_pid = getppid();
-	signal(SIGCHLD, SIG_DFL); /* the runner ignores it; this child waits for its tool */
+	(void)signal(SIGCHLD, SIG_DFL); /* the runner ignores it; this child waits for its tool */
 	/* Nothing outlives the helper: the job dies with the runner, the tool with the job. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != runner_pid)
 		_exit(1);
@@ -134,7 +134,7 @@ static void __attribute__((noreturn)) runner(int sock, pid_t parent)
 	if (dup2(sock, 3) < 0 || close_range(4, ~0U, 0) < 0)
 		_exit(1);
 	sock = 3;
-	signal(SIGCHLD, SIG_IGN); /* job children reap themselves */
+	(void)signal(SIGCHLD, SIG_IGN); /* job children reap themselves */
 	if (pol_caps_confine_tools() < 0 || pol_seccomp_install(&pol_sc_tools, false) < 0) {
 		log_kv(LOG_LVL_ERROR, "tool_runner", "error", "cannot confine itself", NULL);
 		_exit(1);

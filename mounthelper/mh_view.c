@@ -165,12 +165,13 @@ static void view_dirs(int view, const char *rel)
 /* /bin, /sbin, /lib...: the same symlink as the host's (merged /usr), or a read-only bind. */
 static void top_level(int view, const char *name)
 {
-	char host[64], target[256];
+	char host[64];
 	struct stat st;
 	snprintf(host, sizeof(host), "/%s", name);
 	if (lstat(host, &st) < 0)
 		return;
 	if (S_ISLNK(st.st_mode)) {
+		char target[256];
 		ssize_t n = readlink(host, target, sizeof(target) - 1);
 		if (n <= 0)
 			die("readlink %s", host);

@@ -209,8 +209,8 @@ const char *pol_path_pattern(const struct pol *p, enum pol_path_role role, size_
 
 /*
  * A path pattern from the policy: relative, components separated by one '/',
- * none empty, "." or "..", no control character; '*' and '**' only as whole
- * components, '**' only last.
+ * none empty, "." or "..", made of letters, digits and ._~@+=:,- only; '*' and
+ * '**' only as whole components, '**' only last.
  */
 static bool pattern_ok(const char *pat)
 {
@@ -226,8 +226,10 @@ static bool pattern_ok(const char *pat)
 			return false;
 		if (n == 2 && c[0] == '*' && c[2] != '\0')
 			return false; /* '**' only last */
+		/* Plain name characters only: nothing the INI syntax or a shell reads specially. */
 		for (size_t i = 0; i < n; i++)
-			if ((unsigned char)c[i] < 0x20 || c[i] == 0x7f)
+			if (!((c[i] >= 'a' && c[i] <= 'z') || (c[i] >= 'A' && c[i] <= 'Z') ||
+			      (c[i] >= '0' && c[i] <= '9') || strchr("._~@+=:,*-", c[i])))
 				return false;
 		if (c[n] == '\0')
 			return true;

@@ -292,6 +292,22 @@ def test_directories_others_may_write_are_refused(kdriver):
     c.controller("DeleteVolume", volume_id=vid)
 
 
+def test_directories_others_may_write_as_compromised_rpcd(khostile):
+    d, r, k = khostile.driver, khostile.rpcd, khostile.driver.kubelet
+    vid = "sv-" + "c" * 32
+    assert r.call(Msg(T.REQ_CREATE, volume_id=vid, size_bytes=64 * MiB)).type == T.ANS_CREATE
+    st = k.staging("user-owned")
+    os.chown(os.path.dirname(st), 1000, 1000)
+    before = host_state(d)
+    for m in (Msg(T.REQ_STAGE, volume_id=vid, staging_path=st, fs_type="ext4"),
+              Msg(T.REQ_STAGE, volume_id=vid, staging_path=st, flags=mh_wire.F_BLOCK),
+              Msg(T.REQ_UNSTAGE, volume_id=vid, staging_path=st)):
+        a = r.call(m)
+        assert a.type == T.ANS_ERROR and a.kind == E.REFUSED and "root" in a.reason, a
+    assert host_state(d)[1:] == before[1:]
+    assert r.call(Msg(T.REQ_DELETE, volume_id=vid)).type == T.ANS_DELETE
+
+
 def test_path_moved_before_the_mount_is_undone(kdriver):
     """The staging directory is moved away (within kubelet's tree: only root can
     now) after the helper resolved it for the mount: the mount that lands
@@ -364,6 +380,31 @@ def test_stale_bind_keeps_its_loop_device(kdriver):
     for v in (vid, other):
         c.controller("DeleteVolume", volume_id=v)
     assert loops_backed_by(d.data) == []
+
+
+def test_stale_bind_as_compromised_rpcd(khostile):
+    """UNSTAGE of a raw block volume whose device is still bound somewhere the
+    helper did not put it (any name): BUSY, the device stays attached."""
+    d, r, k = khostile.driver, khostile.rpcd, khostile.driver.kubelet
+    vid = "sv-" + "d" * 32
+    st = k.block_staging("stale-hostile")
+    assert r.call(Msg(T.REQ_CREATE, volume_id=vid, size_bytes=32 * MiB)).type == T.ANS_CREATE
+    assert r.call(Msg(T.REQ_STAGE, volume_id=vid, staging_path=st,
+                      flags=mh_wire.F_BLOCK)).type == T.ANS_STAGE
+    stale = k.path("pods/%s/volumes/kubernetes.io~csi/stale\nbind" % OTHER_POD)
+    os.makedirs(os.path.dirname(stale), exist_ok=True)
+    open(stale, "w").close()
+    subprocess.run(["mount", "--bind", os.path.join(st, "dev"), stale], check=True)
+    try:
+        a = r.call(Msg(T.REQ_UNSTAGE, volume_id=vid, staging_path=st, flags=mh_wire.F_BLOCK))
+        assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
+        assert loops_backed_by(d.data), "detached under a remaining bind"
+    finally:
+        subprocess.run(["umount", stale], check=True)
+    assert r.call(Msg(T.REQ_UNSTAGE, volume_id=vid, staging_path=st,
+                      flags=mh_wire.F_BLOCK)).type == T.ANS_UNSTAGE
+    assert loops_backed_by(d.data) == []
+    assert r.call(Msg(T.REQ_DELETE, volume_id=vid)).type == T.ANS_DELETE
 
 
 # ---- 5. nothing the helper does can leave a file system frozen ---------------------------

@@ -298,6 +298,8 @@ static void test_default_patterns(void)
 	broken("[paths]\ntarget_paths = a/**/b\n", 2, "path pattern");
 	broken("[paths]\ntarget_paths = a/b*\n", 2, "path pattern");
 	broken("[paths]\ntarget_paths = a//b\n", 2, "path pattern");
+	broken("[paths]\ntarget_paths = a/b;c\n", 2, "path pattern");
+	broken("[paths]\ntarget_paths = a/b?c\n", 2, "path pattern");
 	broken("[volumes]\novercommit_ratio = 0\n", 2, "overcommit_ratio");
 	broken("[volumes]\novercommit_ratio = 1.234\n", 2, "overcommit_ratio");
 	broken("[volumes]\novercommit_ratio = 101\n", 2, "overcommit_ratio");
