@@ -108,9 +108,16 @@ int ctl_controller_expand_volume(struct ctl *c, const void *r, void **resp, stru
 			         v->id, (long long)ceiling);
 			goto out;
 		}
-		uint64_t avail = 0;
-		if (ctl_data_available(c, st, &avail, NULL))
+		uint64_t avail = 0, max = 0;
+		if (ctl_data_available(c, st, &avail, &max))
 			goto out;
+		if (max && (uint64_t)want > max) {
+			ctl_fail(st, CTL_OUT_OF_RANGE,
+			         "node %s: a volume can hold at most %llu bytes here (the data "
+			         "directory's largest file), %lld asked",
+			         c->cfg.node_id, (unsigned long long)max, (long long)want);
+			goto out;
+		}
 		if ((uint64_t)(want - size) > avail) {
 			ctl_fail(
 			    st, CTL_RESOURCE_EXHAUSTED,

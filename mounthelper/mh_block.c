@@ -40,7 +40,8 @@
  * regular files, directories and symlinks). A read-only publication of a
  * volume staged read-write therefore binds its own read-only loop device
  * (LO_FLAGS_READ_ONLY) on the same image, whose writes the block layer
- * refuses; the bind is read-only too. UNPUBLISH detaches it.
+ * refuses (the bind itself cannot be made read-only for a device node).
+ * UNPUBLISH detaches it once no bind of it is left.
  */
 #include "mh_block.h"
 
@@ -216,8 +217,8 @@ int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, unsigne
 	ret = bind_checked(c, &sub, &l, q->volume_id, NULL, role, &made_dev, r);
 out:
 	mh_closep(&lfd);
-	if (ret < 0 && attached)
-		mh_loop_detach(&l, v.st.st_dev, v.st.st_ino, &(struct mh_res){0});
+	if (ret < 0 && attached) /* never under a bind that could not be undone */
+		mh_detach_unused(&v, false, &(struct mh_res){0});
 	if (ret < 0 && made_dev)
 		mh_at_remove_ours(&sub, q->volume_id, &(struct mh_res){0});
 	if (ret < 0 && made_dir)
@@ -320,8 +321,8 @@ int mh_block_publish(const struct mh_ctx *c, const struct mh_req_publish *q, con
 out:
 	mh_closep(&lfd);
 	mh_closep(&img);
-	if (ret < 0 && attached)
-		mh_loop_detach(&rl, v->st.st_dev, v->st.st_ino, &(struct mh_res){0});
+	if (ret < 0 && attached) /* never under a bind that could not be undone */
+		mh_detach_unused(v, false, &(struct mh_res){0});
 	if (ret < 0 && made)
 		mh_at_remove_ours(&tat, q->volume_id,
 		                  &(struct mh_res){0}); /* leave no file we made */

@@ -5,16 +5,19 @@
  *
  * Start-up, in this order (docs/helper.md):
  *   1. parse arguments; refuse unless uid 0; load the policy (broken = exit 2);
- *   2. open the data directory, create <data-dir>/images and snapshots (0700),
- *      open <data-dir>/audit.log (append, 0600), probe once whether FICLONE
- *      works there; check fds;
- *   3. confine: capabilities (pol_caps_confine_helper: the table in
+ *   2. make the data directory; enter the helper's own view of the file
+ *      system (mh_view.c: a private mount namespace, pivoted onto a tmpfs);
+ *   3. inside it, open the data directory, images/ and snapshots/ (0700) and
+ *      audit.log (append, 0600), probe once whether FICLONE works there; count
+ *      what is promised (mh_space.c); thaw what a dead helper left frozen;
+ *   4. fork the tool runner (mh_tools.c), which confines itself;
+ *   5. confine: capabilities (pol_caps_confine_helper: the table in
  *      policy/caps.c, locked securebits, no_new_privs), then the seccomp
  *      allowlist (pol_seccomp_install(&pol_sc_helper)); nothing after this
- *      point can open a socket, load a module, trace a process or make a
+ *      point can exec, open a socket, load a module, trace a process or make a
  *      namespace;
- *   4. tell the supervisor READY on fd 4 (if it is open);
- *   5. loop: one datagram, one decoded request; a read-only request is
+ *   6. tell the supervisor READY on fd 4 (if it is open);
+ *   7. loop: one datagram, one decoded request; a read-only request is
  *      answered at once, any other runs in a worker (mh_worker.c) that answers
  *      by itself, so requests about different volumes never wait for each other.
  *
@@ -22,7 +25,7 @@
  * finish, exit 0. The signals are blocked except inside ppoll(), so the
  * handler only ever interrupts the wait and never an operation.
  *
- * Runs as root with (after step 3) only the capabilities of the table, under
+ * Runs as root with (after step 5) only the capabilities of the table, under
  * seccomp. Fatal: any start-up failure (exit 1; exit 2 for a broken policy)
  * and any protocol violation from the supervisor (exit 3). A protocol
  * violation from rpcd (an empty, malformed or oversized datagram, an unknown
@@ -459,7 +462,7 @@ int main(int argc, char **argv)
 	mh_pause_init();
 	mh_space_init(&ctx);
 	mh_copy_thaw_all(&ctx);
-	mh_tools_start(); /* before the helper's own filter, which has no execve */
+	mh_tools_start(pol); /* before the helper's own filter, which has no execve */
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
 	int ctl = is_socket(SEPCSI_FD_CONTROL) ? SEPCSI_FD_CONTROL : -1;

@@ -19,7 +19,10 @@
  * socket. If the requester goes away (the worker gave up, or died), the
  * answer socket hangs up and the child kills the tool through its pidfd.
  *
- * Runs as uid 0 with no capability, in the helper's file-system view. A job
+ * Runs as uid 0 with no capability, in a view of its own: the helper's less
+ * kubelet's directories, /sys and the loop nodes (own_view). /proc stays:
+ * mkfs.btrfs reads /proc/self/mounts to refuse a mounted target, and with no
+ * capability the runner cannot look into the helper's processes through it. A job
  * that is malformed is dropped (the worker sees its answer socket close); the
  * runner itself ends with the helper (PR_SET_PDEATHSIG) or when its socket
  * closes.
@@ -32,8 +35,12 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sched.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -42,6 +49,7 @@
 #include "log.h"
 #include "pol_caps.h"
 #include "pol_seccomp.h"
+#include "policy.h"
 
 #define TOOL_ARGS_MAX 24
 #define TOOL_ARG_LEN  72
@@ -127,15 +135,49 @@ static void __attribute__((noreturn)) run_job(const struct job *j, int dir, int 
 	_exit(0);
 }
 
-static void __attribute__((noreturn)) runner(int sock, pid_t parent)
+/*
+ * The runner's view: the helper's, less what the tools never need: kubelet's
+ * directories, /sys, /proc, and the helper's /dev (a /dev of its own with
+ * null only). In a mount namespace of its own, made private first so that
+ * nothing it takes away is taken from anyone else. Still privileged here.
+ */
+static int own_view(const struct pol *pol)
+{
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return -1;
+	for (size_t i = 0; pol_root(pol, i); i++)
+		if (umount2(pol_root(pol, i), MNT_DETACH) < 0)
+			return -1;
+	if (umount2("/sys", MNT_DETACH) < 0)
+		return -1;
+	int fs = fsopen("tmpfs", FSOPEN_CLOEXEC), m = -1, ret = -1;
+	if (fs >= 0 && fsconfig(fs, FSCONFIG_SET_STRING, "size", "64k", 0) == 0 &&
+	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0 &&
+	    (m = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC)) >= 0 &&
+	    mknodat(m, "null", S_IFCHR | 0666, makedev(1, 3)) == 0 &&
+	    move_mount(m, "", AT_FDCWD, "/dev", MOVE_MOUNT_F_EMPTY_PATH) == 0)
+		ret = 0;
+	if (m >= 0)
+		close(m);
+	if (fs >= 0)
+		close(fs);
+	return ret;
+}
+
+static void __attribute__((noreturn)) runner(int sock, pid_t parent, const struct pol *pol)
 {
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 		_exit(1);
+	if (own_view(pol) < 0) {
+		log_kv(LOG_LVL_ERROR, "tool_runner", "error", "cannot make its view", NULL);
+		_exit(1);
+	}
 	if (dup2(sock, 3) < 0 || close_range(4, ~0U, 0) < 0)
 		_exit(1);
 	sock = 3;
 	(void)signal(SIGCHLD, SIG_IGN); /* job children reap themselves */
-	if (pol_caps_confine_tools() < 0 || pol_seccomp_install(&pol_sc_tools, false) < 0) {
+	if (pol_caps_confine_tools() < 0 ||
+	    pol_seccomp_install(&pol_sc_tools, pol_seccomp_log_only(pol)) < 0) {
 		log_kv(LOG_LVL_ERROR, "tool_runner", "error", "cannot confine itself", NULL);
 		_exit(1);
 	}
@@ -169,7 +211,7 @@ static void __attribute__((noreturn)) runner(int sock, pid_t parent)
 	}
 }
 
-void mh_tools_start(void)
+void mh_tools_start(const struct pol *pol)
 {
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -181,7 +223,7 @@ void mh_tools_start(void)
 		log_fatal("fork the tool runner: %s", strerror(errno));
 	if (pid == 0) {
 		close(sv[0]);
-		runner(sv[1], parent);
+		runner(sv[1], parent, pol);
 	}
 	close(sv[1]);
 	runner_fd = sv[0];

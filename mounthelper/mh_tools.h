@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "mh.h"
+#include "policy.h"
 
 enum mh_tool {
 	MH_TOOL_MKFS_EXT4,
@@ -16,8 +17,11 @@ enum mh_tool {
 	MH_TOOL_COUNT,
 };
 
-/* At start, before the helper confines itself: fork the runner (which confines itself). */
-void mh_tools_start(void);
+/*
+ * At start, before the helper confines itself: fork the runner, which makes
+ * its own view and confines itself (the policy's seccomp log_only applies).
+ */
+void mh_tools_start(const struct pol *pol);
 
 /* A pidfd of the runner, readable once it has exited (the helper cannot go on without it). */
 int mh_tools_pidfd(void);

@@ -9,10 +9,12 @@
  * helper_dropped[] (dropped, where the reason is not obvious) below, printed
  * into docs/helper.md by pol_caps_print_helper().
  *
- * The mkfs children it execs get none: with SECBIT_NOROOT locked, exec by uid
- * 0 grants no file-less capabilities, the inheritable and ambient sets are
- * empty, and no_new_privs stops set-uid and file capabilities. The process test
- * (test_seccomp, "exec gets no capabilities") checks this on a real exec.
+ * The helper itself execs nothing; its tool runner (pol_caps_confine_tools)
+ * empties every set and the mkfs tools it execs get none: with SECBIT_NOROOT
+ * locked, exec by uid 0 grants no file-less capabilities, the inheritable and
+ * ambient sets are empty, and no_new_privs stops set-uid and file
+ * capabilities. The process test (test_seccomp, "exec gets no capabilities")
+ * checks this on a real exec.
  */
 #include "pol_caps.h"
 #include "pol_md.h"
@@ -26,8 +28,9 @@
 
 static const struct pol_cap_entry helper_caps[] = {
     {CAP_SYS_ADMIN, "CAP_SYS_ADMIN",
-     "mount API (fsopen, fsconfig CMD_CREATE, fsmount, move_mount, open_tree OPEN_TREE_CLONE, "
-     "mount_setattr) and umount2, all in the initial user namespace; FIFREEZE/FITHAW "
+     "mount API (fsopen, fsconfig CMD_CREATE, fsmount, move_mount, open_tree OPEN_TREE_CLONE) "
+     "and umount2, all in the initial user namespace; its own view of the file system at "
+     "start (unshare, pivot_root); FIFREEZE/FITHAW "
      "(consistent snapshots); XFS_IOC_FSGROWFSDATA, BTRFS_IOC_RESIZE (EXPAND); BLKFLSBUF",
      0},
     {CAP_CHOWN, "CAP_CHOWN",
@@ -54,8 +57,8 @@ static const struct {
      "in the same call"},
     {"CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER", "no",
      "everything the helper opens is owned by root, which passes owner checks without them: "
-     "the data dir (0700, checked at start), /dev/loop-control and /dev/loopN (root:disk "
-     "0660), kubelet's directories, a fresh volume root; a directory not owned by root is "
+     "the data dir (0700, checked at start), its own /dev/loop-control and /dev/loopN (made "
+     "by root), kubelet's directories, a fresh volume root; a directory not owned by root is "
      "refused, not overridden (fail closed)"},
     {"CAP_FSETID", "no",
      "the setgid bit of a volume root is set by its owner (root) while its group is still the "

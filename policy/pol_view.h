@@ -6,6 +6,7 @@
 #ifndef SEPCSI_POL_VIEW_H
 #define SEPCSI_POL_VIEW_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -25,6 +26,7 @@ struct pol_view_entry {
 	const char *path; /* in the view (and on the host, for what comes from there) */
 	enum pol_view_kind kind;
 	const char *why;
+	bool tools; /* kept in the tool runner's view too (it drops the rest) */
 };
 
 /* The table, in the order it is built. */

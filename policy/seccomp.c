@@ -9,7 +9,7 @@
  * argument value when the row carries a filter; a syscall with several
  * filtered rows is allowed when ANY row matches. The filter can only see
  * register values, never memory, so paths and structures are checked in code
- * (mh_path.c) and flag words are checked here. Everything not listed kills the
+ * (mounthelper/mh_at.c) and flag words are checked here. Everything not listed kills the
  * whole process (SCMP_ACT_KILL_PROCESS), or is logged in log_only mode.
  *
  * Architectures: the filter is built for the native ABI only (x86_64). A

@@ -8,27 +8,32 @@
 #include "pol_md.h"
 
 static const struct pol_view_entry view[] = {
-    {"/", POL_VIEW_TMPFS, "holds only what follows"},
+    {"/", POL_VIEW_TMPFS, "holds only what follows", true},
     {"<each allowed root>", POL_VIEW_ROOTS,
      "kubelet's directory: where volumes are staged and published; shared, so mounts made "
-     "here reach the host and kubelet's reach the helper"},
-    {"<data dir>", POL_VIEW_DATA, "the images, snapshots and audit log"},
-    {"/usr", POL_VIEW_RO_DIR, "the mkfs tools and the libraries they load"},
-    {"/bin", POL_VIEW_TOP, "merged /usr: the host's symlink"},
-    {"/sbin", POL_VIEW_TOP, "merged /usr: where the mkfs tools are found"},
-    {"/lib", POL_VIEW_TOP, "merged /usr: the dynamic loader"},
-    {"/lib32", POL_VIEW_TOP, "merged /usr"},
-    {"/lib64", POL_VIEW_TOP, "merged /usr: the dynamic loader's path"},
-    {"/libx32", POL_VIEW_TOP, "merged /usr"},
-    {"/etc/mke2fs.conf", POL_VIEW_RO_FILE, "mkfs.ext4's defaults (features, inode sizes)"},
-    {"/etc/ld.so.cache", POL_VIEW_RO_FILE, "the dynamic loader's library cache"},
+     "here reach the host and kubelet's reach the helper",
+     false},
+    {"<data dir>", POL_VIEW_DATA, "the images, snapshots and audit log", true},
+    {"/usr", POL_VIEW_RO_DIR, "the mkfs tools and the libraries they load", true},
+    {"/bin", POL_VIEW_TOP, "merged /usr: the host's symlink", true},
+    {"/sbin", POL_VIEW_TOP, "merged /usr: where the mkfs tools are found", true},
+    {"/lib", POL_VIEW_TOP, "merged /usr: the dynamic loader", true},
+    {"/lib32", POL_VIEW_TOP, "merged /usr", true},
+    {"/lib64", POL_VIEW_TOP, "merged /usr: the dynamic loader's path", true},
+    {"/libx32", POL_VIEW_TOP, "merged /usr", true},
+    {"/etc/mke2fs.conf", POL_VIEW_RO_FILE, "mkfs.ext4's defaults (features, inode sizes)", true},
+    {"/etc/ld.so.cache", POL_VIEW_RO_FILE, "the dynamic loader's library cache", true},
     {"/sys", POL_VIEW_RO_DIR,
-     "loop device numbers, ext4 error counts, blkid's device attributes; read-only"},
-    {"/proc", POL_VIEW_PROC, "/proc/self/mountinfo, and the helper's own processes only"},
-    {"/dev/null", POL_VIEW_NODE, "the tools' standard input"},
-    {"/dev/loop-control", POL_VIEW_NODE, "find a free loop device"},
+     "loop device numbers, ext4 error counts, blkid's device attributes; read-only", false},
+    {"/proc", POL_VIEW_PROC,
+     "/proc/self/mountinfo (the tools': /proc/self/mounts); of other processes only the "
+     "helper's own, which the capability-less tool runner cannot inspect",
+     true},
+    {"/dev/null", POL_VIEW_NODE,
+     "the tools' standard input (the tool runner's in a /dev of its own, with nothing else)", true},
+    {"/dev/loop-control", POL_VIEW_NODE, "find a free loop device", false},
     {"/dev/loopN", POL_VIEW_LOOPS,
-     "the loop devices the helper uses: made as it needs them (mknodat, loop major only)"},
+     "the loop devices the helper uses: made as it needs them (mknodat, loop major only)", false},
 };
 
 const struct pol_view_entry *pol_view_table(size_t *n)
@@ -66,8 +71,10 @@ void pol_view_print(FILE *out)
 {
 	size_t n;
 	const struct pol_view_entry *t = pol_view_table(&n);
-	pol_md_head(out, 3, (const char *[]){"path", "what", "why"});
+	pol_md_head(out, 4, (const char *[]){"path", "what", "tool runner", "why"});
 	for (size_t i = 0; i < n; i++) {
-		pol_md_row(out, 3, (const char *[]){t[i].path, kind_text(t[i].kind), t[i].why});
+		pol_md_row(out, 4,
+		           (const char *[]){t[i].path, kind_text(t[i].kind),
+		                            t[i].tools ? "yes" : "no", t[i].why});
 	}
 }

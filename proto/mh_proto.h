@@ -39,7 +39,7 @@ enum mh_type {
 	MH_ANS_STAGE = 8,
 	MH_REQ_UNSTAGE = 9, /* unmount staging path, detach loop */
 	MH_ANS_UNSTAGE = 10,
-	MH_REQ_PUBLISH = 11, /* bind the staged mount onto the target path */
+	MH_REQ_PUBLISH = 11, /* mount the staged file system (or bind its device) at the target */
 	MH_ANS_PUBLISH = 12,
 	MH_REQ_UNPUBLISH = 13, /* unmount and remove the target path */
 	MH_ANS_UNPUBLISH = 14,
@@ -51,7 +51,8 @@ enum mh_type {
 	MH_ANS_DELETE_SNAPSHOT = 20,
 	MH_REQ_CLONE = 21, /* new image from a snapshot or a volume, then grown to size */
 	MH_ANS_CLONE = 22,
-	MH_REQ_CAPACITY = 23, /* free and total bytes of the data directory */
+	MH_REQ_CAPACITY =
+	    23, /* what the data directory may still promise, its size, largest volume */
 	MH_ANS_CAPACITY = 24,
 	MH_REQ_EXPAND = 25, /* refresh the loop size, grow the staged file system online */
 	MH_ANS_EXPAND = 26,

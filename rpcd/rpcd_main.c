@@ -183,7 +183,7 @@ int main(int argc, char **argv)
 	/*
 	 * Confine before any network-facing code runs: the store is open, the
 	 * helper and control channels are set up; from here rpcd can only do
-	 * what its seccomp table allows (policy/seccomp.c).
+	 * what its seccomp table allows (policy/seccomp_rpcd.c).
 	 */
 	if (pol_seccomp_install(&pol_sc_rpcd, getenv("SEPCSI_SECCOMP_LOG") != NULL) != 0)
 		log_fatal("cannot install the seccomp filter");

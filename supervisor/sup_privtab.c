@@ -1,6 +1,6 @@
 /*
  * The privilege tables of all three processes, printed from the tables the
- * code installs (policy/caps.c, policy/seccomp.c, sup_caps.c) and never
+ * code installs (policy/caps.c, policy/seccomp_*.c, policy/view.c, sup_caps.c) and never
  * written down anywhere else: the docs carry this output and
  * tools/doctables.sh fails when they differ.
  *
@@ -66,7 +66,7 @@ static void print_privileges(FILE *out)
 
 	opt = pol_caps_helper_optional_mask();
 	snprintf(caps, sizeof(caps),
-	         "%s%s%s%s; securebits make every program it runs capability-less",
+	         "%s%s%s%s; securebits locked; its tool runner and the tools hold none",
 	         cap_list(pol_caps_helper_mask(), a), opt ? " (+ " : "",
 	         opt ? cap_list(opt, b) : "", opt ? " if present)" : "");
 	pol_md_row(
@@ -134,14 +134,14 @@ struct proc_priv {
 	const char *note;
 };
 
-static void view_json(FILE *out, const struct pol *pol, const struct sup_config *cfg)
+static void view_json(FILE *out, const struct pol *pol, const struct sup_config *cfg, bool tools)
 {
 	size_t n;
 	const struct pol_view_entry *t = pol_view_table(&n);
 	bool first = true;
 	fputs("[", out);
 	for (size_t i = 0; i < n; i++) {
-		if (t[i].kind == POL_VIEW_LOOPS)
+		if (t[i].kind == POL_VIEW_LOOPS || (tools && !t[i].tools))
 			continue;
 		if (t[i].kind == POL_VIEW_ROOTS) {
 			for (size_t k = 0; pol_root(pol, k); k++, first = false)
@@ -173,7 +173,7 @@ static void print_json(FILE *out, const struct proc_priv *p, size_t np, const st
 		        p[i].nnp ? 1 : 0, p[i].seccomp ? 2 : 0,
 		        p[i].seccomp ? pol_seccomp_syscall_count(p[i].seccomp) : 0);
 		if (p[i].own_view)
-			view_json(out, pol, cfg);
+			view_json(out, pol, cfg, p[i].seccomp == &pol_sc_tools);
 		else
 			fputs("\"host\"", out);
 		fputs("}", out);

@@ -592,7 +592,8 @@ def test_capacity_as_compromised_rpcd(khostile):
 def test_largest_volume_fits_the_data_directory():
     """Even where the space would allow it (overcommit 100), no volume is larger than
     the data directory's file system can hold as one file (ext4, 4 KiB blocks: just
-    under 16 TiB): OUT_OF_RANGE, and GetCapacity's maximum says so."""
+    under 16 TiB): OUT_OF_RANGE for CreateVolume and ControllerExpandVolume, and
+    GetCapacity's maximum says so."""
     d = Driver(kubelet=True, policy_extra="[volumes]\novercommit_ratio = 100\n")
     try:
         c = d.client
@@ -604,6 +605,13 @@ def test_largest_volume_fits_the_data_directory():
         if fs.f_blocks * fs.f_frsize * 100 > 16 << 40:  # room enough: the file size bounds it
             assert largest < 16 << 40
         assert code_of(create, c, "too-large", cap, 16 << 40) == grpc.StatusCode.OUT_OF_RANGE
+        vid = create(c, "grows-too-far", cap)
+        with pytest.raises(grpc.RpcError) as e:
+            c.controller("ControllerExpandVolume", volume_id=vid,
+                         capacity_range=c.pb.CapacityRange(required_bytes=16 << 40))
+        assert e.value.code() == grpc.StatusCode.OUT_OF_RANGE
+        assert "at most" in e.value.details()
+        c.controller("DeleteVolume", volume_id=vid)
     finally:
         d.stop()
         d.cleanup()
