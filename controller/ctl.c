@@ -63,6 +63,7 @@ int ctl_fail_mh(struct ctl_status *st, const char *what, const struct mh_err *e)
 	    [MH_E_FAILED] = CTL_INTERNAL,
 	    [MH_E_PRECONDITION] = CTL_FAILED_PRECONDITION,
 	    [MH_E_UNAVAILABLE] = CTL_UNAVAILABLE,
+	    [MH_E_TIMEOUT] = CTL_DEADLINE_EXCEEDED,
 	};
 	enum ctl_code code = CTL_INTERNAL;
 	if ((unsigned)e->kind < sizeof(map) / sizeof(map[0]))

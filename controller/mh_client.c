@@ -3,8 +3,11 @@
  * unprivileged, on any number of gRPC worker threads at once.
  *
  * Each call takes a request id, registers a waiter, sends one datagram and
- * sleeps until its answer arrives. One reader thread per channel receives
- * every answer and wakes the waiter with the same id, so slow operations may
+ * sleeps until its answer arrives, or its deadline passes (deadline_s: a
+ * helper stuck in the kernel must not hold its callers for ever). A call that
+ * gives up leaves its waiter behind, marked abandoned, so that the late
+ * answer is taken and dropped rather than read as one nobody asked for. One reader thread per
+ * channel receives every answer and wakes the waiter with the same id, so slow operations may
  * complete out of order. The helper is privileged but still a separate
  * process: an answer we did not ask for, of the wrong type, or that does not
  * decode is a protocol violation; we then log it and break the channel rather
@@ -25,15 +28,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
 
 struct waiter {
 	uint32_t id;
-	uint16_t want; /* the MH_ANS_X that answers this request */
-	bool done;     /* set by the reader or by a channel failure */
-	bool ok;       /* done with an answer in ans (else: channel failed) */
+	uint16_t want;  /* the MH_ANS_X that answers this request */
+	bool done;      /* set by the reader or by a channel failure */
+	bool ok;        /* done with an answer in ans (else: channel failed) */
+	bool abandoned; /* its caller gave up: whoever takes it off the list frees it */
 	struct mh_msg ans;
 	pthread_cond_t cv;
 	struct waiter *next;
@@ -50,6 +55,7 @@ struct mh_client {
 	bool has_reader;
 	pthread_t reader;
 	uint32_t next_id;
+	unsigned deadline[3];   /* seconds: quick, work, copy (deadline_s) */
 	unsigned inflight;      /* calls inside call(); free waits for 0 */
 	struct waiter *waiters; /* pending calls on the current channel */
 };
@@ -72,6 +78,12 @@ static void set_err(struct mh_err *err, enum mh_err_kind kind, int sys_errno, co
 	snprintf(err->reason, sizeof(err->reason), "%s", reason);
 }
 
+static void waiter_free(struct waiter *w)
+{
+	pthread_cond_destroy(&w->cv);
+	free(w);
+}
+
 /* Fail every pending call and refuse new ones. Caller holds mu. */
 static void break_locked(struct mh_client *c)
 {
@@ -80,6 +92,10 @@ static void break_locked(struct mh_client *c)
 	c->broken = true;
 	while ((w = c->waiters) != NULL) {
 		c->waiters = w->next;
+		if (w->abandoned) {
+			waiter_free(w);
+			continue;
+		}
 		w->done = true;
 		w->ok = false;
 		pthread_cond_signal(&w->cv);
@@ -113,6 +129,12 @@ static int deliver_locked(struct mh_client *c, int fd, const struct mh_msg *m)
 			return -1;
 		}
 		*pp = w->next;
+		if (w->abandoned) { /* late: its caller has gone with DEADLINE_EXCEEDED */
+			log_warn("helper answered request %u (%s) after its deadline", m->id,
+			         mh_type_name(m->type));
+			waiter_free(w);
+			return 0;
+		}
 		w->ans = *m;
 		w->done = true;
 		w->ok = true;
@@ -229,6 +251,9 @@ struct mh_client *mh_client_new(int fd)
 	pthread_cond_init(&c->idle, NULL);
 	c->fd = -1;
 	c->broken = true;
+	c->deadline[0] = MH_DEADLINE_QUICK_S;
+	c->deadline[1] = MH_DEADLINE_WORK_S;
+	c->deadline[2] = MH_DEADLINE_COPY_S;
 	install_channel(c, fd);
 	return c;
 }
@@ -306,6 +331,36 @@ static void send_request(struct mh_client *c, struct waiter *w, const uint8_t *b
 	pthread_mutex_unlock(&c->send_mu);
 }
 
+/*
+ * How long a call waits for its answer. Reads are quick; a copy without
+ * reflink moves a whole volume's data; everything else (mkfs, mounts, an
+ * online resize) lies between.
+ */
+static unsigned deadline_s(struct mh_client *c, uint16_t type)
+{
+	switch (type) {
+	case MH_REQ_PING:
+	case MH_REQ_CAPACITY:
+	case MH_REQ_STATS:
+		return c->deadline[0];
+	case MH_REQ_SNAPSHOT:
+	case MH_REQ_CLONE:
+		return c->deadline[2];
+	default:
+		return c->deadline[1];
+	}
+}
+
+void mh_client_set_deadlines(struct mh_client *c, unsigned quick_s, unsigned work_s,
+                             unsigned copy_s)
+{
+	pthread_mutex_lock(&c->mu);
+	c->deadline[0] = quick_s;
+	c->deadline[1] = work_s;
+	c->deadline[2] = copy_s;
+	pthread_mutex_unlock(&c->mu);
+}
+
 /* Take w off the pending list if it is still there. Caller holds mu. */
 static void unlink_locked(struct mh_client *c, struct waiter *w)
 {
@@ -328,7 +383,11 @@ static int call(struct mh_client *c, struct mh_msg *m, uint16_t want, struct mh_
 	size_t len;
 	int rc = -1;
 
-	pthread_cond_init(&w->cv, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_mutex_lock(&c->mu);
 	c->inflight++;
 	if (c->fd < 0 || c->broken || c->closing) {
@@ -358,11 +417,25 @@ static int call(struct mh_client *c, struct mh_msg *m, uint16_t want, struct mh_
 		goto out;
 	}
 
+	unsigned deadline = deadline_s(c, m->type);
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += deadline;
 	send_request(c, w, buf, len);
 
 	pthread_mutex_lock(&c->mu);
 	while (!w->done)
-		pthread_cond_wait(&w->cv, &c->mu);
+		if (pthread_cond_timedwait(&w->cv, &c->mu, &until) == ETIMEDOUT)
+			break;
+	if (!w->done) {
+		w->abandoned = true; /* the reader, or the channel's end, frees it */
+		pthread_mutex_unlock(&c->mu);
+		log_warn("helper gave no answer to request %u (%s) within %u s", w->id,
+		         mh_type_name(m->type), deadline);
+		set_err(err, MH_E_TIMEOUT, ETIMEDOUT, "the helper did not answer in time");
+		w = NULL;
+		goto out;
+	}
 	pthread_mutex_unlock(&c->mu);
 
 	if (!w->ok) {
@@ -376,8 +449,8 @@ static int call(struct mh_client *c, struct mh_msg *m, uint16_t want, struct mh_
 		rc = 0;
 	}
 out:
-	pthread_cond_destroy(&w->cv);
-	free(w);
+	if (w)
+		waiter_free(w);
 	free(buf);
 	pthread_mutex_lock(&c->mu);
 	if (--c->inflight == 0)
@@ -597,4 +670,21 @@ int mh_stats(struct mh_client *c, const struct mh_req_stats *r, struct mh_ans_st
 	if (out != NULL)
 		*out = req.u.stats_ans;
 	return 0;
+}
+
+int mh_list(struct mh_client *c, uint32_t what, const char *after, struct mh_ans_list *out,
+            struct mh_err *err)
+{
+	struct mh_msg *req = xcalloc(1, sizeof(*req));
+	int rc = -1;
+
+	req->type = MH_REQ_LIST;
+	req->u.list.what = what;
+	if (COPY_ARG(req->u.list.after, after, "after", err) == 0 &&
+	    call(c, req, MH_ANS_LIST, err) == 0) {
+		*out = req->u.list_ans;
+		rc = 0;
+	}
+	free(req);
+	return rc;
 }

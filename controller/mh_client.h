@@ -7,7 +7,7 @@
  * Every stub returns 0 on success, or -1 with *err filled. If the helper dies
  * or the channel breaks, calls in flight and later calls fail at once with
  * kind MH_E_UNAVAILABLE (never hang) until mh_client_set_fd() hands in a new
- * channel.
+ * channel; a call the helper does not answer in time fails with MH_E_TIMEOUT.
  */
 #ifndef SEPCSI_MH_CLIENT_H
 #define SEPCSI_MH_CLIENT_H
@@ -32,6 +32,17 @@ void mh_client_free(struct mh_client *c);
 /* Replace the channel (helper restarted). Takes ownership of fd; in-flight calls fail UNAVAILABLE.
  */
 void mh_client_set_fd(struct mh_client *c, int fd);
+/*
+ * Each call waits at most this long for its answer, then fails with
+ * MH_E_TIMEOUT (the late answer is dropped when it comes): quick reads (PING,
+ * CAPACITY, STATS), copies (SNAPSHOT, CLONE), and all other work.
+ */
+#define MH_DEADLINE_QUICK_S 10
+#define MH_DEADLINE_WORK_S  300
+#define MH_DEADLINE_COPY_S  3600
+void mh_client_set_deadlines(struct mh_client *c, unsigned quick_s, unsigned work_s,
+                             unsigned copy_s);
+
 /* True while a channel is open and has not seen EOF or an error. */
 bool mh_client_connected(struct mh_client *c);
 
@@ -59,6 +70,9 @@ int mh_clone(struct mh_client *c, const struct mh_req_clone *req, struct mh_ans_
 int mh_capacity(struct mh_client *c, struct mh_ans_capacity *out, struct mh_err *err);
 int mh_expand(struct mh_client *c, const struct mh_req_expand *req, uint64_t *out_size,
               struct mh_err *err);
+/* One page of what the helper made (MH_LIST_*), after the cursor (first page: ""). */
+int mh_list(struct mh_client *c, uint32_t what, const char *after, struct mh_ans_list *out,
+            struct mh_err *err);
 int mh_stats(struct mh_client *c, const struct mh_req_stats *req, struct mh_ans_stats *out,
              struct mh_err *err);
 

@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "mh_common.h"
+#include "mh_pause.h"
 #include "mh_image.h"
 
 #define DEV_NAME "dev" /* the device file inside a block staging directory */
@@ -213,6 +214,7 @@ int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, unsigne
 		if ((lfd = mh_loop_attach(img, q->volume_id, ro, false, &l, r)) < 0)
 			goto out;
 		attached = true;
+		mh_pause(c, "attached", q->volume_id); /* tests: a device not bound yet */
 	}
 	ret = bind_checked(c, &sub, &l, q->volume_id, NULL, role, &made_dev, r);
 out:

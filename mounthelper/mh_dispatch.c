@@ -41,6 +41,7 @@ static const struct {
     {MH_REQ_CAPACITY, MH_ANS_CAPACITY, mh_answer_capacity, "CAPACITY", true},
     {MH_REQ_EXPAND, MH_ANS_EXPAND, mh_answer_expand, "EXPAND", false},
     {MH_REQ_STATS, MH_ANS_STATS, mh_answer_stats, "STATS", true},
+    {MH_REQ_LIST, MH_ANS_LIST, mh_answer_list, "LIST", true},
 };
 
 #define NDISPATCH (sizeof(dispatch) / sizeof(dispatch[0]))

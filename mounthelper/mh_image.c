@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "mh_loop.h"
 
 #define NAME_LEN MH_IMAGE_NAME_MAX
@@ -120,6 +121,41 @@ int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r)
 	if (fsync(c->images_fd) < 0)
 		return io_fail(r, errno, "sync images directory");
 	return 0;
+}
+
+struct sweep {
+	bool (*held)(const char *id);
+	unsigned removed;
+};
+
+/* "<id>.img.tmp": a half-made image or copy, unless a worker in flight is making it. */
+static void sweep_one(int dirfd, const char *name, void *arg)
+{
+	struct sweep *sw = arg;
+	char id[NAME_LEN];
+	const char *dot = strchr(name, '.');
+	size_t n = dot ? (size_t)(dot - name) : 0;
+	if (!dot || n >= sizeof(id) || strcmp(dot, ".img.tmp") != 0)
+		return;
+	memcpy(id, name, n);
+	id[n] = '\0';
+	if (sw->held && sw->held(id))
+		return;
+	if (unlinkat(dirfd, name, 0) == 0) {
+		sw->removed++;
+		log_kv(LOG_LVL_INFO, "temporary_removed", "file", name, NULL);
+	}
+}
+
+void mh_image_sweep(const struct mh_ctx *c, bool (*held)(const char *id))
+{
+	struct sweep sw = {.held = held};
+	(void)mh_dir_each(c->images_fd, sweep_one, &sw);
+	(void)mh_dir_each(c->snaps_fd, sweep_one, &sw);
+	if (sw.removed) {
+		(void)fsync(c->images_fd);
+		(void)fsync(c->snaps_fd);
+	}
 }
 
 int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct mh_res *r)

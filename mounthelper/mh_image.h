@@ -26,6 +26,13 @@ int mh_image_create(const struct mh_ctx *c, const char *id, uint64_t size, uint6
 int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r);
 
 /*
+ * Remove the temporary files ("<id>.img.tmp") a crash or a killed worker left
+ * in the images and snapshots directories, except those of ids for which
+ * held() is true (a worker in flight is making them); held NULL: every one.
+ */
+void mh_image_sweep(const struct mh_ctx *c, bool (*held)(const char *id));
+
+/*
  * Open <id>.img (read-only or read-write) for attaching: a regular file, never
  * a symlink. Returns the fd (caller closes) or -1 with r (NOTFOUND if missing).
  */

@@ -203,32 +203,53 @@ int mh_loop_find(dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r)
 	return mh_loop_find_all(dev, ino, out, 1, r);
 }
 
-int mh_loop_find_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r)
+int mh_loop_each(int (*fn)(int nr, void *arg), void *arg, struct mh_res *r)
 {
 	DIR *d = opendir("/sys/block");
 	if (!d)
 		return mh_fail(r, MH_E_FAILED, errno, "cannot list /sys/block: %s",
 		               strerror(errno));
 	struct dirent *e;
-	int found = 0;
-	while ((e = readdir(d)) != NULL) {
+	int ret = 0;
+	while (ret == 0 && (e = readdir(d)) != NULL) {
 		char *end;
 		if (strncmp(e->d_name, "loop", 4) != 0 || e->d_name[4] < '0' || e->d_name[4] > '9')
 			continue;
 		long nr = strtol(e->d_name + 4, &end, 10);
-		if (*end != '\0' || nr < 0 || nr > 1 << 20)
-			continue;
-		int m = loop_matches((int)nr, dev, ino, &out[found]);
-		if (m < 0) {
-			found = mh_fail(r, MH_E_FAILED, errno, "cannot query loop%ld: %s", nr,
-			                strerror(errno));
-			break;
-		}
-		if (m == 1 && (size_t)++found == max)
-			break;
+		if (*end == '\0' && nr >= 0 && nr <= 1 << 20)
+			ret = fn((int)nr, arg);
 	}
 	closedir(d);
-	return found;
+	return ret;
+}
+
+struct find_all {
+	dev_t dev;
+	ino_t ino;
+	struct mh_loop *out;
+	size_t max;
+	int found;
+	struct mh_res *r;
+};
+
+static int find_one(int nr, void *arg)
+{
+	struct find_all *f = arg;
+	int m = loop_matches(nr, f->dev, f->ino, &f->out[f->found]);
+	if (m < 0) {
+		f->found = mh_fail(f->r, MH_E_FAILED, errno, "cannot query loop%d: %s", nr,
+		                   strerror(errno));
+		return 1;
+	}
+	return m == 1 && (size_t)++f->found == f->max;
+}
+
+int mh_loop_find_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r)
+{
+	struct find_all f = {.dev = dev, .ino = ino, .out = out, .max = max, .r = r};
+	if (mh_loop_each(find_one, &f, r) < 0)
+		return -1;
+	return f.found;
 }
 
 static void sleep_ms(long ms)

@@ -40,6 +40,9 @@ int mh_loop_flush(int loop_fd, struct mh_res *r);
  */
 int mh_loop_status(int nr, struct mh_loop *out, dev_t *dev, ino_t *ino, char *name, size_t len);
 
+/* Call fn(N) for each /dev/loopN the kernel has, until fn returns non-zero; that, or -1 with r. */
+int mh_loop_each(int (*fn)(int nr, void *arg), void *arg, struct mh_res *r);
+
 /* Find the loop device backed by the file (dev, ino): 1 found (*out set), 0 none, -1 error. */
 int mh_loop_find(dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r);
 

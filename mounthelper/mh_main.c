@@ -9,7 +9,8 @@
  *      system (mh_view.c: a private mount namespace, pivoted onto a tmpfs);
  *   3. inside it, open the data directory, images/ and snapshots/ (0700) and
  *      audit.log (append, 0600), probe once whether FICLONE works there; count
- *      what is promised (mh_space.c); thaw what a dead helper left frozen;
+ *      what is promised (mh_space.c); thaw what a dead helper left frozen,
+ *      and remove its half-made files and unused loop devices (mh_sweep);
  *   4. fork the tool runner (mh_tools.c), which confines itself;
  *   5. confine: capabilities (pol_caps_confine_helper: the table in
  *      policy/caps.c, locked securebits, no_new_privs), then the seccomp
@@ -18,8 +19,10 @@
  *      namespace;
  *   6. tell the supervisor READY on fd 4 (if it is open);
  *   7. loop: one datagram, one decoded request; a read-only request is
- *      answered at once, any other runs in a worker (mh_worker.c) that answers
- *      by itself, so requests about different volumes never wait for each other.
+ *      answered at once, any other runs in a worker (mh_worker.c), so requests
+ *      about different volumes never wait for each other. The main loop sends
+ *      every answer itself: exactly one per request, and only on the channel
+ *      the request came on (each channel has a generation number).
  *
  * SIGTERM or SIGINT: stop reading requests, wait for the workers in flight to
  * finish, exit 0. The signals are blocked except inside ppoll(), so the
@@ -296,7 +299,7 @@ static bool peer_hung_up(int peer)
  * last thing it sent: the sender is gone either way, and its going is the
  * supervisor's to count.
  */
-static enum served serve_one(const struct mh_ctx *ctx, int peer, int ctl)
+static enum served serve_one(const struct mh_ctx *ctx, int peer, uint32_t gen, int ctl)
 {
 	static uint8_t buf[MH_MSG_MAX + 1];
 	static uint8_t out[MH_MSG_MAX];
@@ -318,7 +321,7 @@ static enum served serve_one(const struct mh_ctx *ctx, int peer, int ctl)
 	if (!mh_ops_known(req.type))
 		return rpcd_violation("not a request this helper serves", req.id, req.type);
 	if (!mh_ops_read_only(req.type)) {
-		mh_worker_start(ctx, &req, peer, ctl); /* the worker answers */
+		mh_worker_start(ctx, &req, peer, gen, ctl); /* answered when it ends */
 		return SERVED;
 	}
 	if (mh_ops_handle(ctx, &req, &ans) < 0)
@@ -358,8 +361,8 @@ static void report_violation(int ctl, int peer)
 	log_info("violation reported to the supervisor; waiting for a new channel");
 }
 
-/* A message from the supervisor. Returns the new peer fd, or exits. */
-static int control_one(int ctl, int peer)
+/* A message from the supervisor. Returns true if *peer is a new channel now; or exits. */
+static bool control_one(int ctl, int *peer)
 {
 	struct sup_ctl_msg m;
 	if (sup_ctl_recv(ctl, &m) < 0) {
@@ -368,7 +371,7 @@ static int control_one(int ctl, int peer)
 			exit(0);
 		}
 		if (errno == EINTR || errno == EAGAIN)
-			return peer;
+			return false;
 		if (errno == EPROTO)
 			violation("malformed control message", 0, 0);
 		log_fatal("control channel: %s", strerror(errno));
@@ -388,7 +391,8 @@ static int control_one(int ctl, int peer)
 		close(m.fd);
 	}
 	log_info("new request channel from the supervisor");
-	return SEPCSI_FD_PEER;
+	*peer = SEPCSI_FD_PEER;
+	return true;
 }
 
 static volatile sig_atomic_t stop_requested;
@@ -421,15 +425,15 @@ static void setup_signals(sigset_t *unblocked)
 	sigdelset(unblocked, SIGINT);
 }
 
-/* Wait until every worker has finished (each answers for itself). */
-static void drain_workers(const struct mh_ctx *ctx, int peer)
+/* Wait until every worker has finished, and send their answers. */
+static void drain_workers(const struct mh_ctx *ctx, int peer, uint32_t gen)
 {
 	while (mh_workers_count() > 0) {
 		struct pollfd p[MH_WORKERS_MAX];
 		size_t n = mh_workers_pollfds(p, MH_WORKERS_MAX);
 		if (poll(p, n, mh_workers_timeout_ms(ctx)) < 0 && errno != EINTR)
 			log_fatal("poll: %s", strerror(errno));
-		mh_workers_reap(ctx, peer);
+		mh_workers_reap(ctx, peer, gen);
 		mh_workers_enforce(ctx);
 	}
 }
@@ -462,11 +466,13 @@ int main(int argc, char **argv)
 	mh_pause_init();
 	mh_space_init(&ctx);
 	mh_copy_thaw_all(&ctx);
-	mh_tools_start(pol); /* before the helper's own filter, which has no execve */
+	mh_sweep(&ctx, NULL); /* no worker yet: what a dead helper's workers left */
+	mh_tools_start(pol);  /* before the helper's own filter, which has no execve */
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
 	int ctl = is_socket(SEPCSI_FD_CONTROL) ? SEPCSI_FD_CONTROL : -1;
 	int peer = SEPCSI_FD_PEER;
+	uint32_t gen = 1; /* the channel's generation: a new one for each channel, and none */
 
 	sigset_t unblocked;
 	setup_signals(&unblocked);
@@ -496,18 +502,18 @@ int main(int argc, char **argv)
 			log_fatal("ppoll: %s", strerror(errno));
 		}
 		/* Always, whatever poll said: answered workers release their ids first. */
-		mh_workers_reap(&ctx, peer);
+		mh_workers_reap(&ctx, peer, gen);
 		mh_workers_enforce(&ctx); /* a freeze that ran out is ended now */
 		if (p[2].revents)
 			log_fatal(
 			    "the tool runner died; the helper cannot format volumes without it");
 		if (p[1].revents) {
-			peer = control_one(ctl, peer);
+			gen += control_one(ctl, &peer); /* a new channel, even on the same fd */
 			continue;
 		}
 		if (!p[0].revents)
 			continue;
-		switch (serve_one(&ctx, peer, ctl)) {
+		switch (serve_one(&ctx, peer, gen, ctl)) {
 		case SERVED:
 			continue;
 		case SERVE_VIOLATED:
@@ -524,14 +530,16 @@ int main(int argc, char **argv)
 		}
 		/*
 		 * Supervised: rpcd is being restarted; wait for the new channel.
-		 * Workers in flight keep their copy of this one and answer on it.
+		 * Answers of the workers in flight go nowhere: nobody asked the
+		 * next rpcd's questions.
 		 */
 		close(peer);
 		peer = -1;
+		gen++;
 	}
 	if (stop_requested)
 		log_info("signal received: finishing operations in flight, then exiting");
-	drain_workers(&ctx, peer);
+	drain_workers(&ctx, peer, gen);
 	close(ctx.images_fd);
 	close(ctx.snaps_fd);
 	close(ctx.data_fd);

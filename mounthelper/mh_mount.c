@@ -207,7 +207,7 @@ static void fill_from_fs(struct libmnt_fs *fs, struct mh_mnt *out)
  * Walk the mount table; for each entry call fn, which returns 1 to stop with
  * that entry (0 to go on). 1 found, 0 not, -1 with r.
  */
-static int each_mount(int (*fn)(struct libmnt_fs *fs, void *arg), void *arg, struct mh_res *r)
+int mh_mount_each(int (*fn)(struct libmnt_fs *fs, void *arg), void *arg, struct mh_res *r)
 {
 	struct libmnt_table *tb = mountinfo_load(r);
 	if (!tb)
@@ -260,7 +260,7 @@ int mh_mount_info(int fd, struct mh_mnt *out, struct mh_res *r)
 		return 0; /* a plain directory or file: nothing mounted on it */
 	out->mounted = true;
 	struct by_id b = {.id = (int)stx.stx_mnt_id, .out = out};
-	int found = each_mount(match_id, &b, r);
+	int found = mh_mount_each(match_id, &b, r);
 	if (found == 0)
 		mh_fail(r, MH_E_FAILED, ENOENT, "mount %d not in " MOUNTINFO, b.id);
 	return found == 1 ? 0 : -1;
@@ -313,7 +313,7 @@ int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t w
                    struct mh_res *r)
 {
 	struct use u = {.l = l, .except = except_id, .where = where, .wlen = wlen};
-	return each_mount(match_use, &u, r);
+	return mh_mount_each(match_use, &u, r);
 }
 
 struct loop_list {
@@ -343,7 +343,7 @@ static int collect_loop(struct libmnt_fs *fs, void *arg)
 int mh_mount_loop_numbers(int *nrs, size_t max, struct mh_res *r)
 {
 	struct loop_list ll = {.nrs = nrs, .max = max};
-	if (each_mount(collect_loop, &ll, r) < 0)
+	if (mh_mount_each(collect_loop, &ll, r) < 0)
 		return -1;
 	return (int)ll.n;
 }
@@ -458,7 +458,7 @@ out:
 int mh_mount_fs_fd(const struct mh_loop *l, struct mh_res *r)
 {
 	struct fs_of f = {.l = l};
-	int found = each_mount(match_fs, &f, r);
+	int found = mh_mount_each(match_fs, &f, r);
 	if (found <= 0)
 		return -1;
 	int fsfd = fsopen(f.m.fstype, FSOPEN_CLOEXEC), mfd = -1, fd = -1;
@@ -616,7 +616,7 @@ int mh_umount_id(int mnt_id, struct mh_res *r)
 {
 	char target[MH_PATH_MAX + 1] = "";
 	struct by_id b = {.id = mnt_id, .target = target, .tlen = sizeof(target)};
-	int found = each_mount(match_id, &b, r);
+	int found = mh_mount_each(match_id, &b, r);
 	if (found <= 0)
 		return found; /* gone already, or r set */
 	char *slash = strrchr(target, '/');

@@ -48,6 +48,13 @@ int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t w
  */
 int mh_mount_fs_fd(const struct mh_loop *l, struct mh_res *r);
 
+/*
+ * Walk the helper's mount table; for each entry call fn, which returns 1 to
+ * stop with that entry (0 to go on). 1 found, 0 not, -1 with r.
+ */
+struct libmnt_fs;
+int mh_mount_each(int (*fn)(struct libmnt_fs *fs, void *arg), void *arg, struct mh_res *r);
+
 /* The loop devices (numbers N of /dev/loopN, each once) file systems are mounted from. */
 int mh_mount_loop_numbers(int *nrs, size_t max, struct mh_res *r);
 

@@ -7,6 +7,7 @@
 #ifndef SEPCSI_MH_OPS_H
 #define SEPCSI_MH_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "mh.h"
@@ -27,7 +28,7 @@ typedef int mh_answer_fn(const struct mh_ctx *c, const struct mh_msg *req, struc
 mh_answer_fn mh_answer_ping, mh_answer_create, mh_answer_delete, mh_answer_stage, mh_answer_unstage,
     mh_answer_publish, mh_answer_unpublish, mh_answer_resize, mh_answer_snapshot,
     mh_answer_delete_snapshot, mh_answer_clone, mh_answer_capacity, mh_answer_expand,
-    mh_answer_stats;
+    mh_answer_stats, mh_answer_list;
 
 /*
  * Answer one decoded message. Returns 0 with *ans filled (the operation's
@@ -53,6 +54,13 @@ bool mh_ops_read_only(uint16_t type);
  * requests that share one may not run at the same time. Returns the count.
  */
 size_t mh_ops_keys(const struct mh_msg *req, const char *keys[MH_OPS_KEYS_MAX]);
+
+/*
+ * Remove what dead operations left: temporary files of images and copies, and
+ * unused loop devices of raw block volumes (mh_list.c), except those of ids
+ * for which held() is true (held NULL: no operation is in flight).
+ */
+void mh_sweep(const struct mh_ctx *c, bool (*held)(const char *id));
 
 /* An error answer for req, with its audit record (used when a worker cannot run or died). */
 void mh_ops_refuse(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,

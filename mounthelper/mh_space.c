@@ -32,25 +32,19 @@
 static uint64_t promised; /* sizes of all images and snapshots */
 static uint64_t reserved; /* growth claimed by requests in flight */
 
+static void add_image(int dirfd, const char *name, void *arg)
+{
+	struct stat st;
+	size_t n = strlen(name);
+	if (n > 4 && strcmp(name + n - 4, ".img") == 0 &&
+	    fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+		*(uint64_t *)arg += (uint64_t)st.st_size;
+}
+
 static uint64_t sum_dir(int dirfd)
 {
 	uint64_t sum = 0;
-	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *e;
-	struct stat st;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return 0;
-	}
-	while ((e = readdir(d)) != NULL) {
-		size_t n = strlen(e->d_name);
-		if (n > 4 && strcmp(e->d_name + n - 4, ".img") == 0 &&
-		    fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-			sum += (uint64_t)st.st_size;
-	}
-	closedir(d);
+	(void)mh_dir_each(dirfd, add_image, &sum);
 	return sum;
 }
 

@@ -7,6 +7,7 @@
 #define SEPCSI_MH_WORKER_H
 
 #include <poll.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "mh.h"
@@ -14,26 +15,30 @@
 #define MH_WORKERS_MAX 16 /* operations in flight at once; more are answered BUSY */
 
 /*
- * Run req (a known, state-changing request) in a new worker that answers on
- * peer itself; or, if it shares an id or a path with a request in flight, or
- * too many are in flight, answer MH_E_BUSY at once. Never blocks on the work.
- * ctl (the supervisor's channel, or -1) is closed in the worker.
+ * Run req (a known, state-changing request, asked on channel generation gen)
+ * in a new worker; or, if it shares an id or a path with a request in flight,
+ * or too many are in flight, answer MH_E_BUSY on peer at once. Never blocks
+ * on the work. The worker gets neither peer nor ctl (the supervisor's
+ * channel, or -1): it answers to the main loop, which forwards it.
  */
-void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer, int ctl);
+void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer, uint32_t gen,
+                     int ctl);
 
-/* Fill p with one pollfd per worker (POLLIN: it answered or ended); returns how many. */
+/* Fill p with one pollfd per worker (POLLIN: it noted, answered or ended); returns how many. */
 size_t mh_workers_pollfds(struct pollfd *p, size_t max);
 
 /*
- * Note every worker that has answered (its ids are free again) and reap every
- * one that has exited; never blocks on a running one. Call it before reading
- * each request. A worker that died without answering (killed, crashed) is
- * answered for on peer (if >= 0) with MH_E_FAILED.
+ * Read what the workers sent, and reap every one that has exited; never
+ * blocks on a running one. Call it before reading each request. A reaped
+ * worker's answer (or, if it died without one, MH_E_FAILED) goes out on peer
+ * if its request was asked on generation gen, the current one; else nowhere.
  */
-void mh_workers_reap(const struct mh_ctx *c, int peer);
+void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen);
 
-/* What a worker tells the main loop on its pipe (mh_worker_note). */
-#define MH_NOTE_DONE   'D' /* the answer follows: the request's ids are free */
+/* Does a worker in flight hold this key (an id or a path, mh_ops_keys)? */
+bool mh_workers_hold(const char *key);
+
+/* What a worker tells the main loop besides its answer (mh_worker_note). */
 #define MH_NOTE_FROZEN 'F' /* a source file system is frozen for a copy */
 #define MH_NOTE_THAWED 'T' /* and thawed again */
 

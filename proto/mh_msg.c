@@ -482,6 +482,38 @@ static int dec_stats_ans(struct rbuf *r, struct mh_msg *m)
 	return 0;
 }
 
+static int enc_list(struct wbuf *w, const struct mh_msg *m)
+{
+	const struct mh_req_list *q = &m->u.list;
+
+	if (q->what < MH_LIST_IMAGES || q->what > MH_LIST_MOUNTS)
+		return -1;
+	return put_u32(w, q->what) < 0 || put_str(w, q->after, MH_ID_MAX) < 0 ? -1 : 0;
+}
+
+static int dec_list(struct rbuf *r, struct mh_msg *m)
+{
+	struct mh_req_list *q = &m->u.list;
+
+	if (get_u32(r, &q->what) < 0 || get_str(r, q->after, MH_ID_MAX) < 0)
+		return -1;
+	return q->what < MH_LIST_IMAGES || q->what > MH_LIST_MOUNTS ? -1 : 0;
+}
+
+static int enc_list_ans(struct wbuf *w, const struct mh_msg *m)
+{
+	const struct mh_ans_list *a = &m->u.list_ans;
+
+	return put_bool(w, a->more) < 0 || put_str(w, a->text, MH_LIST_TEXT_MAX) < 0 ? -1 : 0;
+}
+
+static int dec_list_ans(struct rbuf *r, struct mh_msg *m)
+{
+	struct mh_ans_list *a = &m->u.list_ans;
+
+	return get_bool(r, &a->more) < 0 || get_str(r, a->text, MH_LIST_TEXT_MAX) < 0 ? -1 : 0;
+}
+
 static int enc_error(struct wbuf *w, const struct mh_msg *m)
 {
 	const struct mh_ans_error *e = &m->u.error;
@@ -545,6 +577,8 @@ static const struct codec codecs[] = {
     [MH_ANS_EXPAND] = {"ANS_EXPAND", enc_create_ans, dec_create_ans},
     [MH_REQ_STATS] = {"REQ_STATS", enc_stats, dec_stats},
     [MH_ANS_STATS] = {"ANS_STATS", enc_stats_ans, dec_stats_ans},
+    [MH_REQ_LIST] = {"REQ_LIST", enc_list, dec_list},
+    [MH_ANS_LIST] = {"ANS_LIST", enc_list_ans, dec_list_ans},
     [MH_ANS_ERROR] = {"ANS_ERROR", enc_error, dec_error},
 };
 

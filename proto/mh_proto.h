@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MH_PROTO_VERSION 3
+#define MH_PROTO_VERSION 4
 #define MH_HDR_LEN       12
 #define MH_MSG_MAX       16384
 #define MH_ID_MAX        64   /* volume and snapshot ids */
@@ -27,6 +27,7 @@
 #define MH_FSTYPE_MAX    16
 #define MH_OPTS_MAX      4096 /* comma-separated mount options */
 #define MH_REASON_MAX    255
+#define MH_LIST_TEXT_MAX 12288 /* one page of a LIST answer */
 
 enum mh_type {
 	MH_REQ_PING = 1,
@@ -58,6 +59,8 @@ enum mh_type {
 	MH_ANS_EXPAND = 26,
 	MH_REQ_STATS = 27, /* usage and condition of a staged or published volume */
 	MH_ANS_STATS = 28,
+	MH_REQ_LIST = 29, /* one page of what the helper made: images, snapshots or mounts */
+	MH_ANS_LIST = 30,
 	MH_ANS_ERROR = 100, /* any request may be answered with this */
 };
 
@@ -72,6 +75,7 @@ enum mh_err_kind {
 	MH_E_FAILED = 6,       /* the operation was tried and failed */
 	MH_E_PRECONDITION = 7, /* e.g. publish of a volume that is not staged */
 	MH_E_UNAVAILABLE = 8,  /* client side only: the helper is gone or the channel broke */
+	MH_E_TIMEOUT = 9,      /* client side only: no answer within the call's deadline */
 };
 
 struct mh_req_create {
@@ -193,8 +197,26 @@ struct mh_ans_stats {
 	char message[MH_REASON_MAX + 1];
 };
 
+/* What MH_REQ_LIST lists; each page holds the entries after the cursor, in order. */
+#define MH_LIST_IMAGES    1 /* "<volume id> <size>\n", by id */
+#define MH_LIST_SNAPSHOTS 2 /* "<snapshot id> <size>\n", by id */
+#define MH_LIST_MOUNTS                                                                             \
+	3 /* "<mount id> <f|b> <volume id> <path>\n", by mount id: a file                          \
+	     system of a volume's loop device, or a bind of its node */
+
+struct mh_req_list {
+	uint32_t what;             /* MH_LIST_* */
+	char after[MH_ID_MAX + 1]; /* the cursor: the last id (a mount id in decimal) of the
+	                              page before, "" for the first page */
+};
+
+struct mh_ans_list {
+	uint8_t more; /* 1: entries after this page remain */
+	char text[MH_LIST_TEXT_MAX + 1];
+};
+
 struct mh_ans_error {
-	uint32_t kind;      /* enum mh_err_kind, never MH_E_OK or MH_E_UNAVAILABLE on the wire */
+	uint32_t kind;      /* enum mh_err_kind, never MH_E_OK or a client-side kind on the wire */
 	uint32_t sys_errno; /* errno of the failed step, 0 if none */
 	char reason[MH_REASON_MAX + 1];
 };
@@ -224,6 +246,8 @@ struct mh_msg {
 		struct mh_req_expand expand;
 		struct mh_req_stats stats;
 		struct mh_ans_stats stats_ans;
+		struct mh_req_list list;
+		struct mh_ans_list list_ans;
 		struct mh_ans_error error;
 	} u;
 };

@@ -26,7 +26,7 @@ surrogateescape, so any byte string survives a round trip).
 import enum
 import struct
 
-VERSION = 3
+VERSION = 4
 HDR_LEN = 12
 MSG_MAX = 16384
 ID_MAX = 64
@@ -34,6 +34,8 @@ PATH_MAX = 4095
 FSTYPE_MAX = 16
 OPTS_MAX = 4096
 REASON_MAX = 255
+LIST_TEXT_MAX = 12288
+LIST_IMAGES, LIST_SNAPSHOTS, LIST_MOUNTS = 1, 2, 3
 
 F_BLOCK = 0x01
 F_CREATE_DIR = 0x02
@@ -75,11 +77,14 @@ class T(enum.IntEnum):
     ANS_EXPAND = 26
     REQ_STATS = 27
     ANS_STATS = 28
+    REQ_LIST = 29
+    ANS_LIST = 30
     ANS_ERROR = 100
 
 
 class E(enum.IntEnum):
-    """Error kinds of ANS_ERROR (enum mh_err_kind); OK and UNAVAILABLE never cross the wire."""
+    """Error kinds of ANS_ERROR (enum mh_err_kind); OK and the client-side kinds (UNAVAILABLE,
+    TIMEOUT) never cross the wire."""
     OK = 0
     REFUSED = 1
     NOTFOUND = 2
@@ -89,6 +94,7 @@ class E(enum.IntEnum):
     FAILED = 6
     PRECONDITION = 7
     UNAVAILABLE = 8
+    TIMEOUT = 9
 
 
 class WireError(ValueError):
@@ -143,6 +149,7 @@ BOOL = _Int(1, lambda v: v <= 1, "boolean (0 or 1)")
 FLAGS = _Int(1, lambda v: v & ~F_ALL == 0, "flag set")
 SRC = _Int(1, lambda v: v in (SRC_SNAPSHOT, SRC_VOLUME), "clone source")
 KIND = _Int(4, lambda v: E.OK < v < E.UNAVAILABLE, "error kind")
+LIST_WHAT = _Int(4, lambda v: LIST_IMAGES <= v <= LIST_MOUNTS, "list kind")
 ID = _Str(ID_MAX)
 PATH = _Str(PATH_MAX)
 FSTYPE = _Str(FSTYPE_MAX)
@@ -190,6 +197,8 @@ FIELDS = {
     T.ANS_STATS: (("bytes_total", U64), ("bytes_available", U64), ("bytes_used", U64),
                   ("inodes_total", U64), ("inodes_free", U64), ("inodes_used", U64),
                   ("abnormal", BOOL), ("message", REASON)),
+    T.REQ_LIST: (("what", LIST_WHAT), ("after", ID)),
+    T.ANS_LIST: (("more", BOOL), ("text", _Str(LIST_TEXT_MAX))),
     T.ANS_ERROR: (("kind", KIND), ("sys_errno", U32), ("reason", REASON)),
 }
 

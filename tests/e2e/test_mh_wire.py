@@ -31,6 +31,8 @@ def samples():
                 typical[name], bound[name] = SRC_SNAPSHOT, SRC_VOLUME
             elif kind is mh_wire.KIND:
                 typical[name], bound[name] = E.REFUSED, E.PRECONDITION
+            elif kind is mh_wire.LIST_WHAT:
+                typical[name], bound[name] = mh_wire.LIST_IMAGES, mh_wire.LIST_MOUNTS
             elif kind is mh_wire.BOOL:
                 typical[name], bound[name] = 0, 1
             else:
@@ -41,18 +43,18 @@ def samples():
 
 
 def test_known_bytes():
-    assert encode(Msg(T.REQ_PING, 0x01020304)) == bytes.fromhex("0003 0001 01020304 00000000")
+    assert encode(Msg(T.REQ_PING, 0x01020304)) == bytes.fromhex("0004 0001 01020304 00000000")
     assert encode(Msg(T.REQ_CREATE, 9, volume_id="ab", size_bytes=5)) == bytes.fromhex(
-        "0003 0003 00000009 0000000c  0002 6162  0000000000000005")
+        "0004 0003 00000009 0000000c  0002 6162  0000000000000005")
     assert encode(Msg(T.ANS_ERROR, 1, kind=E.BUSY, sys_errno=16, reason="in use")) == \
-        bytes.fromhex("0003 0064 00000001 00000010  00000004 00000010 0006") + b"in use"
+        bytes.fromhex("0004 0064 00000001 00000010  00000004 00000010 0006") + b"in use"
     assert encode(Msg(T.REQ_UNSTAGE, 2, volume_id="v", staging_path="/s", flags=5)) == \
-        bytes.fromhex("0003 0009 00000002 00000008  0001 76 0002 2f73 05")
+        bytes.fromhex("0004 0009 00000002 00000008  0001 76 0002 2f73 05")
 
 
 def test_every_type_listed():
     assert set(mh_wire.FIELDS) == set(T)
-    assert len(mh_wire.REQUESTS) == 14 and len(mh_wire.ANSWERS) == 15
+    assert len(mh_wire.REQUESTS) == 15 and len(mh_wire.ANSWERS) == 16
     for t in mh_wire.REQUESTS:
         assert mh_wire.answer_type(t).name == "ANS_" + t.name[4:]
 
@@ -114,7 +116,7 @@ DELETE = encode(Msg(T.REQ_DELETE, 2, volume_id="sv-1"))
     mh_wire.with_version(PING, 1),
     mh_wire.with_version(PING, mh_wire.VERSION + 1),
     mh_wire.with_type(PING, 0),
-    mh_wire.with_type(PING, 29),
+    mh_wire.with_type(PING, 31),
     mh_wire.with_type(PING, 99),
     mh_wire.with_type(PING, 101),
     mh_wire.with_length(PING, 1),

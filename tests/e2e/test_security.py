@@ -442,13 +442,15 @@ def test_helper_killed_mid_snapshot_leaves_nothing_frozen(kdriver):
     worker = d.paused("copy@" + vid)  # the source is frozen now
     helper = d.children()["sepcsi-mounthel"]
     os.kill(helper, 9)
-    d.release("copy@" + vid)
-    t.join(60)
     deadline = time.monotonic() + 30
+    while not gone(worker):  # killed with the helper (PR_SET_PDEATHSIG), still paused
+        assert time.monotonic() < deadline, "the worker outlived its helper"
+        time.sleep(0.02)
+    t.join(60)
     while d.children().get("sepcsi-mounthel") in (None, helper):
         assert time.monotonic() < deadline, "the helper was not restarted"
         time.sleep(0.02)
-    assert gone(worker)  # killed with the helper (PR_SET_PDEATHSIG)
+    d.release("copy@" + vid)
     assert write_finishes(os.path.join(tg, "after"))
     assert "frozen by a helper that died during a copy" in d.logs()
     c.node("NodeUnpublishVolume", volume_id=vid, target_path=tg)

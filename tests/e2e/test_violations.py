@@ -101,6 +101,12 @@ def test_every_request_type_is_understood(hostile_driver):
     ok(Msg(T.REQ_RESIZE, volume_id=VOL, size_bytes=64 * MiB), size_bytes=64 * MiB)
     ok(Msg(T.REQ_EXPAND, volume_id=VOL, staging_path=staging, flags=F_BLOCK),
        size_bytes=64 * MiB)
+    mounts = ok(Msg(T.REQ_LIST, what=mh_wire.LIST_MOUNTS, after=""), more=0)
+    assert sorted(line.split(" ", 3)[1:] for line in mounts.text.splitlines()) == [
+        ["b", VOL, target], ["b", VOL, os.path.join(staging, "dev")]]
+    images = ok(Msg(T.REQ_LIST, what=mh_wire.LIST_IMAGES, after=""), more=0)
+    assert images.text == "%s %d\n" % (VOL, 64 * MiB)
+    refused(Msg(T.REQ_LIST, what=mh_wire.LIST_MOUNTS, after="x"), E.REFUSED)
     refused(Msg(T.REQ_UNSTAGE, volume_id=VOL, staging_path=staging, flags=F_BLOCK), E.BUSY)
     ok(Msg(T.REQ_UNPUBLISH, volume_id=VOL, target_path=target))
     ok(Msg(T.REQ_UNSTAGE, volume_id=VOL, staging_path=staging, flags=F_BLOCK))

@@ -48,6 +48,7 @@ struct call {
 	struct mh_ans_copy copy;
 	struct mh_ans_capacity cap;
 	struct mh_ans_stats stats;
+	struct mh_ans_list list;
 };
 
 struct stub {
@@ -62,6 +63,7 @@ static const struct stub stubs[] = {
     {MH_REQ_SNAPSHOT, MH_ANS_SNAPSHOT},   {MH_REQ_DELETE_SNAPSHOT, MH_ANS_DELETE_SNAPSHOT},
     {MH_REQ_CLONE, MH_ANS_CLONE},         {MH_REQ_CAPACITY, MH_ANS_CAPACITY},
     {MH_REQ_EXPAND, MH_ANS_EXPAND},       {MH_REQ_STATS, MH_ANS_STATS},
+    {MH_REQ_LIST, MH_ANS_LIST},
 };
 #define NSTUBS (sizeof(stubs) / sizeof(stubs[0]))
 
@@ -134,6 +136,9 @@ static void *run_call(void *arg)
 		k->rc = mh_stats(c, &q, &k->stats, e);
 		break;
 	}
+	case MH_REQ_LIST:
+		k->rc = mh_list(c, MH_LIST_MOUNTS, "17", &k->list, e);
+		break;
 	}
 	return NULL;
 }
@@ -171,6 +176,10 @@ static void check_outputs(const struct call *k, const struct mh_msg *a)
 		           k->stats.inodes_used == stats->inodes_used);
 		FUZZ_CHECK(k->stats.abnormal == stats->abnormal &&
 		           memcmp(k->stats.message, stats->message, sizeof(stats->message)) == 0);
+		break;
+	case MH_ANS_LIST:
+		FUZZ_CHECK(k->list.more == a->u.list_ans.more &&
+		           strcmp(k->list.text, a->u.list_ans.text) == 0);
 		break;
 	default:
 		break;

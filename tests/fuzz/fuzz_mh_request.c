@@ -235,9 +235,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (mh_msg_decode(data, size, &req) < 0)
 		return 0; /* the helper ends here (fuzz_mh_msg covers the codec) */
 
-	bool is_request = req.type % 2 == 1 && req.type <= MH_REQ_STATS;
-	bool read_only =
-	    req.type == MH_REQ_PING || req.type == MH_REQ_CAPACITY || req.type == MH_REQ_STATS;
+	bool is_request = req.type % 2 == 1 && req.type <= MH_REQ_LIST;
+	bool read_only = req.type == MH_REQ_PING || req.type == MH_REQ_CAPACITY ||
+	                 req.type == MH_REQ_STATS || req.type == MH_REQ_LIST;
 	FUZZ_CHECK(mh_ops_known(req.type) == is_request);
 	FUZZ_CHECK(mh_ops_read_only(req.type) == read_only);
 	if (!is_request)

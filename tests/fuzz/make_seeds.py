@@ -40,14 +40,14 @@ def write(harness, name, data):
 
 # ---- the helper protocol (proto/mh_proto.h) ----
 
-MH_VERSION = 3
+MH_VERSION = 4
 T = dict(
     REQ_PING=1, ANS_PING=2, REQ_CREATE=3, ANS_CREATE=4, REQ_DELETE=5, ANS_DELETE=6,
     REQ_STAGE=7, ANS_STAGE=8, REQ_UNSTAGE=9, ANS_UNSTAGE=10, REQ_PUBLISH=11, ANS_PUBLISH=12,
     REQ_UNPUBLISH=13, ANS_UNPUBLISH=14, REQ_RESIZE=15, ANS_RESIZE=16, REQ_SNAPSHOT=17,
     ANS_SNAPSHOT=18, REQ_DELETE_SNAPSHOT=19, ANS_DELETE_SNAPSHOT=20, REQ_CLONE=21, ANS_CLONE=22,
     REQ_CAPACITY=23, ANS_CAPACITY=24, REQ_EXPAND=25, ANS_EXPAND=26, REQ_STATS=27, ANS_STATS=28,
-    ANS_ERROR=100)
+    REQ_LIST=29, ANS_LIST=30, ANS_ERROR=100)
 
 
 def s(b):
@@ -96,6 +96,8 @@ def requests():
         "capacity": msg("REQ_CAPACITY", mid=0xFFFFFFFF),
         "expand": msg("REQ_EXPAND", s(VOL) + s(STAGING) + s(b"ext4") + u8(0)),
         "stats": msg("REQ_STATS", s(VOL) + s(TARGET) + u8(0)),
+        "list-images": msg("REQ_LIST", u32(1) + s(b"")),
+        "list-mounts-after": msg("REQ_LIST", u32(3) + s(b"417")),
         # Decodable, but refused by the helper's own checks.
         "hostile-traversal": msg("REQ_UNPUBLISH", s(VOL) + s(b"/var/lib/kubelet/../../etc")),
         "hostile-id-path": msg("REQ_DELETE", s(b"../../etc/passwd")),
@@ -120,6 +122,7 @@ def answers():
         "ans-expand": msg("ANS_EXPAND", u64(2 << 30)),
         "ans-stats": msg("ANS_STATS", u64(1) + u64(2) + u64(3) + u64(4) + u64(5) + u64(6) + u8(1)
                          + s(b"file system errors")),
+        "ans-list": msg("ANS_LIST", u8(1) + s(b"417 b " + VOL + b" " + TARGET + b"\n")),
         "ans-error": msg("ANS_ERROR", u32(2) + u32(2) + s(b"no such image")),
     }
 
@@ -153,14 +156,14 @@ def mh_request_seeds():
 
 
 STUBS = ["PING", "CREATE", "DELETE", "STAGE", "UNSTAGE", "PUBLISH", "UNPUBLISH", "RESIZE",
-         "SNAPSHOT", "DELETE_SNAPSHOT", "CLONE", "CAPACITY", "EXPAND", "STATS"]
+         "SNAPSHOT", "DELETE_SNAPSHOT", "CLONE", "CAPACITY", "EXPAND", "STATS", "LIST"]
 ANSWERS = {"PING": msg("ANS_PING"), "CREATE": answers()["ans-create"],
            "DELETE": msg("ANS_DELETE"), "STAGE": msg("ANS_STAGE"), "UNSTAGE": msg("ANS_UNSTAGE"),
            "PUBLISH": msg("ANS_PUBLISH"), "UNPUBLISH": msg("ANS_UNPUBLISH"),
            "RESIZE": msg("ANS_RESIZE", u64(2 << 30)), "SNAPSHOT": answers()["ans-snapshot"],
            "DELETE_SNAPSHOT": msg("ANS_DELETE_SNAPSHOT"), "CLONE": answers()["ans-clone"],
            "CAPACITY": answers()["ans-capacity"], "EXPAND": answers()["ans-expand"],
-           "STATS": answers()["ans-stats"]}
+           "STATS": answers()["ans-stats"], "LIST": answers()["ans-list"]}
 
 
 def client_input(stub, datagrams, patch=True):

@@ -559,6 +559,20 @@ int do_stats(struct helper *h, const char *id, const char *path, uint8_t flags,
 	return k;
 }
 
+int do_list(struct helper *h, uint32_t what, const char *after, struct mh_ans_list *out)
+{
+	static struct mh_msg q, a;
+	q = (struct mh_msg){.type = MH_REQ_LIST};
+	q.u.list.what = what;
+	snprintf(q.u.list.after, sizeof(q.u.list.after), "%s", after);
+	int k = kind_of(call(h, &q, &a), MH_ANS_LIST, &a);
+	if (out) {
+		out->more = k == MH_E_OK ? a.u.list_ans.more : 0;
+		snprintf(out->text, sizeof(out->text), "%s", k == MH_E_OK ? a.u.list_ans.text : "");
+	}
+	return k;
+}
+
 void stage_req(struct mh_req_stage *q, const char *id, const char *path, const char *fs,
                const char *opts, int ro, uint8_t flags)
 {

@@ -62,6 +62,8 @@ void clone_req(struct mh_msg *q, const char *id, int kind, const char *src, uint
 int do_clone(struct helper *h, const char *id, int kind, const char *src, uint64_t size,
              struct mh_ans_copy *out);
 int do_capacity(struct helper *h, struct mh_ans_capacity *out);
+/* One page of LIST (MH_LIST_*) after the cursor; out may be NULL. */
+int do_list(struct helper *h, uint32_t what, const char *after, struct mh_ans_list *out);
 int do_expand(struct helper *h, const char *id, const char *staging, const char *fs, uint8_t flags,
               uint64_t *size, struct mh_msg *out);
 int do_stats(struct helper *h, const char *id, const char *path, uint8_t flags,

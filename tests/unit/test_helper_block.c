@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/loop.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -351,6 +352,71 @@ static void test_xfs_clone_nouuid(struct helper *h)
 	CHECK(our_loops(false) == 0);
 }
 
+/* How many lines of text contain every one of the words. */
+static int lines_with(const char *text, const char *w1, const char *w2)
+{
+	int n = 0;
+	for (const char *l = text; *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t len = nl ? (size_t)(nl - l) : strlen(l);
+		char line[MH_PATH_MAX + 200];
+		snprintf(line, sizeof(line), "%.*s", (int)len, l);
+		n += strstr(line, w1) && (!w2 || strstr(line, w2));
+		l += len + (nl != NULL);
+	}
+	return n;
+}
+
+/*
+ * LIST tells what the helper made: images (with sizes), snapshots, and the
+ * mounts and binds of its volumes' loop devices, with their paths; and a
+ * worker killed between attaching a raw block volume's loop device and
+ * binding it leaves no device behind (the sweep detaches it).
+ */
+static void test_list_and_sweep(struct helper *h)
+{
+	static struct mh_ans_list l;
+	char staging[256], target[256], devfile[300], gate[64], dev[64];
+	struct mh_req_stage q;
+	path_in(staging, sizeof(staging), "staging", "lst");
+	path_in(target, sizeof(target), "pods", "lst");
+	snprintf(devfile, sizeof(devfile), "%s/dev", staging);
+	mkdir(staging, 0750);
+	CHECK(do_create(h, VA, 64 * MiB, NULL) == MH_E_OK);
+	CHECK(do_create(h, VB, 32 * MiB, NULL) == MH_E_OK);
+	CHECK(do_list(h, MH_LIST_IMAGES, "", &l) == MH_E_OK && !l.more);
+	CHECK(lines_with(l.text, VA, " 67108864") == 1 && lines_with(l.text, VB, " 33554432") == 1);
+	CHECK(do_list(h, MH_LIST_IMAGES, VA, &l) == MH_E_OK); /* after the cursor only */
+	CHECK(lines_with(l.text, VA, NULL) == 0 && lines_with(l.text, VB, NULL) == 1);
+	CHECK(do_list(h, MH_LIST_MOUNTS, "", &l) == MH_E_OK && l.text[0] == '\0');
+
+	stage_req(&q, VA, staging, "", "", 0, MH_F_BLOCK);
+	CHECK(do_stage2(h, &q, NULL) == MH_E_OK);
+	CHECK(do_publish2(h, VA, staging, target, 0, MH_F_BLOCK) == MH_E_OK);
+	CHECK(do_list(h, MH_LIST_MOUNTS, "", &l) == MH_E_OK);
+	CHECK(lines_with(l.text, " b ", devfile) == 1 && lines_with(l.text, " b ", target) == 1);
+	CHECK(lines_with(l.text, VA, NULL) == 2);
+	CHECK(do_list(h, MH_LIST_MOUNTS, "x", NULL) == MH_E_REFUSED);
+	CHECK(do_unpublish(h, VA, target) == MH_E_OK);
+	CHECK(do_unstage2(h, VA, staging, MH_F_BLOCK) == MH_E_OK);
+
+	/* Killed with the device attached, not bound: the main loop detaches it. */
+	snprintf(gate, sizeof(gate), "attached@%s", VB);
+	pause_hold(gate);
+	stage_req(&q, VB, staging, "", "", 0, MH_F_BLOCK);
+	static struct mh_msg m, a;
+	m = (struct mh_msg){.type = MH_REQ_STAGE, .u.stage = q};
+	uint32_t id = send_req(h, &m);
+	pid_t w = pause_wait(gate, 60000);
+	CHECK(w > 0 && loop_dev_of(VB, dev, sizeof(dev)));
+	CHECK(w > 0 && kill(w, SIGKILL) == 0);
+	pause_release(gate);
+	CHECK(recv_ans(h, &a, 60000) == MH_ANS_ERROR && a.id == id);
+	CHECK(!loop_dev_of(VB, dev, sizeof(dev)));
+	CHECK(do_delete(h, VB) == MH_E_OK && do_delete(h, VA) == MH_E_OK);
+	CHECK(do_list(h, MH_LIST_IMAGES, "", &l) == MH_E_OK && l.text[0] == '\0');
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -370,6 +436,7 @@ int main(int argc, char **argv)
 	test_mount_group(&h);
 	test_dirs_and_mkfs(&h);
 	test_xfs_clone_nouuid(&h);
+	test_list_and_sweep(&h);
 	CHECK(do_ping(&h) == MH_E_OK); /* still alive: seccomp killed nothing */
 	CHECK(helper_stop(&h) == 0);
 	CHECK(our_loops(false) == 0);

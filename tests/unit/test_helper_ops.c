@@ -343,6 +343,9 @@ static void test_worker_killed(void)
 	pause_release(gate);
 	CHECK(recv_ans(&h, &a, 60000) == MH_ANS_ERROR && a.id == id &&
 	      a.u.error.kind == MH_E_FAILED && strstr(a.u.error.reason, "signal 9"));
+	/* Its half-made copy is gone with it, not left for a retry that may never come. */
+	snprintf(p, sizeof(p), "%s/images/%s.img.tmp", data, VC);
+	CHECK(access(p, F_OK) < 0 && errno == ENOENT);
 	/* Thawed: the volume takes writes again (a frozen one would block here). */
 	alarm(20);
 	snprintf(p, sizeof(p), "%s/after", staging);
@@ -353,6 +356,31 @@ static void test_worker_killed(void)
 	CHECK(do_clone(&h, VC, MH_SRC_VOLUME, VA, 64 * MiB, &cp) == MH_E_OK); /* retried whole */
 	CHECK(do_unstage(&h, VA, staging) == MH_E_OK);
 	CHECK(do_delete(&h, VA) == MH_E_OK && do_delete(&h, VC) == MH_E_OK);
+	CHECK(helper_stop(&h) == 0);
+}
+
+/*
+ * A worker killed after it answered: the helper sends that answer, once, and
+ * nothing else for the request; the channel stays up.
+ */
+static void test_worker_killed_after_answer(void)
+{
+	char gate[64];
+	struct helper h;
+	struct mh_msg q = {.type = MH_REQ_CREATE}, a;
+	snprintf(gate, sizeof(gate), "answered@%s", VA);
+	helper_start(&h);
+	pause_hold(gate);
+	snprintf(q.u.create.volume_id, sizeof(q.u.create.volume_id), "%s", VA);
+	q.u.create.size_bytes = 16 * MiB;
+	uint32_t id = send_req(&h, &q);
+	pid_t w = pause_wait(gate, 60000);
+	CHECK(w > 0 && kill(w, SIGKILL) == 0);
+	pause_release(gate);
+	CHECK(recv_ans(&h, &a, 60000) == MH_ANS_CREATE && a.id == id);
+	CHECK(do_ping(&h) == MH_E_OK);
+	CHECK(recv_ans(&h, &a, 0) < 0); /* no second answer */
+	CHECK(do_delete(&h, VA) == MH_E_OK);
 	CHECK(helper_stop(&h) == 0);
 }
 
@@ -465,6 +493,7 @@ int main(int argc, char **argv)
 	CHECK(helper_stop(&h) == 0);
 	test_sigterm();
 	test_worker_killed();
+	test_worker_killed_after_answer();
 	test_freeze_bounds();
 	test_audit_file();
 	test_reflink_xfs();

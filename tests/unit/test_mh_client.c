@@ -28,6 +28,7 @@ enum mode {
 	H_OVERSIZE,   /* send a datagram longer than MH_MSG_MAX */
 	H_CLOSE,      /* close the channel on the first request, without answering */
 	H_HOLD,       /* never answer */
+	H_LATE,       /* answer the first request only when the second comes, before it */
 };
 
 struct helper {
@@ -147,6 +148,15 @@ static void *helper_main(void *arg)
 			h->fd = -1;
 			return NULL;
 		case H_HOLD:
+			break;
+		case H_LATE:
+			if (nth == 1) {
+				held = ans;
+				break;
+			}
+			if (nth == 2)
+				send_msg(h->fd, &held);
+			send_msg(h->fd, &ans);
 			break;
 		}
 	}
@@ -509,6 +519,26 @@ static void test_replace_midcall(struct mh_client *c)
 }
 
 /* Freeing the client while a call waits: the call fails, free returns. */
+/*
+ * A call the helper does not answer in time fails with MH_E_TIMEOUT; the late
+ * answer, when it comes, is dropped (not a violation: the channel stays up).
+ */
+static void test_deadline(void)
+{
+	struct helper *h = helper_start(H_LATE);
+	struct mh_client *c = mh_client_new(h->client_fd);
+	struct mh_err e;
+	mh_client_set_deadlines(c, 1, 1, 1);
+	double t0 = now();
+	CHECK(mh_ping(c, &e) == -1 && e.kind == MH_E_TIMEOUT);
+	CHECK(now() - t0 >= 0.9);
+	CHECK(mh_ping(c, &e) == 0); /* the late answer came first, and was dropped */
+	CHECK(mh_client_connected(c));
+	CHECK(mh_ping(c, &e) == 0);
+	mh_client_free(c);
+	helper_stop(h);
+}
+
 static void test_free_midcall(void)
 {
 	struct helper *h = helper_start(H_HOLD);
@@ -567,6 +597,8 @@ int main(void)
 	mh_client_free(c);
 	helper_stop(h);
 
+	alarm(5);
+	test_deadline();
 	alarm(5);
 	test_free_midcall();
 	alarm(0);

@@ -288,7 +288,8 @@ static void test_names(void)
 	CHECK(strcmp(mh_type_name(0), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(MH_REQ_CLONE), "REQ_CLONE") == 0);
 	CHECK(strcmp(mh_type_name(MH_ANS_STATS), "ANS_STATS") == 0);
-	CHECK(strcmp(mh_type_name(29), "UNKNOWN") == 0);
+	CHECK(strcmp(mh_type_name(MH_REQ_LIST), "REQ_LIST") == 0);
+	CHECK(strcmp(mh_type_name(31), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(99), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(101), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(UINT16_MAX), "UNKNOWN") == 0);
@@ -338,7 +339,7 @@ static void test_encoder_refuses(void)
 	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) < 0);
 	memset(&m, 0, sizeof(m));
 	m.type = MH_ANS_ERROR;
-	uint32_t bad_kinds[] = {MH_E_OK, MH_E_UNAVAILABLE, 9, UINT32_MAX};
+	uint32_t bad_kinds[] = {MH_E_OK, MH_E_UNAVAILABLE, MH_E_TIMEOUT, 10, UINT32_MAX};
 	for (size_t i = 0; i < sizeof(bad_kinds) / sizeof(bad_kinds[0]); i++) {
 		m.u.error.kind = bad_kinds[i];
 		CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) < 0);
