@@ -1,6 +1,6 @@
 """sepcsi-bench smoke tests: a small run of full lifecycles and a short Probe
 storm against the real driver (the table prints, no errors, nothing left
-behind), and runs against a recording CSI server that is not sepcsi, to show
+behind), runs against a recording CSI server that is not sepcsi, to show
 the bench follows a driver's capabilities with standard calls only. No test
 asserts a timing: benchmarks print figures (docs/benchmarks.md)."""
 import json
@@ -157,6 +157,8 @@ def test_errors_reported_and_volumes_cleaned_up(driver):
     (["--probe-storm", "0"], "--probe-storm"),
     (["--param", "novalue"], "--param"),
     (["--attach", "maybe"], "--attach"),
+    (["--staging-leaf", "a/b"], "--staging-leaf"),
+    (["--staging-leaf", ".."], "--staging-leaf"),
     (["extra"], "unexpected argument"),
 ])
 def test_usage(args, needle):
@@ -169,7 +171,8 @@ def test_help():
     res = bench("--help")
     assert res.returncode == 0 and res.stdout.startswith("usage: sepcsi-bench")
     for flag in ("--endpoint", "--lifecycles", "--clients", "--capacity", "--fs-type",
-                 "--access-type", "--param", "--staging-root", "--target-root", "--skip-node",
+                 "--access-type", "--param", "--staging-root", "--staging-leaf", "--target-root",
+                 "--skip-node",
                  "--attach", "--pids", "--probe-storm", "--json"):
         assert flag in res.stdout
 
@@ -248,6 +251,26 @@ def test_other_driver_failure_undoes_the_lifecycle(fake, tmp_path):
     assert os.listdir(tmp_path / "s") == [] and os.listdir(tmp_path / "t") == []
 
 
+def test_staging_leaf_like_kubelet(fake, tmp_path):
+    """--staging-leaf: staging at <root>/<name>/globalmount, as kubelet's <hash>/globalmount;
+    both directories are made before NodeStageVolume and removed after the lifecycle."""
+    other_driver(fake, stage=True)
+    seen = []
+    fake.responses["NodeStageVolume"] = lambda req: (
+        seen.append((req.staging_target_path, os.path.isdir(req.staging_target_path))),
+        pb.NodeStageVolumeResponse())[1]
+    res = bench("--endpoint", fake.endpoint, "-n", "2", "-c", "1", "--staging-leaf",
+                "globalmount", "--staging-root", str(tmp_path / "s"), "--target-root",
+                str(tmp_path / "t"), "--name-prefix", "pv")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(seen) == [(str(tmp_path / "s" / ("pv-%d" % i) / "globalmount"), True)
+                            for i in range(2)]
+    unstaged = [req.staging_target_path for path, req in fake.calls
+                if path.endswith("/NodeUnstageVolume")]
+    assert sorted(unstaged) == [p for p, _ in sorted(seen)]
+    assert os.listdir(tmp_path / "s") == [] and os.listdir(tmp_path / "t") == []
+
+
 @pytest.mark.parametrize("stage,attach_caps,flag,attached", [
     (False, True, "no", False),   # like Kubernetes' attachRequired: false
     (True, False, "yes", True),
@@ -266,3 +289,4 @@ def test_attach_flag_overrides_the_capability(fake, tmp_path, stage, attach_caps
     assert ("ControllerPublishVolume" in methods) is attached
     assert ("ControllerUnpublishVolume" in methods) is attached
     assert ("NodeStageVolume" in methods) is stage
+
