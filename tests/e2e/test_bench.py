@@ -1,12 +1,14 @@
 """sepcsi-bench smoke tests: a small run of full lifecycles and a short Probe
 storm against the real driver (the table prints, no errors, nothing left
-behind), and runs against a recording CSI server that is not sepcsi, to show
-the bench follows a driver's capabilities with standard calls only. No test
-asserts a timing: benchmarks print figures (docs/benchmarks.md)."""
+behind), runs against a recording CSI server that is not sepcsi, to show
+the bench follows a driver's capabilities with standard calls only, and a tiny
+run of the side-by-side comparison with the reference driver. No test asserts a
+timing: benchmarks print figures (docs/benchmarks.md)."""
 import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 
 import grpc
@@ -18,6 +20,7 @@ from test_sepcsictl import fake  # noqa: F401  (the fixture)
 
 BENCH = os.path.join(conftest.BIN, "sepcsi-bench")
 CTL = os.path.join(conftest.BIN, "sepcsictl")
+SIDE_BY_SIDE = os.path.join(conftest.REPO, "tests", "bench", "side_by_side.py")
 LIFECYCLE = ["CreateVolume", "NodeStageVolume", "NodePublishVolume", "NodeUnpublishVolume",
              "NodeUnstageVolume", "DeleteVolume"]
 
@@ -157,6 +160,8 @@ def test_errors_reported_and_volumes_cleaned_up(driver):
     (["--probe-storm", "0"], "--probe-storm"),
     (["--param", "novalue"], "--param"),
     (["--attach", "maybe"], "--attach"),
+    (["--staging-leaf", "a/b"], "--staging-leaf"),
+    (["--staging-leaf", ".."], "--staging-leaf"),
     (["extra"], "unexpected argument"),
 ])
 def test_usage(args, needle):
@@ -169,7 +174,8 @@ def test_help():
     res = bench("--help")
     assert res.returncode == 0 and res.stdout.startswith("usage: sepcsi-bench")
     for flag in ("--endpoint", "--lifecycles", "--clients", "--capacity", "--fs-type",
-                 "--access-type", "--param", "--staging-root", "--target-root", "--skip-node",
+                 "--access-type", "--param", "--staging-root", "--staging-leaf", "--target-root",
+                 "--skip-node",
                  "--attach", "--pids", "--probe-storm", "--json"):
         assert flag in res.stdout
 
@@ -248,6 +254,26 @@ def test_other_driver_failure_undoes_the_lifecycle(fake, tmp_path):
     assert os.listdir(tmp_path / "s") == [] and os.listdir(tmp_path / "t") == []
 
 
+def test_staging_leaf_like_kubelet(fake, tmp_path):
+    """--staging-leaf: staging at <root>/<name>/globalmount, as kubelet's <hash>/globalmount;
+    both directories are made before NodeStageVolume and removed after the lifecycle."""
+    other_driver(fake, stage=True)
+    seen = []
+    fake.responses["NodeStageVolume"] = lambda req: (
+        seen.append((req.staging_target_path, os.path.isdir(req.staging_target_path))),
+        pb.NodeStageVolumeResponse())[1]
+    res = bench("--endpoint", fake.endpoint, "-n", "2", "-c", "1", "--staging-leaf",
+                "globalmount", "--staging-root", str(tmp_path / "s"), "--target-root",
+                str(tmp_path / "t"), "--name-prefix", "pv")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(seen) == [(str(tmp_path / "s" / ("pv-%d" % i) / "globalmount"), True)
+                            for i in range(2)]
+    unstaged = [req.staging_target_path for path, req in fake.calls
+                if path.endswith("/NodeUnstageVolume")]
+    assert sorted(unstaged) == [p for p, _ in sorted(seen)]
+    assert os.listdir(tmp_path / "s") == [] and os.listdir(tmp_path / "t") == []
+
+
 @pytest.mark.parametrize("stage,attach_caps,flag,attached", [
     (False, True, "no", False),   # like Kubernetes' attachRequired: false
     (True, False, "yes", True),
@@ -266,3 +292,31 @@ def test_attach_flag_overrides_the_capability(fake, tmp_path, stage, attach_caps
     assert ("ControllerPublishVolume" in methods) is attached
     assert ("ControllerUnpublishVolume" in methods) is attached
     assert ("NodeStageVolume" in methods) is stage
+
+
+# ---- side by side with the reference driver (tests/bench/side_by_side.py) ----
+
+def test_side_by_side_smoke():
+    """Both drivers, kubelet's layout, every workload, a handful of calls each. sepcsi runs
+    with its default policy, which accepts kubelet's CSI directories only, so its lifecycles
+    passing shows the bench's paths are kubelet's. Needs hostpathplugin ($HOSTPATHPLUGIN or
+    ../shared/peers/hostpathplugin); without it the test is reported as skipped, with why."""
+    res = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable,
+                          SIDE_BY_SIDE, "-n", "4", "-c", "2", "--probe-seconds", "0.5"],
+                         capture_output=True, text=True, timeout=170,
+                         env=dict(os.environ, SEPCSI_BUILD_DIR=conftest.BUILD))
+    print(res.stdout, res.stderr)
+    if res.returncode == 2 and "NOT run" in res.stdout:
+        pytest.skip(res.stdout.strip())
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = res.stdout
+    assert "errors: none" in out and "PROBLEM" not in out
+    assert re.search(r"^  sepcsi .* pids \(\d+\): sepcsi-mounthel.*, sepcsi-rpcd, sepcsi-supervis$",
+                     out, re.M)
+    assert re.search(r"^  hostpathplugin .* pids \(1\): hostpathplugin$", out, re.M)
+    for rpc in LIFECYCLE:  # in both sections, a p50 and p99 for each driver
+        assert len(re.findall(r"^  %s(\s+[\d.]+){4}$" % rpc, out, re.M)) == 2, rpc
+    assert len(re.findall(r"^  lifecycles/s\s+[\d.]+\s+[\d.]+$", out, re.M)) == 2
+    assert re.search(r"^  Probe(\s+[\d.]+){4}$", out, re.M)
+    assert re.search(r"^  calls/s\s+\d+\s+\d+$", out, re.M)
+    assert len(re.findall(r"^  peak PSS total(\s+[\d.]+ MiB){2}$", out, re.M)) == 4

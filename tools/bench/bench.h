@@ -44,6 +44,7 @@ struct bench_cfg {
 	const char *params[BENCH_MAX_PARAMS]; /* "k=v" */
 	size_t nparams;
 	const char *staging_root, *target_root;
+	const char *staging_leaf; /* NULL: stage at <root>/<prefix>-<i>, else .../<leaf> */
 	bool skip_node;
 	enum { BENCH_ATTACH_AUTO, BENCH_ATTACH_YES, BENCH_ATTACH_NO } attach;
 	int pids[BENCH_MAX_PIDS];

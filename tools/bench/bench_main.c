@@ -50,6 +50,8 @@ static void usage(FILE *o)
 	    "  --param KEY=VALUE       CreateVolume parameter (repeat)\n"
 	    "  --staging-root DIR      per-lifecycle staging dirs are created here "
 	    "(required for node calls)\n"
+	    "  --staging-leaf NAME     stage at <staging-root>/<prefix>-<i>/NAME, as kubelet's\n"
+	    "                          .../<hash>/globalmount (default: no NAME component)\n"
 	    "  --target-root DIR       per-lifecycle target parents are created here "
 	    "(required for node calls)\n"
 	    "  --skip-node             controller calls only: CreateVolume and DeleteVolume\n"
@@ -149,6 +151,7 @@ enum {
 	OPT_ACCESS_MODE,
 	OPT_PARAM,
 	OPT_STAGING_ROOT,
+	OPT_STAGING_LEAF,
 	OPT_TARGET_ROOT,
 	OPT_SKIP_NODE,
 	OPT_ATTACH,
@@ -171,6 +174,7 @@ static const struct option options[] = {
     {"access-mode", required_argument, NULL, OPT_ACCESS_MODE},
     {"param", required_argument, NULL, OPT_PARAM},
     {"staging-root", required_argument, NULL, OPT_STAGING_ROOT},
+    {"staging-leaf", required_argument, NULL, OPT_STAGING_LEAF},
     {"target-root", required_argument, NULL, OPT_TARGET_ROOT},
     {"skip-node", no_argument, NULL, OPT_SKIP_NODE},
     {"attach", required_argument, NULL, OPT_ATTACH},
@@ -230,6 +234,12 @@ static int parse_args(int argc, char **argv, struct bench_cfg *cfg)
 			break;
 		case OPT_STAGING_ROOT:
 			cfg->staging_root = optarg;
+			break;
+		case OPT_STAGING_LEAF:
+			if (!*optarg || strchr(optarg, '/') || strcmp(optarg, ".") == 0 ||
+			    strcmp(optarg, "..") == 0)
+				return bad("--staging-leaf", "expected one path component");
+			cfg->staging_leaf = optarg;
 			break;
 		case OPT_TARGET_ROOT:
 			cfg->target_root = optarg;

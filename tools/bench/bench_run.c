@@ -213,7 +213,8 @@ void bench_plan_free(struct bench_plan *p)
 /* What one lifecycle holds between its steps. */
 struct life {
 	char name[128];
-	char staging[PATH_SIZE], target_dir[PATH_SIZE], target[PATH_SIZE + 16];
+	char staging_dir[PATH_SIZE], staging[PATH_SIZE * 2];
+	char target_dir[PATH_SIZE], target[PATH_SIZE + 16];
 	Csi__V1__CreateVolumeResponse *created;
 	Csi__V1__ControllerPublishVolumeResponse *attached;
 	bool cpublished, staged, published;
@@ -413,16 +414,25 @@ static int delete_volume(struct bench_thread *t, struct csic_conn *c, struct lif
 	return timed_call(t, c, BR_DELETE, &req, NULL);
 }
 
-/* The node-side directories a CO prepares: the staging dir, and the target's parent. */
+/* The node-side directories a CO prepares: the staging dir (with --staging-leaf, its
+ * parent first, as kubelet makes <hash>/globalmount), and the target's parent. */
 static int prepare_dirs(struct bench_thread *t, struct life *l, size_t i)
 {
 	const struct bench_cfg *cfg = t->run->cfg;
+	bool stages = t->run->plan.stage; /* only a driver that stages gets a staging dir */
 
-	snprintf(l->staging, sizeof(l->staging), "%s/%s-%zu", cfg->staging_root, cfg->prefix, i);
+	snprintf(l->staging_dir, sizeof(l->staging_dir), "%s/%s-%zu", cfg->staging_root,
+	         cfg->prefix, i);
+	if (cfg->staging_leaf)
+		snprintf(l->staging, sizeof(l->staging), "%s/%s", l->staging_dir,
+		         cfg->staging_leaf);
+	else
+		snprintf(l->staging, sizeof(l->staging), "%s", l->staging_dir);
 	snprintf(l->target_dir, sizeof(l->target_dir), "%s/%s-%zu", cfg->target_root, cfg->prefix,
 	         i);
 	snprintf(l->target, sizeof(l->target), "%s/target", l->target_dir);
-	if ((t->run->plan.stage && mkdir(l->staging, 0750) != 0 && errno != EEXIST) ||
+	if ((stages && cfg->staging_leaf && mkdir(l->staging_dir, 0750) != 0 && errno != EEXIST) ||
+	    (stages && mkdir(l->staging, 0750) != 0 && errno != EEXIST) ||
 	    (mkdir(l->target_dir, 0750) != 0 && errno != EEXIST)) {
 		fprintf(stderr,
 		        "sepcsi-bench: cannot create the directories of lifecycle %zu: %s\n", i,
@@ -439,8 +449,11 @@ static void remove_dirs(const struct bench_run *run, struct life *l)
 		rmdir(l->target); /* only if the driver left it empty behind */
 		rmdir(l->target_dir);
 	}
-	if (run->plan.stage && !l->staged)
+	if (run->plan.stage && !l->staged) {
 		rmdir(l->staging);
+		if (run->cfg->staging_leaf)
+			rmdir(l->staging_dir);
+	}
 }
 
 /* The run ends when its last client does (not when the main thread next looks). */
