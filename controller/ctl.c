@@ -358,9 +358,12 @@ int ctl_check_path(struct ctl_status *st, const char *path, const char *field)
 
 bool ctl_mode_readonly(const Csi__V1__VolumeCapability *cap)
 {
-	if (!cap->access_mode)
-		return false;
-	switch (cap->access_mode->mode) {
+	return cap->access_mode && ctl_access_mode_readonly((int)cap->access_mode->mode);
+}
+
+bool ctl_access_mode_readonly(int mode)
+{
+	switch (mode) {
 	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY:
 	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY:
 		return true;

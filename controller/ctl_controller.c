@@ -8,6 +8,7 @@
  * ctl_snapshot.c; the GroupController service: ctl_group.c.
  */
 #include "ctl_cs.h"
+#include "ctl_intent.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,6 +234,41 @@ static Csi__V1__CreateVolumeResponse *create_response(struct ctl *c, struct ctl_
 	return resp;
 }
 
+/*
+ * The image of a new volume: empty, or a copy of its source. Done again by a
+ * retry, it finds the first attempt's image (the helper's requests are
+ * idempotent); one that differs (the first attempt asked for another size)
+ * is not recorded anywhere, so it is removed and made again.
+ */
+static int make_image(struct ctl *c, struct ctl_status *st, const struct create_args *ca,
+                      const char *id, int64_t size, bool again, uint64_t *real)
+{
+	struct mh_err e;
+	for (int attempt = 0;; attempt++) {
+		int rc;
+		if (ca->source_kind) {
+			struct mh_req_clone cl = {.source_kind = ca->source_kind,
+			                          .size_bytes = (uint64_t)size};
+			struct mh_ans_copy ans = {0};
+			snprintf(cl.volume_id, sizeof(cl.volume_id), "%s", id);
+			snprintf(cl.source_id, sizeof(cl.source_id), "%s", ca->source_id);
+			rc = mh_clone(c->mh, &cl, &ans, &e);
+			*real = ans.size_bytes;
+		} else {
+			rc = mh_create(c->mh, id, (uint64_t)size, real, &e);
+		}
+		if (rc == 0)
+			return CTL_OK;
+		if (!again || attempt > 0 || e.kind != MH_E_EXISTS || mh_delete(c->mh, id, &e) != 0)
+			break;
+	}
+	return ctl_fail_mh(st,
+	                   !ca->source_kind                     ? "create image"
+	                   : ca->source_kind == MH_SRC_SNAPSHOT ? "restore snapshot"
+	                                                        : "clone volume",
+	                   &e);
+}
+
 int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
                       struct ctl_status *st)
 {
@@ -315,28 +351,25 @@ int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 		goto out;
 	}
 
+	/*
+	 * A first attempt that did not finish (rpcd or the helper died, the
+	 * answer was lost) left its intent: this attempt completes that one,
+	 * with the same volume id, instead of making a second image.
+	 */
 	char id[36];
-	ctl_new_volume_id(id);
-	uint64_t real = 0;
-	struct mh_err e;
-	if (ca.source_kind) {
-		struct mh_req_clone cl = {.source_kind = ca.source_kind,
-		                          .size_bytes = (uint64_t)size};
-		struct mh_ans_copy ans = {0};
-		snprintf(cl.volume_id, sizeof(cl.volume_id), "%s", id);
-		snprintf(cl.source_id, sizeof(cl.source_id), "%s", ca.source_id);
-		if (mh_clone(c->mh, &cl, &ans, &e) != 0) {
-			ctl_fail_mh(st,
-			            ca.source_kind == MH_SRC_SNAPSHOT ? "restore snapshot"
-			                                              : "clone volume",
-			            &e);
-			goto out;
-		}
-		real = ans.size_bytes;
-	} else if (mh_create(c->mh, id, (uint64_t)size, &real, &e) != 0) {
-		ctl_fail_mh(st, "create image", &e);
+	int again = ctl_intent_resume(c, CTL_OP_CREATE, req->name, ca.source, id, sizeof(id));
+	if (again < 0) {
+		ctl_fail(st, CTL_UNAVAILABLE,
+		         "an earlier attempt under this name cannot be undone yet");
 		goto out;
 	}
+	if (!again)
+		ctl_new_volume_id(id);
+	if (!again && ctl_intent_begin(c, st, CTL_OP_CREATE, req->name, id, ca.source))
+		goto out;
+	uint64_t real = 0;
+	if (make_image(c, st, &ca, id, size, again == 1, &real))
+		goto out;
 	struct store_volume v = {
 	    .id = id,
 	    .name = (char *)req->name,
@@ -355,10 +388,13 @@ int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 	rc = store_volume_put(c->st, &v);
 	if (rc != STORE_OK) {
 		/* Roll back so a retry starts clean; the image is unused. */
-		mh_delete(c->mh, id, &e);
+		struct mh_err e;
+		if (mh_delete(c->mh, id, &e) == 0)
+			ctl_intent_end(c, CTL_OP_CREATE, req->name);
 		ctl_fail_store(st, "record volume", rc);
 		goto out;
 	}
+	ctl_intent_end(c, CTL_OP_CREATE, req->name);
 	*resp = create_response(c, a, &v);
 	st->code = CTL_OK;
 out:
@@ -424,6 +460,8 @@ int ctl_delete_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 	}
 	/* Snapshots are independent copies: they stay, and stay usable as sources. */
 	struct mh_err e;
+	if (ctl_intent_begin(c, st, CTL_OP_DELETE, req->volume_id, req->volume_id, ""))
+		goto done;
 	if (mh_delete(c->mh, req->volume_id, &e) != 0 && e.kind != MH_E_NOTFOUND) {
 		ctl_fail_mh(st, "delete image", &e);
 		goto done;
@@ -433,6 +471,7 @@ int ctl_delete_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 		ctl_fail_store(st, "forget volume", rc);
 		goto done;
 	}
+	ctl_intent_end(c, CTL_OP_DELETE, req->volume_id);
 	*resp = out;
 	st->code = CTL_OK;
 done:

@@ -11,6 +11,7 @@
  * xfs or btrfs; default the capability's, else ext4).
  */
 #include "ctl_int.h"
+#include "ctl_intent.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -83,7 +84,7 @@ int ctl_ephemeral_publish(struct ctl *c, const Csi__V1__NodePublishVolumeRequest
 	struct store_volume *v = NULL;
 	int64_t size;
 	const char *fs = "";
-	bool created = false;
+	bool created = false, intent = false;
 	struct mh_err e;
 
 	if (strlen(req->volume_id) > EPHEMERAL_ID_MAX)
@@ -112,6 +113,15 @@ int ctl_ephemeral_publish(struct ctl *c, const Csi__V1__NodePublishVolumeRequest
 	} else if (rc == STORE_NOTFOUND) {
 		uint64_t real = 0;
 		ctl_new_volume_id(id);
+		/* A first attempt that did not finish is undone; this one is recorded first. */
+		if (ctl_intent_settle_held(c, CTL_OP_EPHEMERAL, req->volume_id) != 0) {
+			ctl_fail(st, CTL_UNAVAILABLE,
+			         "an earlier attempt for this volume cannot be undone yet");
+			goto out;
+		}
+		if (ctl_intent_begin(c, st, CTL_OP_EPHEMERAL, req->volume_id, id, req->target_path))
+			goto out;
+		intent = true;
 		/* NOLINTNEXTLINE(clang-analyzer-core.CallAndMessage): attributes() set size */
 		if (mh_create(c->mh, id, (uint64_t)size, &real, &e) != 0) {
 			ctl_fail_mh(st, "create ephemeral image", &e);
@@ -163,12 +173,14 @@ int ctl_ephemeral_publish(struct ctl *c, const Csi__V1__NodePublishVolumeRequest
 		ctl_fail_store(st, "record ephemeral staging", rc);
 		goto out;
 	}
+	if (intent)
+		ctl_intent_end(c, CTL_OP_EPHEMERAL, req->volume_id);
 	st->code = CTL_OK;
 	goto out;
 undo:
 	/* A fresh volume that could not be mounted is removed again: nothing leaks. */
-	if (created && mh_delete(c->mh, id, &e) == 0)
-		store_volume_delete(c->st, id);
+	if (created && mh_delete(c->mh, id, &e) == 0 && store_volume_delete(c->st, id) == STORE_OK)
+		ctl_intent_end(c, CTL_OP_EPHEMERAL, req->volume_id);
 out:
 	ctl_unlock(c, req->volume_id);
 	store_volume_free(v);
@@ -188,6 +200,10 @@ int ctl_ephemeral_unpublish(struct ctl *c, const struct store_volume *v, const c
 		return st->code = CTL_OK;
 	}
 	store_staging_free(stg);
+	/* Its subject is the CO's volume id, the key the request holds. */
+	const char *co_id = v->name + strlen(CTL_EPHEMERAL_PREFIX);
+	if (ctl_intent_begin(c, st, CTL_OP_EPHEMERAL_END, co_id, v->id, target))
+		return st->code;
 	if (mh_unstage_flags(c->mh, v->id, target, MH_F_REMOVE_DIR, &e) != 0)
 		return ctl_fail_mh(st, "unstage ephemeral volume", &e);
 	rc = store_staging_delete(c->st, v->id);
@@ -198,5 +214,6 @@ int ctl_ephemeral_unpublish(struct ctl *c, const struct store_volume *v, const c
 	rc = store_volume_delete(c->st, v->id);
 	if (rc != STORE_OK && rc != STORE_NOTFOUND)
 		return ctl_fail_store(st, "forget ephemeral volume", rc);
+	ctl_intent_end(c, CTL_OP_EPHEMERAL_END, co_id);
 	return st->code = CTL_OK;
 }

@@ -13,6 +13,7 @@
  * than cut inconsistently. Group ids are "gs-" + 32 hex digits.
  */
 #include "ctl_cs.h"
+#include "ctl_intent.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,10 +144,10 @@ int ctl_create_volume_group_snapshot(struct ctl *c, const void *r, void **resp, 
 	size_t n = req->n_source_volume_ids, cut = 0, nkeys = 0;
 	struct store_group_snapshot *old = NULL;
 	struct store_snapshot *members = NULL;
-	char *ids = NULL, *params = NULL, name_key[256];
+	char *ids = NULL, *params = NULL, *detail = NULL, name_key[256];
 	char(*snap_ids)[36] = NULL;
 	const char **keys = NULL, *busy = NULL;
-	bool locked = false;
+	bool locked = false, intent = false;
 	size_t used = 0;
 	Csi__V1__VolumeGroupSnapshot *gm = NULL;
 	struct mh_err e;
@@ -233,9 +234,24 @@ int ctl_create_volume_group_snapshot(struct ctl *c, const void *r, void **resp, 
 	char gid[36];
 	ctl_new_group_id(gid);
 	g.id = gid;
+	/* The ids are chosen, and recorded as an intent, before the first is cut. */
+	detail = calloc(n, sizeof(snap_ids[0]));
+	if (!detail)
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		ctl_new_snapshot_id(snap_ids[i]);
+		strcat(strcat(detail, i ? " " : ""), snap_ids[i]);
+	}
+	if (ctl_intent_settle_held(c, CTL_OP_GROUP, req->name) != 0) {
+		ctl_fail(st, CTL_UNAVAILABLE,
+		         "an earlier attempt under this name cannot be undone yet");
+		goto out;
+	}
+	if (ctl_intent_begin(c, st, CTL_OP_GROUP, req->name, gid, detail))
+		goto out;
+	intent = true;
 	for (cut = 0; cut < n; cut++) {
 		struct mh_ans_copy ans = {0};
-		ctl_new_snapshot_id(snap_ids[cut]);
 		if (mh_snapshot(c->mh, snap_ids[cut], members[cut].source_volume_id, &ans, &e) !=
 		    0) {
 			ctl_fail_mh(st, "snapshot", &e);
@@ -257,7 +273,9 @@ int ctl_create_volume_group_snapshot(struct ctl *c, const void *r, void **resp, 
 out:
 	/* A failure after some snapshots were cut: remove them, the group never existed. */
 	for (size_t i = 0; i < cut; i++)
-		mh_delete_snapshot(c->mh, snap_ids[i], &e);
+		intent = mh_delete_snapshot(c->mh, snap_ids[i], &e) == 0 && intent;
+	if (intent) /* recorded, or every cut snapshot removed again */
+		ctl_intent_end(c, CTL_OP_GROUP, req->name);
 	if (locked)
 		ctl_unlock_keys(c, keys, nkeys);
 	for (size_t i = 0; members && i < n; i++)
@@ -267,6 +285,7 @@ out:
 	free(keys);
 	free(ids);
 	free(params);
+	free(detail);
 	store_group_snapshot_free(old);
 	return st->code;
 }

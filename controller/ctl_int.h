@@ -35,6 +35,7 @@ int ctl_check_capability(struct ctl_status *st, const Csi__V1__VolumeCapability 
                          const char *field);
 /* True for the access modes that only read. */
 bool ctl_mode_readonly(const Csi__V1__VolumeCapability *cap);
+bool ctl_access_mode_readonly(int mode); /* the same, for a recorded AccessMode.Mode */
 /* The fs type a capability asks for ("" if none or block). */
 const char *ctl_cap_fs_type(const Csi__V1__VolumeCapability *cap);
 /* Mount flags of a capability joined with ',' into out; CTL_OK or INVALID_ARGUMENT. */

@@ -6,6 +6,7 @@
  * have lost the mounts (a reboot) while the store kept the intent.
  */
 #include "ctl_int.h"
+#include "ctl_intent.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -126,6 +127,15 @@ void ctl_volume_mount_extras(const struct store_volume *v, struct mh_req_stage *
 	}
 }
 
+/* A publication's intent: subject "<volume> <target>", detail "b|f <target>". */
+static void publication_intent(const char *vid, const char *target, bool block,
+                               char subject[MH_ID_MAX + MH_PATH_MAX + 2],
+                               char detail[MH_PATH_MAX + 4])
+{
+	snprintf(subject, MH_ID_MAX + MH_PATH_MAX + 2, "%s %s", vid, target);
+	snprintf(detail, MH_PATH_MAX + 4, "%c %s", block ? 'b' : 'f', target);
+}
+
 int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
                           struct ctl_status *st)
 {
@@ -177,6 +187,11 @@ int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_
 		ctl_volume_mount_extras(v, &ms);
 	}
 	struct mh_err e;
+	char detail[MH_PATH_MAX + 4];
+	snprintf(detail, sizeof(detail), "%c %s", type == ACCESS_BLOCK ? 'b' : 'f',
+	         req->staging_target_path);
+	if (!old && ctl_intent_begin(c, st, CTL_OP_STAGE, v->id, v->id, detail))
+		goto out;
 	if (mh_stage(c->mh, &ms, &e) != 0) {
 		ctl_fail_mh(st, "stage", &e);
 		goto out;
@@ -189,12 +204,14 @@ int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_
 		    .mount_flags = flags,
 		    .access_type = type,
 		    .access_mode = mode,
+		    .mount_group = (int64_t)ms.gid,
 		};
 		rc = store_staging_put(c->st, &s);
 		if (rc != STORE_OK) {
 			ctl_fail_store(st, "record staging", rc);
 			goto out;
 		}
+		ctl_intent_end(c, CTL_OP_STAGE, v->id);
 	}
 	Csi__V1__NodeStageVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_stage_volume_response__init(out);
@@ -238,6 +255,10 @@ int ctl_node_unstage_volume(struct ctl *c, const void *r, void **resp, struct ct
 	}
 	uint8_t fl = stg && stg->access_type == ACCESS_BLOCK ? MH_F_BLOCK : 0;
 	struct mh_err e;
+	char detail[MH_PATH_MAX + 4];
+	snprintf(detail, sizeof(detail), "%c %s", fl ? 'b' : 'f', req->staging_target_path);
+	if (stg && ctl_intent_begin(c, st, CTL_OP_UNSTAGE, v->id, v->id, detail))
+		goto out;
 	if (mh_unstage_flags(c->mh, v->id, req->staging_target_path, fl, &e) != 0) {
 		ctl_fail_mh(st, "unstage", &e);
 		goto out;
@@ -247,6 +268,8 @@ int ctl_node_unstage_volume(struct ctl *c, const void *r, void **resp, struct ct
 		ctl_fail_store(st, "forget staging", rc);
 		goto out;
 	}
+	if (stg)
+		ctl_intent_end(c, CTL_OP_UNSTAGE, v->id);
 	Csi__V1__NodeUnstageVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_unstage_volume_response__init(out);
 	*resp = out;
@@ -325,6 +348,10 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 	snprintf(mp.staging_path, sizeof(mp.staging_path), "%s", req->staging_target_path);
 	snprintf(mp.target_path, sizeof(mp.target_path), "%s", req->target_path);
 	struct mh_err e;
+	char subject[MH_ID_MAX + MH_PATH_MAX + 2], detail[MH_PATH_MAX + 4];
+	publication_intent(v->id, req->target_path, type == ACCESS_BLOCK, subject, detail);
+	if (!old && ctl_intent_begin(c, st, CTL_OP_PUBLISH, subject, v->id, detail))
+		goto out;
 	if (mh_publish(c->mh, &mp, &e) != 0) {
 		ctl_fail_mh(st, "publish", &e);
 		goto out;
@@ -344,6 +371,7 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 			ctl_fail_store(st, "record publication", rc);
 			goto out;
 		}
+		ctl_intent_end(c, CTL_OP_PUBLISH, subject);
 	}
 	Csi__V1__NodePublishVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_publish_volume_response__init(out);
@@ -373,6 +401,14 @@ int ctl_node_unpublish_volume(struct ctl *c, const void *r, void **resp, struct 
 			goto out;
 	} else {
 		struct mh_err e;
+		struct store_publication *p = NULL;
+		char subject[MH_ID_MAX + MH_PATH_MAX + 2], detail[MH_PATH_MAX + 4];
+		bool known = store_publication_get(c->st, v->id, req->target_path, &p) == STORE_OK;
+		publication_intent(v->id, req->target_path, known && p->access_type == ACCESS_BLOCK,
+		                   subject, detail);
+		store_publication_free(p);
+		if (known && ctl_intent_begin(c, st, CTL_OP_UNPUBLISH, subject, v->id, detail))
+			goto out;
 		if (mh_unpublish(c->mh, v->id, req->target_path, &e) != 0) {
 			ctl_fail_mh(st, "unpublish", &e);
 			goto out;
@@ -382,6 +418,8 @@ int ctl_node_unpublish_volume(struct ctl *c, const void *r, void **resp, struct 
 			ctl_fail_store(st, "forget publication", rc);
 			goto out;
 		}
+		if (known)
+			ctl_intent_end(c, CTL_OP_UNPUBLISH, subject);
 	}
 	Csi__V1__NodeUnpublishVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_unpublish_volume_response__init(out);

@@ -10,6 +10,7 @@
  * hex digits and never paths; the helper builds the file name itself.
  */
 #include "ctl_cs.h"
+#include "ctl_intent.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,8 +81,18 @@ int ctl_create_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_ar
 		goto out;
 	}
 
+	/* A first attempt that did not finish is completed, under its snapshot id. */
 	char id[36];
-	ctl_new_snapshot_id(id);
+	int again = ctl_intent_resume(c, CTL_OP_SNAPSHOT, req->name, v->id, id, sizeof(id));
+	if (again < 0) {
+		ctl_fail(st, CTL_UNAVAILABLE,
+		         "an earlier attempt under this name cannot be undone yet");
+		goto out;
+	}
+	if (!again)
+		ctl_new_snapshot_id(id);
+	if (!again && ctl_intent_begin(c, st, CTL_OP_SNAPSHOT, req->name, id, v->id))
+		goto out;
 	struct mh_ans_copy ans = {0};
 	struct mh_err e;
 	if (mh_snapshot(c->mh, id, v->id, &ans, &e) != 0) {
@@ -101,10 +112,12 @@ int ctl_create_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_ar
 	rc = store_snapshot_put(c->st, &s);
 	if (rc != STORE_OK) {
 		/* Nothing refers to the copy yet: remove it so a retry starts clean. */
-		mh_delete_snapshot(c->mh, id, &e);
+		if (mh_delete_snapshot(c->mh, id, &e) == 0)
+			ctl_intent_end(c, CTL_OP_SNAPSHOT, req->name);
 		ctl_fail_store(st, "record snapshot", rc);
 		goto out;
 	}
+	ctl_intent_end(c, CTL_OP_SNAPSHOT, req->name);
 	*resp = create_response(a, &s);
 	st->code = CTL_OK;
 out:
@@ -156,6 +169,8 @@ int ctl_delete_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_ar
 	}
 	/* Volumes restored from it are copies, not users: it is never in use. */
 	struct mh_err e;
+	if (ctl_intent_begin(c, st, CTL_OP_DELETE_SNAP, s->id, s->id, ""))
+		goto done;
 	if (mh_delete_snapshot(c->mh, s->id, &e) != 0 && e.kind != MH_E_NOTFOUND) {
 		ctl_fail_mh(st, "delete snapshot", &e);
 		goto done;
@@ -165,6 +180,7 @@ int ctl_delete_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_ar
 		ctl_fail_store(st, "forget snapshot", rc);
 		goto done;
 	}
+	ctl_intent_end(c, CTL_OP_DELETE_SNAP, s->id);
 	*resp = out;
 	st->code = CTL_OK;
 done:

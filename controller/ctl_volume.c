@@ -11,6 +11,7 @@
  * space, on this node's topology segment only.
  */
 #include "ctl_cs.h"
+#include "ctl_intent.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,10 @@ int ctl_controller_expand_volume(struct ctl *c, const void *r, void **resp, stru
 		}
 		uint64_t real = 0;
 		struct mh_err e;
+		char bytes[24];
+		snprintf(bytes, sizeof(bytes), "%lld", (long long)want);
+		if (ctl_intent_begin(c, st, CTL_OP_EXPAND, v->id, v->id, bytes))
+			goto out;
 		if (mh_resize(c->mh, v->id, (uint64_t)want, &real, &e) != 0) {
 			ctl_fail_mh(st, "resize image", &e);
 			goto out;
@@ -137,6 +142,7 @@ int ctl_controller_expand_volume(struct ctl *c, const void *r, void **resp, stru
 			ctl_fail_store(st, "record new capacity", rc);
 			goto out;
 		}
+		ctl_intent_end(c, CTL_OP_EXPAND, v->id);
 		size = v->capacity_bytes;
 	}
 	Csi__V1__ControllerExpandVolumeResponse *out = ctl_alloc(a, sizeof(*out));

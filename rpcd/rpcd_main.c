@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <grpc/grpc.h>
 #include <pthread.h>
+#include <time.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +117,48 @@ static bool fd_open(int fd)
 	return fcntl(fd, F_GETFD) != -1;
 }
 
+/*
+ * Reconciliation (ctl_reconcile) runs on a thread of its own: at start, after
+ * each new helper channel (the helper restarted), and again while something
+ * is left over (a key busy, the helper unavailable), less and less often.
+ */
+static pthread_mutex_t rec_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rec_cv = PTHREAD_COND_INITIALIZER;
+static bool rec_wanted = true, rec_stop;
+
+static void reconcile_wanted(void)
+{
+	pthread_mutex_lock(&rec_mu);
+	rec_wanted = true;
+	pthread_cond_signal(&rec_cv);
+	pthread_mutex_unlock(&rec_mu);
+}
+
+static void *reconcile_thread(void *arg)
+{
+	struct rpcd *r = arg;
+	unsigned again_s = 0; /* 0: nothing left; else seconds until the next run */
+	pthread_mutex_lock(&rec_mu);
+	for (;;) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += again_s;
+		while (!rec_wanted && !rec_stop &&
+		       (again_s == 0 ? pthread_cond_wait(&rec_cv, &rec_mu)
+		                     : pthread_cond_timedwait(&rec_cv, &rec_mu, &until)) == 0)
+			;
+		if (rec_stop)
+			break;
+		rec_wanted = false;
+		pthread_mutex_unlock(&rec_mu);
+		bool left = ctl_reconcile(r->ctl) != 0;
+		again_s = !left ? 0 : again_s == 0 ? 1 : again_s < 64 ? 2 * again_s : 120;
+		pthread_mutex_lock(&rec_mu);
+	}
+	pthread_mutex_unlock(&rec_mu);
+	return NULL;
+}
+
 /* Messages from the supervisor: a new helper channel, or the helper given up on. */
 static void *control_thread(void *arg)
 {
@@ -127,6 +170,7 @@ static void *control_thread(void *arg)
 			log_info("new helper channel from the supervisor");
 			atomic_store(&r->helper_failed, false);
 			mh_client_set_fd(r->mh, m.fd);
+			reconcile_wanted();
 			break;
 		case SUP_CTL_HELPER_FAILED:
 			log_error(
@@ -188,6 +232,10 @@ int main(int argc, char **argv)
 	if (pol_seccomp_install(&pol_sc_rpcd, getenv("SEPCSI_SECCOMP_LOG") != NULL) != 0)
 		log_fatal("cannot install the seccomp filter");
 
+	pthread_t rec_thr;
+	if (pthread_create(&rec_thr, NULL, reconcile_thread, &r) != 0)
+		log_fatal("cannot start the reconciliation thread");
+
 	grpc_init();
 	struct rpcd_server *srv = rpcd_server_start(&r, RPCD_WORKERS);
 	log_kv(LOG_LVL_INFO, "serving", "endpoint", r.endpoint, "driver", r.cfg.driver_name,
@@ -200,6 +248,12 @@ int main(int argc, char **argv)
 	log_info("signal %d: finishing calls in flight", sig);
 	rpcd_server_stop_and_free(srv);
 	grpc_shutdown();
+	pthread_mutex_lock(&rec_mu);
+	rec_stop = true;
+	pthread_cond_signal(&rec_cv);
+	pthread_mutex_unlock(&rec_mu);
+	mh_client_set_fd(r.mh, -1); /* a reconciliation waiting on the helper gives up now */
+	pthread_join(rec_thr, NULL);
 
 	ctl_free(r.ctl);
 	mh_client_free(r.mh);
