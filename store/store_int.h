@@ -1,8 +1,9 @@
 /*
  * Private to store/: the connection object and the helpers that store.c
- * (open, migrations, volumes), store_node.c (stagings, publications) and
- * store_ctl.c (snapshots, group snapshots, attachments) share; all are
- * defined in store.c. Nothing outside store/ includes this file.
+ * (open, migrations), store_volume.c (volumes), store_node.c (stagings,
+ * publications) and store_ctl.c (snapshots, group snapshots, attachments)
+ * share; they are defined in store_sql.c. Nothing outside store/ includes
+ * this file.
  *
  * Locking rule: every public entry point takes st->mu for its whole duration;
  * every helper below that takes a struct store expects the caller to hold it,
@@ -152,6 +153,9 @@ int store_get_one(struct store *st, enum store_stmt_id id, const char *sql, cons
 /* *n gets the single integer sql (a count) returns; it is set to 0 first. */
 int store_count_by_key(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
                        const char *key, size_t *n);
+/* store_count_by_key(), but key may be NULL for sql that has no ?1. */
+int store_count(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
+                const char *key, size_t *n);
 
 /* Every row sql returns, handed out as store_collect() does; *out and *n are zeroed first. */
 int store_list_by_key(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
@@ -161,5 +165,15 @@ int store_list_by_key(struct store *st, enum store_stmt_id id, const char *sql, 
 /* Runs the DELETE sql; STORE_NOTFOUND with "<what>: <missing>" when no row went. */
 int store_delete_keyed(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
                        const char *key, const char *key2, const char *missing);
+
+/*
+ * The two halves of a keyed query, for an entry point that steps the
+ * statement itself: begin takes st->mu and returns the statement id with its
+ * keys bound (NULL, unlocked, with *rc set, on failure); end releases both
+ * and returns rc.
+ */
+sqlite3_stmt *store_keyed_begin(struct store *st, enum store_stmt_id id, const char *sql,
+                                const char *what, const char *key, const char *key2, int *rc);
+int store_keyed_end(struct store *st, sqlite3_stmt *q, int rc);
 
 #endif
