@@ -91,6 +91,8 @@ sqlite3_stmt *store_stmt(struct store *st, enum store_stmt_id id, const char *sq
 {
 	int rc;
 
+	if (store_txn_lost(st, what))
+		return NULL;
 	if (st->stmt[id])
 		return st->stmt[id];
 	rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st->stmt[id], NULL);
