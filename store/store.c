@@ -1,7 +1,9 @@
 /*
- * The store: opening the sqlite database, its schema migrations, the helpers
- * shared with store_node.c and store_ctl.c (see store_int.h), and the volumes
- * table.
+ * The store: opening the sqlite database, checking what is found there
+ * (what kind of file, and sqlite's integrity check), the schema migrations,
+ * closing it, and store_check(), which checks a store without writing. The
+ * tables are in store_volume.c, store_node.c, store_ctl.c and store_intent.c;
+ * transactions in store_txn.c; the helpers they share in store_sql.c.
  *
  * Runs in rpcd, unprivileged; rpcd is the only writer of this file. One sqlite
  * connection per store, serialised by a pthread mutex, in WAL mode with
@@ -17,7 +19,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,9 @@
 
 /* PRAGMA application_id of a sepcsi store: "sepc" in ASCII. */
 #define STORE_APPLICATION_ID 0x73657063
+
+/* How many problems an integrity check lists at most (a string: it goes into the pragma). */
+#define STORE_CHECK_ROWS "20"
 
 /*
  * Forward migrations: entry i takes the schema from version i to i + 1, and is
@@ -106,366 +110,26 @@ static const char *const store_migrations[] = {
     "  PRIMARY KEY (volume_id, node_id)"
     ") STRICT;"
     "CREATE INDEX attachments_by_node ON attachments (node_id);",
+
+    /*
+     * to version 3: operations in progress. seq keeps the order they were
+     * put in (created_at cannot: whole seconds of a clock that may step);
+     * replacing an intent gives it a new seq. A declared INTEGER PRIMARY KEY,
+     * unlike the implicit rowid, survives VACUUM unchanged.
+     */
+    "CREATE TABLE intents ("
+    "  seq INTEGER PRIMARY KEY,"
+    "  key TEXT NOT NULL UNIQUE,"
+    "  op TEXT NOT NULL,"
+    "  object_id TEXT NOT NULL,"
+    "  detail TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL"
+    ") STRICT;",
 };
 
 #define STORE_SCHEMA_VERSION ((int64_t)(sizeof store_migrations / sizeof store_migrations[0]))
 
-static _Thread_local char store_errbuf[512];
-
-/* ---- helpers shared with store_node.c and store_ctl.c ---- */
-
-void *store_xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n ? n : 1, size ? size : 1);
-
-	if (!p)
-		abort();
-	return p;
-}
-
-void *store_xreallocarray(void *p, size_t n, size_t size)
-{
-	size_t bytes;
-	void *q;
-
-	if (size && n > SIZE_MAX / size)
-		abort();
-	bytes = n * size;
-	q = realloc(p, bytes ? bytes : 1);
-	if (!q)
-		abort();
-	return q;
-}
-
-char *store_xstrdup(const char *s)
-{
-	char *p = strdup(s);
-
-	if (!p)
-		abort();
-	return p;
-}
-
-void store_lock(struct store *st)
-{
-	if (pthread_mutex_lock(&st->mu) != 0)
-		abort();
-}
-
-void store_unlock(struct store *st)
-{
-	if (pthread_mutex_unlock(&st->mu) != 0)
-		abort();
-}
-
-void store_set_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(store_errbuf, sizeof store_errbuf, fmt, ap);
-	va_end(ap);
-}
-
-const char *store_last_error(void)
-{
-	return store_errbuf;
-}
-
-int store_fail(struct store *st, int sqlite_rc, const char *what)
-{
-	if ((sqlite_rc & 0xff) == SQLITE_NOMEM)
-		abort();
-	store_set_error("%s: %s", what, sqlite3_errmsg(st->db));
-	if (sqlite_rc == SQLITE_CONSTRAINT_PRIMARYKEY || sqlite_rc == SQLITE_CONSTRAINT_UNIQUE)
-		return STORE_EXISTS;
-	return STORE_ERROR;
-}
-
-sqlite3_stmt *store_stmt(struct store *st, enum store_stmt_id id, const char *sql, const char *what)
-{
-	int rc;
-
-	if (st->stmt[id])
-		return st->stmt[id];
-	rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st->stmt[id], NULL);
-	if (rc != SQLITE_OK) {
-		store_fail(st, rc, what);
-		sqlite3_finalize(st->stmt[id]);
-		st->stmt[id] = NULL;
-	}
-	return st->stmt[id];
-}
-
-void store_stmt_release(sqlite3_stmt *q)
-{
-	if (!q)
-		return;
-	sqlite3_reset(q);
-	sqlite3_clear_bindings(q);
-}
-
-int store_bind_text(sqlite3_stmt *q, int idx, const char *s)
-{
-	if (!s)
-		return sqlite3_bind_null(q, idx);
-	return sqlite3_bind_text(q, idx, s, -1, SQLITE_STATIC);
-}
-
-int store_bind_text_or_empty(sqlite3_stmt *q, int idx, const char *s)
-{
-	return sqlite3_bind_text(q, idx, s ? s : "", -1, SQLITE_STATIC);
-}
-
-int store_step_write(struct store *st, sqlite3_stmt *q, const char *what, int *changes)
-{
-	int rc = sqlite3_step(q);
-
-	if (rc != SQLITE_DONE)
-		return store_fail(st, rc, what);
-	if (changes)
-		*changes = sqlite3_changes(st->db);
-	return STORE_OK;
-}
-
-int store_step_insert_for_volume(struct store *st, sqlite3_stmt *q, const char *what)
-{
-	int rc = sqlite3_step(q);
-
-	if (rc == SQLITE_DONE)
-		return STORE_OK;
-	if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
-		store_set_error("%s: no such volume (%s)", what, sqlite3_errmsg(st->db));
-		return STORE_ERROR;
-	}
-	return store_fail(st, rc, what);
-}
-
-char *store_column_text(sqlite3_stmt *q, int col)
-{
-	const unsigned char *t;
-
-	if (sqlite3_column_type(q, col) == SQLITE_NULL)
-		return store_xstrdup("");
-	t = sqlite3_column_text(q, col);
-	if (!t)
-		abort(); /* a non-NULL value that could not be converted: out of memory */
-	return store_xstrdup((const char *)t);
-}
-
-int64_t store_sql_limit(size_t limit)
-{
-	return limit == 0 || limit > (uint64_t)INT64_MAX ? -1 : (int64_t)limit;
-}
-
-void store_free_list(void **list, size_t n, store_free_row_fn *free_row)
-{
-	size_t i;
-
-	if (!list)
-		return;
-	for (i = 0; i < n; i++)
-		free_row(list[i]);
-	free(list);
-}
-
-int store_collect(struct store *st, sqlite3_stmt *q, const char *what, store_from_row_fn *from_row,
-                  store_free_row_fn *free_row, void ***out, size_t *n)
-{
-	void **list = NULL;
-	size_t count = 0, cap = 0;
-	int rc;
-
-	*out = NULL;
-	*n = 0;
-	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-		if (count == cap) {
-			cap = cap ? cap * 2 : 32;
-			list = store_xreallocarray(list, cap, sizeof *list);
-		}
-		list[count++] = from_row(q);
-	}
-	if (rc != SQLITE_DONE) {
-		rc = store_fail(st, rc, what);
-		store_free_list(list, count, free_row);
-		return rc;
-	}
-	*out = list;
-	*n = count;
-	return STORE_OK;
-}
-
-/* ---- keyed queries, shared by every table ---- */
-
-/*
- * Binds key as ?1 and key2 as ?2, each only if q has that parameter. A NULL
- * key there is an invalid argument (bound, it would match no row).
- */
-static int store_bind_keys(struct store *st, sqlite3_stmt *q, const char *what, const char *key,
-                           const char *key2)
-{
-	int params = sqlite3_bind_parameter_count(q), rc;
-
-	if ((params >= 1 && !key) || (params >= 2 && !key2)) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	if ((params >= 1 && (rc = store_bind_text(q, 1, key)) != SQLITE_OK) ||
-	    (params >= 2 && (rc = store_bind_text(q, 2, key2)) != SQLITE_OK))
-		return store_fail(st, rc, what);
-	return STORE_OK;
-}
-
-/* Takes st->mu and returns the statement id with its keys bound; NULL (unlocked) on failure. */
-static sqlite3_stmt *store_keyed_begin(struct store *st, enum store_stmt_id id, const char *sql,
-                                       const char *what, const char *key, const char *key2, int *rc)
-{
-	sqlite3_stmt *q;
-
-	store_lock(st);
-	q = store_stmt(st, id, sql, what);
-	if (!q) {
-		*rc = STORE_ERROR;
-		goto fail;
-	}
-	if ((*rc = store_bind_keys(st, q, what, key, key2)) != STORE_OK)
-		goto fail;
-	return q;
-fail:
-	store_stmt_release(q);
-	store_unlock(st);
-	return NULL;
-}
-
-/* Releases what store_keyed_begin() took, and returns rc. */
-static int store_keyed_end(struct store *st, sqlite3_stmt *q, int rc)
-{
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
-}
-
-int store_get_one(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
-                  const char *key, const char *key2, store_from_row_fn *from_row,
-                  const char *missing, void **out)
-{
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!out) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	*out = NULL;
-	if (!st || !key) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	if (!(q = store_keyed_begin(st, id, sql, what, key, key2, &rc)))
-		return rc;
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_ROW) {
-		*out = from_row(q);
-		rc = STORE_OK;
-	} else if (rc == SQLITE_DONE) {
-		store_set_error("%s: %s", what, missing);
-		rc = STORE_NOTFOUND;
-	} else {
-		rc = store_fail(st, rc, what);
-	}
-	return store_keyed_end(st, q, rc);
-}
-
-/* store_count_by_key(), but key may be NULL for sql that has no ?1. */
-static int store_count(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
-                       const char *key, size_t *n)
-{
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!st || !n) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	*n = 0;
-	if (!(q = store_keyed_begin(st, id, sql, what, key, NULL, &rc)))
-		return rc;
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_ROW) {
-		*n = (size_t)sqlite3_column_int64(q, 0);
-		rc = STORE_OK;
-	} else {
-		rc = store_fail(st, rc, what);
-	}
-	return store_keyed_end(st, q, rc);
-}
-
-int store_count_by_key(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
-                       const char *key, size_t *n)
-{
-	if (!key) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	return store_count(st, id, sql, what, key, n);
-}
-
-int store_list_by_key(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
-                      const char *key, store_from_row_fn *from_row, store_free_row_fn *free_row,
-                      void ***out, size_t *n)
-{
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!out || !n) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	*out = NULL;
-	*n = 0;
-	if (!st || !key) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	if (!(q = store_keyed_begin(st, id, sql, what, key, NULL, &rc)))
-		return rc;
-	rc = store_collect(st, q, what, from_row, free_row, out, n);
-	return store_keyed_end(st, q, rc);
-}
-
-int store_delete_keyed(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
-                       const char *key, const char *key2, const char *missing)
-{
-	sqlite3_stmt *q;
-	int rc, changes = 0;
-
-	if (!st || !key) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	if (!(q = store_keyed_begin(st, id, sql, what, key, key2, &rc)))
-		return rc;
-	rc = store_step_write(st, q, what, &changes);
-	if (rc == STORE_OK && changes == 0) {
-		store_set_error("%s: %s", what, missing);
-		rc = STORE_NOTFOUND;
-	}
-	return store_keyed_end(st, q, rc);
-}
-
-/* ---- open and migrate ---- */
-
-/* Runs fixed SQL (never built from input) that returns no rows. */
-int store_exec(struct store *st, const char *sql, const char *what)
-{
-	int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
-
-	if (rc != SQLITE_OK) {
-		store_fail(st, rc, what);
-		return STORE_ERROR;
-	}
-	return STORE_OK;
-}
+/* ---- what the file holds, and migrations ---- */
 
 /*
  * Runs fixed SQL that returns one row; *out gets its first column as an
@@ -497,6 +161,18 @@ static int store_query_int(struct store *st, const char *sql, int64_t *out, cons
 	return rc;
 }
 
+/* st->mu is recursive: the owner of a store_begin() transaction holds it throughout. */
+static void store_mutex_init(pthread_mutex_t *mu)
+{
+	pthread_mutexattr_t attr;
+
+	if (pthread_mutexattr_init(&attr) != 0 ||
+	    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE) != 0 ||
+	    pthread_mutex_init(mu, &attr) != 0)
+		abort();
+	pthread_mutexattr_destroy(&attr);
+}
+
 /*
  * Creates the file with mode 0600 if it does not exist yet, so the database
  * never appears with a wider mode (sqlite gives the -wal and -shm files the
@@ -522,39 +198,96 @@ static int store_create_file(const char *path)
 }
 
 /*
+ * Records "<what> <path>: <reason>" for a sqlite failure while reading what
+ * the file holds, naming the reasons an operator can act on.
+ */
+static void store_read_error(struct store *st, int sqlite_rc, const char *what, const char *path)
+{
+	const char *msg = sqlite3_errmsg(st->db);
+
+	if ((sqlite_rc & 0xff) == SQLITE_NOMEM)
+		abort();
+	if ((sqlite_rc & 0xff) == SQLITE_NOTADB)
+		store_set_error("%s %s: not a sqlite database (%s)", what, path, msg);
+	else if ((sqlite_rc & 0xff) == SQLITE_CORRUPT)
+		store_set_error("%s %s: damaged (%s)", what, path, msg);
+	else
+		store_set_error("%s %s: cannot read it (%s)", what, path, msg);
+}
+
+/*
  * Refuses, before anything is written, a file that is not a sqlite database,
  * a sqlite database that is not a sepcsi store, and a store whose schema is
  * newer than this code knows. *version gets the schema version found.
  */
-static int store_check_identity(struct store *st, const char *path, int64_t *version)
+static int store_check_identity(struct store *st, const char *what, const char *path,
+                                int64_t *version)
 {
 	int64_t app_id = 0, objects = 0;
 	int rc;
 
-	rc = store_query_int(st, "PRAGMA user_version", version, "store open");
-	if (rc != SQLITE_OK) {
-		if ((rc & 0xff) == SQLITE_NOTADB)
-			store_set_error("store open %s: not a sqlite database (%s)", path,
-			                sqlite3_errmsg(st->db));
+	if ((rc = store_query_int(st, "PRAGMA user_version", version, what)) != SQLITE_OK ||
+	    (rc = store_query_int(st, "PRAGMA application_id", &app_id, what)) != SQLITE_OK ||
+	    (rc = store_query_int(st, "SELECT count(*) FROM sqlite_master", &objects, what)) !=
+	        SQLITE_OK) {
+		store_read_error(st, rc, what, path);
 		return STORE_ERROR;
 	}
-	if (store_query_int(st, "PRAGMA application_id", &app_id, "store open") != SQLITE_OK ||
-	    store_query_int(st, "SELECT count(*) FROM sqlite_master", &objects, "store open") !=
-	        SQLITE_OK)
-		return STORE_ERROR;
 	if (*version == 0 ? (app_id != 0 || objects != 0) : app_id != STORE_APPLICATION_ID) {
-		store_set_error("store open %s: a sqlite database but not a sepcsi store "
+		store_set_error("%s %s: a sqlite database but not a sepcsi store "
 		                "(application_id %" PRId64 ", user_version %" PRId64 ")",
-		                path, app_id, *version);
+		                what, path, app_id, *version);
 		return STORE_ERROR;
 	}
 	if (*version > STORE_SCHEMA_VERSION) {
-		store_set_error("store open %s: schema version %" PRId64
+		store_set_error("%s %s: schema version %" PRId64
 		                " is newer than this build knows (%" PRId64 ")",
-		                path, *version, STORE_SCHEMA_VERSION);
+		                what, path, *version, STORE_SCHEMA_VERSION);
 		return STORE_ERROR;
 	}
 	return STORE_OK;
+}
+
+/*
+ * Runs sqlite's integrity check of the whole file, before anything is
+ * written: every page, every b-tree, and every index against its table (a
+ * name index that lost an entry would let CreateVolume make a second volume
+ * of one name, and quick_check does not look for that). It costs about 50-90
+ * ms at 10,000 volumes (docs/benchmarks.md), once per start of rpcd. Any
+ * problem is STORE_ERROR with "<what> <path>: damaged: <the first problem>
+ * (and N more problems)".
+ */
+static int store_check_integrity(struct store *st, const char *what, const char *path)
+{
+	sqlite3_stmt *q = NULL;
+	char first[256] = "";
+	int rc, problems = 0;
+
+	/* At most STORE_CHECK_ROWS problems are listed; one is enough to refuse the file. */
+	rc = sqlite3_prepare_v2(st->db, "PRAGMA integrity_check(" STORE_CHECK_ROWS ")", -1, &q,
+	                        NULL);
+	if (rc == SQLITE_OK) {
+		while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+			const char *t = (const char *)sqlite3_column_text(q, 0);
+
+			if (t && strcmp(t, "ok") == 0)
+				continue;
+			if (problems++ == 0)
+				snprintf(first, sizeof first, "%s", t ? t : "(no text)");
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		store_read_error(st, rc, what, path);
+		sqlite3_finalize(q);
+		return STORE_ERROR;
+	}
+	sqlite3_finalize(q);
+	if (problems == 1)
+		store_set_error("%s %s: damaged: %s", what, path, first);
+	else if (problems > 1)
+		store_set_error("%s %s: damaged: %s (and %d more problems)", what, path, first,
+		                problems - 1);
+	return problems ? STORE_ERROR : STORE_OK;
 }
 
 /* WAL, synchronous=FULL, foreign keys: each read back, since each is part of the contract. */
@@ -638,6 +371,104 @@ fail:
 	return STORE_ERROR;
 }
 
+/* ---- checking, opening and closing ---- */
+
+/*
+ * A sqlite URI for opening path read-only, with each byte a URI path may not
+ * hold percent-encoded. immutable: sqlite is told that nobody changes the
+ * file, so it creates no -wal or -shm file beside it.
+ */
+static char *store_readonly_uri(const char *path, bool immutable)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	static const char head[] = "file:", ro[] = "?mode=ro", imm[] = "&immutable=1";
+	char *uri = store_xcalloc(sizeof head + strlen(path) * 3 + sizeof ro + sizeof imm, 1);
+	char *o = uri;
+	const unsigned char *p;
+
+	memcpy(o, head, sizeof head - 1);
+	o += sizeof head - 1;
+	for (p = (const unsigned char *)path; *p; p++) {
+		if (*p == '%' || *p == '?' || *p == '#' || *p < 0x21 || *p > 0x7e) {
+			*o++ = '%';
+			*o++ = hex[*p >> 4];
+			*o++ = hex[*p & 0xf];
+		} else {
+			*o++ = (char)*p;
+		}
+	}
+	memcpy(o, ro, sizeof ro - 1);
+	o += sizeof ro - 1;
+	if (immutable)
+		memcpy(o, imm, sizeof imm - 1);
+	return uri; /* NUL-terminated: the buffer was zeroed and is one byte longer than needed */
+}
+
+/*
+ * The checks of store_open() and store_check(), made through a read-only
+ * connection of their own, so that a file they refuse is never opened for
+ * writing: nothing is written into it or its WAL, and no -wal or -shm file
+ * is created beside it.
+ *
+ * Without a WAL file no writer has the store open (rpcd removes it when it
+ * closes the store), and a plain read-only connection would create -wal and
+ * -shm files, with this process's owner: the file is read as immutable then.
+ * A writer that starts meanwhile changes the main file only when it
+ * checkpoints, not within this check. With a WAL file, the check reads as
+ * one more reader beside the writer (if any), and sees the last committed
+ * state, that of the WAL included.
+ */
+static int store_verify(const char *path, const char *what)
+{
+	struct store st = {.db = NULL}; /* only its connection is used: no lock, no statements */
+	char *wal = NULL, *uri;
+	int64_t version;
+	int rc = STORE_ERROR;
+
+	if (asprintf(&wal, "%s-wal", path) < 0)
+		abort();
+	uri = store_readonly_uri(path, access(wal, F_OK) != 0);
+	if (sqlite3_open_v2(uri, &st.db,
+	                    SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+	                    NULL) != SQLITE_OK) {
+		if (!st.db)
+			abort(); /* sqlite could not allocate the connection */
+		store_set_error("%s %s: %s", what, path, sqlite3_errmsg(st.db));
+		goto out;
+	}
+	sqlite3_extended_result_codes(st.db, 1);
+	sqlite3_busy_timeout(st.db, STORE_BUSY_TIMEOUT_MS);
+	if (store_check_identity(&st, what, path, &version) == STORE_OK &&
+	    store_check_integrity(&st, what, path) == STORE_OK)
+		rc = STORE_OK;
+out:
+	sqlite3_close_v2(st.db);
+	free(uri);
+	free(wal);
+	return rc;
+}
+
+int store_check(const char *path, char *msg, size_t cap)
+{
+	static const char what[] = "store check";
+	struct stat sb;
+	int rc = STORE_ERROR;
+
+	if (!path || !*path || (!msg && cap)) {
+		store_set_error("%s: invalid argument", what);
+	} else if (stat(path, &sb) != 0) {
+		store_set_error("%s %s: %s", what, path, strerror(errno));
+		rc = errno == ENOENT ? STORE_NOTFOUND : STORE_ERROR;
+	} else if (!S_ISREG(sb.st_mode)) {
+		store_set_error("%s %s: not a regular file", what, path);
+	} else {
+		rc = store_verify(path, what);
+	}
+	if (msg && cap)
+		snprintf(msg, cap, "%s", rc == STORE_OK ? "ok" : store_last_error());
+	return rc;
+}
+
 int store_open(const char *path, struct store **out)
 {
 	struct store *st;
@@ -653,12 +484,11 @@ int store_open(const char *path, struct store **out)
 		store_set_error("store open: sqlite3 was built without thread support");
 		return STORE_ERROR;
 	}
-	if (store_create_file(path) != STORE_OK)
+	if (store_create_file(path) != STORE_OK || store_verify(path, "store open") != STORE_OK)
 		return STORE_ERROR;
 
 	st = store_xcalloc(1, sizeof *st);
-	if (pthread_mutex_init(&st->mu, NULL) != 0)
-		abort();
+	store_mutex_init(&st->mu);
 	/* NOMUTEX: st->mu already serialises every use of the connection. */
 	rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
@@ -670,7 +500,8 @@ int store_open(const char *path, struct store **out)
 	sqlite3_extended_result_codes(st->db, 1);
 	sqlite3_busy_timeout(st->db, STORE_BUSY_TIMEOUT_MS);
 
-	if (store_check_identity(st, path, &version) != STORE_OK ||
+	/* Read again on this connection: the version decides the migrations. */
+	if (store_check_identity(st, "store open", path, &version) != STORE_OK ||
 	    store_configure(st, path) != STORE_OK)
 		goto fail;
 	if (version < STORE_SCHEMA_VERSION && store_migrate(st, path) != STORE_OK)
@@ -678,6 +509,8 @@ int store_open(const char *path, struct store **out)
 	*out = st;
 	return STORE_OK;
 fail:
+	/* Leave the file as it was found: closing would otherwise copy its WAL into it. */
+	sqlite3_db_config(st->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
 	store_close(st);
 	return STORE_ERROR;
 }
@@ -694,221 +527,4 @@ void store_close(struct store *st)
 	sqlite3_close_v2(st->db);
 	pthread_mutex_destroy(&st->mu);
 	free(st);
-}
-
-/* ---- volumes ---- */
-
-#define VOLUME_COLUMNS                                                                             \
-	"id, name, capacity_bytes, fs_type, parameters, content_source, created_unix_ns,"          \
-	" mkfs_options, nouuid, mutable_parameters, condition"
-
-static void *store_volume_from_row(sqlite3_stmt *q)
-{
-	struct store_volume *v = store_xcalloc(1, sizeof *v);
-
-	v->id = store_column_text(q, 0);
-	v->name = store_column_text(q, 1);
-	v->capacity_bytes = sqlite3_column_int64(q, 2);
-	v->fs_type = store_column_text(q, 3);
-	v->parameters = store_column_text(q, 4);
-	v->content_source = store_column_text(q, 5);
-	v->created_unix_ns = sqlite3_column_int64(q, 6);
-	v->mkfs_options = store_column_text(q, 7);
-	v->nouuid = sqlite3_column_int(q, 8) != 0;
-	v->mutable_parameters = store_column_text(q, 9);
-	v->condition = store_column_text(q, 10);
-	return v;
-}
-
-void store_volume_free(struct store_volume *v)
-{
-	if (!v)
-		return;
-	free(v->id);
-	free(v->name);
-	free(v->fs_type);
-	free(v->parameters);
-	free(v->content_source);
-	free(v->mkfs_options);
-	free(v->mutable_parameters);
-	free(v->condition);
-	free(v);
-}
-
-static void store_volume_free_row(void *v)
-{
-	store_volume_free(v);
-}
-
-void store_volume_list_free(struct store_volume **list, size_t n)
-{
-	store_free_list((void **)list, n, store_volume_free_row);
-}
-
-int store_volume_put(struct store *st, const struct store_volume *v)
-{
-	static const char what[] = "volume put";
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!st || !v) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	store_lock(st);
-	q = store_stmt(st, STMT_VOLUME_PUT,
-	               "INSERT INTO volumes (" VOLUME_COLUMNS
-	               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-	               what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, v->id)) != SQLITE_OK ||
-	    (rc = store_bind_text(q, 2, v->name)) != SQLITE_OK ||
-	    (rc = sqlite3_bind_int64(q, 3, v->capacity_bytes)) != SQLITE_OK ||
-	    (rc = store_bind_text(q, 4, v->fs_type)) != SQLITE_OK ||
-	    (rc = store_bind_text(q, 5, v->parameters)) != SQLITE_OK ||
-	    (rc = store_bind_text(q, 6, v->content_source)) != SQLITE_OK ||
-	    (rc = sqlite3_bind_int64(q, 7, v->created_unix_ns)) != SQLITE_OK ||
-	    (rc = store_bind_text_or_empty(q, 8, v->mkfs_options)) != SQLITE_OK ||
-	    (rc = sqlite3_bind_int(q, 9, v->nouuid ? 1 : 0)) != SQLITE_OK ||
-	    (rc = store_bind_text_or_empty(q, 10, v->mutable_parameters)) != SQLITE_OK ||
-	    (rc = store_bind_text_or_empty(q, 11, v->condition)) != SQLITE_OK) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
-	rc = store_step_write(st, q, what, NULL);
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
-}
-
-int store_volume_get(struct store *st, const char *id, struct store_volume **out)
-{
-	return store_get_one(st, STMT_VOLUME_GET,
-	                     "SELECT " VOLUME_COLUMNS " FROM volumes WHERE id = ?1", "volume get",
-	                     id, NULL, store_volume_from_row, "no such volume", (void **)out);
-}
-
-int store_volume_get_by_name(struct store *st, const char *name, struct store_volume **out)
-{
-	return store_get_one(st, STMT_VOLUME_GET_BY_NAME,
-	                     "SELECT " VOLUME_COLUMNS " FROM volumes WHERE name = ?1",
-	                     "volume get by name", name, NULL, store_volume_from_row,
-	                     "no such volume", (void **)out);
-}
-
-int store_volume_delete(struct store *st, const char *id)
-{
-	static const char what[] = "volume delete";
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!st || !id) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	q = store_keyed_begin(st, STMT_VOLUME_DELETE, "DELETE FROM volumes WHERE id = ?1", what, id,
-	                      NULL, &rc);
-	if (!q)
-		return rc;
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
-		/* The schema's REFERENCES clauses are what refuse this. */
-		store_set_error("%s: volume is still staged or published (%s)", what,
-		                sqlite3_errmsg(st->db));
-		rc = STORE_ERROR;
-	} else if (rc != SQLITE_DONE) {
-		rc = store_fail(st, rc, what);
-	} else if (sqlite3_changes(st->db) == 0) {
-		store_set_error("%s: no such volume", what);
-		rc = STORE_NOTFOUND;
-	} else {
-		rc = STORE_OK;
-	}
-	return store_keyed_end(st, q, rc);
-}
-
-int store_volume_list(struct store *st, const char *after_id, size_t limit,
-                      struct store_volume ***out, size_t *n)
-{
-	static const char what[] = "volume list";
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!out || !n) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	*out = NULL;
-	*n = 0;
-	if (!st) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	store_lock(st);
-	/* Keyset pagination: "after this id" stays valid however rows come and go. */
-	q = store_stmt(st, STMT_VOLUME_LIST,
-	               "SELECT " VOLUME_COLUMNS " FROM volumes WHERE id > ?1 ORDER BY id LIMIT ?2",
-	               what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, after_id ? after_id : "")) != SQLITE_OK ||
-	    (rc = sqlite3_bind_int64(q, 2, store_sql_limit(limit))) != SQLITE_OK) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
-	rc = store_collect(st, q, what, store_volume_from_row, store_volume_free_row, (void ***)out,
-	                   n);
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
-}
-
-int store_volume_count(struct store *st, size_t *n)
-{
-	return store_count(st, STMT_VOLUME_COUNT, "SELECT count(*) FROM volumes", "volume count",
-	                   NULL, n);
-}
-
-int store_volume_update(struct store *st, const struct store_volume *v)
-{
-	static const char what[] = "volume update";
-	sqlite3_stmt *q;
-	int rc, changes = 0;
-
-	if (!st || !v || !v->id) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	store_lock(st);
-	q = store_stmt(st, STMT_VOLUME_UPDATE,
-	               "UPDATE volumes SET capacity_bytes = ?2, mutable_parameters = ?3,"
-	               " condition = ?4 WHERE id = ?1",
-	               what);
-	if (!q) {
-		rc = STORE_ERROR;
-		goto out;
-	}
-	if ((rc = store_bind_text(q, 1, v->id)) != SQLITE_OK ||
-	    (rc = sqlite3_bind_int64(q, 2, v->capacity_bytes)) != SQLITE_OK ||
-	    (rc = store_bind_text_or_empty(q, 3, v->mutable_parameters)) != SQLITE_OK ||
-	    (rc = store_bind_text_or_empty(q, 4, v->condition)) != SQLITE_OK) {
-		rc = store_fail(st, rc, what);
-		goto out;
-	}
-	rc = store_step_write(st, q, what, &changes);
-	if (rc == STORE_OK && changes == 0) {
-		store_set_error("%s: no such volume", what);
-		rc = STORE_NOTFOUND;
-	}
-out:
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
 }

@@ -1,6 +1,7 @@
 /*
  * The sqlite store: what the CO asked for (volumes, stagings, publications,
- * snapshots, group snapshots, controller attachments).
+ * snapshots, group snapshots, controller attachments) and the operations in
+ * progress (intents).
  * Runs in rpcd, unprivileged; rpcd is its only writer. The kernel is the truth
  * for mounts and loop devices; this is the truth for intent.
  *
@@ -62,11 +63,50 @@ struct store_publication {
 	char *mount_flags;
 };
 
-/* Opens (creating if needed) the database at path and migrates the schema. */
+/*
+ * Opens the database at path, creating it if the file does not exist (an
+ * empty file counts as new), checks it and migrates the schema. A file that
+ * is not a sqlite database, a sqlite database that is not a sepcsi store, a
+ * store of a newer schema, and a store that fails sqlite's integrity check are
+ * STORE_ERROR with "store open <path>: <what is wrong>" in store_last_error();
+ * such a file is left exactly as it was found (its WAL is not checkpointed
+ * either), never recreated or overwritten.
+ */
 int store_open(const char *path, struct store **out);
 void store_close(struct store *st);
 /* Last sqlite error message of this thread's most recent failing call (static storage). */
 const char *store_last_error(void);
+
+/*
+ * Checks the store at path without writing anything: opens it read-only
+ * (safe next to a running rpcd, and creating no file beside it) and makes
+ * the checks store_open() makes (what the file is, sqlite's integrity
+ * check). STORE_OK with "ok" in msg; STORE_NOTFOUND when path does not exist;
+ * STORE_ERROR with the problem in msg (and in store_last_error()). msg gets at
+ * most cap bytes, NUL-terminated; it may be NULL when cap is 0.
+ */
+int store_check(const char *path, char *msg, size_t cap);
+
+/*
+ * Transactions. store_begin() opens a write transaction for the calling
+ * thread: every store call that thread makes until store_commit() or
+ * store_rollback() is part of it, all kept or none, and every other thread's
+ * store call waits until it ends. So keep it short: in between, call store
+ * functions only (never the helper, never a lock another thread may hold
+ * while it calls the store). No nesting: store_begin() while this thread has
+ * a transaction open is STORE_ERROR (functions that write several rows,
+ * such as store_group_snapshot_put(), do nest inside one). store_commit()
+ * ends the transaction whatever happens: on failure nothing of it was kept;
+ * without an open transaction it is STORE_ERROR. store_rollback() forgets
+ * everything since store_begin(); without an open transaction it does
+ * nothing. A call inside a transaction that fails leaves the transaction
+ * open (the failed statement itself changed nothing), except when sqlite had
+ * to roll it back (a full disk, an I/O error): then every later call fails
+ * until store_rollback().
+ */
+int store_begin(struct store *st);
+int store_commit(struct store *st);
+void store_rollback(struct store *st);
 
 int store_volume_put(struct store *st, const struct store_volume *v); /* EXISTS on id or name */
 int store_volume_get(struct store *st, const char *id, struct store_volume **out);
@@ -178,5 +218,33 @@ int store_attachment_list(struct store *st, const char *volume_id, struct store_
 void store_attachment_list_free(struct store_attachment **list, size_t n);
 int store_attachment_count_node(struct store *st, const char *node_id, size_t *n);
 void store_attachment_free(struct store_attachment *a);
+
+/*
+ * Intents (since schema 3): an operation in progress, written before the
+ * helper acts and removed when it is done, so that a start after a crash
+ * finds what was interrupted. To record an operation's result and forget its
+ * intent atomically, do both between store_begin() and store_commit().
+ */
+struct store_intent {
+	char *key;          /* unique: "<op>:<name or id>", e.g. "create:pvc-123", "stage:sv-..." */
+	char *op;           /* "create", "snapshot", "clone", "expand", "stage", "delete", ... */
+	char *object_id;    /* the volume or snapshot id it acts on */
+	char *detail;       /* op-specific text (JSON or k=v), may be "" */
+	int64_t created_at; /* unix seconds, set by store_intent_put */
+};
+
+/*
+ * Inserts the intent, or replaces the one with the same key (which then
+ * counts as new: a new created_at, last in store_intent_list()). key and op
+ * must be non-empty; a NULL object_id or detail is stored as "". The
+ * created_at given is ignored.
+ */
+int store_intent_put(struct store *st, const struct store_intent *in);
+int store_intent_get(struct store *st, const char *key, struct store_intent **out); /* NOTFOUND */
+int store_intent_delete(struct store *st, const char *key); /* STORE_OK even if absent */
+/* Every intent, oldest first (in the order they were put). Free with store_intent_list_free(). */
+int store_intent_list(struct store *st, struct store_intent ***out, size_t *n);
+void store_intent_free(struct store_intent *in);
+void store_intent_list_free(struct store_intent **list, size_t n);
 
 #endif

@@ -10,7 +10,7 @@
  *
  * Runs in rpcd, unprivileged. Fatal here (abort): allocation failure and a
  * pthread mutex call failing; everything else is a STORE_* code with the
- * reason in store_last_error(). Statements and locking are in store.c.
+ * reason in store_last_error(). Statements and locking are in store_sql.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -234,14 +234,14 @@ int store_group_snapshot_put(struct store *st, const struct store_group_snapshot
 		return STORE_ERROR;
 	}
 	store_lock(st);
-	if ((rc = store_exec(st, "BEGIN IMMEDIATE", what)) != STORE_OK)
+	if ((rc = store_txn_enter(st, what)) != STORE_OK)
 		goto out;
 	q = store_stmt(
 	    st, STMT_GROUP_PUT,
 	    "INSERT INTO group_snapshots (" GROUP_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5)", what);
 	if (!q) {
 		rc = STORE_ERROR;
-		goto rollback;
+		goto end;
 	}
 	if ((rc = store_bind_text(q, 1, g->id)) != SQLITE_OK ||
 	    (rc = store_bind_text(q, 2, g->name)) != SQLITE_OK ||
@@ -249,28 +249,24 @@ int store_group_snapshot_put(struct store *st, const struct store_group_snapshot
 	    (rc = store_bind_text_or_empty(q, 4, g->parameters)) != SQLITE_OK ||
 	    (rc = sqlite3_bind_int64(q, 5, g->created_unix_ns)) != SQLITE_OK) {
 		rc = store_fail(st, rc, what);
-		goto rollback;
+		goto end;
 	}
 	rc = store_step_write(st, q, what, NULL);
 	store_stmt_release(q);
 	q = NULL;
 	if (rc != STORE_OK)
-		goto rollback;
+		goto end;
 	for (i = 0; i < n; i++) {
 		struct store_snapshot m = members[i];
 
 		m.group_id = g->id;
 		m.name = NULL;
 		if ((rc = snapshot_insert_locked(st, &m, what)) != STORE_OK)
-			goto rollback;
+			goto end;
 	}
-	rc = store_exec(st, "COMMIT", what);
-	if (rc == STORE_OK)
-		goto out;
-rollback:
+end:
 	store_stmt_release(q);
-	/* Keep the first error's text: the rollback's outcome is secondary. */
-	sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+	rc = store_txn_leave(st, rc, what);
 out:
 	store_unlock(st);
 	return rc;
@@ -303,48 +299,44 @@ int store_group_snapshot_delete(struct store *st, const char *id)
 		return STORE_ERROR;
 	}
 	store_lock(st);
-	if ((rc = store_exec(st, "BEGIN IMMEDIATE", what)) != STORE_OK)
+	if ((rc = store_txn_enter(st, what)) != STORE_OK)
 		goto out;
 	q = store_stmt(st, STMT_GROUP_DELETE_MEMBERS, "DELETE FROM snapshots WHERE group_id = ?1",
 	               what);
 	if (!q) {
 		rc = STORE_ERROR;
-		goto rollback;
+		goto end;
 	}
 	if ((rc = store_bind_text(q, 1, id)) != SQLITE_OK) {
 		rc = store_fail(st, rc, what);
-		goto rollback;
+		goto end;
 	}
 	rc = store_step_write(st, q, what, NULL);
 	store_stmt_release(q);
 	q = NULL;
 	if (rc != STORE_OK)
-		goto rollback;
+		goto end;
 	q = store_stmt(st, STMT_GROUP_DELETE, "DELETE FROM group_snapshots WHERE id = ?1", what);
 	if (!q) {
 		rc = STORE_ERROR;
-		goto rollback;
+		goto end;
 	}
 	if ((rc = store_bind_text(q, 1, id)) != SQLITE_OK) {
 		rc = store_fail(st, rc, what);
-		goto rollback;
+		goto end;
 	}
 	rc = store_step_write(st, q, what, &changes);
 	store_stmt_release(q);
 	q = NULL;
 	if (rc != STORE_OK)
-		goto rollback;
+		goto end;
 	if (changes == 0) {
 		store_set_error("%s: not found", what);
 		rc = STORE_NOTFOUND;
-		goto rollback;
 	}
-	rc = store_exec(st, "COMMIT", what);
-	if (rc == STORE_OK)
-		goto out;
-rollback:
+end:
 	store_stmt_release(q);
-	sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+	rc = store_txn_leave(st, rc, what);
 out:
 	store_unlock(st);
 	return rc;

@@ -1,12 +1,16 @@
 /*
  * Private to store/: the connection object and the helpers that store.c
- * (open, migrations, volumes), store_node.c (stagings, publications) and
- * store_ctl.c (snapshots, group snapshots, attachments) share; all are
- * defined in store.c. Nothing outside store/ includes this file.
+ * (open, migrations), store_volume.c (volumes), store_node.c (stagings,
+ * publications), store_ctl.c (snapshots, group snapshots, attachments) and
+ * store_intent.c (intents) share; they are defined in store_sql.c, except the
+ * transaction helpers (store_txn.c). Nothing outside store/ includes
+ * this file.
  *
  * Locking rule: every public entry point takes st->mu for its whole duration;
  * every helper below that takes a struct store expects the caller to hold it,
  * except the keyed queries at the end, which are public entry points' bodies.
+ * st->mu is recursive: store_begin() keeps it until store_commit() or
+ * store_rollback(), so the owner's calls in between take it again.
  */
 #ifndef SEPCSI_STORE_INT_H
 #define SEPCSI_STORE_INT_H
@@ -50,13 +54,22 @@ enum store_stmt_id {
 	STMT_ATTACHMENT_DELETE_ALL,
 	STMT_ATTACHMENT_LIST,
 	STMT_ATTACHMENT_COUNT_NODE,
+	STMT_INTENT_PUT,
+	STMT_INTENT_GET,
+	STMT_INTENT_DELETE,
+	STMT_INTENT_LIST,
 	STMT__COUNT
 };
 
 struct store {
-	pthread_mutex_t mu; /* serialises every use of db and stmt[] */
+	pthread_mutex_t mu; /* recursive; serialises every use of db, stmt[] and txn_open */
 	sqlite3 *db;
 	sqlite3_stmt *stmt[STMT__COUNT];
+	/*
+	 * A store_begin() transaction is open. Only its owner can see it true:
+	 * it holds st->mu until the transaction ends.
+	 */
+	bool txn_open;
 };
 
 /* Allocation helpers: they never return NULL, they abort. */
@@ -79,7 +92,8 @@ int store_fail(struct store *st, int sqlite_rc, const char *what);
 
 /*
  * The cached statement id, prepared from sql on first use (sql must always be
- * the same text for one id). NULL on failure, with store_last_error() set.
+ * the same text for one id). NULL on failure, with store_last_error() set,
+ * and while store_txn_lost().
  */
 sqlite3_stmt *store_stmt(struct store *st, enum store_stmt_id id, const char *sql,
                          const char *what);
@@ -96,6 +110,23 @@ int store_bind_text_or_empty(sqlite3_stmt *q, int idx, const char *s);
 
 /* Runs fixed SQL (never built from input) that returns no rows: BEGIN, COMMIT, ... */
 int store_exec(struct store *st, const char *sql, const char *what);
+
+/*
+ * The transaction of one entry point that writes several rows (the caller
+ * holds st->mu): enter begins it (BEGIN IMMEDIATE, or a savepoint when a
+ * store_begin() transaction is open, so that it nests); leave keeps it when
+ * rc is STORE_OK and undoes it otherwise, and returns rc, or STORE_ERROR when
+ * keeping it failed (then undone as well).
+ */
+int store_txn_enter(struct store *st, const char *what);
+int store_txn_leave(struct store *st, int rc, const char *what);
+/*
+ * True, with "<what>: sqlite rolled the open transaction back ..." recorded,
+ * when a store_begin() transaction is open but sqlite has rolled it back (a
+ * full disk, an I/O error): then nothing may run until store_rollback(), or
+ * it would run outside the transaction its caller believes in.
+ */
+bool store_txn_lost(struct store *st, const char *what);
 
 /* Runs a statement that returns no rows; *changes (if not NULL) gets the row count. */
 int store_step_write(struct store *st, sqlite3_stmt *q, const char *what, int *changes);
@@ -152,6 +183,9 @@ int store_get_one(struct store *st, enum store_stmt_id id, const char *sql, cons
 /* *n gets the single integer sql (a count) returns; it is set to 0 first. */
 int store_count_by_key(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
                        const char *key, size_t *n);
+/* store_count_by_key(), but key may be NULL for sql that has no ?1. */
+int store_count(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
+                const char *key, size_t *n);
 
 /* Every row sql returns, handed out as store_collect() does; *out and *n are zeroed first. */
 int store_list_by_key(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
@@ -161,5 +195,15 @@ int store_list_by_key(struct store *st, enum store_stmt_id id, const char *sql, 
 /* Runs the DELETE sql; STORE_NOTFOUND with "<what>: <missing>" when no row went. */
 int store_delete_keyed(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
                        const char *key, const char *key2, const char *missing);
+
+/*
+ * The two halves of a keyed query, for an entry point that steps the
+ * statement itself: begin takes st->mu and returns the statement id with its
+ * keys bound (NULL, unlocked, with *rc set, on failure); end releases both
+ * and returns rc.
+ */
+sqlite3_stmt *store_keyed_begin(struct store *st, enum store_stmt_id id, const char *sql,
+                                const char *what, const char *key, const char *key2, int *rc);
+int store_keyed_end(struct store *st, sqlite3_stmt *q, int rc);
 
 #endif

@@ -6,7 +6,7 @@
  *
  * Runs in rpcd, unprivileged. Fatal here (abort): allocation failure and a
  * pthread mutex call failing; everything else is a STORE_* code with the
- * reason in store_last_error(). Statements and locking are in store.c.
+ * reason in store_last_error(). Statements and locking are in store_sql.c.
  */
 #include <stdlib.h>
 

@@ -19,6 +19,12 @@
  * the helper's report that rpcd broke the helper protocol: rpcd, not the
  * helper, is killed, so a compromised rpcd spends only its own restart limit.
  *
+ * Giving up. A child in FAILED (too many deaths in the window, or a helper
+ * killed by SIGSYS) is never restarted, and without either child the driver
+ * cannot serve: the supervisor logs give_up with the reason and stops the
+ * other child in the usual order, and sup_main.c exits 3, so that kubelet or
+ * systemd restarts the whole driver rather than keep a half of it alive.
+ *
  * Our end of each control socket is non-blocking: a child that stops reading
  * can make a send fail, never make the supervisor wait.
  */
@@ -75,6 +81,7 @@ static void kill_child(struct sup_child *c, const char *why)
 		return;
 	log_kv(LOG_LVL_ERROR, "child_kill", "role", c->name, "pid", num(c->pid).s, "reason", why,
 	       NULL);
+	snprintf(c->killed_for, sizeof(c->killed_for), "%s", why);
 	kill(c->pid, SIGKILL);
 }
 
@@ -165,11 +172,47 @@ static void spawn_child(struct sup *s, enum sup_role r)
 	c->pid = pid;
 	c->ctl = ctl[0];
 	c->term_sent = false;
+	c->killed_for[0] = '\0';
 	c->spawned_at_ms = now_ms();
 	log_kv(LOG_LVL_INFO, "child_spawned", "role", c->name, "pid", num(pid).s, "path", c->path,
 	       NULL);
 	if (r == SUP_RPCD && s->child[SUP_HELPER].sm.state == SUP_ST_FAILED)
 		tell_rpcd_helper_failed(s);
+}
+
+/*
+ * Child r has entered FAILED: say why in one line, tell rpcd if it is the
+ * helper (Probe then answers not ready while rpcd finishes its calls), and
+ * begin the stop that ends in exit status 3.
+ */
+static void give_up(struct sup *s, enum sup_role r)
+{
+	struct sup_child *c = &s->child[r];
+	const struct sup_child *o = &s->child[other(r)];
+	static const char sigsys[] =
+	    "killed by SIGSYS: a system call outside its seccomp allowlist";
+	char why[128], then[96];
+
+	if (c->sm.failure == SUP_FAIL_SIGSYS)
+		snprintf(why, sizeof(why), "%s", sigsys);
+	else
+		snprintf(why, sizeof(why), "%u deaths in %u s (limit %u)", c->sm.ndeaths,
+		         s->cfg->restart_window_s, c->pol.limit);
+	if (sup_sm_alive(&o->sm))
+		snprintf(then, sizeof(then), "stop %s, exit %d", o->name, SUP_EXIT_FAILED);
+	else
+		snprintf(then, sizeof(then), "exit %d", SUP_EXIT_FAILED);
+	log_kv(LOG_LVL_ERROR, "give_up", "role", c->name, "reason", why, "last_death",
+	       c->last_death, "then", then, NULL);
+	if (r == SUP_HELPER) {
+		if (c->pending_peer >= 0)
+			close(c->pending_peer); /* rpcd sees EOF on that channel */
+		c->pending_peer = -1;
+		tell_rpcd_helper_failed(s);
+		sup_begin_stop(s, "mounthelper failed");
+	} else {
+		sup_begin_stop(s, "rpcd failed");
+	}
 }
 
 /* NOLINTNEXTLINE(misc-no-recursion): the cycle is not a recursion, see spawn_child() */
@@ -190,21 +233,7 @@ static void apply(struct sup *s, enum sup_role r, enum sup_action act)
 		       num(c->sm.ndeaths).s, "limit", num(c->pol.limit).s, NULL);
 		break;
 	case SUP_ACT_GIVE_UP:
-		log_kv(LOG_LVL_ERROR, "child_failed", "role", c->name, "reason",
-		       c->sm.failed_reason, "deaths_in_window", num(c->sm.ndeaths).s, "limit",
-		       num(c->pol.limit).s, "window_s", num(s->cfg->restart_window_s).s,
-		       "consequence",
-		       r == SUP_HELPER ? "no volume operation can succeed until restart"
-		                       : "the driver stops",
-		       NULL);
-		if (r == SUP_HELPER) {
-			if (c->pending_peer >= 0)
-				close(c->pending_peer); /* rpcd sees EOF on that channel */
-			c->pending_peer = -1;
-			tell_rpcd_helper_failed(s);
-		} else {
-			sup_begin_stop(s, "rpcd failed");
-		}
+		give_up(s, r);
 		break;
 	case SUP_ACT_STOPPED:
 		log_kv(LOG_LVL_INFO, "child_stopped", "role", c->name, NULL);
@@ -378,6 +407,12 @@ static void child_died(struct sup *s, enum sup_role r, int st)
 	log_kv(lvl, "child_exited", "role", c->name, "pid", num(c->pid).s, "how", how, "uptime_ms",
 	       num(now_ms() - c->spawned_at_ms).s, "was_ready",
 	       c->sm.state == SUP_ST_RUNNING ? "yes" : "no", NULL);
+	/* For the give_up line: how it ended, and why, if we killed it. */
+	char killed[sizeof(c->killed_for) + 16] = "";
+	if (c->killed_for[0])
+		snprintf(killed, sizeof(killed), ", killed: %s", c->killed_for);
+	snprintf(c->last_death, sizeof(c->last_death), "%s%s%s", how,
+	         c->sm.state == SUP_ST_RUNNING ? "" : " before READY", killed);
 	close_ctl(c);
 	c->pid = -1;
 	c->term_sent = false;

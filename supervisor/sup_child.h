@@ -15,6 +15,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The supervisor's exit statuses, documented in sepcsi-supervisor(8). */
+#define SUP_EXIT_OK     0 /* stopped on request, no child FAILED */
+#define SUP_EXIT_FATAL  1 /* start-up or internal failure */
+#define SUP_EXIT_USAGE  2 /* bad flag value, or not root */
+#define SUP_EXIT_FAILED 3 /* stopped because a child entered FAILED */
+
 enum sup_role { SUP_HELPER = 0, SUP_RPCD = 1, SUP_NROLES = 2 };
 
 /* A child that ignores SIGTERM this long is killed. */
@@ -26,10 +32,12 @@ struct sup_child {
 	char *argv[24];
 	struct sup_sm sm;
 	struct sup_policy pol;
-	pid_t pid;        /* -1 when no process */
-	int ctl;          /* our end of its fd 4; -1 when none */
-	int pending_peer; /* channel end kept for its next spawn; -1 when none */
-	bool term_sent;   /* SIGTERM sent during the stop */
+	pid_t pid;            /* -1 when no process */
+	int ctl;              /* our end of its fd 4; -1 when none */
+	int pending_peer;     /* channel end kept for its next spawn; -1 when none */
+	bool term_sent;       /* SIGTERM sent during the stop */
+	char killed_for[96];  /* why we SIGKILLed its current process; "" if we did not */
+	char last_death[192]; /* how its last process ended, for the give_up line */
 	int64_t kill_at_ms;
 	int64_t spawned_at_ms;
 };
@@ -63,7 +71,7 @@ void sup_timers(struct sup *s);
 /* Milliseconds until the next timer is due, or -1 for none: poll's timeout. */
 int sup_next_timeout(const struct sup *s);
 
-/* Note a stop request (a signal, or rpcd given up on); idempotent. */
+/* Note a stop request (a signal, or a child given up on); idempotent. */
 void sup_begin_stop(struct sup *s, const char *why);
 
 /* Advance the stop: rpcd first, then the helper. True once both are down. */

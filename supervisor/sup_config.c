@@ -287,7 +287,10 @@ static const struct sup_opt opts[] = {
      "Volumes this node accepts, reported in NodeGetInfo; 0 = unlimited.", set_max_volumes},
     {"restart-limit", "SEPCSI_RESTART_LIMIT", "N", "5", NULL,
      "Give up on a child (state FAILED) after N deaths within the restart\n"
-     "window; a death before READY counts twice. 1 to 100.",
+     "window; a death before READY counts twice. Giving up stops the other\n"
+     "child and exits 3, for kubelet or systemd to restart the whole driver.\n"
+     "A dead child is restarted at once, then after 0.25, 0.5 and 1 s (the\n"
+     "most) as deaths pile up in the window. 1 to 100.",
      set_restart_limit},
     {"restart-window", "SEPCSI_RESTART_WINDOW", "SECONDS", "60", NULL,
      "Length of the window --restart-limit counts deaths in. 1 to 86400.", set_restart_window},
@@ -448,8 +451,8 @@ void sup_config_usage(FILE *out)
 	      "  --help\n        Print this help and exit.\n"
 	      "  --version\n        Print the version and exit.\n\n"
 	      "Exit status: 0 stopped cleanly; 1 start-up or internal failure; 2 bad usage\n"
-	      "or not root; 3 stopped with a child given up on (FAILED); if that child is\n"
-	      "rpcd, the supervisor stops by itself.\n"
+	      "or not root; 3 a child was given up on (FAILED), and the supervisor\n"
+	      "stopped the other one and exited by itself.\n"
 	      "See sepcsi-supervisor(8).\n",
 	      out);
 }

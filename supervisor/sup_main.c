@@ -12,7 +12,9 @@
  * Runs as root with the capabilities listed in sup_caps.c. Fatal: bad flags
  * or not root (exit 2), a failed preparation or privilege trim (exit 1), a
  * broken internal invariant (exit 1 via log_fatal; the children die with us
- * through their parent-death signal). A child's death is never fatal.
+ * through their parent-death signal). A child's death is never fatal by
+ * itself; a child given up on (FAILED) stops the supervisor in order, with
+ * exit 3, so that kubelet or systemd restarts the whole driver.
  *
  * Signals are only noted: they are blocked and read from a signalfd in the
  * loop, so no handler ever runs. It may be PID 1 in a container, so every
@@ -35,12 +37,6 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* Exit statuses, documented in sepcsi-supervisor(8). */
-#define SUP_EXIT_OK     0 /* stopped on request, no child FAILED */
-#define SUP_EXIT_FATAL  1 /* start-up or internal failure */
-#define SUP_EXIT_USAGE  2 /* bad flag value, or not root */
-#define SUP_EXIT_FAILED 3 /* stopped with a child in FAILED */
 
 static int usage_error(const char *msg)
 {

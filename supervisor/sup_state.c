@@ -28,8 +28,10 @@
  * twice (Postfix throttles such a child the same way); one that never gets
  * READY is killed at the deadline and so dies before READY. The restart delay
  * is derived from the same tally: the first death in a window restarts at
- * once, each further one waits twice as long as the last, capped. A child
- * that stays up longer than the window starts over with a clean record.
+ * once, the next ones wait 250 ms, 500 ms, then 1 s each (sup_backoff_ms()).
+ * A child that stays up longer than the window starts over with a clean
+ * record. FAILED is final, and the caller answers it by stopping the whole
+ * supervisor (sup_child.c), so that the orchestrator restarts the driver.
  */
 #include "sup_state.h"
 
@@ -44,14 +46,21 @@ void sup_sm_init(struct sup_sm *sm)
 	sm->ready_by_ms = INT64_MAX;
 }
 
+/*
+ * Short on purpose: the backoff only spaces out the restarts of a child that
+ * keeps dying; the restart limit is what ends such a loop (and then the whole
+ * driver exits and the orchestrator's own, longer backoff takes over). Every
+ * millisecond waited here is a millisecond in which nothing serves, so the
+ * first death restarts at once and no wait exceeds one second.
+ */
 int64_t sup_backoff_ms(unsigned n)
 {
-	if (n <= 1)
-		return 0;
-	if (n - 2 >= 6) /* 250 << 6 is past the cap already */
-		return SUP_BACKOFF_MAX_MS;
-	int64_t d = (int64_t)SUP_BACKOFF_STEP_MS << (n - 2);
-	return d < SUP_BACKOFF_MAX_MS ? d : SUP_BACKOFF_MAX_MS;
+	/* Indexed by deaths in the window - 1; the last entry holds for any more. */
+	static const int64_t table[] = {0, 250, 500, SUP_BACKOFF_MAX_MS};
+	const unsigned last = sizeof(table) / sizeof(table[0]) - 1;
+	const unsigned i = n > 0 ? n - 1 : 0;
+
+	return table[i < last ? i : last];
 }
 
 int64_t sup_sm_deadline(const struct sup_sm *sm)
@@ -97,12 +106,12 @@ static enum sup_action death(struct sup_sm *sm, const struct sup_policy *pol, in
 	tally(sm, pol, now, weight);
 	if (pol->sigsys_fatal && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGSYS) {
 		sm->state = SUP_ST_FAILED;
-		sm->failed_reason = "killed by SIGSYS: a syscall outside its seccomp allowlist";
+		sm->failure = SUP_FAIL_SIGSYS;
 		return SUP_ACT_GIVE_UP;
 	}
 	if (sm->ndeaths >= pol->limit) {
 		sm->state = SUP_ST_FAILED;
-		sm->failed_reason = "died too often within the restart window";
+		sm->failure = SUP_FAIL_LIMIT;
 		return SUP_ACT_GIVE_UP;
 	}
 	sm->state = SUP_ST_BACKOFF;

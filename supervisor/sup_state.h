@@ -33,7 +33,7 @@ enum sup_action {
 	SUP_ACT_NONE = 0,
 	SUP_ACT_SPAWN,   /* spawn the child now, then send SUP_EV_SPAWNED */
 	SUP_ACT_BACKOFF, /* entered BACKOFF: log the delay, wait for the timer */
-	SUP_ACT_GIVE_UP, /* entered FAILED: log at level error, tell the others */
+	SUP_ACT_GIVE_UP, /* entered FAILED: log why at level error, stop the supervisor */
 	SUP_ACT_STOPPED, /* entered STOPPED after a stop was requested */
 	SUP_ACT_KILL,    /* READY twice, none in time, or accused: SIGKILL it (kill_reason) */
 	SUP_ACT_BUG,     /* this event cannot happen in this state: a supervisor bug */
@@ -47,8 +47,15 @@ struct sup_policy {
 	bool sigsys_fatal;        /* death by SIGSYS (a seccomp kill) => FAILED at once */
 };
 
-#define SUP_BACKOFF_STEP_MS 250   /* second death in the window waits this long */
-#define SUP_BACKOFF_MAX_MS  10000 /* the wait doubles per death up to this cap */
+/* The longest restart delay: the last entry of the table in sup_backoff_ms(). */
+#define SUP_BACKOFF_MAX_MS 1000
+
+/* Why a child entered FAILED. */
+enum sup_failure {
+	SUP_FAIL_NONE = 0,
+	SUP_FAIL_SIGSYS, /* killed by SIGSYS with sigsys_fatal: seccomp caught it */
+	SUP_FAIL_LIMIT,  /* ndeaths reached the policy's limit within the window */
+};
 
 struct sup_sm {
 	enum sup_state state;
@@ -58,8 +65,8 @@ struct sup_sm {
 	/* Deaths inside the window, oldest first; a death before READY is two entries. */
 	unsigned ndeaths;
 	int64_t deaths[SUP_RESTART_LIMIT_MAX + 1];
-	/* Why the last transition to FAILED happened, for the log. */
-	const char *failed_reason;
+	/* Why it entered FAILED; SUP_FAIL_NONE until it does. */
+	enum sup_failure failure;
 	/* Why the last SUP_ACT_KILL was asked for, for the log. */
 	const char *kill_reason;
 };
@@ -73,7 +80,10 @@ void sup_sm_init(struct sup_sm *sm);
 enum sup_action sup_sm_step(struct sup_sm *sm, const struct sup_policy *pol, enum sup_event ev,
                             int64_t now_ms, int wstatus);
 
-/* Restart delay after n deaths in the window (n >= 1): 0, 250, 500, 1000 ... 10000 ms. */
+/*
+ * Restart delay after n deaths in the window (n >= 1): 0, 250, 500, then
+ * SUP_BACKOFF_MAX_MS (1000 ms) for every further death.
+ */
 int64_t sup_backoff_ms(unsigned n);
 
 /*

@@ -790,7 +790,7 @@ def test_store_views(driver, paths):
     assert [(r["volume_id"], r["target_path"], r["readonly"]) for r in rows] == \
         [(vid, target, 1)]
 
-    for view in ("snapshots", "group-snapshots", "attachments"):
+    for view in ("snapshots", "group-snapshots", "attachments", "intents"):
         table = view.replace("-", "_")
         res = ctl("--output", "json", "store", view, *sd, check_rc=EXIT_OK)
         assert json.loads(res.stdout) == {table: []}
@@ -819,12 +819,53 @@ def test_store_views(driver, paths):
     assert ctl_json("store", "volumes", *sd) == {"volumes": []}
     assert "(no volumes)" in ctl("store", "volumes", *sd, check_rc=EXIT_OK).stdout
 
+    # The check, next to the running driver: ok, and no file added either.
+    assert ctl("store", "check", *sd, check_rc=EXIT_OK).stdout == "ok\n"
+    assert ctl_json("store", "check", *sd) == {
+        "path": os.path.join(driver.state, "sepcsi.db"), "ok": True, "result": "ok"}
+    assert files() == before
+
     # With the driver stopped (its WAL checkpointed away) the store still reads,
     # and still nothing is created beside it.
     driver.stop()
     before = files()
     assert ctl_json("store", "stagings", *sd) == {"stagings": []}
+    assert ctl("store", "check", *sd, check_rc=EXIT_OK).stdout == "ok\n"
     assert files() == before
+
+
+def test_store_check_damaged(tmp_path):
+    """`store check` says what is wrong with a damaged store (exit 1), and that
+    there is none (exit 3); it changes nothing in the file."""
+    sd = ["--state-dir", str(tmp_path)]
+    res = ctl("store", "check", *sd, check_rc=EXIT_ABSENT)
+    assert "no store at %s/sepcsi.db" % tmp_path in res.stderr
+    path = tmp_path / "sepcsi.db"
+    db = sqlite3.connect(str(path))
+    db.executescript("""
+        PRAGMA application_id = 1936027747; PRAGMA user_version = 3;
+        CREATE TABLE volumes (id TEXT PRIMARY KEY, name TEXT UNIQUE);
+    """)
+    db.executemany("INSERT INTO volumes VALUES (?, ?)",
+                   [("sv-%04d" % i, "pvc-%04d" % i) for i in range(2000)])
+    db.commit()
+    db.close()
+    assert ctl("store", "check", *sd, check_rc=EXIT_OK).stdout == "ok\n"
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 4096 // 2 * 4096
+    data[middle:middle + 4096] = bytes((i * 131 + 17) % 256 for i in range(4096))
+    path.write_bytes(bytes(data))
+    res = ctl("store", "check", *sd, check_rc=EXIT_FAILURE)
+    assert res.stdout == ""
+    assert res.stderr.startswith("sepcsictl: store check %s: damaged" % path), res.stderr
+    out = json.loads(ctl("--output", "json", "store", "check", *sd,
+                         check_rc=EXIT_FAILURE).stdout)
+    assert out["ok"] is False and out["result"].startswith("store check %s: damaged" % path)
+    assert path.read_bytes() == bytes(data)
+    assert sorted(os.listdir(tmp_path)) == ["sepcsi.db"]
+    path.write_bytes(b"not a database, just text\n" * 200)
+    res = ctl("store", "check", *sd, check_rc=EXIT_FAILURE)
+    assert "not a sqlite database" in res.stderr
 
 
 def test_store_absent_or_foreign(tmp_path):
@@ -871,7 +912,8 @@ c=d
     info = ctl_json("store", "info", *sd)
     assert info["schema_version"] == 2
     assert info["tables"] == {"volumes": 1, "snapshots": 1, "group_snapshots": None,
-                              "stagings": None, "publications": None, "attachments": None}
+                              "stagings": None, "publications": None, "attachments": None,
+                              "intents": None}
 
 
 # ---- the audit view ----

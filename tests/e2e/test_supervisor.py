@@ -1,7 +1,12 @@
 """Process tests of sepcsi-supervisor: children killed with SIGKILL at rest and
-in the middle of a call, a helper that cannot start, one that never reports
-READY, one killed by SIGSYS, an rpcd that cannot start, a stop during a call,
-the supervisor as PID 1, and the descriptors everyone holds after restarts.
+in the middle of a call, a helper or rpcd killed until the supervisor gives up
+on it, a helper that cannot start, one that never reports READY, one killed by
+SIGSYS, an rpcd that cannot start, a stop during a call, the supervisor as
+PID 1, and the descriptors everyone holds after restarts.
+
+Giving up on either child (FAILED) ends the supervisor: it stops the other
+child and exits 3 by itself, leaving no process behind, so that kubelet or
+systemd restarts the whole driver.
 
 Every restart is watched by a sampler that reads the supervisor's children
 from /proc as fast as it can: at no sample may two processes of one role (or
@@ -48,6 +53,21 @@ def children_of(pid):
                 out.append((p, f.read().strip()))
         except OSError:  # ENOENT or ESRCH: reaped since the snapshot
             pass
+    return out
+
+
+def descendants(pid):
+    """Every process below pid (children, theirs, ...), from /proc, in one pass."""
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open("/proc/%d/task/%d/children" % (p, p)) as f:
+                kids = [int(k) for k in f.read().split()]
+        except OSError:
+            continue
+        out.update(kids)
+        todo.extend(kids)
     return out
 
 
@@ -332,54 +352,130 @@ def test_rpcd_killed(driver):
     assert_clean(driver)
 
 
-def test_helper_crash_loop_ends_failed():
-    """A helper that cannot start (broken policy: exit 2) is spawned a bounded
-    number of times, then FAILED; rpcd stays up and Probe answers ready=false."""
-    d = Driver(policy_extra="this line is not ini\n")
-    started = time.monotonic()
+def spawned_pids(logs):
+    """Every child the supervisor logged spawning."""
+    return {int(p) for p in re.findall(r"child_spawned role=\S+ pid=(\d+) ", logs)}
+
+
+def assert_gave_up(d, role, reason, seen=(), timeout=30):
+    """The supervisor gives up on role: it exits 3 by itself within timeout
+    seconds, having logged one give_up line (at error, its reason starting
+    with reason) and stopped the other child; no process it ever started, nor
+    any process seen below it, is left. Returns the give_up line."""
+    t0 = time.monotonic()
+    status = d.proc.wait(timeout)
+    logs = d.logs()
+    print("supervisor exit status %s (waited %.0f ms for its exit)" %
+          (status, (time.monotonic() - t0) * 1e3))
+    lines = [ln for ln in logs.splitlines() if " give_up " in ln]
+    print("\n".join(lines))
+    assert len(lines) == 1
+    assert 'error supervisor: give_up role=%s reason="%s' % (role, reason) in lines[0]
+    other = "rpcd" if role == "mounthelper" else "mounthelper"
+    if "then=\"stop %s," % other in lines[0]:
+        assert logs.index(" give_up ") < logs.index("child_stop role=%s" % other)
+        assert logs.index("child_stop role=%s" % other) < logs.rindex(
+            "child_exited role=%s" % other)
+    assert 'supervisor_exit status=3 reason="%s failed" failed=%s' % (role, role) in logs
+    assert status == 3
+    # The supervisor reaped its own children before exiting.
+    direct = spawned_pids(logs)
+    assert direct and not [p for p in direct if alive(p)]
+    # What they started (the helper's tool runner, its workers) dies with them.
+    rest = set(seen) - direct
+    wait_for(lambda: not [p for p in rest if alive(p)], 10, "no process left of %s" % rest)
+    return lines[0]
+
+
+def ready_child(d, comm, role, old):
+    """The pid of a child of role other than old that has reported READY;
+    "exited" once the supervisor is gone; else None."""
+    if d.proc.poll() is not None:
+        return "exited"
     try:
-        rpcd = d.children()[RPCD]
-        sampler = ChildSampler(d.proc.pid)
-        time.sleep(max(0, 10 - (time.monotonic() - started)))
-        sampler.stop_and_check()
+        pid = d.children().get(comm)
+    except OSError:
+        return None
+    if pid in (None, old) or ("child_ready role=%s pid=%d " % (role, pid)) not in d.logs():
+        return None
+    return pid
+
+
+def kill_until_given_up(d, comm, role):
+    """kill -9 the child of role as soon as each new one has reported READY (its
+    pid seen changing in the supervisor's /proc children), up to six times or
+    until the supervisor exits. Returns (kills, every pid seen below it)."""
+    kills, old, seen = 0, None, set()
+    t0 = time.monotonic()
+    while kills < RESTART_LIMIT + 1:
+        pid = wait_for(lambda: ready_child(d, comm, role, old), 30,
+                       "a new ready %s or the supervisor's exit" % role)
+        if pid == "exited":
+            break
+        seen |= descendants(d.proc.pid)
+        os.kill(pid, signal.SIGKILL)
+        kills += 1
+        old = pid
+        print("kill %d: %s %d at %.0f ms" % (kills, role, pid, (time.monotonic() - t0) * 1e3))
+    return kills, seen
+
+
+def test_helper_killed_until_given_up(driver):
+    """With the default limits, kill -9 the helper again each time it is back:
+    the fifth death within the window makes the supervisor give up, stop rpcd
+    and exit 3 well within 30 s, and no process of the driver is left."""
+    kills, seen = kill_until_given_up(driver, HELPER, "mounthelper")
+    line = assert_gave_up(driver, "mounthelper", '5 deaths in 60 s (limit 5)"', seen)
+    assert kills == RESTART_LIMIT
+    assert 'last_death="signal SIGKILL"' in line and 'then="stop rpcd, exit 3"' in line
+    logs = driver.logs()
+    # Restarted at once, then after 250, 500 and 1000 ms: the backoff table.
+    delays = [int(m) for m in re.findall(r"child_restart role=mounthelper in_ms=(-?\d+) ", logs)]
+    print("restart delays (ms):", delays)
+    assert len(delays) == RESTART_LIMIT - 1 and delays[0] <= 0 and max(delays) <= 1000
+    assert count(logs, "child_spawned", "rpcd") == 1
+    assert_clean(driver)
+
+
+def test_rpcd_killed_until_given_up(driver):
+    """The same for rpcd: its fifth death within the window stops the helper
+    and the supervisor exits 3, leaving nothing running."""
+    kills, seen = kill_until_given_up(driver, RPCD, "rpcd")
+    line = assert_gave_up(driver, "rpcd", '5 deaths in 60 s (limit 5)"', seen)
+    assert kills == RESTART_LIMIT
+    assert 'last_death="signal SIGKILL"' in line and 'then="stop mounthelper, exit 3"' in line
+    logs = driver.logs()
+    assert count(logs, "child_spawned", "mounthelper") == 1
+    # The helper's only death is the orderly stop.
+    assert re.findall(r"child_exited role=mounthelper pid=\d+ how=\"([^\"]*)\"", logs) == [
+        "exit 0"]
+    assert_clean(driver)
+
+
+def test_helper_crash_loop_gives_up():
+    """A helper that cannot start (broken policy: exit 2) is spawned a bounded
+    number of times; then the supervisor gives up, stops rpcd and exits 3."""
+    d = Driver(policy_extra="this line is not ini\n", wait=False)
+    try:
+        line = assert_gave_up(d, "mounthelper", '6 deaths in 60 s (limit 5)"')
         logs = d.logs()
         spawns = count(logs, "child_spawned", "mounthelper")
-        print("helper spawns in 10 s: %d (restart limit %d)" % (spawns, RESTART_LIMIT))
-        assert 2 <= spawns <= RESTART_LIMIT
-        assert count(logs, "child_failed", "mounthelper") == 1
-        assert re.search(r"error supervisor: child_failed role=mounthelper "
-                         r"reason=\"died too often", logs)
-        assert 'how="exit 2"' in logs
-        assert "helper_failed_sent" in logs
-        assert d.client.identity("Probe").ready.value is False
-        assert d.children() == {RPCD: rpcd}  # rpcd never restarted, no helper left
-        assert count(logs, "child_spawned", "rpcd") == 1
-        # A later rpcd is told as well: it too answers ready=false.
-        os.kill(rpcd, signal.SIGKILL)
-        wait_for(lambda: d.children().get(RPCD) not in (None, rpcd), 10, "a new rpcd")
-        deadline = time.monotonic() + 10
-        while True:
-            with csi_client.CsiClient(d.endpoint) as c:
-                try:
-                    assert c.identity("Probe", timeout=2).ready.value is False
-                    break
-                except grpc.RpcError:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.01)
-        assert d.logs().count("helper_failed_sent") == 2
+        print("helper spawns: %d (restart limit %d)" % (spawns, RESTART_LIMIT))
+        assert spawns == 3  # each death before READY counts twice: 2 + 2 + 2 >= 5
+        assert 'last_death="exit 2 before READY"' in line
+        assert count(logs, "child_spawned", "rpcd") == 1  # rpcd never restarted
     finally:
-        status = d.stop()
+        d.stop()
         d.cleanup()
-    assert status == 3  # stopped with a child FAILED
 
 
 def test_helper_never_ready_is_killed(bin_copy):
     """A helper that never reports READY is killed at --ready-timeout; that is a
-    death before READY, so it ends FAILED after three spawns."""
+    death before READY, so the supervisor gives up after three spawns."""
     install_helper(bin_copy, "#!/bin/sh\nexec sleep 600\n")
-    d = Driver(extra_args=["--ready-timeout", "1"], bin_dir=bin_copy)
+    d = Driver(extra_args=["--ready-timeout", "1"], bin_dir=bin_copy, wait=False)
     try:
-        wait_for(lambda: "child_failed role=mounthelper" in d.logs(), 15, "FAILED")
+        line = assert_gave_up(d, "mounthelper", '6 deaths in 60 s (limit 5)"')
         logs = d.logs()
         kills = logs.count('child_kill role=mounthelper')
         print("helper spawns: %d, killed for no READY: %d" %
@@ -387,12 +483,11 @@ def test_helper_never_ready_is_killed(bin_copy):
         assert kills == 3
         assert logs.count('reason="no READY within the ready timeout"') == 3
         assert count(logs, "child_spawned", "mounthelper") == 3
-        assert d.client.identity("Probe", timeout=5).ready.value is False
-        assert list(d.children()) == [RPCD]
+        assert ('last_death="signal SIGKILL before READY, killed: no READY within the '
+                'ready timeout"') in line
     finally:
-        status = d.stop()
+        d.stop()
         d.cleanup()
-    assert status == 3
 
 
 SIGSYS_HELPER = """#!/usr/bin/python3
@@ -406,21 +501,16 @@ os.kill(os.getpid(), signal.SIGSYS)
 
 
 def test_helper_sigsys_fails_at_once(bin_copy):
-    """A helper killed by SIGSYS is never restarted: FAILED at once, Probe not ready."""
+    """A helper killed by SIGSYS is never restarted: given up on at its first death."""
     install_helper(bin_copy, SIGSYS_HELPER)
-    d = Driver(bin_dir=bin_copy)
+    d = Driver(bin_dir=bin_copy, wait=False)
     try:
-        wait_for(lambda: "child_failed role=mounthelper" in d.logs(), 10, "FAILED")
-        time.sleep(0.5)  # room for a wrong restart to show
-        logs = d.logs()
-        assert count(logs, "child_spawned", "mounthelper") == 1
-        assert 'how="signal SIGSYS' in logs
-        assert re.search(r"child_failed role=mounthelper reason=\"killed by SIGSYS", logs)
-        assert d.client.identity("Probe").ready.value is False
+        line = assert_gave_up(d, "mounthelper", "killed by SIGSYS")
+        assert 'last_death="signal SIGSYS' in line
+        assert count(d.logs(), "child_spawned", "mounthelper") == 1
     finally:
-        status = d.stop()
+        d.stop()
         d.cleanup()
-    assert status == 3
 
 
 def test_sigterm_during_stage():
@@ -462,21 +552,17 @@ def test_sigterm_during_stage():
 
 
 def test_rpcd_crash_loop_stops_supervisor(bin_copy):
-    """An rpcd that cannot start: FAILED after a bounded number of spawns, and
-    since nothing can serve the CO any more, the supervisor stops the helper and
-    exits 3 by itself (so that systemd or the kubelet restarts the driver)."""
+    """An rpcd that cannot start: given up on after a bounded number of spawns;
+    the supervisor stops the helper and exits 3 by itself."""
     install_helper(bin_copy, "#!/bin/sh\nexit 1\n", name="sepcsi-rpcd")
     d = Driver(bin_dir=bin_copy, wait=False)
     try:
-        status = d.proc.wait(20)
+        line = assert_gave_up(d, "rpcd", '6 deaths in 60 s (limit 5)"')
         logs = d.logs()
-        print("rpcd spawns: %d, exit status %d" % (count(logs, "child_spawned", "rpcd"), status))
-        assert status == 3
+        print("rpcd spawns: %d" % count(logs, "child_spawned", "rpcd"))
         assert count(logs, "child_spawned", "rpcd") == 3
-        assert re.search(r"error supervisor: child_failed role=rpcd", logs)
+        assert 'last_death="exit 1 before READY"' in line
         assert 'stopping reason="rpcd failed"' in logs
-        assert "child_stop role=mounthelper" in logs
-        assert 'supervisor_exit status=3 reason="rpcd failed" failed=rpcd' in logs
     finally:
         d.stop()
         d.cleanup()

@@ -3,3 +3,7 @@
 sepcsi_unit_test(test_store
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_store.c
   LIBS sepcsi_store PkgConfig::SQLITE Threads::Threads)
+# Intents, transactions, and damaged store files refused at open (as found).
+sepcsi_unit_test(test_store_crash
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_store_crash.c
+  LIBS sepcsi_store PkgConfig::SQLITE Threads::Threads)

@@ -5,7 +5,8 @@
  * are not a sepcsi store, concurrent writers, the migration from schema 1,
  * snapshots (outliving their volume), group snapshots written and forgotten
  * atomically, and controller attachments. Every database lives in a
- * fresh mkdtemp directory under /tmp that is removed at the end.
+ * fresh mkdtemp directory under /tmp that is removed at the end. Intents,
+ * transactions and damaged files: test_store_crash.c.
  */
 #include <fcntl.h>
 #include <ftw.h>
@@ -19,70 +20,8 @@
 #include <unistd.h>
 
 #include "store.h"
+#include "store_testutil.h"
 #include "tap.h"
-
-static char tmpdir[] = "/tmp/sepcsi-test-store-XXXXXX";
-
-/* path of a file in the test directory, in the caller's buffer */
-static const char *tpath(char *buf, size_t len, const char *name)
-{
-	snprintf(buf, len, "%s/%s", tmpdir, name);
-	return buf;
-}
-
-static struct store *open_ok(const char *path)
-{
-	struct store *st = NULL;
-	int rc = store_open(path, &st);
-
-	if (rc != STORE_OK)
-		fprintf(stderr, "store_open %s: %d %s\n", path, rc, store_last_error());
-	CHECK(rc == STORE_OK && st != NULL);
-	if (!st)
-		exit(tap_done("test_store"));
-	return st;
-}
-
-/* Puts a volume with the given id and name and fixed other fields. */
-static int put_vol(struct store *st, const char *id, const char *name)
-{
-	struct store_volume v = {
-	    .id = (char *)id,
-	    .name = (char *)name,
-	    .capacity_bytes = INT64_C(1) << 30,
-	    .fs_type = (char *)"ext4",
-	    .parameters = (char *)"a=1\nb=2\n",
-	    .content_source = (char *)"",
-	    .created_unix_ns = INT64_C(1700000000123456789),
-	};
-	return store_volume_put(st, &v);
-}
-
-/* Reads one integer with a direct sqlite connection (the store must be closed or idle). */
-static int64_t sql_int(const char *path, const char *sql)
-{
-	sqlite3 *db = NULL;
-	sqlite3_stmt *q = NULL;
-	int64_t v = -1;
-
-	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
-	    sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
-		v = sqlite3_column_int64(q, 0);
-	sqlite3_finalize(q);
-	sqlite3_close(db);
-	return v;
-}
-
-static int sql_exec(const char *path, const char *sql)
-{
-	sqlite3 *db = NULL;
-	int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-	sqlite3_close(db);
-	return rc;
-}
 
 static void test_create_reopen(void)
 {
@@ -100,7 +39,7 @@ static void test_create_reopen(void)
 	CHECK(put_vol(st, "vol-1", "pvc-1") == STORE_OK);
 	store_close(st);
 
-	CHECK(sql_int(path, "PRAGMA user_version") == 2);
+	CHECK(sql_int(path, "PRAGMA user_version") == STORE_TEST_SCHEMA);
 	{
 		sqlite3 *db = NULL;
 		sqlite3_stmt *q = NULL;
@@ -130,7 +69,7 @@ static void test_create_reopen(void)
 		store_volume_free(v);
 		v = NULL;
 		store_close(st);
-		CHECK(sql_int(path, "PRAGMA user_version") == 2);
+		CHECK(sql_int(path, "PRAGMA user_version") == STORE_TEST_SCHEMA);
 		CHECK(sql_int(path, "SELECT count(*) FROM sqlite_master") == objects);
 	}
 	CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
@@ -379,18 +318,6 @@ static void test_node_tables(void)
 	store_close(st);
 }
 
-static int write_file(const char *path, const void *buf, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	ssize_t w;
-
-	if (fd < 0)
-		return -1;
-	w = write(fd, buf, len);
-	close(fd);
-	return w == (ssize_t)len ? 0 : -1;
-}
-
 static void test_bad_files(void)
 {
 	char p[256], junk[4096], back[4096];
@@ -509,7 +436,7 @@ static void test_threads(void)
 	store_close(st);
 }
 
-/* A store as schema 1 left it: the migration to 2 keeps its rows and adds defaults. */
+/* A store as schema 1 left it: the migrations from it keep its rows and add defaults. */
 static void test_migrate_from_v1(void)
 {
 	char p[256];
@@ -543,8 +470,9 @@ static void test_migrate_from_v1(void)
 	      strcmp(v->condition, "") == 0);
 	store_volume_free(v);
 	store_close(st);
-	CHECK(sql_int(path, "PRAGMA user_version") == 2);
+	CHECK(sql_int(path, "PRAGMA user_version") == STORE_TEST_SCHEMA);
 	CHECK(sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'snapshots'") == 1);
+	CHECK(sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'intents'") == 1);
 }
 
 /* The columns added in schema 2, and store_volume_update. */
@@ -761,17 +689,9 @@ static void test_attachments(void)
 	store_close(st);
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
 int main(void)
 {
-	if (!mkdtemp(tmpdir)) {
-		perror("mkdtemp");
-		return EXIT_FAILURE;
-	}
+	scratch_begin();
 	test_create_reopen();
 	test_keys_and_notfound();
 	test_list();
@@ -783,6 +703,5 @@ int main(void)
 	test_snapshots();
 	test_group_snapshots();
 	test_attachments();
-	CHECK(nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) == 0);
-	return tap_done("test_store");
+	return scratch_end("test_store");
 }

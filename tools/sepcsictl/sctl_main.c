@@ -26,7 +26,7 @@ static void top_help(FILE *o)
 	        "usage: sepcsictl [--endpoint URL] [--output text|json] [--timeout DURATION]\n"
 	        "                 <service> <rpc> [flags]\n"
 	        "       sepcsictl store volumes|snapshots|group-snapshots|stagings|publications|\n"
-	        "                       attachments|info [--state-dir DIR]\n"
+	        "                       attachments|intents|info|check [--state-dir DIR]\n"
 	        "       sepcsictl audit [--data-dir DIR] [--follow] [--volume ID]\n\n"
 	        "A CSI client: every Identity, Controller, GroupController and Node RPC, a flag "
 	        "per field.\n\nservices:\n");

@@ -14,7 +14,8 @@
  * read from the table itself, so tables and columns added by later schema
  * versions show without a change here; a table this store does not have yet
  * is reported, not an error. Table names come from a fixed list, never from
- * the command line, before they are put into SQL.
+ * the command line, before they are put into SQL. `check` is the store's own
+ * check (store_check() of store/), which opens the file the same read-only way.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,6 +27,7 @@
 
 #include "csic.h"
 #include "sctl.h"
+#include "store.h"
 
 #define DEFAULT_STATE_DIR  "/var/lib/sepcsi/state"
 #define STORE_FILE         "sepcsi.db"
@@ -34,8 +36,8 @@
 #define MAX_COLS           64
 #define DISPLAY_VALUE_SIZE 512
 
-static const char *const tables[] = {"volumes",  "snapshots",    "group_snapshots",
-                                     "stagings", "publications", "attachments"};
+static const char *const tables[] = {"volumes",      "snapshots",   "group_snapshots", "stagings",
+                                     "publications", "attachments", "intents"};
 #define NTABLES (sizeof(tables) / sizeof(tables[0]))
 
 static void store_help(FILE *o)
@@ -50,7 +52,10 @@ static void store_help(FILE *o)
 	        "  stagings         NodeStageVolume records\n"
 	        "  publications     NodePublishVolume records\n"
 	        "  attachments      ControllerPublishVolume records\n"
-	        "  info             the store's path, schema version and row counts\n\n"
+	        "  intents          operations in progress (written before the helper acts)\n"
+	        "  info             the store's path, schema version and row counts\n"
+	        "  check            sqlite's integrity check, and what rpcd checks at start:\n"
+	        "                   prints ok (exit 0) or the problem (exit 1)\n\n"
 	        "flags:\n  --state-dir DIR   rpcd's --state-dir (default %s)\n"
 	        "A view whose table this store's schema does not have yet prints nothing and "
 	        "says so on stderr.\n",
@@ -122,6 +127,8 @@ static void display(sqlite3_stmt *q, int col, char *buf, size_t len)
 			csic_format_size(v, buf, len);
 		} else if (n > 8 && strcmp(name + n - 8, "_unix_ns") == 0) {
 			sctl_format_time(v / 1000000000, 0, buf, len);
+		} else if (strcmp(name, "created_at") == 0) { /* unix seconds */
+			sctl_format_time(v, 0, buf, len);
 		} else if (strcmp(name, "access_type") == 0) {
 			snprintf(buf, len, "%s", access_type_name(v));
 		} else if (strcmp(name, "access_mode") == 0) {
@@ -320,6 +327,34 @@ static int print_info(sqlite3 *db, const char *path, enum sctl_output out)
 	return SCTL_EXIT_OK;
 }
 
+/*
+ * `store check`: the store's own check (store_check(), read-only). "ok" on
+ * stdout and exit 0, or the problem on stderr and exit 1; with --output json
+ * one object on stdout either way.
+ */
+static int print_check(const char *path, enum sctl_output out)
+{
+	char msg[1024];
+	int rc = store_check(path, msg, sizeof(msg));
+
+	if (rc == STORE_NOTFOUND) {
+		fprintf(stderr, "sepcsictl: store: no store at %s (is --state-dir right?)\n", path);
+		return SCTL_EXIT_ABSENT;
+	}
+	if (out == SCTL_OUT_JSON) {
+		printf("{\"path\":");
+		sctl_json_string(stdout, path);
+		printf(",\"ok\":%s,\"result\":", rc == STORE_OK ? "true" : "false");
+		sctl_json_string(stdout, msg);
+		printf("}\n");
+	} else if (rc == STORE_OK) {
+		printf("ok\n");
+	} else {
+		fprintf(stderr, "sepcsictl: %s\n", msg);
+	}
+	return rc == STORE_OK ? SCTL_EXIT_OK : SCTL_EXIT_FAILURE;
+}
+
 /* A sqlite URI for path, percent-encoding what a URI path may not hold. */
 static void db_uri(const char *path, bool immutable, char *out, size_t len)
 {
@@ -372,7 +407,7 @@ int sctl_store_main(int argc, char **argv, const struct sctl_opts *o)
 		if (same)
 			table = tables[i];
 	}
-	if (!table && strcmp(view, "info") != 0) {
+	if (!table && strcmp(view, "info") != 0 && strcmp(view, "check") != 0) {
 		fprintf(stderr, "sepcsictl: store: unknown view '%s' (see --help)\n", view);
 		return SCTL_EXIT_USAGE;
 	}
@@ -388,6 +423,8 @@ int sctl_store_main(int argc, char **argv, const struct sctl_opts *o)
 		        path, strerror(errno));
 		return errno == ENOENT ? SCTL_EXIT_ABSENT : SCTL_EXIT_FAILURE;
 	}
+	if (strcmp(view, "check") == 0)
+		return print_check(path, o->output);
 	sqlite3 *db = NULL;
 	char uri[3 * sizeof(path) + 32];
 	char wal[sizeof(path) + 8];
