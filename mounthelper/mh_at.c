@@ -19,7 +19,9 @@
  *
  * Safety argument, destruction. The helper unlinks or removes only what it
  * made: each directory or file it creates gets an extended attribute
- * trusted.sepcsi.owner = "<volume id>:<inode>" right away. Only a process
+ * trusted.sepcsi.owner = "<volume id>:<inode>" before it takes its name (it
+ * is made under ".<name>.sepcsi-<volume id>", marked, then renamed into
+ * place without replacing anything). Only a process
  * with CAP_SYS_ADMIN can set or read a trusted.* attribute, so no pod or
  * local user can forge one; the inode inside it makes a copy (cp -a as root)
  * worthless. Before removing, the helper opens the object without following
@@ -34,6 +36,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +45,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "mh_pause.h"
 #include "policy.h"
 
 #define RESOLVE_SAFE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
@@ -176,32 +180,64 @@ static void mark_value(const char *volume_id, ino_t ino, char *buf, size_t len)
 	snprintf(buf, len, "%s:%llu", volume_id, (unsigned long long)ino);
 }
 
-int mh_at_make(const struct mh_at *at, bool dir, const char *volume_id, struct mh_res *r)
+/* The name an object is made and marked under before it takes its own: ".<name>.sepcsi-<id>". */
+static int temp_name(const struct mh_at *at, const char *volume_id, char *buf, size_t len)
 {
+	return snprintf(buf, len, ".%s.sepcsi-%s", at->name, volume_id) < (int)len ? 0 : -1;
+}
+
+/*
+ * Remove a temporary object a killed attempt left: an empty directory or an
+ * empty regular file (what mh_at_make makes), under our temporary name in a
+ * root-only parent, so only root could have made it.
+ */
+static void remove_temp(const struct mh_at *at, const char *volume_id)
+{
+	char tmp[NAME_MAX + 1];
 	struct stat st;
-	int fd;
+	if (temp_name(at, volume_id, tmp, sizeof(tmp)) < 0 ||
+	    fstatat(at->dir, tmp, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	if (S_ISDIR(st.st_mode))
+		(void)unlinkat(at->dir, tmp, AT_REMOVEDIR); /* fails unless empty */
+	else if (S_ISREG(st.st_mode) && st.st_size == 0)
+		(void)unlinkat(at->dir, tmp, 0);
+}
+
+int mh_at_make(const struct mh_ctx *c, const struct mh_at *at, bool dir, const char *volume_id,
+               struct mh_res *r)
+{
+	char tmp[NAME_MAX + 1], mark[64];
+	struct stat st;
+	int fd, ret = 1;
+	if (fstatat(at->dir, at->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return 0;
+	if (errno != ENOENT)
+		return mh_fail(r, mh_kind_of_errno(errno), errno, "cannot look at the path: %s",
+		               strerror(errno));
+	if (temp_name(at, volume_id, tmp, sizeof(tmp)) < 0)
+		return mh_fail(r, MH_E_REFUSED, ENAMETOOLONG, "the last component is too long");
+	/*
+	 * Made and marked under a temporary name, then renamed into place: the
+	 * path never names an object of ours without its mark, whenever the
+	 * worker dies. A temporary one a dead attempt left is removed first.
+	 */
+	remove_temp(at, volume_id);
 	if (dir) {
-		if (mkdirat(at->dir, at->name, 0750) < 0) {
-			if (errno == EEXIST)
-				return 0;
-			return mh_fail(r, mh_kind_of_errno(errno), errno,
-			               "cannot create directory: %s", strerror(errno));
-		}
-		fd = open_beneath(at->dir, at->name, O_RDONLY | O_DIRECTORY, 0);
+		fd = mkdirat(at->dir, tmp, 0750) < 0
+		         ? -1
+		         : open_beneath(at->dir, tmp, O_RDONLY | O_DIRECTORY, 0);
 	} else {
-		fd = open_beneath(at->dir, at->name, O_WRONLY | O_CREAT | O_EXCL, 0600);
-		if (fd < 0 && errno == EEXIST)
-			return 0;
+		fd = open_beneath(at->dir, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
 	}
 	if (fd < 0)
 		return mh_fail(r, mh_kind_of_errno(errno), errno, "cannot create %s: %s",
 		               dir ? "directory" : "file", strerror(errno));
+	mh_pause(c, "made", volume_id); /* tests: killed before the mark */
 	/* Safety: the mark goes on the object just made, through its own fd. */
-	int ret = 1;
-	if (fstat(fd, &st) < 0)
+	if (fstat(fd, &st) < 0) {
 		ret = mh_fail(r, MH_E_FAILED, errno, "stat new object: %s", strerror(errno));
-	else {
-		char mark[64];
+	} else {
 		mark_value(volume_id, st.st_ino, mark, sizeof(mark));
 		if (fsetxattr(fd, MARK_XATTR, mark, strlen(mark), XATTR_CREATE) < 0)
 			ret = mh_fail(r, MH_E_FAILED, errno,
@@ -209,8 +245,15 @@ int mh_at_make(const struct mh_at *at, bool dir, const char *volume_id, struct m
 			              strerror(errno));
 	}
 	close(fd);
-	if (ret < 0) /* an unmarked object would be ours but never removable by us */
-		unlinkat(at->dir, at->name, dir ? AT_REMOVEDIR : 0);
+	if (ret == 1 && renameat2(at->dir, tmp, at->dir, at->name, RENAME_NOREPLACE) < 0) {
+		if (errno == EEXIST)
+			ret = 0; /* made by someone else meanwhile: theirs, left as it is */
+		else
+			ret = mh_fail(r, mh_kind_of_errno(errno), errno,
+			              "cannot rename into place: %s", strerror(errno));
+	}
+	if (ret != 1)
+		remove_temp(at, volume_id);
 	return ret;
 }
 
@@ -229,6 +272,7 @@ static bool marked_ours(int fd, const struct stat *st, const char *volume_id)
 int mh_at_remove_ours(const struct mh_at *at, const char *volume_id, struct mh_res *r)
 {
 	struct stat st, st2;
+	remove_temp(at, volume_id); /* left by an attempt killed while making the object */
 	/* First only look: opening a device node or a FIFO for real could act on it. */
 	int fd = open_beneath(at->dir, at->name, O_PATH, 0);
 	if (fd < 0)

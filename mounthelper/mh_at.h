@@ -46,12 +46,13 @@ int mh_at_child(const struct mh_at *at, int flags, struct mh_res *r);
 
 /*
  * Create the last component, a directory (0750) or an empty regular file
- * (0600), and mark it as made by the helper for volume_id (an extended
- * attribute in the trusted namespace, which only CAP_SYS_ADMIN can set,
- * naming the volume and the object's inode). Returns 1 created, 0 it existed
- * already (left as it is), -1 with r.
+ * (0600), marked as made by the helper for volume_id (an extended attribute
+ * in the trusted namespace, which only CAP_SYS_ADMIN can set, naming the
+ * volume and the object's inode) before it takes its name. Returns 1
+ * created, 0 it existed already (left as it is), -1 with r.
  */
-int mh_at_make(const struct mh_at *at, bool dir, const char *volume_id, struct mh_res *r);
+int mh_at_make(const struct mh_ctx *c, const struct mh_at *at, bool dir, const char *volume_id,
+               struct mh_res *r);
 
 /*
  * Remove the last component if, and only if, it is a directory or regular

@@ -110,7 +110,7 @@ static int bind_checked(const struct mh_ctx *c, const struct mh_at *sub, const s
                         struct mh_res *r)
 {
 	int node = -1, fd = -1, id, ret = -1;
-	int mk = mh_at_make(sub, false, volume_id, r);
+	int mk = mh_at_make(c, sub, false, volume_id, r);
 	if (mk < 0)
 		return -1;
 	*made = mk == 1;
@@ -161,7 +161,7 @@ int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, unsigne
 	if (mh_at_open(c, q->staging_path, role, &at, r) < 0)
 		goto out;
 	if (q->flags & MH_F_CREATE_DIR) {
-		int mk = mh_at_make(&at, true, q->volume_id, r);
+		int mk = mh_at_make(c, &at, true, q->volume_id, r);
 		if (mk < 0)
 			goto out;
 		made_dir = mk == 1;

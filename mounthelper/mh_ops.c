@@ -115,7 +115,7 @@ static int mount_point(const struct mh_ctx *c, const char *path, unsigned role,
 	if (mh_at_open(c, path, role, at, r) < 0)
 		return -1;
 	if (make && !*made) {
-		int rc = mh_at_make(at, true, volume_id, r);
+		int rc = mh_at_make(c, at, true, volume_id, r);
 		if (rc < 0)
 			goto fail;
 		*made = rc == 1;

@@ -125,6 +125,13 @@ static const char *const store_migrations[] = {
     "  detail TEXT NOT NULL,"
     "  created_at INTEGER NOT NULL"
     ") STRICT;",
+
+    /*
+     * to version 4: the group a staging was mounted for (volume_mount_group,
+     * 0 for none), so that a staging can be made again exactly as asked
+     * after a reboot.
+     */
+    "ALTER TABLE stagings ADD COLUMN mount_group INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define STORE_SCHEMA_VERSION ((int64_t)(sizeof store_migrations / sizeof store_migrations[0]))

@@ -48,9 +48,10 @@ struct store_staging {
 	char *volume_id;
 	char *staging_path;
 	char *fs_type;
-	char *mount_flags; /* comma-separated, canonical order */
-	int access_type;   /* 1 = block, 2 = mount (csi.proto numbering of the oneof) */
-	int access_mode;   /* csi AccessMode.Mode */
+	char *mount_flags;   /* comma-separated, canonical order */
+	int access_type;     /* 1 = block, 2 = mount (csi.proto numbering of the oneof) */
+	int access_mode;     /* csi AccessMode.Mode */
+	int64_t mount_group; /* since schema 4: the gid of volume_mount_group, 0 for none */
 };
 
 struct store_publication {
@@ -132,6 +133,9 @@ int store_volume_update(struct store *st, const struct store_volume *v);
 int store_staging_put(struct store *st, const struct store_staging *s);
 int store_staging_get(struct store *st, const char *volume_id, struct store_staging **out);
 int store_staging_delete(struct store *st, const char *volume_id);
+/* Every staging, by volume id (reconciliation). Free with store_staging_list_free(). */
+int store_staging_list(struct store *st, struct store_staging ***out, size_t *n);
+void store_staging_list_free(struct store_staging **list, size_t n);
 void store_staging_free(struct store_staging *s);
 
 /* Publications are keyed by (volume_id, target_path). */
@@ -140,6 +144,9 @@ int store_publication_get(struct store *st, const char *volume_id, const char *t
                           struct store_publication **out);
 int store_publication_delete(struct store *st, const char *volume_id, const char *target_path);
 int store_publication_count(struct store *st, const char *volume_id, size_t *n);
+/* Every publication, by volume id and target (reconciliation). */
+int store_publication_list(struct store *st, struct store_publication ***out, size_t *n);
+void store_publication_list_free(struct store_publication **list, size_t n);
 void store_publication_free(struct store_publication *p);
 
 /*

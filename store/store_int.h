@@ -58,6 +58,8 @@ enum store_stmt_id {
 	STMT_INTENT_GET,
 	STMT_INTENT_DELETE,
 	STMT_INTENT_LIST,
+	STMT_STAGING_LIST,
+	STMT_PUBLICATION_LIST,
 	STMT__COUNT
 };
 
@@ -186,6 +188,11 @@ int store_count_by_key(struct store *st, enum store_stmt_id id, const char *sql,
 /* store_count_by_key(), but key may be NULL for sql that has no ?1. */
 int store_count(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
                 const char *key, size_t *n);
+
+/* Every row sql (which takes no key) returns, as store_collect() hands them out. */
+int store_list_all(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
+                   store_from_row_fn *from_row, store_free_row_fn *free_row, void ***out,
+                   size_t *n);
 
 /* Every row sql returns, handed out as store_collect() does; *out and *n are zeroed first. */
 int store_list_by_key(struct store *st, enum store_stmt_id id, const char *sql, const char *what,

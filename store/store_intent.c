@@ -108,28 +108,7 @@ int store_intent_delete(struct store *st, const char *key)
 
 int store_intent_list(struct store *st, struct store_intent ***out, size_t *n)
 {
-	static const char what[] = "intent list";
-	sqlite3_stmt *q;
-	int rc;
-
-	if (!out || !n) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	*out = NULL;
-	*n = 0;
-	if (!st) {
-		store_set_error("%s: invalid argument", what);
-		return STORE_ERROR;
-	}
-	store_lock(st);
-	q = store_stmt(st, STMT_INTENT_LIST, "SELECT " INTENT_COLUMNS " FROM intents ORDER BY seq",
-	               what);
-	if (q)
-		rc = store_collect(st, q, what, intent_from_row, intent_free_row, (void ***)out, n);
-	else
-		rc = STORE_ERROR;
-	store_stmt_release(q);
-	store_unlock(st);
-	return rc;
+	return store_list_all(st, STMT_INTENT_LIST,
+	                      "SELECT " INTENT_COLUMNS " FROM intents ORDER BY seq", "intent list",
+	                      intent_from_row, intent_free_row, (void ***)out, n);
 }

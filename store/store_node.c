@@ -14,7 +14,8 @@
 
 /* ---- stagings ---- */
 
-#define STAGING_COLUMNS "volume_id, staging_path, fs_type, mount_flags, access_type, access_mode"
+#define STAGING_COLUMNS                                                                            \
+	"volume_id, staging_path, fs_type, mount_flags, access_type, access_mode, mount_group"
 
 static void *staging_from_row(sqlite3_stmt *q)
 {
@@ -26,6 +27,7 @@ static void *staging_from_row(sqlite3_stmt *q)
 	s->mount_flags = store_column_text(q, 3);
 	s->access_type = sqlite3_column_int(q, 4);
 	s->access_mode = sqlite3_column_int(q, 5);
+	s->mount_group = sqlite3_column_int64(q, 6);
 	return s;
 }
 
@@ -51,9 +53,9 @@ int store_staging_put(struct store *st, const struct store_staging *s)
 		return STORE_ERROR;
 	}
 	store_lock(st);
-	q = store_stmt(st, STMT_STAGING_PUT,
-	               "INSERT INTO stagings (" STAGING_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-	               what);
+	q = store_stmt(
+	    st, STMT_STAGING_PUT,
+	    "INSERT INTO stagings (" STAGING_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", what);
 	if (!q) {
 		rc = STORE_ERROR;
 		goto out;
@@ -63,7 +65,8 @@ int store_staging_put(struct store *st, const struct store_staging *s)
 	    (rc = store_bind_text(q, 3, s->fs_type)) != SQLITE_OK ||
 	    (rc = store_bind_text(q, 4, s->mount_flags)) != SQLITE_OK ||
 	    (rc = sqlite3_bind_int(q, 5, s->access_type)) != SQLITE_OK ||
-	    (rc = sqlite3_bind_int(q, 6, s->access_mode)) != SQLITE_OK) {
+	    (rc = sqlite3_bind_int(q, 6, s->access_mode)) != SQLITE_OK ||
+	    (rc = sqlite3_bind_int64(q, 7, s->mount_group)) != SQLITE_OK) {
 		rc = store_fail(st, rc, what);
 		goto out;
 	}
@@ -79,6 +82,23 @@ int store_staging_get(struct store *st, const char *volume_id, struct store_stag
 	return store_get_one(
 	    st, STMT_STAGING_GET, "SELECT " STAGING_COLUMNS " FROM stagings WHERE volume_id = ?1",
 	    "staging get", volume_id, NULL, staging_from_row, "volume is not staged", (void **)out);
+}
+
+static void staging_free_row(void *row)
+{
+	store_staging_free(row);
+}
+
+int store_staging_list(struct store *st, struct store_staging ***out, size_t *n)
+{
+	return store_list_all(st, STMT_STAGING_LIST,
+	                      "SELECT " STAGING_COLUMNS " FROM stagings ORDER BY volume_id",
+	                      "staging list", staging_from_row, staging_free_row, (void ***)out, n);
+}
+
+void store_staging_list_free(struct store_staging **list, size_t n)
+{
+	store_free_list((void **)list, n, staging_free_row);
 }
 
 int store_staging_delete(struct store *st, const char *volume_id)
@@ -162,6 +182,24 @@ int store_publication_get(struct store *st, const char *volume_id, const char *t
 	                     " FROM publications WHERE volume_id = ?1 AND target_path = ?2",
 	                     "publication get", volume_id, target_path, publication_from_row,
 	                     "volume is not published at that path", (void **)out);
+}
+
+static void publication_free_row(void *row)
+{
+	store_publication_free(row);
+}
+
+int store_publication_list(struct store *st, struct store_publication ***out, size_t *n)
+{
+	return store_list_all(
+	    st, STMT_PUBLICATION_LIST,
+	    "SELECT " PUBLICATION_COLUMNS " FROM publications ORDER BY volume_id, target_path",
+	    "publication list", publication_from_row, publication_free_row, (void ***)out, n);
+}
+
+void store_publication_list_free(struct store_publication **list, size_t n)
+{
+	store_free_list((void **)list, n, publication_free_row);
 }
 
 int store_publication_delete(struct store *st, const char *volume_id, const char *target_path)

@@ -314,6 +314,30 @@ int store_count_by_key(struct store *st, enum store_stmt_id id, const char *sql,
 	return store_count(st, id, sql, what, key, n);
 }
 
+int store_list_all(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
+                   store_from_row_fn *from_row, store_free_row_fn *free_row, void ***out, size_t *n)
+{
+	sqlite3_stmt *q;
+	int rc;
+
+	if (!out || !n) {
+		store_set_error("%s: invalid argument", what);
+		return STORE_ERROR;
+	}
+	*out = NULL;
+	*n = 0;
+	if (!st) {
+		store_set_error("%s: invalid argument", what);
+		return STORE_ERROR;
+	}
+	store_lock(st);
+	q = store_stmt(st, id, sql, what);
+	rc = q ? store_collect(st, q, what, from_row, free_row, out, n) : STORE_ERROR;
+	store_stmt_release(q);
+	store_unlock(st);
+	return rc;
+}
+
 int store_list_by_key(struct store *st, enum store_stmt_id id, const char *sql, const char *what,
                       const char *key, store_from_row_fn *from_row, store_free_row_fn *free_row,
                       void ***out, size_t *n)

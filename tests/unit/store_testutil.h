@@ -20,7 +20,7 @@
 #include "tap.h"
 
 /* The schema version this build's store_open() migrates to. */
-#define STORE_TEST_SCHEMA 3
+#define STORE_TEST_SCHEMA 4
 
 static char tmpdir[] = "/tmp/sepcsi-test-store-XXXXXX";
 

@@ -125,7 +125,10 @@ static void test_intents(void)
 	store_close(st);
 }
 
-/* A store as schema 2 left it (the intents table is all schema 3 adds) gains the table. */
+/*
+ * A store as schema 2 left it (schema 3 adds the intents table, schema 4 the
+ * stagings' mount_group) gains both; its stagings have no group.
+ */
 static void test_intents_migrate_from_v2(void)
 {
 	char p[256], keys[64];
@@ -134,13 +137,27 @@ static void test_intents_migrate_from_v2(void)
 	struct store *st = open_ok(path);
 
 	CHECK(put_vol(st, "vol-v2", "pvc-v2") == STORE_OK);
+	struct store_staging sg = {.volume_id = (char *)"vol-v2",
+	                           .staging_path = (char *)"/s",
+	                           .fs_type = (char *)"ext4",
+	                           .mount_flags = (char *)"",
+	                           .access_type = 2,
+	                           .access_mode = 1,
+	                           .mount_group = 1000};
+	CHECK(store_staging_put(st, &sg) == STORE_OK);
 	store_close(st);
-	CHECK(sql_exec(path, "DROP TABLE intents; PRAGMA user_version = 2;") == SQLITE_OK);
+	CHECK(sql_exec(path, "DROP TABLE intents; ALTER TABLE stagings DROP COLUMN mount_group; "
+	                     "PRAGMA user_version = 2;") == SQLITE_OK);
 	CHECK(sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'intents'") == 0);
 
 	st = open_ok(path);
 	CHECK(store_volume_get(st, "vol-v2", &v) == STORE_OK && v);
 	store_volume_free(v);
+	struct store_staging **all = NULL;
+	size_t n = 0;
+	CHECK(store_staging_list(st, &all, &n) == STORE_OK && n == 1 &&
+	      strcmp(all[0]->staging_path, "/s") == 0 && all[0]->mount_group == 0);
+	store_staging_list_free(all, n);
 	CHECK(put_intent(st, "delete:vol-v2", "delete", "vol-v2", "") == STORE_OK);
 	CHECK(strcmp(intent_keys(st, keys, sizeof keys), "delete:vol-v2 ") == 0);
 	store_close(st);
