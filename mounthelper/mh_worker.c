@@ -297,9 +297,9 @@ size_t mh_workers_pollfds(struct pollfd *p, size_t max)
 /* What the worker sent so far: notes, and its answer. Returns recv's last result. */
 static ssize_t read_worker(struct slot *s)
 {
-	uint8_t scratch[MH_MSG_MAX];
-	ssize_t n;
+	static uint8_t scratch[MH_MSG_MAX]; /* later answers, read and dropped */
 	for (;;) {
+		ssize_t n;
 		uint8_t *buf = s->ans_len ? scratch : s->ans; /* one answer per worker, the first */
 		n = recv(s->fd, buf, MH_MSG_MAX, MSG_DONTWAIT);
 		if (n == 1)

@@ -465,7 +465,7 @@ static void test_damaged_files(void)
 static void test_store_check(void)
 {
 	char p[256], msg[512], wal[300], shm[300];
-	const char *path = tpath(p, sizeof p, "check.db");
+	const char *path;
 	struct store *st;
 	char tiny[8];
 
