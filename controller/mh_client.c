@@ -342,6 +342,7 @@ static unsigned deadline_s(struct mh_client *c, uint16_t type)
 	case MH_REQ_PING:
 	case MH_REQ_CAPACITY:
 	case MH_REQ_STATS:
+	case MH_REQ_LIST:
 		return c->deadline[0];
 	case MH_REQ_SNAPSHOT:
 	case MH_REQ_CLONE:
