@@ -235,12 +235,13 @@ int ctl_create_volume_group_snapshot(struct ctl *c, const void *r, void **resp, 
 	ctl_new_group_id(gid);
 	g.id = gid;
 	/* The ids are chosen, and recorded as an intent, before the first is cut. */
-	detail = calloc(n, sizeof(snap_ids[0]));
+	size_t cap = n * sizeof(snap_ids[0]) + 1, len = 0; /* each id and a space or the end */
+	detail = calloc(1, cap);
 	if (!detail)
 		abort();
 	for (size_t i = 0; i < n; i++) {
 		ctl_new_snapshot_id(snap_ids[i]);
-		strcat(strcat(detail, i ? " " : ""), snap_ids[i]);
+		len += (size_t)snprintf(detail + len, cap - len, "%s%s", i ? " " : "", snap_ids[i]);
 	}
 	if (ctl_intent_settle_held(c, CTL_OP_GROUP, req->name) != 0) {
 		ctl_fail(st, CTL_UNAVAILABLE,

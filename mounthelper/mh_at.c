@@ -191,7 +191,7 @@ static int temp_name(const struct mh_at *at, const char *volume_id, char *buf, s
  * empty regular file (what mh_at_make makes), under our temporary name in a
  * root-only parent, so only root could have made it.
  */
-static void remove_temp(const struct mh_at *at, const char *volume_id)
+void mh_at_remove_temp(const struct mh_at *at, const char *volume_id)
 {
 	char tmp[NAME_MAX + 1];
 	struct stat st;
@@ -207,7 +207,7 @@ static void remove_temp(const struct mh_at *at, const char *volume_id)
 int mh_at_make(const struct mh_ctx *c, const struct mh_at *at, bool dir, const char *volume_id,
                struct mh_res *r)
 {
-	char tmp[NAME_MAX + 1], mark[64];
+	char tmp[NAME_MAX + 1];
 	struct stat st;
 	int fd, ret = 1;
 	if (fstatat(at->dir, at->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
@@ -222,7 +222,7 @@ int mh_at_make(const struct mh_ctx *c, const struct mh_at *at, bool dir, const c
 	 * path never names an object of ours without its mark, whenever the
 	 * worker dies. A temporary one a dead attempt left is removed first.
 	 */
-	remove_temp(at, volume_id);
+	mh_at_remove_temp(at, volume_id);
 	if (dir) {
 		fd = mkdirat(at->dir, tmp, 0750) < 0
 		         ? -1
@@ -238,6 +238,7 @@ int mh_at_make(const struct mh_ctx *c, const struct mh_at *at, bool dir, const c
 	if (fstat(fd, &st) < 0) {
 		ret = mh_fail(r, MH_E_FAILED, errno, "stat new object: %s", strerror(errno));
 	} else {
+		char mark[64];
 		mark_value(volume_id, st.st_ino, mark, sizeof(mark));
 		if (fsetxattr(fd, MARK_XATTR, mark, strlen(mark), XATTR_CREATE) < 0)
 			ret = mh_fail(r, MH_E_FAILED, errno,
@@ -253,7 +254,7 @@ int mh_at_make(const struct mh_ctx *c, const struct mh_at *at, bool dir, const c
 			              "cannot rename into place: %s", strerror(errno));
 	}
 	if (ret != 1)
-		remove_temp(at, volume_id);
+		mh_at_remove_temp(at, volume_id);
 	return ret;
 }
 
@@ -272,7 +273,7 @@ static bool marked_ours(int fd, const struct stat *st, const char *volume_id)
 int mh_at_remove_ours(const struct mh_at *at, const char *volume_id, struct mh_res *r)
 {
 	struct stat st, st2;
-	remove_temp(at, volume_id); /* left by an attempt killed while making the object */
+	mh_at_remove_temp(at, volume_id); /* left by an attempt killed while making the object */
 	/* First only look: opening a device node or a FIFO for real could act on it. */
 	int fd = open_beneath(at->dir, at->name, O_PATH, 0);
 	if (fd < 0)

@@ -45,6 +45,12 @@ int mh_at_descend(const struct mh_at *at, const char *name, struct mh_at *sub, s
 int mh_at_child(const struct mh_at *at, int flags, struct mh_res *r);
 
 /*
+ * Remove what a killed mh_at_make for volume_id left under its temporary
+ * name in at's parent: an empty directory or an empty regular file.
+ */
+void mh_at_remove_temp(const struct mh_at *at, const char *volume_id);
+
+/*
  * Create the last component, a directory (0750) or an empty regular file
  * (0600), marked as made by the helper for volume_id (an extended attribute
  * in the trusted namespace, which only CAP_SYS_ADMIN can set, naming the

@@ -185,6 +185,8 @@ int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, unsigne
 		ret = r->kind == MH_E_OK ? 0 : -1;
 		goto out;
 	}
+	if (!exists)
+		mh_at_remove_temp(&sub, q->volume_id); /* the device file an attempt began */
 	if (!exists && mh_dir_has_entries(sub.dir, r) != 0) {
 		if (r->kind == MH_E_OK)
 			mh_fail(r, MH_E_EXISTS, ENOTEMPTY, "the staging directory is not empty");

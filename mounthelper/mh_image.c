@@ -24,6 +24,7 @@
 
 #include "log.h"
 #include "mh_loop.h"
+#include "mh_pause.h"
 
 #define NAME_LEN MH_IMAGE_NAME_MAX
 
@@ -84,6 +85,7 @@ int mh_image_create(const struct mh_ctx *c, const char *id, uint64_t size, uint6
 		return io_fail(r, err, "size image");
 	}
 	close(fd);
+	mh_pause(c, "image", id); /* tests: killed with the temporary file made */
 	if (renameat2(c->images_fd, tmp, c->images_fd, name, RENAME_NOREPLACE) < 0) {
 		int err = errno;
 		unlinkat(c->images_fd, tmp, 0);

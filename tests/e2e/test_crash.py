@@ -1,0 +1,312 @@
+"""Crash consistency, one kill at a time. Each operation of a volume's life is held
+at a named point (the helper's test pause points: the temporary image made, the copy
+running, the loop device attached, mkfs, the path resolved before the mount, a
+directory made but not marked yet, the worker's answer sent), and the helper's
+worker, the helper or rpcd is killed -9 there. The CO then retries the call with the
+same arguments until it succeeds, and the volume's life goes on to its end, data
+written and read back. At the end nothing may be left: no loop device, mount, image,
+temporary file, path in kubelet's tree or store row, and the first attempt must not
+have made a second volume or snapshot.
+
+Also: a reboot (every process killed, every mount and loop device torn down behind the
+driver) brings staged and published ext4 and raw block volumes back with their data
+before the CO asks."""
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import grpc
+import pytest
+
+import csi_client
+from conftest import Driver, loops_backed_by, mounts_under, running
+from csi_client import block_cap, mount_cap
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "chaos"))
+import chaos  # noqa: E402
+
+MiB = 1 << 20
+SIZE = 32 * MiB
+RETRY_SECONDS = 60
+CONTROLLER = {"CreateVolume", "DeleteVolume", "CreateSnapshot", "DeleteSnapshot",
+              "ControllerExpandVolume", "ListVolumes"}
+
+
+@pytest.fixture
+def kd():
+    """A pausable driver in kubelet's layout that restarts its children without limit."""
+    d = Driver(kubelet=True, env={"SEPCSI_TEST_PAUSE": "1"},
+               extra_args=["--restart-limit", "100", "--restart-window", "1"])
+    d.kubelet = chaos.kubelet_layout(d)
+    d.before = chaos.tree(d.root)
+    yield from running(d)
+
+
+def retried(d, method, **fields):
+    """The call, retried as a CO retries (every error, a fresh channel each time)."""
+    service = "controller" if method in CONTROLLER else "node"
+    deadline = time.monotonic() + RETRY_SECONDS
+    while True:
+        with csi_client.CsiClient(d.endpoint) as c:
+            try:
+                return getattr(c, service)(method, timeout=30, **fields)
+            except grpc.RpcError as e:
+                assert time.monotonic() < deadline, "%s never succeeded: %s %s" % (
+                    method, e.code(), e.details())
+        time.sleep(0.05)
+
+
+class Attempt(threading.Thread):
+    """The first attempt, in a thread: it is held at the pause point meanwhile."""
+
+    def __init__(self, d, method, fields):
+        super().__init__(daemon=True)
+        self.d, self.method, self.fields = d, method, fields
+        self.code = None
+        self.start()
+
+    def run(self):
+        service = "controller" if self.method in CONTROLLER else "node"
+        with csi_client.CsiClient(self.d.endpoint) as c:
+            try:
+                getattr(c, service)(self.method, timeout=120, **self.fields)
+                self.code = grpc.StatusCode.OK
+            except grpc.RpcError as e:
+                self.code = e.code()
+
+
+def victim_pid(d, victim, worker):
+    if victim == "worker":
+        return worker
+    return d.children()[chaos.HELPER if victim == "helper" else chaos.RPCD]
+
+
+class Life:
+    """One volume's life, step by step; one step is interrupted as the test says."""
+
+    def __init__(self, d, name, block, method, point, victim):
+        self.d, self.name, self.block = d, name, block
+        self.method, self.point, self.victim = method, point, victim
+        self.ids = {}
+        self.first = None  # the interrupted attempt's code
+
+    def call(self, method, **fields):
+        if method != self.method:
+            return retried(self.d, method, **fields)
+        point = self.point.format(**self.ids)
+        self.d.hold(point)
+        attempt = Attempt(self.d, method, fields)
+        try:
+            worker = self.d.paused(point)
+            os.kill(victim_pid(self.d, self.victim, worker), signal.SIGKILL)
+        finally:
+            self.d.release(point)
+        attempt.join(120)
+        assert not attempt.is_alive(), "%s stuck after the kill" % method
+        self.first = attempt.code
+        print("%s held at %s, %s killed: first attempt %s" % (method, point, self.victim,
+                                                               attempt.code))
+        return retried(self.d, method, **fields)
+
+    def run(self):
+        d, k, name = self.d, self.d.kubelet, self.name
+        cap = block_cap() if self.block else mount_cap("ext4")
+        pb = csi_client.pb
+        vid = self.call("CreateVolume", name=name, volume_capabilities=[cap],
+                        capacity_range=pb.CapacityRange(required_bytes=SIZE)).volume.volume_id
+        self.ids["vid"] = vid
+        # The retry (and reconciliation) settled the first attempt: one volume, one image.
+        wait_until(lambda: images(d) == [vid], "only the retried volume's image")
+        if self.block:
+            staging, target = k.block_staging(name), k.block_target(name)
+            write, check = chaos.write_block, chaos.check_block
+        else:
+            staging, target = k.staging(name), k.target(name)
+            write, check = chaos.write_fs, chaos.check_fs
+        stage = dict(volume_id=vid, staging_target_path=staging, volume_capability=cap)
+        self.call("NodeStageVolume", **stage)
+        self.call("NodePublishVolume", target_path=target, readonly=False, **stage)
+        assert write(target, name) is None
+        sid = self.call("CreateSnapshot", name=name + "-snap",
+                        source_volume_id=vid).snapshot.snapshot_id
+        self.ids["sid"] = sid
+        wait_until(lambda: snapshots(d) == [sid], "only the retried snapshot's copy")
+        self.call("ControllerExpandVolume", volume_id=vid,
+                  capacity_range=pb.CapacityRange(required_bytes=2 * SIZE),
+                  volume_capability=cap)
+        assert os.path.getsize(image_path(d, vid)) == 2 * SIZE
+        self.call("DeleteSnapshot", snapshot_id=sid)
+        assert check(target, name) is None
+        self.call("NodeUnpublishVolume", volume_id=vid, target_path=target)
+        self.call("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+        self.call("DeleteVolume", volume_id=vid)
+        # What kubelet removes after unstaging.
+        for path in ([staging] if self.block else [staging, os.path.dirname(staging)]) + [
+                os.path.dirname(target)]:
+            os.rmdir(path)
+
+
+def wait_until(pred, what, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "never: " + what
+        time.sleep(0.05)
+
+
+def image_path(d, vid):
+    return os.path.join(d.data, "images", vid + ".img")
+
+
+def listing(d, sub):
+    return sorted(n[:-4] for n in os.listdir(os.path.join(d.data, sub)) if n.endswith(".img"))
+
+
+def images(d):
+    return listing(d, "images")
+
+
+def snapshots(d):
+    return listing(d, "snapshots")
+
+
+def assert_nothing_left(d):
+    """No leak of any kind, once reconciliation has had its turn; then no store row."""
+    def leaks():
+        return {k: v for k, v in chaos.driver_leaks(d, d.before).items() if v}
+    deadline = time.monotonic() + 30
+    while leaks() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert leaks() == {}
+    assert len(retried(d, "ListVolumes").entries) == 0
+    assert d.stop() == 0
+    integrity, rows = chaos.store_check(os.path.join(d.state, chaos.STORE_FILE))
+    assert integrity == "ok"
+    assert {t: n for t, n in rows.items() if n} == {}
+
+
+# (method, point, block): a point with {vid} or {sid} holds that volume's or snapshot's
+# worker; a point without an id holds the next worker that reaches it.
+POINTS = [
+    ("CreateVolume", "image", False),
+    ("CreateVolume", "answered", False),
+    ("NodeStageVolume", "mkfs@{vid}", False),
+    ("NodeStageVolume", "mount", False),
+    ("NodeStageVolume", "answered@{vid}", False),
+    ("NodeStageVolume", "attached@{vid}", True),
+    ("NodeStageVolume", "made@{vid}", True),
+    ("NodeStageVolume", "answered@{vid}", True),
+    ("NodePublishVolume", "made@{vid}", False),
+    ("NodePublishVolume", "answered@{vid}", True),
+    ("CreateSnapshot", "copy@{vid}", False),
+    ("CreateSnapshot", "answered", False),
+    ("ControllerExpandVolume", "answered@{vid}", False),
+    ("DeleteSnapshot", "answered@{sid}", False),
+    ("NodeUnpublishVolume", "answered@{vid}", True),
+    ("NodeUnstageVolume", "answered@{vid}", False),
+    ("DeleteVolume", "answered@{vid}", False),
+]
+
+
+@pytest.mark.parametrize("victim", ["worker", "helper", "rpcd"])
+@pytest.mark.parametrize("method,point,block", POINTS,
+                         ids=["%s-%s-%s" % (m, p.split("@")[0], "block" if b else "fs")
+                              for m, p, b in POINTS])
+def test_kill_at(kd, method, point, block, victim):
+    life = Life(kd, "pvc-crash", block, method, point, victim)
+    life.run()
+    if victim == "helper":  # the answer died with the helper
+        assert life.first == grpc.StatusCode.UNAVAILABLE
+    elif victim == "rpcd":  # the call died with rpcd
+        assert life.first == grpc.StatusCode.UNAVAILABLE
+    elif point.startswith("answered"):  # a worker killed after its answer: that answer
+        assert life.first == grpc.StatusCode.OK
+    else:  # a worker killed mid-way is answered for
+        assert life.first == grpc.StatusCode.INTERNAL
+    if victim == "worker":
+        assert kd.logs().count("child_exited") == 0  # nothing but the worker died
+    assert_nothing_left(kd)
+
+
+def test_worker_killed_after_answer_does_not_wedge(kd):
+    """Many workers killed right after answering: every later call is served."""
+    c = kd.client
+    cap = mount_cap("ext4")
+    for i in range(5):
+        name = "pvc-wedge-%d" % i
+        kd.hold("answered")
+        attempt = Attempt(kd, "CreateVolume", dict(
+            name=name, volume_capabilities=[cap],
+            capacity_range=c.pb.CapacityRange(required_bytes=SIZE)))
+        try:
+            os.kill(kd.paused("answered"), signal.SIGKILL)
+        finally:
+            kd.release("answered")
+        attempt.join(60)
+        assert attempt.code == grpc.StatusCode.OK
+        assert c.identity("Probe").ready.value
+    vols = [e.volume.volume_id for e in c.controller("ListVolumes").entries]
+    assert sorted(vols) == images(kd) and len(vols) == 5
+    assert "answer_dropped" not in kd.logs()
+    for vid in vols:
+        c.controller("DeleteVolume", volume_id=vid)
+    assert_nothing_left(kd)
+
+
+def reboot(d):
+    """Every process of the driver killed, then every mount and loop device it had gone."""
+    os.killpg(d.proc.pid, signal.SIGKILL)
+    d.proc.wait()
+    d.client.close()
+    for mp in reversed(mounts_under(d.root)):
+        subprocess.run(["umount", "-l", mp], check=True)
+    for dev in loops_backed_by(d.data):
+        subprocess.run(["losetup", "-d", dev], check=False)
+    assert mounts_under(d.root) == [] and loops_backed_by(d.data) == []
+    d.proc = subprocess.Popen(d.args, stdout=d.log, stderr=subprocess.STDOUT,
+                              start_new_session=True,
+                              env=dict(os.environ, SEPCSI_TEST_PAUSE="1"))
+    csi_client.wait_ready(d.endpoint, 20)
+    d.client = csi_client.CsiClient(d.endpoint)
+
+
+def test_reboot_restages_and_republishes(kd):
+    """ext4 and raw block volumes staged and published, with data; after the reboot
+    reconciliation mounts them again by itself, the CO's calls find them done, and
+    the data is there."""
+    k, c = kd.kubelet, kd.client
+    vols = []
+    for name, block in (("pvc-boot-fs", False), ("pvc-boot-block", True)):
+        cap = block_cap() if block else mount_cap("ext4")
+        vid = c.controller("CreateVolume", name=name, volume_capabilities=[cap],
+                           capacity_range=c.pb.CapacityRange(required_bytes=SIZE)
+                           ).volume.volume_id
+        staging = k.block_staging(name) if block else k.staging(name)
+        target = k.block_target(name) if block else k.target(name)
+        stage = dict(volume_id=vid, staging_target_path=staging, volume_capability=cap)
+        c.node("NodeStageVolume", **stage)
+        c.node("NodePublishVolume", target_path=target, readonly=False, **stage)
+        assert (chaos.write_block if block else chaos.write_fs)(target, name) is None
+        vols.append((name, block, vid, stage, target))
+    reboot(kd)
+    wait_until(lambda: kd.logs().count('reconciled result="everything settled"') == 2, "reconciled")
+    restored = [ln for ln in kd.logs().splitlines() if "reconcile_restore" in ln]
+    assert len(restored) == 4, restored  # two stagings, two publications
+    c = kd.client
+    for name, block, vid, stage, target in vols:
+        # Back before the CO asks: the data is readable at the pod's target.
+        assert (chaos.check_block if block else chaos.check_fs)(target, name) is None
+        c.node("NodeStageVolume", **stage)
+        c.node("NodePublishVolume", target_path=target, readonly=False, **stage)
+        c.node("NodeUnpublishVolume", volume_id=vid, target_path=target)
+        c.node("NodeUnstageVolume", volume_id=vid,
+               staging_target_path=stage["staging_target_path"])
+        c.controller("DeleteVolume", volume_id=vid)
+        staging = stage["staging_target_path"]
+        for path in ([staging] if block else [staging, os.path.dirname(staging)]) + [
+                os.path.dirname(target)]:
+            os.rmdir(path)
+    assert_nothing_left(kd)
