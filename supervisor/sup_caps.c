@@ -39,7 +39,8 @@ struct kept_cap {
 	bool optional; /* kept when the supervisor was started with it, not required */
 };
 
-static const struct kept_cap kept[] = {
+/* What the supervisor uses itself; the helper's are added from policy/caps.c. */
+static const struct kept_cap own[] = {
     {CAP_CHOWN, true,
      "supervisor: give the state and endpoint directories to the rpcd user; "
      "helper: group of a volume's root directory (VOLUME_MOUNT_GROUP)",
@@ -55,18 +56,44 @@ static const struct kept_cap kept[] = {
     {CAP_SETUID, true, "rpcd child: setresuid() to the rpcd uid", false},
     {CAP_SETPCAP, true,
      "supervisor: trim its bounding set; rpcd child: empty it; helper: trim its own", false},
-    {CAP_SYS_ADMIN, false, "helper only: mount, unmount, loop devices", false},
-    {CAP_MKNOD, false, "helper only: its own /dev/loopN nodes", false},
-    {CAP_SYS_RESOURCE, false,
-     "helper only, optional: the kernel grows a mounted ext4 only for this capability "
-     "(online expansion); without it ext4 expansion is refused with a reason",
-     true},
 };
+
+#define NOWN     (sizeof(own) / sizeof(own[0]))
+#define MAX_KEPT 64
+
+/*
+ * The kept table: the supervisor's own, then every capability of the
+ * helper's table (pol_caps_helper_table) it does not use itself, held
+ * permitted only, so that the helper can receive it. One source for both.
+ */
+static struct kept_cap kept[MAX_KEPT];
+static size_t nkept;
+
+static void build_table(void)
+{
+	if (nkept)
+		return;
+	size_t n;
+	const struct pol_cap_entry *h = pol_caps_helper_table(&n);
+	for (size_t i = 0; i < NOWN; i++)
+		kept[nkept++] = own[i];
+	for (size_t i = 0; i < n && nkept < MAX_KEPT; i++) {
+		bool have = false;
+		for (size_t j = 0; j < NOWN; j++)
+			have = have || own[j].cap == h[i].cap;
+		if (!have)
+			kept[nkept++] = (struct kept_cap){
+			    h[i].cap, false,
+			    h[i].optional ? "helper only, optional (see the helper's table): "
+			                    "without it only the operation it serves fails, with a "
+			                    "reason"
+			                  : "helper only (see the helper's table)",
+			    h[i].optional != 0};
+	}
+}
 
 /* Optional capabilities found present at trim time (bit mask). */
 static uint64_t optional_present;
-
-#define NKEPT (sizeof(kept) / sizeof(kept[0]))
 
 static bool is_kept(size_t i)
 {
@@ -76,7 +103,8 @@ static bool is_kept(size_t i)
 uint64_t sup_caps_kept_permitted(void)
 {
 	uint64_t m = 0;
-	for (size_t i = 0; i < NKEPT; i++)
+	build_table();
+	for (size_t i = 0; i < nkept; i++)
 		if (is_kept(i))
 			m |= UINT64_C(1) << kept[i].cap;
 	return m;
@@ -85,7 +113,8 @@ uint64_t sup_caps_kept_permitted(void)
 uint64_t sup_caps_kept_effective(void)
 {
 	uint64_t m = 0;
-	for (size_t i = 0; i < NKEPT; i++)
+	build_table();
+	for (size_t i = 0; i < nkept; i++)
 		if (kept[i].effective && is_kept(i))
 			m |= UINT64_C(1) << kept[i].cap;
 	return m;
@@ -94,9 +123,10 @@ uint64_t sup_caps_kept_effective(void)
 void sup_caps_expected(uint64_t *effective, uint64_t *permitted)
 {
 	struct sup_capsets cs;
+	build_table();
 	optional_present = 0;
 	if (sup_caps_read(&cs) == 0)
-		for (size_t i = 0; i < NKEPT; i++)
+		for (size_t i = 0; i < nkept; i++)
 			if (kept[i].optional && (cs.bounding & (UINT64_C(1) << kept[i].cap)))
 				optional_present |= UINT64_C(1) << kept[i].cap;
 	*effective = sup_caps_kept_effective();
@@ -106,7 +136,8 @@ void sup_caps_expected(uint64_t *effective, uint64_t *permitted)
 void sup_caps_table_masks(uint64_t *effective, uint64_t *permitted_only, uint64_t *optional)
 {
 	*effective = *permitted_only = *optional = 0;
-	for (size_t i = 0; i < NKEPT; i++) {
+	build_table();
+	for (size_t i = 0; i < nkept; i++) {
 		uint64_t bit = UINT64_C(1) << kept[i].cap;
 		if (kept[i].effective)
 			*effective |= bit;
@@ -120,13 +151,20 @@ void sup_caps_table_masks(uint64_t *effective, uint64_t *permitted_only, uint64_
 void sup_caps_print(FILE *out)
 {
 	char name[32];
+	build_table();
 	pol_md_head(out, 3, (const char *[]){"capability", "effective", "why"});
-	for (size_t i = 0; i < NKEPT; i++)
+	for (size_t i = 0; i < nkept; i++)
 		pol_md_row(out, 3,
 		           (const char *[]){pol_caps_name(kept[i].cap, name, sizeof(name)),
 		                            kept[i].effective ? "yes" : "no", kept[i].why});
 }
 
+/*
+ * Read from the kernel directly, not through libcap-ng: capng_get_caps_process()
+ * takes the bounding and ambient sets from /proc/<tid>/status, which names
+ * another process when the supervisor runs in a PID namespace with the host's
+ * /proc (PID 1 of a container); the supervisor must check its own sets.
+ */
 int sup_caps_read(struct sup_capsets *out)
 {
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
@@ -159,23 +197,14 @@ int sup_caps_read(struct sup_capsets *out)
 
 int sup_caps_drop_bounding(void)
 {
-	for (unsigned c = 0; c < 64; c++) {
-		int r = prctl(PR_CAPBSET_READ, c, 0, 0, 0);
-		if (r < 0)
-			return errno == EINVAL ? 0 : -1;
-		if (r == 1 && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
-			return -1;
-	}
-	return 0;
+	capng_clear(CAPNG_SELECT_BOUNDS);
+	return capng_apply(CAPNG_SELECT_BOUNDS) == 0 ? 0 : -1;
 }
 
 int sup_caps_clear(void)
 {
-	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-	struct __user_cap_data_struct d[2];
-
-	memset(d, 0, sizeof(d));
-	return syscall(SYS_capset, &h, d) < 0 ? -1 : 0;
+	capng_clear(CAPNG_SELECT_CAPS);
+	return capng_apply(CAPNG_SELECT_CAPS) == 0 ? 0 : -1;
 }
 
 static const char *cap_name(unsigned c)
@@ -201,8 +230,9 @@ int sup_caps_trim(char *err, size_t errlen)
 		snprintf(err, errlen, "cannot read capabilities: %s", strerror(errno));
 		return -1;
 	}
+	build_table();
 	optional_present = 0;
-	for (size_t i = 0; i < NKEPT; i++) {
+	for (size_t i = 0; i < nkept; i++) {
 		uint64_t bit = UINT64_C(1) << kept[i].cap;
 		if (kept[i].optional && (cs.permitted & cs.bounding & bit))
 			optional_present |= bit;
@@ -219,7 +249,7 @@ int sup_caps_trim(char *err, size_t errlen)
 	}
 
 	capng_clear(CAPNG_SELECT_ALL);
-	for (size_t i = 0; i < NKEPT; i++) {
+	for (size_t i = 0; i < nkept; i++) {
 		if (!is_kept(i))
 			continue;
 		capng_type_t t = CAPNG_PERMITTED | CAPNG_BOUNDING_SET;
@@ -253,7 +283,7 @@ int sup_caps_trim(char *err, size_t errlen)
 		         (unsigned long long)cs.ambient);
 		return -1;
 	}
-	for (size_t i = 0; i < NKEPT; i++)
+	for (size_t i = 0; i < nkept; i++)
 		log_kv(is_kept(i) ? LOG_LVL_DEBUG : LOG_LVL_WARN,
 		       is_kept(i) ? "cap_kept" : "cap_unavailable", "cap", cap_name(kept[i].cap),
 		       "effective", kept[i].effective ? "yes" : "no", "why", kept[i].why, NULL);

@@ -20,6 +20,9 @@ echo "== static analysis"
 # Configures build/ (kept for the suite below) and analyses with its flags.
 tools/lint.sh build
 
+echo "== helper size"
+/usr/bin/python3 tools/helper_size.py
+
 suite() {
 	dir=$1
 	shift
