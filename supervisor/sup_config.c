@@ -15,6 +15,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -302,14 +303,6 @@ static const struct sup_opt opts[] = {
 
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
-static const struct sup_opt *find_opt(const char *name, size_t len)
-{
-	for (size_t i = 0; i < NOPTS; i++)
-		if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0)
-			return &opts[i];
-	return NULL;
-}
-
 static int apply(struct sup_config *cfg, const struct sup_opt *o, const char *val, bool from_env,
                  char *err, size_t errlen)
 {
@@ -373,40 +366,64 @@ static int check_layout(const struct sup_config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+/* getopt_long takes any unambiguous prefix; an operator's flags are spelled out. */
+static bool spelled_out(const char *arg, const char *name)
+{
+	size_t n = strlen(name);
+	return strncmp(arg, "--", 2) == 0 && strncmp(arg + 2, name, n) == 0 &&
+	       (arg[2 + n] == '\0' || arg[2 + n] == '=');
+}
+
+enum { OPT_HELP = 'h', OPT_VERSION = 0x100, OPT_PRIVILEGES, OPT_TABLE /* + index in opts */ };
+
 enum sup_parse_result sup_config_parse(struct sup_config *cfg, int argc, char *const argv[],
                                        char *err, size_t errlen)
 {
 	const char *flag_val[NOPTS] = {NULL};
 	bool print_privileges = false;
+	struct option longopts[NOPTS + 4] = {
+	    {"help", no_argument, NULL, OPT_HELP},
+	    {"version", no_argument, NULL, OPT_VERSION},
+	    {"print-privileges", no_argument, NULL, OPT_PRIVILEGES},
+	};
+	for (size_t i = 0; i < NOPTS; i++)
+		longopts[3 + i] =
+		    (struct option){opts[i].name, required_argument, NULL, OPT_TABLE + (int)i};
 
 	memset(cfg, 0, sizeof(*cfg));
 	err[0] = '\0';
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+	opterr = 0; /* our own messages, in err */
+	optind = 0; /* a fresh scan (tests parse many times) */
+	for (;;) {
+		int prev = optind ? optind : 1, li = -1;
+		int c = getopt_long(argc, argv, "+:h", longopts, &li);
+		if (c == -1)
+			break;
+		if (li >= 0 && !spelled_out(argv[prev], longopts[li].name)) {
+			snprintf(err, errlen, "unknown option '%s' (options are not abbreviated)",
+			         argv[prev]);
+			return SUP_PARSE_ERROR;
+		}
+		if (c == OPT_HELP)
 			return SUP_PARSE_HELP;
-		if (strcmp(a, "--version") == 0)
+		if (c == OPT_VERSION)
 			return SUP_PARSE_VERSION;
-		if (strcmp(a, "--print-privileges") == 0) {
+		if (c == OPT_PRIVILEGES) {
 			print_privileges = true;
-			continue;
-		}
-		if (strncmp(a, "--", 2) != 0) {
-			snprintf(err, errlen, "unexpected argument '%s'", a);
-			return SUP_PARSE_ERROR;
-		}
-		const char *eq = strchr(a + 2, '=');
-		size_t nlen = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
-		const struct sup_opt *o = find_opt(a + 2, nlen);
-		if (!o) {
-			snprintf(err, errlen, "unknown option '%.*s'", (int)(nlen + 2), a);
-			return SUP_PARSE_ERROR;
-		}
-		if (!eq && i + 1 >= argc) {
+		} else if (c >= OPT_TABLE && c < OPT_TABLE + (int)NOPTS) {
+			flag_val[c - OPT_TABLE] = optarg; /* a repeated flag: the last wins */
+		} else if (c == ':') {
+			const struct sup_opt *o = &opts[optopt - OPT_TABLE];
 			snprintf(err, errlen, "--%s needs a value (%s)", o->name, o->metavar);
 			return SUP_PARSE_ERROR;
+		} else {
+			snprintf(err, errlen, "unknown option '%s'", argv[prev]);
+			return SUP_PARSE_ERROR;
 		}
-		flag_val[o - opts] = eq ? eq + 1 : argv[++i]; /* a repeated flag: the last wins */
+	}
+	if (optind < argc) {
+		snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+		return SUP_PARSE_ERROR;
 	}
 
 	/* Each option once: its flag, else its variable (empty = unset), else its default. */
