@@ -6,6 +6,7 @@
 #include "ctl_int.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -261,7 +262,7 @@ int ctl_volume_resolve(struct ctl *c, struct ctl_status *st, const char *volume_
                        struct store_volume **v)
 {
 	int rc;
-	if (ctl_volume_id_valid(volume_id)) {
+	if (pol_volume_id_valid(volume_id)) {
 		rc = store_volume_get(c->st, volume_id, v);
 	} else {
 		char name[256];
@@ -276,28 +277,6 @@ int ctl_volume_resolve(struct ctl *c, struct ctl_status *st, const char *volume_
 	if (rc != STORE_OK)
 		return ctl_fail_store(st, "look up volume", rc);
 	return CTL_OK;
-}
-
-bool ctl_volume_id_valid(const char *id)
-{
-	if (strncmp(id, "sv-", 3) != 0 || strlen(id) != 35)
-		return false;
-	for (const char *p = id + 3; *p; p++) {
-		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-			return false;
-	}
-	return true;
-}
-
-void ctl_new_volume_id(char out[36])
-{
-	unsigned char rnd[16];
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		abort();
-	/* NOLINTNEXTLINE(bugprone-not-null-terminated-result): snprintf below ends it */
-	memcpy(out, "sv-", 3);
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(out + 3 + 2 * i, 3, "%02x", rnd[i]);
 }
 
 Csi__V1__Topology *ctl_node_topology(struct ctl *c, struct ctl_arena *a)
@@ -333,26 +312,17 @@ int ctl_check_path(struct ctl_status *st, const char *path, const char *field)
 {
 	if (ctl_check_required(st, path, field))
 		return st->code;
-	size_t n = strlen(path);
-	if (path[0] != '/' || n > MH_PATH_MAX)
+	if (path[0] != '/' || strlen(path) > MH_PATH_MAX)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,
 		                "%s must be an absolute path of at most %d bytes", field,
 		                MH_PATH_MAX);
-	for (const char *p = path; *p; p++) {
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			return ctl_fail(st, CTL_INVALID_ARGUMENT, "%s contains a control character",
-			                field);
-	}
-	for (const char *p = path; *p;) {
-		while (*p == '/')
-			p++;
-		const char *end = strchrnul(p, '/');
-		size_t len = (size_t)(end - p);
-		if ((len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
-			return ctl_fail(st, CTL_INVALID_ARGUMENT,
-			                "%s must not contain '.' or '..' components", field);
-		p = end;
-	}
+	/* The helper's own rule (policy/syntax.c): one spelling per path. */
+	if (!pol_path_syntax_ok(path))
+		return ctl_fail(
+		    st, CTL_INVALID_ARGUMENT,
+		    "%s must be a canonical path: no control character, no empty, '.' "
+		    "or '..' component, no trailing '/', at most %d bytes per component",
+		    field, NAME_MAX);
 	return CTL_OK;
 }
 
@@ -382,8 +352,7 @@ const char *ctl_cap_fs_type(const Csi__V1__VolumeCapability *cap)
 
 static bool fs_type_supported(const char *fs)
 {
-	return strcmp(fs, "") == 0 || strcmp(fs, "ext4") == 0 || strcmp(fs, "xfs") == 0 ||
-	       strcmp(fs, "btrfs") == 0;
+	return fs[0] == '\0' || pol_fs_known(fs);
 }
 
 /*
@@ -457,17 +426,6 @@ int ctl_cap_mount_flags(struct ctl_status *st, const Csi__V1__VolumeCapability *
 
 /* ---- Controller and GroupController services: ids, names, key sets, time ---- */
 
-static bool hex_id_valid(const char *id, const char *prefix)
-{
-	if (!id || strncmp(id, prefix, 3) != 0 || strlen(id) != 35)
-		return false;
-	for (const char *p = id + 3; *p; p++) {
-		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-			return false;
-	}
-	return true;
-}
-
 static void new_hex_id(char out[36], const char *prefix)
 {
 	unsigned char rnd[16];
@@ -478,19 +436,14 @@ static void new_hex_id(char out[36], const char *prefix)
 		snprintf(out + 3 + 2 * i, 3, "%02x", rnd[i]);
 }
 
-bool ctl_snapshot_id_valid(const char *id)
+void ctl_new_volume_id(char out[36])
 {
-	return hex_id_valid(id, "ss-");
+	new_hex_id(out, "sv-");
 }
 
 void ctl_new_snapshot_id(char out[36])
 {
 	new_hex_id(out, "ss-");
-}
-
-bool ctl_group_id_valid(const char *id)
-{
-	return hex_id_valid(id, "gs-");
 }
 
 void ctl_new_group_id(char out[36])

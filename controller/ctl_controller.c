@@ -110,7 +110,7 @@ static int parse_source(struct ctl_status *st, const Csi__V1__VolumeContentSourc
 			return st->code;
 		ca->source_kind = MH_SRC_SNAPSHOT;
 		ca->source_id = cs->snapshot->snapshot_id;
-		if (!ctl_snapshot_id_valid(ca->source_id))
+		if (!pol_snapshot_id_valid(ca->source_id))
 			return ctl_fail(st, CTL_NOT_FOUND, "source snapshot %.80s does not exist",
 			                ca->source_id);
 		snprintf(ca->source, sizeof(ca->source), "snapshot:%s", ca->source_id);
@@ -122,7 +122,7 @@ static int parse_source(struct ctl_status *st, const Csi__V1__VolumeContentSourc
 			return st->code;
 		ca->source_kind = MH_SRC_VOLUME;
 		ca->source_id = cs->volume->volume_id;
-		if (!ctl_volume_id_valid(ca->source_id))
+		if (!pol_volume_id_valid(ca->source_id))
 			return ctl_fail(st, CTL_NOT_FOUND, "source volume %.80s does not exist",
 			                ca->source_id);
 		snprintf(ca->source, sizeof(ca->source), "volume:%s", ca->source_id);
@@ -422,7 +422,7 @@ int ctl_delete_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 	Csi__V1__DeleteVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__delete_volume_response__init(out);
 	/* An id this driver could never have issued names no volume: already gone. */
-	if (!ctl_volume_id_valid(req->volume_id)) {
+	if (!pol_volume_id_valid(req->volume_id)) {
 		*resp = out;
 		return st->code = CTL_OK;
 	}
@@ -574,7 +574,7 @@ int ctl_validate_volume_capabilities(struct ctl *c, const void *r, void **resp, 
 		return st->code;
 	if (req->n_volume_capabilities == 0)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT, "volume_capabilities is required");
-	if (!ctl_volume_id_valid(req->volume_id))
+	if (!pol_volume_id_valid(req->volume_id))
 		return ctl_fail(st, CTL_NOT_FOUND, "volume %.80s does not exist", req->volume_id);
 	int rc = store_volume_get(c->st, req->volume_id, &v);
 	if (rc == STORE_NOTFOUND)

@@ -222,8 +222,7 @@ int ctl_vparams_parse(struct ctl_status *st, const struct ctl_kv *params, size_t
 	    ctl_kv_canon(st, mut, nm, mutable_known, "mutable_parameters", &out->mutable_canon))
 		goto fail;
 	if (ctl_canon_get(out->canon, CTL_P_FS_TYPE, buf, sizeof(buf))) {
-		if (strcmp(buf, "ext4") != 0 && strcmp(buf, "xfs") != 0 &&
-		    strcmp(buf, "btrfs") != 0) {
+		if (!pol_fs_known(buf)) {
 			ctl_fail(st, CTL_INVALID_ARGUMENT,
 			         "parameters: " CTL_P_FS_TYPE " '%.40s' is not ext4, xfs or btrfs",
 			         buf);

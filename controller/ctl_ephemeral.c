@@ -64,7 +64,7 @@ static int attributes(const Csi__V1__NodePublishVolumeRequest *req, struct ctl_s
 	*fs = context(req, "fsType");
 	if (!*fs || !**fs)
 		*fs = *cap_fs ? cap_fs : "ext4";
-	if (strcmp(*fs, "ext4") != 0 && strcmp(*fs, "xfs") != 0 && strcmp(*fs, "btrfs") != 0)
+	if (!pol_fs_known(*fs))
 		return ctl_fail(st, CTL_INVALID_ARGUMENT, "fsType '%.16s' is not supported", *fs);
 	if (*cap_fs && strcmp(cap_fs, *fs) != 0)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,

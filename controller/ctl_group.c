@@ -199,7 +199,7 @@ int ctl_create_volume_group_snapshot(struct ctl *c, const void *r, void **resp, 
 		const char *vid = req->source_volume_ids[i];
 		struct store_volume *v = NULL;
 		bool u = false;
-		if (!ctl_volume_id_valid(vid) ||
+		if (!pol_volume_id_valid(vid) ||
 		    (rc = store_volume_get(c->st, vid, &v)) == STORE_NOTFOUND) {
 			ctl_fail(st, CTL_NOT_FOUND, "source volume %.80s does not exist", vid);
 			goto out;
@@ -343,7 +343,7 @@ int ctl_delete_volume_group_snapshot(struct ctl *c, const void *r, void **resp, 
 		return st->code;
 	Csi__V1__DeleteVolumeGroupSnapshotResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__delete_volume_group_snapshot_response__init(out);
-	if (!ctl_group_id_valid(req->group_snapshot_id)) {
+	if (!pol_group_id_valid(req->group_snapshot_id)) {
 		*resp = out;
 		return st->code = CTL_OK;
 	}
@@ -406,7 +406,7 @@ int ctl_get_volume_group_snapshot(struct ctl *c, const void *r, void **resp, str
 
 	if (ctl_check_required(st, req->group_snapshot_id, "group_snapshot_id"))
 		return st->code;
-	if (!ctl_group_id_valid(req->group_snapshot_id))
+	if (!pol_group_id_valid(req->group_snapshot_id))
 		return ctl_fail(st, CTL_NOT_FOUND, "group snapshot %.80s does not exist",
 		                req->group_snapshot_id);
 	int rc = store_group_snapshot_get(c->st, req->group_snapshot_id, &g);

@@ -4,6 +4,7 @@
 
 #include "ctl.h"
 #include "mh_client.h"
+#include "policy.h"
 #include "store.h"
 
 struct ctl {
@@ -42,8 +43,7 @@ const char *ctl_cap_fs_type(const Csi__V1__VolumeCapability *cap);
 int ctl_cap_mount_flags(struct ctl_status *st, const Csi__V1__VolumeCapability *cap, char *out,
                         size_t outsz);
 
-/* Volume ids as the helper accepts them: "sv-" + 32 lowercase hex digits. */
-bool ctl_volume_id_valid(const char *id);
+/* New ids, valid as policy/syntax.c says (pol_volume_id_valid, ...): the helper's rules. */
 void ctl_new_volume_id(char out[36]);
 
 /* "512Mi", "1Gi", "2G", "1048576" -> bytes; 0 on success, -1 if malformed or out of range. */
@@ -87,10 +87,8 @@ Csi__V1__Topology *ctl_node_topology(struct ctl *c, struct ctl_arena *a);
  * ctl_group.c; their own internals are in ctl_cs.h).
  */
 
-/* Snapshot ids "ss-" + 32 lowercase hex digits; group snapshot ids "gs-" + 32. */
-bool ctl_snapshot_id_valid(const char *id);
+/* New snapshot ids ("ss-" + 32 lowercase hex digits) and group ids ("gs-" + 32). */
 void ctl_new_snapshot_id(char out[36]);
-bool ctl_group_id_valid(const char *id);
 void ctl_new_group_id(char out[36]);
 
 /*

@@ -34,7 +34,7 @@ int ctl_list_volumes(struct ctl *c, const void *r, void **resp, struct ctl_arena
 	struct store_volume **l = NULL;
 	size_t n = 0;
 
-	if (check_paging(st, req->max_entries, req->starting_token, ctl_volume_id_valid))
+	if (check_paging(st, req->max_entries, req->starting_token, pol_volume_id_valid))
 		return st->code;
 	/* One more than asked for tells whether there is a next page. */
 	size_t limit = req->max_entries ? (size_t)req->max_entries + 1 : 0;
@@ -82,7 +82,7 @@ int ctl_list_snapshots(struct ctl *c, const void *r, void **resp, struct ctl_are
 	size_t n = 0;
 	int rc;
 
-	if (check_paging(st, req->max_entries, req->starting_token, ctl_snapshot_id_valid))
+	if (check_paging(st, req->max_entries, req->starting_token, pol_snapshot_id_valid))
 		return st->code;
 	const char *sid = req->snapshot_id ? req->snapshot_id : "";
 	const char *vid = req->source_volume_id ? req->source_volume_id : "";
@@ -90,7 +90,7 @@ int ctl_list_snapshots(struct ctl *c, const void *r, void **resp, struct ctl_are
 	csi__v1__list_snapshots_response__init(out);
 
 	/* Filters that name nothing this driver could hold match nothing: an empty page. */
-	if ((*sid && !ctl_snapshot_id_valid(sid)) || (*vid && !ctl_volume_id_valid(vid))) {
+	if ((*sid && !pol_snapshot_id_valid(sid)) || (*vid && !pol_volume_id_valid(vid))) {
 		*resp = out;
 		return st->code = CTL_OK;
 	}

@@ -31,7 +31,7 @@ int ctl_controller_publish_volume(struct ctl *c, const void *r, void **resp, str
 	    ctl_check_required(st, req->node_id, "node_id") ||
 	    ctl_cap_wellformed(st, req->volume_capability, "volume_capability"))
 		return st->code;
-	if (!ctl_volume_id_valid(req->volume_id))
+	if (!pol_volume_id_valid(req->volume_id))
 		return ctl_fail(st, CTL_NOT_FOUND, "volume %.80s does not exist", req->volume_id);
 	/* This driver's only node is the one it runs on (volumes are node-local). */
 	if (strcmp(req->node_id, c->cfg.node_id) != 0)
@@ -124,7 +124,7 @@ int ctl_controller_unpublish_volume(struct ctl *c, const void *r, void **resp, s
 		return st->code;
 	Csi__V1__ControllerUnpublishVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__controller_unpublish_volume_response__init(out);
-	if (!ctl_volume_id_valid(req->volume_id)) {
+	if (!pol_volume_id_valid(req->volume_id)) {
 		*resp = out;
 		return st->code = CTL_OK;
 	}

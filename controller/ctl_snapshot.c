@@ -70,7 +70,7 @@ int ctl_create_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_ar
 		goto out;
 	}
 
-	if (!ctl_volume_id_valid(req->source_volume_id) ||
+	if (!pol_volume_id_valid(req->source_volume_id) ||
 	    (rc = store_volume_get(c->st, req->source_volume_id, &v)) == STORE_NOTFOUND) {
 		ctl_fail(st, CTL_NOT_FOUND, "source volume %.80s does not exist",
 		         req->source_volume_id);
@@ -142,7 +142,7 @@ int ctl_delete_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_ar
 	Csi__V1__DeleteSnapshotResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__delete_snapshot_response__init(out);
 	/* An id this driver could never have issued names no snapshot: already gone. */
-	if (!ctl_snapshot_id_valid(req->snapshot_id)) {
+	if (!pol_snapshot_id_valid(req->snapshot_id)) {
 		*resp = out;
 		return st->code = CTL_OK;
 	}
@@ -198,7 +198,7 @@ int ctl_get_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_arena
 
 	if (ctl_check_required(st, req->snapshot_id, "snapshot_id"))
 		return st->code;
-	if (!ctl_snapshot_id_valid(req->snapshot_id))
+	if (!pol_snapshot_id_valid(req->snapshot_id))
 		return ctl_fail(st, CTL_NOT_FOUND, "snapshot %.80s does not exist",
 		                req->snapshot_id);
 	int rc = store_snapshot_get(c->st, req->snapshot_id, &s);

@@ -21,7 +21,7 @@
 static int find_volume(struct ctl *c, struct ctl_status *st, const char *id,
                        struct store_volume **v)
 {
-	if (!ctl_volume_id_valid(id))
+	if (!pol_volume_id_valid(id))
 		return ctl_fail(st, CTL_NOT_FOUND, "volume %.80s does not exist", id);
 	int rc = store_volume_get(c->st, id, v);
 	if (rc == STORE_NOTFOUND)
@@ -66,7 +66,7 @@ int ctl_controller_expand_volume(struct ctl *c, const void *r, void **resp, stru
 	    ctl_cap_wellformed(st, req->volume_capability, "volume_capability"))
 		return st->code;
 	/* Lock, then read: what was read stays true until the lock is released. */
-	if (!ctl_volume_id_valid(req->volume_id))
+	if (!pol_volume_id_valid(req->volume_id))
 		return ctl_fail(st, CTL_NOT_FOUND, "volume %.80s does not exist", req->volume_id);
 	if (!(locked = ctl_lock(c, req->volume_id)))
 		return ctl_fail_busy(st, req->volume_id);
@@ -187,7 +187,7 @@ int ctl_controller_modify_volume(struct ctl *c, const void *r, void **resp, stru
 	}
 	if (has_limit && ctl_parse_expand_limit(st, value, &limit))
 		goto out;
-	if (!ctl_volume_id_valid(req->volume_id)) {
+	if (!pol_volume_id_valid(req->volume_id)) {
 		ctl_fail(st, CTL_NOT_FOUND, "volume %.80s does not exist", req->volume_id);
 		goto out;
 	}

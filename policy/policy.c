@@ -29,7 +29,7 @@ struct pol_list {
 	size_t n, cap;
 };
 
-/* mkfs option lists, one per known fs type (same order as known_fstypes). */
+/* mkfs option lists, one per known fs type (same order as pol_fs_types). */
 #define POL_NFS 3
 
 struct pol {
@@ -40,9 +40,6 @@ struct pol {
 	unsigned overcommit_pct, freeze_max_s;
 	bool log_only;
 };
-
-/* The filesystems the helper knows how to format (mh_mkfs.c); a policy may only narrow this. */
-static const char *const known_fstypes[] = {"ext4", "xfs", "btrfs"};
 
 /*
  * Generic (VFS) mount options a policy may allow: those the helper maps onto
@@ -393,8 +390,8 @@ const char *pol_mount_option(const struct pol *p, size_t i)
 
 static int fs_index(const char *fstype)
 {
-	for (size_t i = 0; i < TABLE_LEN(known_fstypes); i++)
-		if (fstype && strcmp(known_fstypes[i], fstype) == 0)
+	for (size_t i = 0; i < TABLE_LEN(pol_fs_types); i++)
+		if (fstype && strcmp(pol_fs_types[i], fstype) == 0)
 			return (int)i;
 	return -1;
 }
@@ -685,7 +682,7 @@ static void handle_list(struct loader *ld, enum key_id k, const char *value)
 			     word);
 			return;
 		}
-		if (k == K_TYPES && !in_table(known_fstypes, TABLE_LEN(known_fstypes), word, n)) {
+		if (k == K_TYPES && !in_table(pol_fs_types, TABLE_LEN(pol_fs_types), word, n)) {
 			fail(ld, "filesystem type '%s' is not supported (ext4, xfs, btrfs)", word);
 			return;
 		}
@@ -796,8 +793,8 @@ static struct pol *pol_defaults(void)
 	}
 	for (size_t i = 0; i < TABLE_LEN(default_roots); i++)
 		list_add(&p->roots, default_roots[i]);
-	for (size_t i = 0; i < TABLE_LEN(known_fstypes); i++)
-		list_add(&p->fstypes, known_fstypes[i]);
+	for (size_t i = 0; i < TABLE_LEN(pol_fs_types); i++)
+		list_add(&p->fstypes, pol_fs_types[i]);
 	for (size_t i = 0; i < TABLE_LEN(default_opts); i++)
 		list_add(&p->opts, default_opts[i]);
 	p->min_bytes = 1 * MiB;

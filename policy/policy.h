@@ -48,6 +48,14 @@ void pol_free(struct pol *p); /* NULL is fine */
 bool pol_volume_id_valid(const char *id);
 /* "ss-" + 32 lowercase hex digits. */
 bool pol_snapshot_id_valid(const char *id);
+/* "gs-" + 32 lowercase hex digits (a group snapshot; rpcd only). */
+bool pol_group_id_valid(const char *id);
+
+/* The file systems sepcsi knows how to format and grow; a policy may only narrow this. */
+#define POL_FS_NTYPES 3
+extern const char *const pol_fs_types[POL_FS_NTYPES];
+/* Is fs one of pol_fs_types? */
+bool pol_fs_known(const char *fs);
 
 /*
  * The canonical spelling of an absolute path: starts with '/', no empty, "."

@@ -4,7 +4,8 @@
  * path is only ever accepted in one canonical spelling, so the string checks
  * here and the kernel's RESOLVE_BENEATH in the helper agree on what it names.
  *
- * Pure functions, no privilege; used by the helper and the tests.
+ * Pure functions, no privilege; used by the helper, rpcd's controller and the
+ * tests, so that both sides of the helper protocol apply the same rules.
  */
 #include "policy.h"
 
@@ -35,6 +36,23 @@ bool pol_volume_id_valid(const char *id)
 bool pol_snapshot_id_valid(const char *id)
 {
 	return id_valid(id, "ss-");
+}
+
+bool pol_group_id_valid(const char *id)
+{
+	return id_valid(id, "gs-");
+}
+
+/* ---- file-system types -------------------------------------------------- */
+
+const char *const pol_fs_types[POL_FS_NTYPES] = {"ext4", "xfs", "btrfs"};
+
+bool pol_fs_known(const char *fs)
+{
+	for (size_t i = 0; fs && i < POL_FS_NTYPES; i++)
+		if (strcmp(pol_fs_types[i], fs) == 0)
+			return true;
+	return false;
 }
 
 /* ---- paths -------------------------------------------------------------- */
