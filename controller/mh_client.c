@@ -497,7 +497,7 @@ int mh_create(struct mh_client *c, const char *volume_id, uint64_t size_bytes, u
 	if (call(c, &req, MH_ANS_CREATE, err) < 0)
 		return -1;
 	if (out_size != NULL)
-		*out_size = req.u.create_ans.size_bytes;
+		*out_size = req.u.size_ans.size_bytes;
 	return 0;
 }
 
@@ -581,7 +581,7 @@ int mh_resize(struct mh_client *c, const char *volume_id, uint64_t size_bytes, u
 	if (call(c, &req, MH_ANS_RESIZE, err) < 0)
 		return -1;
 	if (out_size != NULL)
-		*out_size = req.u.create_ans.size_bytes;
+		*out_size = req.u.size_ans.size_bytes;
 	return 0;
 }
 
@@ -652,7 +652,7 @@ int mh_expand(struct mh_client *c, const struct mh_req_expand *r, uint64_t *out_
 	if (call(c, &req, MH_ANS_EXPAND, err) < 0)
 		return -1;
 	if (out_size != NULL)
-		*out_size = req.u.create_ans.size_bytes;
+		*out_size = req.u.size_ans.size_bytes;
 	return 0;
 }
 

@@ -62,7 +62,7 @@ int mh_answer_create(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	uint64_t size;
 	if (mh_space_size_ok(c, q->size_bytes, &size, r) < 0)
 		return -1;
-	return mh_image_create(c, q->volume_id, size, &ans->u.create_ans.size_bytes, r);
+	return mh_image_create(c, q->volume_id, size, &ans->u.size_ans.size_bytes, r);
 }
 
 int mh_answer_delete(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,

@@ -115,7 +115,7 @@ int mh_answer_resize(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	/* An attached image: its loop device(s) take the new size now. */
 	if (refresh_loops(&st, r) < 0)
 		goto out;
-	ans->u.create_ans.size_bytes = size;
+	ans->u.size_ans.size_bytes = size;
 	ret = 0;
 out:
 	close(fd);
@@ -254,7 +254,7 @@ int mh_answer_expand(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	/* Safety: the file system just proved to be this volume's, grown to its device's size. */
 	if (!block && grow_fs(fd, m.fstype, size, a, r) < 0)
 		goto out;
-	ans->u.create_ans.size_bytes = size;
+	ans->u.size_ans.size_bytes = size;
 	ret = 0;
 	goto out;
 precondition:

@@ -304,12 +304,12 @@ static int dec_unpublish(struct rbuf *r, struct mh_msg *m)
 
 static int enc_create_ans(struct wbuf *w, const struct mh_msg *m)
 {
-	return put_u64(w, m->u.create_ans.size_bytes);
+	return put_u64(w, m->u.size_ans.size_bytes);
 }
 
 static int dec_create_ans(struct rbuf *r, struct mh_msg *m)
 {
-	return get_u64(r, &m->u.create_ans.size_bytes);
+	return get_u64(r, &m->u.size_ans.size_bytes);
 }
 
 static int enc_resize(struct wbuf *w, const struct mh_msg *m)

@@ -83,7 +83,7 @@ struct mh_req_create {
 	uint64_t size_bytes;
 };
 
-struct mh_req_volume { /* MH_REQ_DELETE */
+struct mh_req_delete { /* MH_REQ_DELETE */
 	char volume_id[MH_ID_MAX + 1];
 };
 
@@ -137,7 +137,7 @@ struct mh_req_unpublish {
 	char target_path[MH_PATH_MAX + 1];
 };
 
-struct mh_ans_create {       /* also the answer of RESIZE */
+struct mh_ans_size {         /* the answer of CREATE, RESIZE and EXPAND */
 	uint64_t size_bytes; /* the image's real size */
 };
 
@@ -231,12 +231,12 @@ struct mh_msg {
 	uint32_t id;
 	union {
 		struct mh_req_create create;
-		struct mh_req_volume del;
+		struct mh_req_delete del;
 		struct mh_req_stage stage;
 		struct mh_req_unstage unstage;
 		struct mh_req_publish publish;
 		struct mh_req_unpublish unpublish;
-		struct mh_ans_create create_ans; /* ANS_CREATE and ANS_RESIZE; ANS_EXPAND too */
+		struct mh_ans_size size_ans; /* ANS_CREATE, ANS_RESIZE, ANS_EXPAND */
 		struct mh_req_resize resize;
 		struct mh_req_snapshot snapshot;
 		struct mh_req_snapshot_id del_snapshot;

@@ -162,16 +162,16 @@ static void answer(const struct mh_msg *q, struct mh_msg *a)
 	switch (q->type) {
 	case MH_REQ_CREATE:
 		if ((sz = image(q->u.create.volume_id, true)))
-			a->u.create_ans.size_bytes = *sz = q->u.create.size_bytes;
+			a->u.size_ans.size_bytes = *sz = q->u.create.size_bytes;
 		break;
 	case MH_REQ_DELETE:
 		image_delete(q->u.del.volume_id);
 		break;
 	case MH_REQ_RESIZE:
 		if ((sz = image(q->u.resize.volume_id, false)) && q->u.resize.size_bytes >= *sz)
-			a->u.create_ans.size_bytes = *sz = q->u.resize.size_bytes;
+			a->u.size_ans.size_bytes = *sz = q->u.resize.size_bytes;
 		else if (sz)
-			a->u.create_ans.size_bytes = *sz;
+			a->u.size_ans.size_bytes = *sz;
 		break;
 	case MH_REQ_SNAPSHOT:
 		if ((sz = image(q->u.snapshot.volume_id, false))) {
@@ -196,7 +196,7 @@ static void answer(const struct mh_msg *q, struct mh_msg *a)
 		a->u.capacity_ans.max_volume_bytes = 16 * TiB;
 		break;
 	case MH_REQ_EXPAND:
-		a->u.create_ans.size_bytes =
+		a->u.size_ans.size_bytes =
 		    (sz = image(q->u.expand.volume_id, false)) ? *sz : 1 * GiB;
 		break;
 	case MH_REQ_STATS:

@@ -154,7 +154,7 @@ static void check_outputs(const struct call *k, const struct mh_msg *a)
 	case MH_ANS_CREATE:
 	case MH_ANS_RESIZE:
 	case MH_ANS_EXPAND:
-		FUZZ_CHECK(k->size == a->u.create_ans.size_bytes);
+		FUZZ_CHECK(k->size == a->u.size_ans.size_bytes);
 		break;
 	case MH_ANS_SNAPSHOT:
 	case MH_ANS_CLONE:

@@ -235,7 +235,7 @@ int do_create(struct helper *h, const char *id, uint64_t size, uint64_t *real)
 	q.u.create.size_bytes = size;
 	int k = kind_of(call(h, &q, &a), MH_ANS_CREATE, &a);
 	if (real)
-		*real = k == MH_E_OK ? a.u.create_ans.size_bytes : 0;
+		*real = k == MH_E_OK ? a.u.size_ans.size_bytes : 0;
 	return k;
 }
 
@@ -478,7 +478,7 @@ int do_resize(struct helper *h, const char *id, uint64_t size, uint64_t *real)
 	q.u.resize.size_bytes = size;
 	int k = kind_of(call(h, &q, &a), MH_ANS_RESIZE, &a);
 	if (real)
-		*real = k == MH_E_OK ? a.u.create_ans.size_bytes : 0;
+		*real = k == MH_E_OK ? a.u.size_ans.size_bytes : 0;
 	return k;
 }
 
@@ -540,7 +540,7 @@ int do_expand(struct helper *h, const char *id, const char *staging, const char 
 	q.u.expand.flags = flags;
 	int k = kind_of(call(h, &q, &a), MH_ANS_EXPAND, &a);
 	if (size)
-		*size = k == MH_E_OK ? a.u.create_ans.size_bytes : 0;
+		*size = k == MH_E_OK ? a.u.size_ans.size_bytes : 0;
 	if (out)
 		*out = a;
 	return k;

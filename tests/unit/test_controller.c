@@ -54,7 +54,7 @@ static void *fake_helper(void *arg)
 			ans.u.error.kind = (uint32_t)atomic_load(&f->fail_kind);
 			snprintf(ans.u.error.reason, sizeof(ans.u.error.reason), "fake refusal");
 		} else if (req.type == MH_REQ_CREATE) {
-			ans.u.create_ans.size_bytes = req.u.create.size_bytes;
+			ans.u.size_ans.size_bytes = req.u.create.size_bytes;
 		} else if (req.type == MH_REQ_CAPACITY) {
 			/* CreateVolume checks the free space of the data directory first. */
 			ans.u.capacity_ans.available_bytes = 1ULL << 40;

@@ -109,7 +109,7 @@ static void answer(const struct mh_msg *req, struct mh_msg *ans)
 	switch (req->type) {
 	case MH_REQ_CREATE:
 		img_put(req->u.create.volume_id, req->u.create.size_bytes);
-		ans->u.create_ans.size_bytes = req->u.create.size_bytes;
+		ans->u.size_ans.size_bytes = req->u.create.size_bytes;
 		break;
 	case MH_REQ_DELETE:
 		img_del(req->u.del.volume_id);
@@ -120,7 +120,7 @@ static void answer(const struct mh_msg *req, struct mh_msg *ans)
 		else if (req->u.resize.size_bytes < src->size)
 			set_error(ans, MH_E_REFUSED, "images never shrink");
 		else
-			ans->u.create_ans.size_bytes = src->size = req->u.resize.size_bytes;
+			ans->u.size_ans.size_bytes = src->size = req->u.resize.size_bytes;
 		break;
 	case MH_REQ_SNAPSHOT:
 		if (!(src = img_find(req->u.snapshot.volume_id))) {

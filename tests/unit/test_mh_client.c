@@ -64,9 +64,9 @@ static void answer_for(const struct mh_msg *req, struct mh_msg *ans)
 		ans->u.error.sys_errno = ENOSPC;
 		strcpy(ans->u.error.reason, "data directory full");
 	} else if (req->type == MH_REQ_CREATE) {
-		ans->u.create_ans.size_bytes = req->u.create.size_bytes + 4096;
+		ans->u.size_ans.size_bytes = req->u.create.size_bytes + 4096;
 	} else if (req->type == MH_REQ_RESIZE || req->type == MH_REQ_EXPAND) {
-		ans->u.create_ans.size_bytes = 3 << 20;
+		ans->u.size_ans.size_bytes = 3 << 20;
 	} else if (req->type == MH_REQ_SNAPSHOT || req->type == MH_REQ_CLONE) {
 		ans->u.copy_ans.size_bytes = 5 << 20;
 		ans->u.copy_ans.reflinked = req->type == MH_REQ_CLONE;

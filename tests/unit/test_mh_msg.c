@@ -53,9 +53,9 @@ static void build_samples(void)
 	m->u.create.size_bytes = 0; /* empty id: the helper refuses it, the codec carries it */
 
 	m = add(MH_ANS_CREATE, 4);
-	m->u.create_ans.size_bytes = 1ULL << 30;
+	m->u.size_ans.size_bytes = 1ULL << 30;
 	m = add(MH_ANS_CREATE, 5);
-	m->u.create_ans.size_bytes = UINT64_MAX;
+	m->u.size_ans.size_bytes = UINT64_MAX;
 
 	m = add(MH_REQ_DELETE, 6);
 	strcpy(m->u.del.volume_id, "pvc-1");
@@ -127,7 +127,7 @@ static void build_samples(void)
 	fill(m->u.resize.volume_id, MH_ID_MAX, 'r');
 	m->u.resize.size_bytes = UINT64_MAX;
 	m = add(MH_ANS_RESIZE, 31);
-	m->u.create_ans.size_bytes = 2ULL << 30;
+	m->u.size_ans.size_bytes = 2ULL << 30;
 
 	m = add(MH_REQ_SNAPSHOT, 32);
 	strcpy(m->u.snapshot.snapshot_id, "ss-0123456789abcdef0123456789abcdef");
@@ -179,7 +179,7 @@ static void build_samples(void)
 	fill(m->u.expand.staging_path, MH_PATH_MAX, 'x');
 	m->u.expand.flags = MH_F_BLOCK; /* fs_type empty */
 	m = add(MH_ANS_EXPAND, 42);
-	m->u.create_ans.size_bytes = 3ULL << 30;
+	m->u.size_ans.size_bytes = 3ULL << 30;
 
 	m = add(MH_REQ_STATS, 43);
 	strcpy(m->u.stats.volume_id, "sv-4");
