@@ -224,40 +224,6 @@ const struct ctl_config *ctl_config(const struct ctl *c)
 
 /* ---- ids, sizes and topology ---- */
 
-int ctl_parse_size(const char *s, int64_t *out)
-{
-	static const struct {
-		const char *suffix;
-		int64_t mult;
-	} units[] = {
-	    {"", 1},
-	    {"k", 1000LL},
-	    {"M", 1000LL * 1000},
-	    {"G", 1000LL * 1000 * 1000},
-	    {"T", 1000LL * 1000 * 1000 * 1000},
-	    {"Ki", 1LL << 10},
-	    {"Mi", 1LL << 20},
-	    {"Gi", 1LL << 30},
-	    {"Ti", 1LL << 40},
-	};
-	char *end;
-	if (!s || *s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	long long n = strtoll(s, &end, 10);
-	if (errno)
-		return -1;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(end, units[i].suffix) == 0) {
-			if (n > INT64_MAX / units[i].mult)
-				return -1;
-			*out = n * units[i].mult;
-			return 0;
-		}
-	}
-	return -1;
-}
-
 int ctl_volume_resolve(struct ctl *c, struct ctl_status *st, const char *volume_id,
                        struct store_volume **v)
 {

@@ -183,7 +183,7 @@ char *ctl_canon_set(const char *canon, const char *key, const char *value)
 int ctl_parse_expand_limit(struct ctl_status *st, const char *value, int64_t *out)
 {
 	int64_t n = 0;
-	if (ctl_parse_size(value, &n) != 0 || n < 0)
+	if (units_parse_size(value, &n) != 0 || n < 0)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,
 		                CTL_P_EXPAND_LIMIT
 		                " '%.40s' is not a size (bytes, or with a "

@@ -55,7 +55,7 @@ static int attributes(const Csi__V1__NodePublishVolumeRequest *req, struct ctl_s
 	}
 	const char *sz = context(req, "size");
 	*size = EPHEMERAL_DEFAULT_SIZE;
-	if (sz && ctl_parse_size(sz, size) != 0)
+	if (sz && units_parse_size(sz, size) != 0)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,
 		                "volume_context size '%.32s' is not a size (e.g. 256Mi, 1Gi)", sz);
 	if (*size < EPHEMERAL_MIN_SIZE)

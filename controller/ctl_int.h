@@ -5,6 +5,7 @@
 #include "ctl.h"
 #include "mh_client.h"
 #include "policy.h"
+#include "units.h"
 #include "store.h"
 
 struct ctl {
@@ -45,9 +46,6 @@ int ctl_cap_mount_flags(struct ctl_status *st, const Csi__V1__VolumeCapability *
 
 /* New ids, valid as policy/syntax.c says (pol_volume_id_valid, ...): the helper's rules. */
 void ctl_new_volume_id(char out[36]);
-
-/* "512Mi", "1Gi", "2G", "1048576" -> bytes; 0 on success, -1 if malformed or out of range. */
-int ctl_parse_size(const char *s, int64_t *out);
 
 /*
  * Ephemeral inline volumes carry the CO's own volume id, not ours. They are

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "mh_proto.h"
+#include "units.h"
 
 #define MiB          (1024ULL * 1024)
 #define TiB          (1024ULL * 1024 * 1024 * 1024)
@@ -589,28 +590,10 @@ static char *reader(char *str, int num, void *stream)
 /* Sizes: decimal digits, optionally followed by Ki, Mi, Gi or Ti (powers of 1024). */
 static int parse_size(const char *v, uint64_t *out)
 {
-	uint64_t n = 0, mul = 1;
-	const char *s = v;
-	if (*s < '0' || *s > '9')
+	int64_t n;
+	if (units_parse_size(v, &n) != 0)
 		return -1;
-	for (; *s >= '0' && *s <= '9'; s++) {
-		if (n > (UINT64_MAX - 9) / 10)
-			return -1;
-		n = n * 10 + (uint64_t)(*s - '0');
-	}
-	static const char *const suf[] = {"Ki", "Mi", "Gi", "Ti"};
-	if (*s) {
-		size_t i;
-		for (i = 0; i < TABLE_LEN(suf); i++)
-			if (strcmp(s, suf[i]) == 0)
-				break;
-		if (i == TABLE_LEN(suf))
-			return -1;
-		mul = 1024ULL << (10 * i);
-	}
-	if (n > UINT64_MAX / mul)
-		return -1;
-	*out = n * mul;
+	*out = (uint64_t)n; /* never negative: the parser takes no sign */
 	return 0;
 }
 

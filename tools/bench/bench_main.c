@@ -270,7 +270,7 @@ static int parse_args(int argc, char **argv, struct bench_cfg *cfg)
 			break;
 		}
 		case OPT_TIMEOUT:
-			if (csic_parse_duration_ms(optarg, &cfg->timeout_ms) != 0 ||
+			if (units_parse_duration_ms(optarg, &cfg->timeout_ms) != 0 ||
 			    cfg->timeout_ms <= 0)
 				return bad("--timeout", "expected a duration such as 60s");
 			break;
@@ -296,7 +296,7 @@ static int parse_args(int argc, char **argv, struct bench_cfg *cfg)
 	}
 	if (optind < argc)
 		return bad(argv[optind], "unexpected argument");
-	if (csic_parse_size(capacity, &cfg->capacity) != 0)
+	if (units_parse_size(capacity, &cfg->capacity) != 0)
 		return bad("--capacity", "expected a size such as 64Mi or 1Gi");
 	if (cfg->block && cfg->fs_type[0])
 		return bad("--fs-type", "not with --access-type block");

@@ -63,7 +63,7 @@ void bench_report_text(const struct bench_run *run)
 		       cfg->clients, seconds(run), cfg->endpoint);
 	} else {
 		char cap[32];
-		csic_format_size(cfg->capacity, cap, sizeof(cap));
+		units_format_size(cfg->capacity, cap, sizeof(cap));
 		printf("sepcsi-bench: %zu lifecycles, %d clients, against %s\n", cfg->lifecycles,
 		       cfg->clients, cfg->endpoint);
 		printf("  access %s%s%s, capacity %s; stage %s, controller publish %s%s\n\n",

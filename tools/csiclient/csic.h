@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "units.h"
+
 /* gRPC status codes as numbered on the wire (the same numbers as grpc_status_code). */
 enum csic_code {
 	CSIC_OK = 0,
@@ -80,22 +82,7 @@ int csic_call(struct csic_conn *c, const char *method, const ProtobufCMessage *r
 /* "NOT_FOUND" for 5; "CODE_<n>" (static per-thread buffer) outside 0..16. */
 const char *csic_code_name(int code);
 
-/*
- * Sizes: a non-negative integer or decimal, optionally followed by a suffix:
- * k/K, M, G, T, P, E (powers of 1000) or Ki, Mi, Gi, Ti, Pi, Ei (powers of
- * 1024), with an optional trailing "B" ("1GiB"). "1Gi", "512Mi", "1.5G", "4096".
- * Fractions are rounded up to a whole byte. 0 on success, -1 on bad syntax or
- * a value above INT64_MAX.
- */
-int csic_parse_size(const char *s, int64_t *out);
-/* "1 GiB", "1.5 GiB", "512 MiB", "100 B": exact binary units when they fit, else 1 decimal. */
-void csic_format_size(int64_t bytes, char *buf, size_t len);
-
-/*
- * Durations: a number with an optional unit ms, s, m or h; no unit means
- * seconds. "30s", "500ms", "2m", "1.5s". 0 on success, -1 otherwise.
- */
-int csic_parse_duration_ms(const char *s, int64_t *out_ms);
+/* Sizes and durations: units_parse_size() and friends, common/units.h. */
 
 /* Monotonic clock in nanoseconds, for timing calls. */
 int64_t csic_now_ns(void);

@@ -15,7 +15,7 @@ static void size_ok(const char *s, int64_t want)
 {
 	int64_t got = -1;
 
-	if (csic_parse_size(s, &got) != 0 || got != want) {
+	if (units_parse_size(s, &got) != 0 || got != want) {
 		fprintf(stderr, "parse_size(%s) = %lld, want %lld\n", s, (long long)got,
 		        (long long)want);
 		failures++;
@@ -26,7 +26,7 @@ static void size_bad(const char *s)
 {
 	int64_t got;
 
-	if (csic_parse_size(s, &got) == 0) {
+	if (units_parse_size(s, &got) == 0) {
 		fprintf(stderr, "parse_size(%s) accepted (%lld)\n", s, (long long)got);
 		failures++;
 	}
@@ -36,7 +36,7 @@ static void duration_ok(const char *s, int64_t want_ms)
 {
 	int64_t got = -1;
 
-	if (csic_parse_duration_ms(s, &got) != 0 || got != want_ms) {
+	if (units_parse_duration_ms(s, &got) != 0 || got != want_ms) {
 		fprintf(stderr, "parse_duration(%s) = %lld, want %lld\n", s, (long long)got,
 		        (long long)want_ms);
 		failures++;
@@ -47,7 +47,7 @@ static void duration_bad(const char *s)
 {
 	int64_t got;
 
-	if (csic_parse_duration_ms(s, &got) == 0) {
+	if (units_parse_duration_ms(s, &got) == 0) {
 		fprintf(stderr, "parse_duration(%s) accepted\n", s);
 		failures++;
 	}
@@ -57,7 +57,7 @@ static void format_is(int64_t bytes, const char *want)
 {
 	char buf[32];
 
-	csic_format_size(bytes, buf, sizeof(buf));
+	units_format_size(bytes, buf, sizeof(buf));
 	if (strcmp(buf, want) != 0) {
 		fprintf(stderr, "format_size(%lld) = '%s', want '%s'\n", (long long)bytes, buf,
 		        want);

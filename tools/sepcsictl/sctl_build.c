@@ -302,7 +302,7 @@ static int apply(ProtobufCMessage *req, const struct sctl_flag *fl, const char *
 			return usage_error(fl->name, "expected an integer");
 		return set_integer(owner, f, v, fl);
 	case FK_SIZE:
-		if (csic_parse_size(val, &v) != 0)
+		if (units_parse_size(val, &v) != 0)
 			return usage_error(fl->name,
 			                   "expected a size such as 1Gi, 512Mi, 1G or 4096");
 		return set_integer(owner, f, v, fl);

@@ -117,7 +117,7 @@ static int global_flags(int *argc, char **argv, struct sctl_opts *o)
 		} else if ((r = sctl_flag_value(*argc, argv, &i, "--timeout", &v)) != 0) {
 			if (r < 0)
 				return SCTL_EXIT_USAGE;
-			if (csic_parse_duration_ms(v, &o->timeout_ms) != 0 || o->timeout_ms <= 0) {
+			if (units_parse_duration_ms(v, &o->timeout_ms) != 0 || o->timeout_ms <= 0) {
 				fprintf(stderr, "sepcsictl: --timeout: expected a duration such as "
 				                "30s, 500ms or 2m\n");
 				return SCTL_EXIT_USAGE;

@@ -175,7 +175,7 @@ static void scalar(FILE *o, const ProtobufCFieldDescriptor *f, const void *p, bo
 		fprintf(o, "%" PRId64, v);
 		if (!json && v >= 1024 && is_size_field(f->name)) {
 			char human[32];
-			csic_format_size(v, human, sizeof(human));
+			units_format_size(v, human, sizeof(human));
 			fprintf(o, " (%s)", human);
 		}
 		break;
@@ -379,7 +379,7 @@ static bool text_inline_msg(FILE *o, const ProtobufCMessage *m, const char *name
 			int64_t v = *MEMBER(m, vf, int64_t);
 			if (v >= 1024) {
 				char human[32];
-				csic_format_size(v, human, sizeof(human));
+				units_format_size(v, human, sizeof(human));
 				fprintf(o, " (%s)", human);
 			}
 		}

@@ -124,7 +124,7 @@ static void display(sqlite3_stmt *q, int col, char *buf, size_t len)
 	if (type == SQLITE_INTEGER) {
 		int64_t v = sqlite3_column_int64(q, col);
 		if (n > 6 && strcmp(name + n - 6, "_bytes") == 0) {
-			csic_format_size(v, buf, len);
+			units_format_size(v, buf, len);
 		} else if (n > 8 && strcmp(name + n - 8, "_unix_ns") == 0) {
 			sctl_format_time(v / 1000000000, 0, buf, len);
 		} else if (strcmp(name, "created_at") == 0) { /* unix seconds */

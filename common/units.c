@@ -1,10 +1,10 @@
 /*
- * Human units for the client tools: sizes ("1Gi", "512Mi", "1.5G") and
- * durations ("30s", "500ms"). Runs in the operator's process; pure functions,
- * nothing fatal. Parsing is exact integer arithmetic with overflow checks: a
- * size never silently wraps or loses bytes.
+ * Human units: sizes ("1Gi", "512Mi", "1.5G"), for the policy file, the
+ * controller's parameters and the tools, and durations ("30s", "500ms") for the
+ * tools. Pure functions, nothing fatal, no privilege. Parsing is exact integer arithmetic with
+ * overflow checks: a size never silently wraps or loses bytes.
  */
-#include "csic.h"
+#include "units.h"
 
 #include <ctype.h>
 #include <stdbool.h>
@@ -90,7 +90,7 @@ static int scale_up(int64_t whole, int64_t frac, int64_t scale, int64_t mult, in
 	return 0;
 }
 
-int csic_parse_size(const char *s, int64_t *out)
+int units_parse_size(const char *s, int64_t *out)
 {
 	int64_t whole, frac, scale;
 
@@ -110,7 +110,7 @@ int csic_parse_size(const char *s, int64_t *out)
 	return -1;
 }
 
-void csic_format_size(int64_t bytes, char *buf, size_t len)
+void units_format_size(int64_t bytes, char *buf, size_t len)
 {
 	static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
 	int i = 0;
@@ -130,7 +130,7 @@ void csic_format_size(int64_t bytes, char *buf, size_t len)
 		snprintf(buf, len, "%.1f %s", (double)bytes / (double)unit, names[i]);
 }
 
-int csic_parse_duration_ms(const char *s, int64_t *out_ms)
+int units_parse_duration_ms(const char *s, int64_t *out_ms)
 {
 	static const struct unit units[] = {
 	    {"ms", 1}, {"s", 1000}, {"m", 60 * 1000L}, {"h", 3600 * 1000L}, {"", 1000},
