@@ -180,7 +180,8 @@ static int by_key(const void *a, const void *b)
 static void fill(struct page *p, int (*cmp)(const void *, const void *), struct mh_ans_list *out)
 {
 	size_t used = 0;
-	qsort(p->e, p->n, sizeof(p->e[0]), cmp);
+	if (p->n) /* qsort wants an array, even of nothing */
+		qsort(p->e, p->n, sizeof(p->e[0]), cmp);
 	out->more = 0;
 	out->text[0] = '\0';
 	for (size_t i = 0; i < p->n && !out->more; i++) {
