@@ -14,7 +14,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LOG_LINE_MAX 4096
+/*
+ * Every value is cut at LOG_VALUE_MAX bytes as written (escapes included) and
+ * then ends in "..."; a line has room for LOG_FIELDS_MAX such fields, so a line
+ * (and an audit record) is always whole: one complete JSON object, or text
+ * with every key, whatever a hostile string holds.
+ */
+#define LOG_VALUE_MAX  1022 /* 1 KiB with a JSON string's quotes */
+#define LOG_FIELDS_MAX 12
+#define LOG_LINE_MAX   (128 + LOG_FIELDS_MAX * (64 + LOG_VALUE_MAX + 8))
 
 static const char *log_proc = "sepcsi";
 static enum log_format log_fmt = LOG_FMT_TEXT;
@@ -69,23 +77,37 @@ static void put_str(struct line *l, const char *s)
 	put_raw(l, s, strlen(s));
 }
 
-/* Escape for both formats: quotes, backslashes and control bytes never pass raw. */
+/* c as written in a value: quotes, backslashes and control bytes never pass raw. */
+static size_t escape(unsigned char c, char tmp[8])
+{
+	if (c == '"' || c == '\\') {
+		tmp[0] = '\\';
+		tmp[1] = (char)c;
+		return 2;
+	}
+	if (c < 0x20 || c == 0x7f)
+		return (size_t)snprintf(tmp, 8, "\\u%04x", c);
+	tmp[0] = (char)c;
+	return 1;
+}
+
+/* s escaped, whole if that takes at most LOG_VALUE_MAX bytes, else cut and ending in "...". */
 static void put_escaped(struct line *l, const char *s)
 {
 	char tmp[8];
+	size_t total = 0, used = 0;
+	for (const char *p = s; *p && total <= LOG_VALUE_MAX; p++)
+		total += escape((unsigned char)*p, tmp);
+	size_t limit = total <= LOG_VALUE_MAX ? LOG_VALUE_MAX : LOG_VALUE_MAX - 3;
 	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\') {
-			tmp[0] = '\\';
-			tmp[1] = (char)c;
-			put_raw(l, tmp, 2);
-		} else if (c < 0x20 || c == 0x7f) {
-			snprintf(tmp, sizeof(tmp), "\\u%04x", c);
-			put_str(l, tmp);
-		} else {
-			put_raw(l, (const char *)&c, 1);
-		}
+		size_t n = escape((unsigned char)*s, tmp);
+		if (used + n > limit)
+			break;
+		put_raw(l, tmp, n);
+		used += n;
 	}
+	if (*s)
+		put_str(l, "...");
 }
 
 static bool needs_quotes(const char *s)
@@ -100,9 +122,10 @@ static bool needs_quotes(const char *s)
 	return false;
 }
 
-static void put_field(struct line *l, const char *key, const char *val, bool first)
+static void put_field(struct line *l, enum log_format fmt, const char *key, const char *val,
+                      bool first)
 {
-	if (log_fmt == LOG_FMT_JSON) {
+	if (fmt == LOG_FMT_JSON) {
 		put_str(l, first ? "\"" : ",\"");
 		put_escaped(l, key);
 		put_str(l, "\":\"");
@@ -122,9 +145,9 @@ static void put_field(struct line *l, const char *key, const char *val, bool fir
 	}
 }
 
-static void emit(enum log_level lvl, const char *event, va_list ap)
+/* Time stamp and event; level and process too unless level is NULL (an audit record). */
+static void put_head(struct line *l, enum log_format fmt, const char *level, const char *event)
 {
-	struct line l = {.len = 0};
 	char ts[40];
 	struct timespec now;
 	struct tm tm;
@@ -134,37 +157,61 @@ static void emit(enum log_level lvl, const char *event, va_list ap)
 	size_t n = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(ts + n, sizeof(ts) - n, ".%03ldZ", now.tv_nsec / 1000000);
 
-	if (log_fmt == LOG_FMT_JSON) {
-		put_str(&l, "{");
-		put_field(&l, "ts", ts, true);
-		put_field(&l, "level", level_names[lvl], false);
-		put_field(&l, "proc", log_proc, false);
-		put_field(&l, "event", event, false);
+	if (fmt == LOG_FMT_JSON) {
+		put_str(l, "{");
+		put_field(l, fmt, "ts", ts, true);
+		if (level) {
+			put_field(l, fmt, "level", level, false);
+			put_field(l, fmt, "proc", log_proc, false);
+		}
+		put_field(l, fmt, "event", event, false);
 	} else {
-		put_str(&l, ts);
-		put_str(&l, " ");
-		put_str(&l, level_names[lvl]);
-		put_str(&l, " ");
-		put_str(&l, log_proc);
-		put_str(&l, ": ");
-		put_str(&l, event);
+		put_str(l, ts);
+		put_str(l, " ");
+		put_str(l, level);
+		put_str(l, " ");
+		put_str(l, log_proc);
+		put_str(l, ": ");
+		put_str(l, event);
 	}
+}
+
+/* The line's end, then one write(2): lines of concurrent writers never interleave. */
+static void put_tail_and_write(struct line *l, enum log_format fmt, int fd)
+{
+	if (fmt == LOG_FMT_JSON)
+		put_str(l, "}");
+	l->buf[l->len++] = '\n';
+
+	int saved = errno;
+	ssize_t w = write(fd, l->buf, l->len);
+	(void)w;
+	errno = saved;
+}
+
+static void emit(enum log_level lvl, const char *event, va_list ap)
+{
+	struct line l = {.len = 0};
+	put_head(&l, log_fmt, level_names[lvl], event);
 	for (;;) {
 		const char *key = va_arg(ap, const char *);
 		if (!key)
 			break;
 		const char *val = va_arg(ap, const char *);
 		if (val)
-			put_field(&l, key, val, false);
+			put_field(&l, log_fmt, key, val, false);
 	}
-	if (log_fmt == LOG_FMT_JSON)
-		put_str(&l, "}");
-	l.buf[l.len++] = '\n';
+	put_tail_and_write(&l, log_fmt, STDERR_FILENO);
+}
 
-	int saved = errno;
-	ssize_t w = write(STDERR_FILENO, l.buf, l.len);
-	(void)w;
-	errno = saved;
+void log_record(int fd, const char *event, const char *const *kv, size_t n)
+{
+	struct line l = {.len = 0};
+	put_head(&l, LOG_FMT_JSON, NULL, event);
+	for (size_t i = 0; i + 1 < n && i < 2 * LOG_FIELDS_MAX; i += 2)
+		if (kv[i + 1])
+			put_field(&l, LOG_FMT_JSON, kv[i], kv[i + 1], false);
+	put_tail_and_write(&l, LOG_FMT_JSON, fd);
 }
 
 void log_kv(enum log_level lvl, const char *event, ...)
@@ -180,7 +227,7 @@ void log_kv(enum log_level lvl, const char *event, ...)
 __attribute__((format(printf, 2, 0))) static void log_vmsg(enum log_level lvl, const char *fmt,
                                                            va_list ap)
 {
-	char msg[LOG_LINE_MAX / 2];
+	char msg[LOG_VALUE_MAX + 1]; /* cut again, with "...", when written */
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	log_kv(lvl, "msg", "msg", msg, NULL);
 }

@@ -7,6 +7,7 @@
 #define SEPCSI_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 enum log_level { LOG_LVL_ERROR = 0, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 enum log_format { LOG_FMT_TEXT = 0, LOG_FMT_JSON };
@@ -24,6 +25,14 @@ int log_parse_level(const char *s, enum log_level *out);
  *   log_kv(LOG_LVL_INFO, "csi_call", "method", m, "code", "OK", NULL);
  */
 void log_kv(enum log_level lvl, const char *event, ...) __attribute__((sentinel));
+
+/*
+ * One JSON object {"ts":...,"event":...,<key>:<value>,...} on fd in a single
+ * write(2), whatever the log format: kv holds n strings, key and value
+ * alternating; a NULL value is skipped. Each value is cut at 1 KiB ("..."), so
+ * a record is always whole (an audit record: the helper's audit.log).
+ */
+void log_record(int fd, const char *event, const char *const *kv, size_t n);
 
 /* Free-form message, printf style; logged as event "msg" with key "msg". */
 void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -129,68 +129,7 @@ size_t mh_ops_keys(const struct mh_msg *q, const char *keys[MH_OPS_KEYS_MAX])
 
 /* ---- audit ---------------------------------------------------------------- */
 
-/*
- * JSON bytes one value of a record may take, quotes included: a longer one
- * (a hostile path of 4 KiB of control characters escapes to 24 KiB) is cut
- * and ends in "...". With every value bounded, a whole record always fits
- * its buffer, so it is always one complete JSON object with every key.
- */
-#define AUDIT_VALUE_MAX 1024
-#define AUDIT_PAIRS     ((size_t)11)
-#define AUDIT_LINE_MAX  (64 + AUDIT_PAIRS * (16 + AUDIT_VALUE_MAX + 2) + 2)
-
-/* Append s to b as a JSON string of at most AUDIT_VALUE_MAX bytes; returns the new length. */
-static size_t json_str(char *b, size_t len, const char *s)
-{
-	size_t end = len + AUDIT_VALUE_MAX - 4; /* room for "..." and the closing quote */
-	b[len++] = '"';
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		bool ctl = ch < 0x20 || ch == 0x7f, esc = ch == '"' || ch == '\\';
-		if (len + (ctl ? 6 : esc ? 2 : 1) > end)
-			break;
-		if (ctl) {
-			len += (size_t)snprintf(b + len, 7, "\\u%04x", ch);
-		} else {
-			if (esc)
-				b[len++] = '\\';
-			b[len++] = (char)ch;
-		}
-	}
-	for (int dots = *s ? 3 : 0; dots > 0; dots--)
-		b[len++] = '.';
-	b[len++] = '"';
-	return len;
-}
-
-/*
- * One JSON object per line, in one write(2): O_APPEND makes each record
- * atomic against the other workers' records.
- */
-static void audit_file(int fd, const char *const *kv, size_t n)
-{
-	char b[AUDIT_LINE_MAX];
-	struct timespec ts;
-	struct tm tm;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	size_t len = (size_t)snprintf(b, 64,
-	                              "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\","
-	                              "\"event\":\"audit\"",
-	                              tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-	                              tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
-	for (size_t i = 0; i + 1 < n && i < 2 * AUDIT_PAIRS; i += 2) {
-		if (!kv[i + 1])
-			continue;
-		b[len++] = ',';
-		len = json_str(b, len, kv[i]); /* a key: a short constant */
-		b[len++] = ':';
-		len = json_str(b, len, kv[i + 1]);
-	}
-	b[len++] = '}';
-	b[len++] = '\n';
-	(void)!write(fd, b, len);
-}
+#define AUDIT_PAIRS ((size_t)11)
 
 static void audit(const struct mh_ctx *c, const struct mh_msg *req, const char *op,
                   const struct mh_audit *a, const struct mh_res *r)
@@ -220,7 +159,7 @@ static void audit(const struct mh_ctx *c, const struct mh_msg *req, const char *
 	       kv[20], kv[21], NULL);
 	/* PING is the liveness probe: it changes nothing and would flood the file. */
 	if (c->audit_fd >= 0 && req->type != MH_REQ_PING)
-		audit_file(c->audit_fd, kv, sizeof(kv) / sizeof(kv[0]));
+		log_record(c->audit_fd, "audit", kv, sizeof(kv) / sizeof(kv[0]));
 }
 
 static void to_error(struct mh_msg *ans, const struct mh_res *r)

@@ -170,8 +170,8 @@ static size_t json_len(const char *s)
 }
 
 /*
- * The record holds want whole when its JSON fits 1 KiB (mh_dispatch.c's
- * AUDIT_VALUE_MAX), else a prefix of it followed by "...".
+ * The record holds want whole when its JSON fits 1 KiB (common/log.c's
+ * LOG_VALUE_MAX and the quotes), else a prefix of it followed by "...".
  */
 static void check_value(const struct sctl_jsonline *l, const char *key, const char *want)
 {
