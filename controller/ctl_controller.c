@@ -269,6 +269,99 @@ static int make_image(struct ctl *c, struct ctl_status *st, const struct create_
 	                   &e);
 }
 
+/* A volume already under this name: the same request is answered with it, another refused. */
+static int answer_existing(struct ctl *c, struct ctl_status *st, struct ctl_arena *a,
+                           const Csi__V1__CreateVolumeRequest *req, const struct create_args *ca,
+                           const struct store_volume *old, void **resp)
+{
+	struct ctl_status topo = {0};
+	/* The volume is on this node: a requirement without it is incompatible too. */
+	if (!same_request(old, ca) || check_topology(c, &topo, req->accessibility_requirements))
+		return ctl_fail(st, CTL_ALREADY_EXISTS,
+		                "volume '%s' exists with a different capacity, access type, file "
+		                "system, parameters, content source or topology",
+		                req->name);
+	*resp = create_response(c, a, old);
+	st->code = CTL_OK;
+	return CTL_OK;
+}
+
+/* The size is within expandLimitBytes, and fits the data directory (sparse images, counted). */
+static int check_fits(struct ctl *c, struct ctl_status *st, const struct create_args *ca,
+                      int64_t size)
+{
+	uint64_t avail = 0, largest = 0;
+	if (ca->params.expand_limit && ca->params.expand_limit < size)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+		                CTL_P_EXPAND_LIMIT " %lld is below the volume's size %lld",
+		                (long long)ca->params.expand_limit, (long long)size);
+	if (ctl_data_available(c, st, &avail, &largest))
+		return st->code;
+	/* Bigger than any volume may be (policy, file system): no retry can help. */
+	if ((uint64_t)size > largest)
+		return ctl_fail(
+		    st, CTL_OUT_OF_RANGE,
+		    "node %s: the largest volume the data directory takes is %llu bytes, "
+		    "%lld asked",
+		    c->cfg.node_id, (unsigned long long)largest, (long long)size);
+	if ((uint64_t)size > avail)
+		return ctl_fail(st, CTL_RESOURCE_EXHAUSTED,
+		                "node %s: the data directory has %llu bytes free, the volume needs "
+		                "%lld",
+		                c->cfg.node_id, (unsigned long long)avail, (long long)size);
+	return CTL_OK;
+}
+
+/*
+ * Make the image and record the volume, under an intent. A first attempt that
+ * did not finish (rpcd or the helper died, the answer was lost) left its
+ * intent: this attempt completes that one, with the same volume id, instead of
+ * making a second image.
+ */
+static int create_new(struct ctl *c, struct ctl_status *st, struct ctl_arena *a,
+                      const Csi__V1__CreateVolumeRequest *req, const struct create_args *ca,
+                      const char *fs, int64_t size, void **resp)
+{
+	char id[36];
+	uint64_t real = 0;
+	int again = ctl_intent_resume(c, CTL_OP_CREATE, req->name, ca->source, id, sizeof(id));
+	if (again < 0)
+		return ctl_fail(st, CTL_UNAVAILABLE,
+		                "an earlier attempt under this name cannot be undone yet");
+	if (!again)
+		ctl_new_volume_id(id);
+	if ((!again && ctl_intent_begin(c, st, CTL_OP_CREATE, req->name, id, ca->source)) ||
+	    make_image(c, st, ca, id, size, again == 1, &real))
+		return st->code;
+	struct store_volume v = {
+	    .id = id,
+	    .name = (char *)req->name,
+	    .capacity_bytes = (int64_t)real,
+	    .fs_type = (char *)fs,
+	    .parameters = ca->params.canon,
+	    .content_source = (char *)ca->source,
+	    .created_unix_ns = ctl_now_unix_ns(),
+	    /* Nothing is ever formatted on a raw block volume. */
+	    .mkfs_options = ca->shape.block ? "" : (char *)ca->params.mkfs_options,
+	    /* A copy of an xfs image has its source's UUID: mount it with nouuid. */
+	    .nouuid = ca->source_kind && strcmp(fs, "xfs") == 0,
+	    .mutable_parameters = ca->params.mutable_canon,
+	    .condition = "",
+	};
+	int rc = store_volume_put(c->st, &v);
+	if (rc != STORE_OK) {
+		/* Roll back so a retry starts clean; the image is unused. */
+		struct mh_err e;
+		if (mh_delete(c->mh, id, &e) == 0)
+			ctl_intent_end(c, CTL_OP_CREATE, req->name);
+		return ctl_fail_store(st, "record volume", rc);
+	}
+	ctl_intent_end(c, CTL_OP_CREATE, req->name);
+	*resp = create_response(c, a, &v);
+	st->code = CTL_OK;
+	return CTL_OK;
+}
+
 int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
                       struct ctl_status *st)
 {
@@ -286,7 +379,6 @@ int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 
 	if (check_create(c, st, req, a, &ca))
 		goto out;
-
 	/* The name, and the source so that it cannot be deleted while it is copied. */
 	snprintf(name_key, sizeof(name_key), CTL_KEY_VOLUME_NAME "%s", req->name);
 	keys[nkeys++] = name_key;
@@ -296,107 +388,24 @@ int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 		ctl_fail_busy(st, busy == name_key ? req->name : busy);
 		goto out;
 	}
-
 	rc = store_volume_get_by_name(c->st, req->name, &old);
 	if (rc == STORE_OK) {
-		struct ctl_status topo = {0};
-		/* The volume is on this node: a requirement without it is incompatible too. */
-		if (!same_request(old, &ca) ||
-		    check_topology(c, &topo, req->accessibility_requirements)) {
-			ctl_fail(st, CTL_ALREADY_EXISTS,
-			         "volume '%s' exists with a different capacity, access type, file "
-			         "system, parameters, content source or topology",
-			         req->name);
-			goto out;
-		}
-		*resp = create_response(c, a, old);
-		st->code = CTL_OK;
+		answer_existing(c, st, a, req, &ca, old, resp);
 		goto out;
 	} else if (rc != STORE_NOTFOUND) {
 		ctl_fail_store(st, "look up volume name", rc);
 		goto out;
 	}
-
 	if (check_topology(c, st, req->accessibility_requirements))
 		goto out;
 	/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): check_create() set fs_asked */
 	fs = ca.shape.block ? "" : *ca.fs_asked ? ca.fs_asked : "ext4";
 	if (ca.source_kind && resolve_source(c, st, &ca, &fs, &source_bytes, &src_vol, &src_snap))
 		goto out;
-	if (pick_capacity(st, req->capacity_range, fs, source_bytes, &size))
+	if (pick_capacity(st, req->capacity_range, fs, source_bytes, &size) ||
+	    check_fits(c, st, &ca, size))
 		goto out;
-	if (ca.params.expand_limit && ca.params.expand_limit < size) {
-		ctl_fail(st, CTL_INVALID_ARGUMENT,
-		         CTL_P_EXPAND_LIMIT " %lld is below the volume's size %lld",
-		         (long long)ca.params.expand_limit, (long long)size);
-		goto out;
-	}
-
-	/* Images are sparse, but a volume must fit in what the data directory has free. */
-	uint64_t avail = 0, largest = 0;
-	if (ctl_data_available(c, st, &avail, &largest))
-		goto out;
-	/* Bigger than any volume may be (policy, file system): no retry can help. */
-	if ((uint64_t)size > largest) {
-		ctl_fail(st, CTL_OUT_OF_RANGE,
-		         "node %s: the largest volume the data directory takes is %llu bytes, "
-		         "%lld asked",
-		         c->cfg.node_id, (unsigned long long)largest, (long long)size);
-		goto out;
-	}
-	if ((uint64_t)size > avail) {
-		ctl_fail(st, CTL_RESOURCE_EXHAUSTED,
-		         "node %s: the data directory has %llu bytes free, the volume needs %lld",
-		         c->cfg.node_id, (unsigned long long)avail, (long long)size);
-		goto out;
-	}
-
-	/*
-	 * A first attempt that did not finish (rpcd or the helper died, the
-	 * answer was lost) left its intent: this attempt completes that one,
-	 * with the same volume id, instead of making a second image.
-	 */
-	char id[36];
-	int again = ctl_intent_resume(c, CTL_OP_CREATE, req->name, ca.source, id, sizeof(id));
-	if (again < 0) {
-		ctl_fail(st, CTL_UNAVAILABLE,
-		         "an earlier attempt under this name cannot be undone yet");
-		goto out;
-	}
-	if (!again)
-		ctl_new_volume_id(id);
-	if (!again && ctl_intent_begin(c, st, CTL_OP_CREATE, req->name, id, ca.source))
-		goto out;
-	uint64_t real = 0;
-	if (make_image(c, st, &ca, id, size, again == 1, &real))
-		goto out;
-	struct store_volume v = {
-	    .id = id,
-	    .name = (char *)req->name,
-	    .capacity_bytes = (int64_t)real,
-	    .fs_type = (char *)fs,
-	    .parameters = ca.params.canon,
-	    .content_source = ca.source,
-	    .created_unix_ns = ctl_now_unix_ns(),
-	    /* Nothing is ever formatted on a raw block volume. */
-	    .mkfs_options = ca.shape.block ? "" : ca.params.mkfs_options,
-	    /* A copy of an xfs image has its source's UUID: mount it with nouuid. */
-	    .nouuid = ca.source_kind && strcmp(fs, "xfs") == 0,
-	    .mutable_parameters = ca.params.mutable_canon,
-	    .condition = "",
-	};
-	rc = store_volume_put(c->st, &v);
-	if (rc != STORE_OK) {
-		/* Roll back so a retry starts clean; the image is unused. */
-		struct mh_err e;
-		if (mh_delete(c->mh, id, &e) == 0)
-			ctl_intent_end(c, CTL_OP_CREATE, req->name);
-		ctl_fail_store(st, "record volume", rc);
-		goto out;
-	}
-	ctl_intent_end(c, CTL_OP_CREATE, req->name);
-	*resp = create_response(c, a, &v);
-	st->code = CTL_OK;
+	create_new(c, st, a, req, &ca, fs, size, resp);
 out:
 	if (locked)
 		ctl_unlock_keys(c, keys, nkeys);

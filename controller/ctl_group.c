@@ -137,157 +137,175 @@ static Csi__V1__CreateVolumeGroupSnapshotResponse *create_response(struct ctl_ar
 	return out;
 }
 
+/* One CreateVolumeGroupSnapshot in progress: what its steps share. */
+struct group_create {
+	const Csi__V1__CreateVolumeGroupSnapshotRequest *req;
+	size_t n, cut; /* members; snapshots cut so far (removed again on failure) */
+	struct store_snapshot *members;
+	char (*snap_ids)[36];
+	char *ids, *params; /* canonical: sorted source ids, parameters */
+	bool intent;
+};
+
+/* A group under this name already: CTL_OK with *resp, or ALREADY_EXISTS; 1 if there is none. */
+static int find_existing(struct ctl *c, struct ctl_status *st, struct ctl_arena *a,
+                         const struct group_create *g, void **resp)
+{
+	struct store_group_snapshot *old = NULL;
+	Csi__V1__VolumeGroupSnapshot *gm = NULL;
+	int rc = store_group_snapshot_get_by_name(c->st, g->req->name, &old);
+	if (rc == STORE_NOTFOUND)
+		return 1;
+	if (rc != STORE_OK)
+		return ctl_fail_store(st, "look up group snapshot name", rc);
+	if (strcmp(old->source_volume_ids, g->ids) != 0 || strcmp(old->parameters, g->params) != 0)
+		ctl_fail(st, CTL_ALREADY_EXISTS,
+		         "group snapshot '%s' exists with other source_volume_ids or parameters",
+		         g->req->name);
+	else if (group_msg(c, st, a, old, &gm) == CTL_OK)
+		*resp = create_response(a, gm);
+	store_group_snapshot_free(old);
+	return st->code;
+}
+
+/* Every source volume exists, and at most one is in use (one point in time). */
+static int load_members(struct ctl *c, struct ctl_status *st, struct group_create *g)
+{
+	size_t used = 0;
+	/* NOLINTNEXTLINE(clang-analyzer-optin.portability.UnixAPI): n > 0: canon_ids() checked */
+	g->members = calloc(g->n, sizeof(*g->members));
+	g->snap_ids = calloc(g->n, sizeof(*g->snap_ids));
+	if (!g->members || !g->snap_ids)
+		abort();
+	for (size_t i = 0; i < g->n; i++) {
+		const char *vid = g->req->source_volume_ids[i];
+		struct store_volume *v = NULL;
+		bool u = false;
+		int rc = STORE_NOTFOUND;
+		if (!pol_volume_id_valid(vid) ||
+		    (rc = store_volume_get(c->st, vid, &v)) != STORE_OK)
+			return rc == STORE_NOTFOUND
+			           ? ctl_fail(st, CTL_NOT_FOUND,
+			                      "source volume %.80s does not exist", vid)
+			           : ctl_fail_store(st, "look up source volume", rc);
+		g->members[i].source_volume_id = (char *)vid;
+		g->members[i].fs_type = strdup(v->fs_type);
+		store_volume_free(v);
+		if (!g->members[i].fs_type)
+			abort();
+		if (in_use(c, st, vid, &u))
+			return st->code;
+		used += u;
+	}
+	if (used > 1)
+		return ctl_fail(st, CTL_FAILED_PRECONDITION,
+		                "%zu of the volumes are staged or published: their snapshots could "
+		                "not be cut at one point in time (at most one may be in use)",
+		                used);
+	return CTL_OK;
+}
+
+/* Choose the ids, record them as an intent, then cut one snapshot per member. */
+static int cut_members(struct ctl *c, struct ctl_status *st, struct group_create *g,
+                       const struct store_group_snapshot *gs)
+{
+	size_t cap = g->n * sizeof(g->snap_ids[0]) + 1, len = 0; /* each id and a space or end */
+	char *detail = calloc(1, cap);
+	struct mh_err e;
+	if (!detail)
+		abort();
+	for (size_t i = 0; i < g->n; i++) {
+		ctl_new_snapshot_id(g->snap_ids[i]);
+		len +=
+		    (size_t)snprintf(detail + len, cap - len, "%s%s", i ? " " : "", g->snap_ids[i]);
+	}
+	if (ctl_intent_settle_held(c, CTL_OP_GROUP, g->req->name) != 0)
+		ctl_fail(st, CTL_UNAVAILABLE,
+		         "an earlier attempt under this name cannot be undone yet");
+	else if (ctl_intent_begin(c, st, CTL_OP_GROUP, g->req->name, gs->id, detail) == CTL_OK)
+		g->intent = true;
+	free(detail);
+	for (; g->intent && g->cut < g->n; g->cut++) {
+		struct store_snapshot *m = &g->members[g->cut];
+		struct mh_ans_copy ans = {0};
+		if (mh_snapshot(c->mh, g->snap_ids[g->cut], m->source_volume_id, &ans, &e) != 0)
+			return ctl_fail_mh(st, "snapshot", &e);
+		m->id = g->snap_ids[g->cut];
+		m->size_bytes = (int64_t)ans.size_bytes;
+		m->parameters = "";
+		m->created_unix_ns = gs->created_unix_ns;
+	}
+	return st->code;
+}
+
+/* A failure after some snapshots were cut: remove them, the group never existed. */
+static void undo_and_free(struct ctl *c, struct group_create *g)
+{
+	struct mh_err e;
+	for (size_t i = 0; i < g->cut; i++)
+		g->intent = mh_delete_snapshot(c->mh, g->snap_ids[i], &e) == 0 && g->intent;
+	if (g->intent) /* recorded, or every cut snapshot removed again */
+		ctl_intent_end(c, CTL_OP_GROUP, g->req->name);
+	for (size_t i = 0; g->members && i < g->n; i++)
+		free(g->members[i].fs_type);
+	free(g->members);
+	free(g->snap_ids);
+	free(g->ids);
+	free(g->params);
+}
+
 int ctl_create_volume_group_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
                                      struct ctl_status *st)
 {
-	const Csi__V1__CreateVolumeGroupSnapshotRequest *req = r;
-	size_t n = req->n_source_volume_ids, cut = 0, nkeys = 0;
-	struct store_group_snapshot *old = NULL;
-	struct store_snapshot *members = NULL;
-	char *ids = NULL, *params = NULL, *detail = NULL, name_key[256];
-	char(*snap_ids)[36] = NULL;
+	struct group_create g = {
+	    .req = r,
+	    .n = ((const Csi__V1__CreateVolumeGroupSnapshotRequest *)r)->n_source_volume_ids};
 	const char **keys = NULL, *busy = NULL;
-	bool locked = false, intent = false;
-	size_t used = 0;
+	char name_key[256], gid[36];
+	size_t nkeys = 0;
+	bool locked = false;
 	Csi__V1__VolumeGroupSnapshot *gm = NULL;
-	struct mh_err e;
-	int rc;
 
-	if (ctl_check_name(st, req->name, "name") ||
-	    canon_ids(st, req->source_volume_ids, n, "source_volume_ids", &ids) ||
-	    ctl_kv_canon(st, CTL_KV(a, req, parameters), req->n_parameters, NULL, "parameters",
-	                 &params))
+	if (ctl_check_name(st, g.req->name, "name") ||
+	    canon_ids(st, g.req->source_volume_ids, g.n, "source_volume_ids", &g.ids) ||
+	    ctl_kv_canon(st, CTL_KV(a, g.req, parameters), g.req->n_parameters, NULL, "parameters",
+	                 &g.params))
 		goto out;
-
 	/* The name and every source volume. */
-	snprintf(name_key, sizeof(name_key), CTL_KEY_GROUP_NAME "%s", req->name);
-	keys = calloc(n + 1, sizeof(*keys));
+	snprintf(name_key, sizeof(name_key), CTL_KEY_GROUP_NAME "%s", g.req->name);
+	keys = calloc(g.n + 1, sizeof(*keys));
 	if (!keys)
 		abort();
 	keys[nkeys++] = name_key;
-	for (size_t i = 0; i < n; i++)
-		keys[nkeys++] = req->source_volume_ids[i];
+	for (size_t i = 0; i < g.n; i++)
+		keys[nkeys++] = g.req->source_volume_ids[i];
 	if (!(locked = ctl_lock_keys(c, keys, nkeys, &busy))) {
-		ctl_fail_busy(st, busy == name_key ? req->name : busy);
+		ctl_fail_busy(st, busy == name_key ? g.req->name : busy);
 		goto out;
 	}
-
-	rc = store_group_snapshot_get_by_name(c->st, req->name, &old);
-	if (rc == STORE_OK) {
-		if (strcmp(old->source_volume_ids, ids) != 0 ||
-		    strcmp(old->parameters, params) != 0) {
-			ctl_fail(st, CTL_ALREADY_EXISTS,
-			         "group snapshot '%s' exists with other source_volume_ids or "
-			         "parameters",
-			         req->name);
-			goto out;
-		}
-		if (group_msg(c, st, a, old, &gm) == CTL_OK)
-			*resp = create_response(a, gm);
+	if (find_existing(c, st, a, &g, resp) != 1 || load_members(c, st, &g) != CTL_OK)
 		goto out;
-	} else if (rc != STORE_NOTFOUND) {
-		ctl_fail_store(st, "look up group snapshot name", rc);
-		goto out;
-	}
-
-	/* NOLINTNEXTLINE(clang-analyzer-optin.portability.UnixAPI): n > 0: canon_ids() checked */
-	members = calloc(n, sizeof(*members));
-	snap_ids = calloc(n, sizeof(*snap_ids));
-	if (!members || !snap_ids)
-		abort();
-	for (size_t i = 0; i < n; i++) {
-		const char *vid = req->source_volume_ids[i];
-		struct store_volume *v = NULL;
-		bool u = false;
-		if (!pol_volume_id_valid(vid) ||
-		    (rc = store_volume_get(c->st, vid, &v)) == STORE_NOTFOUND) {
-			ctl_fail(st, CTL_NOT_FOUND, "source volume %.80s does not exist", vid);
-			goto out;
-		}
-		if (rc != STORE_OK) {
-			ctl_fail_store(st, "look up source volume", rc);
-			goto out;
-		}
-		members[i].source_volume_id = (char *)vid;
-		members[i].fs_type = strdup(v->fs_type);
-		store_volume_free(v);
-		if (!members[i].fs_type)
-			abort();
-		if (in_use(c, st, vid, &u))
-			goto out;
-		used += u;
-	}
-	if (used > 1) {
-		ctl_fail(st, CTL_FAILED_PRECONDITION,
-		         "%zu of the volumes are staged or published: their snapshots could not "
-		         "be cut at one point in time (at most one may be in use)",
-		         used);
-		goto out;
-	}
-
-	struct store_group_snapshot g = {
-	    .name = (char *)req->name,
-	    .source_volume_ids = ids,
-	    .parameters = params,
-	    .created_unix_ns = ctl_now_unix_ns(),
-	};
-	char gid[36];
 	ctl_new_group_id(gid);
-	g.id = gid;
-	/* The ids are chosen, and recorded as an intent, before the first is cut. */
-	size_t cap = n * sizeof(snap_ids[0]) + 1, len = 0; /* each id and a space or the end */
-	detail = calloc(1, cap);
-	if (!detail)
-		abort();
-	for (size_t i = 0; i < n; i++) {
-		ctl_new_snapshot_id(snap_ids[i]);
-		len += (size_t)snprintf(detail + len, cap - len, "%s%s", i ? " " : "", snap_ids[i]);
-	}
-	if (ctl_intent_settle_held(c, CTL_OP_GROUP, req->name) != 0) {
-		ctl_fail(st, CTL_UNAVAILABLE,
-		         "an earlier attempt under this name cannot be undone yet");
+	struct store_group_snapshot gs = {.id = gid,
+	                                  .name = (char *)g.req->name,
+	                                  .source_volume_ids = g.ids,
+	                                  .parameters = g.params,
+	                                  .created_unix_ns = ctl_now_unix_ns()};
+	if (cut_members(c, st, &g, &gs) != CTL_OK)
 		goto out;
-	}
-	if (ctl_intent_begin(c, st, CTL_OP_GROUP, req->name, gid, detail))
-		goto out;
-	intent = true;
-	for (cut = 0; cut < n; cut++) {
-		struct mh_ans_copy ans = {0};
-		if (mh_snapshot(c->mh, snap_ids[cut], members[cut].source_volume_id, &ans, &e) !=
-		    0) {
-			ctl_fail_mh(st, "snapshot", &e);
-			goto out;
-		}
-		members[cut].id = snap_ids[cut];
-		members[cut].size_bytes = (int64_t)ans.size_bytes;
-		members[cut].parameters = "";
-		members[cut].created_unix_ns = g.created_unix_ns;
-	}
-	rc = store_group_snapshot_put(c->st, &g, members, n);
+	int rc = store_group_snapshot_put(c->st, &gs, g.members, g.n);
 	if (rc != STORE_OK) {
 		ctl_fail_store(st, "record group snapshot", rc);
 		goto out;
 	}
-	cut = 0; /* recorded: nothing to roll back */
-	if (group_msg(c, st, a, &g, &gm) == CTL_OK)
+	g.cut = 0; /* recorded: nothing to roll back */
+	if (group_msg(c, st, a, &gs, &gm) == CTL_OK)
 		*resp = create_response(a, gm);
 out:
-	/* A failure after some snapshots were cut: remove them, the group never existed. */
-	for (size_t i = 0; i < cut; i++)
-		intent = mh_delete_snapshot(c->mh, snap_ids[i], &e) == 0 && intent;
-	if (intent) /* recorded, or every cut snapshot removed again */
-		ctl_intent_end(c, CTL_OP_GROUP, req->name);
+	undo_and_free(c, &g);
 	if (locked)
 		ctl_unlock_keys(c, keys, nkeys);
-	for (size_t i = 0; members && i < n; i++)
-		free(members[i].fs_type);
-	free(members);
-	free(snap_ids);
 	free(keys);
-	free(ids);
-	free(params);
-	free(detail);
-	store_group_snapshot_free(old);
 	return st->code;
 }
 
