@@ -170,11 +170,62 @@ static int mount_checked(const struct mh_ctx *c, const char *path, unsigned role
 	return mh_verify_mount(c, path, role, id, r);
 }
 
+/* A file-system STAGE's own checks: type, mount and mkfs options, group. nargs, or -1 with r. */
+static int check_stage(const struct mh_ctx *c, const struct mh_req_stage *q,
+                       struct mh_mount_opts *o, char *mkfs_buf, size_t buflen, char **mkfs_args,
+                       struct mh_res *r)
+{
+	char why[200];
+	if (!pol_fs_allowed(c->pol, q->fs_type))
+		return mh_fail(r, MH_E_REFUSED, EPERM, "filesystem type not allowed by policy");
+	if (pol_mount_options_check(c->pol, q->mount_flags, why, sizeof(why)) < 0)
+		return mh_fail(r, MH_E_REFUSED, EPERM, "%s", why);
+	int nargs = pol_mkfs_options_check(c->pol, q->fs_type, q->mkfs_options, mkfs_buf, buflen,
+	                                   mkfs_args, POL_MKFS_ARGS_MAX, why, sizeof(why));
+	if (nargs < 0)
+		return mh_fail(r, MH_E_REFUSED, EPERM, "%s", why);
+	if ((q->flags & MH_F_MOUNT_GROUP) && q->gid == UINT32_MAX)
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "group id out of range");
+	if (mh_mount_opts_parse(q->mount_flags, q->readonly, o, r) < 0)
+		return -1;
+	o->set_group = (q->flags & MH_F_MOUNT_GROUP) != 0;
+	o->gid = (gid_t)q->gid;
+	return nargs;
+}
+
+/*
+ * Probe the attached device; format it if, and only if, it is blank. The
+ * probe's answer (MH_PROBE_MATCH: it held the file system already), or -1.
+ */
+static int format_if_blank(const struct mh_ctx *c, const struct mh_req_stage *q, int lfd, bool ro,
+                           char **mkfs_args, size_t nargs, struct mh_res *r)
+{
+	int probe = mh_probe(lfd, q->fs_type, r);
+	if (probe != MH_PROBE_BLANK)
+		return probe;
+	if (ro)
+		return mh_fail(r, MH_E_PRECONDITION, 0, "blank volume cannot be staged read-only");
+	/*
+	 * Safety: blkid found no signature of any kind, so no data is lost. mkfs
+	 * writes the image file (see mh_mkfs.c); the loop device's cache still
+	 * holds what the probe read, so drop it, and check.
+	 */
+	char name[MH_IMAGE_NAME_MAX];
+	mh_image_name(q->volume_id, name, sizeof(name));
+	mh_pause(c, "mkfs", q->volume_id); /* tests: the device attached, blank, unformatted */
+	if (mh_mkfs(q->fs_type, mkfs_args, nargs, c->images_fd, name, r) < 0 ||
+	    mh_loop_flush(lfd, r) < 0)
+		return -1;
+	if (mh_probe(lfd, q->fs_type, r) != MH_PROBE_MATCH)
+		return mh_fail(r, MH_E_FAILED, 0, "no %s signature after mkfs", q->fs_type);
+	return MH_PROBE_BLANK;
+}
+
 int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                     struct mh_audit *a, struct mh_res *r)
 {
 	const struct mh_req_stage *q = &req->u.stage;
-	char why[200], mkfs_buf[MH_OPTS_MAX + POL_MKFS_ARGS_MAX + 1];
+	char mkfs_buf[MH_OPTS_MAX + POL_MKFS_ARGS_MAX + 1];
 	char *mkfs_args[POL_MKFS_ARGS_MAX];
 	struct mh_mount_opts o = {0};
 	struct mh_vol v = {0};
@@ -195,21 +246,11 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "flag not valid for STAGE");
 	if (q->flags & MH_F_BLOCK)
 		return mh_block_stage(c, q, role, a, r);
-	if (!pol_fs_allowed(c->pol, q->fs_type))
-		return mh_fail(r, MH_E_REFUSED, EPERM, "filesystem type not allowed by policy");
-	if (pol_mount_options_check(c->pol, q->mount_flags, why, sizeof(why)) < 0)
-		return mh_fail(r, MH_E_REFUSED, EPERM, "%s", why);
-	int nargs =
-	    pol_mkfs_options_check(c->pol, q->fs_type, q->mkfs_options, mkfs_buf, sizeof(mkfs_buf),
-	                           mkfs_args, POL_MKFS_ARGS_MAX, why, sizeof(why));
-	if (nargs < 0)
-		return mh_fail(r, MH_E_REFUSED, EPERM, "%s", why);
-	if ((q->flags & MH_F_MOUNT_GROUP) && q->gid == UINT32_MAX)
-		return mh_fail(r, MH_E_REFUSED, EINVAL, "group id out of range");
-	if (mh_mount_opts_parse(q->mount_flags, q->readonly, &o, r) < 0)
+	int nargs = check_stage(c, q, &o, mkfs_buf, sizeof(mkfs_buf), mkfs_args, r);
+	if (nargs < 0) {
+		mh_mount_opts_free(&o);
 		return -1;
-	o.set_group = (q->flags & MH_F_MOUNT_GROUP) != 0;
-	o.gid = (gid_t)q->gid;
+	}
 	bool ro = o.sb_ro;
 
 	if ((img = mh_image_open(c, q->volume_id, ro, r)) < 0)
@@ -248,31 +289,9 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	if ((lfd = mh_loop_attach(img, q->volume_id, ro, true, &v.loop, r)) < 0)
 		goto out;
 	v.attached = attached_here = true;
-	int probe = mh_probe(lfd, q->fs_type, r);
+	int probe = format_if_blank(c, q, lfd, ro, mkfs_args, (size_t)nargs, r);
 	if (probe < 0)
 		goto out;
-	if (probe == MH_PROBE_BLANK) {
-		if (ro) {
-			mh_fail(r, MH_E_PRECONDITION, 0, "blank volume cannot be staged read-only");
-			goto out;
-		}
-		/*
-		 * Safety: blkid found no signature of any kind, so no data is lost.
-		 * mkfs writes the image file (see mh_mkfs.c); the loop device's
-		 * cache still holds what the probe read, so drop it, and check.
-		 */
-		char name[MH_IMAGE_NAME_MAX];
-		mh_image_name(q->volume_id, name, sizeof(name));
-		mh_pause(c, "mkfs",
-		         q->volume_id); /* tests: the device attached, blank, unformatted */
-		if (mh_mkfs(q->fs_type, mkfs_args, (size_t)nargs, c->images_fd, name, r) < 0 ||
-		    mh_loop_flush(lfd, r) < 0)
-			goto out;
-		if (mh_probe(lfd, q->fs_type, r) != MH_PROBE_MATCH) {
-			mh_fail(r, MH_E_FAILED, 0, "no %s signature after mkfs", q->fs_type);
-			goto out;
-		}
-	}
 	/* The path is resolved again now, after mkfs, and checked after the mount. */
 	if (mount_checked(c, q->staging_path, role, &v, q->fs_type, &o, r) < 0)
 		goto out;
