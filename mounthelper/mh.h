@@ -30,9 +30,23 @@ struct mh_res {
 	char reason[MH_REASON_MAX + 1];
 };
 
+/*
+ * The helper's error contract (docs/error-handling.md): a step that fails
+ * returns -1 (or another negative value) and records why in r; the first
+ * failure recorded is the one answered, so a cleanup after it passes a
+ * scratch result of its own (&(struct mh_res){0}). Only these four change r.
+ */
+
 /* Record the first failure in r (later calls keep it) and return -1. */
 int mh_fail(struct mh_res *r, enum mh_err_kind kind, int err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Replace what r holds by a failure that explains it better; -1. */
+int mh_refail(struct mh_res *r, enum mh_err_kind kind, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* r says NOTFOUND and the caller takes absence as an answer: r is cleared, true. */
+bool mh_absent(struct mh_res *r);
+/* A NOTFOUND in r means the caller's precondition is not met: it becomes kind; -1. */
+int mh_missing_means(struct mh_res *r, enum mh_err_kind kind);
 
 /* The error kind for a failed system call: ENOENT -> NOTFOUND, EBUSY -> BUSY, ... */
 enum mh_err_kind mh_kind_of_errno(int err);

@@ -85,9 +85,8 @@ static int look(const struct mh_at *sub, const struct mh_vol *v, struct mh_mnt *
 	memset(m, 0, sizeof(*m));
 	*exists = fd >= 0;
 	if (fd < 0) {
-		if (r->kind != MH_E_NOTFOUND)
+		if (!mh_absent(r))
 			return -1;
-		*r = (struct mh_res){0};
 		return 0;
 	}
 	int rc = mh_mount_info(fd, m, r);
@@ -245,18 +244,16 @@ int mh_block_unstage(const struct mh_at *at, const char *volume_id, const struct
 	int ret = -1;
 
 	if (mh_at_descend(at, DEV_NAME, &sub, r) < 0) {
-		if (r->kind != MH_E_NOTFOUND)
+		if (!mh_absent(r))
 			return -1;
-		*r = (struct mh_res){0};
 		a->note = "staging path does not exist";
 		return v->st.st_ino ? mh_detach_unused(v, true, r) : 0;
 	}
 	int b = look(&sub, v, &m, &l, &exists, "staging device file", r);
 	if (b < 0) {
 		if (m.mounted) {
-			*r = (struct mh_res){0};
-			mh_fail(r, MH_E_REFUSED, EPERM,
-			        "something else is bound at the staging path");
+			mh_refail(r, MH_E_REFUSED, EPERM,
+			          "something else is bound at the staging path");
 			goto out;
 		}
 		*r = (struct mh_res){0}; /* a file that is not ours: left below */
@@ -293,8 +290,7 @@ int mh_block_publish(const struct mh_ctx *c, const struct mh_req_publish *q, con
 	if (mh_at_open(c, q->staging_path, POL_STAGING, &sat, r) < 0 ||
 	    mh_at_descend(&sat, DEV_NAME, &sub, r) < 0 ||
 	    look(&sub, v, &sm, &sl, &exists, "staging device file", r) != 1) {
-		*r = (struct mh_res){0};
-		mh_fail(r, MH_E_PRECONDITION, 0, "volume is not staged at the staging path");
+		mh_refail(r, MH_E_PRECONDITION, 0, "volume is not staged at the staging path");
 		goto out;
 	}
 	bool ro = q->readonly || (sl.lo_flags & LO_FLAGS_READ_ONLY);

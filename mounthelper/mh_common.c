@@ -33,16 +33,46 @@
 #define UNMOUNT_MAX 8 /* stacked mounts of the same volume we are willing to peel */
 #define LOOPS_MAX   8 /* loop devices of one image: staging, read-only publications */
 
+static int record(struct mh_res *r, enum mh_err_kind kind, int err, const char *fmt, va_list ap)
+{
+	r->kind = kind;
+	r->sys_errno = err;
+	vsnprintf(r->reason, sizeof(r->reason), fmt, ap);
+	return -1;
+}
+
 int mh_fail(struct mh_res *r, enum mh_err_kind kind, int err, const char *fmt, ...)
 {
 	va_list ap;
 	if (r->kind != MH_E_OK)
 		return -1; /* keep the first (root) cause */
-	r->kind = kind;
-	r->sys_errno = err;
 	va_start(ap, fmt);
-	vsnprintf(r->reason, sizeof(r->reason), fmt, ap);
+	record(r, kind, err, fmt, ap);
 	va_end(ap);
+	return -1;
+}
+
+int mh_refail(struct mh_res *r, enum mh_err_kind kind, int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	record(r, kind, err, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+bool mh_absent(struct mh_res *r)
+{
+	if (r->kind != MH_E_NOTFOUND)
+		return false;
+	*r = (struct mh_res){0};
+	return true;
+}
+
+int mh_missing_means(struct mh_res *r, enum mh_err_kind kind)
+{
+	if (r->kind == MH_E_NOTFOUND)
+		r->kind = kind;
 	return -1;
 }
 
@@ -159,10 +189,8 @@ int mh_unmount_ours(const struct mh_at *at, const struct mh_vol *v, int *unmount
 		struct mh_mnt m;
 		int fd = mh_at_child(at, O_PATH, r);
 		if (fd < 0) {
-			if (r->kind == MH_E_NOTFOUND) {
-				*r = (struct mh_res){0};
+			if (mh_absent(r))
 				ret = 0;
-			}
 			break;
 		}
 		int rc = mh_mount_info(fd, &m, r);
@@ -214,9 +242,8 @@ int mh_verify_mount(const struct mh_ctx *c, const char *path, unsigned roles, in
 	if (mh_umount_id(mnt_id, &undo) < 0)
 		log_kv(LOG_LVL_ERROR, "mount_undo_failed", "path", path, "reason", undo.reason,
 		       NULL);
-	*r = (struct mh_res){0};
-	return mh_fail(r, MH_E_FAILED, EAGAIN,
-	               "the path changed while the volume was mounted on it; mount undone");
+	return mh_refail(r, MH_E_FAILED, EAGAIN,
+	                 "the path changed while the volume was mounted on it; mount undone");
 }
 
 int mh_detach_unused(const struct mh_vol *v, bool all, struct mh_res *r)

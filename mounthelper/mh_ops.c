@@ -339,24 +339,21 @@ int mh_answer_unstage(const struct mh_ctx *c, const struct mh_msg *req, struct m
 	if (q->flags & ~(MH_F_BLOCK | MH_F_REMOVE_DIR))
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "flag not valid for UNSTAGE");
 	if (mh_at_open(c, q->staging_path, role, &at, r) < 0) {
-		if (r->kind != MH_E_NOTFOUND)
+		if (!mh_absent(r))
 			return -1;
-		*r = (struct mh_res){0};
 		a->note = "staging path does not exist";
 		return 0;
 	}
 	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0) {
-		if (r->kind != MH_E_NOTFOUND)
+		if (!mh_absent(r))
 			goto out;
-		*r = (struct mh_res){0}; /* no image: nothing mounted can be ours */
 	}
 	if (q->flags & MH_F_BLOCK) {
 		ret = mh_block_unstage(&at, q->volume_id, &v, a, r);
 		goto out;
 	}
 	if ((fd = mh_at_child(&at, O_PATH, r)) < 0) {
-		if (r->kind == MH_E_NOTFOUND) {
-			*r = (struct mh_res){0};
+		if (mh_absent(r)) {
 			a->note = "staging path does not exist";
 			ret = 0;
 		}
@@ -417,8 +414,7 @@ int mh_answer_publish(const struct mh_ctx *c, const struct mh_msg *req, struct m
 	if (mh_nested(q->staging_path, q->target_path))
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "target and staging paths overlap");
 	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0) {
-		if (r->kind == MH_E_NOTFOUND)
-			r->kind = MH_E_PRECONDITION;
+		mh_missing_means(r, MH_E_PRECONDITION);
 		return -1;
 	}
 	if (q->flags & MH_F_BLOCK)
@@ -426,15 +422,13 @@ int mh_answer_publish(const struct mh_ctx *c, const struct mh_msg *req, struct m
 
 	/* The staging must be this volume's mount. */
 	if (mh_at_open(c, q->staging_path, POL_STAGING, &sat, r) < 0) {
-		if (r->kind == MH_E_NOTFOUND)
-			r->kind = MH_E_PRECONDITION;
+		mh_missing_means(r, MH_E_PRECONDITION);
 		return -1;
 	}
 	sfd = mh_at_child(&sat, O_PATH, r);
 	mh_at_close(&sat);
 	if (sfd < 0 || mh_mount_info(sfd, &sm, r) < 0) {
-		if (r->kind == MH_E_NOTFOUND)
-			r->kind = MH_E_PRECONDITION;
+		mh_missing_means(r, MH_E_PRECONDITION);
 		goto out;
 	}
 	mh_closep(&sfd);
@@ -507,16 +501,14 @@ int mh_answer_unpublish(const struct mh_ctx *c, const struct mh_msg *req, struct
 	if (mh_check_volume_id(q->volume_id, r) < 0)
 		return -1;
 	if (mh_at_open(c, q->target_path, POL_TARGET, &at, r) < 0) {
-		if (r->kind != MH_E_NOTFOUND)
+		if (!mh_absent(r))
 			return -1;
-		*r = (struct mh_res){0};
 		a->note = "target does not exist";
 		return 0;
 	}
 	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0) {
-		if (r->kind != MH_E_NOTFOUND)
+		if (!mh_absent(r))
 			goto out;
-		*r = (struct mh_res){0}; /* no image: nothing mounted can be ours */
 	}
 	if (mh_unmount_ours(&at, &v, &unmounted, r) < 0)
 		goto out;

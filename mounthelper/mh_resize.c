@@ -258,8 +258,7 @@ int mh_answer_expand(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	ret = 0;
 	goto out;
 precondition:
-	if (r->kind == MH_E_NOTFOUND)
-		r->kind = MH_E_PRECONDITION;
+	mh_missing_means(r, MH_E_PRECONDITION);
 out:
 	mh_closep(&fd);
 	mh_at_close(&sub);

@@ -140,10 +140,10 @@ int mh_answer_stats(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	/* A directory is opened for statvfs; a block target may be a file. */
 	fd = mh_at_child(where, block ? O_PATH : O_RDONLY | O_DIRECTORY, r);
 	if (fd < 0) {
-		if (r->kind == MH_E_REFUSED && r->sys_errno == ENOTDIR)
-			r->kind = MH_E_NOTFOUND; /* a file where a mount should be */
+		if (r->kind == MH_E_REFUSED && r->sys_errno == ENOTDIR) /* a file, not a mount */
+			mh_refail(r, MH_E_NOTFOUND, ENOTDIR, "not a sepcsi mount of this volume");
 		if (r->sys_errno == EIO) {       /* a shut-down file system cannot even be opened */
-			*r = (struct mh_res){0};
+			*r = (struct mh_res){0}; /* an answer: abnormal, below */
 			abnormal(&ans->u.stats_ans, "file system does not answer: I/O error");
 			a->note = ans->u.stats_ans.message;
 			ret = 0;
