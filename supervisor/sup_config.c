@@ -16,11 +16,14 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "policy.h"
 
 #define ENDPOINT_SCHEME "unix://"
 
@@ -66,8 +69,10 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 }
 
 /*
- * Copy an absolute path into dst, collapsing repeated slashes and dropping a
- * trailing one; refuse ".", ".." components and control characters.
+ * Copy an operator's absolute path into dst, collapsing repeated slashes and
+ * dropping a trailing one, then hold it to the one path rule of the tree
+ * (pol_path_syntax_ok, policy/syntax.c): what the helper is given passes its
+ * own check.
  */
 static int norm_path(char *dst, size_t cap, const char *src, char *w, size_t wn)
 {
@@ -76,8 +81,6 @@ static int norm_path(char *dst, size_t cap, const char *src, char *w, size_t wn)
 	if (src[0] != '/')
 		return why(w, wn, "'%s' is not an absolute path", src);
 	for (const char *p = src; *p; p++) {
-		if (iscntrl((unsigned char)*p))
-			return why(w, wn, "path contains a control character");
 		if (*p == '/' && len > 0 && dst[len - 1] == '/')
 			continue;
 		if (len + 1 >= cap)
@@ -87,11 +90,11 @@ static int norm_path(char *dst, size_t cap, const char *src, char *w, size_t wn)
 	if (len > 1 && dst[len - 1] == '/')
 		len--;
 	dst[len] = '\0';
-	for (const char *c = dst; (c = strchr(c, '/')); c++) {
-		size_t clen = strcspn(c + 1, "/");
-		if ((clen == 1 && c[1] == '.') || (clen == 2 && c[1] == '.' && c[2] == '.'))
-			return why(w, wn, "'%s' contains a '.' or '..' component", src);
-	}
+	if (strcmp(dst, "/") != 0 && !pol_path_syntax_ok(dst))
+		return why(w, wn,
+		           "'%s' is not a usable path: a control character, a '.' or '..' "
+		           "component, or a component over %d bytes",
+		           src, NAME_MAX);
 	return 0;
 }
 
