@@ -283,10 +283,6 @@ int mh_answer_snapshot(const struct mh_ctx *c, const struct mh_msg *req, struct 
 	const struct mh_req_snapshot *q = &req->u.snapshot;
 	char name[MH_ID_MAX + 16];
 	struct mh_ans_copy *out = &ans->u.copy_ans;
-	a->snapshot_id = q->snapshot_id;
-	a->volume_id = q->volume_id;
-	if (mh_check_snapshot_id(q->snapshot_id, r) < 0 || mh_check_volume_id(q->volume_id, r) < 0)
-		return -1;
 	snprintf(name, sizeof(name), "%s.img", q->snapshot_id);
 	int ex = existing(c->snaps_fd, name, &out->size_bytes, r);
 	if (ex != 0) {
@@ -316,9 +312,6 @@ int mh_answer_delete_snapshot(const struct mh_ctx *c, const struct mh_msg *req, 
 {
 	const char *id = req->u.del_snapshot.snapshot_id;
 	char name[MH_ID_MAX + 16];
-	a->snapshot_id = id;
-	if (mh_check_snapshot_id(id, r) < 0)
-		return -1;
 	snprintf(name, sizeof(name), "%s.img", id);
 	if (unlinkat(c->snaps_fd, name, 0) < 0) {
 		if (errno == ENOENT) {
@@ -339,12 +332,6 @@ int mh_answer_clone(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	char name[MH_ID_MAX + 16];
 	struct mh_ans_copy *out = &ans->u.copy_ans;
 	bool from_snap = q->source_kind == MH_SRC_SNAPSHOT;
-	a->volume_id = q->volume_id;
-	a->source_id = q->source_id;
-	if (mh_check_volume_id(q->volume_id, r) < 0 ||
-	    (from_snap ? mh_check_snapshot_id(q->source_id, r)
-	               : mh_check_volume_id(q->source_id, r)) < 0)
-		return -1;
 	uint64_t size;
 	if (mh_space_size_ok(c, q->size_bytes, &size, r) < 0)
 		return -1;

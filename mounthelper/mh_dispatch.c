@@ -13,35 +13,71 @@
  */
 #include "mh_ops.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "mh_common.h"
 
+/*
+ * One row per operation: its handler, whether it only reads, the flags it
+ * takes (any other is refused before the handler runs), and its safety
+ * argument in one line (the whole argument: docs/security.md). Every request
+ * also has its ids checked, and a readonly field other than 0 or 1 refused,
+ * before its handler runs (precheck below).
+ */
 static const struct {
 	uint16_t req, ans;
 	mh_answer_fn *answer;
 	const char *name;
 	bool read_only;
+	uint8_t flags;
+	const char *safety;
 } dispatch[] = {
-    {MH_REQ_PING, MH_ANS_PING, mh_answer_ping, "PING", true},
-    {MH_REQ_CREATE, MH_ANS_CREATE, mh_answer_create, "CREATE", false},
-    {MH_REQ_DELETE, MH_ANS_DELETE, mh_answer_delete, "DELETE", false},
-    {MH_REQ_STAGE, MH_ANS_STAGE, mh_answer_stage, "STAGE", false},
-    {MH_REQ_UNSTAGE, MH_ANS_UNSTAGE, mh_answer_unstage, "UNSTAGE", false},
-    {MH_REQ_PUBLISH, MH_ANS_PUBLISH, mh_answer_publish, "PUBLISH", false},
-    {MH_REQ_UNPUBLISH, MH_ANS_UNPUBLISH, mh_answer_unpublish, "UNPUBLISH", false},
-    {MH_REQ_RESIZE, MH_ANS_RESIZE, mh_answer_resize, "RESIZE", false},
-    {MH_REQ_SNAPSHOT, MH_ANS_SNAPSHOT, mh_answer_snapshot, "SNAPSHOT", false},
+    {MH_REQ_PING, MH_ANS_PING, mh_answer_ping, "PING", true, 0, "changes nothing"},
+    {MH_REQ_CREATE, MH_ANS_CREATE, mh_answer_create, "CREATE", false, 0,
+     "makes only images/<id>.img, under a temporary name renamed without replacing; the id "
+     "is the name's only variable part; the size is bounded and counted against the disk"},
+    {MH_REQ_DELETE, MH_ANS_DELETE, mh_answer_delete, "DELETE", false, 0,
+     "unlinks only images/<id>.img, and not while a loop device backs it"},
+    {MH_REQ_STAGE, MH_ANS_STAGE, mh_answer_stage, "STAGE", false,
+     MH_F_BLOCK | MH_F_CREATE_DIR | MH_F_MOUNT_GROUP,
+     "mounts only this volume's image, through a loop device it attached itself, on an "
+     "empty root-only directory of a staging pattern, resolved again after mkfs and checked "
+     "after; formats only a device with no signature at all"},
+    {MH_REQ_UNSTAGE, MH_ANS_UNSTAGE, mh_answer_unstage, "UNSTAGE", false,
+     MH_F_BLOCK | MH_F_REMOVE_DIR,
+     "unmounts only a mount proved this volume's (its loop device backed by the image); "
+     "detaches only when no mount or bind of the device is left anywhere"},
+    {MH_REQ_PUBLISH, MH_ANS_PUBLISH, mh_answer_publish, "PUBLISH", false, MH_F_BLOCK,
+     "a second mount of the staged file system (a bind of its loop node for raw block), "
+     "nosuid,nodev, on an empty target of a target pattern it made and marked or found "
+     "empty; checked after"},
+    {MH_REQ_UNPUBLISH, MH_ANS_UNPUBLISH, mh_answer_unpublish, "UNPUBLISH", false, 0,
+     "unmounts only this volume's mounts at the target; removes the target only if its "
+     "mark says the helper made it for this volume, and checks the unlink after"},
+    {MH_REQ_RESIZE, MH_ANS_RESIZE, mh_answer_resize, "RESIZE", false, 0,
+     "grows only images/<id>.img, never shrinks it; bounded and counted"},
+    {MH_REQ_SNAPSHOT, MH_ANS_SNAPSHOT, mh_answer_snapshot, "SNAPSHOT", false, 0,
+     "copies images/<id>.img to snapshots/<id>.img under a temporary name; freezes only "
+     "this volume's verified mount, within freeze_max_seconds"},
     {MH_REQ_DELETE_SNAPSHOT, MH_ANS_DELETE_SNAPSHOT, mh_answer_delete_snapshot, "DELETE_SNAPSHOT",
-     false},
-    {MH_REQ_CLONE, MH_ANS_CLONE, mh_answer_clone, "CLONE", false},
-    {MH_REQ_CAPACITY, MH_ANS_CAPACITY, mh_answer_capacity, "CAPACITY", true},
-    {MH_REQ_EXPAND, MH_ANS_EXPAND, mh_answer_expand, "EXPAND", false},
-    {MH_REQ_STATS, MH_ANS_STATS, mh_answer_stats, "STATS", true},
-    {MH_REQ_LIST, MH_ANS_LIST, mh_answer_list, "LIST", true},
+     false, 0, "unlinks only snapshots/<id>.img"},
+    {MH_REQ_CLONE, MH_ANS_CLONE, mh_answer_clone, "CLONE", false, 0,
+     "copies a snapshot or volume image into a new images/<id>.img under a temporary "
+     "name; freezes as SNAPSHOT does"},
+    {MH_REQ_CAPACITY, MH_ANS_CAPACITY, mh_answer_capacity, "CAPACITY", true, 0,
+     "reads its own counts"},
+    {MH_REQ_EXPAND, MH_ANS_EXPAND, mh_answer_expand, "EXPAND", false, MH_F_BLOCK,
+     "grows only a file system proved to be this volume's mount, with that file system's "
+     "own ioctl on the verified mount"},
+    {MH_REQ_STATS, MH_ANS_STATS, mh_answer_stats, "STATS", true, MH_F_BLOCK,
+     "statvfs of a mount proved to be this volume's; changes nothing"},
+    {MH_REQ_LIST, MH_ANS_LIST, mh_answer_list, "LIST", true, 0,
+     "reads the helper's own files and the mounts of its own loop devices; changes nothing"},
 };
 
 #define NDISPATCH (sizeof(dispatch) / sizeof(dispatch[0]))
@@ -77,54 +113,102 @@ bool mh_ops_read_only(uint16_t type)
 	return i >= 0 && dispatch[i].read_only;
 }
 
-size_t mh_ops_keys(const struct mh_msg *q, const char *keys[MH_OPS_KEYS_MAX])
+/* What a request names and carries that every operation checks the same way. */
+struct fields {
+	struct mh_audit a;   /* its ids and paths, as the audit record names them */
+	int flags, readonly; /* -1: the request has no such field */
+	bool source_is_snapshot;
+};
+
+static struct fields fields_of(const struct mh_msg *q)
 {
-	size_t n = 0;
+	struct fields f = {.flags = -1, .readonly = -1};
 	switch (q->type) {
 	case MH_REQ_CREATE:
-		keys[n++] = q->u.create.volume_id;
+		f.a.volume_id = q->u.create.volume_id;
 		break;
 	case MH_REQ_DELETE:
-		keys[n++] = q->u.del.volume_id;
+		f.a.volume_id = q->u.del.volume_id;
 		break;
 	case MH_REQ_STAGE:
-		keys[n++] = q->u.stage.volume_id;
-		keys[n++] = q->u.stage.staging_path;
+		f.a = (struct mh_audit){.volume_id = q->u.stage.volume_id,
+		                        .path = q->u.stage.staging_path};
+		f.flags = q->u.stage.flags;
+		f.readonly = q->u.stage.readonly;
 		break;
 	case MH_REQ_UNSTAGE:
-		keys[n++] = q->u.unstage.volume_id;
-		keys[n++] = q->u.unstage.staging_path;
+		f.a = (struct mh_audit){.volume_id = q->u.unstage.volume_id,
+		                        .path = q->u.unstage.staging_path};
+		f.flags = q->u.unstage.flags;
 		break;
 	case MH_REQ_PUBLISH:
-		keys[n++] = q->u.publish.volume_id;
-		keys[n++] = q->u.publish.target_path;
+		f.a = (struct mh_audit){.volume_id = q->u.publish.volume_id,
+		                        .path = q->u.publish.target_path,
+		                        .staging_path = q->u.publish.staging_path};
+		f.flags = q->u.publish.flags;
+		f.readonly = q->u.publish.readonly;
 		break;
 	case MH_REQ_UNPUBLISH:
-		keys[n++] = q->u.unpublish.volume_id;
-		keys[n++] = q->u.unpublish.target_path;
+		f.a = (struct mh_audit){.volume_id = q->u.unpublish.volume_id,
+		                        .path = q->u.unpublish.target_path};
 		break;
 	case MH_REQ_RESIZE:
-		keys[n++] = q->u.resize.volume_id;
+		f.a.volume_id = q->u.resize.volume_id;
 		break;
 	case MH_REQ_SNAPSHOT:
-		keys[n++] = q->u.snapshot.snapshot_id;
-		keys[n++] = q->u.snapshot.volume_id;
+		f.a = (struct mh_audit){.volume_id = q->u.snapshot.volume_id,
+		                        .snapshot_id = q->u.snapshot.snapshot_id};
 		break;
 	case MH_REQ_DELETE_SNAPSHOT:
-		keys[n++] = q->u.del_snapshot.snapshot_id;
+		f.a.snapshot_id = q->u.del_snapshot.snapshot_id;
 		break;
 	case MH_REQ_CLONE:
-		keys[n++] = q->u.clone.volume_id;
-		keys[n++] = q->u.clone.source_id;
+		f.a = (struct mh_audit){.volume_id = q->u.clone.volume_id,
+		                        .source_id = q->u.clone.source_id};
+		f.source_is_snapshot = q->u.clone.source_kind == MH_SRC_SNAPSHOT;
 		break;
 	case MH_REQ_EXPAND:
-		keys[n++] = q->u.expand.volume_id;
-		keys[n++] = q->u.expand.staging_path;
+		f.a = (struct mh_audit){.volume_id = q->u.expand.volume_id,
+		                        .path = q->u.expand.staging_path};
+		f.flags = q->u.expand.flags;
+		break;
+	case MH_REQ_STATS:
+		f.a = (struct mh_audit){.volume_id = q->u.stats.volume_id, .path = q->u.stats.path};
+		f.flags = q->u.stats.flags;
 		break;
 	default:
 		break;
 	}
+	return f;
+}
+
+size_t mh_ops_keys(const struct mh_msg *q, const char *keys[MH_OPS_KEYS_MAX])
+{
+	struct fields f = fields_of(q);
+	const char *all[] = {f.a.snapshot_id, f.a.volume_id, f.a.source_id, f.a.path};
+	size_t n = 0;
+	if (q->type == MH_REQ_STATS)
+		return 0; /* read-only: answered at once, never in flight */
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < MH_OPS_KEYS_MAX; i++)
+		if (all[i])
+			keys[n++] = all[i];
 	return n;
+}
+
+/* The checks every row declares, before its handler: ids, flags, readonly. */
+static int precheck(int i, const struct fields *f, struct mh_res *r)
+{
+	const char *src = f->a.source_id;
+	if ((f->a.volume_id && mh_check_volume_id(f->a.volume_id, r) < 0) ||
+	    (f->a.snapshot_id && mh_check_snapshot_id(f->a.snapshot_id, r) < 0) ||
+	    (src && (f->source_is_snapshot ? mh_check_snapshot_id(src, r)
+	                                   : mh_check_volume_id(src, r)) < 0))
+		return -1;
+	if (f->readonly > 1)
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "readonly must be 0 or 1");
+	if (f->flags > 0 && (f->flags & ~dispatch[i].flags))
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "flag not valid for %s", dispatch[i].name);
+	return 0;
 }
 
 /* ---- audit ---------------------------------------------------------------- */
@@ -178,11 +262,12 @@ int mh_ops_handle(const struct mh_ctx *c, const struct mh_msg *req, struct mh_ms
 		return -1;
 
 	struct mh_res r = {0};
-	struct mh_audit a = {0};
+	struct fields f = fields_of(req);
+	struct mh_audit a = f.a;
 	memset(ans, 0, sizeof(*ans));
 	ans->id = req->id;
 	ans->type = dispatch[i].ans;
-	int rc = dispatch[i].answer(c, req, ans, &a, &r);
+	int rc = precheck(i, &f, &r) < 0 ? -1 : dispatch[i].answer(c, req, ans, &a, &r);
 	if (rc < 0 && r.kind == MH_E_OK)
 		mh_fail(&r, MH_E_FAILED, 0,
 		        "internal error"); /* never report success by accident */
@@ -197,18 +282,7 @@ void mh_ops_refuse(const struct mh_ctx *c, const struct mh_msg *req, struct mh_m
 {
 	int i = find(req->type);
 	struct mh_res r = {0};
-	struct mh_audit a = {0};
-	const char *keys[MH_OPS_KEYS_MAX];
-	size_t n = mh_ops_keys(req, keys);
-	/* Name what the request was about, for the record. */
-	for (size_t k = 0; k < n; k++) {
-		if (keys[k][0] == '/')
-			a.path = a.path ? a.path : keys[k];
-		else if (strncmp(keys[k], "ss-", 3) == 0)
-			a.snapshot_id = keys[k];
-		else
-			a.volume_id = a.volume_id ? a.volume_id : keys[k];
-	}
+	struct mh_audit a = fields_of(req).a; /* what the request was about, for the record */
 	mh_fail(&r, kind, err, "%s", reason);
 	memset(ans, 0, sizeof(*ans));
 	ans->id = req->id;

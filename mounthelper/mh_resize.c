@@ -82,9 +82,6 @@ int mh_answer_resize(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	const struct mh_req_resize *q = &req->u.resize;
 	struct stat st;
 	int ret = -1;
-	a->volume_id = q->volume_id;
-	if (mh_check_volume_id(q->volume_id, r) < 0)
-		return -1;
 	/* Below the smallest size there is nothing to grow: answered below as "never smaller". */
 	uint64_t size = q->size_bytes;
 	if (size >= pol_min_volume_bytes(c->pol) && mh_space_size_ok(c, size, &size, r) < 0)
@@ -217,12 +214,6 @@ int mh_answer_expand(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	struct mh_mnt m;
 	int fd = -1, ret = -1;
 	bool block = (q->flags & MH_F_BLOCK) != 0;
-	a->volume_id = q->volume_id;
-	a->path = q->staging_path;
-	if (mh_check_volume_id(q->volume_id, r) < 0)
-		return -1;
-	if (q->flags & ~MH_F_BLOCK)
-		return mh_fail(r, MH_E_REFUSED, EINVAL, "flag not valid for EXPAND");
 	if (!block && q->fs_type[0] && !pol_fs_allowed(c->pol, q->fs_type))
 		return mh_fail(r, MH_E_REFUSED, EPERM, "filesystem type not allowed by policy");
 	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0)

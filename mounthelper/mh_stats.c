@@ -118,12 +118,6 @@ int mh_answer_stats(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	struct mh_mnt m;
 	struct stat st;
 	int fd = -1, ret = -1;
-	a->volume_id = q->volume_id;
-	a->path = q->path;
-	if (mh_check_volume_id(q->volume_id, r) < 0)
-		return -1;
-	if (q->flags & ~MH_F_BLOCK)
-		return mh_fail(r, MH_E_REFUSED, EINVAL, "flag not valid for STATS");
 	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0)
 		return -1;
 	bool block = (q->flags & MH_F_BLOCK) != 0;

@@ -211,12 +211,17 @@ static void check_audit(const struct mh_msg *req, const char *result, const char
 	           strcmp(sctl_jsonline_get(&l, "result"), result) == 0);
 	const char *op = sctl_jsonline_get(&l, "op");
 	FUZZ_CHECK(op && strcmp(op, mh_type_name(req->type) + 4) == 0); /* "REQ_X" -> "X" */
-	/* mh_ops_refuse names the request's keys: the first path, a snapshot id, a volume id. */
-	const char *path = NULL, *snap = NULL, *vol = NULL;
+	/* mh_ops_refuse names the request's keys: the first path, a snapshot, volume or source id.
+	 */
+	const char *path = NULL, *snap = NULL, *vol = NULL, *src = NULL;
 	for (size_t k = 0; k < nkeys; k++) {
 		if (keys[k][0] == '/')
 			path = path ? path : keys[k];
-		else if (strncmp(keys[k], "ss-", 3) == 0)
+		else if (req->type == MH_REQ_CLONE && k == 1)
+			src = keys[k]; /* CLONE's source, a snapshot or a volume */
+		else if (req->type == MH_REQ_SNAPSHOT && k == 0)
+			snap = keys[k];
+		else if (req->type == MH_REQ_DELETE_SNAPSHOT)
 			snap = keys[k];
 		else
 			vol = vol ? vol : keys[k];
@@ -224,6 +229,7 @@ static void check_audit(const struct mh_msg *req, const char *result, const char
 	check_value(&l, "path", path);
 	check_value(&l, "snapshot_id", snap);
 	check_value(&l, "volume_id", vol);
+	check_value(&l, "source_id", src);
 	if (strcmp(result, "refused") == 0)
 		check_value(&l, "reason", REASON);
 	sctl_jsonline_free(&l);
