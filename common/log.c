@@ -21,7 +21,7 @@
  * with every key, whatever a hostile string holds.
  */
 #define LOG_VALUE_MAX  1022 /* 1 KiB with a JSON string's quotes */
-#define LOG_FIELDS_MAX 12
+#define LOG_FIELDS_MAX ((size_t)12)
 #define LOG_LINE_MAX   (128 + LOG_FIELDS_MAX * (64 + LOG_VALUE_MAX + 8))
 
 static const char *log_proc = "sepcsi";

@@ -33,7 +33,8 @@
 #define UNMOUNT_MAX 8 /* stacked mounts of the same volume we are willing to peel */
 #define LOOPS_MAX   8 /* loop devices of one image: staging, read-only publications */
 
-static int record(struct mh_res *r, enum mh_err_kind kind, int err, const char *fmt, va_list ap)
+__attribute__((format(printf, 4, 0))) static int record(struct mh_res *r, enum mh_err_kind kind,
+                                                        int err, const char *fmt, va_list ap)
 {
 	r->kind = kind;
 	r->sys_errno = err;

@@ -107,6 +107,12 @@ bool mh_ops_known(uint16_t type)
 	return find(type) >= 0;
 }
 
+const char *mh_ops_safety(uint16_t type)
+{
+	int i = find(type);
+	return i >= 0 ? dispatch[i].safety : "";
+}
+
 bool mh_ops_read_only(uint16_t type)
 {
 	int i = find(type);

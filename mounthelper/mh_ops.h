@@ -49,6 +49,9 @@ bool mh_ops_read_only(uint16_t type);
 
 #define MH_OPS_KEYS_MAX 3
 
+/* The one-line safety argument of an operation (its dispatch row); "" if unknown. */
+const char *mh_ops_safety(uint16_t type);
+
 /*
  * The ids and paths a request acts on, as strings (pointers into req): two
  * requests that share one may not run at the same time. Returns the count.

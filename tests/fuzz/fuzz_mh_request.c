@@ -219,9 +219,8 @@ static void check_audit(const struct mh_msg *req, const char *result, const char
 			path = path ? path : keys[k];
 		else if (req->type == MH_REQ_CLONE && k == 1)
 			src = keys[k]; /* CLONE's source, a snapshot or a volume */
-		else if (req->type == MH_REQ_SNAPSHOT && k == 0)
-			snap = keys[k];
-		else if (req->type == MH_REQ_DELETE_SNAPSHOT)
+		else if ((req->type == MH_REQ_SNAPSHOT && k == 0) ||
+		         req->type == MH_REQ_DELETE_SNAPSHOT)
 			snap = keys[k];
 		else
 			vol = vol ? vol : keys[k];
@@ -246,6 +245,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	                 req.type == MH_REQ_STATS || req.type == MH_REQ_LIST;
 	FUZZ_CHECK(mh_ops_known(req.type) == is_request);
 	FUZZ_CHECK(mh_ops_read_only(req.type) == read_only);
+	FUZZ_CHECK(!is_request || strlen(mh_ops_safety(req.type)) > 10); /* each row argues */
 	if (!is_request)
 		return 0; /* a violation: the helper ends here too */
 
