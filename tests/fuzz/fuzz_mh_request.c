@@ -189,6 +189,28 @@ static void check_value(const struct sctl_jsonline *l, const char *key, const ch
 	FUZZ_CHECK(n - 3 >= 160); /* even all escapes, the cut keeps a useful prefix */
 }
 
+/*
+ * The audit key under which the k-th of mh_ops_keys' keys is recorded (their
+ * order: snapshot id, volume id, source id, path), whatever the key looks like.
+ */
+static const char *audit_key(uint16_t type, size_t k)
+{
+	switch (type) {
+	case MH_REQ_SNAPSHOT:
+		return k == 0 ? "snapshot_id" : "volume_id";
+	case MH_REQ_DELETE_SNAPSHOT:
+		return "snapshot_id";
+	case MH_REQ_CLONE:
+		return k == 0 ? "volume_id" : "source_id";
+	case MH_REQ_CREATE:
+	case MH_REQ_DELETE:
+	case MH_REQ_RESIZE:
+		return "volume_id";
+	default: /* STAGE, UNSTAGE, PUBLISH, UNPUBLISH, EXPAND: the volume, then its path */
+		return k == 0 ? "volume_id" : "path";
+	}
+}
+
 /* Read back the one audit line the last call wrote and parse it as sepcsictl does. */
 static void check_audit(const struct mh_msg *req, const char *result, const char *const *keys,
                         size_t nkeys)
@@ -211,24 +233,9 @@ static void check_audit(const struct mh_msg *req, const char *result, const char
 	           strcmp(sctl_jsonline_get(&l, "result"), result) == 0);
 	const char *op = sctl_jsonline_get(&l, "op");
 	FUZZ_CHECK(op && strcmp(op, mh_type_name(req->type) + 4) == 0); /* "REQ_X" -> "X" */
-	/* mh_ops_refuse names the request's keys: the first path, a snapshot, volume or source id.
-	 */
-	const char *path = NULL, *snap = NULL, *vol = NULL, *src = NULL;
-	for (size_t k = 0; k < nkeys; k++) {
-		if (keys[k][0] == '/')
-			path = path ? path : keys[k];
-		else if (req->type == MH_REQ_CLONE && k == 1)
-			src = keys[k]; /* CLONE's source, a snapshot or a volume */
-		else if ((req->type == MH_REQ_SNAPSHOT && k == 0) ||
-		         req->type == MH_REQ_DELETE_SNAPSHOT)
-			snap = keys[k];
-		else
-			vol = vol ? vol : keys[k];
-	}
-	check_value(&l, "path", path);
-	check_value(&l, "snapshot_id", snap);
-	check_value(&l, "volume_id", vol);
-	check_value(&l, "source_id", src);
+	/* mh_ops_refuse names every key of the request, under its role. */
+	for (size_t k = 0; k < nkeys; k++)
+		check_value(&l, audit_key(req->type, k), keys[k]);
 	if (strcmp(result, "refused") == 0)
 		check_value(&l, "reason", REASON);
 	sctl_jsonline_free(&l);
