@@ -1,16 +1,15 @@
 /*
- * Policy file parsing (inih) and the policy queries the helper asks before it
- * touches anything (see policy.h and docs/policy.md); the fixed syntax of ids
- * and paths is in syntax.c.
+ * The policy's queries, which the helper asks before it touches anything
+ * (see policy.h and docs/policy.md): paths, file-system types, mount and
+ * mkfs options. Loading the file is policy_load.c; the fixed syntax of ids and
+ * paths is syntax.c.
  *
- * Runs in the helper, as root, before confinement (pol_load) and afterwards
- * (the queries, which only read memory). Nothing here is fatal: a broken file
- * is reported to the caller, who refuses to start.
+ * Runs in the helper, as root, under seccomp: the queries only read memory.
+ * Nothing here is fatal.
  */
 #include "policy.h"
 
 #include <errno.h>
-#include <ini.h>
 #include <libmount/libmount.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,29 +17,7 @@
 #include <string.h>
 
 #include "mh_proto.h"
-#include "units.h"
-
-#define MiB          (1024ULL * 1024)
-#define TiB          (1024ULL * 1024 * 1024 * 1024)
-#define POL_FILE_MAX 65536 /* a policy file is a few hundred bytes */
-#define POL_LINE_MAX 190   /* below inih's INI_MAX_LINE (200), see reader() */
-
-struct pol_list {
-	char *v[POL_OPTS_MAX];
-	size_t n, cap;
-};
-
-/* mkfs option lists, one per known fs type (same order as pol_fs_types). */
-#define POL_NFS 3
-
-struct pol {
-	struct pol_list roots, fstypes, opts;
-	struct pol_list staging, targets; /* path patterns, relative to each root */
-	struct pol_list mkfs[POL_NFS];
-	uint64_t min_bytes, max_bytes;
-	unsigned overcommit_pct, freeze_max_s;
-	bool log_only;
-};
+#include "pol_int.h"
 
 /*
  * Generic (VFS) mount options a policy may allow: those the helper maps onto
@@ -54,47 +31,7 @@ static const char *const mappable_vfs_opts[] = {
     "strictatime", "sync", "dirsync", "lazytime", "nosuid",  "nodev",
 };
 
-static const char *const default_roots[] = {"/var/lib/kubelet"};
-
-/*
- * Kubelet's own CSI directories and nothing else of its tree: a volume is
- * staged at plugins/kubernetes.io/csi/<driver or "pv">/<hash or pv>/globalmount
- * (raw block: plugins/kubernetes.io/csi/volumeDevices/staging/<pv>) and
- * published at pods/<pod uid>/volumes/kubernetes.io~csi/<pv>/mount (raw block:
- * plugins/kubernetes.io/csi/volumeDevices/publish/<pv>/<pod uid>).
- */
-static const char *const default_staging[] = {
-    "plugins/kubernetes.io/csi/*/*/globalmount",
-    "plugins/kubernetes.io/csi/volumeDevices/staging/*",
-};
-static const char *const default_targets[] = {
-    "pods/*/volumes/kubernetes.io~csi/*/*",
-    "plugins/kubernetes.io/csi/volumeDevices/publish/*/*",
-};
-
-/*
- * Default mkfs options: a small set that changes only how a file system is
- * laid out inside its own image, never what the tool reads or writes outside
- * it (no -d/-p populate-from-directory, no -E root_owner, no journal device).
- *   ext4: reserved blocks 0/1/5 %, 4 KiB blocks, lazy inode table and journal
- *         initialisation, no discard at mkfs, no journal.
- *   xfs:  no discard at mkfs (-K), reflink on or off, big timestamps.
- *   btrfs: no discard at mkfs (-K), single or dup metadata, single data.
- */
-static const char *const default_mkfs[POL_NFS][8] = {
-    {"-m0", "-m1", "-m5", "-b4096", "-Elazy_itable_init=1,lazy_journal_init=1", "-Enodiscard",
-     "-O^has_journal", NULL},
-    {"-K", "-mreflink=0", "-mreflink=1", "-mbigtime=1", NULL},
-    {"-K", "-msingle", "-mdup", "-dsingle", NULL},
-};
-static const char *const default_opts[] = {
-    "ro",     "rw",   "noatime", "relatime", "nodiratime", "lazytime",
-    "noexec", "sync", "dirsync", "discard",  "nodiscard",  "nouuid",
-};
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
+void pol_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 	if (!err || errlen == 0)
@@ -104,7 +41,7 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void *xstrdup(const char *s)
+char *pol_xstrdup(const char *s)
 {
 	char *d = strdup(s);
 	if (!d)
@@ -112,25 +49,7 @@ static void *xstrdup(const char *s)
 	return d;
 }
 
-static void list_clear(struct pol_list *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i]);
-	l->n = 0;
-}
-
-static int list_add(struct pol_list *l, const char *s)
-{
-	for (size_t i = 0; i < l->n; i++)
-		if (strcmp(l->v[i], s) == 0)
-			return 0; /* duplicates are harmless; keep one */
-	if (l->n >= l->cap)
-		return -1;
-	l->v[l->n++] = xstrdup(s);
-	return 0;
-}
-
-static bool list_has(const struct pol_list *l, const char *s, size_t n)
+bool pol_list_has(const struct pol_list *l, const char *s, size_t n)
 {
 	for (size_t i = 0; i < l->n; i++)
 		if (strlen(l->v[i]) == n && memcmp(l->v[i], s, n) == 0)
@@ -138,15 +57,13 @@ static bool list_has(const struct pol_list *l, const char *s, size_t n)
 	return false;
 }
 
-static bool in_table(const char *const *t, size_t n, const char *s, size_t len)
+bool pol_in_table(const char *const *t, size_t n, const char *s, size_t len)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strlen(t[i]) == len && memcmp(t[i], s, len) == 0)
 			return true;
 	return false;
 }
-
-#define TABLE_LEN(t) (sizeof(t) / sizeof((t)[0]))
 
 /* ---- paths -------------------------------------------------------------- */
 
@@ -210,7 +127,7 @@ const char *pol_path_pattern(const struct pol *p, enum pol_path_role role, size_
  * none empty, "." or "..", made of letters, digits and ._~@+=:,- only; '*' and
  * '**' only as whole components, '**' only last.
  */
-static bool pattern_ok(const char *pat)
+bool pol_pattern_ok(const char *pat)
 {
 	const char *c = pat;
 	if (!*pat || *pat == '/' || strlen(pat) > MH_PATH_MAX)
@@ -239,7 +156,7 @@ static bool pattern_ok(const char *pat)
 
 bool pol_fs_allowed(const struct pol *p, const char *fstype)
 {
-	return fstype && list_has(&p->fstypes, fstype, strlen(fstype));
+	return fstype && pol_list_has(&p->fstypes, fstype, strlen(fstype));
 }
 
 /*
@@ -260,34 +177,36 @@ static bool libmount_knows(int map_id, const char *name, size_t len)
 }
 
 /* Validate one allowlist entry from the policy: "name" or "name=". */
-static int opt_entry_ok(const char *tok, char *why, size_t whylen)
+int pol_opt_entry_ok(const char *tok, char *why, size_t whylen)
 {
 	size_t len = strcspn(tok, "=");
 	if (len == 0 || (tok[len] == '=' && tok[len + 1] != '\0')) {
-		seterr(why, whylen, "mount option '%s': use 'name' or 'name='", tok);
+		pol_seterr(why, whylen, "mount option '%s': use 'name' or 'name='", tok);
 		return -1;
 	}
 	for (size_t i = 0; i < len; i++) {
 		char ch = tok[i];
 		if (ch == ',') {
-			seterr(why, whylen, "mount option '%s': separate options with spaces", tok);
+			pol_seterr(why, whylen, "mount option '%s': separate options with spaces",
+			           tok);
 			return -1;
 		}
 		/* Option names are plain words: letters, digits, '_', '-', '.'. */
 		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
 		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.')) {
-			seterr(why, whylen, "mount option '%s': not a valid option name", tok);
+			pol_seterr(why, whylen, "mount option '%s': not a valid option name", tok);
 			return -1;
 		}
 	}
-	if (in_table(mappable_vfs_opts, TABLE_LEN(mappable_vfs_opts), tok, len) && tok[len] == '\0')
+	if (pol_in_table(mappable_vfs_opts, TABLE_LEN(mappable_vfs_opts), tok, len) &&
+	    tok[len] == '\0')
 		return 0;
 	if (libmount_knows(MNT_LINUX_MAP, tok, len) ||
 	    libmount_knows(MNT_USERSPACE_MAP, tok, len)) {
-		seterr(why, whylen,
-		       "mount option '%s' cannot be allowed (nosuid,nodev are forced; "
-		       "bind/remount/propagation/userspace options are never passed)",
-		       tok);
+		pol_seterr(why, whylen,
+		           "mount option '%s' cannot be allowed (nosuid,nodev are forced; "
+		           "bind/remount/propagation/userspace options are never passed)",
+		           tok);
 		return -1;
 	}
 	return 0;
@@ -301,41 +220,41 @@ int pol_mount_options_check(const struct pol *p, const char *list, char *err, si
 	if (len == 0)
 		return 0;
 	if (len > MH_OPTS_MAX) {
-		seterr(err, errlen, "mount options longer than %d bytes", MH_OPTS_MAX);
+		pol_seterr(err, errlen, "mount options longer than %d bytes", MH_OPTS_MAX);
 		return -EINVAL;
 	}
 	/* libmount skips empty items and honours quotes; we refuse both outright. */
 	if (list[0] == ',' || list[len - 1] == ',' || strstr(list, ",,")) {
-		seterr(err, errlen, "empty item in mount options");
+		pol_seterr(err, errlen, "empty item in mount options");
 		return -EINVAL;
 	}
 	for (const char *s = list; *s; s++) {
 		if (*s == '"' || (unsigned char)*s < 0x20 || *s == 0x7f) {
-			seterr(err, errlen, "quote or control character in mount options");
+			pol_seterr(err, errlen, "quote or control character in mount options");
 			return -EINVAL;
 		}
 	}
-	char *copy = xstrdup(list), *cur = copy, *name, *value;
+	char *copy = pol_xstrdup(list), *cur = copy, *name, *value;
 	size_t nsz, vsz;
 	int rc, ret = 0;
 	while ((rc = mnt_optstr_next_option(&cur, &name, &nsz, &value, &vsz)) == 0) {
 		char want[MH_OPTS_MAX + 2];
 		if (nsz == 0 || nsz > MH_OPTS_MAX || memchr(name, '=', nsz)) {
-			seterr(err, errlen, "malformed mount option");
+			pol_seterr(err, errlen, "malformed mount option");
 			ret = -EINVAL;
 			break;
 		}
 		/* "name=value" needs the entry "name=" */
 		snprintf(want, sizeof(want), "%.*s%s", (int)nsz, name, value ? "=" : "");
-		if (!list_has(&p->opts, want, strlen(want))) {
-			seterr(err, errlen, "mount option '%s%s' not allowed by policy", want,
-			       value ? "..." : "");
+		if (!pol_list_has(&p->opts, want, strlen(want))) {
+			pol_seterr(err, errlen, "mount option '%s%s' not allowed by policy", want,
+			           value ? "..." : "");
 			ret = -EPERM;
 			break;
 		}
 	}
 	if (rc < 0 && ret == 0) {
-		seterr(err, errlen, "malformed mount options");
+		pol_seterr(err, errlen, "malformed mount options");
 		ret = -EINVAL;
 	}
 	free(copy);
@@ -398,7 +317,7 @@ static int fs_index(const char *fstype)
 }
 
 /* An mkfs argument word: '-' then printable characters without quotes, '\\' or spaces. */
-static bool mkfs_word_ok(const char *w, size_t n)
+bool pol_mkfs_word_ok(const char *w, size_t n)
 {
 	if (n < 2 || n > 64 || w[0] != '-')
 		return false;
@@ -418,12 +337,13 @@ int pol_mkfs_options_check(const struct pol *p, const char *fstype, const char *
 	if (!list || !*list)
 		return 0;
 	if (fi < 0 || !pol_fs_allowed(p, fstype)) {
-		seterr(err, errlen, "no mkfs options for file system '%s'", fstype ? fstype : "");
+		pol_seterr(err, errlen, "no mkfs options for file system '%s'",
+		           fstype ? fstype : "");
 		return -EPERM;
 	}
 	for (const char *s = list; *s; s++) {
 		if (*s != ' ' && ((unsigned char)*s < 0x20 || *s == 0x7f)) {
-			seterr(err, errlen, "control character in mkfs options");
+			pol_seterr(err, errlen, "control character in mkfs options");
 			return -EINVAL;
 		}
 	}
@@ -447,7 +367,7 @@ int pol_mkfs_options_check(const struct pol *p, const char *fstype, const char *
 			}
 		}
 		if (n >= max || used + wl + vl + 1 > buflen) {
-			seterr(err, errlen, "too many mkfs options");
+			pol_seterr(err, errlen, "too many mkfs options");
 			return -EINVAL;
 		}
 		char *arg = buf + used;
@@ -456,13 +376,13 @@ int pol_mkfs_options_check(const struct pol *p, const char *fstype, const char *
 			memcpy(arg + wl, v, vl);
 		arg[wl + vl] = '\0';
 		used += wl + vl + 1;
-		if (!mkfs_word_ok(arg, wl + vl)) {
-			seterr(err, errlen, "malformed mkfs option '%.64s'", arg);
+		if (!pol_mkfs_word_ok(arg, wl + vl)) {
+			pol_seterr(err, errlen, "malformed mkfs option '%.64s'", arg);
 			return -EINVAL;
 		}
-		if (!list_has(&p->mkfs[fi], arg, wl + vl)) {
-			seterr(err, errlen, "mkfs option '%s' not allowed by policy for %s", arg,
-			       fstype);
+		if (!pol_list_has(&p->mkfs[fi], arg, wl + vl)) {
+			pol_seterr(err, errlen, "mkfs option '%s' not allowed by policy for %s",
+			           arg, fstype);
 			return -EPERM;
 		}
 		args[n++] = arg;
@@ -474,411 +394,4 @@ const char *pol_mkfs_option(const struct pol *p, const char *fstype, size_t i)
 {
 	int fi = fs_index(fstype);
 	return fi < 0 ? NULL : list_at(&p->mkfs[fi], i);
-}
-
-/* ---- loading ------------------------------------------------------------ */
-
-enum key_id {
-	K_ROOTS,
-	K_STAGING,
-	K_TARGETS,
-	K_TYPES,
-	K_OPTS,
-	K_MKFS_EXT4,
-	K_MKFS_XFS,
-	K_MKFS_BTRFS,
-	K_MIN,
-	K_MAX,
-	K_OVERCOMMIT,
-	K_FREEZE,
-	K_LOG_ONLY,
-	K_COUNT
-};
-
-static const struct {
-	const char *section, *name;
-	bool is_list; /* list keys may repeat (or continue on indented lines) and append */
-} keys[K_COUNT] = {
-    [K_ROOTS] = {"paths", "allowed_roots", true},
-    [K_STAGING] = {"paths", "staging_paths", true},
-    [K_TARGETS] = {"paths", "target_paths", true},
-    [K_TYPES] = {"filesystems", "types", true},
-    [K_OPTS] = {"filesystems", "mount_options", true},
-    [K_MKFS_EXT4] = {"filesystems", "mkfs_options_ext4", true},
-    [K_MKFS_XFS] = {"filesystems", "mkfs_options_xfs", true},
-    [K_MKFS_BTRFS] = {"filesystems", "mkfs_options_btrfs", true},
-    [K_MIN] = {"volumes", "min_bytes", false},
-    [K_MAX] = {"volumes", "max_bytes", false},
-    [K_OVERCOMMIT] = {"volumes", "overcommit_ratio", false},
-    [K_FREEZE] = {"volumes", "freeze_max_seconds", false},
-    [K_LOG_ONLY] = {"seccomp", "log_only", false},
-};
-
-struct loader {
-	struct pol *p;
-	/* reader state: the file in memory and the line being parsed */
-	const char *pos, *end;
-	int lineno;
-	bool seen[K_COUNT];
-	int err_line; /* first error we found, 0 if none */
-	char err[256];
-};
-
-static void fail(struct loader *ld, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(struct loader *ld, const char *fmt, ...)
-{
-	va_list ap;
-	if (ld->err_line)
-		return; /* keep the first error only */
-	ld->err_line = ld->lineno;
-	va_start(ap, fmt);
-	vsnprintf(ld->err, sizeof(ld->err), fmt, ap);
-	va_end(ap);
-}
-
-static bool known_section(const char *s, size_t n)
-{
-	for (size_t i = 0; i < K_COUNT; i++)
-		if (strlen(keys[i].section) == n && memcmp(keys[i].section, s, n) == 0)
-			return true;
-	return false;
-}
-
-/*
- * inih line reader over the in-memory file. It counts lines for error
- * messages, refuses over-long lines (inih would silently split them and parse
- * the rest as a continuation line), strips inline comments and checks section
- * names so that an empty unknown section is an error too.
- */
-static char *reader(char *str, int num, void *stream)
-{
-	struct loader *ld = stream;
-	if (ld->pos >= ld->end)
-		return NULL;
-	const char *nl = memchr(ld->pos, '\n', (size_t)(ld->end - ld->pos));
-	size_t n = nl ? (size_t)(nl - ld->pos) + 1 : (size_t)(ld->end - ld->pos);
-	ld->lineno++;
-	if (n > POL_LINE_MAX || (int)n >= num) {
-		fail(ld, "line longer than %d characters (split lists over several lines)",
-		     POL_LINE_MAX);
-		n = 0; /* hand inih an empty line; the load fails anyway */
-	}
-	memcpy(str, ld->pos, n);
-	str[n] = '\0';
-	ld->pos += nl ? (size_t)(nl - ld->pos) + 1 : (size_t)(ld->end - ld->pos);
-	/*
-	 * Cut an inline comment (" ;" or "\t;") here, for every line: inih does
-	 * it for "key = value" lines but not for indented continuation lines,
-	 * where the comment's words would otherwise become list entries.
-	 */
-	for (char *c = str + 1; *c; c++) {
-		if (*c == ';' && (c[-1] == ' ' || c[-1] == '\t')) {
-			c[0] = '\n';
-			c[1] = '\0';
-			break;
-		}
-	}
-	const char *s = str + strspn(str, " \t");
-	if (*s == '[') {
-		size_t sl = strcspn(s + 1, "]");
-		if (s[1 + sl] == ']' && !known_section(s + 1, sl))
-			fail(ld, "unknown section [%.*s]", (int)sl, s + 1);
-	}
-	return str;
-}
-
-/* Sizes: decimal digits, optionally followed by Ki, Mi, Gi or Ti (powers of 1024). */
-static int parse_size(const char *v, uint64_t *out)
-{
-	int64_t n;
-	if (units_parse_size(v, &n) != 0)
-		return -1;
-	*out = (uint64_t)n; /* never negative: the parser takes no sign */
-	return 0;
-}
-
-/* A ratio "N", "N.D" or "N.DD" from 0.01 to 100, as a percentage. */
-static int parse_ratio(const char *v, unsigned *pct)
-{
-	unsigned whole = 0, frac = 0;
-	const char *s = v;
-	if (*s < '0' || *s > '9')
-		return -1;
-	for (; *s >= '0' && *s <= '9'; s++)
-		if ((whole = whole * 10 + (unsigned)(*s - '0')) > 100)
-			return -1;
-	if (*s == '.') {
-		unsigned digits = 0;
-		for (s++; *s >= '0' && *s <= '9' && digits < 2; s++, digits++)
-			frac = frac * 10 + (unsigned)(*s - '0');
-		if (digits == 0)
-			return -1;
-		if (digits == 1)
-			frac *= 10;
-	}
-	if (*s || whole * 100 + frac < 1 || whole * 100 + frac > 10000)
-		return -1;
-	*pct = whole * 100 + frac;
-	return 0;
-}
-
-static struct pol_list *key_list(struct pol *p, enum key_id k)
-{
-	if (k >= K_MKFS_EXT4 && k <= K_MKFS_BTRFS)
-		return &p->mkfs[k - K_MKFS_EXT4];
-	if (k == K_ROOTS)
-		return &p->roots;
-	if (k == K_STAGING || k == K_TARGETS)
-		return k == K_STAGING ? &p->staging : &p->targets;
-	return k == K_TYPES ? &p->fstypes : &p->opts;
-}
-
-/* Add each space-separated word of value to the list of key k, validating it. */
-static void handle_list(struct loader *ld, enum key_id k, const char *value)
-{
-	struct pol_list *l = key_list(ld->p, k);
-	char word[MH_PATH_MAX + 1], why[200];
-	const char *s = value;
-	bool any = false;
-	for (;;) {
-		s += strspn(s, " \t");
-		size_t n = strcspn(s, " \t");
-		if (n == 0)
-			break;
-		any = true;
-		if (n >= sizeof(word)) {
-			fail(ld, "value too long");
-			return;
-		}
-		memcpy(word, s, n);
-		word[n] = '\0';
-		s += n;
-		if (k == K_ROOTS && !pol_path_syntax_ok(word)) {
-			fail(ld, "allowed root '%s' is not a canonical absolute path other than /",
-			     word);
-			return;
-		}
-		if ((k == K_STAGING || k == K_TARGETS) && !pattern_ok(word)) {
-			fail(ld,
-			     "path pattern '%s': relative to each root, no '.', '..' or empty "
-			     "component, '*' and '**' only as whole components, '**' only last",
-			     word);
-			return;
-		}
-		if (k == K_TYPES && !in_table(pol_fs_types, TABLE_LEN(pol_fs_types), word, n)) {
-			fail(ld, "filesystem type '%s' is not supported (ext4, xfs, btrfs)", word);
-			return;
-		}
-		if (k == K_OPTS && opt_entry_ok(word, why, sizeof(why)) < 0) {
-			fail(ld, "%s", why);
-			return;
-		}
-		if (k >= K_MKFS_EXT4 && k <= K_MKFS_BTRFS && !mkfs_word_ok(word, n)) {
-			fail(ld,
-			     "mkfs option '%s': one argument word starting with '-' (write "
-			     "'-m0', not '-m 0'), at most 64 printable characters, no quotes",
-			     word);
-			return;
-		}
-		if (list_add(l, word) < 0) {
-			fail(ld, "too many entries for %s", keys[k].name);
-			return;
-		}
-	}
-	if (!any)
-		fail(ld, "%s needs at least one value", keys[k].name);
-}
-
-/* Always returns 1: errors are recorded by fail() with their line number. */
-static int handler(void *user, const char *section, const char *name, const char *value)
-{
-	struct loader *ld = user;
-	enum key_id k;
-	for (k = 0; k < K_COUNT; k++)
-		if (strcmp(keys[k].section, section) == 0 && strcmp(keys[k].name, name) == 0)
-			break;
-	if (k == K_COUNT) {
-		if (!*section)
-			fail(ld, "key '%s' outside a section", name);
-		else if (!known_section(section, strlen(section)))
-			fail(ld, "unknown section [%s]", section);
-		else
-			fail(ld, "unknown key '%s' in [%s]", name, section);
-		return 1;
-	}
-	if (keys[k].is_list) {
-		if (!ld->seen[k]) {
-			/* The file's value replaces the default list; repeats append. */
-			list_clear(key_list(ld->p, k));
-			ld->seen[k] = true;
-		}
-		handle_list(ld, k, value);
-		return 1;
-	}
-	if (ld->seen[k]) {
-		fail(ld, "duplicate key '%s' in [%s]", name, section);
-		return 1;
-	}
-	ld->seen[k] = true;
-	if (k == K_LOG_ONLY) {
-		if (strcmp(value, "true") == 0)
-			ld->p->log_only = true;
-		else if (strcmp(value, "false") == 0)
-			ld->p->log_only = false;
-		else
-			fail(ld, "log_only must be true or false");
-		return 1;
-	}
-	if (k == K_OVERCOMMIT) {
-		if (parse_ratio(value, &ld->p->overcommit_pct) < 0)
-			fail(ld, "overcommit_ratio must be a number from 0.01 to 100 with at most "
-			         "two decimals");
-		return 1;
-	}
-	if (k == K_FREEZE) {
-		uint64_t sec;
-		if (parse_size(value, &sec) < 0 || sec < 1 || sec > 3600)
-			fail(ld, "freeze_max_seconds must be a whole number from 1 to 3600");
-		else
-			ld->p->freeze_max_s = (unsigned)sec;
-		return 1;
-	}
-	uint64_t v;
-	if (parse_size(value, &v) < 0) {
-		fail(ld, "%s: '%s' is not a size (digits, optional Ki/Mi/Gi/Ti)", name, value);
-		return 1;
-	}
-	if (k == K_MIN)
-		ld->p->min_bytes = v;
-	else
-		ld->p->max_bytes = v;
-	return 1;
-}
-
-static struct pol *pol_defaults(void)
-{
-	struct pol *p = calloc(1, sizeof(*p));
-	if (!p)
-		abort();
-	p->roots.cap = POL_ROOTS_MAX;
-	p->staging.cap = POL_PATTERNS_MAX;
-	p->targets.cap = POL_PATTERNS_MAX;
-	for (size_t i = 0; i < TABLE_LEN(default_staging); i++)
-		list_add(&p->staging, default_staging[i]);
-	for (size_t i = 0; i < TABLE_LEN(default_targets); i++)
-		list_add(&p->targets, default_targets[i]);
-	p->fstypes.cap = POL_FSTYPES_MAX;
-	p->opts.cap = POL_OPTS_MAX;
-	for (size_t i = 0; i < POL_NFS; i++) {
-		p->mkfs[i].cap = POL_OPTS_MAX;
-		for (size_t j = 0; default_mkfs[i][j]; j++)
-			list_add(&p->mkfs[i], default_mkfs[i][j]);
-	}
-	for (size_t i = 0; i < TABLE_LEN(default_roots); i++)
-		list_add(&p->roots, default_roots[i]);
-	for (size_t i = 0; i < TABLE_LEN(pol_fs_types); i++)
-		list_add(&p->fstypes, pol_fs_types[i]);
-	for (size_t i = 0; i < TABLE_LEN(default_opts); i++)
-		list_add(&p->opts, default_opts[i]);
-	p->min_bytes = 1 * MiB;
-	p->max_bytes = 16 * TiB;
-	p->overcommit_pct = 100;
-	p->freeze_max_s = 60;
-	p->log_only = false;
-	return p;
-}
-
-/* Read the whole file into memory, up to one byte more than a policy may have. */
-static int slurp(const char *path, char **buf, size_t *len, char *err, size_t errlen)
-{
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
-		return -1;
-	}
-	char *b = malloc(POL_FILE_MAX + 1);
-	if (!b)
-		abort();
-	size_t n = fread(b, 1, POL_FILE_MAX + 1, f);
-	int rerr = ferror(f);
-	(void)fclose(f);
-	if (rerr) {
-		seterr(err, errlen, "%s: read error", path);
-		free(b);
-		return -1;
-	}
-	*buf = b;
-	*len = n;
-	return 0;
-}
-
-int pol_load_buffer(const char *name, const char *buf, size_t len, struct pol **out, char *err,
-                    size_t errlen)
-{
-	struct pol *p = pol_defaults();
-	struct loader ld = {.p = p, .pos = buf, .end = buf + len};
-	*out = NULL;
-	seterr(err, errlen, "ok");
-	if (len > POL_FILE_MAX) {
-		seterr(err, errlen, "%s: larger than %d bytes", name, POL_FILE_MAX);
-		goto fail;
-	}
-	if (len > 0 && memchr(buf, '\0', len)) {
-		seterr(err, errlen, "%s: contains a NUL byte", name);
-		goto fail;
-	}
-	int rc = ini_parse_stream(reader, &ld, handler, &ld);
-	/* rc > 0 is the line of an inih syntax error; ours are in ld.err_line. */
-	if (rc != 0 || ld.err_line) {
-		if (ld.err_line && (rc <= 0 || rc >= ld.err_line))
-			seterr(err, errlen, "%s:%d: %s", name, ld.err_line, ld.err);
-		else if (rc > 0)
-			seterr(err, errlen,
-			       "%s:%d: syntax error (expected [section] or key = value)", name, rc);
-		else
-			seterr(err, errlen, "%s: cannot parse", name);
-		goto fail;
-	}
-	if (p->min_bytes < 4096 || p->min_bytes > p->max_bytes ||
-	    p->max_bytes > (uint64_t)INT64_MAX / 2) {
-		seterr(err, errlen, "%s: [volumes] needs 4096 <= min_bytes <= max_bytes <= 2^62",
-		       name);
-		goto fail;
-	}
-	*out = p;
-	return 0;
-fail:
-	pol_free(p);
-	return -1;
-}
-
-int pol_load(const char *path, struct pol **out, char *err, size_t errlen)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	*out = NULL;
-	seterr(err, errlen, "ok");
-	if (!path) {
-		*out = pol_defaults();
-		return 0;
-	}
-	if (slurp(path, &buf, &len, err, errlen) < 0)
-		return -1;
-	int rc = pol_load_buffer(path, buf, len, out, err, errlen);
-	free(buf);
-	return rc;
-}
-
-void pol_free(struct pol *p)
-{
-	if (!p)
-		return;
-	list_clear(&p->roots);
-	list_clear(&p->staging);
-	list_clear(&p->targets);
-	list_clear(&p->fstypes);
-	list_clear(&p->opts);
-	for (size_t i = 0; i < POL_NFS; i++)
-		list_clear(&p->mkfs[i]);
-	free(p);
 }

@@ -1,0 +1,46 @@
+/*
+ * Inside the policy module (policy.c, policy_load.c): the parsed policy and
+ * the helpers both halves use. Not for other modules: they see policy.h.
+ */
+#ifndef SEPCSI_POL_INT_H
+#define SEPCSI_POL_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy.h"
+
+struct pol_list {
+	char *v[POL_OPTS_MAX];
+	size_t n, cap;
+};
+
+/* mkfs option lists, one per known fs type (same order as pol_fs_types). */
+#define POL_NFS 3
+
+struct pol {
+	struct pol_list roots, fstypes, opts;
+	struct pol_list staging, targets; /* path patterns, relative to each root */
+	struct pol_list mkfs[POL_NFS];
+	uint64_t min_bytes, max_bytes;
+	unsigned overcommit_pct, freeze_max_s;
+	bool log_only;
+};
+
+#define TABLE_LEN(t) (sizeof(t) / sizeof((t)[0]))
+
+/* vsnprintf into err, if there is one. */
+void pol_seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* strdup that aborts on allocation failure (error-handling contract). */
+char *pol_xstrdup(const char *s);
+/* Does the list (or table) hold the n bytes at s as one whole entry? */
+bool pol_list_has(const struct pol_list *l, const char *s, size_t n);
+bool pol_in_table(const char *const *t, size_t n, const char *s, size_t len);
+/* A path pattern, a mount option entry, an mkfs word, as the file may give them. */
+bool pol_pattern_ok(const char *pat);
+int pol_opt_entry_ok(const char *tok, char *why, size_t whylen);
+bool pol_mkfs_word_ok(const char *w, size_t n);
+
+#endif
