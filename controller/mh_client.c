@@ -14,6 +14,8 @@
  * than guess. A broken channel fails every waiter and every later call with
  * MH_E_UNAVAILABLE at once, until mh_client_set_fd() installs a new one.
  *
+ * The typed calls (mh_create(), mh_stage(), ...) are mh_client_ops.c.
+ *
  * Locks: mu guards all state; send_mu serialises send() and is held whenever
  * an fd is closed, so a sender never writes to a closed or reused fd; life_mu
  * serialises channel replacement and teardown (joining the reader thread).
@@ -32,6 +34,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mh_client_int.h"
 
 struct waiter {
 	uint32_t id;
@@ -69,7 +72,7 @@ static void *xcalloc(size_t n, size_t size)
 	return p;
 }
 
-static void set_err(struct mh_err *err, enum mh_err_kind kind, int sys_errno, const char *reason)
+void mh_client_set_err(struct mh_err *err, enum mh_err_kind kind, int sys_errno, const char *reason)
 {
 	if (err == NULL)
 		return;
@@ -377,7 +380,7 @@ static void unlink_locked(struct mh_client *c, struct waiter *w)
  * Send the request in *m and wait for the answer of type want (or
  * MH_ANS_ERROR). Returns 0 with the answer in *m, or -1 with *err filled.
  */
-static int call(struct mh_client *c, struct mh_msg *m, uint16_t want, struct mh_err *err)
+int mh_client_call(struct mh_client *c, struct mh_msg *m, uint16_t want, struct mh_err *err)
 {
 	struct waiter *w = xcalloc(1, sizeof(*w));
 	uint8_t *buf = xcalloc(1, MH_MSG_MAX);
@@ -393,7 +396,7 @@ static int call(struct mh_client *c, struct mh_msg *m, uint16_t want, struct mh_
 	c->inflight++;
 	if (c->fd < 0 || c->broken || c->closing) {
 		pthread_mutex_unlock(&c->mu);
-		set_err(err, MH_E_UNAVAILABLE, 0, "helper unavailable");
+		mh_client_set_err(err, MH_E_UNAVAILABLE, 0, "helper unavailable");
 		goto out;
 	}
 	/* Ids are never 0 and never shared with a pending call, even after wrapping. */
@@ -414,7 +417,7 @@ static int call(struct mh_client *c, struct mh_msg *m, uint16_t want, struct mh_
 		pthread_mutex_lock(&c->mu);
 		unlink_locked(c, w);
 		pthread_mutex_unlock(&c->mu);
-		set_err(err, MH_E_REFUSED, 0, "request has a field out of bounds");
+		mh_client_set_err(err, MH_E_REFUSED, 0, "request has a field out of bounds");
 		goto out;
 	}
 
@@ -433,19 +436,20 @@ static int call(struct mh_client *c, struct mh_msg *m, uint16_t want, struct mh_
 		pthread_mutex_unlock(&c->mu);
 		log_warn("helper gave no answer to request %u (%s) within %u s", w->id,
 		         mh_type_name(m->type), deadline);
-		set_err(err, MH_E_TIMEOUT, ETIMEDOUT, "the helper did not answer in time");
+		mh_client_set_err(err, MH_E_TIMEOUT, ETIMEDOUT,
+		                  "the helper did not answer in time");
 		w = NULL;
 		goto out;
 	}
 	pthread_mutex_unlock(&c->mu);
 
 	if (!w->ok) {
-		set_err(err, MH_E_UNAVAILABLE, 0, "helper unavailable");
+		mh_client_set_err(err, MH_E_UNAVAILABLE, 0, "helper unavailable");
 	} else if (w->ans.type == MH_ANS_ERROR) {
-		set_err(err, (enum mh_err_kind)w->ans.u.error.kind, (int)w->ans.u.error.sys_errno,
-		        w->ans.u.error.reason);
+		mh_client_set_err(err, (enum mh_err_kind)w->ans.u.error.kind,
+		                  (int)w->ans.u.error.sys_errno, w->ans.u.error.reason);
 	} else {
-		set_err(err, MH_E_OK, 0, "");
+		mh_client_set_err(err, MH_E_OK, 0, "");
 		*m = w->ans;
 		rc = 0;
 	}
@@ -457,235 +461,5 @@ out:
 	if (--c->inflight == 0)
 		pthread_cond_broadcast(&c->idle);
 	pthread_mutex_unlock(&c->mu);
-	return rc;
-}
-
-/* Copy a caller's string into a bounded request field, or refuse locally with a reason. */
-static int copy_arg(char *dst, size_t cap, const char *src, const char *what, struct mh_err *err)
-{
-	size_t n = src != NULL ? strnlen(src, cap) : cap;
-
-	if (n >= cap) {
-		char reason[MH_REASON_MAX + 1];
-		snprintf(reason, sizeof(reason), "%s is missing or longer than %zu bytes", what,
-		         cap - 1);
-		set_err(err, MH_E_REFUSED, 0, reason);
-		return -1;
-	}
-	memcpy(dst, src, n + 1);
-	return 0;
-}
-
-/* dst is always an array field of the request, so sizeof gives its bound. */
-#define COPY_ARG(dst, src, what, err) copy_arg((dst), sizeof(dst), (src), (what), (err))
-
-int mh_ping(struct mh_client *c, struct mh_err *err)
-{
-	struct mh_msg req = {.type = MH_REQ_PING};
-
-	return call(c, &req, MH_ANS_PING, err);
-}
-
-int mh_create(struct mh_client *c, const char *volume_id, uint64_t size_bytes, uint64_t *out_size,
-              struct mh_err *err)
-{
-	struct mh_msg req = {.type = MH_REQ_CREATE};
-
-	if (COPY_ARG(req.u.create.volume_id, volume_id, "volume_id", err) < 0)
-		return -1;
-	req.u.create.size_bytes = size_bytes;
-	if (call(c, &req, MH_ANS_CREATE, err) < 0)
-		return -1;
-	if (out_size != NULL)
-		*out_size = req.u.size_ans.size_bytes;
-	return 0;
-}
-
-int mh_delete(struct mh_client *c, const char *volume_id, struct mh_err *err)
-{
-	struct mh_msg req = {.type = MH_REQ_DELETE};
-
-	if (COPY_ARG(req.u.del.volume_id, volume_id, "volume_id", err) < 0)
-		return -1;
-	return call(c, &req, MH_ANS_DELETE, err);
-}
-
-int mh_stage(struct mh_client *c, const struct mh_req_stage *r, struct mh_err *err)
-{
-	struct mh_msg req = {.type = MH_REQ_STAGE};
-	struct mh_req_stage *q = &req.u.stage;
-
-	if (COPY_ARG(q->volume_id, r->volume_id, "volume_id", err) < 0 ||
-	    COPY_ARG(q->staging_path, r->staging_path, "staging_path", err) < 0 ||
-	    COPY_ARG(q->fs_type, r->fs_type, "fs_type", err) < 0 ||
-	    COPY_ARG(q->mount_flags, r->mount_flags, "mount_flags", err) < 0 ||
-	    COPY_ARG(q->mkfs_options, r->mkfs_options, "mkfs_options", err) < 0)
-		return -1;
-	q->readonly = r->readonly;
-	q->flags = r->flags;
-	q->gid = r->gid;
-	return call(c, &req, MH_ANS_STAGE, err);
-}
-
-int mh_unstage(struct mh_client *c, const char *volume_id, const char *staging_path,
-               struct mh_err *err)
-{
-	return mh_unstage_flags(c, volume_id, staging_path, 0, err);
-}
-
-int mh_unstage_flags(struct mh_client *c, const char *volume_id, const char *staging_path,
-                     uint8_t flags, struct mh_err *err)
-{
-	struct mh_msg req = {.type = MH_REQ_UNSTAGE};
-
-	if (COPY_ARG(req.u.unstage.volume_id, volume_id, "volume_id", err) < 0 ||
-	    COPY_ARG(req.u.unstage.staging_path, staging_path, "staging_path", err) < 0)
-		return -1;
-	req.u.unstage.flags = flags;
-	return call(c, &req, MH_ANS_UNSTAGE, err);
-}
-
-int mh_publish(struct mh_client *c, const struct mh_req_publish *r, struct mh_err *err)
-{
-	struct mh_msg req = {.type = MH_REQ_PUBLISH};
-	struct mh_req_publish *q = &req.u.publish;
-
-	if (COPY_ARG(q->volume_id, r->volume_id, "volume_id", err) < 0 ||
-	    COPY_ARG(q->staging_path, r->staging_path, "staging_path", err) < 0 ||
-	    COPY_ARG(q->target_path, r->target_path, "target_path", err) < 0)
-		return -1;
-	q->readonly = r->readonly;
-	q->flags = r->flags;
-	return call(c, &req, MH_ANS_PUBLISH, err);
-}
-
-int mh_unpublish(struct mh_client *c, const char *volume_id, const char *target_path,
-                 struct mh_err *err)
-{
-	struct mh_msg req = {.type = MH_REQ_UNPUBLISH};
-
-	if (COPY_ARG(req.u.unpublish.volume_id, volume_id, "volume_id", err) < 0 ||
-	    COPY_ARG(req.u.unpublish.target_path, target_path, "target_path", err) < 0)
-		return -1;
-	return call(c, &req, MH_ANS_UNPUBLISH, err);
-}
-
-int mh_resize(struct mh_client *c, const char *volume_id, uint64_t size_bytes, uint64_t *out_size,
-              struct mh_err *err)
-{
-	struct mh_msg req = {.type = MH_REQ_RESIZE};
-
-	if (COPY_ARG(req.u.resize.volume_id, volume_id, "volume_id", err) < 0)
-		return -1;
-	req.u.resize.size_bytes = size_bytes;
-	if (call(c, &req, MH_ANS_RESIZE, err) < 0)
-		return -1;
-	if (out_size != NULL)
-		*out_size = req.u.size_ans.size_bytes;
-	return 0;
-}
-
-int mh_snapshot(struct mh_client *c, const char *snapshot_id, const char *volume_id,
-                struct mh_ans_copy *out, struct mh_err *err)
-{
-	struct mh_msg req = {.type = MH_REQ_SNAPSHOT};
-
-	if (COPY_ARG(req.u.snapshot.snapshot_id, snapshot_id, "snapshot_id", err) < 0 ||
-	    COPY_ARG(req.u.snapshot.volume_id, volume_id, "volume_id", err) < 0)
-		return -1;
-	if (call(c, &req, MH_ANS_SNAPSHOT, err) < 0)
-		return -1;
-	if (out != NULL)
-		*out = req.u.copy_ans;
-	return 0;
-}
-
-int mh_delete_snapshot(struct mh_client *c, const char *snapshot_id, struct mh_err *err)
-{
-	struct mh_msg req = {.type = MH_REQ_DELETE_SNAPSHOT};
-
-	if (COPY_ARG(req.u.del_snapshot.snapshot_id, snapshot_id, "snapshot_id", err) < 0)
-		return -1;
-	return call(c, &req, MH_ANS_DELETE_SNAPSHOT, err);
-}
-
-int mh_clone(struct mh_client *c, const struct mh_req_clone *r, struct mh_ans_copy *out,
-             struct mh_err *err)
-{
-	struct mh_msg req = {.type = MH_REQ_CLONE};
-	struct mh_req_clone *q = &req.u.clone;
-
-	if (COPY_ARG(q->volume_id, r->volume_id, "volume_id", err) < 0 ||
-	    COPY_ARG(q->source_id, r->source_id, "source_id", err) < 0)
-		return -1;
-	q->source_kind = r->source_kind;
-	q->size_bytes = r->size_bytes;
-	if (call(c, &req, MH_ANS_CLONE, err) < 0)
-		return -1;
-	if (out != NULL)
-		*out = req.u.copy_ans;
-	return 0;
-}
-
-int mh_capacity(struct mh_client *c, struct mh_ans_capacity *out, struct mh_err *err)
-{
-	struct mh_msg req = {.type = MH_REQ_CAPACITY};
-
-	if (call(c, &req, MH_ANS_CAPACITY, err) < 0)
-		return -1;
-	if (out != NULL)
-		*out = req.u.capacity_ans;
-	return 0;
-}
-
-int mh_expand(struct mh_client *c, const struct mh_req_expand *r, uint64_t *out_size,
-              struct mh_err *err)
-{
-	struct mh_msg req = {.type = MH_REQ_EXPAND};
-	struct mh_req_expand *q = &req.u.expand;
-
-	if (COPY_ARG(q->volume_id, r->volume_id, "volume_id", err) < 0 ||
-	    COPY_ARG(q->staging_path, r->staging_path, "staging_path", err) < 0 ||
-	    COPY_ARG(q->fs_type, r->fs_type, "fs_type", err) < 0)
-		return -1;
-	q->flags = r->flags;
-	if (call(c, &req, MH_ANS_EXPAND, err) < 0)
-		return -1;
-	if (out_size != NULL)
-		*out_size = req.u.size_ans.size_bytes;
-	return 0;
-}
-
-int mh_stats(struct mh_client *c, const struct mh_req_stats *r, struct mh_ans_stats *out,
-             struct mh_err *err)
-{
-	struct mh_msg req = {.type = MH_REQ_STATS};
-	struct mh_req_stats *q = &req.u.stats;
-
-	if (COPY_ARG(q->volume_id, r->volume_id, "volume_id", err) < 0 ||
-	    COPY_ARG(q->path, r->path, "path", err) < 0)
-		return -1;
-	q->flags = r->flags;
-	if (call(c, &req, MH_ANS_STATS, err) < 0)
-		return -1;
-	if (out != NULL)
-		*out = req.u.stats_ans;
-	return 0;
-}
-
-int mh_list(struct mh_client *c, uint32_t what, const char *after, struct mh_ans_list *out,
-            struct mh_err *err)
-{
-	struct mh_msg *req = xcalloc(1, sizeof(*req));
-	int rc = -1;
-
-	req->type = MH_REQ_LIST;
-	req->u.list.what = what;
-	if (COPY_ARG(req->u.list.after, after, "after", err) == 0 &&
-	    call(c, req, MH_ANS_LIST, err) == 0) {
-		*out = req->u.list_ans;
-		rc = 0;
-	}
-	free(req);
 	return rc;
 }
