@@ -202,12 +202,12 @@ static int dec_create(struct rbuf *r, struct mh_msg *m)
 	return 0;
 }
 
-static int enc_volume(struct wbuf *w, const struct mh_msg *m)
+static int enc_delete(struct wbuf *w, const struct mh_msg *m)
 {
 	return put_str(w, m->u.del.volume_id, MH_ID_MAX);
 }
 
-static int dec_volume(struct rbuf *r, struct mh_msg *m)
+static int dec_delete(struct rbuf *r, struct mh_msg *m)
 {
 	return get_str(r, m->u.del.volume_id, MH_ID_MAX);
 }
@@ -302,12 +302,12 @@ static int dec_unpublish(struct rbuf *r, struct mh_msg *m)
 	return 0;
 }
 
-static int enc_create_ans(struct wbuf *w, const struct mh_msg *m)
+static int enc_size_ans(struct wbuf *w, const struct mh_msg *m)
 {
 	return put_u64(w, m->u.size_ans.size_bytes);
 }
 
-static int dec_create_ans(struct rbuf *r, struct mh_msg *m)
+static int dec_size_ans(struct rbuf *r, struct mh_msg *m)
 {
 	return get_u64(r, &m->u.size_ans.size_bytes);
 }
@@ -552,8 +552,8 @@ static const struct codec codecs[] = {
     [MH_REQ_PING] = {"REQ_PING", NULL, NULL},
     [MH_ANS_PING] = {"ANS_PING", NULL, NULL},
     [MH_REQ_CREATE] = {"REQ_CREATE", enc_create, dec_create},
-    [MH_ANS_CREATE] = {"ANS_CREATE", enc_create_ans, dec_create_ans},
-    [MH_REQ_DELETE] = {"REQ_DELETE", enc_volume, dec_volume},
+    [MH_ANS_CREATE] = {"ANS_CREATE", enc_size_ans, dec_size_ans},
+    [MH_REQ_DELETE] = {"REQ_DELETE", enc_delete, dec_delete},
     [MH_ANS_DELETE] = {"ANS_DELETE", NULL, NULL},
     [MH_REQ_STAGE] = {"REQ_STAGE", enc_stage, dec_stage},
     [MH_ANS_STAGE] = {"ANS_STAGE", NULL, NULL},
@@ -564,7 +564,7 @@ static const struct codec codecs[] = {
     [MH_REQ_UNPUBLISH] = {"REQ_UNPUBLISH", enc_unpublish, dec_unpublish},
     [MH_ANS_UNPUBLISH] = {"ANS_UNPUBLISH", NULL, NULL},
     [MH_REQ_RESIZE] = {"REQ_RESIZE", enc_resize, dec_resize},
-    [MH_ANS_RESIZE] = {"ANS_RESIZE", enc_create_ans, dec_create_ans},
+    [MH_ANS_RESIZE] = {"ANS_RESIZE", enc_size_ans, dec_size_ans},
     [MH_REQ_SNAPSHOT] = {"REQ_SNAPSHOT", enc_snapshot, dec_snapshot},
     [MH_ANS_SNAPSHOT] = {"ANS_SNAPSHOT", enc_copy_ans, dec_copy_ans},
     [MH_REQ_DELETE_SNAPSHOT] = {"REQ_DELETE_SNAPSHOT", enc_snapshot_id, dec_snapshot_id},
@@ -574,7 +574,7 @@ static const struct codec codecs[] = {
     [MH_REQ_CAPACITY] = {"REQ_CAPACITY", NULL, NULL},
     [MH_ANS_CAPACITY] = {"ANS_CAPACITY", enc_capacity_ans, dec_capacity_ans},
     [MH_REQ_EXPAND] = {"REQ_EXPAND", enc_expand, dec_expand},
-    [MH_ANS_EXPAND] = {"ANS_EXPAND", enc_create_ans, dec_create_ans},
+    [MH_ANS_EXPAND] = {"ANS_EXPAND", enc_size_ans, dec_size_ans},
     [MH_REQ_STATS] = {"REQ_STATS", enc_stats, dec_stats},
     [MH_ANS_STATS] = {"ANS_STATS", enc_stats_ans, dec_stats_ans},
     [MH_REQ_LIST] = {"REQ_LIST", enc_list, dec_list},
