@@ -3,8 +3,8 @@
  * fsmount, move_mount), a second mount of a staged file system for a publish
  * (the same calls: the kernel hands back the same superblock, and the new
  * mount gets its attributes from fsmount), a bind of a loop device's node
- * (open_tree clone, move_mount), what is mounted on a path (statx + libmount's
- * view of /proc/self/mountinfo), and a careful unmount.
+ * (open_tree clone, move_mount), and a careful unmount. What is mounted where
+ * is mh_mountinfo.c.
  *
  * Runs in a worker of the helper as root with CAP_SYS_ADMIN under seccomp.
  * Neither mount(2) nor mount_setattr(2) is allowed by the filter: no remount,
@@ -42,8 +42,6 @@
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
-
-#define MOUNTINFO "/proc/self/mountinfo"
 
 /* VFS options the helper knows how to apply; every other VFS option is refused. */
 enum vfs_action {
@@ -162,208 +160,6 @@ void mh_mount_opts_free(struct mh_mount_opts *o)
 	o->fs = NULL;
 }
 
-/* ---- what is mounted where ---------------------------------------------- */
-
-static struct libmnt_table *mountinfo_load(struct mh_res *r)
-{
-	struct libmnt_table *tb = mnt_new_table_from_file(MOUNTINFO);
-	if (!tb)
-		mh_fail(r, MH_E_FAILED, errno ? errno : EIO, "cannot read " MOUNTINFO);
-	return tb;
-}
-
-static bool opt_set(const char *optstr, const char *name)
-{
-	return optstr && mnt_optstr_get_option(optstr, name, NULL, NULL) == 0;
-}
-
-static void fill_from_fs(struct libmnt_fs *fs, struct mh_mnt *out)
-{
-	static const struct {
-		const char *opt;
-		uint64_t attr;
-	} attrs[] = {
-	    {"ro", MOUNT_ATTR_RDONLY},         {"nosuid", MOUNT_ATTR_NOSUID},
-	    {"nodev", MOUNT_ATTR_NODEV},       {"noexec", MOUNT_ATTR_NOEXEC},
-	    {"noatime", MOUNT_ATTR_NOATIME},   {"nodiratime", MOUNT_ATTR_NODIRATIME},
-	    {"relatime", MOUNT_ATTR_RELATIME},
-	};
-	const char *src = mnt_fs_get_source(fs), *type = mnt_fs_get_fstype(fs);
-	const char *root = mnt_fs_get_root(fs), *vfs = mnt_fs_get_vfs_options(fs);
-	out->id = mnt_fs_get_id(fs);
-	out->dev = mnt_fs_get_devno(fs);
-	out->sb_ro = opt_set(mnt_fs_get_fs_options(fs), "ro");
-	out->ro = out->sb_ro || opt_set(vfs, "ro");
-	out->attr = 0;
-	for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++)
-		if (opt_set(vfs, attrs[i].opt))
-			out->attr |= attrs[i].attr;
-	snprintf(out->source, sizeof(out->source), "%s", src ? src : "");
-	snprintf(out->fstype, sizeof(out->fstype), "%s", type ? type : "");
-	snprintf(out->root, sizeof(out->root), "%s", root ? root : "");
-}
-
-/*
- * Walk the mount table; for each entry call fn, which returns 1 to stop with
- * that entry (0 to go on). 1 found, 0 not, -1 with r.
- */
-int mh_mount_each(int (*fn)(struct libmnt_fs *fs, void *arg), void *arg, struct mh_res *r)
-{
-	struct libmnt_table *tb = mountinfo_load(r);
-	if (!tb)
-		return -1;
-	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
-	struct libmnt_fs *fs;
-	int found = 0;
-	if (!it)
-		abort();
-	while (!found && mnt_table_next_fs(tb, it, &fs) == 0)
-		found = fn(fs, arg);
-	mnt_free_iter(it);
-	mnt_unref_table(tb);
-	return found;
-}
-
-struct by_id {
-	int id;
-	struct mh_mnt *out;
-	char *target;
-	size_t tlen;
-};
-
-static int match_id(struct libmnt_fs *fs, void *arg)
-{
-	struct by_id *b = arg;
-	if (mnt_fs_get_id(fs) != b->id)
-		return 0;
-	if (b->out)
-		fill_from_fs(fs, b->out);
-	if (b->target) {
-		const char *t = mnt_fs_get_target(fs);
-		snprintf(b->target, b->tlen, "%s", t ? t : "");
-	}
-	return 1;
-}
-
-int mh_mount_info(int fd, struct mh_mnt *out, struct mh_res *r)
-{
-	struct statx stx;
-	memset(out, 0, sizeof(*out));
-	if (fstat(fd, &out->st) < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "fstat: %s", strerror(errno));
-	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID,
-	          &stx) < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "statx: %s", strerror(errno));
-	if (!(stx.stx_mask & STATX_MNT_ID) || !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
-		return mh_fail(r, MH_E_FAILED, ENOSYS, "kernel reports no mount id");
-	if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
-		return 0; /* a plain directory or file: nothing mounted on it */
-	out->mounted = true;
-	struct by_id b = {.id = (int)stx.stx_mnt_id, .out = out};
-	int found = mh_mount_each(match_id, &b, r);
-	if (found == 0)
-		mh_fail(r, MH_E_FAILED, ENOENT, "mount %d not in " MOUNTINFO, b.id);
-	return found == 1 ? 0 : -1;
-}
-
-bool mh_mount_is_loop(const struct mh_mnt *m, const struct mh_loop *l)
-{
-	if (!m->mounted || strcmp(m->source, l->path) != 0)
-		return false;
-	/* btrfs reports an anonymous device number; the others report the block device. */
-	return m->dev == l->rdev || strcmp(m->fstype, "btrfs") == 0;
-}
-
-struct use {
-	const struct mh_loop *l;
-	int except;
-	char *where;
-	size_t wlen;
-	int found_id;
-};
-
-static int match_use(struct libmnt_fs *fs, void *arg)
-{
-	struct use *u = arg;
-	const char *src = mnt_fs_get_source(fs), *root = mnt_fs_get_root(fs);
-	const char *base = root ? strrchr(root, '/') : NULL;
-	char node[24];
-	snprintf(node, sizeof(node), "loop%d", u->l->nr);
-	if (mnt_fs_get_id(fs) == u->except)
-		return 0;
-	/*
-	 * A file system on the device (by name or device number), or a bind of
-	 * its node (a mount whose root is a file named loopN, on devtmpfs or
-	 * the helper's own /dev): wherever it is, whatever its mount point is
-	 * called. A false match only makes a detach wait; a missed one could
-	 * hand the device to another volume, so the test is broad.
-	 */
-	if ((src && strcmp(src, u->l->path) == 0) || mnt_fs_get_devno(fs) == u->l->rdev ||
-	    (base && strcmp(base + 1, node) == 0)) {
-		const char *t = mnt_fs_get_target(fs);
-		snprintf(u->where, u->wlen, "%s", t ? t : "?");
-		u->found_id = mnt_fs_get_id(fs);
-		return 1;
-	}
-	return 0;
-}
-
-/* NOLINTNEXTLINE(readability-non-const-parameter): written through struct use */
-int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t wlen,
-                   struct mh_res *r)
-{
-	struct use u = {.l = l, .except = except_id, .where = where, .wlen = wlen};
-	return mh_mount_each(match_use, &u, r);
-}
-
-struct loop_list {
-	int *nrs;
-	size_t n, max;
-};
-
-static int collect_loop(struct libmnt_fs *fs, void *arg)
-{
-	struct loop_list *ll = arg;
-	const char *src = mnt_fs_get_source(fs);
-	char *end;
-	if (!src || strncmp(src, "/dev/loop", 9) != 0 || src[9] < '0' || src[9] > '9')
-		return 0;
-	long nr = strtol(src + 9, &end, 10);
-	if (*end || nr < 0 || nr > 1 << 20)
-		return 0;
-	for (size_t i = 0; i < ll->n; i++)
-		if (ll->nrs[i] == (int)nr)
-			return 0;
-	if (ll->n < ll->max)
-		ll->nrs[ll->n++] = (int)nr;
-	return 0;
-}
-
-/* NOLINTNEXTLINE(readability-non-const-parameter): filled through struct loop_list */
-int mh_mount_loop_numbers(int *nrs, size_t max, struct mh_res *r)
-{
-	struct loop_list ll = {.nrs = nrs, .max = max};
-	if (mh_mount_each(collect_loop, &ll, r) < 0)
-		return -1;
-	return (int)ll.n;
-}
-
-struct fs_of {
-	const struct mh_loop *l;
-	struct mh_mnt m;
-};
-
-static int match_fs(struct libmnt_fs *fs, void *arg)
-{
-	struct fs_of *f = arg;
-	const char *src = mnt_fs_get_source(fs);
-	if (!src || strcmp(src, f->l->path) != 0)
-		return 0;
-	fill_from_fs(fs, &f->m);
-	f->m.mounted = true;
-	return mh_mount_is_loop(&f->m, f->l);
-}
-
 /* The kernel's own explanation of a failed fsconfig, if it left one ("e ext4: ..."). */
 static void fs_context_message(int fsfd, char *buf, size_t len)
 {
@@ -457,23 +253,22 @@ out:
 
 int mh_mount_fs_fd(const struct mh_loop *l, struct mh_res *r)
 {
-	struct fs_of f = {.l = l};
-	int found = mh_mount_each(match_fs, &f, r);
-	if (found <= 0)
+	struct mh_mnt m;
+	if (mh_mount_find_loop(l, &m, r) <= 0)
 		return -1;
-	int fsfd = fsopen(f.m.fstype, FSOPEN_CLOEXEC), mfd = -1, fd = -1;
+	int fsfd = fsopen(m.fstype, FSOPEN_CLOEXEC), mfd = -1, fd = -1;
 	if (fsfd < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "fsopen %s: %s", f.m.fstype, strerror(errno));
+		return mh_fail(r, MH_E_FAILED, errno, "fsopen %s: %s", m.fstype, strerror(errno));
 	/* The superblock exists: CMD_CREATE hands it back (flags must agree on ro). */
 	if (fsconfig(fsfd, FSCONFIG_SET_STRING, "source", l->path, 0) < 0 ||
-	    (f.m.sb_ro && fsconfig(fsfd, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0) ||
+	    (m.sb_ro && fsconfig(fsfd, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0) ||
 	    fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
 		fs_fail(r, fsfd, errno, "reach the staged file system");
 		goto out;
 	}
 	mfd = fsmount(fsfd, FSMOUNT_CLOEXEC,
 	              MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC |
-	                  (f.m.sb_ro ? MOUNT_ATTR_RDONLY : 0));
+	                  (m.sb_ro ? MOUNT_ATTR_RDONLY : 0));
 	if (mfd < 0) {
 		fs_fail(r, fsfd, errno, "fsmount");
 		goto out;
@@ -615,8 +410,7 @@ int mh_umount(int parent_fd, const char *name, int mnt_id, struct mh_res *r)
 int mh_umount_id(int mnt_id, struct mh_res *r)
 {
 	char target[MH_PATH_MAX + 1] = "";
-	struct by_id b = {.id = mnt_id, .target = target, .tlen = sizeof(target)};
-	int found = mh_mount_each(match_id, &b, r);
+	int found = mh_mount_target(mnt_id, target, sizeof(target), r);
 	if (found <= 0)
 		return found; /* gone already, or r set */
 	char *slash = strrchr(target, '/');

@@ -1,4 +1,5 @@
-/* Mounting and unmounting by file descriptor (mh_mount.c). */
+/* Mounting and unmounting by file descriptor (mh_mount.c); what is mounted where (mh_mountinfo.c).
+ */
 #ifndef SEPCSI_MH_MOUNT_H
 #define SEPCSI_MH_MOUNT_H
 
@@ -54,6 +55,12 @@ int mh_mount_fs_fd(const struct mh_loop *l, struct mh_res *r);
  */
 struct libmnt_fs;
 int mh_mount_each(int (*fn)(struct libmnt_fs *fs, void *arg), void *arg, struct mh_res *r);
+
+/* The file system mounted from loop device l (its first mount): 1 with *m, 0 none, -1 with r. */
+int mh_mount_find_loop(const struct mh_loop *l, struct mh_mnt *m, struct mh_res *r);
+
+/* The mount point of mount mnt_id into target: 1, 0 if it is gone, -1 with r. */
+int mh_mount_target(int mnt_id, char *target, size_t len, struct mh_res *r);
 
 /* The loop devices (numbers N of /dev/loopN, each once) file systems are mounted from. */
 int mh_mount_loop_numbers(int *nrs, size_t max, struct mh_res *r);
