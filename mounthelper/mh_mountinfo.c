@@ -231,6 +231,7 @@ int mh_mount_find_loop(const struct mh_loop *l, struct mh_mnt *m, struct mh_res 
 	return found;
 }
 
+/* NOLINTNEXTLINE(readability-non-const-parameter): match_id writes it, through b */
 int mh_mount_target(int mnt_id, char *target, size_t len, struct mh_res *r)
 {
 	struct by_id b = {.id = mnt_id, .target = target, .tlen = len};
