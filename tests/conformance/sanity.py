@@ -40,6 +40,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 
 import csi_client  # noqa: E402
+from conftest import loops_backed_by  # noqa: E402
 from hostcaps import CAP_SYS_RESOURCE, bounding_has  # noqa: E402
 
 KUBELET = "/var/lib/kubelet"
@@ -74,13 +75,6 @@ def mounts_beneath(prefix):
             if mp.startswith(prefix + "/"):
                 out.append(mp)
     return out
-
-
-def loops_backed_by(prefix):
-    res = subprocess.run(["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"],
-                         capture_output=True, text=True, check=False)
-    return [ln.split(None, 1)[0] for ln in res.stdout.splitlines()
-            if len(ln.split(None, 1)) == 2 and ln.split(None, 1)[1].strip().startswith(prefix)]
 
 
 def kubelet_tree(access):
@@ -168,7 +162,7 @@ def run_mode(build, sanity, mode):
     if sup.returncode != 0:
         problems.append("the supervisor exited %s" % sup.returncode)
     left_mounts = mounts_beneath(KUBELET)
-    left_loops = loops_backed_by(os.path.join(tmp, "data") + "/")
+    left_loops = loops_backed_by(os.path.join(tmp, "data"))
     if left_mounts:
         problems.append("mounts left: %s" % left_mounts)
     if left_loops:
@@ -197,6 +191,8 @@ def run_mode(build, sanity, mode):
         print("---- csi-sanity output (tail) ----\n" + tail)
         with open(log_path) as f:
             print("---- driver log (tail) ----\n" + f.read()[-6000:])
+    for dev in left_loops:  # reported above; not left behind on the machine
+        subprocess.run(["losetup", "-d", dev], check=False)
     # Kubelet's tree is emptied between runs; whatever is still mounted stays for the checks above.
     if not left_mounts:
         for entry in os.listdir(KUBELET):

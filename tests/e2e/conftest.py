@@ -14,6 +14,7 @@ mounts under <tmp> (lazily, deepest first), loop devices backed by files in
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -39,14 +40,37 @@ def mounts_under(prefix):
 
 
 def loops_backed_by(prefix):
-    """Loop devices whose backing file lies under prefix."""
-    res = subprocess.run(["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"],
+    """Loop devices whose backing file lies under prefix. Matched by the file's
+    identity (device and inode) as well as by path: the kernel names a backing file
+    by its path in the attaching process's view, so a device the helper attached in
+    its own mount namespace shows another path (and, once that namespace is gone, a
+    path relative to the mount it came from), which a path match would miss."""
+    ids = set()
+    try:
+        top = os.lstat(prefix).st_dev
+    except OSError:
+        top = None
+    for dirpath, dirnames, filenames in os.walk(prefix):
+        for n in filenames:
+            try:
+                st = os.lstat(os.path.join(dirpath, n))
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                ids.add(("%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev)), str(st.st_ino)))
+        # Not into what is mounted here (a volume's own files are no backing files).
+        dirnames[:] = [d for d in dirnames
+                       if os.lstat(os.path.join(dirpath, d)).st_dev == top]
+    res = subprocess.run(["losetup", "-l", "-n", "-O", "NAME,BACK-MAJ:MIN,BACK-INO,BACK-FILE"],
                          capture_output=True, text=True, check=False)
     devs = []
     for line in res.stdout.splitlines():
-        parts = line.split(None, 1)
-        if len(parts) == 2 and parts[1].strip().startswith(prefix + "/"):
-            devs.append(parts[0])
+        parts = line.split(None, 3)
+        if len(parts) < 4:
+            continue
+        name, majmin, ino, path = parts
+        if (majmin, ino) in ids or path.strip().startswith(prefix + "/"):
+            devs.append(name)
     return devs
 
 

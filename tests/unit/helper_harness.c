@@ -323,32 +323,55 @@ bool has_opt(const char *opts, const char *o)
 	return false;
 }
 
-/* Number of loop devices whose backing file lies in our data dir. */
+/* Is (dev, ino) a file of the data dir's images/ or snapshots/? */
+static bool data_file(dev_t dev, ino_t ino)
+{
+	static const char *const subs[] = {"images", "snapshots"};
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		char p[PATH_MAX];
+		snprintf(p, sizeof(p), "%s/%s", data, subs[i]);
+		DIR *d = opendir(p);
+		struct dirent *e;
+		while (d && (e = readdir(d)) != NULL) {
+			struct stat st;
+			if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISREG(st.st_mode) && st.st_dev == dev && st.st_ino == ino) {
+				closedir(d);
+				return true;
+			}
+		}
+		if (d)
+			closedir(d);
+	}
+	return false;
+}
+
+/*
+ * Number of loop devices backed by a file of our data dir: by the file's
+ * identity (LOOP_GET_STATUS64), since the kernel names a backing file by its
+ * path in the attaching process's view, which for the helper is its own.
+ */
 int our_loops(bool detach)
 {
 	DIR *d = opendir("/sys/block");
 	struct dirent *e;
 	int n = 0;
 	while ((e = readdir(d)) != NULL) {
-		char p[300], bf[PATH_MAX] = "";
+		char p[300];
+		struct loop_info64 li;
 		if (strncmp(e->d_name, "loop", 4) != 0)
 			continue;
-		snprintf(p, sizeof(p), "/sys/block/%s/loop/backing_file", e->d_name);
-		FILE *f = fopen(p, "re");
-		if (!f)
+		snprintf(p, sizeof(p), "/dev/%s", e->d_name);
+		int fd = open(p, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
 			continue;
-		if (fgets(bf, sizeof(bf), f) && strncmp(bf, data, strlen(data)) == 0) {
+		if (ioctl(fd, LOOP_GET_STATUS64, &li) == 0 &&
+		    data_file((dev_t)li.lo_device, (ino_t)li.lo_inode)) {
 			n++;
-			if (detach) {
-				snprintf(p, sizeof(p), "/dev/%s", e->d_name);
-				int fd = open(p, O_RDONLY);
-				if (fd >= 0) {
-					ioctl(fd, LOOP_CLR_FD, 0);
-					close(fd);
-				}
-			}
+			if (detach)
+				ioctl(fd, LOOP_CLR_FD, 0);
 		}
-		(void)fclose(f);
+		close(fd);
 	}
 	closedir(d);
 	return n;
