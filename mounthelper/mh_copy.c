@@ -10,10 +10,14 @@
  * does not grow with the volume's size) where the data directory's file
  * system supports it (xfs with reflink=1, btrfs), else a sparse-aware copy:
  * SEEK_DATA/SEEK_HOLE find the data extents, copy_file_range copies only
- * those, and holes stay holes. Every copy is written under a temporary name,
- * fsync'd, and published with renameat2(RENAME_NOREPLACE) plus an fsync of
- * the directory, so a crash leaves either nothing or a whole copy, and an
- * existing snapshot or image is never replaced.
+ * those, and holes stay holes. The copying is sepcsi-runner's, which holds no
+ * capability, on the two descriptors the helper opened (mh_tools_copy); the
+ * names are the helper's: every copy is written under a temporary name it
+ * made, fsync'd, and published with renameat2(RENAME_NOREPLACE) plus an fsync
+ * of the directory, so a crash leaves either nothing or a whole copy, and an
+ * existing snapshot or image is never replaced. A runner job still copying
+ * for a worker that died writes only into that worker's temporary file, which
+ * the retry unlinks before it makes its own.
  *
  * Consistency: if the source volume is mounted (staged as a file system), its
  * file system is frozen (FIFREEZE on a directory fd of the mount) for the copy
@@ -39,7 +43,6 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -52,9 +55,8 @@
 #include "mh_ops.h"
 #include "mh_pause.h"
 #include "mh_space.h"
+#include "mh_tools.h"
 #include "mh_worker.h"
-
-#define COPY_CHUNK (1 << 20) /* fallback read/write buffer */
 
 static int io_fail(struct mh_res *r, int err, const char *step)
 {
@@ -136,76 +138,7 @@ void mh_copy_thaw_all(const struct mh_ctx *c)
 	}
 }
 
-/* ---- copying -------------------------------------------------------------- */
-
-/* Copy [off, off + len) from src to the same offset in dst. */
-static int copy_range(int src, int dst, off_t off, off_t len, struct mh_res *r)
-{
-	off_t in = off, out = off, end = off + len;
-	char *buf = NULL;
-	while (in < end) {
-		ssize_t n = -1;
-		if (!buf) {
-			n = copy_file_range(src, &in, dst, &out, (size_t)(end - in), 0);
-			if (n < 0 && (errno == EXDEV || errno == EOPNOTSUPP || errno == ENOSYS ||
-			              errno == EINVAL)) {
-				buf = malloc(COPY_CHUNK); /* the kernel will not: copy by hand */
-				if (!buf)
-					abort();
-				continue;
-			}
-		} else {
-			size_t want =
-			    (size_t)(end - in) < COPY_CHUNK ? (size_t)(end - in) : COPY_CHUNK;
-			n = pread(src, buf, want, in);
-			if (n > 0 && pwrite(dst, buf, (size_t)n, out) != n)
-				n = -1;
-			if (n > 0) {
-				in += n;
-				out += n;
-			}
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			free(buf);
-			return n < 0 ? io_fail(r, errno, "copy") : 0; /* 0: source shrank */
-		}
-	}
-	free(buf);
-	return 0;
-}
-
-/*
- * Fill the new, empty file dst with src: a reflink if the file system can,
- * else only src's data extents (holes stay holes). *reflinked says which.
- */
-static int copy_image(int src, int dst, off_t size, bool *reflinked, struct mh_res *r)
-{
-	if (ioctl(dst, FICLONE, src) == 0) {
-		*reflinked = true;
-		return 0;
-	}
-	if (errno != EOPNOTSUPP && errno != EXDEV && errno != EINVAL && errno != ENOTTY)
-		return io_fail(r, errno, "FICLONE");
-	*reflinked = false;
-	if (ftruncate(dst, size) < 0)
-		return io_fail(r, errno, "size copy");
-	for (off_t off = 0; off < size;) {
-		off_t data = lseek(src, off, SEEK_DATA);
-		if (data < 0 && errno == ENXIO)
-			break; /* only a hole is left */
-		off_t hole = data < 0 ? -1 : lseek(src, data, SEEK_HOLE);
-		if (data < 0 || hole < 0)
-			return io_fail(r, errno, "find data extents");
-		if (hole > size)
-			hole = size;
-		if (copy_range(src, dst, data, hole - data, r) < 0)
-			return -1;
-		off = hole;
-	}
-	return 0;
-}
+/* ---- copying ------------------------------------------------------------ */
 
 /*
  * The whole copy: src into dir/<name> via dir/<name>.tmp, grown to size
@@ -234,18 +167,11 @@ static int copy_to(const struct mh_ctx *c, int src, const char *src_id, off_t si
 	if (frozen >= 0)
 		mh_worker_note(MH_NOTE_FROZEN); /* the main loop bounds the freeze in time */
 	mh_pause(c, "copy", src_id); /* tests: a copy in flight, its source frozen if mounted */
-	int rc = copy_image(src, dst, st.st_size, reflinked, r);
+	/* Copied, grown and made durable by the runner, which needs no capability for it. */
+	int rc = mh_tools_copy(src, dst, (uint64_t)size, reflinked, r);
 	thaw(&frozen); /* always, and as early as possible */
 	if (rc < 0)
 		goto out;
-	if (size > st.st_size && ftruncate(dst, size) < 0) {
-		io_fail(r, errno, "grow copy");
-		goto out;
-	}
-	if (fsync(dst) < 0) {
-		io_fail(r, errno, "sync copy");
-		goto out;
-	}
 	if (renameat2(dir, tmp, dir, name, RENAME_NOREPLACE) < 0) {
 		io_fail(r, errno, "rename copy");
 		goto out;

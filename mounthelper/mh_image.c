@@ -25,6 +25,7 @@
 #include "log.h"
 #include "mh_loop.h"
 #include "mh_pause.h"
+#include "mh_tools.h"
 
 #define NAME_LEN MH_IMAGE_NAME_MAX
 
@@ -77,14 +78,13 @@ int mh_image_create(const struct mh_ctx *c, const char *id, uint64_t size, uint6
 	    openat(c->images_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return io_fail(r, errno, "create image");
-	/* ftruncate extends without allocating: the image is sparse. */
-	if (ftruncate(fd, (off_t)size) < 0 || fsync(fd) < 0) {
-		int err = errno;
-		close(fd);
-		unlinkat(c->images_fd, tmp, 0);
-		return io_fail(r, err, "size image");
-	}
+	/* Sized (sparse) and made durable by the runner, which needs no capability for it. */
+	int sized = mh_tools_size(fd, size, r);
 	close(fd);
+	if (sized < 0) {
+		unlinkat(c->images_fd, tmp, 0);
+		return -1;
+	}
 	mh_pause(c, "image", id); /* tests: killed with the temporary file made */
 	if (renameat2(c->images_fd, tmp, c->images_fd, name, RENAME_NOREPLACE) < 0) {
 		int err = errno;

@@ -11,7 +11,8 @@
  *      audit.log (append, 0600), probe once whether FICLONE works there; count
  *      what is promised (mh_space.c); thaw what a dead helper left frozen,
  *      and remove its half-made files and unused loop devices (mh_sweep);
- *   4. fork the tool runner (mh_tools.c), which confines itself;
+ *   4. start sepcsi-runner (mh_tools.c): a child leaves the view, drops every
+ *      capability and execs it; it installs its own filter;
  *   5. confine: capabilities (pol_caps_confine_helper: the table in
  *      policy/caps.c, locked securebits, no_new_privs), then the seccomp
  *      allowlist (pol_seccomp_install(&pol_sc_helper)); nothing after this
@@ -75,6 +76,7 @@
 
 struct args {
 	const char *policy, *data_dir;
+	const char *fmt_name, *lvl_name; /* for the runner */
 	enum log_format fmt;
 	enum log_level lvl;
 };
@@ -107,7 +109,11 @@ static void parse_args(int argc, char **argv, struct args *a)
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
-	*a = (struct args){.data_dir = DEFAULT_DATA_DIR, .fmt = LOG_FMT_TEXT, .lvl = LOG_LVL_INFO};
+	*a = (struct args){.data_dir = DEFAULT_DATA_DIR,
+	                   .fmt_name = "text",
+	                   .lvl_name = "info",
+	                   .fmt = LOG_FMT_TEXT,
+	                   .lvl = LOG_LVL_INFO};
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
@@ -117,6 +123,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 			a->data_dir = optarg;
 			break;
 		case 'f':
+			a->fmt_name = optarg;
 			if (log_parse_format(optarg, &a->fmt) < 0) {
 				fprintf(stderr, "sepcsi-mounthelper: bad --log-format '%s'\n",
 				        optarg);
@@ -124,6 +131,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 			}
 			break;
 		case 'l':
+			a->lvl_name = optarg;
 			if (log_parse_level(optarg, &a->lvl) < 0) {
 				fprintf(stderr, "sepcsi-mounthelper: bad --log-level '%s'\n",
 				        optarg);
@@ -460,6 +468,7 @@ int main(int argc, char **argv)
 	if (!pol_path_syntax_ok(a.data_dir))
 		log_fatal("--data-dir must be a canonical absolute path");
 	make_dirs(a.data_dir);
+	mh_tools_locate(); /* beside the helper's binary, which its view does not show */
 	/* From here on the helper sees only its own view of the file system. */
 	mh_view_enter(pol, a.data_dir);
 	open_data_dir(a.data_dir, &ctx);
@@ -467,7 +476,7 @@ int main(int argc, char **argv)
 	mh_space_init(&ctx);
 	mh_copy_thaw_all(&ctx);
 	mh_sweep(&ctx, NULL); /* no worker yet: what a dead helper's workers left */
-	mh_tools_start(pol);  /* before the helper's own filter, which has no execve */
+	mh_tools_start(pol, a.fmt_name, a.lvl_name); /* before the helper's filter: no execve */
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
 	int ctl = is_socket(SEPCSI_FD_CONTROL) ? SEPCSI_FD_CONTROL : -1;

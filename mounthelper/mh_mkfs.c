@@ -45,11 +45,11 @@
 
 static const struct {
 	const char *fstype, *name;
-	enum mh_tool tool;
+	enum rn_tool tool;
 } mkfs_tools[] = {
-    {"ext4", "mkfs.ext4", MH_TOOL_MKFS_EXT4},
-    {"xfs", "mkfs.xfs", MH_TOOL_MKFS_XFS},
-    {"btrfs", "mkfs.btrfs", MH_TOOL_MKFS_BTRFS},
+    {"ext4", "mkfs.ext4", RN_MKFS_EXT4},
+    {"xfs", "mkfs.xfs", RN_MKFS_XFS},
+    {"btrfs", "mkfs.btrfs", RN_MKFS_BTRFS},
 };
 
 int mh_probe(int devfd, const char *want, struct mh_res *r)

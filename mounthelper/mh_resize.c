@@ -38,6 +38,7 @@
 #include "mh_ops.h"
 #include "mh_resize.h"
 #include "mh_space.h"
+#include "mh_tools.h"
 
 #define LOOPS_MAX 8 /* loop devices of one image: the staging one and read-only publications */
 
@@ -100,14 +101,8 @@ int mh_answer_resize(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	}
 	if (size == (uint64_t)st.st_size) {
 		a->note = "already that size";
-	} else if (ftruncate(fd, (off_t)size) < 0 || fsync(fd) < 0) {
-		int err = errno;
-		mh_fail(r,
-		        err == ENOSPC || err == EDQUOT ? MH_E_NOSPACE
-		        : err == EFBIG                 ? MH_E_REFUSED
-		                                       : MH_E_FAILED,
-		        err, "grow image: %s", strerror(err));
-		goto out;
+	} else if (mh_tools_size(fd, size, r) < 0) {
+		goto out; /* grown by the runner, which needs no capability for it */
 	}
 	/* An attached image: its loop device(s) take the new size now. */
 	if (refresh_loops(&st, r) < 0)

@@ -1,36 +1,33 @@
 /*
- * The tool runner: the one process on the helper's side that may execve, and
- * it holds no capability at all.
+ * The helper's side of sepcsi-runner (runner/runner.c): the one process on the
+ * helper's side that may execve, and it holds no capability at all.
  *
  * The helper's own seccomp filter has no execve, and a filter can only be
  * narrowed, never widened, by a descendant: so the mkfs tools cannot be
- * started by the helper or its workers. Instead the helper forks this runner
- * at start, before it confines itself; the runner empties every capability
- * set (bounding included), locks the securebits, sets no_new_privs and
- * installs the tools' own filter (policy/seccomp_helper.c, pol_sc_tools: exec
- * and file I/O, but no mount API, loop ioctl, xattr, mknod or network call).
- * It then serves jobs: one datagram naming a tool from the fixed table below
- * and its arguments (each already an allowlist entry of the policy, checked
- * again here for form), with three descriptors: the directory the tool runs
- * in (the images directory), the write end of a pipe for its output, and a
- * private answer socket. For each job it forks a child that starts the tool
- * (stdio on the pipe, in that directory, every other fd closed, signals
- * unblocked) and waits for it; the exit status goes back on the answer
- * socket. If the requester goes away (the worker gave up, or died), the
- * answer socket hangs up and the child kills the tool through its pidfd.
+ * started by the helper or its workers. Instead the helper forks a child at
+ * start, before it confines itself; the child leaves the helper's view (below),
+ * empties every capability set (bounding included), locks the securebits,
+ * sets no_new_privs and execs sepcsi-runner from the helper's own directory
+ * (opened before the helper entered its view, on a descriptor), with the job
+ * socket on fd 3. The runner installs its own filter and serves jobs
+ * (proto/rn_job.h): a tool from its fixed table with arguments (each already
+ * an allowlist entry of the policy, checked again there for form), or the
+ * sizing or copying of an image file the helper opened. Each job brings a
+ * private answer socket; closing it (the worker gave up, or died) makes the
+ * runner kill the tool or stop the copy.
  *
- * Runs as uid 0 with no capability, in a view of its own: the helper's less
- * kubelet's directories, /sys and the loop nodes (own_view). /proc stays:
- * mkfs.btrfs reads /proc/self/mounts to refuse a mounted target, and with no
- * capability the runner cannot look into the helper's processes through it. A job
- * that is malformed is dropped (the worker sees its answer socket close); the
- * runner itself ends with the helper (PR_SET_PDEATHSIG) or when its socket
- * closes.
+ * The runner runs as uid 0 with no capability, in a view of its own: the
+ * helper's less kubelet's directories, /sys and the loop nodes (own_view). /proc
+ * stays: mkfs.btrfs reads /proc/self/mounts to refuse a mounted target, and
+ * with no capability the runner cannot look into the helper's processes
+ * through it. It ends with the helper (PR_SET_PDEATHSIG) or when its socket
+ * closes; if it dies, the helper exits and is restarted with a new one.
  */
 #include "mh_tools.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,7 +39,6 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,88 +47,24 @@
 #include "pol_seccomp.h"
 #include "policy.h"
 
-#define TOOL_ARGS_MAX 24
-#define TOOL_ARG_LEN  72
+static int runner_exe = -1, runner_fd = -1, runner_pidfd = -1;
 
-/* The only programs the helper ever runs. Debian (merged /usr) installs them in /sbin. */
-static const char *const tool_paths[MH_TOOL_COUNT] = {
-    [MH_TOOL_MKFS_EXT4] = "/sbin/mkfs.ext4",
-    [MH_TOOL_MKFS_XFS] = "/sbin/mkfs.xfs",
-    [MH_TOOL_MKFS_BTRFS] = "/sbin/mkfs.btrfs",
-};
-
-struct job {
-	uint32_t tool;
-	uint32_t argc;
-	char argv[TOOL_ARGS_MAX][TOOL_ARG_LEN];
-};
-
-static int runner_fd = -1, runner_pidfd = -1;
-
-/* Every argument NUL-terminated inside its slot and printable: a job from the helper. */
-static bool job_ok(const struct job *j)
+void mh_tools_locate(void)
 {
-	if (j->tool >= MH_TOOL_COUNT || j->argc < 1 || j->argc > TOOL_ARGS_MAX)
-		return false;
-	for (uint32_t i = 0; i < j->argc; i++) {
-		const char *a = j->argv[i];
-		size_t n = strnlen(a, TOOL_ARG_LEN);
-		if (n == 0 || n == TOOL_ARG_LEN)
-			return false;
-		for (size_t k = 0; k < n; k++)
-			if ((unsigned char)a[k] < 0x20 || a[k] == 0x7f)
-				return false;
-	}
-	return true;
-}
-
-/* In the job's child: start the tool, wait for it or for the requester to leave. */
-static void __attribute__((noreturn)) run_job(const struct job *j, int dir, int out, int answer)
-{
-	static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
-	char *argv[TOOL_ARGS_MAX + 1];
-	pid_t runner_pid = getppid();
-	(void)signal(SIGCHLD, SIG_DFL); /* the runner ignores it; this child waits for its tool */
-	/* Nothing outlives the helper: the job dies with the runner, the tool with the job. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != runner_pid)
-		_exit(1);
-	for (uint32_t i = 0; i < j->argc; i++)
-		argv[i] = (char *)j->argv[i];
-	argv[j->argc] = NULL;
-	pid_t job = getpid(), pid = fork();
-	if (pid == 0) {
-		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		sigset_t none;
-		sigemptyset(&none);
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != job ||
-		    devnull < 0 || fchdir(dir) < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 ||
-		    dup2(out, 2) < 0 || close_range(3, ~0U, 0) < 0 ||
-		    sigprocmask(SIG_SETMASK, &none, NULL) < 0)
-			_exit(126);
-		execve(tool_paths[j->tool], argv, envp);
-		_exit(127);
-	}
-	close(out); /* the requester sees EOF when the tool (and what it forked) is done */
-	int status = -1;
-	if (pid > 0) {
-		int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-		struct pollfd p[2] = {{.fd = pfd, .events = POLLIN}, {.fd = answer, .events = 0}};
-		for (;;) {
-			if (poll(p, 2, -1) < 0 && errno != EINTR)
-				break;
-			if (p[0].revents)
-				break; /* the tool ended */
-			if (p[1].revents & (POLLHUP | POLLERR)) {
-				/* The requester is gone: the tool has no one to answer to. */
-				syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
-				break;
-			}
-		}
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
-	}
-	(void)!send(answer, &status, sizeof(status), MSG_NOSIGNAL);
-	_exit(0);
+	char self[PATH_MAX], path[PATH_MAX + 16];
+	struct stat st;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		log_fatal("cannot find the helper's own binary: %s", strerror(errno));
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	*slash = '\0';
+	snprintf(path, sizeof(path), "%s/sepcsi-runner", self);
+	runner_exe = open(path, O_PATH | O_CLOEXEC);
+	/* As trusted as the helper's own binary: beside it, and nobody else may change it. */
+	if (runner_exe < 0 || fstat(runner_exe, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != 0 || (st.st_mode & 022))
+		log_fatal("%s: missing, or not a root-owned file only root may write", path);
 }
 
 /*
@@ -164,54 +96,38 @@ static int own_view(const struct pol *pol)
 	return ret;
 }
 
-static void __attribute__((noreturn)) runner(int sock, pid_t parent, const struct pol *pol)
+/* In the runner's child, still privileged: its view, no capability, then the exec. */
+static void __attribute__((noreturn)) exec_runner(int sock, pid_t parent, const struct pol *pol,
+                                                  const char *log_format, const char *log_level)
 {
+	const char *argv[] = {"sepcsi-runner",
+	                      "--log-format",
+	                      log_format,
+	                      "--log-level",
+	                      log_level,
+	                      pol_seccomp_log_only(pol) ? "--seccomp-log-only" : NULL,
+	                      NULL};
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 		_exit(1);
 	if (own_view(pol) < 0) {
 		log_kv(LOG_LVL_ERROR, "tool_runner", "error", "cannot make its view", NULL);
 		_exit(1);
 	}
-	if (dup2(sock, 3) < 0 || close_range(4, ~0U, 0) < 0)
+	/* The job socket on fd 3, the program on fd 4 (close-on-exec), nothing else but stdio. */
+	int s = fcntl(sock, F_DUPFD, 10), e = fcntl(runner_exe, F_DUPFD, 11);
+	if (s < 0 || e < 0 || dup2(s, RN_FD_JOBS) < 0 || dup2(e, 4) < 0 ||
+	    fcntl(4, F_SETFD, FD_CLOEXEC) < 0 || close_range(5, ~0U, 0) < 0)
 		_exit(1);
-	sock = 3;
-	(void)signal(SIGCHLD, SIG_IGN); /* job children reap themselves */
-	if (pol_caps_confine_tools() < 0 ||
-	    pol_seccomp_install(&pol_sc_tools, pol_seccomp_log_only(pol)) < 0) {
-		log_kv(LOG_LVL_ERROR, "tool_runner", "error", "cannot confine itself", NULL);
+	if (pol_caps_confine_tools() < 0) {
+		log_kv(LOG_LVL_ERROR, "tool_runner", "error", "cannot drop its capabilities", NULL);
 		_exit(1);
 	}
-	for (;;) {
-		static struct job j;
-		union {
-			char buf[CMSG_SPACE(3 * sizeof(int))];
-			struct cmsghdr align;
-		} u;
-		struct iovec iov = {.iov_base = &j, .iov_len = sizeof(j)};
-		struct msghdr m = {.msg_iov = &iov,
-		                   .msg_iovlen = 1,
-		                   .msg_control = u.buf,
-		                   .msg_controllen = sizeof(u.buf)};
-		ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-		if (n == 0 || (n < 0 && errno != EINTR))
-			_exit(0); /* the helper is gone */
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		int fds[3] = {-1, -1, -1};
-		if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len == CMSG_LEN(sizeof(fds)))
-			memcpy(fds, CMSG_DATA(c), sizeof(fds));
-		if (n == (ssize_t)sizeof(j) && !(m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
-		    fds[2] >= 0 && job_ok(&j) && fork() == 0) {
-			close(sock);
-			run_job(&j, fds[0], fds[1], fds[2]);
-		}
-		for (int i = 0; i < 3; i++)
-			if (fds[i] >= 0)
-				close(fds[i]);
-	}
+	syscall(SYS_execveat, 4, "", (char *const *)argv, environ, AT_EMPTY_PATH);
+	log_kv(LOG_LVL_ERROR, "tool_runner", "error", "cannot exec sepcsi-runner", NULL);
+	_exit(127);
 }
 
-void mh_tools_start(const struct pol *pol)
+void mh_tools_start(const struct pol *pol, const char *log_format, const char *log_level)
 {
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -223,9 +139,10 @@ void mh_tools_start(const struct pol *pol)
 		log_fatal("fork the tool runner: %s", strerror(errno));
 	if (pid == 0) {
 		close(sv[0]);
-		runner(sv[1], parent, pol);
+		exec_runner(sv[1], parent, pol, log_format, log_level);
 	}
 	close(sv[1]);
+	mh_closep(&runner_exe);
 	runner_fd = sv[0];
 	runner_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (runner_pidfd < 0)
@@ -244,54 +161,83 @@ static long now_ms(void)
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
-int mh_tools_run(enum mh_tool tool, const char *const *args, size_t nargs, int dir, char *out,
-                 size_t cap, long timeout_ms, int *status, struct mh_res *r)
+/*
+ * Send job j with its nfds descriptors and a new answer socket (added last).
+ * Returns the helper's end of the answer socket, or -1 with r.
+ */
+static int send_job(struct rn_job *j, const int *fds, uint32_t nfds, struct mh_res *r)
 {
-	static struct job j;
-	int pipefd[2] = {-1, -1}, ans[2] = {-1, -1}, ret = -1;
-	size_t len = 0;
-	memset(&j, 0, sizeof(j));
-	j.tool = tool;
-	if (nargs > TOOL_ARGS_MAX)
-		return mh_fail(r, MH_E_REFUSED, E2BIG, "too many tool arguments");
-	for (size_t i = 0; i < nargs; i++)
-		if (snprintf(j.argv[i], TOOL_ARG_LEN, "%s", args[i]) >= TOOL_ARG_LEN)
-			return mh_fail(r, MH_E_REFUSED, E2BIG, "tool argument too long");
-	j.argc = (uint32_t)nargs;
-	if (pipe2(pipefd, O_CLOEXEC) < 0 ||
-	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ans) < 0) {
-		mh_fail(r, MH_E_FAILED, errno, "tool setup: %s", strerror(errno));
-		goto out;
-	}
-	int fds[3] = {dir, pipefd[1], ans[1]};
+	int ans[2], all[3];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ans) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "runner job: %s", strerror(errno));
+	memcpy(all, fds, nfds * sizeof(int));
+	all[nfds] = ans[1];
+	j->nfds = nfds + 1;
 	union {
-		char buf[CMSG_SPACE(sizeof(fds))];
+		char buf[CMSG_SPACE(sizeof(all))];
 		struct cmsghdr align;
 	} u;
 	memset(&u, 0, sizeof(u));
-	struct iovec iov = {.iov_base = &j, .iov_len = sizeof(j)};
+	struct iovec iov = {.iov_base = j, .iov_len = sizeof(*j)};
 	struct msghdr m = {.msg_iov = &iov,
 	                   .msg_iovlen = 1,
 	                   .msg_control = u.buf,
-	                   .msg_controllen = sizeof(u.buf)};
+	                   .msg_controllen = CMSG_SPACE(j->nfds * sizeof(int))};
 	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(c), fds, sizeof(fds));
-	if (sendmsg(runner_fd, &m, MSG_NOSIGNAL) != (ssize_t)sizeof(j)) {
-		mh_fail(r, MH_E_FAILED, errno, "the tool runner is gone: %s", strerror(errno));
+	c->cmsg_len = CMSG_LEN(j->nfds * sizeof(int));
+	memcpy(CMSG_DATA(c), all, j->nfds * sizeof(int));
+	ssize_t n = sendmsg(runner_fd, &m, MSG_NOSIGNAL);
+	int err = errno;
+	close(ans[1]);
+	if (n != (ssize_t)sizeof(*j)) {
+		close(ans[0]);
+		return mh_fail(r, MH_E_FAILED, err, "the tool runner is gone: %s", strerror(err));
+	}
+	return ans[0];
+}
+
+static int recv_answer(int ans, struct rn_answer *a, struct mh_res *r)
+{
+	ssize_t n;
+	while ((n = recv(ans, a, sizeof(*a), 0)) < 0 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof(*a))
+		return mh_fail(r, MH_E_FAILED, EPROTO, "the tool runner did not answer");
+	return 0;
+}
+
+int mh_tools_run(enum rn_tool tool, const char *const *args, size_t nargs, int dir, char *out,
+                 size_t cap, long timeout_ms, int *status, struct mh_res *r)
+{
+	static struct rn_job j;
+	struct rn_answer a;
+	int pipefd[2] = {-1, -1}, ans = -1, ret = -1;
+	size_t len = 0;
+	memset(&j, 0, sizeof(j));
+	j.kind = RN_TOOL;
+	j.tool = tool;
+	if (nargs > RN_ARGS_MAX)
+		return mh_fail(r, MH_E_REFUSED, E2BIG, "too many tool arguments");
+	for (size_t i = 0; i < nargs; i++)
+		if (snprintf(j.argv[i], RN_ARG_LEN, "%s", args[i]) >= RN_ARG_LEN)
+			return mh_fail(r, MH_E_REFUSED, E2BIG, "tool argument too long");
+	j.argc = (uint32_t)nargs;
+	if (pipe2(pipefd, O_CLOEXEC) < 0) {
+		mh_fail(r, MH_E_FAILED, errno, "tool setup: %s", strerror(errno));
 		goto out;
 	}
+	if ((ans = send_job(&j, (int[]){dir, pipefd[1]}, 2, r)) < 0)
+		goto out;
 	mh_closep(&pipefd[1]);
-	mh_closep(&ans[1]);
 	/* The output until EOF (the tool and what it forked are done), within the time. */
 	long deadline = now_ms() + timeout_ms;
 	for (;;) {
 		long left = deadline - now_ms();
 		struct pollfd p = {.fd = pipefd[0], .events = POLLIN};
 		if (left <= 0) {
-			mh_fail(r, MH_E_FAILED, ETIMEDOUT, "%s timed out", tool_paths[tool]);
+			mh_fail(r, MH_E_FAILED, ETIMEDOUT, "%s timed out", args[0]);
 			goto out; /* closing ans makes the runner kill the tool */
 		}
 		int n = poll(&p, 1, (int)(left > 60000 ? 60000 : left));
@@ -307,17 +253,51 @@ int mh_tools_run(enum mh_tool tool, const char *const *args, size_t nargs, int d
 		memcpy(out + len, tmp, keep);
 		len += keep;
 	}
-	out[len] = '\0';
-	if (recv(ans[0], status, sizeof(*status), 0) != (ssize_t)sizeof(*status)) {
-		mh_fail(r, MH_E_FAILED, EPROTO, "the tool runner did not answer");
+	if (recv_answer(ans, &a, r) < 0)
 		goto out;
-	}
+	*status = a.status;
 	ret = 0;
 out:
 	out[len] = '\0';
 	mh_closep(&pipefd[0]);
 	mh_closep(&pipefd[1]);
-	mh_closep(&ans[0]);
-	mh_closep(&ans[1]);
+	mh_closep(&ans);
+	return ret;
+}
+
+/* A file job (RN_SIZE, RN_COPY): its answer, or -1 with r. */
+static int file_job(uint32_t kind, const int *fds, uint32_t nfds, uint64_t size,
+                    struct rn_answer *a, struct mh_res *r)
+{
+	static struct rn_job j;
+	memset(&j, 0, sizeof(j));
+	j.kind = kind;
+	j.size = size;
+	int ans = send_job(&j, fds, nfds, r);
+	if (ans < 0)
+		return -1;
+	int ret = recv_answer(ans, a, r);
+	close(ans);
+	if (ret == 0 && a->err)
+		return mh_fail(r,
+		               a->err == ENOSPC || a->err == EDQUOT ? MH_E_NOSPACE
+		               : a->err == EFBIG                    ? MH_E_REFUSED
+		                                                    : MH_E_FAILED,
+		               a->err, "%s: %s", kind == RN_COPY ? "copy" : "size image",
+		               strerror(a->err));
+	return ret;
+}
+
+int mh_tools_size(int fd, uint64_t size, struct mh_res *r)
+{
+	struct rn_answer a;
+	return file_job(RN_SIZE, &fd, 1, size, &a, r);
+}
+
+int mh_tools_copy(int src, int dst, uint64_t size, bool *reflinked, struct mh_res *r)
+{
+	struct rn_answer a = {0};
+	int ret = file_job(RN_COPY, (int[]){src, dst}, 2, size, &a, r);
+	*reflinked = a.reflinked != 0;
 	return ret;
 }

@@ -1,27 +1,28 @@
 /*
- * The tool runner (mh_tools.c): the capability-less process that starts the
- * mkfs tools for the helper, which itself may not execve.
+ * The helper's side of sepcsi-runner (runner/runner.c), the capability-less
+ * process that runs the mkfs tools and sizes and copies image files for the
+ * helper, which itself may not execve and does no file I/O it need not do.
  */
 #ifndef SEPCSI_MH_TOOLS_H
 #define SEPCSI_MH_TOOLS_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "mh.h"
 #include "policy.h"
+#include "rn_job.h"
 
-enum mh_tool {
-	MH_TOOL_MKFS_EXT4,
-	MH_TOOL_MKFS_XFS,
-	MH_TOOL_MKFS_BTRFS,
-	MH_TOOL_COUNT,
-};
+/* At start, before the helper enters its view: open sepcsi-runner beside the helper's binary. */
+void mh_tools_locate(void);
 
 /*
- * At start, before the helper confines itself: fork the runner, which makes
- * its own view and confines itself (the policy's seccomp log_only applies).
+ * At start, before the helper confines itself: fork a child that leaves the
+ * helper's view, drops every capability and execs the runner with the job
+ * socket on fd 3. log_args are passed on (--log-format, --log-level).
  */
-void mh_tools_start(const struct pol *pol);
+void mh_tools_start(const struct pol *pol, const char *log_format, const char *log_level);
 
 /* A pidfd of the runner, readable once it has exited (the helper cannot go on without it). */
 int mh_tools_pidfd(void);
@@ -32,7 +33,20 @@ int mh_tools_pidfd(void);
  * up to cap - 1 bytes of its output, NUL-terminated. 0 with *status its
  * waitpid status, or -1 with r.
  */
-int mh_tools_run(enum mh_tool tool, const char *const *args, size_t nargs, int dir, char *out,
+int mh_tools_run(enum rn_tool tool, const char *const *args, size_t nargs, int dir, char *out,
                  size_t cap, long timeout_ms, int *status, struct mh_res *r);
+
+/*
+ * The open regular file fd extended to size bytes (sparse; never shrunk),
+ * then fsync'd. 0, or -1 with r (NOSPACE for ENOSPC/EDQUOT, REFUSED for EFBIG).
+ */
+int mh_tools_size(int fd, uint64_t size, struct mh_res *r);
+
+/*
+ * The new, empty file dst filled with src (a reflink where the file system
+ * can, else src's data extents; *reflinked says which), grown to size if
+ * that is larger than src, fsync'd. 0, or -1 with r.
+ */
+int mh_tools_copy(int src, int dst, uint64_t size, bool *reflinked, struct mh_res *r);
 
 #endif

@@ -22,17 +22,8 @@
 #include <termios.h>
 
 /* From <linux/fs.h>, which cannot be included together with <sys/mount.h> on glibc 2.36. */
-#ifndef BLKPBSZGET
-#define BLKPBSZGET _IO(0x12, 123)
-#endif
-#ifndef BLKDISCARDZEROES
-#define BLKDISCARDZEROES _IO(0x12, 124)
-#endif
-/* From xfsprogs' <xfs/xfs_fs.h>: _IOR('X', 30, struct dioattr), three __u32. */
-#define XFS_IOC_DIOINFO _IOC(_IOC_READ, 'X', 30, 12)
 /* <linux/fs.h> (which clashes with <sys/mount.h>), <linux/ext4.h>, <xfs/xfs_fs.h>, <linux/btrfs.h>.
  */
-#define FICLONE               _IOW(0x94, 9, int)
 #define FIFREEZE              _IOWR('X', 119, int)
 #define FITHAW                _IOWR('X', 120, int)
 #define EXT4_IOC_RESIZE_FS    _IOW('f', 16, uint64_t)
@@ -100,12 +91,10 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("fcntl", "fdopendir"),
     ALLOW("dup2", "a new request channel on fd 3"),
     ALLOW("pipe2", "a worker's pipe to the main loop"),
-    ALLOW("ftruncate", "size a new image (sparse); grow one (RESIZE, CLONE); probe the largest"),
-    ALLOW("copy_file_range", "sparse copy of an image's data extents (SNAPSHOT, CLONE)"),
     ALLOW("fstatfs", "CAPACITY of the data directory; STATS of a volume"),
     ALLOW("fchown", "MH_F_MOUNT_GROUP: a new volume root's group (CAP_CHOWN)"),
     ALLOW("fchmod", "MH_F_MOUNT_GROUP: g+rwx,setgid on a new volume root (its owner)"),
-    ALLOW("fsync", "a new image and its directory entry"),
+    ALLOW("fsync", "directories after a new or removed entry (images, snapshots, marks)"),
     ALLOW_EQ("renameat2", 4, RENAME_NOREPLACE, "publish a new image, never replacing one"),
     ALLOW("unlinkat", "delete an image; remove a target the helper made"),
     ALLOW("mkdirat", "create a target directory beneath its root"),
@@ -163,7 +152,6 @@ static const struct sc_rule helper_rules[] = {
     IOCTL(CDROM_GET_CAPABILITY, "blkid: is it a CD (EINVAL on a loop device)"),
     IOCTL(CDROM_LAST_WRITTEN, "blkid: CD session (EINVAL on a loop device)"),
     IOCTL(FDGETFDCSTAT, "blkid: is it a floppy (EINVAL on a loop device)"),
-    IOCTL(FICLONE, "reflink an image (SNAPSHOT, CLONE); the start-up probe"),
     IOCTL(FIFREEZE, "freeze a mounted source volume for a consistent copy"),
     IOCTL(FITHAW, "thaw it again, always; at start, whatever a dead helper left frozen"),
     IOCTL(EXT4_IOC_RESIZE_FS, "EXPAND: grow a mounted ext4 (CAP_SYS_RESOURCE)"),
@@ -172,91 +160,4 @@ static const struct sc_rule helper_rules[] = {
     IOCTL(BTRFS_IOC_RESIZE, "EXPAND: grow a mounted btrfs to its device (\"max\")"),
 };
 
-/*
- * The tool runner (mounthelper/mh_tools.c) and the mkfs tools it execs:
- * mkfs.ext4, mkfs.xfs, mkfs.btrfs. The runner is forked before the helper
- * confines itself, drops every capability, and installs this filter; the
- * tools inherit it across exec. It holds the one execve of the helper's side,
- * and none of the mount API, loop ioctls, xattrs or mknod: a tool that a
- * hostile image could subvert gets no privilege and no mount call. Rows marked
- * (tools) are the dynamic loader's and the tools' own needs.
- */
-static const struct sc_rule tools_rules[] = {
-    ALLOW("brk", NULL),
-    ALLOW("mmap", NULL),
-    ALLOW("munmap", NULL),
-    ALLOW("mprotect", "loader: RELRO (tools)"),
-    ALLOW("madvise", "thread stack release (tools: mkfs.btrfs)"),
-    ALLOW("arch_prctl", "loader: TLS (tools)"),
-    ALLOW("set_tid_address", "libc start-up (tools)"),
-    ALLOW("set_robust_list", "libc start-up, fork"),
-    ALLOW("rseq", "libc start-up (tools)"),
-    ALLOW("prlimit64", "libc start-up: stack limit (tools)"),
-    ALLOW("membarrier", "liburcu (tools: mkfs.xfs)"),
-    ALLOW("getrandom", "uuids (tools)"),
-    ALLOW("futex", "threads (tools)"),
-    ALLOW("exit", "thread exit (tools)"),
-    ALLOW("exit_group", NULL),
-    ALLOW("rt_sigaction", NULL),
-    ALLOW("rt_sigprocmask", NULL),
-    ALLOW("rt_sigreturn", NULL),
-    ALLOW("getpid", NULL),
-    ALLOW("gettid", NULL),
-    ALLOW("getppid", "runner: is the helper still its parent"),
-    ALLOW("getuid", "(tools)"),
-    ALLOW("geteuid", "(tools)"),
-    ALLOW("getgid", "(tools)"),
-    ALLOW("getegid", "(tools)"),
-    ALLOW("uname", "kernel version checks (tools: mkfs.ext4)"),
-    ALLOW("sysinfo", "memory size (tools: mkfs.btrfs)"),
-    ALLOW("sched_getaffinity", "thread count (tools)"),
-    ALLOW("clock_gettime", NULL),
-    ALLOW("clock_nanosleep", NULL),
-    ALLOW_EQ("prctl", 0, PR_SET_PDEATHSIG, "runner and its children: die with the helper"),
-    ALLOW_EQ("prctl", 0, PR_GET_DUMPABLE, "secure_getenv check (tools: mkfs.ext4)"),
-    ALLOW("read", NULL),
-    ALLOW("write", NULL),
-    ALLOW("pread64", "(tools)"),
-    ALLOW("pwrite64", "(tools)"),
-    ALLOW("lseek", "(tools)"),
-    ALLOW("openat", "the image (relative to the images directory), libraries (tools)"),
-    ALLOW("close", NULL),
-    ALLOW("close_range", "runner child: close every inherited fd before exec"),
-    ALLOW("newfstatat", NULL),
-    ALLOW("statx", "(tools)"),
-    ALLOW("getdents64", "(tools)"),
-    ALLOW("readlink", "(tools: mkfs.btrfs)"),
-    ALLOW("getcwd", "(tools: mkfs.btrfs)"),
-    ALLOW("access", "loader: /etc/ld.so.preload (tools)"),
-    ALLOW("faccessat2", "(tools)"),
-    ALLOW("fadvise64", "(tools)"),
-    ALLOW("fcntl", "(tools)"),
-    ALLOW("fstatfs", "(tools)"),
-    ALLOW("fallocate", "discard = punch holes in the image (tools: mkfs.ext4, mkfs.xfs)"),
-    ALLOW("fsync", "(tools)"),
-    ALLOW("fdatasync", "(tools)"),
-    ALLOW("dup2", "runner child: stdio"),
-    ALLOW("fchdir", "runner child: into the images directory"),
-    ALLOW("recvmsg", "runner: one job with its fds"),
-    ALLOW("sendto", "runner child: the tool's exit status"),
-    ALLOW("poll", "runner child: the tool, or the requester going away"),
-    ALLOW_IF("clone", 0, CLONE_NS_FLAGS, 0, "no CLONE_NEW* flag",
-             "runner: a child per job, the tool; tool threads; never a namespace"),
-    ENOSYS_("clone3", "flags in memory: ENOSYS makes libc use clone"),
-    ALLOW("execve", "run /sbin/mkfs.*: capability-less, no_new_privs, still under this filter"),
-    ALLOW("wait4", "reap the tool"),
-    ALLOW("pidfd_open", "a handle on the tool"),
-    ALLOW_EQ("pidfd_send_signal", 1, SIGKILL, "kill a tool that outlived its time"),
-    IOCTL(BLKGETSIZE64, "(tools: mkfs.ext4, ENOTTY)"),
-    IOCTL(BLKSSZGET, "(tools: mkfs.ext4, ENOTTY)"),
-    IOCTL(BLKGETSIZE, "(tools: mkfs.ext4, ENOTTY)"),
-    IOCTL(BLKPBSZGET, "(tools: mkfs.ext4, ENOTTY)"),
-    IOCTL(BLKROGET, "(tools: mkfs.ext4, ENOTTY)"),
-    IOCTL(BLKDISCARDZEROES, "(tools: mkfs.ext4, ENOTTY)"),
-    IOCTL(FDGETPRM, "(tools: mkfs.ext4, ENOTTY)"),
-    IOCTL(TCGETS, "isatty() (tools: mkfs.ext4)"),
-    IOCTL(XFS_IOC_DIOINFO, "direct I/O limits of the host fs (tools: mkfs.xfs)"),
-};
-
 const struct pol_sc_table pol_sc_helper = SC_TABLE("sepcsi-mounthelper", helper_rules);
-const struct pol_sc_table pol_sc_tools = SC_TABLE("tool runner, mkfs", tools_rules);

@@ -248,8 +248,9 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	     "The only process that mounts. Securebits NOROOT, NO_SETUID_FIXUP, "
 	     "NO_CAP_AMBIENT_RAISE, all locked; its workers are forks with the same "
 	     "confinement."},
-	    {"tool runner", 0, 0, 0, 0, 0, true, &pol_sc_tools, "seccomp_helper.c", true,
-	     "The helper's child that starts the mkfs tools; the tools inherit all of this."},
+	    {"sepcsi-runner", 0, 0, 0, 0, 0, true, &pol_sc_tools, "seccomp_tools.c", true,
+	     "The helper's child (runner/runner.c): starts the mkfs tools, sizes and copies "
+	     "image files on descriptors the helper passes; the tools inherit all of this."},
 	};
 	if (json)
 		print_json(out, p, sizeof(p) / sizeof(p[0]), pol, cfg);

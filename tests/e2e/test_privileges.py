@@ -82,7 +82,7 @@ def test_running_processes_match_print_privileges(driver):
     runner = helper_children(helper)  # idle: the tool runner is its only child
     assert len(runner) == 1, runner
     pids = {"sepcsi-supervisor": driver.sup_pid(), "sepcsi-rpcd": driver.children()["sepcsi-rpcd"],
-            "sepcsi-mounthelper": helper, "tool runner": runner[0]}
+            "sepcsi-mounthelper": helper, "sepcsi-runner": runner[0]}
     assert set(pids) == set(printed)
     host_root = os.stat("/")
     for name, pid in pids.items():
@@ -123,7 +123,7 @@ def test_running_processes_match_print_privileges(driver):
             points = [ln.split()[4] for ln in f]
         for mp in points:  # the tool runner's /dev is a tmpfs of its own, with null only
             assert mp in view or any(mp.startswith(r + "/") for r in roots) or (
-                mp == "/dev" and name == "tool runner"), (name, mp)
+                mp == "/dev" and name == "sepcsi-runner"), (name, mp)
         assert set(view) - {"/dev/null", "/dev/loop-control"} - \
             {v for v in view if v.startswith("/etc/") or v in ("/bin", "/sbin", "/lib",
                                                              "/lib32", "/lib64", "/libx32")} \

@@ -64,6 +64,7 @@ enum probe {
 	P_MKNOD_DISK,
 	P_MKNOD_LOOP,
 	P_PIVOT_ROOT,
+	P_FTRUNCATE,
 	P_I386_GETPID,
 	P_X32_GETPID,
 };
@@ -153,6 +154,8 @@ static int do_probe(enum probe p)
 		               makedev(7, 300)) == 0;
 	case P_PIVOT_ROOT:
 		return syscall(SYS_pivot_root, "/nonexistent", "/nonexistent") == 0;
+	case P_FTRUNCATE: /* allowed: EBADF */
+		return syscall(SYS_ftruncate, -1, 0) == -1 && errno == EBADF ? 0 : 1;
 	case P_KILL_TERM:
 		return kill(getpid(), 0) == 0 ? 0 : 1;
 	case P_I386_GETPID:
@@ -197,6 +200,7 @@ static void test_tools_filter(void)
 	}
 	CHECK(probe(&pol_sc_tools, false, P_EXECVE) != SIGSYS);
 	CHECK(probe(&pol_sc_tools, false, P_FORK) == 0);
+	CHECK(probe(&pol_sc_tools, false, P_FTRUNCATE) == 0); /* sizing an image file */
 }
 
 static void test_helper_filter(void)
@@ -211,7 +215,8 @@ static void test_helper_filter(void)
 	                             P_KILL_TERM,     P_KILL_KILL,
 	                             P_EXECVE,        P_MOUNT_SETATTR,
 	                             P_MKNOD_CHAR,    P_MKNOD_DISK,
-	                             P_PIVOT_ROOT,    P_X32_GETPID};
+	                             P_PIVOT_ROOT,    P_X32_GETPID,
+	                             P_FTRUNCATE}; /* image files are sized by the runner */
 	for (size_t i = 0; i < sizeof(killed) / sizeof(killed[0]); i++) {
 		int r = probe(&pol_sc_helper, false, killed[i]);
 		if (r != SIGSYS)

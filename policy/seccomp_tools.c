@@ -1,0 +1,113 @@
+/*
+ * The seccomp table of sepcsi-runner and the mkfs tools it starts: the only
+ * filter compiled into the runner. Read the reasons as the review record;
+ * seccomp.c explains the form and how a table is installed.
+ */
+#include "sc_rules.h"
+
+#include <fcntl.h>
+#include <linux/fd.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <termios.h>
+
+/* From <linux/fs.h>, which cannot be included together with <sys/mount.h> on glibc 2.36. */
+#define BLKPBSZGET       _IO(0x12, 123)
+#define BLKDISCARDZEROES _IO(0x12, 124)
+#define FICLONE          _IOW(0x94, 9, int)
+/* From xfsprogs' <xfs/xfs_fs.h>: _IOR('X', 30, struct dioattr), three __u32. */
+#define XFS_IOC_DIOINFO _IOC(_IOC_READ, 'X', 30, 12)
+
+/*
+ * sepcsi-runner (runner/runner.c) and the mkfs tools it execs: mkfs.ext4,
+ * mkfs.xfs, mkfs.btrfs. The helper starts the runner capability-less with
+ * no_new_privs; the runner installs this filter before it serves a job, and
+ * the tools inherit it across exec. It holds the one execve of the helper's
+ * side, the file I/O on image files the helper passed (sizing, copying), and
+ * none of the mount API, loop ioctls, xattrs or mknod: a tool that a hostile
+ * image could subvert gets no privilege and no mount call. Rows marked (tools)
+ * are the dynamic loader's and the tools' own needs.
+ */
+static const struct sc_rule tools_rules[] = {
+    ALLOW("brk", NULL),
+    ALLOW("mmap", NULL),
+    ALLOW("munmap", NULL),
+    ALLOW("mprotect", "loader: RELRO (tools)"),
+    ALLOW("madvise", "thread stack release (tools: mkfs.btrfs)"),
+    ALLOW("arch_prctl", "loader: TLS (tools)"),
+    ALLOW("set_tid_address", "libc start-up (tools)"),
+    ALLOW("set_robust_list", "libc start-up, fork"),
+    ALLOW("rseq", "libc start-up (tools)"),
+    ALLOW("prlimit64", "libc start-up: stack limit (tools)"),
+    ALLOW("membarrier", "liburcu (tools: mkfs.xfs)"),
+    ALLOW("getrandom", "uuids (tools)"),
+    ALLOW("futex", "threads (tools)"),
+    ALLOW("exit", "thread exit (tools)"),
+    ALLOW("exit_group", NULL),
+    ALLOW("rt_sigaction", NULL),
+    ALLOW("rt_sigprocmask", NULL),
+    ALLOW("rt_sigreturn", NULL),
+    ALLOW("getpid", NULL),
+    ALLOW("gettid", NULL),
+    ALLOW("getppid", "runner: is the helper still its parent"),
+    ALLOW("getuid", "(tools)"),
+    ALLOW("geteuid", "(tools)"),
+    ALLOW("getgid", "(tools)"),
+    ALLOW("getegid", "(tools)"),
+    ALLOW("uname", "kernel version checks (tools: mkfs.ext4)"),
+    ALLOW("sysinfo", "memory size (tools: mkfs.btrfs)"),
+    ALLOW("sched_getaffinity", "thread count (tools)"),
+    ALLOW("clock_gettime", NULL),
+    ALLOW("clock_nanosleep", NULL),
+    ALLOW_EQ("prctl", 0, PR_SET_PDEATHSIG, "runner and its children: die with the helper"),
+    ALLOW_EQ("prctl", 0, PR_GET_DUMPABLE, "secure_getenv check (tools: mkfs.ext4)"),
+    ALLOW("read", NULL),
+    ALLOW("write", NULL),
+    ALLOW("pread64", "(tools)"),
+    ALLOW("pwrite64", "(tools)"),
+    ALLOW("lseek", "(tools)"),
+    ALLOW("openat", "the image (relative to the images directory), libraries (tools)"),
+    ALLOW("close", NULL),
+    ALLOW("close_range", "runner child: close every inherited fd before exec"),
+    ALLOW("newfstatat", NULL),
+    ALLOW("statx", "(tools)"),
+    ALLOW("getdents64", "(tools)"),
+    ALLOW("readlink", "(tools: mkfs.btrfs)"),
+    ALLOW("getcwd", "(tools: mkfs.btrfs)"),
+    ALLOW("access", "loader: /etc/ld.so.preload (tools)"),
+    ALLOW("faccessat2", "(tools)"),
+    ALLOW("fadvise64", "(tools)"),
+    ALLOW("fcntl", "(tools)"),
+    ALLOW("fstatfs", "(tools)"),
+    ALLOW("fallocate", "discard = punch holes in the image (tools: mkfs.ext4, mkfs.xfs)"),
+    ALLOW("fsync", "runner: make a sized or copied image durable (tools)"),
+    ALLOW("ftruncate", "runner: size a new image (sparse), grow one or a copy"),
+    ALLOW("copy_file_range", "runner: copy an image's data extents (SNAPSHOT, CLONE)"),
+    ALLOW("fdatasync", "(tools)"),
+    ALLOW("dup2", "runner child: stdio"),
+    ALLOW("fchdir", "runner child: into the images directory"),
+    ALLOW("recvmsg", "runner: one job with its fds"),
+    ALLOW("sendto", "runner child: the tool's exit status"),
+    ALLOW("poll", "runner child: the tool, or the requester going away"),
+    ALLOW_IF("clone", 0, CLONE_NS_FLAGS, 0, "no CLONE_NEW* flag",
+             "runner: a child per job, the tool; tool threads; never a namespace"),
+    ENOSYS_("clone3", "flags in memory: ENOSYS makes libc use clone"),
+    ALLOW("execve", "run /sbin/mkfs.*: capability-less, no_new_privs, still under this filter"),
+    ALLOW("wait4", "reap the tool"),
+    ALLOW("pidfd_open", "a handle on the tool"),
+    ALLOW_EQ("pidfd_send_signal", 1, SIGKILL, "kill a tool that outlived its time"),
+    IOCTL(BLKGETSIZE64, "(tools: mkfs.ext4, ENOTTY)"),
+    IOCTL(BLKSSZGET, "(tools: mkfs.ext4, ENOTTY)"),
+    IOCTL(BLKGETSIZE, "(tools: mkfs.ext4, ENOTTY)"),
+    IOCTL(BLKPBSZGET, "(tools: mkfs.ext4, ENOTTY)"),
+    IOCTL(BLKROGET, "(tools: mkfs.ext4, ENOTTY)"),
+    IOCTL(BLKDISCARDZEROES, "(tools: mkfs.ext4, ENOTTY)"),
+    IOCTL(FDGETPRM, "(tools: mkfs.ext4, ENOTTY)"),
+    IOCTL(TCGETS, "isatty() (tools: mkfs.ext4)"),
+    IOCTL(FICLONE, "runner: reflink an image (SNAPSHOT, CLONE)"),
+    IOCTL(XFS_IOC_DIOINFO, "direct I/O limits of the host fs (tools: mkfs.xfs)"),
+};
+
+const struct pol_sc_table pol_sc_tools = SC_TABLE("sepcsi-runner, mkfs", tools_rules);
