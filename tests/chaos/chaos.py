@@ -16,8 +16,9 @@ Every call is retried as a CO retries (kubelet and the external sidecars retry a
 error, with backoff): the same arguments, after 10, 20, 40, then 50 ms, until it
 succeeds; a call still failing after SEPCSI_CHAOS_STUCK seconds (60) is "stuck" and
 its client stops. Meanwhile a killer sends SIGKILL, every 0.1-0.5 s, to one of: the
-helper, a helper worker (a child of the helper that holds capabilities: the tool
-runner holds none), or rpcd. The schedule of kills (intervals and kinds) comes from a
+helper, a helper worker (a child of the helper that holds capabilities), the helper's
+tool runner (its first child, sepcsi-runner: without it the helper exits and is
+restarted), or rpcd. The schedule of kills (intervals and kinds) comes from a
 seeded generator: SEPCSI_CHAOS_SEED replays it; the seed is always printed.
 
 New lifecycles start for SEPCSI_CHAOS_SECONDS (60), and on past that until at least
@@ -67,7 +68,7 @@ MIN_KILLS = 20
 KILL_INTERVAL = (0.1, 0.5)  # seconds between two kills, uniform
 CALL_TIMEOUT = 15  # gRPC deadline of one attempt (the external sidecars' default is 10 s)
 BACKOFF = (0.01, 0.05)  # first retry delay, doubling up to the second
-KINDS = ("helper", "worker", "rpcd")
+KINDS = ("helper", "worker", "runner", "rpcd")
 WORKER_WAIT = 0.5  # how long a turn that drew "worker" first looks for one
 HELPER, RPCD = "sepcsi-mounthel", "sepcsi-rpcd"  # /proc/<pid>/comm keeps 15 characters
 STORE_FILE = "sepcsi.db"
@@ -316,11 +317,12 @@ def processes(driver):
     if HELPER in kids:
         helper = kids[HELPER]
         found["helper"].append(helper)
-        # The tool runner is the helper's first child, forked before it is ready (and
-        # holds the helper's capabilities until it has confined itself); a worker is
-        # forked for a request, and holds them for good.
+        # The tool runner (sepcsi-runner) is the helper's first child, started before
+        # it is ready, and holds no capability; a worker is forked for a request, and
+        # holds the helper's for good.
         kids = sorted((t, p) for t, p in ((start_time(p), p) for p in children(helper))
                       if t is not None)
+        found["runner"] = [p for t, p in kids[:1]]
         found["worker"] = [p for t, p in kids[1:]
                            if status_field(p, "CapEff") not in (None, "0000000000000000")]
     return found
@@ -384,7 +386,7 @@ class Killer(threading.Thread):
                 if not pids:
                     continue
                 pid = pids[int(pick * len(pids))]
-                parent = found["helper"][0] if kind == "worker" else sup
+                parent = found["helper"][0] if kind in ("worker", "runner") else sup
                 if kill(pid, parent):
                     r.tally.add("kills", kind)
                     r.tally.note("kill_log", "%s %s %d" % (utc_now(), kind, pid))
