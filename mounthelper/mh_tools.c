@@ -69,8 +69,8 @@ void mh_tools_locate(void)
 
 /*
  * The runner's view: the helper's, less what the tools never need: kubelet's
- * directories, /sys, /proc, and the helper's /dev (a /dev of its own with
- * null only). In a mount namespace of its own, made private first so that
+ * directories, /sys, and the helper's /dev with its loop nodes (a /dev of its
+ * own with null only). In a mount namespace of its own, made private first so that
  * nothing it takes away is taken from anyone else. Still privileged here.
  */
 static int own_view(const struct pol *pol)
