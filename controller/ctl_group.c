@@ -389,7 +389,12 @@ int ctl_delete_volume_group_snapshot(struct ctl *c, const void *r, void **resp, 
 	/* A group that is gone is deleted whatever the list says; one that is here needs it. */
 	if (check_members(c, st, g->id, req->snapshot_ids, req->n_snapshot_ids, &m, &n))
 		goto out;
-	/* Images first, rows after: a retry finds the same group and finishes the job. */
+	/*
+	 * Images first, rows after, under an intent: a retry finds the same group
+	 * and finishes the job, and so does reconciliation if no retry comes.
+	 */
+	if (ctl_intent_begin(c, st, CTL_OP_DELETE_GROUP, g->id, g->id, ""))
+		goto out;
 	for (size_t i = 0; i < n; i++) {
 		struct mh_err e;
 		if (mh_delete_snapshot(c->mh, m[i]->id, &e) != 0 && e.kind != MH_E_NOTFOUND) {
@@ -402,6 +407,7 @@ int ctl_delete_volume_group_snapshot(struct ctl *c, const void *r, void **resp, 
 		ctl_fail_store(st, "forget group snapshot", rc);
 		goto out;
 	}
+	ctl_intent_end(c, CTL_OP_DELETE_GROUP, g->id);
 	*resp = out;
 	st->code = CTL_OK;
 out:

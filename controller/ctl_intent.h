@@ -15,9 +15,10 @@
 #define CTL_OP_SNAPSHOT    "snapshot"    /* subject: the name; object: the new snapshot */
 #define CTL_OP_DELETE_SNAP "delete-snap" /* subject and object: the snapshot */
 #define CTL_OP_GROUP                                                                               \
-	"group"                /* subject: the name; object: the group;                            \
-	                          detail: its snapshot ids, space-separated */
-#define CTL_OP_EXPAND "expand" /* subject and object: the volume; detail: bytes */
+	"group"                            /* subject: the name; object: the group;                \
+	                                      detail: its snapshot ids, space-separated */
+#define CTL_OP_DELETE_GROUP "delete-group" /* subject and object: the group */
+#define CTL_OP_EXPAND       "expand"       /* subject and object: the volume; detail: bytes */
 #define CTL_OP_STAGE                                                                               \
 	"stage"                  /* subject and object: the volume;                                \
 	                            detail: "b|f <staging path>" */

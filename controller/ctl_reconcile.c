@@ -134,6 +134,22 @@ static bool settle_group(struct ctl *c, const struct store_intent *in)
 	return ok;
 }
 
+/* A group delete cut short: its members' images and then its rows go, as the request does. */
+static bool settle_delete_group(struct ctl *c, const struct store_intent *in)
+{
+	struct store_snapshot **m = NULL;
+	size_t n = 0;
+	bool ok = store_snapshot_list_group(c->st, in->object_id, &m, &n) == STORE_OK;
+	for (size_t i = 0; ok && i < n; i++) {
+		struct mh_err e;
+		ok = helper_ok(mh_delete_snapshot(c->mh, m[i]->id, &e), &e,
+		               "finish group snapshot delete", m[i]->id);
+	}
+	store_snapshot_list_free(m, n);
+	int rc = ok ? store_group_snapshot_delete(c->st, in->object_id) : STORE_OK;
+	return ok && (rc == STORE_OK || rc == STORE_NOTFOUND);
+}
+
 static bool settle_expand(struct ctl *c, const struct store_intent *in)
 {
 	struct store_volume *v = NULL;
@@ -233,6 +249,7 @@ static const struct {
     {CTL_OP_SNAPSHOT, CTL_KEY_SNAPSHOT_NAME, settle_snapshot},
     {CTL_OP_DELETE_SNAP, NULL, settle_delete_snap},
     {CTL_OP_GROUP, CTL_KEY_GROUP_NAME, settle_group},
+    {CTL_OP_DELETE_GROUP, NULL, settle_delete_group},
     {CTL_OP_EXPAND, NULL, settle_expand},
     {CTL_OP_STAGE, NULL, settle_stage},
     {CTL_OP_UNSTAGE, NULL, settle_unstage},

@@ -34,6 +34,13 @@ SIZE = 32 * MiB
 RETRY_SECONDS = 60
 CONTROLLER = {"CreateVolume", "DeleteVolume", "CreateSnapshot", "DeleteSnapshot",
               "ControllerExpandVolume", "ListVolumes"}
+GROUP_CONTROLLER = {"CreateVolumeGroupSnapshot", "DeleteVolumeGroupSnapshot",
+                    "GetVolumeGroupSnapshot"}
+
+
+def service_of(method):
+    return ("controller" if method in CONTROLLER else
+            "group_controller" if method in GROUP_CONTROLLER else "node")
 
 
 @pytest.fixture
@@ -48,7 +55,7 @@ def kd():
 
 def retried(d, method, **fields):
     """The call, retried as a CO retries (every error, a fresh channel each time)."""
-    service = "controller" if method in CONTROLLER else "node"
+    service = service_of(method)
     deadline = time.monotonic() + RETRY_SECONDS
     while True:
         with csi_client.CsiClient(d.endpoint) as c:
@@ -70,7 +77,7 @@ class Attempt(threading.Thread):
         self.start()
 
     def run(self):
-        service = "controller" if self.method in CONTROLLER else "node"
+        service = service_of(self.method)
         with csi_client.CsiClient(self.d.endpoint) as c:
             try:
                 getattr(c, service)(self.method, timeout=120, **self.fields)
@@ -229,6 +236,43 @@ def test_kill_at(kd, method, point, block, victim):
     if victim == "worker":
         assert kd.logs().count("child_exited") == 0  # nothing but the worker died
     assert_nothing_left(kd)
+
+
+def test_group_delete_cut_short_is_finished_without_a_retry(kd):
+    """DeleteVolumeGroupSnapshot loses rpcd after its first member's copy is gone, and the
+    CO never asks again: reconciliation finishes the delete (no member copy, no row)."""
+    d, pb, cap = kd, csi_client.pb, mount_cap("ext4")
+    vids = [retried(d, "CreateVolume", name="pvc-group-%d" % i, volume_capabilities=[cap],
+                    capacity_range=pb.CapacityRange(required_bytes=SIZE)).volume.volume_id
+            for i in range(2)]
+    g = retried(d, "CreateVolumeGroupSnapshot", name="group",
+                source_volume_ids=vids).group_snapshot
+    members = sorted(s.snapshot_id for s in g.snapshots)
+    point = "answered@" + members[0]  # the store lists members by id: this one goes first
+    d.hold(point)
+    attempt = Attempt(d, "DeleteVolumeGroupSnapshot",
+                      dict(group_snapshot_id=g.group_snapshot_id, snapshot_ids=members))
+    try:
+        d.paused(point)
+        os.kill(d.children()[chaos.RPCD], signal.SIGKILL)
+    finally:
+        d.release(point)
+    attempt.join(120)
+    assert attempt.code == grpc.StatusCode.UNAVAILABLE
+    wait_until(lambda: snapshots(d) == [], "the group's copies removed by reconciliation")
+
+    def group_gone():
+        with csi_client.CsiClient(d.endpoint) as c:
+            try:
+                c.group_controller("GetVolumeGroupSnapshot",
+                                   group_snapshot_id=g.group_snapshot_id, snapshot_ids=members)
+            except grpc.RpcError as e:
+                return e.code() == grpc.StatusCode.NOT_FOUND
+        return False
+    wait_until(group_gone, "the group forgotten by reconciliation")
+    for vid in vids:
+        retried(d, "DeleteVolume", volume_id=vid)
+    assert_nothing_left(d)
 
 
 def test_worker_killed_after_answer_does_not_wedge(kd):
