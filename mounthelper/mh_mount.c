@@ -43,41 +43,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* VFS options the helper knows how to apply; every other VFS option is refused. */
-enum vfs_action {
-	V_RO,
-	V_RW,
-	V_NOEXEC,
-	V_EXEC,
-	V_NOATIME,
-	V_RELATIME,
-	V_STRICTATIME,
-	V_NODIRATIME,
-	V_SYNC,
-	V_DIRSYNC,
-	V_LAZYTIME,
-	V_FORCED
-};
-
-static const struct {
-	const char *name;
-	enum vfs_action act;
-} vfs_map[] = {
-    {"ro", V_RO},
-    {"rw", V_RW},
-    {"noexec", V_NOEXEC},
-    {"exec", V_EXEC},
-    {"noatime", V_NOATIME},
-    {"relatime", V_RELATIME},
-    {"strictatime", V_STRICTATIME},
-    {"nodiratime", V_NODIRATIME},
-    {"sync", V_SYNC},
-    {"dirsync", V_DIRSYNC},
-    {"lazytime", V_LAZYTIME},
-    {"nosuid", V_FORCED},
-    {"nodev", V_FORCED},
-};
-
 int mh_mount_opts_parse(const char *opts, bool readonly, struct mh_mount_opts *o, struct mh_res *r)
 {
 	char *user = NULL, *vfs = NULL;
@@ -93,56 +58,18 @@ int mh_mount_opts_parse(const char *opts, bool readonly, struct mh_mount_opts *o
 	char *cur = vfs, *name, *value;
 	size_t nsz, vsz;
 	while (cur && mnt_optstr_next_option(&cur, &name, &nsz, &value, &vsz) == 0) {
-		size_t i;
-		for (i = 0; i < sizeof(vfs_map) / sizeof(vfs_map[0]); i++)
-			if (strlen(vfs_map[i].name) == nsz && !memcmp(vfs_map[i].name, name, nsz))
-				break;
-		if (value || i == sizeof(vfs_map) / sizeof(vfs_map[0])) {
+		/* Only the options of the policy's table: every other VFS option is refused. */
+		const struct pol_vfs_opt *v = pol_vfs_opt(name, nsz);
+		if (value || !v) {
 			ret = mh_fail(r, MH_E_REFUSED, EINVAL, "mount option '%.*s' not supported",
 			              (int)nsz, name);
 			goto out;
 		}
-		switch (vfs_map[i].act) {
-		case V_RO:
-			o->sb_ro = true;
-			o->attr |= MOUNT_ATTR_RDONLY;
-			break;
-		case V_RW:
-			o->sb_ro = false;
-			o->attr &= ~(uint64_t)MOUNT_ATTR_RDONLY;
-			break;
-		case V_NOEXEC:
-			o->attr |= MOUNT_ATTR_NOEXEC;
-			break;
-		case V_EXEC:
-			o->attr &= ~(uint64_t)MOUNT_ATTR_NOEXEC;
-			break;
-		case V_NOATIME:
-		case V_RELATIME:
-		case V_STRICTATIME:
-			o->attr &= ~(uint64_t)MOUNT_ATTR__ATIME;
-			o->attr |= vfs_map[i].act == V_NOATIME       ? MOUNT_ATTR_NOATIME
-			           : vfs_map[i].act == V_STRICTATIME ? MOUNT_ATTR_STRICTATIME
-			                                             : MOUNT_ATTR_RELATIME;
-			break;
-		case V_NODIRATIME:
-			o->attr |= MOUNT_ATTR_NODIRATIME;
-			break;
-		case V_SYNC:
-			o->sb_sync = true;
-			break;
-		case V_DIRSYNC:
-			o->sb_dirsync = true;
-			break;
-		case V_LAZYTIME:
-			o->sb_lazytime = true;
-			break;
-		case V_FORCED:
-			break; /* nosuid, nodev: set below whatever was asked */
-		}
+		o->attr = (o->attr & ~v->attr_clear) | v->attr_set;
+		o->sb = (o->sb & ~v->sb_clear) | v->sb_set;
 	}
 	if (readonly) {
-		o->sb_ro = true;
+		o->sb |= POL_SB_RO;
 		o->attr |= MOUNT_ATTR_RDONLY;
 	}
 	o->attr |= MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
@@ -309,16 +236,18 @@ int mh_mount_fs(const struct mh_loop *l, const char *fstype, struct mh_mount_opt
                 int *id, struct mh_res *r)
 {
 	int fsfd = -1, mfd = -1, ret = -1;
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} sb_names[] = {{POL_SB_RO, "ro"},
+	                {POL_SB_SYNC, "sync"},
+	                {POL_SB_DIRSYNC, "dirsync"},
+	                {POL_SB_LAZYTIME, "lazytime"}};
 	const char *sbflags[4];
 	size_t nflags = 0;
-	if (o->sb_ro)
-		sbflags[nflags++] = "ro";
-	if (o->sb_sync)
-		sbflags[nflags++] = "sync";
-	if (o->sb_dirsync)
-		sbflags[nflags++] = "dirsync";
-	if (o->sb_lazytime)
-		sbflags[nflags++] = "lazytime";
+	for (size_t i = 0; i < 4; i++)
+		if (o->sb & sb_names[i].bit)
+			sbflags[nflags++] = sb_names[i].name;
 
 	fsfd = fsopen(fstype, FSOPEN_CLOEXEC);
 	if (fsfd < 0) {
@@ -348,7 +277,7 @@ int mh_mount_fs(const struct mh_loop *l, const char *fstype, struct mh_mount_opt
 		goto out;
 	}
 	/* Still detached: nobody else can see the root directory while it changes. */
-	if (o->set_group && !o->sb_ro && apply_group(mfd, o, r) < 0)
+	if (o->set_group && !(o->sb & POL_SB_RO) && apply_group(mfd, o, r) < 0)
 		goto out;
 	ret = attach(mfd, target_fd, id, r);
 out:

@@ -68,9 +68,8 @@ int mh_mount_loop_numbers(int *nrs, size_t max, struct mh_res *r);
 /* A policy-checked option list, split into what goes where. */
 struct mh_mount_opts {
 	uint64_t attr; /* MOUNT_ATTR_* for fsmount(); NOSUID|NODEV always set */
-	bool sb_ro;    /* superblock read-only */
-	bool sb_sync, sb_dirsync, sb_lazytime;
-	char *fs; /* filesystem-specific options for fsconfig (libmount-allocated) */
+	unsigned sb;   /* POL_SB_*: superblock flags (ro, sync, dirsync, lazytime) */
+	char *fs;      /* filesystem-specific options for fsconfig (libmount-allocated) */
 	/* MH_F_MOUNT_GROUP: give the new file system's root directory this group */
 	bool set_group;
 	gid_t gid;

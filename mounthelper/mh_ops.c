@@ -240,7 +240,7 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		mh_mount_opts_free(&o);
 		return -1;
 	}
-	bool ro = o.sb_ro;
+	bool ro = (o.sb & POL_SB_RO) != 0;
 
 	if ((img = mh_image_open(c, q->volume_id, ro, r)) < 0)
 		goto out;
@@ -435,7 +435,7 @@ int mh_answer_publish(const struct mh_ctx *c, const struct mh_msg *req, struct m
 	 */
 	struct mh_mount_opts o = {.attr = sm.attr | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
 	                                  (ro ? MOUNT_ATTR_RDONLY : 0),
-	                          .sb_ro = sm.sb_ro};
+	                          .sb = sm.sb_ro ? POL_SB_RO : 0};
 	ret = mount_checked(c, q->target_path, POL_TARGET, &v, sm.fstype, &o, r);
 out:
 	mh_closep(&sfd);

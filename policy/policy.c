@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 
 #include "mh_proto.h"
 #include "pol_int.h"
@@ -26,10 +27,29 @@
  * cannot be allowed at all. nosuid and nodev are always forced, so listing
  * them changes nothing.
  */
-static const char *const mappable_vfs_opts[] = {
-    "ro",          "rw",   "exec",    "noexec",   "noatime", "relatime", "nodiratime",
-    "strictatime", "sync", "dirsync", "lazytime", "nosuid",  "nodev",
+static const struct pol_vfs_opt vfs_opts[] = {
+    {"ro", MOUNT_ATTR_RDONLY, 0, POL_SB_RO, 0},
+    {"rw", 0, MOUNT_ATTR_RDONLY, 0, POL_SB_RO},
+    {"noexec", MOUNT_ATTR_NOEXEC, 0, 0, 0},
+    {"exec", 0, MOUNT_ATTR_NOEXEC, 0, 0},
+    {"noatime", MOUNT_ATTR_NOATIME, MOUNT_ATTR__ATIME, 0, 0},
+    {"relatime", MOUNT_ATTR_RELATIME, MOUNT_ATTR__ATIME, 0, 0},
+    {"strictatime", MOUNT_ATTR_STRICTATIME, MOUNT_ATTR__ATIME, 0, 0},
+    {"nodiratime", MOUNT_ATTR_NODIRATIME, 0, 0, 0},
+    {"sync", 0, 0, POL_SB_SYNC, 0},
+    {"dirsync", 0, 0, POL_SB_DIRSYNC, 0},
+    {"lazytime", 0, 0, POL_SB_LAZYTIME, 0},
+    {"nosuid", MOUNT_ATTR_NOSUID, 0, 0, 0},
+    {"nodev", MOUNT_ATTR_NODEV, 0, 0, 0},
 };
+
+const struct pol_vfs_opt *pol_vfs_opt(const char *name, size_t len)
+{
+	for (size_t i = 0; i < sizeof(vfs_opts) / sizeof(vfs_opts[0]); i++)
+		if (strlen(vfs_opts[i].name) == len && memcmp(vfs_opts[i].name, name, len) == 0)
+			return &vfs_opts[i];
+	return NULL;
+}
 
 void pol_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -198,8 +218,7 @@ int pol_opt_entry_ok(const char *tok, char *why, size_t whylen)
 			return -1;
 		}
 	}
-	if (pol_in_table(mappable_vfs_opts, TABLE_LEN(mappable_vfs_opts), tok, len) &&
-	    tok[len] == '\0')
+	if (pol_vfs_opt(tok, len) && tok[len] == '\0')
 		return 0;
 	if (libmount_knows(MNT_LINUX_MAP, tok, len) ||
 	    libmount_knows(MNT_USERSPACE_MAP, tok, len)) {

@@ -95,6 +95,21 @@ bool pol_fs_allowed(const struct pol *p, const char *fstype);
  */
 int pol_mount_options_check(const struct pol *p, const char *list, char *err, size_t errlen);
 
+/*
+ * The generic (VFS) mount options the helper can apply: one table for the
+ * policy's check (the only VFS options a policy may allow) and the helper's
+ * mount. Each sets and clears mount attributes (MOUNT_ATTR_*) and superblock
+ * flags (POL_SB_*); nosuid and nodev are forced on every mount anyway.
+ */
+enum { POL_SB_RO = 1, POL_SB_SYNC = 2, POL_SB_DIRSYNC = 4, POL_SB_LAZYTIME = 8 };
+struct pol_vfs_opt {
+	const char *name;
+	uint64_t attr_set, attr_clear;
+	unsigned sb_set, sb_clear;
+};
+/* The option named by the len bytes at name, or NULL. */
+const struct pol_vfs_opt *pol_vfs_opt(const char *name, size_t len);
+
 #define POL_MKFS_ARGS_MAX 16 /* options one STAGE may pass to mkfs */
 
 /*

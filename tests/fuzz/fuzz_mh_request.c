@@ -112,7 +112,7 @@ static void check_stage(const struct mh_req_stage *q)
 		FUZZ_CHECK(mh_mount_opts_parse(q->mount_flags, q->readonly, &o, &r) == 0);
 		FUZZ_CHECK((o.attr & (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) ==
 		           (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV));
-		FUZZ_CHECK(!q->readonly || o.sb_ro);
+		FUZZ_CHECK(!q->readonly || (o.sb & POL_SB_RO));
 		mh_mount_opts_free(&o);
 	}
 	int n = pol_mkfs_options_check(pol, q->fs_type, q->mkfs_options, buf, sizeof(buf), args,

@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc == 0) {
 		const uint64_t forced = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 		FUZZ_CHECK((o.attr & forced) == forced && !(o.attr & MOUNT_ATTR_IDMAP));
-		FUZZ_CHECK(!readonly || (o.sb_ro && (o.attr & MOUNT_ATTR_RDONLY)));
+		FUZZ_CHECK(!readonly || ((o.sb & POL_SB_RO) && (o.attr & MOUNT_ATTR_RDONLY)));
 		FUZZ_CHECK(r.kind == MH_E_OK);
 		mh_mount_opts_free(&o);
 		FUZZ_CHECK(o.fs == NULL);
