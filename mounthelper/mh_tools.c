@@ -162,7 +162,7 @@ static long now_ms(void)
 }
 
 /*
- * Send job j with its nfds descriptors and a new answer socket (added last).
+ * Send job j with a new answer socket and its nfds descriptors after it.
  * Returns the helper's end of the answer socket, or -1 with r.
  */
 static int send_job(struct rn_job *j, const int *fds, uint32_t nfds, struct mh_res *r)
@@ -170,8 +170,8 @@ static int send_job(struct rn_job *j, const int *fds, uint32_t nfds, struct mh_r
 	int ans[2], all[3];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ans) < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "runner job: %s", strerror(errno));
-	memcpy(all, fds, nfds * sizeof(int));
-	all[nfds] = ans[1];
+	all[0] = ans[1];
+	memcpy(all + 1, fds, nfds * sizeof(int));
 	j->nfds = nfds + 1;
 	union {
 		char buf[CMSG_SPACE(sizeof(all))];

@@ -2,14 +2,14 @@
  * The job format between sepcsi-mounthelper and its runner, sepcsi-runner
  * (runner/): one SOCK_SEQPACKET datagram, a struct rn_job, carrying the job's
  * descriptors (SCM_RIGHTS); the runner answers with one struct rn_answer on
- * the job's own answer socket, always the last descriptor. Both ends are
+ * the job's own answer socket, always the first descriptor. Both ends are
  * built from this header, so the layout needs no versioning.
  *
- *   RN_TOOL  fds: working directory, write end of the output pipe, answer
+ *   RN_TOOL  fds: answer, working directory, write end of the output pipe
  *            run tool_paths[tool] with argv; status is its waitpid status
- *   RN_SIZE  fds: a regular file, answer
+ *   RN_SIZE  fds: answer, a regular file
  *            ftruncate to size (sparse), fsync; err is the errno, or 0
- *   RN_COPY  fds: source file, new empty destination file, answer
+ *   RN_COPY  fds: answer, source file, new empty destination file
  *            FICLONE, else the source's data extents only (holes stay holes);
  *            then grown to size if that is larger, fsync; err, reflinked
  */
@@ -39,7 +39,7 @@ struct rn_job {
 	uint32_t kind;
 	uint32_t tool; /* RN_TOOL */
 	uint32_t argc; /* RN_TOOL: argv[0] is the tool's name */
-	uint32_t nfds; /* descriptors sent with the job, the answer socket last */
+	uint32_t nfds; /* descriptors sent with the job, the answer socket first */
 	uint64_t size; /* RN_SIZE, RN_COPY */
 	char argv[RN_ARGS_MAX][RN_ARG_LEN];
 };

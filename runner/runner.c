@@ -51,7 +51,7 @@ static const char *const tool_paths[RN_TOOL_COUNT] = {
     [RN_MKFS_BTRFS] = "/sbin/mkfs.btrfs",
 };
 
-/* The descriptors each kind of job carries, the answer socket last. */
+/* The descriptors each kind of job carries, the answer socket first. */
 static const uint32_t job_fds[] = {[RN_TOOL] = 3, [RN_SIZE] = 2, [RN_COPY] = 3};
 
 /* A job from the helper: known kind, its fds, arguments NUL-terminated and printable. */
@@ -93,7 +93,7 @@ static void __attribute__((noreturn)) run_tool(const struct rn_job *j, const int
 {
 	static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
 	char *argv[RN_ARGS_MAX + 1];
-	int dir = fds[0], out = fds[1], sock = fds[2];
+	int sock = fds[0], dir = fds[1], out = fds[2];
 	struct rn_answer a = {.status = -1};
 	for (uint32_t i = 0; i < j->argc; i++)
 		argv[i] = (char *)j->argv[i];
@@ -204,12 +204,12 @@ static int copy_file(int src, int dst, int sock, uint32_t *reflinked)
 static void __attribute__((noreturn)) run_file(const struct rn_job *j, const int *fds)
 {
 	struct rn_answer a = {0};
-	int dst = j->kind == RN_COPY ? fds[1] : fds[0], sock = fds[j->nfds - 1];
+	int sock = fds[0], dst = j->kind == RN_COPY ? fds[2] : fds[1];
 	struct stat st;
 	if (fstat(dst, &st) < 0 || !S_ISREG(st.st_mode))
 		a.err = EINVAL;
 	else if (j->kind == RN_COPY)
-		a.err = copy_file(fds[0], dst, sock, &a.reflinked);
+		a.err = copy_file(fds[1], dst, sock, &a.reflinked);
 	/* Grow to the size asked for: never shrink (a copy is at least its source's size). */
 	if (!a.err && fstat(dst, &st) == 0 && (uint64_t)st.st_size < j->size &&
 	    ftruncate(dst, (off_t)j->size) < 0)
