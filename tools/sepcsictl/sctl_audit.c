@@ -8,7 +8,7 @@
  * reading as lines are appended (and starts over when the file is replaced
  * or truncated, as by log rotation). A line is only shown once it is
  * complete, so a line being written is never shown half. Each line is read
- * as one flat JSON object (sctl_jsonline.c).
+ * as one JSON object (sctl_jsonline.c).
  */
 #include <errno.h>
 #include <stdlib.h>
