@@ -24,6 +24,8 @@ enum sctl_exit {
 
 enum sctl_output { SCTL_OUT_TEXT = 0, SCTL_OUT_JSON };
 
+struct json_object;
+
 /* The global flags, which may appear anywhere on the command line. */
 struct sctl_opts {
 	const char *endpoint;
@@ -101,8 +103,10 @@ void sctl_rpc_help(FILE *o, const struct sctl_rpc *r);
 /* A message printed for humans (indented key: value lines) or as one JSON object. */
 void sctl_print_text(FILE *o, const ProtobufCMessage *m);
 void sctl_print_json(FILE *o, const ProtobufCMessage *m);
-/* s as a JSON string literal, quoted and escaped. */
-void sctl_json_string(FILE *o, const char *s);
+/* j as compact JSON text ("/" not escaped), no newline; frees j. */
+void sctl_json_print(FILE *o, struct json_object *j);
+/* A new JSON string of b's n bytes in hex. */
+struct json_object *sctl_json_hex(const uint8_t *b, size_t n);
 /* "2026-11-22T10:00:00Z" (nanos > 0: with a 9-digit fraction), in UTC. */
 void sctl_format_time(int64_t seconds, int32_t nanos, char *buf, size_t len);
 

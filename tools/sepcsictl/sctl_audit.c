@@ -11,6 +11,7 @@
  * as one JSON object (sctl_jsonline.c).
  */
 #include <errno.h>
+#include <json.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -55,7 +56,7 @@ static void text_value(const struct sctl_kv *kv)
 	bool quote = kv->quoted && (kv->val[0] == '\0' || strpbrk(kv->val, " \t\"=") != NULL);
 
 	if (quote)
-		sctl_json_string(stdout, kv->val);
+		sctl_json_print(stdout, json_object_new_string(kv->val));
 	else
 		for (const unsigned char *p = (const unsigned char *)kv->val; *p; p++)
 			putchar(*p < 0x20 ? '?' : *p);
