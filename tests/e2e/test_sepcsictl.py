@@ -492,13 +492,37 @@ def test_endpoint_from_environment(fake):
     (["--timeout", "soon", "identity", "probe"], "--timeout"),
     (["store"], "usage:"),
     (["store", "tables"], "unknown view"),
-    (["audit", "--nosuch"], "unexpected argument"),
+    (["audit", "--nosuch"], "unknown flag --nosuch"),
+    (["audit", "stray"], "unexpected argument"),
+    (["identity", "probe", "--output"], "--output: needs a value"),
+    # Long flags are spelled out: getopt_long's prefixes are refused at every level.
+    (["--out", "json", "identity", "probe"], "unknown flag --out (flags are not abbreviated)"),
+    (["controller", "create-volume", "--nam", "v"], "unknown flag --nam (flags are not"),
+    (["node", "publish-volume", "--read"], "unknown flag --read (flags are not"),
+    (["store", "volumes", "--state=/x"], "unknown flag --state (flags are not"),
+    (["audit", "--foll"], "unknown flag --foll (flags are not"),
 ])
 def test_usage_errors(fake, args, needle):
     res = ctl(*args, endpoint=fake.endpoint)
     assert res.returncode == EXIT_USAGE, (args, res.stderr)
     assert needle in res.stderr
     assert fake.calls == []
+
+
+def test_global_flags_anywhere(fake):
+    """The global flags before the service, between it and the rpc, among the
+    rpc's flags and last; --flag=value, --flag value, -o json and -ojson."""
+    fake.responses["NodeGetInfo"] = ANSWERS["NodeGetInfo"]
+    ep = fake.endpoint
+    env = dict(os.environ, CSI_ENDPOINT="unix:///nonexistent.sock")  # the flag must win
+    for args in (["-o", "json", "--endpoint", ep, "node", "get-info"],
+                 ["node", "--output=json", "get-info", "--timeout", "5s", "--endpoint=" + ep],
+                 ["node", "--endpoint", ep, "get-info", "-ojson"],
+                 ["--timeout=5s", "node", "get-info", "--endpoint=" + ep, "--output", "json"]):
+        res = subprocess.run([CTL] + args, capture_output=True, text=True, env=env, timeout=30)
+        assert res.returncode == EXIT_OK, (args, res.stderr)
+        assert json.loads(res.stdout) == expected_json(ANSWERS["NodeGetInfo"]), args
+    assert fake.methods() == ["NodeGetInfo"] * 4
 
 
 def test_secret_values_never_printed(fake):

@@ -369,26 +369,25 @@ static void db_uri(const char *path, bool immutable, char *out, size_t len)
 		snprintf(out + o, len - o, "?immutable=1");
 }
 
-int sctl_store_main(int argc, char **argv, const struct sctl_opts *o)
+int sctl_store_main(int argc, char **argv, struct sctl_opts *o)
 {
+	enum { OPT_STATE_DIR = SCTL_OPT_OWN };
+	static const struct option longopts[] = {
+	    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+	    SCTL_COMMON_OPTIONS,
+	};
 	const char *state_dir = DEFAULT_STATE_DIR, *view = NULL;
+	int c;
 
-	for (int i = 1; i < argc; i++) {
-		const char *v;
-		int r = sctl_flag_value(argc, argv, &i, "--state-dir", &v);
-		if (r < 0)
-			return SCTL_EXIT_USAGE;
-		if (r > 0) {
-			state_dir = v;
-		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+	optind = 0;
+	while ((c = sctl_getopt(argc, argv, "-:o:h", longopts, "store: ", o, &view)) != -1) {
+		if (c == OPT_STATE_DIR) {
+			state_dir = optarg;
+		} else if (c == SCTL_OPT_HELP) {
 			store_help(stdout);
 			return SCTL_EXIT_OK;
-		} else if (argv[i][0] == '-' || view) {
-			fprintf(stderr, "sepcsictl: store: unexpected argument '%s' (see --help)\n",
-			        argv[i]);
-			return SCTL_EXIT_USAGE;
 		} else {
-			view = argv[i];
+			return SCTL_EXIT_USAGE;
 		}
 	}
 	if (!view) {
