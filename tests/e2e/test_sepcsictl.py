@@ -984,15 +984,16 @@ def test_audit_view(tmp_path):
 
 
 def test_audit_ambiguous_lines(tmp_path):
-    """A line with a key given twice, a NUL in a key or a value, or a
-    single-quoted string is not read as an entry: it is shown as written and
-    counted, and never matches --volume."""
+    """A line with a key given twice, a NUL or an escaped surrogate in a key or
+    a value, or a single-quoted string is not read as an entry: it is shown as
+    written and counted, and never matches --volume."""
     bad = ['{"volume_id": "sv-a", "volume_id": "sv-b"}', '{"volume_id\\u0000x": "sv-a"}',
-           '{"volume_id": "sv-a\\u0000b"}', "{'volume_id': 'sv-a'}"]
+           '{"volume_id": "sv-a\\u0000b"}', "{'volume_id': 'sv-a'}",
+           '{"volume_id": "sv-a", "reason": "\\ud836\\ude00"}']
     (tmp_path / "audit.log").write_text("".join(l + "\n" for l in bad))
     res = ctl("audit", "--data-dir", str(tmp_path), check_rc=EXIT_OK)
     assert res.stdout.splitlines() == bad
-    assert "4 line(s)" in res.stderr
+    assert "5 line(s)" in res.stderr
     res = ctl("audit", "--data-dir", str(tmp_path), "--volume", "sv-a", check_rc=EXIT_OK)
     assert res.stdout == ""
 

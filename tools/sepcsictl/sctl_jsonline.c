@@ -3,12 +3,13 @@
  * strict tokener. Runs as the operator. A malformed line is refused whole and
  * leaves nothing allocated.
  *
- * json-c hides two things in the object it returns: a key given twice keeps
- * one value (the last), and a key is cut at an escaped NUL. So the text it
- * accepted is walked once more, strings skipped, to count its members and to
- * find any "\u0000"; json-c's strict mode also takes 'single-quoted' strings,
- * which this walk refuses, as JSON does. Nesting deeper than json-c's limit
- * (32) is refused too.
+ * json-c hides some things in the object it returns: a key given twice keeps
+ * one value (the last), a key is cut at an escaped NUL, and some escaped
+ * UTF-16 surrogate pairs come out as U+FFFD. So the text it accepted is
+ * walked once more, strings skipped, to count its members and to find those
+ * escapes; json-c's strict mode also takes 'single-quoted' strings, which
+ * this walk refuses, as JSON does. Nesting deeper than json-c's limit (32) is
+ * refused too.
  */
 #include "sctl_jsonline.h"
 
@@ -20,8 +21,21 @@
 #define JSON_TEXT (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 
 /*
+ * Whether the escape e (after its backslash) is one json-c does not decode
+ * faithfully: "\u0000", and the UTF-16 surrogates "\uD800".."\uDFFF", of
+ * which json-c 0.16 turns some pairs into U+FFFD (\ud836\ude00, all of
+ * U+1D800..U+1DFFF: json-c/json-c#893). The helper writes neither: it escapes
+ * control characters only.
+ */
+static bool unfaithful(const char *e)
+{
+	return strncmp(e, "u0000", 5) == 0 ||
+	       (e[0] == 'u' && (e[1] == 'd' || e[1] == 'D') && e[2] && strchr("89abAB", e[2]));
+}
+
+/*
  * The members of the object that is the text s (a colon at depth 1 each), or
- * -1 if a string in it holds a NUL or is single-quoted.
+ * -1 if a string in it holds an unfaithful escape or is single-quoted.
  */
 static long count_members(const char *s)
 {
@@ -31,7 +45,7 @@ static long count_members(const char *s)
 
 	for (; *s; s++) {
 		if (in_string && *s == '\\') {
-			if (strncmp(s + 1, "u0000", 5) == 0)
+			if (unfaithful(s + 1))
 				return -1;
 			s++; /* the escaped character */
 		} else if (*s == '"') {

@@ -29,7 +29,8 @@ struct sctl_jsonline {
  * Parse s (one line, without its newline) into l. Returns 0, or -1 (l then
  * holds nothing) if s is not one JSON object with only whitespace after it,
  * if it has more than SCTL_JSONLINE_KEYS keys or a key given twice, or if any
- * string in it, key or value, holds a NUL ("\u0000"). Free with
+ * string in it, key or value, holds a NUL ("\u0000") or an escaped UTF-16
+ * surrogate ("\ud83d\ude00": json-c decodes some of them wrongly). Free with
  * sctl_jsonline_free.
  */
 int sctl_jsonline_parse(const char *s, struct sctl_jsonline *l);
