@@ -492,13 +492,37 @@ def test_endpoint_from_environment(fake):
     (["--timeout", "soon", "identity", "probe"], "--timeout"),
     (["store"], "usage:"),
     (["store", "tables"], "unknown view"),
-    (["audit", "--nosuch"], "unexpected argument"),
+    (["audit", "--nosuch"], "unknown flag --nosuch"),
+    (["audit", "stray"], "unexpected argument"),
+    (["identity", "probe", "--output"], "--output: needs a value"),
+    # Long flags are spelled out: getopt_long's prefixes are refused at every level.
+    (["--out", "json", "identity", "probe"], "unknown flag --out (flags are not abbreviated)"),
+    (["controller", "create-volume", "--nam", "v"], "unknown flag --nam (flags are not"),
+    (["node", "publish-volume", "--read"], "unknown flag --read (flags are not"),
+    (["store", "volumes", "--state=/x"], "unknown flag --state (flags are not"),
+    (["audit", "--foll"], "unknown flag --foll (flags are not"),
 ])
 def test_usage_errors(fake, args, needle):
     res = ctl(*args, endpoint=fake.endpoint)
     assert res.returncode == EXIT_USAGE, (args, res.stderr)
     assert needle in res.stderr
     assert fake.calls == []
+
+
+def test_global_flags_anywhere(fake):
+    """The global flags before the service, between it and the rpc, among the
+    rpc's flags and last; --flag=value, --flag value, -o json and -ojson."""
+    fake.responses["NodeGetInfo"] = ANSWERS["NodeGetInfo"]
+    ep = fake.endpoint
+    env = dict(os.environ, CSI_ENDPOINT="unix:///nonexistent.sock")  # the flag must win
+    for args in (["-o", "json", "--endpoint", ep, "node", "get-info"],
+                 ["node", "--output=json", "get-info", "--timeout", "5s", "--endpoint=" + ep],
+                 ["node", "--endpoint", ep, "get-info", "-ojson"],
+                 ["--timeout=5s", "node", "get-info", "--endpoint=" + ep, "--output", "json"]):
+        res = subprocess.run([CTL] + args, capture_output=True, text=True, env=env, timeout=30)
+        assert res.returncode == EXIT_OK, (args, res.stderr)
+        assert json.loads(res.stdout) == expected_json(ANSWERS["NodeGetInfo"]), args
+    assert fake.methods() == ["NodeGetInfo"] * 4
 
 
 def test_secret_values_never_printed(fake):
@@ -944,7 +968,8 @@ def test_audit_view(tmp_path):
     assert out[0] == "2026-11-22T10:00:00Z req=1 op=STAGE volume_id=sv-a path=/k/s result=ok"
     assert out[1] == ('2026-11-22T10:00:01Z req=2 op=PUBLISH volume_id=sv-b path="/k/t one" '
                       'result=refused kind=EXISTS errno=17 reason="already \\"there\\""')
-    assert out[2] == '2026-11-22T10:00:02Z req=3 op=CAPACITY result=ok nested={"a": [1, 2]}'
+    # A value that is not a string shows as compact JSON (json-c's), not as written.
+    assert out[2] == '2026-11-22T10:00:02Z req=3 op=CAPACITY result=ok nested={"a":[1,2]}'
     res = ctl("--output", "json", "audit", *dd, check_rc=EXIT_OK)
     assert [json.loads(l) for l in res.stdout.splitlines()] == AUDIT_LINES
     res = ctl("--output", "json", "audit", *dd, "--volume", "sv-b", check_rc=EXIT_OK)
@@ -956,6 +981,21 @@ def test_audit_view(tmp_path):
     res = ctl("audit", *dd, check_rc=EXIT_OK)
     assert res.stdout.splitlines()[1:3] == ["not json", '{"op" "STAGE"}']
     assert "3 line(s)" in res.stderr
+
+
+def test_audit_ambiguous_lines(tmp_path):
+    """A line with a key given twice, a NUL or an escaped surrogate in a key or
+    a value, or a single-quoted string is not read as an entry: it is shown as
+    written and counted, and never matches --volume."""
+    bad = ['{"volume_id": "sv-a", "volume_id": "sv-b"}', '{"volume_id\\u0000x": "sv-a"}',
+           '{"volume_id": "sv-a\\u0000b"}', "{'volume_id': 'sv-a'}",
+           '{"volume_id": "sv-a", "reason": "\\ud836\\ude00"}']
+    (tmp_path / "audit.log").write_text("".join(l + "\n" for l in bad))
+    res = ctl("audit", "--data-dir", str(tmp_path), check_rc=EXIT_OK)
+    assert res.stdout.splitlines() == bad
+    assert "5 line(s)" in res.stderr
+    res = ctl("audit", "--data-dir", str(tmp_path), "--volume", "sv-a", check_rc=EXIT_OK)
+    assert res.stdout == ""
 
 
 def test_audit_follow(tmp_path):

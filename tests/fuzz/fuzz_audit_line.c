@@ -1,9 +1,13 @@
 /*
  * sepcsictl's reader of the helper's audit log (tools/sepcsictl/
- * sctl_jsonline.c): one line, read as one flat JSON object. The input is the
- * line (up to its first NUL, as getline() and the parser see it). Checks:
+ * sctl_jsonline.c, on json-c): one line, read as one JSON object. The input
+ * is the line (up to its first NUL, as getline() and the parser see it).
+ * Checks:
  *  - a refused line leaves no key behind and nothing allocated (LSan), and
  *    frees nothing it did not allocate (the output starts as garbage);
+ *  - a line read is read whole: its members, walked here independently in
+ *    the text, are the keys read, in order, each once (a key given twice is
+ *    refused, not kept once), and nothing but the closing brace follows them;
  *  - every string value (and key) holds exactly the bytes its JSON escapes
  *    stand for: its length equals the length counted here independently, so
  *    no escape can hide or add bytes (a "\u0000" cannot cut a volume id);
@@ -54,11 +58,17 @@ static long json_string_len(const char *s)
 	return *s == '"' ? n : -1;
 }
 
-/* Each quoted token of the line, in order, must match the next string read (key or value). */
-static void check_lengths(const char *line, const struct sctl_jsonline *l)
+/*
+ * Each quoted token of the line, in order, must match the next string read
+ * (key or value), and the object must end after the last member read.
+ */
+static void check_text(const char *line, const struct sctl_jsonline *l)
 {
-	const char *s = line;
+	const char *s = strchr(line, '{');
+	FUZZ_CHECK(s != NULL);
+	s++;
 	for (size_t i = 0; i < l->n; i++) {
+		FUZZ_CHECK(sctl_jsonline_get(l, l->kv[i].key) == l->kv[i].val); /* each key once */
 		for (int part = 0; part < 2; part++) {
 			const char *v = part == 0 ? l->kv[i].key : l->kv[i].val;
 			if (part == 1 && !l->kv[i].quoted) {
@@ -90,6 +100,8 @@ static void check_lengths(const char *line, const struct sctl_jsonline *l)
 			s++;
 		}
 	}
+	s += strspn(s, " \t\r\n");
+	FUZZ_CHECK(*s == '}');
 }
 
 /* JSON string writer: quotes, backslashes and control bytes escaped, other bytes as they are. */
@@ -157,9 +169,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	FUZZ_CHECK(l.n <= SCTL_JSONLINE_KEYS);
-	check_lengths(line, &l);
-	for (size_t i = 0; i < l.n; i++)
-		FUZZ_CHECK(sctl_jsonline_get(&l, l.kv[i].key) != NULL);
+	check_text(line, &l);
 
 	char *again = write_line(&l);
 	FUZZ_CHECK(sctl_jsonline_parse(again, &back) == 0);

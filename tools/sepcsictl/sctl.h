@@ -8,6 +8,7 @@
 #ifndef SEPCSI_SCTL_H
 #define SEPCSI_SCTL_H
 
+#include <getopt.h>
 #include <protobuf-c/protobuf-c.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,12 +25,53 @@ enum sctl_exit {
 
 enum sctl_output { SCTL_OUT_TEXT = 0, SCTL_OUT_JSON };
 
+struct json_object;
+
 /* The global flags, which may appear anywhere on the command line. */
 struct sctl_opts {
 	const char *endpoint;
 	enum sctl_output output;
 	int64_t timeout_ms;
 };
+
+/*
+ * The command line is read level by level with getopt_long: the top
+ * (sepcsictl), a service (controller), and an RPC, store or audit; argv[0]
+ * names the level. Every level takes the global flags and --help: its table
+ * of long flags ends with SCTL_COMMON_OPTIONS, and its own flags have codes
+ * from SCTL_OPT_OWN up.
+ */
+enum {
+	SCTL_OPT_USAGE = -2, /* sctl_getopt: a usage error, already printed */
+	SCTL_OPT_HELP = 'h',
+	SCTL_OPT_OUTPUT = 'o',
+	SCTL_OPT_ENDPOINT = 0x100,
+	SCTL_OPT_TIMEOUT,
+	SCTL_OPT_OWN = 0x200,
+};
+
+#define SCTL_COMMON_OPTIONS                                                                        \
+	{"endpoint", required_argument, NULL, SCTL_OPT_ENDPOINT},                                  \
+	    {"output", required_argument, NULL, SCTL_OPT_OUTPUT},                                  \
+	    {"timeout", required_argument, NULL, SCTL_OPT_TIMEOUT},                                \
+	    {"help", no_argument, NULL, SCTL_OPT_HELP},                                            \
+	{                                                                                          \
+		NULL, 0, NULL, 0                                                                   \
+	}
+
+/*
+ * The next flag of a level's argv, by getopt_long; set optind = 0 first.
+ * optstring is "+:o:h" (stop at the first argument that is not a flag, with
+ * -1 and optind on it) or "-:o:h" (read them all: the first goes to
+ * *positional if positional is not NULL; any other, or any after "--", is a
+ * usage error), plus the level's own short flags. The global flags are
+ * applied to o here; long flags must be spelled out (getopt_long takes
+ * prefixes). Returns another flag's code (its value in optarg, NULL for an
+ * optional value not given), -1 at the end, or SCTL_OPT_USAGE after printing
+ * why, prefixed by "sepcsictl: " and level ("store: "; "" at the top).
+ */
+int sctl_getopt(int argc, char **argv, const char *optstring, const struct option *longopts,
+                const char *level, struct sctl_opts *o, const char **positional);
 
 /* How a flag's value lands in the request. */
 enum sctl_fk {
@@ -89,32 +131,29 @@ const struct sctl_rpc *sctl_rpc_find(const struct sctl_service *svc, const char 
 const char *sctl_rpc_method_name(const struct sctl_rpc *r);
 
 /*
- * Builds r's request from the RPC flags in argv[0..argc). Returns SCTL_EXIT_OK
- * with *out set (free with protobuf_c_message_free_unpacked(*out, NULL)), or
- * SCTL_EXIT_USAGE after printing why to stderr. A value given to --secret is
- * never printed, not even in an error.
+ * Builds r's request from the RPC flags in argv[1..argc) (argv[0] names the
+ * RPC), global flags into o. Returns SCTL_EXIT_OK with *out set (free with
+ * protobuf_c_message_free_unpacked(*out, NULL)), or with *out NULL after
+ * printing the help --help asked for, or SCTL_EXIT_USAGE after printing why to
+ * stderr. A value given to --secret is never printed, not even in an error.
  */
-int sctl_build_request(const struct sctl_rpc *r, int argc, char **argv, ProtobufCMessage **out);
+int sctl_build_request(const struct sctl_rpc *r, int argc, char **argv, struct sctl_opts *o,
+                       ProtobufCMessage **out);
 /* The --help text of r. */
 void sctl_rpc_help(FILE *o, const struct sctl_rpc *r);
 
 /* A message printed for humans (indented key: value lines) or as one JSON object. */
 void sctl_print_text(FILE *o, const ProtobufCMessage *m);
 void sctl_print_json(FILE *o, const ProtobufCMessage *m);
-/* s as a JSON string literal, quoted and escaped. */
-void sctl_json_string(FILE *o, const char *s);
+/* j as compact JSON text ("/" not escaped), no newline; frees j. */
+void sctl_json_print(FILE *o, struct json_object *j);
+/* A new JSON string of b's n bytes in hex. */
+struct json_object *sctl_json_hex(const uint8_t *b, size_t n);
 /* "2026-11-22T10:00:00Z" (nanos > 0: with a 9-digit fraction), in UTC. */
 void sctl_format_time(int64_t seconds, int32_t nanos, char *buf, size_t len);
 
 /* `sepcsictl store ...` and `sepcsictl audit ...`: argv[0] is "store" or "audit". */
-int sctl_store_main(int argc, char **argv, const struct sctl_opts *o);
-int sctl_audit_main(int argc, char **argv, const struct sctl_opts *o);
-
-/*
- * Shared flag scanning: if argv[*i] is --name or --name=VALUE, sets *val
- * (from "=VALUE" or the next argument, advancing *i) and returns 1; returns 0
- * if it is another flag, -1 (after printing why) when the value is missing.
- */
-int sctl_flag_value(int argc, char **argv, int *i, const char *name, const char **val);
+int sctl_store_main(int argc, char **argv, struct sctl_opts *o);
+int sctl_audit_main(int argc, char **argv, struct sctl_opts *o);
 
 #endif

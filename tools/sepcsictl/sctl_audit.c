@@ -8,9 +8,10 @@
  * reading as lines are appended (and starts over when the file is replaced
  * or truncated, as by log rotation). A line is only shown once it is
  * complete, so a line being written is never shown half. Each line is read
- * as one flat JSON object (sctl_jsonline.c).
+ * as one JSON object (sctl_jsonline.c).
  */
 #include <errno.h>
+#include <json.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -55,7 +56,7 @@ static void text_value(const struct sctl_kv *kv)
 	bool quote = kv->quoted && (kv->val[0] == '\0' || strpbrk(kv->val, " \t\"=") != NULL);
 
 	if (quote)
-		sctl_json_string(stdout, kv->val);
+		sctl_json_print(stdout, json_object_new_string(kv->val));
 	else
 		for (const unsigned char *p = (const unsigned char *)kv->val; *p; p++)
 			putchar(*p < 0x20 ? '?' : *p);
@@ -111,30 +112,31 @@ static void sleep_ms(int ms)
 	nanosleep(&t, NULL);
 }
 
-int sctl_audit_main(int argc, char **argv, const struct sctl_opts *o)
+int sctl_audit_main(int argc, char **argv, struct sctl_opts *o)
 {
+	enum { OPT_DATA_DIR = SCTL_OPT_OWN, OPT_VOLUME, OPT_FOLLOW = 'f' };
+	static const struct option longopts[] = {
+	    {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+	    {"volume", required_argument, NULL, OPT_VOLUME},
+	    {"follow", no_argument, NULL, OPT_FOLLOW},
+	    SCTL_COMMON_OPTIONS,
+	};
 	const char *data_dir = DEFAULT_DATA_DIR, *volume = NULL;
 	bool follow = false;
+	int c;
 
-	for (int i = 1; i < argc; i++) {
-		const char *v;
-		int r;
-		if ((r = sctl_flag_value(argc, argv, &i, "--data-dir", &v)) != 0) {
-			if (r < 0)
-				return SCTL_EXIT_USAGE;
-			data_dir = v;
-		} else if ((r = sctl_flag_value(argc, argv, &i, "--volume", &v)) != 0) {
-			if (r < 0)
-				return SCTL_EXIT_USAGE;
-			volume = v;
-		} else if (strcmp(argv[i], "--follow") == 0 || strcmp(argv[i], "-f") == 0) {
+	optind = 0;
+	while ((c = sctl_getopt(argc, argv, "-:fo:h", longopts, "audit: ", o, NULL)) != -1) {
+		if (c == OPT_DATA_DIR) {
+			data_dir = optarg;
+		} else if (c == OPT_VOLUME) {
+			volume = optarg;
+		} else if (c == OPT_FOLLOW) {
 			follow = true;
-		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+		} else if (c == SCTL_OPT_HELP) {
 			audit_help(stdout);
 			return SCTL_EXIT_OK;
 		} else {
-			fprintf(stderr, "sepcsictl: audit: unexpected argument '%s' (see --help)\n",
-			        argv[i]);
 			return SCTL_EXIT_USAGE;
 		}
 	}

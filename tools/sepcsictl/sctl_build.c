@@ -18,7 +18,8 @@
 #include "csic.h"
 #include "sctl.h"
 
-#define MAX_MODES 16
+#define MAX_MODES     16
+#define MAX_RPC_FLAGS 32 /* an RPC's flags and the capability flags */
 
 #define MEMBER(m, f, type) ((type *)((char *)(m) + (f)->offset))
 #define QUANT(m, f, type)  ((type *)((char *)(m) + (f)->quantifier_offset))
@@ -343,6 +344,7 @@ static const struct sctl_flag cap_flags[] = {
      "                                     single-node-multi-writer"},
     {NULL, FK_STR, NULL, false, NULL},
 };
+#define NCAP_FLAGS (sizeof(cap_flags) / sizeof(cap_flags[0]) - 1)
 
 /* "single-node-writer", "SINGLE_NODE_WRITER" or a number, as an AccessMode.Mode. */
 static int parse_mode(const char *s, int *out)
@@ -451,64 +453,57 @@ static int build_caps(ProtobufCMessage *req, const struct sctl_rpc *r, struct ca
 
 /* ---- the command line ---- */
 
-static const struct sctl_flag *flag_find(const struct sctl_flag *flags, const char *name,
-                                         size_t len)
+int sctl_build_request(const struct sctl_rpc *r, int argc, char **argv, struct sctl_opts *o,
+                       ProtobufCMessage **out)
 {
-	for (; flags->name; flags++) {
-		if (strlen(flags->name) == len && memcmp(flags->name, name, len) == 0)
-			return flags;
-	}
-	return NULL;
-}
+	static const struct option common[] = {SCTL_COMMON_OPTIONS};
+	const struct sctl_flag *flags[MAX_RPC_FLAGS]; /* flags[i] has the code SCTL_OPT_OWN + i */
+	struct option longopts[MAX_RPC_FLAGS + sizeof(common) / sizeof(common[0])];
+	size_t nown = 0, n = 0;
 
-int sctl_build_request(const struct sctl_rpc *r, int argc, char **argv, ProtobufCMessage **out)
-{
+	for (; r->flags[nown].name; nown++) {
+		if (nown == MAX_RPC_FLAGS - NCAP_FLAGS)
+			bug("too many flags", r->name);
+		flags[n++] = &r->flags[nown];
+	}
+	for (size_t i = 0; i < NCAP_FLAGS && r->cap != SCTL_CAP_NONE; i++)
+		flags[n++] = &cap_flags[i];
+	for (size_t i = 0; i < n; i++)
+		longopts[i] = (struct option){flags[i]->name,
+		                              flags[i]->kind == FK_BOOL ? optional_argument
+		                                                        : required_argument,
+		                              NULL, SCTL_OPT_OWN + (int)i};
+	memcpy(longopts + n, common, sizeof(common));
+
 	ProtobufCMessage *req = msg_new(r->req);
 	struct cap_opts caps = {0};
-	int rc = SCTL_EXIT_OK;
-
-	for (int i = 0; i < argc && rc == SCTL_EXIT_OK; i++) {
-		const char *a = argv[i];
-		if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-			fprintf(stderr, "sepcsictl: %s %s: unexpected argument '%s' (see --help)\n",
-			        r->service, r->name, a);
+	int rc = SCTL_EXIT_OK, c;
+	bool help = false;
+	char level[96];
+	snprintf(level, sizeof(level), "%s %s: ", r->service, r->name);
+	optind = 0;
+	while (rc == SCTL_EXIT_OK && !help &&
+	       (c = sctl_getopt(argc, argv, "-:o:h", longopts, level, o, NULL)) != -1) {
+		if (c == SCTL_OPT_HELP) {
+			sctl_rpc_help(stdout, r);
+			help = true;
+		} else if (c == SCTL_OPT_USAGE) {
 			rc = SCTL_EXIT_USAGE;
-			break;
+		} else {
+			size_t i = (size_t)(c - SCTL_OPT_OWN);
+			const char *val = optarg ? optarg : "true"; /* a bool flag alone */
+			rc = i < nown ? apply(req, flags[i], val) : cap_apply(&caps, flags[i], val);
 		}
-		const char *name = a + 2;
-		size_t nlen = strcspn(name, "=");
-		const char *val = name[nlen] == '=' ? name + nlen + 1 : NULL;
-		const struct sctl_flag *fl = flag_find(r->flags, name, nlen);
-		bool cap = false;
-		if (!fl && r->cap != SCTL_CAP_NONE) {
-			fl = flag_find(cap_flags, name, nlen);
-			cap = fl != NULL;
-		}
-		if (!fl) {
-			fprintf(stderr, "sepcsictl: %s %s: unknown flag --%.*s (see --help)\n",
-			        r->service, r->name, (int)nlen, name);
-			rc = SCTL_EXIT_USAGE;
-			break;
-		}
-		if (!val && fl->kind == FK_BOOL)
-			val = "true";
-		if (!val && i + 1 < argc)
-			val = argv[++i];
-		if (!val) {
-			rc = usage_error(fl->name, "needs a value");
-			break;
-		}
-		rc = cap ? cap_apply(&caps, fl, val) : apply(req, fl, val);
 	}
-	if (rc == SCTL_EXIT_OK && r->cap != SCTL_CAP_NONE)
+	if (rc == SCTL_EXIT_OK && !help && r->cap != SCTL_CAP_NONE)
 		rc = build_caps(req, r, &caps);
 	free(caps.mount_flags);
-	if (rc != SCTL_EXIT_OK) {
+	if (rc != SCTL_EXIT_OK || help) {
 		protobuf_c_message_free_unpacked(req, NULL);
-		return rc;
+		req = NULL;
 	}
 	*out = req;
-	return SCTL_EXIT_OK;
+	return rc;
 }
 
 static const char *metavar(enum sctl_fk k)
@@ -542,7 +537,8 @@ static const char *cap_metavar(const struct sctl_flag *fl)
 	    {"access-mode", "MODE"},
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (fl >= cap_flags && fl < cap_flags + 5 && strcmp(fl->name, names[i][0]) == 0)
+		if (fl >= cap_flags && fl < cap_flags + NCAP_FLAGS &&
+		    strcmp(fl->name, names[i][0]) == 0)
 			return names[i][1];
 	return metavar(fl->kind);
 }

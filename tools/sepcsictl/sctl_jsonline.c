@@ -1,206 +1,111 @@
 /*
- * The flat JSON object reader of sepcsictl (see sctl_jsonline.h). Runs as the
- * operator. Every read stops at the string's NUL; a malformed line is
- * refused whole and leaves nothing allocated.
+ * The JSON-lines reader of sepcsictl (see sctl_jsonline.h), on json-c's
+ * strict tokener. Runs as the operator. A malformed line is refused whole and
+ * leaves nothing allocated.
+ *
+ * json-c hides some things in the object it returns: a key given twice keeps
+ * one value (the last), a key is cut at an escaped NUL, and some escaped
+ * UTF-16 surrogate pairs come out as U+FFFD. So the text it accepted is
+ * walked once more, strings skipped, to count its members and to find those
+ * escapes; json-c's strict mode also takes 'single-quoted' strings, which
+ * this walk refuses, as JSON does. Nesting deeper than json-c's limit (32) is
+ * refused too.
  */
 #include "sctl_jsonline.h"
 
+#include <json.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void skip_ws(const char **p)
+#define JSON_TEXT (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+
+/*
+ * Whether the escape e (after its backslash) is one json-c does not decode
+ * faithfully: "\u0000", and the UTF-16 surrogates "\uD800".."\uDFFF", of
+ * which json-c 0.16 turns some pairs into U+FFFD (\ud836\ude00, all of
+ * U+1D800..U+1DFFF: json-c/json-c#893). The helper writes neither: it escapes
+ * control characters only.
+ */
+static bool unfaithful(const char *e)
 {
-	while (**p == ' ' || **p == '\t' || **p == '\r' || **p == '\n')
-		(*p)++;
+	return strncmp(e, "u0000", 5) == 0 ||
+	       (e[0] == 'u' && (e[1] == 'd' || e[1] == 'D') && e[2] && strchr("89abAB", e[2]));
 }
 
-/* Appends the UTF-8 encoding of cp to out. */
-static size_t put_utf8(char *out, unsigned cp)
+/*
+ * The members of the object that is the text s (a colon at depth 1 each), or
+ * -1 if a string in it holds an unfaithful escape or is single-quoted.
+ */
+static long count_members(const char *s)
 {
-	if (cp < 0x80) {
-		out[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (char)(0xc0 | (cp >> 6));
-		out[1] = (char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (char)(0xe0 | (cp >> 12));
-		out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		out[2] = (char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	out[0] = (char)(0xf0 | (cp >> 18));
-	out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-	out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-	out[3] = (char)(0x80 | (cp & 0x3f));
-	return 4;
-}
-
-static int hex4(const char *p, unsigned *out)
-{
-	unsigned v = 0;
-
-	for (int i = 0; i < 4; i++) {
-		char c = p[i];
-		v <<= 4;
-		if (c >= '0' && c <= '9')
-			v |= (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v |= (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			v |= (unsigned)(c - 'A' + 10);
-		else
-			return -1;
-	}
-	*out = v;
-	return 0;
-}
-
-/* A JSON string at *p (on the opening quote), unescaped into a new string; NULL if malformed. */
-static char *json_string(const char **p)
-{
-	const char *s = *p + 1;
-	char *out = malloc(strlen(s) + 1); /* unescaping never grows a string */
-	size_t o = 0;
-
-	if (!out)
-		abort();
-	while (*s && *s != '"') {
-		if (*s != '\\') {
-			out[o++] = *s++;
-			continue;
-		}
-		s++;
-		unsigned cp, lo;
-		switch (*s) {
-		case '"':
-		case '\\':
-		case '/':
-			out[o++] = *s;
-			break;
-		case 'b':
-			out[o++] = '\b';
-			break;
-		case 'f':
-			out[o++] = '\f';
-			break;
-		case 'n':
-			out[o++] = '\n';
-			break;
-		case 'r':
-			out[o++] = '\r';
-			break;
-		case 't':
-			out[o++] = '\t';
-			break;
-		case 'u':
-			if (hex4(s + 1, &cp) != 0 || cp == 0)
-				goto bad; /* a NUL would cut the C string short */
-			s += 4;
-			if (cp >= 0xd800 && cp < 0xdc00 && s[1] == '\\' && s[2] == 'u' &&
-			    hex4(s + 3, &lo) == 0 && lo >= 0xdc00 && lo < 0xe000) {
-				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-				s += 6;
-			}
-			o += put_utf8(out + o, cp);
-			break;
-		default:
-			goto bad;
-		}
-		s++;
-	}
-	if (*s != '"')
-		goto bad;
-	out[o] = '\0';
-	*p = s + 1;
-	return out;
-bad:
-	free(out);
-	return NULL;
-}
-
-/* Any other JSON value at *p, as written: numbers, literals, nested objects and arrays. */
-static char *json_raw(const char **p)
-{
-	const char *s = *p;
+	long n = 0;
 	int depth = 0;
+	bool in_string = false;
 
-	while (*s) {
-		if (*s == '"') {
-			const char *t = s;
-			char *skip = json_string(&t);
-			if (!skip)
-				return NULL;
-			free(skip);
-			s = t;
+	for (; *s; s++) {
+		if (in_string && *s == '\\') {
+			if (unfaithful(s + 1))
+				return -1;
+			s++; /* the escaped character */
+		} else if (*s == '"') {
+			in_string = !in_string;
+		} else if (in_string) {
 			continue;
-		}
-		if (*s == '{' || *s == '[') {
+		} else if (*s == '\'') {
+			return -1;
+		} else if (*s == '{' || *s == '[') {
 			depth++;
 		} else if (*s == '}' || *s == ']') {
-			if (depth == 0)
-				break;
 			depth--;
-		} else if (*s == ',' && depth == 0) {
-			break;
+		} else if (*s == ':' && depth == 1) {
+			n++;
 		}
-		s++;
 	}
-	if (depth != 0 || s == *p)
-		return NULL;
-	const char *e = s;
-	while (e > *p && (e[-1] == ' ' || e[-1] == '\t'))
-		e--;
-	char *out = strndup(*p, (size_t)(e - *p));
-	if (!out)
-		abort();
-	*p = s;
-	return out;
+	return n;
 }
 
-/* One flat JSON object; -1 if the line is not one. */
+/* A copy of s, which json-c gives as NULL when it cannot allocate. */
+static char *xstrdup(const char *s)
+{
+	char *p = s ? strdup(s) : NULL;
+
+	if (!p)
+		abort();
+	return p;
+}
+
+/* One JSON object; -1 if the line is not one. */
 int sctl_jsonline_parse(const char *s, struct sctl_jsonline *l)
 {
+	size_t len = strlen(s);
+	struct json_tokener *tok = json_tokener_new();
+	json_object *obj = NULL;
+
 	l->n = 0;
-	skip_ws(&s);
-	if (*s++ != '{')
-		return -1;
-	skip_ws(&s);
-	if (*s == '}')
-		return 0;
-	for (;;) {
-		skip_ws(&s);
-		if (*s != '"' || l->n == SCTL_JSONLINE_KEYS)
-			goto bad;
-		struct sctl_kv *kv = &l->kv[l->n];
-		kv->val = NULL; /* freed on failure below, before a value is read */
-		kv->key = json_string(&s);
-		if (!kv->key)
-			goto bad;
-		l->n++;
-		skip_ws(&s);
-		if (*s++ != ':')
-			goto bad;
-		skip_ws(&s);
-		kv->quoted = *s == '"';
-		kv->val = kv->quoted ? json_string(&s) : json_raw(&s);
-		if (!kv->val)
-			goto bad;
-		skip_ws(&s);
-		if (*s == ',') {
-			s++;
-			continue;
+	if (!tok)
+		abort();
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT); /* nothing may follow but whitespace */
+	if (len <= INT_MAX)
+		obj = json_tokener_parse_ex(tok, s, (int)len);
+	bool ok = obj && json_tokener_get_error(tok) == json_tokener_success &&
+	          json_object_is_type(obj, json_type_object) &&
+	          json_object_object_length(obj) <= SCTL_JSONLINE_KEYS &&
+	          count_members(s) == json_object_object_length(obj);
+	if (ok) {
+		json_object_object_foreach(obj, key, val)
+		{
+			struct sctl_kv *kv = &l->kv[l->n++];
+			kv->key = xstrdup(key);
+			kv->quoted = json_object_is_type(val, json_type_string);
+			kv->val =
+			    xstrdup(kv->quoted ? json_object_get_string(val)
+			                       : json_object_to_json_string_ext(val, JSON_TEXT));
 		}
-		if (*s == '}')
-			return 0;
-		goto bad;
 	}
-bad:
-	sctl_jsonline_free(l);
-	return -1;
+	json_object_put(obj);
+	json_tokener_free(tok);
+	return ok ? 0 : -1;
 }
 
 const char *sctl_jsonline_get(const struct sctl_jsonline *l, const char *key)

@@ -63,80 +63,73 @@ static void service_help(FILE *o, const struct sctl_service *s)
 	fprintf(o, "\n`sepcsictl %s <rpc> --help` lists its flags.\n", s->name);
 }
 
-static bool is_help(const char *a)
+int sctl_getopt(int argc, char **argv, const char *optstring, const struct option *longopts,
+                const char *level, struct sctl_opts *o, const char **positional)
 {
-	return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 || strcmp(a, "help") == 0;
-}
-
-int sctl_flag_value(int argc, char **argv, int *i, const char *name, const char **val)
-{
-	const char *a = argv[*i];
-	size_t n = strlen(name);
-
-	if (strncmp(a, name, n) != 0 || (a[n] != '\0' && a[n] != '='))
-		return 0;
-	if (a[n] == '=') {
-		*val = a + n + 1;
-		return 1;
-	}
-	if (*i + 1 >= argc) {
-		fprintf(stderr, "sepcsictl: %s needs a value\n", name);
-		return -1;
-	}
-	*val = argv[++*i];
-	return 1;
-}
-
-/*
- * Takes the global flags out of argv (they may appear anywhere), leaving the
- * rest in order. Returns SCTL_EXIT_OK or SCTL_EXIT_USAGE.
- */
-static int global_flags(int *argc, char **argv, struct sctl_opts *o)
-{
-	int out = 0;
-
-	for (int i = 0; i < *argc; i++) {
-		const char *v = NULL;
-		int r;
-		if ((r = sctl_flag_value(*argc, argv, &i, "--endpoint", &v)) != 0) {
-			if (r < 0)
-				return SCTL_EXIT_USAGE;
-			o->endpoint = v;
-		} else if ((r = sctl_flag_value(*argc, argv, &i, "--output", &v)) != 0 ||
-		           (r = sctl_flag_value(*argc, argv, &i, "-o", &v)) != 0) {
-			if (r < 0)
-				return SCTL_EXIT_USAGE;
-			if (strcmp(v, "text") == 0) {
-				o->output = SCTL_OUT_TEXT;
-			} else if (strcmp(v, "json") == 0) {
-				o->output = SCTL_OUT_JSON;
-			} else {
+	opterr = 0; /* our own messages */
+	for (;;) {
+		int prev = optind ? optind : 1, li = -1;
+		int c = getopt_long(argc, argv, optstring, longopts, &li);
+		bool after_dashes = c == -1 && optstring[0] == '-' && optind < argc;
+		if (c == -1 && !after_dashes)
+			return -1;
+		if (c == 1 && positional && !*positional) {
+			*positional = optarg;
+			continue;
+		}
+		if (c == 1 || after_dashes) {
+			fprintf(stderr, "sepcsictl: %sunexpected argument '%s' (see --help)\n",
+			        level, c == 1 ? optarg : argv[optind]);
+			return SCTL_OPT_USAGE;
+		}
+		const char *a = argv[prev];      /* the flag as written */
+		int alen = (int)strcspn(a, "="); /* without its value */
+		if (li >= 0 && (size_t)alen != 2 + strlen(longopts[li].name)) {
+			fprintf(stderr,
+			        "sepcsictl: %sunknown flag %.*s (flags are not abbreviated)\n",
+			        level, alen, a);
+			return SCTL_OPT_USAGE;
+		}
+		switch (c) {
+		case SCTL_OPT_ENDPOINT:
+			o->endpoint = optarg;
+			break;
+		case SCTL_OPT_OUTPUT:
+			if (strcmp(optarg, "text") != 0 && strcmp(optarg, "json") != 0) {
 				fprintf(stderr, "sepcsictl: --output: expected text or json\n");
-				return SCTL_EXIT_USAGE;
+				return SCTL_OPT_USAGE;
 			}
-		} else if ((r = sctl_flag_value(*argc, argv, &i, "--timeout", &v)) != 0) {
-			if (r < 0)
-				return SCTL_EXIT_USAGE;
-			if (units_parse_duration_ms(v, &o->timeout_ms) != 0 || o->timeout_ms <= 0) {
+			o->output = strcmp(optarg, "json") == 0 ? SCTL_OUT_JSON : SCTL_OUT_TEXT;
+			break;
+		case SCTL_OPT_TIMEOUT:
+			if (units_parse_duration_ms(optarg, &o->timeout_ms) != 0 ||
+			    o->timeout_ms <= 0) {
 				fprintf(stderr, "sepcsictl: --timeout: expected a duration such as "
 				                "30s, 500ms or 2m\n");
-				return SCTL_EXIT_USAGE;
+				return SCTL_OPT_USAGE;
 			}
-		} else {
-			argv[out++] = argv[i];
+			break;
+		case ':':
+			fprintf(stderr, "sepcsictl: %s%.*s: needs a value (see --help)\n", level,
+			        alen, a);
+			return SCTL_OPT_USAGE;
+		case '?':
+			fprintf(stderr, "sepcsictl: %sunknown flag %.*s (see --help)\n", level,
+			        alen, a);
+			return SCTL_OPT_USAGE;
+		default:
+			return c;
 		}
 	}
-	*argc = out;
-	return SCTL_EXIT_OK;
 }
 
-static int run_rpc(const struct sctl_rpc *r, int argc, char **argv, const struct sctl_opts *o)
+static int run_rpc(const struct sctl_rpc *r, int argc, char **argv, struct sctl_opts *o)
 {
 	ProtobufCMessage *req = NULL, *resp = NULL;
 	struct csic_status st;
 
-	int rc = sctl_build_request(r, argc, argv, &req);
-	if (rc != SCTL_EXIT_OK)
+	int rc = sctl_build_request(r, argc, argv, o, &req);
+	if (rc != SCTL_EXIT_OK || !req)
 		return rc;
 	csic_global_init();
 	struct csic_conn *c = csic_open(o->endpoint);
@@ -160,60 +153,78 @@ static int run_rpc(const struct sctl_rpc *r, int argc, char **argv, const struct
 	return rc;
 }
 
+/* `sepcsictl <service> ...`: argv[0] is the service. */
+static int service_main(const struct sctl_service *svc, int argc, char **argv, struct sctl_opts *o)
+{
+	static const struct option longopts[] = {SCTL_COMMON_OPTIONS};
+	char level[64];
+
+	snprintf(level, sizeof(level), "%s: ", svc->name);
+	optind = 0;
+	int c = sctl_getopt(argc, argv, "+:o:h", longopts, level, o, NULL);
+	const char *name = optind < argc ? argv[optind] : NULL; /* the rpc */
+	if (c != -1 && c != SCTL_OPT_HELP)
+		return SCTL_EXIT_USAGE;
+	if (c == SCTL_OPT_HELP || (name && strcmp(name, "help") == 0)) {
+		service_help(stdout, svc);
+		return SCTL_EXIT_OK;
+	}
+	if (!name) {
+		service_help(stderr, svc);
+		return SCTL_EXIT_USAGE;
+	}
+	const struct sctl_rpc *r = sctl_rpc_find(svc, name);
+	if (!r) {
+		fprintf(stderr, "sepcsictl: %s has no rpc '%s' (see sepcsictl %s --help)\n",
+		        svc->name, name, svc->name);
+		return SCTL_EXIT_USAGE;
+	}
+	return run_rpc(r, argc - optind, argv + optind, o);
+}
+
 int main(int argc, char **argv)
 {
+	enum { OPT_VERSION = SCTL_OPT_OWN };
+	static const struct option longopts[] = {{"version", no_argument, NULL, OPT_VERSION},
+	                                         SCTL_COMMON_OPTIONS};
 	struct sctl_opts o = {
 	    .endpoint = csic_default_endpoint(),
 	    .output = SCTL_OUT_TEXT,
 	    .timeout_ms = DEFAULT_TIMEOUT_MS,
 	};
-	int n = argc - 1;
-	char **args = argv + 1;
 
-	if (global_flags(&n, args, &o) != SCTL_EXIT_OK)
+	optind = 0;
+	switch (sctl_getopt(argc, argv, "+:o:h", longopts, "", &o, NULL)) {
+	case -1: /* at the service */
+		break;
+	case SCTL_OPT_HELP:
+		top_help(stdout);
+		return SCTL_EXIT_OK;
+	case OPT_VERSION:
+		printf("sepcsictl %s\n", SEPCSI_VERSION);
+		return SCTL_EXIT_OK;
+	default:
 		return SCTL_EXIT_USAGE;
+	}
+	int n = argc - optind;
+	char **args = argv + optind;
 	if (n == 0) {
 		top_help(stderr);
 		return SCTL_EXIT_USAGE;
 	}
-	if (is_help(args[0])) {
+	if (strcmp(args[0], "help") == 0) {
 		top_help(stdout);
-		return SCTL_EXIT_OK;
-	}
-	if (strcmp(args[0], "--version") == 0) {
-		printf("sepcsictl %s\n", SEPCSI_VERSION);
 		return SCTL_EXIT_OK;
 	}
 	if (strcmp(args[0], "store") == 0)
 		return sctl_store_main(n, args, &o);
 	if (strcmp(args[0], "audit") == 0)
 		return sctl_audit_main(n, args, &o);
-
 	const struct sctl_service *svc = sctl_service_find(args[0]);
 	if (!svc) {
 		fprintf(stderr, "sepcsictl: unknown service '%s' (see sepcsictl --help)\n",
 		        args[0]);
 		return SCTL_EXIT_USAGE;
 	}
-	if (n < 2) {
-		service_help(stderr, svc);
-		return SCTL_EXIT_USAGE;
-	}
-	if (is_help(args[1])) {
-		service_help(stdout, svc);
-		return SCTL_EXIT_OK;
-	}
-	const struct sctl_rpc *r = sctl_rpc_find(svc, args[1]);
-	if (!r) {
-		fprintf(stderr, "sepcsictl: %s has no rpc '%s' (see sepcsictl %s --help)\n",
-		        svc->name, args[1], svc->name);
-		return SCTL_EXIT_USAGE;
-	}
-	for (int i = 2; i < n; i++) {
-		if (strcmp(args[i], "--help") == 0 || strcmp(args[i], "-h") == 0) {
-			sctl_rpc_help(stdout, r);
-			return SCTL_EXIT_OK;
-		}
-	}
-	return run_rpc(r, n - 2, args + 2, &o);
+	return service_main(svc, n, args, &o);
 }

@@ -12,11 +12,16 @@
  * strings, lists and maps and unset messages, and adds a human size to byte
  * counts. A field named "secrets" is never printed.
  *
+ * The JSON is a json-c tree, printed compact with "/" left as it is; a
+ * scalar shows in text as its JSON text, unquoted.
+ *
  * Both printers recurse into nested messages. No CSI message contains itself,
  * directly or through others, so csi.proto bounds the depth.
  */
 #include <inttypes.h>
+#include <json.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -87,6 +92,14 @@ static size_t elem_size(ProtobufCType t)
 	return 0;
 }
 
+/* Whether f of m is printed at all: not a oneof member that is not set, not secrets. */
+static bool shown(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f)
+{
+	if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && *QUANT(m, f, uint32_t) != f->id)
+		return false;
+	return strcmp(f->name, "secrets") != 0;
+}
+
 void sctl_format_time(int64_t seconds, int32_t nanos, char *buf, size_t len)
 {
 	time_t t = (time_t)seconds;
@@ -114,36 +127,6 @@ static void timestamp_string(const ProtobufCMessage *m, char *buf, size_t len)
 	sctl_format_time(*MEMBER(m, fs, int64_t), *MEMBER(m, fn, int32_t), buf, len);
 }
 
-void sctl_json_string(FILE *o, const char *s)
-{
-	fputc('"', o);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		switch (*p) {
-		case '"':
-			fputs("\\\"", o);
-			break;
-		case '\\':
-			fputs("\\\\", o);
-			break;
-		case '\n':
-			fputs("\\n", o);
-			break;
-		case '\r':
-			fputs("\\r", o);
-			break;
-		case '\t':
-			fputs("\\t", o);
-			break;
-		default:
-			if (*p < 0x20 || *p == 0x7f)
-				fprintf(o, "\\u%04x", *p);
-			else
-				fputc(*p, o);
-		}
-	}
-	fputc('"', o);
-}
-
 /* s for a text line: control characters shown as \xNN, so one value stays on one line. */
 static void text_string(FILE *o, const char *s)
 {
@@ -155,166 +138,168 @@ static void text_string(FILE *o, const char *s)
 	}
 }
 
+/* ---- JSON ---- */
+
+void sctl_json_print(FILE *o, struct json_object *j)
+{
+	const char *s = json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
+	                                                      JSON_C_TO_STRING_NOSLASHESCAPE);
+
+	if (!s)
+		abort(); /* json-c could not allocate */
+	fputs(s, o);
+	json_object_put(j);
+}
+
+struct json_object *sctl_json_hex(const uint8_t *b, size_t n)
+{
+	char *hex = malloc(2 * n + 1);
+
+	if (!hex)
+		abort();
+	for (size_t i = 0; i < n; i++)
+		snprintf(hex + 2 * i, 3, "%02x", b[i]);
+	hex[2 * n] = '\0';
+	json_object *j = json_object_new_string(hex);
+	free(hex);
+	return j;
+}
+
 /* One scalar at p (a field's storage or an array element) of field f. */
-static void scalar(FILE *o, const ProtobufCFieldDescriptor *f, const void *p, bool json)
+static json_object *json_scalar(const ProtobufCFieldDescriptor *f, const void *p)
 {
 	switch (f->type) {
 	case PROTOBUF_C_TYPE_INT32:
 	case PROTOBUF_C_TYPE_SINT32:
 	case PROTOBUF_C_TYPE_SFIXED32:
-		fprintf(o, "%" PRId32, *(const int32_t *)p);
-		break;
+		return json_object_new_int64(*(const int32_t *)p);
 	case PROTOBUF_C_TYPE_UINT32:
 	case PROTOBUF_C_TYPE_FIXED32:
-		fprintf(o, "%" PRIu32, *(const uint32_t *)p);
-		break;
+		return json_object_new_int64(*(const uint32_t *)p);
 	case PROTOBUF_C_TYPE_INT64:
 	case PROTOBUF_C_TYPE_SINT64:
-	case PROTOBUF_C_TYPE_SFIXED64: {
-		int64_t v = *(const int64_t *)p;
-		fprintf(o, "%" PRId64, v);
-		if (!json && v >= 1024 && is_size_field(f->name)) {
-			char human[32];
-			units_format_size(v, human, sizeof(human));
-			fprintf(o, " (%s)", human);
-		}
-		break;
-	}
+	case PROTOBUF_C_TYPE_SFIXED64:
+		return json_object_new_int64(*(const int64_t *)p);
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
-		fprintf(o, "%" PRIu64, *(const uint64_t *)p);
-		break;
+		return json_object_new_uint64(*(const uint64_t *)p);
 	case PROTOBUF_C_TYPE_FLOAT:
-		fprintf(o, "%g", (double)*(const float *)p);
-		break;
+		return json_object_new_double((double)*(const float *)p);
 	case PROTOBUF_C_TYPE_DOUBLE:
-		fprintf(o, "%g", *(const double *)p);
-		break;
+		return json_object_new_double(*(const double *)p);
 	case PROTOBUF_C_TYPE_BOOL:
-		fputs(*(const protobuf_c_boolean *)p ? "true" : "false", o);
-		break;
+		return json_object_new_boolean(*(const protobuf_c_boolean *)p);
 	case PROTOBUF_C_TYPE_ENUM: {
 		int v = *(const int *)p;
 		const ProtobufCEnumValue *ev =
 		    protobuf_c_enum_descriptor_get_value(f->descriptor, v);
-		if (ev && json)
-			sctl_json_string(o, ev->name);
-		else if (ev)
-			fputs(ev->name, o);
-		else
-			fprintf(o, "%d", v);
-		break;
+		return ev ? json_object_new_string(ev->name) : json_object_new_int(v);
 	}
 	case PROTOBUF_C_TYPE_STRING: {
 		const char *s = *(const char *const *)p;
-		if (json)
-			sctl_json_string(o, s ? s : "");
-		else
-			text_string(o, s ? s : "");
-		break;
+		return json_object_new_string(s ? s : "");
 	}
 	case PROTOBUF_C_TYPE_BYTES: {
 		const ProtobufCBinaryData *b = p;
-		fputs(json ? "\"" : "", o);
-		for (size_t i = 0; i < b->len; i++)
-			fprintf(o, "%02x", b->data[i]);
-		fputs(json ? "\"" : "", o);
-		break;
+		return sctl_json_hex(b->data, b->len);
 	}
 	case PROTOBUF_C_TYPE_MESSAGE:
 		break; /* not a scalar */
 	}
+	return NULL;
 }
 
-/* ---- JSON ---- */
-
-static void json_msg(FILE *o, const ProtobufCMessage *m);
-
-/* A message value: Timestamps and wrappers are shown by their value. */
-/* NOLINTNEXTLINE(misc-no-recursion): csi.proto bounds the depth, see the top */
-static void json_value_msg(FILE *o, const ProtobufCMessage *m)
+/*
+ * The same scalar for text: its JSON text, unquoted, control characters as
+ * \xNN, and a human size after a byte count (name is the field's, or that of
+ * the field holding the wrapper).
+ */
+static void scalar(FILE *o, const ProtobufCFieldDescriptor *f, const void *p, const char *name)
 {
-	char ts[64];
+	json_object *j = json_scalar(f, p);
+	int64_t v = json_object_get_int64(j);
 
-	if (!m) {
-		fputs("null", o);
-	} else if (is_timestamp(m->descriptor)) {
+	text_string(o, json_object_get_string(j));
+	if (json_object_is_type(j, json_type_int) && v >= 1024 && is_size_field(name)) {
+		char human[32];
+		units_format_size(v, human, sizeof(human));
+		fprintf(o, " (%s)", human);
+	}
+	json_object_put(j);
+}
+
+static json_object *json_msg(const ProtobufCMessage *m);
+
+/*
+ * One value of field f at p (its storage, an array element or a map entry's
+ * value): a scalar, or a message, null when unset, Timestamps and wrappers by
+ * their value.
+ */
+/* NOLINTNEXTLINE(misc-no-recursion): csi.proto bounds the depth, see the top */
+static json_object *json_value(const ProtobufCFieldDescriptor *f, const void *p)
+{
+	if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+		return json_scalar(f, p);
+	const ProtobufCMessage *m = *(const ProtobufCMessage *const *)p;
+	if (!m)
+		return NULL;
+	if (is_timestamp(m->descriptor)) {
+		char ts[64];
 		timestamp_string(m, ts, sizeof(ts));
-		sctl_json_string(o, ts);
-	} else if (is_wrapper(m->descriptor)) {
+		return json_object_new_string(ts);
+	}
+	if (is_wrapper(m->descriptor)) {
 		const ProtobufCFieldDescriptor *vf = &m->descriptor->fields[0];
-		scalar(o, vf, (const char *)m + vf->offset, true);
-	} else {
-		json_msg(o, m);
+		return json_scalar(vf, (const char *)m + vf->offset);
 	}
+	return json_msg(m);
 }
 
+/* A repeated field: a list, or an object when it is a map. */
 /* NOLINTNEXTLINE(misc-no-recursion): csi.proto bounds the depth, see the top */
-static void json_map(FILE *o, const ProtobufCFieldDescriptor *f, const ProtobufCMessage *const *e,
-                     size_t n)
+static json_object *json_repeated(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f)
 {
-	fputc('{', o);
-	for (size_t i = 0; i < n; i++) {
-		const ProtobufCFieldDescriptor *kf = &e[i]->descriptor->fields[0];
-		const ProtobufCFieldDescriptor *vf = &e[i]->descriptor->fields[1];
-		fputs(i ? "," : "", o);
-		sctl_json_string(o, *MEMBER(e[i], kf, char *));
-		fputc(':', o);
-		if (vf->type == PROTOBUF_C_TYPE_MESSAGE)
-			json_value_msg(o, *MEMBER(e[i], vf, ProtobufCMessage *));
-		else
-			scalar(o, vf, (const char *)e[i] + vf->offset, true);
+	size_t n = *QUANT(m, f, size_t);
+	const char *arr = *MEMBER(m, f, char *);
+
+	if (f->type != PROTOBUF_C_TYPE_MESSAGE || !is_map_entry(f->descriptor)) {
+		json_object *list = json_object_new_array();
+		for (size_t j = 0; j < n; j++)
+			json_object_array_add(list, json_value(f, arr + j * elem_size(f->type)));
+		return list;
 	}
-	fputc('}', o);
-	(void)f;
+	json_object *map = json_object_new_object();
+	for (size_t j = 0; j < n; j++) {
+		const ProtobufCMessage *e = ((const ProtobufCMessage *const *)arr)[j];
+		const ProtobufCFieldDescriptor *kf = &e->descriptor->fields[0];
+		const ProtobufCFieldDescriptor *vf = &e->descriptor->fields[1];
+		json_object_object_add(map, *MEMBER(e, kf, char *),
+		                       json_value(vf, (const char *)e + vf->offset));
+	}
+	return map;
 }
 
 /* NOLINTNEXTLINE(misc-no-recursion): csi.proto bounds the depth, see the top */
-static void json_msg(FILE *o, const ProtobufCMessage *m)
+static json_object *json_msg(const ProtobufCMessage *m)
 {
 	const ProtobufCMessageDescriptor *d = m->descriptor;
-	bool first = true;
+	json_object *obj = json_object_new_object();
 
-	fputc('{', o);
 	for (unsigned i = 0; i < d->n_fields; i++) {
 		const ProtobufCFieldDescriptor *f = &d->fields[i];
-		if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && *QUANT(m, f, uint32_t) != f->id)
+		if (!shown(m, f))
 			continue;
-		if (strcmp(f->name, "secrets") == 0)
-			continue;
-		fputs(first ? "" : ",", o);
-		first = false;
-		sctl_json_string(o, f->name);
-		fputc(':', o);
-		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-			size_t n = *QUANT(m, f, size_t);
-			const char *arr = *MEMBER(m, f, char *);
-			if (f->type == PROTOBUF_C_TYPE_MESSAGE && is_map_entry(f->descriptor)) {
-				json_map(o, f, (const ProtobufCMessage *const *)arr, n);
-				continue;
-			}
-			fputc('[', o);
-			for (size_t j = 0; j < n; j++) {
-				fputs(j ? "," : "", o);
-				if (f->type == PROTOBUF_C_TYPE_MESSAGE)
-					json_value_msg(o,
-					               ((const ProtobufCMessage *const *)arr)[j]);
-				else
-					scalar(o, f, arr + j * elem_size(f->type), true);
-			}
-			fputc(']', o);
-		} else if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
-			json_value_msg(o, *MEMBER(m, f, ProtobufCMessage *));
-		} else {
-			scalar(o, f, (const char *)m + f->offset, true);
-		}
+		json_object_object_add(obj, f->name,
+		                       f->label == PROTOBUF_C_LABEL_REPEATED
+		                           ? json_repeated(m, f)
+		                           : json_value(f, (const char *)m + f->offset));
 	}
-	fputc('}', o);
+	return obj;
 }
 
 void sctl_print_json(FILE *o, const ProtobufCMessage *m)
 {
-	json_msg(o, m);
+	sctl_json_print(o, json_msg(m));
 	fputc('\n', o);
 }
 
@@ -323,9 +308,7 @@ void sctl_print_json(FILE *o, const ProtobufCMessage *m)
 /* Whether f of m has anything to show in text. */
 static bool text_present(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f)
 {
-	if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && *QUANT(m, f, uint32_t) != f->id)
-		return false;
-	if (strcmp(f->name, "secrets") == 0)
+	if (!shown(m, f))
 		return false;
 	if (f->label == PROTOBUF_C_LABEL_REPEATED)
 		return *QUANT(m, f, size_t) > 0;
@@ -374,15 +357,7 @@ static bool text_inline_msg(FILE *o, const ProtobufCMessage *m, const char *name
 	}
 	if (is_wrapper(m->descriptor)) {
 		const ProtobufCFieldDescriptor *vf = &m->descriptor->fields[0];
-		scalar(o, vf, (const char *)m + vf->offset, false);
-		if (vf->type == PROTOBUF_C_TYPE_INT64 && is_size_field(name)) {
-			int64_t v = *MEMBER(m, vf, int64_t);
-			if (v >= 1024) {
-				char human[32];
-				units_format_size(v, human, sizeof(human));
-				fprintf(o, " (%s)", human);
-			}
-		}
+		scalar(o, vf, (const char *)m + vf->offset, name);
 		return true;
 	}
 	return false;
@@ -400,7 +375,7 @@ static void text_repeated(FILE *o, const ProtobufCMessage *m, const ProtobufCFie
 	for (size_t j = 0; j < n; j++) {
 		if (f->type != PROTOBUF_C_TYPE_MESSAGE) {
 			fprintf(o, "%*s- ", indent + 2, "");
-			scalar(o, f, arr + j * elem_size(f->type), false);
+			scalar(o, f, arr + j * elem_size(f->type), f->name);
 			fputc('\n', o);
 			continue;
 		}
@@ -412,7 +387,7 @@ static void text_repeated(FILE *o, const ProtobufCMessage *m, const ProtobufCFie
 			text_string(o, *MEMBER(e, kf, char *));
 			fputs(": ", o);
 			if (vf->type != PROTOBUF_C_TYPE_MESSAGE)
-				scalar(o, vf, (const char *)e + vf->offset, false);
+				scalar(o, vf, (const char *)e + vf->offset, vf->name);
 			fputc('\n', o);
 			continue;
 		}
@@ -446,7 +421,7 @@ static void text_msg(FILE *o, const ProtobufCMessage *m, int indent, bool *dash)
 		fprintf(o, "%s:", f->name);
 		if (f->type != PROTOBUF_C_TYPE_MESSAGE) {
 			fputc(' ', o);
-			scalar(o, f, (const char *)m + f->offset, false);
+			scalar(o, f, (const char *)m + f->offset, f->name);
 			fputc('\n', o);
 			continue;
 		}

@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <json.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,29 +165,21 @@ static void display(sqlite3_stmt *q, int col, char *buf, size_t len)
 		snprintf(buf, len, "-");
 }
 
-static void json_value(sqlite3_stmt *q, int col)
+/* A column's raw value: integers as numbers, text as strings, blobs as hex. */
+static json_object *json_value(sqlite3_stmt *q, int col)
 {
 	switch (sqlite3_column_type(q, col)) {
 	case SQLITE_NULL:
-		fputs("null", stdout);
-		break;
+		return NULL;
 	case SQLITE_INTEGER:
-		printf("%" PRId64, (int64_t)sqlite3_column_int64(q, col));
-		break;
+		return json_object_new_int64(sqlite3_column_int64(q, col));
 	case SQLITE_FLOAT:
-		printf("%.17g", sqlite3_column_double(q, col));
-		break;
-	case SQLITE_BLOB: {
-		const unsigned char *b = sqlite3_column_blob(q, col);
-		int n = sqlite3_column_bytes(q, col);
-		putchar('"');
-		for (int i = 0; i < n; i++)
-			printf("%02x", b[i]);
-		putchar('"');
-		break;
-	}
+		return json_object_new_double(sqlite3_column_double(q, col));
+	case SQLITE_BLOB:
+		return sctl_json_hex(sqlite3_column_blob(q, col),
+		                     (size_t)sqlite3_column_bytes(q, col));
 	default:
-		sctl_json_string(stdout, (const char *)sqlite3_column_text(q, col));
+		return json_object_new_string((const char *)sqlite3_column_text(q, col));
 	}
 }
 
@@ -230,6 +223,16 @@ static void grid_print_free(struct grid *g)
 	free(g->cells);
 }
 
+/* {"<table>": rows} on one line; takes rows. */
+static void print_rows(const char *table, json_object *rows)
+{
+	json_object *j = json_object_new_object();
+
+	json_object_object_add(j, table, rows);
+	sctl_json_print(stdout, j);
+	putchar('\n');
+}
+
 static int print_table(sqlite3 *db, const char *table, enum sctl_output out)
 {
 	char sql[128];
@@ -245,25 +248,20 @@ static int print_table(sqlite3 *db, const char *table, enum sctl_output out)
 	if (ncols > MAX_COLS)
 		ncols = MAX_COLS;
 	struct grid g = {.cols = (size_t)ncols};
+	json_object *rows = out == SCTL_OUT_JSON ? json_object_new_array() : NULL;
 	size_t row = 0;
 	int rc;
 
-	if (out == SCTL_OUT_JSON)
-		printf("{\"%s\":[", table);
-	else
-		for (int c = 0; c < ncols; c++)
-			grid_add(&g, 0, (size_t)c, sqlite3_column_name(q, c));
+	for (int c = 0; c < ncols && out == SCTL_OUT_TEXT; c++)
+		grid_add(&g, 0, (size_t)c, sqlite3_column_name(q, c));
 	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
 		row++;
 		if (out == SCTL_OUT_JSON) {
-			printf("%s{", row > 1 ? "," : "");
-			for (int c = 0; c < ncols; c++) {
-				printf("%s", c ? "," : "");
-				sctl_json_string(stdout, sqlite3_column_name(q, c));
-				putchar(':');
-				json_value(q, c);
-			}
-			putchar('}');
+			json_object *r = json_object_new_object();
+			for (int c = 0; c < ncols; c++)
+				json_object_object_add(r, sqlite3_column_name(q, c),
+				                       json_value(q, c));
+			json_object_array_add(rows, r);
 			continue;
 		}
 		for (int c = 0; c < ncols; c++) {
@@ -273,7 +271,7 @@ static int print_table(sqlite3 *db, const char *table, enum sctl_output out)
 		}
 	}
 	if (out == SCTL_OUT_JSON)
-		printf("]}\n");
+		print_rows(table, rows);
 	else
 		grid_print_free(&g);
 	if (rc != SQLITE_DONE) {
@@ -291,17 +289,8 @@ static int print_info(sqlite3 *db, const char *path, enum sctl_output out)
 {
 	int64_t version = pragma_int(db, "PRAGMA user_version");
 	int64_t app = pragma_int(db, "PRAGMA application_id");
+	json_object *counts = json_object_new_object(); /* table: rows, or null when absent */
 
-	if (out == SCTL_OUT_JSON) {
-		printf("{\"path\":");
-		sctl_json_string(stdout, path);
-		printf(",\"schema_version\":%" PRId64 ",\"sepcsi_store\":%s,\"tables\":{", version,
-		       app == SEPCSI_APP_ID ? "true" : "false");
-	} else {
-		printf("path: %s\nschema_version: %" PRId64 "\nsepcsi_store: %s\ntables:\n", path,
-		       version, app == SEPCSI_APP_ID ? "true" : "false");
-	}
-	bool first = true;
 	for (size_t i = 0; i < NTABLES; i++) {
 		int64_t n = -1;
 		if (table_exists(db, tables[i])) {
@@ -309,21 +298,29 @@ static int print_info(sqlite3 *db, const char *path, enum sctl_output out)
 			snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%s\"", tables[i]);
 			n = pragma_int(db, sql);
 		}
-		if (out == SCTL_OUT_JSON) {
-			printf("%s\"%s\":", first ? "" : ",", tables[i]);
-			if (n < 0)
-				printf("null");
-			else
-				printf("%" PRId64, n);
-		} else if (n < 0) {
-			printf("  %s: (not in this schema)\n", tables[i]);
-		} else {
-			printf("  %s: %" PRId64 "\n", tables[i], n);
-		}
-		first = false;
+		json_object_object_add(counts, tables[i], n < 0 ? NULL : json_object_new_int64(n));
 	}
-	if (out == SCTL_OUT_JSON)
-		printf("}}\n");
+	if (out == SCTL_OUT_JSON) {
+		json_object *j = json_object_new_object();
+		json_object_object_add(j, "path", json_object_new_string(path));
+		json_object_object_add(j, "schema_version", json_object_new_int64(version));
+		json_object_object_add(j, "sepcsi_store",
+		                       json_object_new_boolean(app == SEPCSI_APP_ID));
+		json_object_object_add(j, "tables", counts);
+		sctl_json_print(stdout, j);
+		putchar('\n');
+		return SCTL_EXIT_OK;
+	}
+	printf("path: %s\nschema_version: %" PRId64 "\nsepcsi_store: %s\ntables:\n", path, version,
+	       app == SEPCSI_APP_ID ? "true" : "false");
+	json_object_object_foreach(counts, table, n)
+	{
+		if (n)
+			printf("  %s: %" PRId64 "\n", table, json_object_get_int64(n));
+		else
+			printf("  %s: (not in this schema)\n", table);
+	}
+	json_object_put(counts);
 	return SCTL_EXIT_OK;
 }
 
@@ -342,11 +339,12 @@ static int print_check(const char *path, enum sctl_output out)
 		return SCTL_EXIT_ABSENT;
 	}
 	if (out == SCTL_OUT_JSON) {
-		printf("{\"path\":");
-		sctl_json_string(stdout, path);
-		printf(",\"ok\":%s,\"result\":", rc == STORE_OK ? "true" : "false");
-		sctl_json_string(stdout, msg);
-		printf("}\n");
+		json_object *j = json_object_new_object();
+		json_object_object_add(j, "path", json_object_new_string(path));
+		json_object_object_add(j, "ok", json_object_new_boolean(rc == STORE_OK));
+		json_object_object_add(j, "result", json_object_new_string(msg));
+		sctl_json_print(stdout, j);
+		putchar('\n');
 	} else if (rc == STORE_OK) {
 		printf("ok\n");
 	} else {
@@ -371,26 +369,25 @@ static void db_uri(const char *path, bool immutable, char *out, size_t len)
 		snprintf(out + o, len - o, "?immutable=1");
 }
 
-int sctl_store_main(int argc, char **argv, const struct sctl_opts *o)
+int sctl_store_main(int argc, char **argv, struct sctl_opts *o)
 {
+	enum { OPT_STATE_DIR = SCTL_OPT_OWN };
+	static const struct option longopts[] = {
+	    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+	    SCTL_COMMON_OPTIONS,
+	};
 	const char *state_dir = DEFAULT_STATE_DIR, *view = NULL;
+	int c;
 
-	for (int i = 1; i < argc; i++) {
-		const char *v;
-		int r = sctl_flag_value(argc, argv, &i, "--state-dir", &v);
-		if (r < 0)
-			return SCTL_EXIT_USAGE;
-		if (r > 0) {
-			state_dir = v;
-		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+	optind = 0;
+	while ((c = sctl_getopt(argc, argv, "-:o:h", longopts, "store: ", o, &view)) != -1) {
+		if (c == OPT_STATE_DIR) {
+			state_dir = optarg;
+		} else if (c == SCTL_OPT_HELP) {
 			store_help(stdout);
 			return SCTL_EXIT_OK;
-		} else if (argv[i][0] == '-' || view) {
-			fprintf(stderr, "sepcsictl: store: unexpected argument '%s' (see --help)\n",
-			        argv[i]);
-			return SCTL_EXIT_USAGE;
 		} else {
-			view = argv[i];
+			return SCTL_EXIT_USAGE;
 		}
 	}
 	if (!view) {
@@ -453,7 +450,7 @@ int sctl_store_main(int argc, char **argv, const struct sctl_opts *o)
 		        ") has no %s table: nothing recorded\n",
 		        pragma_int(db, "PRAGMA user_version"), table);
 		if (o->output == SCTL_OUT_JSON)
-			printf("{\"%s\":[]}\n", table);
+			print_rows(table, json_object_new_array());
 		rc = SCTL_EXIT_OK;
 	} else {
 		rc = print_table(db, table, o->output);
