@@ -10,10 +10,11 @@
  * descriptor (docs/helper.md). Here it installs its own seccomp filter
  * (policy/seccomp_tools.c: exec and file I/O; no mount API, loop ioctl,
  * xattr, mknod or network call) and serves jobs from fd 3, one datagram each.
- * For each job it forks a child, so a long copy or mkfs never holds up the
- * next job; the child answers on the job's own answer socket. If the
- * requester goes away (the helper's worker gave up, or died), that socket
- * hangs up: the child kills its tool, or stops its copy. A malformed job is
+ * For each tool or copy job it forks a child, so a long copy or mkfs never
+ * holds up the next job; the child answers on the job's own answer socket. If
+ * the requester goes away (the helper's worker gave up, or died), that socket
+ * hangs up: the child kills its tool, or stops its copy. Sizing a file (two
+ * calls) runs in a thread instead: a fork would cost more than the job. A malformed job is
  * dropped (the requester sees its answer socket close). The runner ends with
  * the helper (PR_SET_PDEATHSIG, set before the exec) or when fd 3 closes.
  *
@@ -25,6 +26,7 @@
 #include <getopt.h>
 #include <linux/fs.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -200,8 +202,8 @@ static int copy_file(int src, int dst, int sock, uint32_t *reflinked)
 	return 0;
 }
 
-/* In the job's child: size or copy a file the helper opened. */
-static void __attribute__((noreturn)) run_file(const struct rn_job *j, const int *fds)
+/* Size or copy a file the helper opened; the answer says how it went. */
+static struct rn_answer file_job(const struct rn_job *j, const int *fds)
 {
 	struct rn_answer a = {0};
 	int sock = fds[0], dst = j->kind == RN_COPY ? fds[2] : fds[1];
@@ -216,7 +218,43 @@ static void __attribute__((noreturn)) run_file(const struct rn_job *j, const int
 		a.err = errno;
 	if (!a.err && fsync(dst) < 0)
 		a.err = errno;
-	answer(sock, &a);
+	return a;
+}
+
+struct size_job {
+	struct rn_job j;
+	int fds[2];
+};
+
+static void *size_job(void *arg)
+{
+	struct size_job *s = arg;
+	struct rn_answer a = file_job(&s->j, s->fds);
+	(void)!send(s->fds[0], &a, sizeof(a), MSG_NOSIGNAL);
+	close(s->fds[0]);
+	close(s->fds[1]);
+	free(s);
+	return NULL;
+}
+
+/*
+ * RN_SIZE: two calls on one fresh file, not worth a process of its own; in a
+ * thread, so that its fsync holds up no other job. Takes the job's fds.
+ */
+static void size_job_start(const struct rn_job *j, const int *fds)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	struct size_job *s = malloc(sizeof(*s));
+	if (!s || pthread_attr_init(&attr) != 0)
+		abort();
+	s->j = *j;
+	s->fds[0] = fds[0];
+	s->fds[1] = fds[1];
+	if (pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) != 0 ||
+	    pthread_create(&t, &attr, size_job, s) != 0)
+		size_job(s); /* no thread to be had: here, then */
+	pthread_attr_destroy(&attr);
 }
 
 /* Serve jobs on fd 3 until the helper closes it. */
@@ -245,8 +283,13 @@ static void __attribute__((noreturn)) serve(int sock)
 			nfds = (uint32_t)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
 			memcpy(fds, CMSG_DATA(c), nfds * sizeof(int));
 		}
-		if (n == (ssize_t)sizeof(j) && !(m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
-		    job_ok(&j, nfds) && fork() == 0) {
+		bool ok = n == (ssize_t)sizeof(j) && !(m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
+		          job_ok(&j, nfds);
+		if (ok && j.kind == RN_SIZE) {
+			size_job_start(&j, fds); /* takes the fds */
+			continue;
+		}
+		if (ok && fork() == 0) {
 			/* Nothing outlives the helper: the job dies with the runner. */
 			if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != runner)
 				_exit(1);
@@ -254,7 +297,8 @@ static void __attribute__((noreturn)) serve(int sock)
 			close(sock);
 			if (j.kind == RN_TOOL)
 				run_tool(&j, fds);
-			run_file(&j, fds);
+			struct rn_answer a = file_job(&j, fds);
+			answer(fds[0], &a);
 		}
 		for (int i = 0; i < 3; i++)
 			if (fds[i] >= 0)
