@@ -19,8 +19,8 @@ struct mh_ctx {
 	int images_fd; /* <data-dir>/images, O_RDONLY|O_DIRECTORY, root-owned 0700 */
 	int snaps_fd;  /* <data-dir>/snapshots, O_RDONLY|O_DIRECTORY, root-owned 0700 */
 	int audit_fd;  /* <data-dir>/audit.log, O_WRONLY|O_APPEND, 0600; -1 if none */
-	bool reflink;  /* FICLONE works in the data directory (probed once at start) */
-	uint64_t max_file_bytes; /* the largest file the data directory takes (probed at start) */
+	bool reflink;  /* FICLONE works in the data directory (the runner's probe at start) */
+	uint64_t max_file_bytes; /* the largest file the data directory takes (the same probe) */
 };
 
 /* Why an operation was not done; becomes MH_ANS_ERROR and the audit line. */

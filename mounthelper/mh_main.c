@@ -8,9 +8,8 @@
  *   2. make the data directory; enter the helper's own view of the file
  *      system (mh_view.c: a private mount namespace, pivoted onto a tmpfs);
  *   3. inside it, open the data directory, images/ and snapshots/ (0700) and
- *      audit.log (append, 0600), probe once whether FICLONE works there; count
- *      what is promised (mh_space.c); thaw what a dead helper left frozen,
- *      and remove its half-made files and unused loop devices (mh_sweep);
+ *      audit.log (append, 0600); thaw what a dead helper left frozen, and
+ *      remove its half-made files and unused loop devices (mh_sweep);
  *   4. start sepcsi-runner (mh_tools.c): a child leaves the view, drops every
  *      capability and execs it; it installs its own filter;
  *   5. confine: capabilities (pol_caps_confine_helper: the table in
@@ -18,7 +17,9 @@
  *      allowlist (pol_seccomp_install(&pol_sc_helper)); nothing after this
  *      point can exec, open a socket, load a module, trace a process or make a
  *      namespace;
- *   6. tell the supervisor READY on fd 4 (if it is open);
+ *   6. ask the runner what the data directory's file system can do (FICLONE,
+ *      the largest file); count what is promised (mh_space.c); tell the
+ *      supervisor READY on fd 4 (if it is open);
  *   7. loop: one datagram, one decoded request; a read-only request is
  *      answered at once, any other runs in a worker (mh_worker.c), so requests
  *      about different volumes never wait for each other. The main loop sends
@@ -45,13 +46,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <linux/fs.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -211,24 +210,6 @@ static int open_private_subdir(int dfd, const char *data_dir, const char *name)
 	return fd;
 }
 
-/*
- * Does FICLONE work in the images directory? Two unnamed files (O_TMPFILE),
- * one block of data, one clone: nothing is left behind. Asked once, at start.
- */
-static bool probe_reflink(int images_fd)
-{
-	static const char block[4096];
-	int a = openat(images_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	int b = openat(images_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	bool ok = a >= 0 && b >= 0 && write(a, block, sizeof(block)) == (ssize_t)sizeof(block) &&
-	          ioctl(b, FICLONE, a) == 0;
-	if (a >= 0)
-		close(a);
-	if (b >= 0)
-		close(b);
-	return ok;
-}
-
 static void open_data_dir(const char *data_dir, struct mh_ctx *ctx)
 {
 	make_dirs(data_dir);
@@ -246,7 +227,6 @@ static void open_data_dir(const char *data_dir, struct mh_ctx *ctx)
 	if (ctx->audit_fd < 0 || fstat(ctx->audit_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    st.st_uid != 0 || (st.st_mode & 077) != 0)
 		log_fatal("%s/audit.log: cannot open, or not a root-only regular file", data_dir);
-	ctx->reflink = probe_reflink(ctx->images_fd);
 }
 
 static bool is_socket(int fd)
@@ -473,7 +453,6 @@ int main(int argc, char **argv)
 	mh_view_enter(pol, a.data_dir);
 	open_data_dir(a.data_dir, &ctx);
 	mh_pause_init();
-	mh_space_init(&ctx);
 	mh_copy_thaw_all(&ctx);
 	mh_sweep(&ctx, NULL); /* no worker yet: what a dead helper's workers left */
 	mh_tools_start(pol, a.fmt_name, a.lvl_name); /* before the helper's filter: no execve */
@@ -492,6 +471,11 @@ int main(int argc, char **argv)
 		log_fatal("cannot install the seccomp filter");
 	if (pol_seccomp_log_only(pol))
 		log_warn("seccomp in log-only mode: violations are logged, not killed");
+	/* What the data directory's file system can do, asked of the capability-less runner. */
+	struct mh_res probe = {0};
+	if (mh_tools_probe(ctx.images_fd, &ctx.reflink, &ctx.max_file_bytes, &probe) < 0)
+		log_kv(LOG_LVL_WARN, "probe_failed", "reason", probe.reason, NULL);
+	mh_space_init(&ctx);
 	if (ctl >= 0 && sup_ctl_send(ctl, SUP_CTL_READY, -1) < 0)
 		log_fatal("cannot send READY: %s", strerror(errno));
 	log_kv(LOG_LVL_INFO, "ready", "reflink", ctx.reflink ? "yes" : "no", NULL);

@@ -48,32 +48,10 @@ static uint64_t sum_dir(int dirfd)
 	return sum;
 }
 
-/*
- * The largest size ftruncate accepts on an unnamed file in the images
- * directory (bisection to 4 KiB; a sparse file allocates nothing).
- */
-static uint64_t largest_file(int dirfd)
-{
-	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	uint64_t lo = 0, hi = (uint64_t)1 << 62;
-	if (fd < 0)
-		return hi;
-	while (hi - lo > 4096) {
-		uint64_t mid = (lo + (hi - lo) / 2) & ~(uint64_t)4095;
-		if (ftruncate(fd, (off_t)mid) == 0)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	close(fd);
-	return lo;
-}
-
 void mh_space_init(struct mh_ctx *c)
 {
 	promised = sum_dir(c->images_fd) + sum_dir(c->snaps_fd);
 	reserved = 0;
-	c->max_file_bytes = largest_file(c->images_fd);
 	char p[24], m[24];
 	snprintf(p, sizeof(p), "%llu", (unsigned long long)promised);
 	snprintf(m, sizeof(m), "%llu", (unsigned long long)c->max_file_bytes);

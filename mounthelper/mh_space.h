@@ -20,8 +20,9 @@ struct mh_space_hold {
 };
 
 /*
- * At start: add up what exists, and find the largest file the data
- * directory's file system takes (an ext4 with 4 KiB blocks stops at 16 TiB).
+ * At start, once c->max_file_bytes holds the largest file the data
+ * directory's file system takes (the runner's probe; an ext4 with 4 KiB
+ * blocks stops at 16 TiB; 0 if unknown): add up what exists.
  */
 void mh_space_init(struct mh_ctx *c);
 

@@ -283,7 +283,10 @@ static int file_job(uint32_t kind, const int *fds, uint32_t nfds, uint64_t size,
 		               a->err == ENOSPC || a->err == EDQUOT ? MH_E_NOSPACE
 		               : a->err == EFBIG                    ? MH_E_REFUSED
 		                                                    : MH_E_FAILED,
-		               a->err, "%s: %s", kind == RN_COPY ? "copy" : "size image",
+		               a->err, "%s: %s",
+		               kind == RN_COPY    ? "copy"
+		               : kind == RN_PROBE ? "probe the data directory"
+		                                  : "size image",
 		               strerror(a->err));
 	return ret;
 }
@@ -292,6 +295,15 @@ int mh_tools_size(int fd, uint64_t size, struct mh_res *r)
 {
 	struct rn_answer a;
 	return file_job(RN_SIZE, &fd, 1, size, &a, r);
+}
+
+int mh_tools_probe(int dir, bool *reflink, uint64_t *max_file, struct mh_res *r)
+{
+	struct rn_answer a = {0};
+	int ret = file_job(RN_PROBE, &dir, 1, 0, &a, r);
+	*reflink = a.reflinked != 0;
+	*max_file = a.bytes;
+	return ret;
 }
 
 int mh_tools_copy(int src, int dst, uint64_t size, bool *reflinked, struct mh_res *r)

@@ -12,6 +12,10 @@
  *   RN_COPY  fds: answer, source file, new empty destination file
  *            FICLONE, else the source's data extents only (holes stay holes);
  *            then grown to size if that is larger, fsync; err, reflinked
+ *   RN_PROBE fds: answer, a directory
+ *            with unnamed files there (O_TMPFILE, nothing left behind): does
+ *            FICLONE work (reflinked), and the largest size ftruncate takes
+ *            (bytes, to 4 KiB); err, or 0
  */
 #ifndef SEPCSI_RN_JOB_H
 #define SEPCSI_RN_JOB_H
@@ -25,6 +29,7 @@ enum rn_kind {
 	RN_TOOL = 1,
 	RN_SIZE,
 	RN_COPY,
+	RN_PROBE,
 };
 
 /* The only programs the runner ever starts. Debian (merged /usr) installs them in /sbin. */
@@ -45,10 +50,12 @@ struct rn_job {
 };
 
 struct rn_answer {
-	int32_t status;     /* RN_TOOL: waitpid status */
-	int32_t err;        /* RN_SIZE, RN_COPY: errno of the failed step, 0 on success */
-	uint32_t reflinked; /* RN_COPY: the copy shares the source's extents */
+	int32_t status; /* RN_TOOL: waitpid status */
+	int32_t err;    /* RN_SIZE, RN_COPY: errno of the failed step, 0 on success */
+	uint32_t
+	    reflinked; /* RN_COPY: the copy shares the source's extents; RN_PROBE: FICLONE works */
 	uint32_t pad;
+	uint64_t bytes; /* RN_PROBE: the largest file the directory's file system takes */
 };
 
 /* The runner's fd for jobs, as it is exec'd. */

@@ -54,12 +54,12 @@ static const char *const tool_paths[RN_TOOL_COUNT] = {
 };
 
 /* The descriptors each kind of job carries, the answer socket first. */
-static const uint32_t job_fds[] = {[RN_TOOL] = 3, [RN_SIZE] = 2, [RN_COPY] = 3};
+static const uint32_t job_fds[] = {[RN_TOOL] = 3, [RN_SIZE] = 2, [RN_COPY] = 3, [RN_PROBE] = 2};
 
 /* A job from the helper: known kind, its fds, arguments NUL-terminated and printable. */
 static bool job_ok(const struct rn_job *j, uint32_t nfds)
 {
-	if (j->kind < RN_TOOL || j->kind > RN_COPY || nfds != job_fds[j->kind] || j->nfds != nfds)
+	if (j->kind < RN_TOOL || j->kind > RN_PROBE || nfds != job_fds[j->kind] || j->nfds != nfds)
 		return false;
 	if (j->kind != RN_TOOL)
 		return j->size <= (uint64_t)INT64_MAX;
@@ -202,6 +202,39 @@ static int copy_file(int src, int dst, int sock, uint32_t *reflinked)
 	return 0;
 }
 
+/*
+ * What the directory's file system can do, found with unnamed files in it
+ * (O_TMPFILE: nothing is left behind): FICLONE of one block, and the largest
+ * size ftruncate accepts (bisection to 4 KiB; a sparse file allocates nothing).
+ */
+static struct rn_answer probe_dir(int dir)
+{
+	static const char block[4096];
+	struct rn_answer a = {0};
+	int x = openat(dir, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	int y = openat(dir, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (x < 0 || y < 0) {
+		a.err = errno;
+	} else {
+		uint64_t lo = 0, hi = (uint64_t)1 << 62;
+		a.reflinked = write(x, block, sizeof(block)) == (ssize_t)sizeof(block) &&
+		              ioctl(y, FICLONE, x) == 0;
+		while (hi - lo > 4096) {
+			uint64_t mid = (lo + (hi - lo) / 2) & ~(uint64_t)4095;
+			if (ftruncate(x, (off_t)mid) == 0)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		a.bytes = lo;
+	}
+	if (x >= 0)
+		close(x);
+	if (y >= 0)
+		close(y);
+	return a;
+}
+
 /* Size or copy a file the helper opened; the answer says how it went. */
 static struct rn_answer file_job(const struct rn_job *j, const int *fds)
 {
@@ -285,11 +318,13 @@ static void __attribute__((noreturn)) serve(int sock)
 		}
 		bool ok = n == (ssize_t)sizeof(j) && !(m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
 		          job_ok(&j, nfds);
-		if (ok && j.kind == RN_SIZE) {
+		if (ok && j.kind == RN_PROBE) {
+			struct rn_answer a = probe_dir(fds[1]); /* once, at the helper's start */
+			(void)!send(fds[0], &a, sizeof(a), MSG_NOSIGNAL);
+		} else if (ok && j.kind == RN_SIZE) {
 			size_job_start(&j, fds); /* takes the fds */
 			continue;
-		}
-		if (ok && fork() == 0) {
+		} else if (ok && fork() == 0) {
 			/* Nothing outlives the helper: the job dies with the runner. */
 			if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != runner)
 				_exit(1);
