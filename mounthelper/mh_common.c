@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -103,6 +104,13 @@ int mh_read_text(const char *path, char *buf, size_t len)
 	close(fd);
 	buf[n > 0 ? n : 0] = '\0';
 	return n < 0 ? -1 : 0;
+}
+
+int64_t mh_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void mh_closep(int *fd)

@@ -151,11 +151,8 @@ static int copy_to(const struct mh_ctx *c, int src, const char *src_id, off_t si
                    struct mh_res *r)
 {
 	char tmp[MH_ID_MAX + 24];
-	struct stat st;
 	int dst = -1, frozen = -1, ret = -1;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-	if (fstat(src, &st) < 0)
-		return io_fail(r, errno, "stat source");
 	/* A temporary file left by a crash mid-copy is ours to remove. */
 	if (unlinkat(dir, tmp, 0) < 0 && errno != ENOENT)
 		return io_fail(r, errno, "remove stale temporary");

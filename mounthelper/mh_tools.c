@@ -39,7 +39,6 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -154,13 +153,6 @@ int mh_tools_pidfd(void)
 	return runner_pidfd;
 }
 
-static long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 /*
  * Send job j with a new answer socket and its nfds descriptors after it.
  * Returns the helper's end of the answer socket, or -1 with r.
@@ -232,9 +224,9 @@ int mh_tools_run(enum rn_tool tool, const char *const *args, size_t nargs, int d
 		goto out;
 	mh_closep(&pipefd[1]);
 	/* The output until EOF (the tool and what it forked are done), within the time. */
-	long deadline = now_ms() + timeout_ms;
+	int64_t deadline = mh_now_ms() + timeout_ms;
 	for (;;) {
-		long left = deadline - now_ms();
+		int64_t left = deadline - mh_now_ms();
 		struct pollfd p = {.fd = pipefd[0], .events = POLLIN};
 		if (left <= 0) {
 			mh_fail(r, MH_E_FAILED, ETIMEDOUT, "%s timed out", args[0]);

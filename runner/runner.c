@@ -77,9 +77,16 @@ static bool job_ok(const struct rn_job *j, uint32_t nfds)
 	return true;
 }
 
-static void __attribute__((noreturn)) answer(int sock, const struct rn_answer *a)
+/* The job's one answer; a requester that has gone away gets none. */
+static void send_answer(int sock, const struct rn_answer *a)
 {
 	(void)!send(sock, a, sizeof(*a), MSG_NOSIGNAL);
+}
+
+/* In a job's child: answer, and end. */
+static void __attribute__((noreturn)) answer(int sock, const struct rn_answer *a)
+{
+	send_answer(sock, a);
 	_exit(0);
 }
 
@@ -263,7 +270,7 @@ static void *size_job(void *arg)
 {
 	struct size_job *s = arg;
 	struct rn_answer a = file_job(&s->j, s->fds);
-	(void)!send(s->fds[0], &a, sizeof(a), MSG_NOSIGNAL);
+	send_answer(s->fds[0], &a);
 	close(s->fds[0]);
 	close(s->fds[1]);
 	free(s);
@@ -320,7 +327,7 @@ static void __attribute__((noreturn)) serve(int sock)
 		          job_ok(&j, nfds);
 		if (ok && j.kind == RN_PROBE) {
 			struct rn_answer a = probe_dir(fds[1]); /* once, at the helper's start */
-			(void)!send(fds[0], &a, sizeof(a), MSG_NOSIGNAL);
+			send_answer(fds[0], &a);
 		} else if (ok && j.kind == RN_SIZE) {
 			size_job_start(&j, fds); /* takes the fds */
 			continue;

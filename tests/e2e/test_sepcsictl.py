@@ -516,10 +516,10 @@ def test_global_flags_anywhere(fake):
     ep = fake.endpoint
     env = dict(os.environ, CSI_ENDPOINT="unix:///nonexistent.sock")  # the flag must win
     for args in (["-o", "json", "--endpoint", ep, "node", "get-info"],
-                 ["node", "--output=json", "get-info", "--timeout", "5s", "--endpoint=" + ep],
+                 ["node", "--output=json", "get-info", "--timeout", "30s", "--endpoint=" + ep],
                  ["node", "--endpoint", ep, "get-info", "-ojson"],
-                 ["--timeout=5s", "node", "get-info", "--endpoint=" + ep, "--output", "json"]):
-        res = subprocess.run([CTL] + args, capture_output=True, text=True, env=env, timeout=30)
+                 ["--timeout=30s", "node", "get-info", "--endpoint=" + ep, "--output", "json"]):
+        res = subprocess.run([CTL] + args, capture_output=True, text=True, env=env, timeout=60)
         assert res.returncode == EXIT_OK, (args, res.stderr)
         assert json.loads(res.stdout) == expected_json(ANSWERS["NodeGetInfo"]), args
     assert fake.methods() == ["NodeGetInfo"] * 4
