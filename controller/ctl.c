@@ -224,6 +224,24 @@ const struct ctl_config *ctl_config(const struct ctl *c)
 
 /* ---- ids, sizes and topology ---- */
 
+bool ctl_volume_is_ephemeral(const struct store_volume *v)
+{
+	return strncmp(v->name, CTL_EPHEMERAL_PREFIX, strlen(CTL_EPHEMERAL_PREFIX)) == 0;
+}
+
+int ctl_volume_get(struct ctl *c, const char *id, struct store_volume **v)
+{
+	if (!pol_volume_id_valid(id))
+		return STORE_NOTFOUND;
+	int rc = store_volume_get(c->st, id, v);
+	if (rc == STORE_OK && ctl_volume_is_ephemeral(*v)) {
+		store_volume_free(*v);
+		*v = NULL;
+		rc = STORE_NOTFOUND;
+	}
+	return rc;
+}
+
 int ctl_volume_resolve(struct ctl *c, struct ctl_status *st, const char *volume_id,
                        struct store_volume **v)
 {

@@ -99,11 +99,9 @@ int ctl_validate_volume_capabilities(struct ctl *c, const void *r, void **resp, 
 		return st->code;
 	if (req->n_volume_capabilities == 0)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT, "volume_capabilities is required");
-	if (!pol_volume_id_valid(req->volume_id))
-		return ctl_fail(st, CTL_NOT_FOUND, "volume %.80s does not exist", req->volume_id);
-	int rc = store_volume_get(c->st, req->volume_id, &v);
+	int rc = ctl_volume_get(c, req->volume_id, &v);
 	if (rc == STORE_NOTFOUND)
-		return ctl_fail(st, CTL_NOT_FOUND, "volume %s does not exist", req->volume_id);
+		return ctl_fail(st, CTL_NOT_FOUND, "volume %.80s does not exist", req->volume_id);
 	if (rc != STORE_OK)
 		return ctl_fail_store(st, "look up volume", rc);
 	if (validate_against(st, req, v, a, &ok, msg, sizeof(msg)))

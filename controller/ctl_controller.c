@@ -204,7 +204,7 @@ static int resolve_source(struct ctl *c, struct ctl_status *st, const struct cre
 		src_fs = (*ss)->fs_type;
 		*bytes = (*ss)->size_bytes;
 	} else {
-		rc = store_volume_get(c->st, ca->source_id, sv);
+		rc = ctl_volume_get(c, ca->source_id, sv);
 		if (rc == STORE_NOTFOUND)
 			return ctl_fail(st, CTL_NOT_FOUND, "source volume %s does not exist",
 			                ca->source_id);
@@ -440,7 +440,7 @@ int ctl_delete_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 		ctl_fail_busy(st, req->volume_id);
 		goto done;
 	}
-	int rc = store_volume_get(c->st, req->volume_id, &v);
+	int rc = ctl_volume_get(c, req->volume_id, &v); /* an ephemeral one is not the CO's */
 	if (rc == STORE_NOTFOUND) {
 		*resp = out;
 		st->code = CTL_OK;

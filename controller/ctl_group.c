@@ -181,9 +181,8 @@ static int load_members(struct ctl *c, struct ctl_status *st, struct group_creat
 		const char *vid = g->req->source_volume_ids[i];
 		struct store_volume *v = NULL;
 		bool u = false;
-		int rc = STORE_NOTFOUND;
-		if (!pol_volume_id_valid(vid) ||
-		    (rc = store_volume_get(c->st, vid, &v)) != STORE_OK)
+		int rc = ctl_volume_get(c, vid, &v);
+		if (rc != STORE_OK)
 			return rc == STORE_NOTFOUND
 			           ? ctl_fail(st, CTL_NOT_FOUND,
 			                      "source volume %.80s does not exist", vid)

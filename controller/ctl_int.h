@@ -56,8 +56,20 @@ void ctl_new_volume_id(char out[36]);
 #define CTL_EPHEMERAL_PREFIX "\x01ephemeral:"
 #define CTL_EPHEMERAL_KEY    "csi.storage.k8s.io/ephemeral"
 
+/* Was v made for an ephemeral inline volume (NodePublishVolume), not by CreateVolume? */
+bool ctl_volume_is_ephemeral(const struct store_volume *v);
+
 /*
- * Find the volume a request names: one of our ids, or the CO's id of an
+ * The volume a Controller request names by our id: STORE_OK with *v set, or
+ * STORE_NOTFOUND for a malformed id, no such volume, or an ephemeral inline
+ * volume (the Node service's alone: the CO never created it, and a record the
+ * Controller service added to it would outlive its NodeUnpublishVolume), or
+ * the store's error.
+ */
+int ctl_volume_get(struct ctl *c, const char *id, struct store_volume **v);
+
+/*
+ * Find the volume a Node request names: one of our ids, or the CO's id of an
  * ephemeral volume. CTL_OK with *v set, or NOT_FOUND / INTERNAL.
  */
 int ctl_volume_resolve(struct ctl *c, struct ctl_status *st, const char *volume_id,

@@ -21,12 +21,6 @@ static int check_paging(struct ctl_status *st, int32_t max_entries, const char *
 	return CTL_OK;
 }
 
-/* Ephemeral inline volumes belong to the Node service; the CO never created them. */
-static bool listed(const struct store_volume *v)
-{
-	return v->name[0] != '\x01';
-}
-
 int ctl_list_volumes(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
                      struct ctl_status *st)
 {
@@ -50,7 +44,7 @@ int ctl_list_volumes(struct ctl *c, const void *r, void **resp, struct ctl_arena
 	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of message pointers */
 	out->entries = ctl_alloc(a, (page ? page : 1) * sizeof(*out->entries));
 	for (size_t i = 0; i < page; i++) {
-		if (!listed(l[i]))
+		if (ctl_volume_is_ephemeral(l[i])) /* the Node service's: the CO never made it */
 			continue;
 		Csi__V1__ListVolumesResponse__Entry *e = ctl_alloc(a, sizeof(*e));
 		csi__v1__list_volumes_response__entry__init(e);

@@ -16,12 +16,6 @@
 #define ACCESS_BLOCK 1
 #define ACCESS_MOUNT 2
 
-static bool is_ephemeral(const struct store_volume *v)
-{
-	/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): callers pass enter()'s volume */
-	return strncmp(v->name, CTL_EPHEMERAL_PREFIX, strlen(CTL_EPHEMERAL_PREFIX)) == 0;
-}
-
 /*
  * Common prologue: volume id present, volume known, lock held. An ephemeral
  * inline volume is only ever published (ctl_ephemeral.c) and unpublished
@@ -35,7 +29,7 @@ static int enter(struct ctl *c, struct ctl_status *st, const char *volume_id, bo
 		return st->code;
 	if (ctl_volume_resolve(c, st, volume_id, v))
 		return st->code;
-	if (!ephemeral_ok && is_ephemeral(*v)) {
+	if (!ephemeral_ok && ctl_volume_is_ephemeral(*v)) {
 		store_volume_free(*v);
 		*v = NULL;
 		return ctl_fail(st, CTL_FAILED_PRECONDITION,
@@ -395,14 +389,14 @@ int ctl_node_unpublish_volume(struct ctl *c, const void *r, void **resp, struct 
 		return st->code;
 	if (enter(c, st, req->volume_id, true, &v))
 		return st->code;
-	/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): enter() sets v on CTL_OK */
-	if (is_ephemeral(v)) {
+	if (ctl_volume_is_ephemeral(v)) {
 		if (ctl_ephemeral_unpublish(c, v, req->target_path, st))
 			goto out;
 	} else {
 		struct mh_err e;
 		struct store_publication *p = NULL;
 		char subject[MH_ID_MAX + MH_PATH_MAX + 2], detail[MH_PATH_MAX + 4];
+		/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): enter() sets v on CTL_OK */
 		bool known = store_publication_get(c->st, v->id, req->target_path, &p) == STORE_OK;
 		publication_intent(v->id, req->target_path, known && p->access_type == ACCESS_BLOCK,
 		                   subject, detail);

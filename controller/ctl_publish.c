@@ -42,7 +42,7 @@ int ctl_controller_publish_volume(struct ctl *c, const void *r, void **resp, str
 		ctl_fail_busy(st, req->volume_id);
 		goto out;
 	}
-	rc = store_volume_get(c->st, req->volume_id, &v);
+	rc = ctl_volume_get(c, req->volume_id, &v);
 	if (rc == STORE_NOTFOUND) {
 		ctl_fail(st, CTL_NOT_FOUND, "volume %s does not exist", req->volume_id);
 		goto out;

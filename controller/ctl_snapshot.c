@@ -70,8 +70,7 @@ int ctl_create_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_ar
 		goto out;
 	}
 
-	if (!pol_volume_id_valid(req->source_volume_id) ||
-	    (rc = store_volume_get(c->st, req->source_volume_id, &v)) == STORE_NOTFOUND) {
+	if ((rc = ctl_volume_get(c, req->source_volume_id, &v)) == STORE_NOTFOUND) {
 		ctl_fail(st, CTL_NOT_FOUND, "source volume %.80s does not exist",
 		         req->source_volume_id);
 		goto out;

@@ -21,11 +21,9 @@
 static int find_volume(struct ctl *c, struct ctl_status *st, const char *id,
                        struct store_volume **v)
 {
-	if (!pol_volume_id_valid(id))
-		return ctl_fail(st, CTL_NOT_FOUND, "volume %.80s does not exist", id);
-	int rc = store_volume_get(c->st, id, v);
+	int rc = ctl_volume_get(c, id, v);
 	if (rc == STORE_NOTFOUND)
-		return ctl_fail(st, CTL_NOT_FOUND, "volume %s does not exist", id);
+		return ctl_fail(st, CTL_NOT_FOUND, "volume %.80s does not exist", id);
 	if (rc != STORE_OK)
 		return ctl_fail_store(st, "look up volume", rc);
 	return CTL_OK;

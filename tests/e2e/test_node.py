@@ -378,6 +378,27 @@ def test_ephemeral_inline_volume(driver):
     images = os.listdir(os.path.join(driver.data, "images"))
     assert len(images) == 1
     assert os.stat(os.path.join(driver.data, "images", images[0])).st_size == 48 * MiB
+    # Its image's id, as a client that learnt it would use it: the Controller service
+    # knows no such volume, so nothing can hold the volume past its NodeUnpublishVolume.
+    ours = images[0][:-len(".img")]
+    node = c.node("NodeGetInfo").node_id
+    cap = mount_cap("ext4")
+    pb = csi_client.pb
+    nf = grpc.StatusCode.NOT_FOUND
+    assert code_of(c.controller, "ControllerPublishVolume", volume_id=ours, node_id=node,
+                   volume_capability=cap) == nf
+    assert code_of(c.controller, "CreateSnapshot", name="of-eph", source_volume_id=ours) == nf
+    assert code_of(c.controller, "ValidateVolumeCapabilities", volume_id=ours,
+                   volume_capabilities=[cap]) == nf
+    assert code_of(c.controller, "ControllerExpandVolume", volume_id=ours,
+                   capacity_range=pb.CapacityRange(required_bytes=96 * MiB)) == nf
+    assert code_of(c.controller, "CreateVolume", name="from-eph", volume_capabilities=[cap],
+                   volume_content_source=pb.VolumeContentSource(
+                       volume=pb.VolumeContentSource.VolumeSource(volume_id=ours))) == nf
+    c.controller("DeleteVolume", volume_id=ours)  # not the CO's volume: OK, nothing touched
+    assert os.listdir(os.path.join(driver.data, "images")) == images
+    assert mount_entry(target)["fstype"] == "ext4"
+    assert all(e.volume.volume_id != ours for e in c.controller("ListVolumes").entries)
     c.node("NodeUnpublishVolume", volume_id="csi-0123abcd", target_path=target)
     assert not os.path.exists(target)
     assert os.listdir(os.path.join(driver.data, "images")) == []
