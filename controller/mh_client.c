@@ -346,9 +346,14 @@ static unsigned deadline_s(struct mh_client *c, uint16_t type)
 	case MH_REQ_CAPACITY:
 	case MH_REQ_STATS:
 	case MH_REQ_LIST:
+	case MH_REQ_DIR_STATS:
+	case MH_REQ_DIR_CAPACITY:
 		return c->deadline[0];
 	case MH_REQ_SNAPSHOT:
 	case MH_REQ_CLONE:
+	case MH_REQ_DIR_CREATE: /* may copy a snapshot or a volume */
+	case MH_REQ_DIR_SNAPSHOT:
+	case MH_REQ_DIR_DELETE: /* a large tree takes a while to remove */
 		return c->deadline[2];
 	default:
 		return c->deadline[1];

@@ -73,6 +73,12 @@ int mh_expand(struct mh_client *c, const struct mh_req_expand *req, uint64_t *ou
 /* One page of what the helper made (MH_LIST_*), after the cursor (first page: ""). */
 int mh_list(struct mh_client *c, uint32_t what, const char *after, struct mh_ans_list *out,
             struct mh_err *err);
+/*
+ * A directory-volume request (type: one of MH_REQ_DIR_*), sent as q gives it;
+ * the answer's payload, if the type has one, in *ans (may be NULL).
+ */
+int mh_dir(struct mh_client *c, uint16_t type, const struct mh_req_dir *q, struct mh_msg *ans,
+           struct mh_err *err);
 int mh_stats(struct mh_client *c, const struct mh_req_stats *req, struct mh_ans_stats *out,
              struct mh_err *err);
 

@@ -244,3 +244,20 @@ int mh_list(struct mh_client *c, uint32_t what, const char *after, struct mh_ans
 	free(req);
 	return rc;
 }
+
+int mh_dir(struct mh_client *c, uint16_t type, const struct mh_req_dir *q, struct mh_msg *ans,
+           struct mh_err *err)
+{
+	struct mh_msg req = {.type = type};
+
+	if (type < MH_REQ_DIR_CREATE || type > MH_REQ_DIR_DELETE_SNAPSHOT || (type & 1) == 0) {
+		mh_client_set_err(err, MH_E_REFUSED, 0, "not a directory-volume request");
+		return -1;
+	}
+	req.u.dir = *q;
+	if (mh_client_call(c, &req, (uint16_t)(type + 1), err) < 0)
+		return -1;
+	if (ans != NULL)
+		*ans = req;
+	return 0;
+}

@@ -151,13 +151,6 @@ int mh_check_snapshot_id(const char *id, struct mh_res *r)
 	return 0;
 }
 
-bool mh_nested(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	return (strncmp(a, b, lb) == 0 && (a[lb] == '\0' || a[lb] == '/')) ||
-	       (strncmp(b, a, la) == 0 && (b[la] == '\0' || b[la] == '/'));
-}
-
 int mh_vol_lookup(const struct mh_ctx *c, const char *id, struct mh_vol *v, struct mh_res *r)
 {
 	int fd = mh_image_open(c, id, true, r);

@@ -17,9 +17,6 @@
 int mh_check_volume_id(const char *id, struct mh_res *r);
 int mh_check_snapshot_id(const char *id, struct mh_res *r);
 
-/* Is one of the two canonical paths equal to or beneath the other? */
-bool mh_nested(const char *a, const char *b);
-
 /* The volume's image identity and, if attached, its (first) loop device. */
 struct mh_vol {
 	struct stat st;

@@ -385,7 +385,7 @@ int mh_answer_publish(const struct mh_ctx *c, const struct mh_msg *req, struct m
 	int sfd = -1, tfd = -1, ret = -1;
 	bool made = false;
 
-	if (mh_nested(q->staging_path, q->target_path))
+	if (pol_paths_nested(q->staging_path, q->target_path))
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "target and staging paths overlap");
 	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0) {
 		mh_missing_means(r, MH_E_PRECONDITION);

@@ -315,6 +315,16 @@ const char *pol_root(const struct pol *p, size_t i)
 	return list_at(&p->roots, i);
 }
 
+const char *pol_base_dir(const struct pol *p, size_t i)
+{
+	return list_at(&p->bases, i);
+}
+
+bool pol_base_dir_known(const struct pol *p, const char *path)
+{
+	return path && pol_list_has(&p->bases, path, strlen(path));
+}
+
 const char *pol_fstype(const struct pol *p, size_t i)
 {
 	return list_at(&p->fstypes, i);

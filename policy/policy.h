@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #define POL_ROOTS_MAX    16 /* allowed_roots entries */
+#define POL_BASES_MAX    8  /* base_dirs entries */
 #define POL_PATTERNS_MAX 16 /* staging_paths, target_paths entries each */
 #define POL_FSTYPES_MAX  8  /* filesystem types */
 #define POL_OPTS_MAX     64 /* mount_options entries */
@@ -63,6 +64,9 @@ bool pol_fs_known(const char *fs);
  * at most MH_PATH_MAX bytes and NAME_MAX per component. "/" itself is refused.
  */
 bool pol_path_syntax_ok(const char *path);
+
+/* Is one of the two canonical paths equal to or beneath the other? */
+bool pol_paths_nested(const char *a, const char *b);
 
 /* What a path is for: where STAGE mounts, or where PUBLISH puts a volume. */
 enum pol_path_role {
@@ -143,6 +147,22 @@ unsigned pol_freeze_max_seconds(const struct pol *p);
 
 /* True when the seccomp filters should log instead of kill (debugging only). */
 bool pol_seccomp_log_only(const struct pol *p);
+
+/*
+ * Directory volumes: the i-th base directory ([directories] base_dirs), NULL
+ * past the end; and whether path is one of them, exactly.
+ */
+const char *pol_base_dir(const struct pol *p, size_t i);
+bool pol_base_dir_known(const struct pol *p, const char *path);
+
+/*
+ * A directory volume's name beneath its base: 1 to 4 components separated by
+ * one '/', each of ASCII letters, digits, '.', '_' and '-', not starting with
+ * '.', and the first not starting with "archived-" (an archived volume's
+ * name), at most MH_DIRNAME_MAX bytes in all. So a name never leaves its base,
+ * never names the helper's own ".sepcsi-*" directories, and never an archive.
+ */
+bool pol_dir_name_ok(const char *name);
 
 /* For logs and docs: the i-th allowed root / fs type / option, NULL past the end. */
 const char *pol_root(const struct pol *p, size_t i);

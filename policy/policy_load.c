@@ -96,6 +96,7 @@ enum key_id {
 	K_OVERCOMMIT,
 	K_FREEZE,
 	K_LOG_ONLY,
+	K_BASES,
 	K_COUNT
 };
 
@@ -116,6 +117,7 @@ static const struct {
     [K_OVERCOMMIT] = {"volumes", "overcommit_ratio", false},
     [K_FREEZE] = {"volumes", "freeze_max_seconds", false},
     [K_LOG_ONLY] = {"seccomp", "log_only", false},
+    [K_BASES] = {"directories", "base_dirs", true},
 };
 
 struct loader {
@@ -232,6 +234,8 @@ static struct pol_list *key_list(struct pol *p, enum key_id k)
 		return &p->mkfs[k - K_MKFS_EXT4];
 	if (k == K_ROOTS)
 		return &p->roots;
+	if (k == K_BASES)
+		return &p->bases;
 	if (k == K_STAGING || k == K_TARGETS)
 		return k == K_STAGING ? &p->staging : &p->targets;
 	return k == K_TYPES ? &p->fstypes : &p->opts;
@@ -259,6 +263,12 @@ static void handle_list(struct loader *ld, enum key_id k, const char *value)
 		s += n;
 		if (k == K_ROOTS && !pol_path_syntax_ok(word)) {
 			fail(ld, "allowed root '%s' is not a canonical absolute path other than /",
+			     word);
+			return;
+		}
+		if (k == K_BASES && !pol_path_syntax_ok(word)) {
+			fail(ld,
+			     "base directory '%s' is not a canonical absolute path other than /",
 			     word);
 			return;
 		}
@@ -365,6 +375,7 @@ static struct pol *pol_defaults(void)
 	if (!p)
 		abort();
 	p->roots.cap = POL_ROOTS_MAX;
+	p->bases.cap = POL_BASES_MAX;
 	p->staging.cap = POL_PATTERNS_MAX;
 	p->targets.cap = POL_PATTERNS_MAX;
 	for (size_t i = 0; i < TABLE_LEN(default_staging); i++)
@@ -450,6 +461,18 @@ int pol_load_buffer(const char *name, const char *buf, size_t len, struct pol **
 		           "%s: [volumes] needs 4096 <= min_bytes <= max_bytes <= 2^62", name);
 		goto fail;
 	}
+	for (size_t i = 0; i < p->bases.n; i++) {
+		for (size_t j = 0; j < p->roots.n; j++) {
+			if (pol_paths_nested(p->bases.v[i], p->roots.v[j])) {
+				pol_seterr(
+				    err, errlen,
+				    "%s: [directories] base directory %s and allowed root %s "
+				    "overlap: volumes must never lie in kubelet's tree",
+				    name, p->bases.v[i], p->roots.v[j]);
+				goto fail;
+			}
+		}
+	}
 	*out = p;
 	return 0;
 fail:
@@ -479,6 +502,7 @@ void pol_free(struct pol *p)
 	if (!p)
 		return;
 	list_clear(&p->roots);
+	list_clear(&p->bases);
 	list_clear(&p->staging);
 	list_clear(&p->targets);
 	list_clear(&p->fstypes);

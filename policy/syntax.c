@@ -81,3 +81,32 @@ bool pol_path_syntax_ok(const char *path)
 		}
 	}
 }
+
+bool pol_paths_nested(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), n = la < lb ? la : lb;
+	return strncmp(a, b, n) == 0 && (la == lb || (la > lb ? a : b)[n] == '/');
+}
+
+/* ---- directory volume names --------------------------------------------- */
+
+#define DIR_NAME_DEPTH 4
+
+bool pol_dir_name_ok(const char *name)
+{
+	if (!name || !*name || strlen(name) > MH_DIRNAME_MAX ||
+	    strncmp(name, "archived-", strlen("archived-")) == 0)
+		return false;
+	size_t depth = 0;
+	for (const char *c = name;;) {
+		size_t n =
+		    strspn(c, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
+		if (n == 0 || c[0] == '.' || n > NAME_MAX || ++depth > DIR_NAME_DEPTH)
+			return false;
+		if (c[n] == '\0')
+			return true;
+		if (c[n] != '/')
+			return false;
+		c += n + 1;
+	}
+}

@@ -401,7 +401,8 @@ static int enc_capacity_ans(struct wbuf *w, const struct mh_msg *m)
 	const struct mh_ans_capacity *a = &m->u.capacity_ans;
 
 	if (put_u64(w, a->available_bytes) < 0 || put_u64(w, a->total_bytes) < 0 ||
-	    put_u64(w, a->max_volume_bytes) < 0 || put_bool(w, a->reflink) < 0)
+	    put_u64(w, a->max_volume_bytes) < 0 || put_bool(w, a->reflink) < 0 ||
+	    put_bool(w, a->quota) < 0)
 		return -1;
 	return 0;
 }
@@ -411,7 +412,8 @@ static int dec_capacity_ans(struct rbuf *r, struct mh_msg *m)
 	struct mh_ans_capacity *a = &m->u.capacity_ans;
 
 	if (get_u64(r, &a->available_bytes) < 0 || get_u64(r, &a->total_bytes) < 0 ||
-	    get_u64(r, &a->max_volume_bytes) < 0 || get_bool(r, &a->reflink) < 0)
+	    get_u64(r, &a->max_volume_bytes) < 0 || get_bool(r, &a->reflink) < 0 ||
+	    get_bool(r, &a->quota) < 0)
 		return -1;
 	return 0;
 }
@@ -514,6 +516,75 @@ static int dec_list_ans(struct rbuf *r, struct mh_msg *m)
 	return get_bool(r, &a->more) < 0 || get_str(r, a->text, MH_LIST_TEXT_MAX) < 0 ? -1 : 0;
 }
 
+/* A u8 of at most max (a directory request's source kind or mode). */
+static int put_small(struct wbuf *w, uint8_t v, uint8_t max)
+{
+	return v > max ? -1 : put_be(w, v, 1);
+}
+
+static int get_small(struct rbuf *r, uint8_t *v, uint8_t max)
+{
+	uint64_t x;
+
+	*v = 0;
+	if (get_be(r, &x, 1) < 0 || x > max)
+		return -1;
+	*v = (uint8_t)x;
+	return 0;
+}
+
+static int enc_dir(struct wbuf *w, const struct mh_msg *m)
+{
+	const struct mh_req_dir *q = &m->u.dir;
+
+	if (put_str(w, q->volume_id, MH_ID_MAX) < 0 || put_str(w, q->base, MH_PATH_MAX) < 0 ||
+	    put_str(w, q->name, MH_DIRNAME_MAX) < 0 || put_str(w, q->path, MH_PATH_MAX) < 0 ||
+	    put_str(w, q->snapshot_id, MH_ID_MAX) < 0 ||
+	    put_small(w, q->source_kind, MH_SRC_VOLUME) < 0 ||
+	    put_str(w, q->source_id, MH_ID_MAX) < 0 ||
+	    put_str(w, q->source_name, MH_DIRNAME_MAX) < 0 || put_u64(w, q->size_bytes) < 0 ||
+	    put_small(w, q->mode, MH_DIR_ARCHIVE) < 0 || put_flags(w, q->flags) < 0 ||
+	    put_u32(w, q->gid) < 0)
+		return -1;
+	return 0;
+}
+
+static int dec_dir(struct rbuf *r, struct mh_msg *m)
+{
+	struct mh_req_dir *q = &m->u.dir;
+
+	if (get_str(r, q->volume_id, MH_ID_MAX) < 0 || get_str(r, q->base, MH_PATH_MAX) < 0 ||
+	    get_str(r, q->name, MH_DIRNAME_MAX) < 0 || get_str(r, q->path, MH_PATH_MAX) < 0 ||
+	    get_str(r, q->snapshot_id, MH_ID_MAX) < 0 ||
+	    get_small(r, &q->source_kind, MH_SRC_VOLUME) < 0 ||
+	    get_str(r, q->source_id, MH_ID_MAX) < 0 ||
+	    get_str(r, q->source_name, MH_DIRNAME_MAX) < 0 || get_u64(r, &q->size_bytes) < 0 ||
+	    get_small(r, &q->mode, MH_DIR_ARCHIVE) < 0 || get_flags(r, &q->flags) < 0 ||
+	    get_u32(r, &q->gid) < 0)
+		return -1;
+	return 0;
+}
+
+static int enc_dir_ans(struct wbuf *w, const struct mh_msg *m)
+{
+	const struct mh_ans_dir *a = &m->u.dir_ans;
+
+	if (put_u64(w, a->size_bytes) < 0 || put_bool(w, a->quota) < 0 ||
+	    put_bool(w, a->reflinked) < 0)
+		return -1;
+	return 0;
+}
+
+static int dec_dir_ans(struct rbuf *r, struct mh_msg *m)
+{
+	struct mh_ans_dir *a = &m->u.dir_ans;
+
+	if (get_u64(r, &a->size_bytes) < 0 || get_bool(r, &a->quota) < 0 ||
+	    get_bool(r, &a->reflinked) < 0)
+		return -1;
+	return 0;
+}
+
 static int enc_error(struct wbuf *w, const struct mh_msg *m)
 {
 	const struct mh_ans_error *e = &m->u.error;
@@ -579,6 +650,24 @@ static const struct codec codecs[] = {
     [MH_ANS_STATS] = {"ANS_STATS", enc_stats_ans, dec_stats_ans},
     [MH_REQ_LIST] = {"REQ_LIST", enc_list, dec_list},
     [MH_ANS_LIST] = {"ANS_LIST", enc_list_ans, dec_list_ans},
+    [MH_REQ_DIR_CREATE] = {"REQ_DIR_CREATE", enc_dir, dec_dir},
+    [MH_ANS_DIR_CREATE] = {"ANS_DIR_CREATE", enc_dir_ans, dec_dir_ans},
+    [MH_REQ_DIR_DELETE] = {"REQ_DIR_DELETE", enc_dir, dec_dir},
+    [MH_ANS_DIR_DELETE] = {"ANS_DIR_DELETE", NULL, NULL},
+    [MH_REQ_DIR_EXPAND] = {"REQ_DIR_EXPAND", enc_dir, dec_dir},
+    [MH_ANS_DIR_EXPAND] = {"ANS_DIR_EXPAND", enc_dir_ans, dec_dir_ans},
+    [MH_REQ_DIR_PUBLISH] = {"REQ_DIR_PUBLISH", enc_dir, dec_dir},
+    [MH_ANS_DIR_PUBLISH] = {"ANS_DIR_PUBLISH", NULL, NULL},
+    [MH_REQ_DIR_UNPUBLISH] = {"REQ_DIR_UNPUBLISH", enc_dir, dec_dir},
+    [MH_ANS_DIR_UNPUBLISH] = {"ANS_DIR_UNPUBLISH", NULL, NULL},
+    [MH_REQ_DIR_STATS] = {"REQ_DIR_STATS", enc_dir, dec_dir},
+    [MH_ANS_DIR_STATS] = {"ANS_DIR_STATS", enc_stats_ans, dec_stats_ans},
+    [MH_REQ_DIR_CAPACITY] = {"REQ_DIR_CAPACITY", enc_dir, dec_dir},
+    [MH_ANS_DIR_CAPACITY] = {"ANS_DIR_CAPACITY", enc_capacity_ans, dec_capacity_ans},
+    [MH_REQ_DIR_SNAPSHOT] = {"REQ_DIR_SNAPSHOT", enc_dir, dec_dir},
+    [MH_ANS_DIR_SNAPSHOT] = {"ANS_DIR_SNAPSHOT", enc_copy_ans, dec_copy_ans},
+    [MH_REQ_DIR_DELETE_SNAPSHOT] = {"REQ_DIR_DELETE_SNAPSHOT", enc_dir, dec_dir},
+    [MH_ANS_DIR_DELETE_SNAPSHOT] = {"ANS_DIR_DELETE_SNAPSHOT", NULL, NULL},
     [MH_ANS_ERROR] = {"ANS_ERROR", enc_error, dec_error},
 };
 

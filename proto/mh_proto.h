@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MH_PROTO_VERSION 4
+#define MH_PROTO_VERSION 5
 #define MH_HDR_LEN       12
 #define MH_MSG_MAX       16384
 #define MH_ID_MAX        64   /* volume and snapshot ids */
@@ -28,6 +28,7 @@
 #define MH_OPTS_MAX      4096 /* comma-separated mount options */
 #define MH_REASON_MAX    255
 #define MH_LIST_TEXT_MAX 12288 /* one page of a LIST answer */
+#define MH_DIRNAME_MAX   255   /* a directory volume's name beneath its base (pol_dir_name_ok) */
 
 enum mh_type {
 	MH_REQ_PING = 1,
@@ -61,6 +62,26 @@ enum mh_type {
 	MH_ANS_STATS = 28,
 	MH_REQ_LIST = 29, /* one page of what the helper made: images, snapshots or mounts */
 	MH_ANS_LIST = 30,
+	/* Directory volumes: a directory per volume beneath a base directory (struct mh_req_dir).
+	 */
+	MH_REQ_DIR_CREATE = 31, /* mkdir, mark, project quota; or a copy of a snapshot/volume */
+	MH_ANS_DIR_CREATE = 32,
+	MH_REQ_DIR_DELETE = 33, /* delete the tree, retain it, or rename it archived-<name> */
+	MH_ANS_DIR_DELETE = 34,
+	MH_REQ_DIR_EXPAND = 35, /* raise the project quota */
+	MH_ANS_DIR_EXPAND = 36,
+	MH_REQ_DIR_PUBLISH = 37, /* bind the volume's directory onto a target, nosuid,nodev */
+	MH_ANS_DIR_PUBLISH = 38,
+	MH_REQ_DIR_UNPUBLISH = 39, /* unmount the volume's bind at a target, remove the target */
+	MH_ANS_DIR_UNPUBLISH = 40,
+	MH_REQ_DIR_STATS = 41, /* usage against the quota, through a target it is bound on */
+	MH_ANS_DIR_STATS = 42,
+	MH_REQ_DIR_CAPACITY = 43, /* a base directory's space and whether it has project quotas */
+	MH_ANS_DIR_CAPACITY = 44,
+	MH_REQ_DIR_SNAPSHOT = 45, /* copy the volume's tree to <base>/.sepcsi-snapshots/<id> */
+	MH_ANS_DIR_SNAPSHOT = 46,
+	MH_REQ_DIR_DELETE_SNAPSHOT = 47,
+	MH_ANS_DIR_DELETE_SNAPSHOT = 48,
 	MH_ANS_ERROR = 100, /* any request may be answered with this */
 };
 
@@ -175,6 +196,38 @@ struct mh_ans_capacity {
 	uint64_t total_bytes;      /* the data directory's file-system size */
 	uint64_t max_volume_bytes; /* the largest size CREATE accepts at all (space aside) */
 	uint8_t reflink;           /* 1 if the data directory's file system supports FICLONE */
+	uint8_t quota; /* DIR_CAPACITY: 1 if the base enforces project quotas (else advisory) */
+};
+
+/* What DIR_DELETE does with the volume's directory (mode). */
+#define MH_DIR_DELETE  0 /* remove the tree, never following a symlink or leaving it */
+#define MH_DIR_RETAIN  1 /* leave it where it is, with its quota */
+#define MH_DIR_ARCHIVE 2 /* rename it archived-<last component> in the same directory */
+
+/*
+ * Every directory-volume request (MH_REQ_DIR_*). Each type uses the fields
+ * its comment names; the others must be empty or 0 (the helper refuses
+ * anything else), so one shape serves them all.
+ */
+struct mh_req_dir {
+	char volume_id[MH_ID_MAX + 1];   /* all but DIR_CAPACITY, DIR_DELETE_SNAPSHOT */
+	char base[MH_PATH_MAX + 1];      /* all: one of the policy's base_dirs, exactly */
+	char name[MH_DIRNAME_MAX + 1];   /* the volume's directory beneath base (not CAPACITY) */
+	char path[MH_PATH_MAX + 1];      /* DIR_PUBLISH, DIR_UNPUBLISH, DIR_STATS: the target */
+	char snapshot_id[MH_ID_MAX + 1]; /* DIR_SNAPSHOT, DIR_DELETE_SNAPSHOT */
+	uint8_t source_kind;             /* DIR_CREATE: 0, MH_SRC_SNAPSHOT or MH_SRC_VOLUME */
+	char source_id[MH_ID_MAX + 1];   /* DIR_CREATE with a source */
+	char source_name[MH_DIRNAME_MAX + 1]; /* DIR_CREATE from a volume: its name */
+	uint64_t size_bytes;                  /* DIR_CREATE, DIR_EXPAND: the quota */
+	uint8_t mode;  /* DIR_DELETE: MH_DIR_*; DIR_PUBLISH: readonly (0 or 1) */
+	uint8_t flags; /* DIR_PUBLISH: MH_F_MOUNT_GROUP */
+	uint32_t gid;  /* with MH_F_MOUNT_GROUP */
+};
+
+struct mh_ans_dir {          /* the answer of DIR_CREATE and DIR_EXPAND */
+	uint64_t size_bytes; /* the quota's hard limit (the size asked when advisory) */
+	uint8_t quota;       /* 1: a project quota enforces it; 0: advisory */
+	uint8_t reflinked;   /* DIR_CREATE from a source: every file was reflinked */
 };
 
 struct mh_req_expand {
@@ -241,13 +294,15 @@ struct mh_msg {
 		struct mh_req_snapshot snapshot;
 		struct mh_req_snapshot_id del_snapshot;
 		struct mh_req_clone clone;
-		struct mh_ans_copy copy_ans; /* ANS_SNAPSHOT and ANS_CLONE */
-		struct mh_ans_capacity capacity_ans;
+		struct mh_ans_copy copy_ans;         /* ANS_SNAPSHOT, ANS_CLONE, ANS_DIR_SNAPSHOT */
+		struct mh_ans_capacity capacity_ans; /* ANS_CAPACITY, ANS_DIR_CAPACITY */
 		struct mh_req_expand expand;
 		struct mh_req_stats stats;
-		struct mh_ans_stats stats_ans;
+		struct mh_ans_stats stats_ans; /* ANS_STATS, ANS_DIR_STATS */
 		struct mh_req_list list;
 		struct mh_ans_list list_ans;
+		struct mh_req_dir dir;     /* every REQ_DIR_* */
+		struct mh_ans_dir dir_ans; /* ANS_DIR_CREATE, ANS_DIR_EXPAND */
 		struct mh_ans_error error;
 	} u;
 };

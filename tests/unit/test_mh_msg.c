@@ -201,6 +201,39 @@ static void build_samples(void)
 	m->u.stats_ans.abnormal = 1;
 	fill(m->u.stats_ans.message, MH_REASON_MAX, 'm');
 
+	for (uint16_t t = MH_REQ_DIR_CREATE; t <= MH_REQ_DIR_DELETE_SNAPSHOT; t += 2) {
+		m = add(t, 300u + t);
+		strcpy(m->u.dir.volume_id, "sv-5");
+		strcpy(m->u.dir.base, "/srv/volumes");
+		strcpy(m->u.dir.name, "ns/claim");
+		m->u.dir.mode = MH_DIR_ARCHIVE;
+		m = add(t, 400u + t);
+		fill(m->u.dir.volume_id, MH_ID_MAX, 'v');
+		fill(m->u.dir.base, MH_PATH_MAX, 'b');
+		fill(m->u.dir.name, MH_DIRNAME_MAX, 'n');
+		fill(m->u.dir.path, MH_PATH_MAX, 'p');
+		fill(m->u.dir.snapshot_id, MH_ID_MAX, 's');
+		m->u.dir.source_kind = MH_SRC_VOLUME;
+		fill(m->u.dir.source_id, MH_ID_MAX, 'i');
+		fill(m->u.dir.source_name, MH_DIRNAME_MAX, 'o');
+		m->u.dir.size_bytes = UINT64_MAX;
+		m->u.dir.flags = MH_F_MOUNT_GROUP;
+		m->u.dir.gid = UINT32_MAX;
+	}
+	m = add(MH_ANS_DIR_CREATE, 500);
+	m->u.dir_ans.size_bytes = 1ULL << 30;
+	m->u.dir_ans.quota = 1;
+	m = add(MH_ANS_DIR_EXPAND, 501);
+	m->u.dir_ans.size_bytes = UINT64_MAX;
+	m->u.dir_ans.reflinked = 1;
+	m = add(MH_ANS_DIR_CAPACITY, 502);
+	m->u.capacity_ans.available_bytes = 1ULL << 40;
+	m->u.capacity_ans.quota = 1;
+	m = add(MH_ANS_DIR_STATS, 503);
+	m->u.stats_ans.bytes_total = 1ULL << 30;
+	m = add(MH_ANS_DIR_SNAPSHOT, 504);
+	m->u.copy_ans.size_bytes = 4096;
+
 	for (uint32_t k = MH_E_REFUSED; k <= MH_E_PRECONDITION; k++) {
 		m = add(MH_ANS_ERROR, 100 + k);
 		m->u.error.kind = k;
@@ -289,7 +322,8 @@ static void test_names(void)
 	CHECK(strcmp(mh_type_name(MH_REQ_CLONE), "REQ_CLONE") == 0);
 	CHECK(strcmp(mh_type_name(MH_ANS_STATS), "ANS_STATS") == 0);
 	CHECK(strcmp(mh_type_name(MH_REQ_LIST), "REQ_LIST") == 0);
-	CHECK(strcmp(mh_type_name(31), "UNKNOWN") == 0);
+	CHECK(strcmp(mh_type_name(MH_REQ_DIR_CREATE), "REQ_DIR_CREATE") == 0);
+	CHECK(strcmp(mh_type_name(49), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(99), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(101), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(UINT16_MAX), "UNKNOWN") == 0);
@@ -382,7 +416,7 @@ static void test_header_refusals(void)
 			}
 		}
 	}
-	uint16_t bad_types[] = {0, 29, 30, 99, 101, 0x0100, UINT16_MAX};
+	uint16_t bad_types[] = {0, 49, 50, 99, 101, 0x0100, UINT16_MAX};
 	CHECK(encode(&samples[0])); /* REQ_PING: header only */
 	for (size_t i = 0; i < sizeof(bad_types) / sizeof(bad_types[0]); i++) {
 		memcpy(buf, enc, enclen);
@@ -430,12 +464,29 @@ static const char *layout(uint16_t type)
 	case MH_ANS_CLONE:
 		return "8b";
 	case MH_ANS_CAPACITY:
-		return "888b";
+	case MH_ANS_DIR_CAPACITY:
+		return "888bb";
+	case MH_REQ_DIR_CREATE:
+	case MH_REQ_DIR_DELETE:
+	case MH_REQ_DIR_EXPAND:
+	case MH_REQ_DIR_PUBLISH:
+	case MH_REQ_DIR_UNPUBLISH:
+	case MH_REQ_DIR_STATS:
+	case MH_REQ_DIR_CAPACITY:
+	case MH_REQ_DIR_SNAPSHOT:
+	case MH_REQ_DIR_DELETE_SNAPSHOT:
+		return "sssssmss8mf4";
+	case MH_ANS_DIR_CREATE:
+	case MH_ANS_DIR_EXPAND:
+		return "8bb";
+	case MH_ANS_DIR_SNAPSHOT:
+		return "8b";
 	case MH_REQ_EXPAND:
 		return "sssf";
 	case MH_REQ_STATS:
 		return "ssf";
 	case MH_ANS_STATS:
+	case MH_ANS_DIR_STATS:
 		return "888888bs";
 	case MH_ANS_ERROR:
 		return "44s";
@@ -445,7 +496,7 @@ static const char *layout(uint16_t type)
 }
 
 /* A one-byte field and the values it must refuse. */
-enum ftype { F_STR, F_BOOL, F_FLAGS, F_KIND };
+enum ftype { F_STR, F_BOOL, F_FLAGS, F_KIND, F_SMALL };
 
 struct field {
 	size_t at, len;
@@ -463,8 +514,11 @@ static size_t walk(const struct mh_msg *m, struct field *f)
 			size_t n = ((size_t)enc[off] << 8) | enc[off + 1];
 			f[nf++] = (struct field){off + 2, n, F_STR};
 			off += 2 + n;
-		} else if (*l == 'b' || *l == 'f' || *l == 'k') {
-			enum ftype t = *l == 'b' ? F_BOOL : *l == 'f' ? F_FLAGS : F_KIND;
+		} else if (*l == 'b' || *l == 'f' || *l == 'k' || *l == 'm') {
+			enum ftype t = *l == 'b'   ? F_BOOL
+			               : *l == 'f' ? F_FLAGS
+			               : *l == 'k' ? F_KIND
+			                           : F_SMALL;
 			f[nf++] = (struct field){off, 1, t};
 			off += 1;
 		} else {
@@ -555,6 +609,7 @@ static void test_field_refusals(void)
 	    [F_BOOL] = {2, 0x80, 0xff},
 	    [F_FLAGS] = {MH_F_ALL + 1, 0x80, 0xff},
 	    [F_KIND] = {0, 3, 0xff},
+	    [F_SMALL] = {3, 0x80, 0xff}, /* a directory request's source kind or mode */
 	};
 	for (size_t i = 0; i < nsamples; i++) {
 		struct field f[12];
