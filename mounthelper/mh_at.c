@@ -51,10 +51,10 @@
 #define RESOLVE_SAFE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
 #define MARK_XATTR   "trusted.sepcsi.owner"
 
-static int open_beneath(int dirfd, const char *rel, int flags, mode_t mode)
+int mh_openat2(int dirfd, const char *rel, int flags, mode_t mode, uint64_t resolve)
 {
 	struct open_how how = {
-	    .flags = (uint64_t)flags | O_CLOEXEC, .mode = mode, .resolve = RESOLVE_SAFE};
+	    .flags = (uint64_t)flags | O_CLOEXEC, .mode = mode, .resolve = resolve};
 	for (int tries = 0; tries < 8; tries++) {
 		long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
 		if (fd >= 0)
@@ -64,6 +64,11 @@ static int open_beneath(int dirfd, const char *rel, int flags, mode_t mode)
 			break;
 	}
 	return -1;
+}
+
+static int open_beneath(int dirfd, const char *rel, int flags, mode_t mode)
+{
+	return mh_openat2(dirfd, rel, flags, mode, RESOLVE_SAFE);
 }
 
 static int resolve_fail(struct mh_res *r, int err, const char *what)
@@ -84,8 +89,7 @@ static int resolve_fail(struct mh_res *r, int err, const char *what)
 	}
 }
 
-/* A directory only root may change: owned by uid 0, not writable by group or others. */
-static int check_dir(int fd, const char *what, struct mh_res *r)
+int mh_at_check_dir(int fd, const char *what, struct mh_res *r)
 {
 	struct stat st;
 	if (fstat(fd, &st) < 0)
@@ -119,7 +123,7 @@ int mh_at_open(const struct mh_ctx *c, const char *path, unsigned roles, struct 
 	if (fd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "cannot open allowed root %s: %s", at->root,
 		               strerror(errno));
-	if (check_dir(fd, "the allowed root", r) < 0)
+	if (mh_at_check_dir(fd, "the allowed root", r) < 0)
 		goto fail;
 	/* pol_path_check: path is "<root>/a/b/.../name", canonical, at least one component. */
 	const char *s = path + strlen(at->root) + 1;
@@ -139,7 +143,7 @@ int mh_at_open(const struct mh_ctx *c, const char *path, unsigned roles, struct 
 		}
 		close(fd);
 		fd = next;
-		if (check_dir(fd, "a parent directory", r) < 0)
+		if (mh_at_check_dir(fd, "a parent directory", r) < 0)
 			goto fail;
 		s += n + 1;
 	}
@@ -155,7 +159,7 @@ int mh_at_descend(const struct mh_at *at, const char *name, struct mh_at *sub, s
 	sub->root = at->root;
 	if (sub->dir < 0)
 		return resolve_fail(r, errno, "the path");
-	if (check_dir(sub->dir, "the path", r) < 0) {
+	if (mh_at_check_dir(sub->dir, "the path", r) < 0) {
 		mh_closep(&sub->dir);
 		return -1;
 	}
@@ -234,17 +238,8 @@ int mh_at_make(const struct mh_ctx *c, const struct mh_at *at, bool dir, const c
 		return mh_fail(r, mh_kind_of_errno(errno), errno, "cannot create %s: %s",
 		               dir ? "directory" : "file", strerror(errno));
 	mh_pause(c, "made", volume_id); /* tests: killed before the mark */
-	/* Safety: the mark goes on the object just made, through its own fd. */
-	if (fstat(fd, &st) < 0) {
-		ret = mh_fail(r, MH_E_FAILED, errno, "stat new object: %s", strerror(errno));
-	} else {
-		char mark[64];
-		mark_value(volume_id, st.st_ino, mark, sizeof(mark));
-		if (fsetxattr(fd, MARK_XATTR, mark, strlen(mark), XATTR_CREATE) < 0)
-			ret = mh_fail(r, MH_E_FAILED, errno,
-			              "cannot mark the new object as sepcsi's (trusted xattr): %s",
-			              strerror(errno));
-	}
+	if (mh_at_mark(fd, volume_id, r) < 0)
+		ret = -1;
 	close(fd);
 	if (ret == 1 && renameat2(at->dir, tmp, at->dir, at->name, RENAME_NOREPLACE) < 0) {
 		if (errno == EEXIST)
@@ -256,6 +251,29 @@ int mh_at_make(const struct mh_ctx *c, const struct mh_at *at, bool dir, const c
 	if (ret != 1)
 		mh_at_remove_temp(at, volume_id);
 	return ret;
+}
+
+static bool marked_ours(int fd, const struct stat *st, const char *volume_id);
+
+int mh_at_mark(int fd, const char *id, struct mh_res *r)
+{
+	struct stat st;
+	char mark[64];
+	/* Safety: the mark goes on the object just made, through its own fd. */
+	if (fstat(fd, &st) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "stat new object: %s", strerror(errno));
+	mark_value(id, st.st_ino, mark, sizeof(mark));
+	if (fsetxattr(fd, MARK_XATTR, mark, strlen(mark), XATTR_CREATE) < 0)
+		return mh_fail(r, MH_E_FAILED, errno,
+		               "cannot mark the new object as sepcsi's (trusted xattr): %s",
+		               strerror(errno));
+	return 0;
+}
+
+bool mh_at_marked(int fd, const char *id)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && marked_ours(fd, &st, id);
 }
 
 /* Is the open object fd marked as made for volume_id? */

@@ -6,6 +6,8 @@
 #ifndef SEPCSI_MH_AT_H
 #define SEPCSI_MH_AT_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "mh.h"
@@ -69,6 +71,20 @@ int mh_at_make(const struct mh_ctx *c, const struct mh_at *at, bool dir, const c
  */
 int mh_at_remove_ours(const struct mh_at *at, const char *volume_id, struct mh_res *r);
 
+/* openat2 of rel beneath dirfd with these RESOLVE_* flags, retried on EAGAIN; fd or -1, errno. */
+int mh_openat2(int dirfd, const char *rel, int flags, mode_t mode, uint64_t resolve);
+/*
+ * A directory only root may change: owned by uid 0, not writable by group or
+ * others. 0, or -1 with r (REFUSED); what names it in the reason.
+ */
+int mh_at_check_dir(int fd, const char *what, struct mh_res *r);
+/*
+ * Mark the object fd, just made, as made for id (a volume or snapshot id):
+ * the trusted.sepcsi.owner attribute, "<id>:<inode>", never replacing one.
+ */
+int mh_at_mark(int fd, const char *id, struct mh_res *r);
+/* Does the open object fd carry the mark of id, for its own inode? */
+bool mh_at_marked(int fd, const char *id);
 /* Does the directory the O_PATH or O_RDONLY fd refers to hold any entry? 1 yes, 0 no, -1 r. */
 int mh_dir_has_entries(int dirfd, struct mh_res *r);
 

@@ -173,6 +173,9 @@ bool mh_vol_owns(const struct mh_vol *v, const struct mh_mnt *m, struct mh_loop 
 	struct mh_res ignore = {0};
 	if (!m->mounted || v->st.st_ino == 0)
 		return false;
+	if (v->dir) /* a bind of the volume's directory: its root is that directory */
+		return S_ISDIR(m->st.st_mode) && m->st.st_dev == v->st.st_dev &&
+		       m->st.st_ino == v->st.st_ino;
 	if (S_ISBLK(m->st.st_mode)) /* a bind of a device node: one of our loop devices? */
 		return mh_loop_by_rdev(m->st.st_rdev, v->st.st_dev, v->st.st_ino, l ? l : &tmp,
 		                       &ignore) == 1;
@@ -223,6 +226,15 @@ int mh_unmount_ours(const struct mh_at *at, const struct mh_vol *v, int *unmount
 	if (unmounted)
 		*unmounted = n;
 	return ret;
+}
+
+void mh_remove_made(const struct mh_ctx *c, const char *path, unsigned roles, const char *volume_id)
+{
+	struct mh_at at;
+	if (mh_at_open(c, path, roles, &at, &(struct mh_res){0}) == 0) {
+		mh_at_remove_ours(&at, volume_id, &(struct mh_res){0});
+		mh_at_close(&at);
+	}
 }
 
 int mh_verify_mount(const struct mh_ctx *c, const char *path, unsigned roles, int mnt_id,

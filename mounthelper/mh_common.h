@@ -17,11 +17,15 @@
 int mh_check_volume_id(const char *id, struct mh_res *r);
 int mh_check_snapshot_id(const char *id, struct mh_res *r);
 
-/* The volume's image identity and, if attached, its (first) loop device. */
+/*
+ * The volume's image identity and, if attached, its (first) loop device; or,
+ * for a directory volume (dir), the identity of its directory.
+ */
 struct mh_vol {
 	struct stat st;
 	bool attached;
 	struct mh_loop loop;
+	bool dir;
 };
 
 /* Look the volume up; 0, or -1 with r (NOTFOUND if there is no image). */
@@ -30,7 +34,8 @@ int mh_vol_lookup(const struct mh_ctx *c, const char *id, struct mh_vol *v, stru
 /*
  * Is what m describes this volume's: a file system mounted from its loop
  * device, or a bind of the node of one of its loop devices (*l set to it,
- * may be NULL)? Needs the image identity (v->st) only.
+ * may be NULL); for a directory volume, a bind whose root is its directory?
+ * Needs the identity (v->st) only.
  */
 bool mh_vol_owns(const struct mh_vol *v, const struct mh_mnt *m, struct mh_loop *l);
 
@@ -43,6 +48,20 @@ bool mh_vol_owns(const struct mh_vol *v, const struct mh_mnt *m, struct mh_loop 
 int mh_unmount_ours(const struct mh_at *at, const struct mh_vol *v, int *unmounted,
                     struct mh_res *r);
 
+/*
+ * The directory at path, to be mounted on: resolved for role (mh_at_open),
+ * made and marked first if make and missing (*made says so), then looked at.
+ * Returns 1 if this volume is mounted there already (*m describes it), 0 if
+ * it is an empty directory with nothing mounted on it (*fd open on it);
+ * anything else is -1 with r: EXISTS (a file, something mounted, not empty),
+ * NOTFOUND (missing). at stays open on success.
+ */
+int mh_mount_point(const struct mh_ctx *c, const char *path, unsigned role, const struct mh_vol *v,
+                   const char *volume_id, bool make, struct mh_at *at, int *fd, struct mh_mnt *m,
+                   bool *made, struct mh_res *r);
+/* After a failure: remove what the helper made at path for volume_id, if it did (mh_at.h). */
+void mh_remove_made(const struct mh_ctx *c, const char *path, unsigned roles,
+                    const char *volume_id);
 /*
  * After a mount with id mnt_id onto the last component of path: walk path
  * again and check that it reaches that mount. If not (renamed, replaced

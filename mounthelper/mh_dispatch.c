@@ -78,6 +78,35 @@ static const struct {
      "statvfs of a mount proved to be this volume's; changes nothing"},
     {MH_REQ_LIST, MH_ANS_LIST, mh_answer_list, "LIST", true, 0,
      "reads the helper's own files and the mounts of its own loop devices; changes nothing"},
+    /* Directory volumes: the whole argument is at the top of mh_dir.c and mh_tree.c. */
+    {MH_REQ_DIR_CREATE, MH_ANS_DIR_CREATE, mh_answer_dir_create, "DIR_CREATE", false, 0,
+     "makes only <base>/<name> (a plain name, never leaving the base), marked and whole "
+     "before it takes its name, never over anything; copies only a marked snapshot or "
+     "volume of the same base; mkdir of missing parents, each root's alone"},
+    {MH_REQ_DIR_DELETE, MH_ANS_DIR_DELETE, mh_answer_dir_delete, "DIR_DELETE", false, 0,
+     "removes, archives or keeps only a directory marked as this volume's; removal renames "
+     "it into the trash first and empties it on fds, never following a symlink or crossing "
+     "a mount"},
+    {MH_REQ_DIR_EXPAND, MH_ANS_DIR_EXPAND, mh_answer_dir_expand, "DIR_EXPAND", false, 0,
+     "raises the project quota of a directory marked as this volume's; never lowers it"},
+    {MH_REQ_DIR_PUBLISH, MH_ANS_DIR_PUBLISH, mh_answer_dir_publish, "DIR_PUBLISH", false,
+     MH_F_MOUNT_GROUP,
+     "binds only the directory marked as this volume's, nosuid,nodev (read-only from the "
+     "base's read-only clone), on an empty target of a target pattern; checked after"},
+    {MH_REQ_DIR_UNPUBLISH, MH_ANS_DIR_UNPUBLISH, mh_answer_dir_unpublish, "DIR_UNPUBLISH", false, 0,
+     "unmounts only binds whose root is this volume's marked directory; removes the target "
+     "only if its mark says the helper made it for this volume"},
+    {MH_REQ_DIR_STATS, MH_ANS_DIR_STATS, mh_answer_dir_stats, "DIR_STATS", true, 0,
+     "statvfs and the project quota of this volume's marked directory; changes nothing"},
+    {MH_REQ_DIR_CAPACITY, MH_ANS_DIR_CAPACITY, mh_answer_dir_capacity, "DIR_CAPACITY", true, 0,
+     "statvfs of a base the policy names; changes nothing"},
+    {MH_REQ_DIR_SNAPSHOT, MH_ANS_DIR_SNAPSHOT, mh_answer_dir_snapshot, "DIR_SNAPSHOT", false, 0,
+     "copies this volume's marked directory into <base>/.sepcsi-snapshots/<id>, root's "
+     "alone, whole and marked before it takes its name"},
+    {MH_REQ_DIR_DELETE_SNAPSHOT, MH_ANS_DIR_DELETE_SNAPSHOT, mh_answer_dir_delete_snapshot,
+     "DIR_DELETE_SNAPSHOT", false, 0,
+     "removes only <base>/.sepcsi-snapshots/<id> if marked as that snapshot, as DIR_DELETE "
+     "does"},
 };
 
 #define NDISPATCH (sizeof(dispatch) / sizeof(dispatch[0]))
@@ -182,6 +211,28 @@ static struct fields fields_of(const struct mh_msg *q)
 		f.a = (struct mh_audit){.volume_id = q->u.stats.volume_id, .path = q->u.stats.path};
 		f.flags = q->u.stats.flags;
 		break;
+	case MH_REQ_DIR_CREATE:
+	case MH_REQ_DIR_DELETE:
+	case MH_REQ_DIR_EXPAND:
+	case MH_REQ_DIR_PUBLISH:
+	case MH_REQ_DIR_UNPUBLISH:
+	case MH_REQ_DIR_STATS:
+	case MH_REQ_DIR_CAPACITY:
+	case MH_REQ_DIR_SNAPSHOT:
+	case MH_REQ_DIR_DELETE_SNAPSHOT: {
+		const struct mh_req_dir *d = &q->u.dir;
+		f.a = (struct mh_audit){.volume_id = d->volume_id[0] ? d->volume_id : NULL,
+		                        .snapshot_id = d->snapshot_id[0] ? d->snapshot_id : NULL,
+		                        .source_id = d->source_id[0] ? d->source_id : NULL,
+		                        .path = d->path[0] ? d->path : NULL,
+		                        .base = d->base,
+		                        .directory = d->name[0] ? d->name : NULL};
+		f.source_is_snapshot = d->source_kind == MH_SRC_SNAPSHOT;
+		f.flags = d->flags;
+		if (q->type == MH_REQ_DIR_PUBLISH)
+			f.readonly = d->mode;
+		break;
+	}
 	default:
 		break;
 	}
@@ -193,7 +244,8 @@ size_t mh_ops_keys(const struct mh_msg *q, const char *keys[MH_OPS_KEYS_MAX])
 	struct fields f = fields_of(q);
 	const char *all[] = {f.a.snapshot_id, f.a.volume_id, f.a.source_id, f.a.path};
 	size_t n = 0;
-	if (q->type == MH_REQ_STATS)
+	if (q->type == MH_REQ_STATS || q->type == MH_REQ_DIR_STATS ||
+	    q->type == MH_REQ_DIR_CAPACITY)
 		return 0; /* read-only: answered at once, never in flight */
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < MH_OPS_KEYS_MAX; i++)
 		if (all[i])
@@ -219,7 +271,7 @@ static int precheck(int i, const struct fields *f, struct mh_res *r)
 
 /* ---- audit ---------------------------------------------------------------- */
 
-#define AUDIT_PAIRS ((size_t)11)
+#define AUDIT_PAIRS ((size_t)13)
 
 static void audit(const struct mh_ctx *c, const struct mh_msg *req, const char *op,
                   const struct mh_audit *a, const struct mh_res *r)
@@ -237,6 +289,8 @@ static void audit(const struct mh_ctx *c, const struct mh_msg *req, const char *
 	    "source_id",    a->source_id,
 	    "path",         a->path,
 	    "staging_path", a->staging_path,
+	    "base",         a->base,
+	    "directory",    a->directory,
 	    "result",       result,
 	    "kind",         r->kind == MH_E_OK ? NULL : kind_names[r->kind],
 	    "errno",        r->sys_errno ? errbuf : NULL,
@@ -246,7 +300,7 @@ static void audit(const struct mh_ctx *c, const struct mh_msg *req, const char *
 	enum log_level lvl = req->type == MH_REQ_PING ? LOG_LVL_DEBUG : LOG_LVL_INFO;
 	log_kv(lvl, "audit", kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7], kv[8], kv[9],
 	       kv[10], kv[11], kv[12], kv[13], kv[14], kv[15], kv[16], kv[17], kv[18], kv[19],
-	       kv[20], kv[21], NULL);
+	       kv[20], kv[21], kv[22], kv[23], kv[24], kv[25], NULL);
 	/* PING is the liveness probe: it changes nothing and would flood the file. */
 	if (c->audit_fd >= 0 && req->type != MH_REQ_PING)
 		log_record(c->audit_fd, "audit", kv, sizeof(kv) / sizeof(kv[0]));

@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 
 #include "log.h"
+#include "mh_dir.h"
 #include "mh_common.h"
 #include "mh_image.h"
 #include "mh_loop.h"
@@ -244,6 +245,7 @@ void mh_sweep(const struct mh_ctx *c, bool (*held)(const char *id))
 	struct ours o = {.c = c};
 	struct mh_res r = {0};
 	mh_image_sweep(c, held);
+	mh_dir_sweep(c, held);
 	if (mh_loop_each(our_loop, &o, &r) == 0) {
 		for (size_t i = 0; i < o.n; i++) {
 			struct mh_vol v = {.attached = true, .loop = o.v[i].l};

@@ -465,7 +465,7 @@ int main(int argc, char **argv)
 	sigset_t unblocked;
 	setup_signals(&unblocked);
 
-	if (pol_caps_confine_helper() < 0)
+	if (pol_caps_confine_helper(pol_base_dir(pol, 0) != NULL) < 0)
 		log_fatal("cannot confine capabilities: %s", strerror(errno));
 	if (pol_seccomp_install(&pol_sc_helper, pol_seccomp_log_only(pol)) < 0)
 		log_fatal("cannot install the seccomp filter");

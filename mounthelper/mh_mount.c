@@ -146,18 +146,18 @@ static int fs_options(int fsfd, const char *fsopts, struct mh_res *r)
  * CAP_FOWNER, so a root directory that a pod chowned away is refused, not
  * overridden.
  */
-static int apply_group(int mfd, struct mh_mount_opts *o, struct mh_res *r)
+int mh_mount_set_group(int dirfd, gid_t gid, bool *changed, struct mh_res *r)
 {
 	const mode_t want = S_ISGID | S_IRWXG;
 	struct stat st;
-	int fd = openat(mfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret = -1;
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret = -1;
 	if (fd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "open new root: %s", strerror(errno));
 	if (fstat(fd, &st) < 0) {
 		mh_fail(r, MH_E_FAILED, errno, "stat new root: %s", strerror(errno));
 		goto out;
 	}
-	if (st.st_gid == o->gid && (st.st_mode & want) == want) {
+	if (st.st_gid == gid && (st.st_mode & want) == want) {
 		ret = 0; /* already so: nothing to change */
 		goto out;
 	}
@@ -167,11 +167,11 @@ static int apply_group(int mfd, struct mh_mount_opts *o, struct mh_res *r)
 		goto out;
 	}
 	if ((st.st_gid != 0 && fchown(fd, (uid_t)-1, 0) < 0) ||
-	    fchmod(fd, (st.st_mode & 07777) | want) < 0 || fchown(fd, (uid_t)-1, o->gid) < 0) {
+	    fchmod(fd, (st.st_mode & 07777) | want) < 0 || fchown(fd, (uid_t)-1, gid) < 0) {
 		mh_fail(r, MH_E_FAILED, errno, "set volume group: %s", strerror(errno));
 		goto out;
 	}
-	o->group_changed = true;
+	*changed = true;
 	ret = 0;
 out:
 	close(fd);
@@ -277,12 +277,26 @@ int mh_mount_fs(const struct mh_loop *l, const char *fstype, struct mh_mount_opt
 		goto out;
 	}
 	/* Still detached: nobody else can see the root directory while it changes. */
-	if (o->set_group && !(o->sb & POL_SB_RO) && apply_group(mfd, o, r) < 0)
+	if (o->set_group && !(o->sb & POL_SB_RO) &&
+	    mh_mount_set_group(mfd, o->gid, &o->group_changed, r) < 0)
 		goto out;
 	ret = attach(mfd, target_fd, id, r);
 out:
 	mh_closep(&mfd); /* a detached mount that was never attached disappears here */
 	mh_closep(&fsfd);
+	return ret;
+}
+
+int mh_mount_bind_dir(int dir_fd, int target_fd, int *id, struct mh_res *r)
+{
+	/* A clone of the directory's place in the helper's view: that mount's attributes. */
+	int mfd = (int)syscall(SYS_open_tree, dir_fd, "",
+	                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (mfd < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "clone the volume's directory: %s",
+		               strerror(errno));
+	int ret = attach(mfd, target_fd, id, r);
+	close(mfd);
 	return ret;
 }
 

@@ -96,6 +96,18 @@ int mh_mount_fs(const struct mh_loop *l, const char *fstype, struct mh_mount_opt
                 int *id, struct mh_res *r);
 
 /*
+ * Bind the directory dir_fd (an fd beneath a base directory in the helper's
+ * view, whose mount is nosuid,nodev, and read-only for a read-only bind) onto
+ * the directory target_fd and set *id. Not recursive: mounts inside the
+ * directory are not carried along.
+ */
+int mh_mount_bind_dir(int dir_fd, int target_fd, int *id, struct mh_res *r);
+/*
+ * The directory dirfd (a volume's root) gets group gid, g+rwx and setgid,
+ * unless it has them; *changed says it was changed. It must be owned by root.
+ */
+int mh_mount_set_group(int dirfd, gid_t gid, bool *changed, struct mh_res *r);
+/*
  * Bind the device node src_fd (O_PATH of the helper's own /dev/loopN) onto
  * the regular file target_fd and set *id. The bind keeps the attributes of
  * the helper's /dev (nosuid, noexec, but not nodev, or the node would be

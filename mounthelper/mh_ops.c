@@ -95,17 +95,9 @@ static void grow_after_stage(const struct mh_req_stage *q, int img, const struct
 	mh_closep(&fd);
 }
 
-/*
- * The directory at path, to be mounted on: resolved for role (mh_at_open),
- * made and marked first if make and missing (*made says so), then looked at.
- * Returns 1 if this volume is mounted there already (*m describes it), 0 if
- * it is an empty directory with nothing mounted on it (*fd open on it);
- * anything else is -1 with r: EXISTS (a file, something mounted, not empty),
- * NOTFOUND (missing). at stays open on success.
- */
-static int mount_point(const struct mh_ctx *c, const char *path, unsigned role,
-                       const struct mh_vol *v, const char *volume_id, bool make, struct mh_at *at,
-                       int *fd, struct mh_mnt *m, bool *made, struct mh_res *r)
+int mh_mount_point(const struct mh_ctx *c, const char *path, unsigned role, const struct mh_vol *v,
+                   const char *volume_id, bool make, struct mh_at *at, int *fd, struct mh_mnt *m,
+                   bool *made, struct mh_res *r)
 {
 	int has;
 	*fd = -1;
@@ -149,7 +141,7 @@ static int mount_checked(const struct mh_ctx *c, const char *path, unsigned role
 	struct mh_mnt m;
 	bool made = true; /* made or not, it is there now */
 	int fd, id;
-	int rc = mount_point(c, path, role, v, NULL, false, &at, &fd, &m, &made, r);
+	int rc = mh_mount_point(c, path, role, v, NULL, false, &at, &fd, &m, &made, r);
 	if (rc != 0) {
 		if (rc > 0) {
 			mh_at_close(&at);
@@ -253,8 +245,8 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		goto out;
 	v.attached = found == 1;
 	/* A first look, for the idempotent answer and an early refusal. */
-	int rc = mount_point(c, q->staging_path, role, &v, q->volume_id,
-	                     (q->flags & MH_F_CREATE_DIR) != 0, &at, &dir, &m, &made_dir, r);
+	int rc = mh_mount_point(c, q->staging_path, role, &v, q->volume_id,
+	                        (q->flags & MH_F_CREATE_DIR) != 0, &at, &dir, &m, &made_dir, r);
 	mh_closep(&dir);
 	mh_at_close(&at);
 	if (rc < 0)
@@ -300,12 +292,8 @@ out:
 			       ignore.reason, NULL);
 	}
 	mh_closep(&img);
-	if (ret < 0 && made_dir &&
-	    mh_at_open(c, q->staging_path, role, &at, &(struct mh_res){0}) == 0) {
-		mh_at_remove_ours(&at, q->volume_id,
-		                  &(struct mh_res){0}); /* leave no directory we made */
-		mh_at_close(&at);
-	}
+	if (ret < 0 && made_dir) /* leave no directory we made */
+		mh_remove_made(c, q->staging_path, role, q->volume_id);
 	mh_mount_opts_free(&o);
 	return ret;
 }
@@ -412,8 +400,8 @@ int mh_answer_publish(const struct mh_ctx *c, const struct mh_msg *req, struct m
 	}
 	/* A read-only staging can only be published read-only; say so in the mount. */
 	bool ro = q->readonly || sm.ro;
-	int rc = mount_point(c, q->target_path, POL_TARGET, &v, q->volume_id, true, &tat, &tfd, &tm,
-	                     &made, r);
+	int rc = mh_mount_point(c, q->target_path, POL_TARGET, &v, q->volume_id, true, &tat, &tfd,
+	                        &tm, &made, r);
 	mh_closep(&tfd);
 	if (rc < 0)
 		goto out;
@@ -439,12 +427,8 @@ int mh_answer_publish(const struct mh_ctx *c, const struct mh_msg *req, struct m
 	ret = mount_checked(c, q->target_path, POL_TARGET, &v, sm.fstype, &o, r);
 out:
 	mh_closep(&sfd);
-	if (ret < 0 && made &&
-	    mh_at_open(c, q->target_path, POL_TARGET, &tat, &(struct mh_res){0}) == 0) {
-		mh_at_remove_ours(&tat, q->volume_id,
-		                  &(struct mh_res){0}); /* leave nothing we made */
-		mh_at_close(&tat);
-	}
+	if (ret < 0 && made) /* leave nothing we made */
+		mh_remove_made(c, q->target_path, POL_TARGET, q->volume_id);
 	return ret;
 }
 

@@ -15,7 +15,8 @@
 /* What the audit record names; set by each handler as soon as it knows. */
 struct mh_audit {
 	const char *volume_id, *snapshot_id, *source_id, *path, *staging_path;
-	const char *note; /* why an idempotent success did nothing, or what was done */
+	const char *base, *directory; /* a directory volume's base and its name there */
+	const char *note;             /* why an idempotent success did nothing, or what was done */
 };
 
 /*
@@ -29,6 +30,10 @@ mh_answer_fn mh_answer_ping, mh_answer_create, mh_answer_delete, mh_answer_stage
     mh_answer_publish, mh_answer_unpublish, mh_answer_resize, mh_answer_snapshot,
     mh_answer_delete_snapshot, mh_answer_clone, mh_answer_capacity, mh_answer_expand,
     mh_answer_stats, mh_answer_list;
+/* Directory volumes (mh_dir.c). */
+mh_answer_fn mh_answer_dir_create, mh_answer_dir_delete, mh_answer_dir_expand,
+    mh_answer_dir_publish, mh_answer_dir_unpublish, mh_answer_dir_stats, mh_answer_dir_capacity,
+    mh_answer_dir_snapshot, mh_answer_dir_delete_snapshot;
 
 /*
  * Answer one decoded message. Returns 0 with *ans filled (the operation's
@@ -42,7 +47,8 @@ int mh_ops_handle(const struct mh_ctx *c, const struct mh_msg *req, struct mh_ms
 bool mh_ops_known(uint16_t type);
 
 /*
- * True if the request only reads (PING, CAPACITY, STATS): the main loop
+ * True if the request only reads (PING, CAPACITY, STATS, LIST, DIR_STATS,
+ * DIR_CAPACITY): the main loop
  * answers it at once. Every other request runs in a worker (mh_worker.c).
  */
 bool mh_ops_read_only(uint16_t type);

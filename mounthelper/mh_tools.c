@@ -44,6 +44,7 @@
 #include "log.h"
 #include "pol_caps.h"
 #include "pol_seccomp.h"
+#include "pol_view.h"
 #include "policy.h"
 
 static int runner_exe = -1, runner_fd = -1, runner_pidfd = -1;
@@ -68,9 +69,9 @@ void mh_tools_locate(void)
 
 /*
  * The runner's view: the helper's, less what the tools never need: kubelet's
- * directories, /sys, and the helper's /dev with its loop nodes (a /dev of its
- * own with null only). In a mount namespace of its own, made private first so that
- * nothing it takes away is taken from anyone else. Still privileged here.
+ * directories, the base directories of directory volumes, /sys, and the helper's /dev with its loop
+ * nodes (a /dev of its own with null only). In a mount namespace of its own, made private first so
+ * that nothing it takes away is taken from anyone else. Still privileged here.
  */
 static int own_view(const struct pol *pol)
 {
@@ -78,6 +79,10 @@ static int own_view(const struct pol *pol)
 		return -1;
 	for (size_t i = 0; pol_root(pol, i); i++)
 		if (umount2(pol_root(pol, i), MNT_DETACH) < 0)
+			return -1;
+	for (size_t i = 0; pol_base_dir(pol, i); i++)
+		if (umount2(pol_base_dir(pol, i), MNT_DETACH) < 0 ||
+		    umount2(pol_view_ro_base(i), MNT_DETACH) < 0)
 			return -1;
 	if (umount2("/sys", MNT_DETACH) < 0)
 		return -1;

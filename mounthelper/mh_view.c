@@ -250,12 +250,20 @@ void mh_view_enter(const struct pol *pol, const char *data_dir)
 	size_t n;
 	const struct pol_view_entry *t = pol_view_table(&n);
 	int roots[POL_ROOTS_MAX], nroots = 0, data = -1;
+	int bases[POL_BASES_MAX][2], nbases = 0;
 	int clones[32] = {0};
 	dev_t nodes[32] = {0};
 	if (n > 32)
 		die("view table too long");
 	for (const char *root; (root = pol_root(pol, (size_t)nroots)) != NULL; nroots++)
 		share_root(root); /* 1 */
+	for (const char *b; (b = pol_base_dir(pol, (size_t)nbases)) != NULL; nbases++) {
+		if (pol_paths_nested(b, data_dir)) {
+			errno = EINVAL;
+			die("base directory %s and the data directory overlap", b);
+		}
+		make_path(b, 0755);
+	}
 	for (size_t i = 0; i < n; i++)
 		if (t[i].kind == POL_VIEW_NODE)
 			nodes[i] = host_node(t[i].path);
@@ -264,6 +272,13 @@ void mh_view_enter(const struct pol *pol, const char *data_dir)
 		die("unshare");
 	for (int i = 0; i < nroots; i++)
 		roots[i] = clone_tree(pol_root(pol, (size_t)i), true);
+	for (int i = 0; i < nbases; i++) {
+		const char *b = pol_base_dir(pol, (size_t)i);
+		bases[i][0] = clone_tree(b, false);
+		set_attr(bases[i][0], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, b);
+		bases[i][1] = clone_tree(b, false);
+		set_attr(bases[i][1], RO_ATTR, b);
+	}
 	data = clone_tree(data_dir, false);
 	set_attr(data, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, data_dir);
 	for (size_t i = 0; i < n; i++) {
@@ -293,6 +308,15 @@ void mh_view_enter(const struct pol *pol, const char *data_dir)
 				view_dirs(v, pol_root(pol, (size_t)k) + 1);
 				attach_at(roots[k], v, pol_root(pol, (size_t)k) + 1,
 				          pol_root(pol, (size_t)k));
+			}
+			break;
+		case POL_VIEW_BASES:
+			for (int k = 0; k < nbases; k++) {
+				const char *b = pol_base_dir(pol, (size_t)k);
+				view_dirs(v, b + 1);
+				attach_at(bases[k][0], v, b + 1, b);
+				view_dirs(v, pol_view_ro_base((size_t)k) + 1);
+				attach_at(bases[k][1], v, pol_view_ro_base((size_t)k) + 1, b);
 			}
 			break;
 		case POL_VIEW_DATA:

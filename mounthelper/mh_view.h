@@ -6,7 +6,8 @@
 
 /*
  * Build the view and move into it: a private mount namespace whose root
- * holds the allowed roots (shared with the host), the data directory, the
+ * holds the allowed roots (shared with the host), the base directories of
+ * directory volumes (read-write and read-only), the data directory, the
  * tools read-only, /sys read-only, a process-only /proc and a /dev of the
  * helper's own. Needs CAP_SYS_ADMIN and CAP_MKNOD; fatal on any failure.
  */

@@ -46,6 +46,19 @@ static const struct pol_cap_entry helper_caps[] = {
      "starts with it (the supervisor's bounding set decides); without it only an ext4 EXPAND "
      "fails, with a reason",
      1},
+    {CAP_DAC_OVERRIDE, "CAP_DAC_OVERRIDE",
+     "directory volumes only: delete, archive and copy (snapshot, restore, clone) a volume's "
+     "tree, whose files and directories belong to the pods' users with any mode; every "
+     "lookup stays beneath the volume's directory (openat2: no symlink, no mount crossed)",
+     POL_CAP_DIRS},
+    {CAP_FOWNER, "CAP_FOWNER",
+     "directory volumes only: remove entries of sticky directories the pods made, and give "
+     "copied files their owner's mode, times and extended attributes",
+     POL_CAP_DIRS},
+    {CAP_FSETID, "CAP_FSETID",
+     "directory volumes only: a copied file or directory keeps its set-group-ID bit when its "
+     "group is not the helper's",
+     POL_CAP_DIRS},
 };
 
 /* Capabilities the helper drops although one might expect it to need them. */
@@ -55,14 +68,15 @@ static const struct {
     {"CAP_SETPCAP", "during confinement only",
      "securebits and the bounding set, both set by pol_caps_confine_helper(), which drops it "
      "in the same call"},
-    {"CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER", "no",
-     "everything the helper opens is owned by root, which passes owner checks without them: "
-     "the data dir (0700, checked at start), its own /dev/loop-control and /dev/loopN (made "
-     "by root), kubelet's directories, a fresh volume root; a directory not owned by root is "
-     "refused, not overridden (fail closed)"},
-    {"CAP_FSETID", "no",
-     "the setgid bit of a volume root is set by its owner (root) while its group is still the "
-     "helper's own, before the chown"},
+    {"CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID", "only with base_dirs",
+     "without directory volumes everything the helper opens is owned by root, which passes "
+     "owner checks without them: the data dir (0700, checked at start), its own "
+     "/dev/loop-control and /dev/loopN (made by root), kubelet's directories, a fresh volume "
+     "root; a directory on a path the helper walks that is not owned by root is refused, not "
+     "overridden (fail closed), with or without them"},
+    {"CAP_DAC_READ_SEARCH", "no",
+     "CAP_DAC_OVERRIDE covers reading and searching a volume's tree; hard links are copied by "
+     "name (linkat without AT_EMPTY_PATH)"},
     {"CAP_SYS_RAWIO", "no",
      "the loop ioctls (LOOP_CTL_GET_FREE, LOOP_CONFIGURE, LOOP_GET_STATUS64, LOOP_CLR_FD, "
      "LOOP_SET_CAPACITY), FICLONE and the blkid probe need only an open fd"},
@@ -100,7 +114,12 @@ uint64_t pol_caps_helper_mask(void)
 
 uint64_t pol_caps_helper_optional_mask(void)
 {
-	return mask_of(1);
+	return mask_of(POL_CAP_OPTIONAL);
+}
+
+uint64_t pol_caps_helper_dirs_mask(void)
+{
+	return mask_of(POL_CAP_DIRS);
 }
 
 const char *pol_caps_name(unsigned int cap, char *buf, size_t len)
@@ -119,7 +138,10 @@ void pol_caps_print_helper(FILE *out)
 	for (size_t i = 0; i < NCAPS; i++)
 		pol_md_row(out, 3,
 		           (const char *[]){helper_caps[i].name,
-		                            helper_caps[i].optional ? "optional" : "yes",
+		                            helper_caps[i].optional == POL_CAP_DIRS
+		                                ? "with base_dirs"
+		                            : helper_caps[i].optional ? "optional"
+		                                                      : "yes",
 		                            helper_caps[i].why});
 	for (size_t i = 0; i < sizeof(helper_dropped) / sizeof(helper_dropped[0]); i++)
 		pol_md_row(out, 3,
@@ -199,16 +221,16 @@ static int confine(uint64_t want)
 	return 0;
 }
 
-int pol_caps_confine_helper(void)
+int pol_caps_confine_helper(bool directories)
 {
-	uint64_t want = pol_caps_helper_mask();
+	uint64_t want = pol_caps_helper_mask() | (directories ? pol_caps_helper_dirs_mask() : 0);
 	capng_clear(CAPNG_SELECT_BOTH);
 	if (capng_get_caps_process() != 0) {
 		errno = EPERM;
 		return -1;
 	}
 	for (size_t i = 0; i < NCAPS; i++)
-		if (helper_caps[i].optional &&
+		if (helper_caps[i].optional == POL_CAP_OPTIONAL &&
 		    capng_have_capability(CAPNG_PERMITTED, helper_caps[i].cap))
 			want |= 1ULL << helper_caps[i].cap;
 	return confine(want);

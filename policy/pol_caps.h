@@ -5,6 +5,7 @@
 #ifndef SEPCSI_POL_CAPS_H
 #define SEPCSI_POL_CAPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,12 +16,16 @@ struct pol_cap_entry {
 	const char *name;
 	const char *why;
 	/*
-	 * Optional: kept only if the helper was started with it (the supervisor's
-	 * bounding set decides); without it, only the operation named in why
-	 * fails, with a reason. Required ones must all be there, or no start.
+	 * 0: required, all must be there or no start. POL_CAP_OPTIONAL: kept
+	 * only if the helper was started with it (the supervisor's bounding set
+	 * decides); without it, only the operation named in why fails, with a
+	 * reason. POL_CAP_DIRS: required, but only when the policy names base
+	 * directories (directory volumes); dropped otherwise.
 	 */
 	int optional;
 };
+
+enum { POL_CAP_OPTIONAL = 1, POL_CAP_DIRS = 2 };
 
 /* The kept capabilities; *n receives the count. */
 const struct pol_cap_entry *pol_caps_helper_table(size_t *n);
@@ -30,6 +35,9 @@ uint64_t pol_caps_helper_mask(void);
 
 /* The mask of the optional entries. */
 uint64_t pol_caps_helper_optional_mask(void);
+
+/* The mask of the entries kept only with directory volumes. */
+uint64_t pol_caps_helper_dirs_mask(void);
 
 /* The name of capability cap ("CAP_SYS_ADMIN") in buf (len bytes), which is returned. */
 const char *pol_caps_name(unsigned int cap, char *buf, size_t len);
@@ -46,13 +54,14 @@ void pol_caps_print_helper(FILE *out);
  *   1. lock securebits (NOROOT, NO_SETUID_FIXUP, KEEP_CAPS off, NO_CAP_AMBIENT_RAISE;
  *      all locked) so nothing it execs gains a capability for being uid 0;
  *   2. with libcap-ng: bounding set, effective and permitted = the table
- *      (the optional entries only if permitted at the start), inheritable
+ *      (the optional entries only if permitted at the start, the POL_CAP_DIRS
+ *      ones only with directories: the policy names base directories), inheritable
  *      and ambient empty;
  *   3. PR_SET_NO_NEW_PRIVS;
  *   4. read everything back and compare.
  * Returns 0, or -1 with errno set (the caller must then exit: fail closed).
  */
-int pol_caps_confine_helper(void);
+int pol_caps_confine_helper(bool directories);
 
 /*
  * The same for the helper's tool runner and the tools it execs: securebits

@@ -13,6 +13,7 @@
 enum pol_view_kind {
 	POL_VIEW_TMPFS,   /* the root: a tmpfs of the helper's own, nosuid, noexec */
 	POL_VIEW_ROOTS,   /* each allowed root: the host's tree there, recursively, shared */
+	POL_VIEW_BASES,   /* each base directory: read-write and read-only, nosuid, nodev */
 	POL_VIEW_DATA,    /* the data directory: read-write, nosuid, nodev, noexec */
 	POL_VIEW_RO_DIR,  /* a host directory (its mount only), read-only, nosuid, nodev */
 	POL_VIEW_TOP,     /* /bin and friends: the host's symlink, else a read-only bind */
@@ -31,6 +32,14 @@ struct pol_view_entry {
 
 /* The table, in the order it is built. */
 const struct pol_view_entry *pol_view_table(size_t *n);
+
+/*
+ * Where the view holds the i-th base directory read-only (a second clone of
+ * it, for read-only binds: the helper may not change a mount's attributes
+ * once it is confined); NULL past POL_BASES_MAX. The read-write one is at the
+ * base's own path.
+ */
+const char *pol_view_ro_base(size_t i);
 
 /* Print it as a Markdown table (path, what it is, why). */
 void pol_view_print(FILE *out);

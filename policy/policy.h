@@ -158,8 +158,8 @@ bool pol_base_dir_known(const struct pol *p, const char *path);
 /*
  * A directory volume's name beneath its base: 1 to 4 components separated by
  * one '/', each of ASCII letters, digits, '.', '_' and '-', not starting with
- * '.', and the first not starting with "archived-" (an archived volume's
- * name), at most MH_DIRNAME_MAX bytes in all. So a name never leaves its base,
+ * '.' or "archived-" (an archived volume's name), at most MH_DIRNAME_MAX
+ * bytes in all. So a name never leaves its base,
  * never names the helper's own ".sepcsi-*" directories, and never an archive.
  */
 bool pol_dir_name_ok(const char *name);

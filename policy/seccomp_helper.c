@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/quota.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -30,6 +31,18 @@
 #define XFS_IOC_FSGEOMETRY_V1 _IOC(_IOC_READ, 'X', 100, 112)  /* struct xfs_fsop_geom_v1 */
 #define XFS_IOC_FSGROWFSDATA  _IOC(_IOC_WRITE, 'X', 110, 16)  /* struct xfs_growfs_data */
 #define BTRFS_IOC_RESIZE      _IOC(_IOC_WRITE, 0x94, 3, 4096) /* struct btrfs_ioctl_vol_args */
+
+#define FS_IOC_FSGETXATTR _IOC(_IOC_READ, 'X', 31, 28)  /* struct fsxattr */
+#define FS_IOC_FSSETXATTR _IOC(_IOC_WRITE, 'X', 32, 28) /* struct fsxattr */
+
+/*
+ * Project quota commands (<sys/quota.h>; PRJQUOTA is <linux/quota.h>'s 2): an
+ * unsigned int, so only the register's low 32 bits are compared.
+ */
+#define PRJ_QCMD(cmd) ((uint32_t)QCMD(cmd, 2))
+#define QUOTACTL(cmd, w)                                                                           \
+	ALLOW_IF("quotactl_fd", 1, 0xffffffffULL, (uint64_t)PRJ_QCMD(cmd),                         \
+	         "QCMD(" #cmd ", PRJQUOTA)", w)
 
 #define MOUNT_FORCED ((uint64_t)(MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV))
 
@@ -92,18 +105,31 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("dup2", "a new request channel on fd 3"),
     ALLOW("pipe2", "a worker's pipe to the main loop"),
     ALLOW("fstatfs", "CAPACITY of the data directory; STATS of a volume"),
-    ALLOW("fchown", "MH_F_MOUNT_GROUP: a new volume root's group (CAP_CHOWN)"),
-    ALLOW("fchmod", "MH_F_MOUNT_GROUP: g+rwx,setgid on a new volume root (its owner)"),
+    ALLOW("fchown", "MH_F_MOUNT_GROUP: a new volume root's group (CAP_CHOWN); a copied file"),
+    ALLOW("fchmod", "MH_F_MOUNT_GROUP: g+rwx,setgid on a new volume root; a copied file"),
     ALLOW("fsync", "directories after a new or removed entry (images, snapshots, marks)"),
     ALLOW_EQ("renameat2", 4, RENAME_NOREPLACE, "publish a new image, never replacing one"),
-    ALLOW("unlinkat", "delete an image; remove a target the helper made"),
-    ALLOW("mkdirat", "create a target directory beneath its root"),
+    ALLOW("unlinkat", "delete an image; remove a target the helper made; a volume's tree"),
+    ALLOW("mkdirat", "create a target directory beneath its root; a directory volume"),
     ALLOW_EQ("fsetxattr", 4, XATTR_CREATE,
              "mark a directory or file the helper made (trusted.sepcsi.owner), never replace one"),
     ALLOW("fgetxattr", "read that mark before removing anything"),
     ALLOW_IF2("mknodat", 2, S_IFMT, S_IFBLK, 3, 0xfff00, 0x700, "a block device of major 7 (loop)",
               "the helper's own /dev/loopN node, in its private /dev (CAP_MKNOD)"),
     ALLOW("fchdir", "unmount relative to a verified parent"),
+
+    /* directory volumes: a volume's tree beneath its base, on fds (mh_dir.c, mh_tree.c) */
+    ALLOW_EQ("linkat", 4, 0, "copy a tree: a second name of a file already copied"),
+    ALLOW("symlinkat", "copy a tree: a symlink, copied as a symlink, never followed"),
+    ALLOW("readlinkat", "copy a tree: what a symlink says"),
+    ALLOW_EQ("fchownat", 4, AT_SYMLINK_NOFOLLOW, "copy a tree: a symlink's owner"),
+    ALLOW("utimensat", "copy a tree: times of files, directories and symlinks"),
+    ALLOW("flistxattr", "copy a tree: a file's extended attributes (not trusted.*)"),
+    QUOTACTL(Q_GETINFO, "does the base have project quotas"),
+    QUOTACTL(Q_GETQUOTA, "a volume's project: usage and limit"),
+    QUOTACTL(Q_SETQUOTA, "a volume's project: its limit (CAP_SYS_ADMIN)"),
+    IOCTL(FS_IOC_FSGETXATTR, "a volume directory's project id"),
+    IOCTL(FS_IOC_FSSETXATTR, "give a new volume directory its project id, inherited"),
     ALLOW("chdir", "back to / after an unmount"),
 
     /* the sockets: requests (fd 3), the supervisor (fd 4), the tool runner */

@@ -94,14 +94,14 @@ bool pol_paths_nested(const char *a, const char *b)
 
 bool pol_dir_name_ok(const char *name)
 {
-	if (!name || !*name || strlen(name) > MH_DIRNAME_MAX ||
-	    strncmp(name, "archived-", strlen("archived-")) == 0)
+	if (!name || !*name || strlen(name) > MH_DIRNAME_MAX)
 		return false;
 	size_t depth = 0;
 	for (const char *c = name;;) {
 		size_t n =
 		    strspn(c, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
-		if (n == 0 || c[0] == '.' || n > NAME_MAX || ++depth > DIR_NAME_DEPTH)
+		if (n == 0 || c[0] == '.' || n > NAME_MAX || ++depth > DIR_NAME_DEPTH ||
+		    strncmp(c, "archived-", strlen("archived-")) == 0)
 			return false;
 		if (c[n] == '\0')
 			return true;

@@ -6,12 +6,17 @@
 #include "pol_view.h"
 
 #include "pol_md.h"
+#include "policy.h"
 
 static const struct pol_view_entry view[] = {
     {"/", POL_VIEW_TMPFS, "holds only what follows", true},
     {"<each allowed root>", POL_VIEW_ROOTS,
      "kubelet's directory: where volumes are staged and published; shared, so mounts made "
      "here reach the host and kubelet's reach the helper",
+     false},
+    {"<each base directory>", POL_VIEW_BASES,
+     "directory volumes ([directories] base_dirs): the volumes' directories, bound onto "
+     "targets from here; a read-only clone of each at /ro-bases/<n> for read-only binds",
      false},
     {"<data dir>", POL_VIEW_DATA, "the images, snapshots and audit log", true},
     {"/usr", POL_VIEW_RO_DIR, "the mkfs tools and the libraries they load", true},
@@ -36,6 +41,14 @@ static const struct pol_view_entry view[] = {
      "the loop devices the helper uses: made as it needs them (mknodat, loop major only)", false},
 };
 
+const char *pol_view_ro_base(size_t i)
+{
+	static const char *const names[POL_BASES_MAX] = {
+	    "/ro-bases/0", "/ro-bases/1", "/ro-bases/2", "/ro-bases/3",
+	    "/ro-bases/4", "/ro-bases/5", "/ro-bases/6", "/ro-bases/7"};
+	return i < POL_BASES_MAX ? names[i] : NULL;
+}
+
 const struct pol_view_entry *pol_view_table(size_t *n)
 {
 	*n = sizeof(view) / sizeof(view[0]);
@@ -49,6 +62,8 @@ static const char *kind_text(enum pol_view_kind k)
 		return "tmpfs, nosuid, noexec";
 	case POL_VIEW_ROOTS:
 		return "the host's, shared, read-write";
+	case POL_VIEW_BASES:
+		return "the host's (its own mount only), read-write, nosuid, nodev; and read-only";
 	case POL_VIEW_DATA:
 		return "the host's, read-write, nosuid, nodev, noexec";
 	case POL_VIEW_RO_DIR:

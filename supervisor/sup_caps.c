@@ -84,11 +84,15 @@ static void build_table(void)
 		if (!have)
 			kept[nkept++] = (struct kept_cap){
 			    h[i].cap, false,
-			    h[i].optional ? "helper only, optional (see the helper's table): "
-			                    "without it only the operation it serves fails, with a "
-			                    "reason"
-			                  : "helper only (see the helper's table)",
-			    h[i].optional != 0};
+			    h[i].optional == POL_CAP_DIRS
+			        ? "helper only, and only with directory volumes (see the helper's "
+			          "table)"
+			    : h[i].optional
+			        ? "helper only, optional (see the helper's table): "
+			          "without it only the operation it serves fails, with a "
+			          "reason"
+			        : "helper only (see the helper's table)",
+			    h[i].optional == POL_CAP_OPTIONAL};
 	}
 }
 

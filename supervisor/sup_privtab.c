@@ -66,9 +66,11 @@ static void print_privileges(FILE *out)
 
 	opt = pol_caps_helper_optional_mask();
 	snprintf(caps, sizeof(caps),
-	         "%s%s%s%s; securebits locked; its tool runner and the tools hold none",
+	         "%s%s%s%s (+ %s with directory volumes); securebits locked; its tool runner and "
+	         "the tools hold none",
 	         cap_list(pol_caps_helper_mask(), a), opt ? " (+ " : "",
-	         opt ? cap_list(opt, b) : "", opt ? " if present)" : "");
+	         opt ? cap_list(opt, b) : "", opt ? " if present)" : "",
+	         cap_list(pol_caps_helper_dirs_mask(), c));
 	pol_md_row(
 	    out, 5,
 	    (const char *[]){"mounthelper", "0", caps, "yes",
@@ -146,6 +148,12 @@ static void view_json(FILE *out, const struct pol *pol, const struct sup_config 
 		if (t[i].kind == POL_VIEW_ROOTS) {
 			for (size_t k = 0; pol_root(pol, k); k++, first = false)
 				fprintf(out, "%s\"%s\"", first ? "" : ",", pol_root(pol, k));
+			continue;
+		}
+		if (t[i].kind == POL_VIEW_BASES) {
+			for (size_t k = 0; pol_base_dir(pol, k); k++, first = false)
+				fprintf(out, "%s\"%s\",\"%s\"", first ? "" : ",",
+				        pol_base_dir(pol, k), pol_view_ro_base(k));
 			continue;
 		}
 		struct stat st;
@@ -234,7 +242,8 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	uint64_t eff, prm;
 	sup_caps_expected(&eff, &prm);
 	/* The helper keeps an optional capability only if the supervisor can hand it over. */
-	uint64_t helper = pol_caps_helper_mask() | (pol_caps_helper_optional_mask() & prm);
+	uint64_t helper = pol_caps_helper_mask() | (pol_caps_helper_optional_mask() & prm) |
+	                  (pol_base_dir(pol, 0) ? pol_caps_helper_dirs_mask() : 0);
 	const struct proc_priv p[] = {
 	    {"sepcsi-supervisor", 0, 0, eff, prm, prm, true, NULL, NULL, false,
 	     "Starts, confines and restarts the other two; no network, no request parsing. "

@@ -26,7 +26,7 @@ surrogateescape, so any byte string survives a round trip).
 import enum
 import struct
 
-VERSION = 4
+VERSION = 5
 HDR_LEN = 12
 MSG_MAX = 16384
 ID_MAX = 64
@@ -35,6 +35,8 @@ FSTYPE_MAX = 16
 OPTS_MAX = 4096
 REASON_MAX = 255
 LIST_TEXT_MAX = 12288
+DIRNAME_MAX = 255
+DIR_DELETE, DIR_RETAIN, DIR_ARCHIVE = 0, 1, 2
 LIST_IMAGES, LIST_SNAPSHOTS, LIST_MOUNTS = 1, 2, 3
 
 F_BLOCK = 0x01
@@ -79,6 +81,24 @@ class T(enum.IntEnum):
     ANS_STATS = 28
     REQ_LIST = 29
     ANS_LIST = 30
+    REQ_DIR_CREATE = 31
+    ANS_DIR_CREATE = 32
+    REQ_DIR_DELETE = 33
+    ANS_DIR_DELETE = 34
+    REQ_DIR_EXPAND = 35
+    ANS_DIR_EXPAND = 36
+    REQ_DIR_PUBLISH = 37
+    ANS_DIR_PUBLISH = 38
+    REQ_DIR_UNPUBLISH = 39
+    ANS_DIR_UNPUBLISH = 40
+    REQ_DIR_STATS = 41
+    ANS_DIR_STATS = 42
+    REQ_DIR_CAPACITY = 43
+    ANS_DIR_CAPACITY = 44
+    REQ_DIR_SNAPSHOT = 45
+    ANS_DIR_SNAPSHOT = 46
+    REQ_DIR_DELETE_SNAPSHOT = 47
+    ANS_DIR_DELETE_SNAPSHOT = 48
     ANS_ERROR = 100
 
 
@@ -149,15 +169,28 @@ BOOL = _Int(1, lambda v: v <= 1, "boolean (0 or 1)")
 FLAGS = _Int(1, lambda v: v & ~F_ALL == 0, "flag set")
 SRC = _Int(1, lambda v: v in (SRC_SNAPSHOT, SRC_VOLUME), "clone source")
 KIND = _Int(4, lambda v: E.OK < v < E.UNAVAILABLE, "error kind")
+SMALL = _Int(1, lambda v: v <= 2, "directory source kind or mode (0 to 2)")
 LIST_WHAT = _Int(4, lambda v: LIST_IMAGES <= v <= LIST_MOUNTS, "list kind")
 ID = _Str(ID_MAX)
 PATH = _Str(PATH_MAX)
 FSTYPE = _Str(FSTYPE_MAX)
 OPTS = _Str(OPTS_MAX)
 REASON = _Str(REASON_MAX)
+DIRNAME = _Str(DIRNAME_MAX)
 
 _CREATE_ANS = (("size_bytes", U64),)
 _COPY_ANS = (("size_bytes", U64), ("reflinked", BOOL))
+_CAPACITY_ANS = (("available_bytes", U64), ("total_bytes", U64), ("max_volume_bytes", U64),
+                 ("reflink", BOOL), ("quota", BOOL))
+_STATS_ANS = (("bytes_total", U64), ("bytes_available", U64), ("bytes_used", U64),
+              ("inodes_total", U64), ("inodes_free", U64), ("inodes_used", U64),
+              ("abnormal", BOOL), ("message", REASON))
+# Every directory-volume request has this one shape (struct mh_req_dir).
+_DIR_REQ = (("volume_id", ID), ("base", PATH), ("name", DIRNAME), ("path", PATH),
+            ("snapshot_id", ID), ("source_kind", SMALL), ("source_id", ID),
+            ("source_name", DIRNAME), ("size_bytes", U64), ("mode", SMALL), ("flags", FLAGS),
+            ("gid", U32))
+_DIR_ANS = (("size_bytes", U64), ("quota", BOOL), ("reflinked", BOOL))
 
 # Every type and its payload, in wire order (the table in proto/mh_msg.c).
 FIELDS = {
@@ -188,17 +221,32 @@ FIELDS = {
                   ("size_bytes", U64)),
     T.ANS_CLONE: _COPY_ANS,
     T.REQ_CAPACITY: (),
-    T.ANS_CAPACITY: (("available_bytes", U64), ("total_bytes", U64), ("max_volume_bytes", U64),
-                     ("reflink", BOOL)),
+    T.ANS_CAPACITY: _CAPACITY_ANS,
     T.REQ_EXPAND: (("volume_id", ID), ("staging_path", PATH), ("fs_type", FSTYPE),
                    ("flags", FLAGS)),
     T.ANS_EXPAND: _CREATE_ANS,
     T.REQ_STATS: (("volume_id", ID), ("path", PATH), ("flags", FLAGS)),
-    T.ANS_STATS: (("bytes_total", U64), ("bytes_available", U64), ("bytes_used", U64),
-                  ("inodes_total", U64), ("inodes_free", U64), ("inodes_used", U64),
-                  ("abnormal", BOOL), ("message", REASON)),
+    T.ANS_STATS: _STATS_ANS,
     T.REQ_LIST: (("what", LIST_WHAT), ("after", ID)),
     T.ANS_LIST: (("more", BOOL), ("text", _Str(LIST_TEXT_MAX))),
+    T.REQ_DIR_CREATE: _DIR_REQ,
+    T.ANS_DIR_CREATE: _DIR_ANS,
+    T.REQ_DIR_DELETE: _DIR_REQ,
+    T.ANS_DIR_DELETE: (),
+    T.REQ_DIR_EXPAND: _DIR_REQ,
+    T.ANS_DIR_EXPAND: _DIR_ANS,
+    T.REQ_DIR_PUBLISH: _DIR_REQ,
+    T.ANS_DIR_PUBLISH: (),
+    T.REQ_DIR_UNPUBLISH: _DIR_REQ,
+    T.ANS_DIR_UNPUBLISH: (),
+    T.REQ_DIR_STATS: _DIR_REQ,
+    T.ANS_DIR_STATS: _STATS_ANS,
+    T.REQ_DIR_CAPACITY: _DIR_REQ,
+    T.ANS_DIR_CAPACITY: _CAPACITY_ANS,
+    T.REQ_DIR_SNAPSHOT: _DIR_REQ,
+    T.ANS_DIR_SNAPSHOT: _COPY_ANS,
+    T.REQ_DIR_DELETE_SNAPSHOT: _DIR_REQ,
+    T.ANS_DIR_DELETE_SNAPSHOT: (),
     T.ANS_ERROR: (("kind", KIND), ("sys_errno", U32), ("reason", REASON)),
 }
 

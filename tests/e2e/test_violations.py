@@ -112,7 +112,8 @@ def test_every_request_type_is_understood(hostile_driver):
     ok(Msg(T.REQ_UNSTAGE, volume_id=VOL, staging_path=staging, flags=F_BLOCK))
     ok(Msg(T.REQ_DELETE, volume_id=VOL))
 
-    assert seen == set(mh_wire.ANSWERS)
+    # The directory-volume answers need a base directory: test_dir_helper.py.
+    assert seen == {a for a in mh_wire.ANSWERS if not a.name.startswith("ANS_DIR_")}
     assert "protocol_violation" not in hd.logs()
     assert_helper_untouched(hd, helper)
     assert hd.children()[RPCD] == r.pid

@@ -277,7 +277,7 @@ static void test_exec_gets_no_caps(void)
 	if (pid == 0) {
 		dup2(pfd[1], 1);
 		close(pfd[0]);
-		if (pol_caps_confine_helper() < 0)
+		if (pol_caps_confine_helper(false) < 0)
 			_exit(10);
 		if (prctl(PR_CAPBSET_READ, CAP_SYS_ADMIN, 0, 0, 0) != 1 ||
 		    prctl(PR_CAPBSET_READ, CAP_CHOWN, 0, 0, 0) != 1 ||
@@ -333,7 +333,7 @@ static void test_optional_cap_absent(void)
 		d[0].effective &= ~(1U << CAP_SYS_RESOURCE);
 		if (syscall(SYS_capset, &h, d) < 0)
 			raw_exit(12);
-		if (pol_caps_confine_helper() < 0)
+		if (pol_caps_confine_helper(false) < 0)
 			raw_exit(13);
 		if (syscall(SYS_capget, &h, d) < 0)
 			raw_exit(14);
@@ -351,9 +351,12 @@ static void test_caps_table(void)
 {
 	size_t n;
 	const struct pol_cap_entry *t = pol_caps_helper_table(&n);
-	CHECK(n == 4 && t[0].cap == CAP_SYS_ADMIN && t[1].cap == CAP_CHOWN &&
+	CHECK(n == 7 && t[0].cap == CAP_SYS_ADMIN && t[1].cap == CAP_CHOWN &&
 	      t[2].cap == CAP_MKNOD && t[3].cap == CAP_SYS_RESOURCE);
-	CHECK(!t[0].optional && !t[1].optional && !t[2].optional && t[3].optional);
+	CHECK(!t[0].optional && !t[1].optional && !t[2].optional &&
+	      t[3].optional == POL_CAP_OPTIONAL);
+	CHECK(pol_caps_helper_dirs_mask() ==
+	      ((1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_FOWNER) | (1ULL << CAP_FSETID)));
 	CHECK(pol_caps_helper_mask() ==
 	      ((1ULL << CAP_SYS_ADMIN) | (1ULL << CAP_CHOWN) | (1ULL << CAP_MKNOD)));
 	CHECK(pol_caps_helper_mask() == 0x8200001ULL);

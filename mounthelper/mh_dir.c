@@ -1,0 +1,820 @@
+/*
+ * Directory volumes: a directory per volume beneath a base directory that the
+ * policy names ([directories] base_dirs), for many volumes sharing one file
+ * system. The handlers of every MH_REQ_DIR_* request.
+ *
+ * Runs in a helper worker (DIR_STATS and DIR_CAPACITY: the main loop) as root
+ * with the helper's capabilities, under seccomp. Nothing here is fatal.
+ *
+ * Safety argument. A request names a base (exactly one of the policy's) and a
+ * name beneath it (pol_dir_name_ok: 1 to 4 plain components, never '.', '..',
+ * a leading '.' or "archived-"), so it can only ever name a directory inside
+ * a base, and never one of the helper's own areas there:
+ *   <base>/.sepcsi-work/<id>       a volume or snapshot being made
+ *   <base>/.sepcsi-trash/<id>      a volume or snapshot being removed
+ *   <base>/.sepcsi-snapshots/<id>  snapshots
+ * The base and every directory above a volume's are walked without symlinks
+ * and must be root's alone (as in kubelet's tree, mh_at.c). A volume's
+ * directory is made in the work area, marked as the volume's (trusted xattr
+ * naming the volume and the inode, mh_at.c), given its project quota and its
+ * content there, and only then renamed into place without replacing
+ * anything: a name never shows a half-made volume, and a directory the helper
+ * did not mark for this volume (another volume's, a retained or archived one,
+ * an administrator's) is never published, grown, copied, archived or
+ * removed. Removal first renames the marked directory into the trash area,
+ * then empties it there (mh_tree.c: no symlink followed, no mount crossed);
+ * what a killed worker leaves in the work and trash areas is removed by the
+ * next request for that id and at start (mh_dir_sweep). A publication binds
+ * the marked directory itself (nosuid, nodev; read-only from the read-only
+ * clone of its base) on a target of the policy's target patterns, exactly as
+ * PUBLISH does for image volumes.
+ */
+#include "mh_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/quota.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "mh_common.h"
+#include "mh_ops.h"
+#include "mh_pause.h"
+#include "mh_tree.h"
+#include "pol_view.h"
+
+#ifndef PRJQUOTA
+#define PRJQUOTA 2
+#endif
+
+#define RESOLVE_TREE                                                                               \
+	(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+#define WORK_AREA  ".sepcsi-work"
+#define TRASH_AREA ".sepcsi-trash"
+#define SNAP_AREA  ".sepcsi-snapshots"
+#define QUOTA_UNIT 1024u /* the block limits of struct dqblk count KiB */
+
+/* ---- which fields each request uses ------------------------------------------ */
+
+enum { U_VOL = 1, U_NAME = 2, U_PATH = 4, U_SNAP = 8, U_SRC = 16, U_SIZE = 32, U_MODE = 64 };
+
+static unsigned uses(uint16_t type)
+{
+	switch (type) {
+	case MH_REQ_DIR_CREATE:
+		return U_VOL | U_NAME | U_SRC | U_SIZE;
+	case MH_REQ_DIR_DELETE:
+		return U_VOL | U_NAME | U_MODE;
+	case MH_REQ_DIR_EXPAND:
+		return U_VOL | U_NAME | U_SIZE;
+	case MH_REQ_DIR_PUBLISH:
+		return U_VOL | U_NAME | U_PATH | U_MODE;
+	case MH_REQ_DIR_UNPUBLISH:
+	case MH_REQ_DIR_STATS:
+		return U_VOL | U_NAME | U_PATH;
+	case MH_REQ_DIR_SNAPSHOT:
+		return U_VOL | U_NAME | U_SNAP;
+	case MH_REQ_DIR_DELETE_SNAPSHOT:
+		return U_SNAP;
+	default: /* DIR_CAPACITY */
+		return 0;
+	}
+}
+
+/*
+ * The fields a request does not use must be empty, the ones it uses well
+ * formed (ids, flags and paths are checked by the dispatch and by mh_at_open).
+ */
+static int check_fields(const struct mh_ctx *c, uint16_t type, const struct mh_req_dir *q,
+                        struct mh_res *r)
+{
+	unsigned u = uses(type);
+	if (!pol_base_dir_known(c->pol, q->base))
+		return mh_fail(r, MH_E_REFUSED, EPERM, "not a base directory the policy allows");
+	if (((u & U_VOL) != 0) != (q->volume_id[0] != '\0') ||
+	    ((u & U_SNAP) != 0) != (q->snapshot_id[0] != '\0'))
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "volume or snapshot id missing or unused");
+	if ((u & U_NAME) ? !pol_dir_name_ok(q->name) : q->name[0] != '\0')
+		return mh_fail(r, MH_E_REFUSED, EINVAL,
+		               "malformed directory name: 1 to 4 components of letters, digits, "
+		               "'.', '_' and '-', none starting with '.' or \"archived-\"");
+	if ((!(u & U_PATH) && q->path[0]) ||
+	    ((type == MH_REQ_DIR_PUBLISH || type == MH_REQ_DIR_UNPUBLISH) && !q->path[0]))
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "target path missing or unused");
+	if (!(u & U_SIZE) && q->size_bytes)
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "size unused");
+	if ((!(u & U_MODE) && q->mode) || (type == MH_REQ_DIR_PUBLISH && q->mode > 1))
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "mode unused or not valid");
+	if (type != MH_REQ_DIR_PUBLISH && (q->flags || q->gid))
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "flags unused");
+	if ((q->flags & MH_F_MOUNT_GROUP) ? q->gid == UINT32_MAX : q->gid != 0)
+		return mh_fail(r, MH_E_REFUSED, EINVAL,
+		               "gid given without MH_F_MOUNT_GROUP, or -1");
+	bool src_ok = q->source_kind == 0                 ? !q->source_id[0] && !q->source_name[0]
+	              : q->source_kind == MH_SRC_SNAPSHOT ? !q->source_name[0]
+	                                                  : pol_dir_name_ok(q->source_name);
+	if ((!(u & U_SRC) && q->source_kind) || !src_ok)
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "source missing, unused or malformed");
+	if ((u & U_SIZE) && (q->size_bytes < pol_min_volume_bytes(c->pol) ||
+	                     q->size_bytes > pol_max_volume_bytes(c->pol)))
+		return mh_fail(r, MH_E_REFUSED, ERANGE, "size outside the policy's volume bounds");
+	return 0;
+}
+
+/* ---- the base and what lies beneath it --------------------------------------- */
+
+/* The base (ro: its read-only clone), O_RDONLY: quotactl_fd and fstatvfs want a real fd. */
+static int base_open(const struct mh_ctx *c, const char *base, bool ro, struct mh_res *r)
+{
+	size_t i = 0;
+	while (pol_base_dir(c->pol, i) && strcmp(pol_base_dir(c->pol, i), base) != 0)
+		i++;
+	int fd =
+	    open(ro ? pol_view_ro_base(i) : base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "cannot open base directory %s: %s", base,
+		               strerror(errno));
+	if (mh_at_check_dir(fd, "the base directory", r) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * The parent of name's last component beneath base, each directory on the way
+ * root's alone; with create, missing ones are made (0755). at->dir, at->name.
+ */
+static int locate(int base, const char *name, bool create, struct mh_at *at, struct mh_res *r)
+{
+	char comp[NAME_MAX + 1];
+	int fd = openat(base, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	at->dir = -1;
+	at->root = NULL;
+	for (const char *s = name;;) {
+		size_t n = strcspn(s, "/");
+		if (fd < 0)
+			return mh_fail(r, mh_kind_of_errno(errno), errno,
+			               "cannot open a directory above the volume's: %s",
+			               strerror(errno));
+		if (s[n] == '\0') {
+			at->dir = fd;
+			at->name = s;
+			return 0;
+		}
+		snprintf(comp, sizeof(comp), "%.*s", (int)n, s);
+		if (create && mkdirat(fd, comp, 0755) < 0 && errno != EEXIST) {
+			close(fd);
+			return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir %s: %s", comp,
+			               strerror(errno));
+		}
+		int next = mh_openat2(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_TREE);
+		close(fd);
+		if (next >= 0 && mh_at_check_dir(next, "a directory above the volume's", r) < 0) {
+			close(next);
+			return -1;
+		}
+		fd = next;
+		s += n + 1;
+	}
+}
+
+/* One of the helper's areas in the base, root's alone (0700). */
+static int area(int base, const char *which, bool create, struct mh_res *r)
+{
+	if (create && mkdirat(base, which, 0700) < 0 && errno != EEXIST)
+		return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir %s: %s", which,
+		               strerror(errno));
+	int fd = mh_openat2(base, which, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_TREE);
+	if (fd < 0)
+		return mh_fail(r, mh_kind_of_errno(errno), errno, "open %s: %s", which,
+		               strerror(errno));
+	if (mh_at_check_dir(fd, which, r) < 0 || fchmod(fd, 0700) < 0) {
+		close(fd);
+		return mh_fail(r, MH_E_FAILED, errno, "%s: not root's alone", which);
+	}
+	return fd;
+}
+
+/*
+ * Open the directory name in dir if it carries id's mark: the fd; -1 with r
+ * NOTFOUND if it is absent, EXISTS if something else is there.
+ */
+static int open_marked(int dir, const char *name, const char *id, struct mh_res *r)
+{
+	int fd = mh_openat2(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_TREE);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return mh_fail(r, MH_E_NOTFOUND, ENOENT, "%s does not exist", name);
+		return mh_fail(r, MH_E_EXISTS, errno, "%s is not a directory of sepcsi's", name);
+	}
+	if (!mh_at_marked(fd, id)) {
+		close(fd);
+		return mh_fail(r, MH_E_EXISTS, EEXIST,
+		               "%s exists and is not %s's: it is left as it is", name, id);
+	}
+	return fd;
+}
+
+/* The volume's marked directory; NOTFOUND if it (or a directory above) is missing. */
+static int volume_open(int base, const struct mh_req_dir *q, struct mh_res *r)
+{
+	struct mh_at at;
+	if (locate(base, q->name, false, &at, r) < 0)
+		return -1;
+	int fd = open_marked(at.dir, at.name, q->volume_id, r);
+	mh_at_close(&at);
+	return fd;
+}
+
+/* Remove name in area (a tree the helper made there), if present. */
+static int purge(int area_fd, const char *name, struct mh_res *r)
+{
+	int fd = mh_openat2(area_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_TREE);
+	if (fd < 0)
+		return errno == ENOENT
+		           ? 0
+		           : mh_fail(r, MH_E_FAILED, errno, "open %s: %s", name, strerror(errno));
+	int rc = mh_tree_empty(fd, r);
+	close(fd);
+	if (rc == 0 && unlinkat(area_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		rc = mh_fail(r, MH_E_FAILED, errno, "remove %s: %s", name, strerror(errno));
+	return rc;
+}
+
+/* Rename name in dir into the trash area and remove it there. */
+static int trash(int base, int dir, const char *name, const char *id, struct mh_res *r)
+{
+	int t = area(base, TRASH_AREA, true, r);
+	if (t < 0)
+		return -1;
+	int rc = purge(t, id, r);
+	if (rc == 0 && renameat2(dir, name, t, id, RENAME_NOREPLACE) < 0)
+		rc = mh_fail(r, mh_kind_of_errno(errno), errno, "move to the trash: %s",
+		             strerror(errno));
+	if (rc == 0) {
+		(void)fsync(dir);
+		rc = purge(t, id, r);
+	}
+	close(t);
+	return rc;
+}
+
+/* ---- project quotas ------------------------------------------------------------ */
+
+static long quotactl_fd(int fd, int cmd, uint32_t id, void *addr)
+{
+	return syscall(SYS_quotactl_fd, fd, QCMD(cmd, PRJQUOTA), id, addr);
+}
+
+/* Does the base's file system keep project quotas (xfs prjquota, ext4 project+quota)? */
+static bool quota_on(int base)
+{
+	struct dqinfo info;
+	return quotactl_fd(base, Q_GETINFO, 0, &info) == 0;
+}
+
+static int projid_of(int fd, uint32_t *id)
+{
+	struct fsxattr x;
+	if (ioctl(fd, FS_IOC_FSGETXATTR, &x) < 0)
+		return -1;
+	*id = x.fsx_projid;
+	return 0;
+}
+
+/* A project id no directory uses yet: from a hash of the volume id, the first free one. */
+static int projid_pick(int base, const char *volume_id, uint32_t *id, struct mh_res *r)
+{
+	uint32_t h = 2166136261u;
+	for (const char *s = volume_id; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	for (uint32_t i = 0; i < 64; i++) {
+		struct dqblk q;
+		uint32_t cand = 0x10000u + (h + i) % 0x7ffe0000u;
+		if (quotactl_fd(base, Q_GETQUOTA, cand, &q) < 0
+		        ? errno == ENOENT || errno == ESRCH
+		        : q.dqb_bhardlimit == 0 && q.dqb_ihardlimit == 0 && q.dqb_curspace == 0 &&
+		              q.dqb_curinodes == 0) {
+			*id = cand;
+			return 0;
+		}
+	}
+	return mh_fail(r, MH_E_FAILED, EEXIST, "no free project id");
+}
+
+static int quota_set(int base, uint32_t id, uint64_t bytes, struct mh_res *r)
+{
+	struct dqblk q = {.dqb_bhardlimit = (bytes + QUOTA_UNIT - 1) / QUOTA_UNIT,
+	                  .dqb_valid = QIF_BLIMITS};
+	if (quotactl_fd(base, Q_SETQUOTA, id, &q) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "set the project quota: %s", strerror(errno));
+	return 0;
+}
+
+/* Give the new directory fd its own project, inherited by all made in it, limited to bytes. */
+static int quota_start(int base, int fd, const char *volume_id, uint64_t bytes, struct mh_res *r)
+{
+	struct fsxattr x;
+	uint32_t id = 0;
+	if (projid_pick(base, volume_id, &id, r) < 0)
+		return -1;
+	if (ioctl(fd, FS_IOC_FSGETXATTR, &x) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "read project: %s", strerror(errno));
+	x.fsx_projid = id;
+	x.fsx_xflags |= FS_XFLAG_PROJINHERIT;
+	if (ioctl(fd, FS_IOC_FSSETXATTR, &x) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "set project: %s", strerror(errno));
+	return quota_set(base, id, bytes, r);
+}
+
+/* The quota of the volume directory fd: its limit in *bytes (0: none). */
+static int quota_of(int base, int fd, uint64_t *bytes, struct dqblk *q)
+{
+	uint32_t id = 0;
+	*bytes = 0;
+	if (!quota_on(base) || projid_of(fd, &id) < 0 || id == 0 ||
+	    quotactl_fd(base, Q_GETQUOTA, id, q) < 0)
+		return -1;
+	*bytes = (uint64_t)q->dqb_bhardlimit * QUOTA_UNIT;
+	return 0;
+}
+
+static void answer_size(int base, int fd, uint64_t asked, struct mh_ans_dir *ans)
+{
+	struct dqblk q;
+	uint64_t limit;
+	ans->quota = quota_of(base, fd, &limit, &q) == 0 && limit > 0;
+	ans->size_bytes = ans->quota ? limit : asked;
+}
+
+/* ---- the handlers ----------------------------------------------------------------- */
+
+/* The source of a new volume: a snapshot or a volume's directory, both in this base. */
+static int source_open(int base, const struct mh_req_dir *q, struct mh_res *r)
+{
+	if (q->source_kind == MH_SRC_SNAPSHOT) {
+		int s = area(base, SNAP_AREA, true, r), fd = -1;
+		if (s >= 0) {
+			fd = open_marked(s, q->source_id, q->source_id, r);
+			close(s);
+		}
+		return fd;
+	}
+	struct mh_req_dir src = {0};
+	snprintf(src.volume_id, sizeof(src.volume_id), "%s", q->source_id);
+	snprintf(src.name, sizeof(src.name), "%s", q->source_name);
+	return volume_open(base, &src, r);
+}
+
+/* Make id's directory in the work area: marked, mode 0755, then given its quota. */
+static int work_make(int work, const char *id, struct mh_res *r)
+{
+	if (purge(work, id, r) < 0)
+		return -1;
+	if (mkdirat(work, id, 0700) < 0)
+		return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir: %s", strerror(errno));
+	int fd = mh_openat2(work, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_TREE);
+	if (fd < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "open the new directory: %s",
+		               strerror(errno));
+	if (mh_at_mark(fd, id, r) < 0 || fchmod(fd, 0755) < 0) {
+		mh_fail(r, MH_E_FAILED, errno, "mark the new directory: %s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int mh_answer_dir_create(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                         struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_dir *q = &req->u.dir;
+	struct mh_at at = {.dir = -1};
+	struct mh_tree_copied copied = {0};
+	int base = -1, work = -1, fd = -1, src = -1, ret = -1;
+	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0 ||
+	    locate(base, q->name, true, &at, r) < 0)
+		goto out;
+	if ((fd = open_marked(at.dir, at.name, q->volume_id, r)) >= 0) {
+		a->note = "exists already";
+		answer_size(base, fd, q->size_bytes, &ans->u.dir_ans);
+		ret = 0;
+		goto out;
+	}
+	if (!mh_absent(r))
+		goto out;
+	if (q->source_kind && (src = source_open(base, q, r)) < 0) {
+		mh_missing_means(r, MH_E_NOTFOUND);
+		goto out;
+	}
+	if ((work = area(base, WORK_AREA, true, r)) < 0 ||
+	    (fd = work_make(work, q->volume_id, r)) < 0)
+		goto out;
+	if (quota_on(base) && quota_start(base, fd, q->volume_id, q->size_bytes, r) < 0)
+		goto out;
+	if (src >= 0 && mh_tree_copy(src, fd, &copied, r) < 0)
+		goto out;
+	if (fsync(fd) < 0) {
+		mh_fail(r, MH_E_FAILED, errno, "fsync: %s", strerror(errno));
+		goto out;
+	}
+	/* Safety: in place only now, whole and marked, never over anything there. */
+	if (renameat2(work, q->volume_id, at.dir, at.name, RENAME_NOREPLACE) < 0) {
+		mh_fail(r, errno == EEXIST ? MH_E_EXISTS : MH_E_FAILED, errno,
+		        "cannot move the new directory into place: %s", strerror(errno));
+		goto out;
+	}
+	(void)fsync(at.dir);
+	answer_size(base, fd, q->size_bytes, &ans->u.dir_ans);
+	ans->u.dir_ans.reflinked = src >= 0 && copied.reflinked;
+	a->note = copied.skipped ? "device nodes, FIFOs or sockets of the source not copied" : NULL;
+	ret = 0;
+out:
+	if (ret < 0 && work >= 0)
+		purge(work, q->volume_id, &(struct mh_res){0});
+	mh_closep(&src);
+	mh_closep(&fd);
+	mh_closep(&work);
+	mh_at_close(&at);
+	mh_closep(&base);
+	return ret;
+}
+
+/* An archive's name beside the volume's: archived-<name>, else archived-<name>-<id>. */
+static int archive(int dir, const char *name, const char *id, char *to, size_t len,
+                   struct mh_res *r)
+{
+	snprintf(to, len, "archived-%s", name);
+	if (renameat2(dir, name, dir, to, RENAME_NOREPLACE) < 0 && errno == EEXIST &&
+	    snprintf(to, len, "archived-%s-%s", name, id) < NAME_MAX)
+		(void)renameat2(dir, name, dir, to, RENAME_NOREPLACE);
+	struct stat st;
+	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return mh_fail(r, MH_E_FAILED, EEXIST, "cannot rename it to %s", to);
+	(void)fsync(dir);
+	return 0;
+}
+
+int mh_answer_dir_delete(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                         struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_dir *q = &req->u.dir;
+	static char note[NAME_MAX + 32];
+	struct mh_at at = {.dir = -1};
+	struct dqblk dq;
+	uint64_t limit = 0;
+	uint32_t id = 0;
+	int base = -1, fd = -1, work = -1, tr = -1, ret = -1;
+	(void)ans;
+	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0)
+		goto out;
+	/* What a killed create or delete left in the work or trash area goes first. */
+	if ((work = area(base, WORK_AREA, true, r)) < 0 || purge(work, q->volume_id, r) < 0 ||
+	    (tr = area(base, TRASH_AREA, true, r)) < 0 || purge(tr, q->volume_id, r) < 0)
+		goto out;
+	if (locate(base, q->name, false, &at, r) < 0 ||
+	    (fd = open_marked(at.dir, at.name, q->volume_id, r)) < 0) {
+		if (mh_absent(r)) {
+			a->note = "no such directory";
+			ret = 0;
+		} else if (r->kind == MH_E_EXISTS) {
+			*r = (struct mh_res){0};
+			a->note = "the directory there is not this volume's: left alone";
+			ret = 0;
+		}
+		goto out;
+	}
+	switch (q->mode) {
+	case MH_DIR_RETAIN:
+		a->note = "retained";
+		ret = 0;
+		break;
+	case MH_DIR_ARCHIVE:
+		memcpy(note, "archived as ", 12);
+		ret = archive(at.dir, at.name, q->volume_id, note + 12, sizeof(note) - 12, r);
+		a->note = note;
+		break;
+	default:
+		if (quota_of(base, fd, &limit, &dq) == 0)
+			(void)projid_of(fd, &id);
+		mh_closep(&fd);
+		ret = trash(base, at.dir, at.name, q->volume_id, r);
+		if (ret == 0 && id)
+			ret = quota_set(base, id, 0, r);
+	}
+out:
+	mh_closep(&fd);
+	mh_closep(&tr);
+	mh_closep(&work);
+	mh_at_close(&at);
+	mh_closep(&base);
+	return ret;
+}
+
+int mh_answer_dir_expand(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                         struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_dir *q = &req->u.dir;
+	struct dqblk dq;
+	uint64_t limit;
+	uint32_t id = 0;
+	int base = -1, fd = -1, ret = -1;
+	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0 ||
+	    (fd = volume_open(base, q, r)) < 0)
+		goto out;
+	if (quota_of(base, fd, &limit, &dq) == 0 && projid_of(fd, &id) == 0) {
+		if (limit >= q->size_bytes)
+			a->note = "the quota is that large already";
+		else if (quota_set(base, id, q->size_bytes, r) < 0)
+			goto out;
+	} else {
+		a->note = "no project quota: the size is advisory";
+	}
+	answer_size(base, fd, q->size_bytes, &ans->u.dir_ans);
+	ret = 0;
+out:
+	mh_closep(&fd);
+	mh_closep(&base);
+	return ret;
+}
+
+int mh_answer_dir_publish(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                          struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_dir *q = &req->u.dir;
+	struct mh_vol v = {.dir = true};
+	struct mh_mnt tm;
+	struct mh_at tat = {.dir = -1};
+	struct stat st;
+	bool ro = q->mode == 1, made = false, changed = false;
+	int base = -1, fd = -1, bind = -1, tfd = -1, ret = -1, id;
+	(void)ans;
+	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0 ||
+	    (fd = volume_open(base, q, r)) < 0 || fstat(fd, &v.st) < 0) {
+		mh_missing_means(r, MH_E_PRECONDITION);
+		goto out;
+	}
+	if ((q->flags & MH_F_MOUNT_GROUP) && mh_mount_set_group(fd, q->gid, &changed, r) < 0)
+		goto out;
+	/* Read-only: the same directory, reached through the base's read-only clone. */
+	if (ro) {
+		mh_closep(&base);
+		if ((base = base_open(c, q->base, true, r)) < 0 ||
+		    (bind = volume_open(base, q, r)) < 0 || fstat(bind, &st) < 0)
+			goto out;
+		if (st.st_dev != v.st.st_dev || st.st_ino != v.st.st_ino) {
+			mh_fail(r, MH_E_FAILED, EAGAIN, "the volume's directory changed meanwhile");
+			goto out;
+		}
+	}
+	int rc = mh_mount_point(c, q->path, POL_TARGET, &v, q->volume_id, true, &tat, &tfd, &tm,
+	                        &made, r);
+	if (rc < 0)
+		goto out;
+	if (rc == 1) {
+		if (tm.ro != ro)
+			mh_fail(r, MH_E_EXISTS, EEXIST, "already published %s",
+			        tm.ro ? "read-only" : "read-write");
+		else
+			a->note = "already published";
+		ret = r->kind == MH_E_OK ? 0 : -1;
+		goto out;
+	}
+	mh_pause(c, "mount", NULL); /* tests: the target resolved, not yet mounted */
+	rc = mh_mount_bind_dir(ro ? bind : fd, tfd, &id, r);
+	mh_closep(&tfd);
+	mh_at_close(&tat);
+	if (rc == 0)
+		ret = mh_verify_mount(c, q->path, POL_TARGET, id, r);
+out:
+	mh_closep(&tfd);
+	mh_at_close(&tat);
+	if (ret < 0 && made)
+		mh_remove_made(c, q->path, POL_TARGET, q->volume_id);
+	mh_closep(&bind);
+	mh_closep(&fd);
+	mh_closep(&base);
+	return ret;
+}
+
+int mh_answer_dir_unpublish(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                            struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_dir *q = &req->u.dir;
+	struct mh_vol v = {.dir = true};
+	struct mh_at at = {.dir = -1};
+	int base = -1, fd = -1, ret = -1, unmounted = 0;
+	(void)ans;
+	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0)
+		goto out;
+	if (mh_at_open(c, q->path, POL_TARGET, &at, r) < 0) {
+		if (mh_absent(r)) {
+			a->note = "target does not exist";
+			ret = 0;
+		}
+		goto out;
+	}
+	/* Without its directory nothing mounted can be proved the volume's: none is touched. */
+	if ((fd = volume_open(base, q, r)) < 0 ? !mh_absent(r) : fstat(fd, &v.st) < 0)
+		goto out;
+	if (mh_unmount_ours(&at, &v, &unmounted, r) < 0)
+		goto out;
+	int rm = mh_at_remove_ours(&at, q->volume_id, r);
+	if (rm < 0)
+		goto out;
+	a->note = rm == 0     ? "target left in place: not made by sepcsi"
+	          : unmounted ? NULL
+	                      : "nothing was published there";
+	ret = 0;
+out:
+	mh_closep(&fd);
+	mh_at_close(&at);
+	mh_closep(&base);
+	return ret;
+}
+
+int mh_answer_dir_stats(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                        struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_dir *q = &req->u.dir;
+	struct mh_ans_stats *s = &ans->u.stats_ans;
+	struct mh_vol v = {.dir = true};
+	struct mh_at at = {.dir = -1};
+	struct mh_mnt m;
+	struct statvfs vfs;
+	struct dqblk dq;
+	uint64_t limit;
+	int base = -1, fd = -1, tfd = -1, ret = -1;
+	(void)a;
+	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0 ||
+	    (fd = volume_open(base, q, r)) < 0 || fstat(fd, &v.st) < 0)
+		goto out;
+	if (q->path[0]) { /* it must be published there */
+		if (mh_at_open(c, q->path, POL_TARGET | POL_STAGING, &at, r) < 0 ||
+		    (tfd = mh_at_child(&at, O_PATH, r)) < 0 || mh_mount_info(tfd, &m, r) < 0)
+			goto out;
+		if (!mh_vol_owns(&v, &m, NULL)) {
+			mh_fail(r, MH_E_NOTFOUND, ENOENT,
+			        "the volume is not published at the path");
+			goto out;
+		}
+	}
+	if (fstatvfs(fd, &vfs) < 0) {
+		mh_fail(r, MH_E_FAILED, errno, "statvfs: %s", strerror(errno));
+		goto out;
+	}
+	s->inodes_total = vfs.f_files;
+	s->inodes_free = vfs.f_ffree;
+	if (quota_of(base, fd, &limit, &dq) == 0 && limit > 0) {
+		s->bytes_total = limit;
+		s->bytes_used = dq.dqb_curspace;
+		s->bytes_available = limit > dq.dqb_curspace ? limit - dq.dqb_curspace : 0;
+		s->inodes_used = dq.dqb_curinodes;
+	} else { /* advisory: the base's own figures */
+		s->bytes_total = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+		s->bytes_available = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+		s->bytes_used = (uint64_t)(vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize;
+		s->inodes_used = vfs.f_files - vfs.f_ffree;
+	}
+	ret = 0;
+out:
+	mh_closep(&tfd);
+	mh_at_close(&at);
+	mh_closep(&fd);
+	mh_closep(&base);
+	return ret;
+}
+
+int mh_answer_dir_capacity(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                           struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_dir *q = &req->u.dir;
+	struct mh_ans_capacity *cap = &ans->u.capacity_ans;
+	struct statvfs vfs;
+	int base = -1;
+	(void)a;
+	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0)
+		return -1;
+	if (fstatvfs(base, &vfs) < 0) {
+		close(base);
+		return mh_fail(r, MH_E_FAILED, errno, "statvfs: %s", strerror(errno));
+	}
+	cap->available_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	cap->total_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+	cap->max_volume_bytes = pol_max_volume_bytes(c->pol);
+	cap->quota = quota_on(base);
+	close(base);
+	return 0;
+}
+
+int mh_answer_dir_snapshot(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                           struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_dir *q = &req->u.dir;
+	struct mh_tree_copied copied = {0};
+	int base = -1, fd = -1, snaps = -1, work = -1, wfd = -1, ret = -1;
+	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0 ||
+	    (snaps = area(base, SNAP_AREA, true, r)) < 0)
+		goto out;
+	if ((wfd = open_marked(snaps, q->snapshot_id, q->snapshot_id, r)) >= 0) {
+		a->note = "exists already";
+		ret = 0;
+		goto out;
+	}
+	if (!mh_absent(r) || (fd = volume_open(base, q, r)) < 0 ||
+	    (work = area(base, WORK_AREA, true, r)) < 0 ||
+	    (wfd = work_make(work, q->snapshot_id, r)) < 0 || mh_tree_copy(fd, wfd, &copied, r) < 0)
+		goto out;
+	if (fsync(wfd) < 0 ||
+	    renameat2(work, q->snapshot_id, snaps, q->snapshot_id, RENAME_NOREPLACE) < 0) {
+		mh_fail(r, MH_E_FAILED, errno, "cannot move the snapshot into place: %s",
+		        strerror(errno));
+		goto out;
+	}
+	(void)fsync(snaps);
+	ans->u.copy_ans.size_bytes = copied.bytes;
+	ans->u.copy_ans.reflinked = copied.reflinked;
+	a->note = copied.skipped ? "device nodes, FIFOs or sockets not copied" : NULL;
+	ret = 0;
+out:
+	if (ret < 0 && work >= 0)
+		purge(work, q->snapshot_id, &(struct mh_res){0});
+	mh_closep(&wfd);
+	mh_closep(&work);
+	mh_closep(&snaps);
+	mh_closep(&fd);
+	mh_closep(&base);
+	return ret;
+}
+
+int mh_answer_dir_delete_snapshot(const struct mh_ctx *c, const struct mh_msg *req,
+                                  struct mh_msg *ans, struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_dir *q = &req->u.dir;
+	int base = -1, snaps = -1, fd = -1, ret = -1;
+	(void)ans;
+	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0 ||
+	    (snaps = area(base, SNAP_AREA, true, r)) < 0)
+		goto out;
+	if ((fd = open_marked(snaps, q->snapshot_id, q->snapshot_id, r)) < 0) {
+		if (mh_absent(r)) {
+			a->note = "no such snapshot";
+			ret = 0;
+		}
+		goto out;
+	}
+	mh_closep(&fd);
+	ret = trash(base, snaps, q->snapshot_id, q->snapshot_id, r);
+out:
+	mh_closep(&fd);
+	mh_closep(&snaps);
+	mh_closep(&base);
+	return ret;
+}
+
+/* Empty the work and trash areas of every base, but for ids held(). */
+static void sweep_area(int area_fd, bool (*held)(const char *id))
+{
+	DIR *d = fdopendir(area_fd);
+	struct dirent *e;
+	char names[64][MH_ID_MAX + 1];
+	size_t n = 0;
+	if (!d) {
+		close(area_fd);
+		return;
+	}
+	while (n < 64 && (e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.' && strlen(e->d_name) <= MH_ID_MAX &&
+		    (!held || !held(e->d_name)))
+			snprintf(names[n++], sizeof(names[0]), "%s", e->d_name);
+	for (size_t i = 0; i < n; i++)
+		purge(dirfd(d), names[i], &(struct mh_res){0});
+	closedir(d);
+}
+
+void mh_dir_sweep(const struct mh_ctx *c, bool (*held)(const char *id))
+{
+	for (size_t i = 0; pol_base_dir(c->pol, i); i++) {
+		struct mh_res ignore = {0};
+		int base = base_open(c, pol_base_dir(c->pol, i), false, &ignore);
+		if (base < 0)
+			continue;
+		int w = area(base, WORK_AREA, false, &ignore),
+		    t = area(base, TRASH_AREA, false, &ignore);
+		if (w >= 0)
+			sweep_area(w, held);
+		if (t >= 0)
+			sweep_area(t, held);
+		close(base);
+	}
+}

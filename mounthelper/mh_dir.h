@@ -1,0 +1,15 @@
+/*
+ * Directory volumes (mh_dir.c): the handlers of the MH_REQ_DIR_* requests and
+ * the start-up sweep of what dead workers left in the bases' own areas.
+ */
+#ifndef SEPCSI_MH_DIR_H
+#define SEPCSI_MH_DIR_H
+
+#include <stdbool.h>
+
+#include "mh.h"
+
+/* Remove what dead operations left in the work and trash areas of every base, but held ids. */
+void mh_dir_sweep(const struct mh_ctx *c, bool (*held)(const char *id));
+
+#endif
