@@ -191,12 +191,13 @@ static bool same_request(const struct store_volume *v, const struct create_args 
 		return false;
 	if (ca->lim && v->capacity_bytes > ca->lim)
 		return false;
-	if (ca->shape.block != (v->fs_type[0] == '\0'))
-		return false;
-	if (*ca->fs_asked && strcmp(ca->fs_asked, v->fs_type) != 0)
-		return false;
 	if (ca->params.dir != ctl_volume_is_dir(v) ||
 	    (ca->params.dir && strcmp(ca->dir_name, v->dir_name) != 0))
+		return false;
+	/* A directory volume has no file system of its own ("" like raw block). */
+	if (!ca->params.dir && ca->shape.block != (v->fs_type[0] == '\0'))
+		return false;
+	if (*ca->fs_asked && strcmp(ca->fs_asked, v->fs_type) != 0)
 		return false;
 	return strcmp(v->parameters, ca->params.canon) == 0 &&
 	       strcmp(v->mutable_parameters, ca->params.mutable_canon) == 0 &&
@@ -479,7 +480,7 @@ static int check_dir_free(struct ctl *c, struct ctl_status *st, const struct cre
 	else if (rc != STORE_NOTFOUND)
 		ctl_fail_store(st, "look up directory", rc);
 	store_volume_free(other);
-	return rc == STORE_NOTFOUND ? CTL_OK : st->code;
+	return rc == STORE_NOTFOUND ? (int)CTL_OK : (int)st->code;
 }
 
 int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,

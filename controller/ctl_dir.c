@@ -92,9 +92,9 @@ const char *ctl_dir_mode_name(uint8_t mode)
 
 bool ctl_dir_mode_parse(const char *name, uint8_t *mode)
 {
-	for (uint8_t m = 0; m < sizeof(mode_names) / sizeof(mode_names[0]); m++) {
+	for (size_t m = 0; name && m < sizeof(mode_names) / sizeof(mode_names[0]); m++) {
 		if (strcmp(name, mode_names[m]) == 0) {
-			*mode = m;
+			*mode = (uint8_t)m;
 			return true;
 		}
 	}

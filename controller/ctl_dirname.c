@@ -45,8 +45,12 @@ static bool put_value(char *out, size_t *len, const char *value)
 	for (const char *p = value; *p; p++) {
 		if (*len >= MH_DIRNAME_MAX)
 			return false;
-		char c = name_char(*p) ? *p : '-';
-		out[(*len)++] = p == value && c == '.' ? '_' : c;
+		char c = *p;
+		if (!name_char(c))
+			c = '-';
+		else if (p == value && c == '.')
+			c = '_';
+		out[(*len)++] = c;
 	}
 	out[*len] = '\0';
 	return true;

@@ -201,13 +201,13 @@ static void build_samples(void)
 	m->u.stats_ans.abnormal = 1;
 	fill(m->u.stats_ans.message, MH_REASON_MAX, 'm');
 
-	for (uint16_t t = MH_REQ_DIR_CREATE; t <= MH_REQ_DIR_DELETE_SNAPSHOT; t += 2) {
-		m = add(t, 300u + t);
+	for (int t = MH_REQ_DIR_CREATE; t <= MH_REQ_DIR_DELETE_SNAPSHOT; t += 2) {
+		m = add((uint16_t)t, 300u + (uint32_t)t);
 		strcpy(m->u.dir.volume_id, "sv-5");
 		strcpy(m->u.dir.base, "/srv/volumes");
 		strcpy(m->u.dir.name, "ns/claim");
 		m->u.dir.mode = MH_DIR_ARCHIVE;
-		m = add(t, 400u + t);
+		m = add((uint16_t)t, 400u + (uint32_t)t);
 		fill(m->u.dir.volume_id, MH_ID_MAX, 'v');
 		fill(m->u.dir.base, MH_PATH_MAX, 'b');
 		fill(m->u.dir.name, MH_DIRNAME_MAX, 'n');
