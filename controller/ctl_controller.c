@@ -22,10 +22,10 @@
  * limit_bytes.
  */
 static int pick_capacity(struct ctl_status *st, const Csi__V1__CapacityRange *r, const char *fs,
-                         int64_t source_bytes, int64_t *out)
+                         bool dir, int64_t source_bytes, int64_t *out)
 {
 	int64_t req = r ? r->required_bytes : 0, lim = r ? r->limit_bytes : 0;
-	int64_t min = ctl_min_volume_bytes(fs);
+	int64_t min = dir ? CTL_DIR_MIN_BYTES : ctl_min_volume_bytes(fs);
 	if (req < 0 || lim < 0)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT, "capacity_range must not be negative");
 	if (lim && req > lim)
@@ -51,7 +51,11 @@ static int pick_capacity(struct ctl_status *st, const Csi__V1__CapacityRange *r,
 		return ctl_fail(
 		    st, CTL_OUT_OF_RANGE,
 		    "cannot honour limit_bytes %lld: the smallest %s volume is %lld bytes",
-		    (long long)lim, *fs ? fs : "raw block", (long long)size);
+		    (long long)lim,
+		    dir   ? STORE_KIND_DIRECTORY
+		    : *fs ? fs
+		          : "raw block",
+		    (long long)size);
 	*out = size;
 	return CTL_OK;
 }
@@ -98,6 +102,9 @@ struct create_args {
 	uint8_t source_kind;         /* 0, MH_SRC_SNAPSHOT or MH_SRC_VOLUME */
 	const char *source_id;
 	int64_t req, lim;
+	/* A directory volume (params.dir): its name beneath params.base, and a source's name. */
+	char dir_name[MH_DIRNAME_MAX + 1];
+	char source_name[MH_DIRNAME_MAX + 1];
 };
 
 static int parse_source(struct ctl_status *st, const Csi__V1__VolumeContentSource *cs,
@@ -155,7 +162,16 @@ static int check_create(struct ctl *c, struct ctl_status *st,
 		                "capacity_range.required_bytes %lld exceeds limit_bytes %lld",
 		                (long long)ca->req, (long long)ca->lim);
 	ca->fs_asked = "";
-	if (!ca->shape.block) {
+	if (ca->params.dir) {
+		/* A directory on the base's file system: mount access, nothing to format. */
+		for (size_t i = 0; i < req->n_volume_capabilities; i++)
+			if (ctl_dir_check_capability(st, req->volume_capabilities[i],
+			                             "volume_capabilities"))
+				return st->code;
+		if (ctl_vparams_dir_name(st, &ca->params, CTL_KV(a, req, parameters),
+		                         req->n_parameters, req->name, ca->dir_name))
+			return st->code;
+	} else if (!ca->shape.block) {
 		/* A raw block volume has no file system: fsType only concerns mounts. */
 		const char *p = ca->params.fs_type;
 		if (*ca->shape.fs && *p && strcmp(ca->shape.fs, p) != 0)
@@ -175,7 +191,11 @@ static bool same_request(const struct store_volume *v, const struct create_args 
 		return false;
 	if (ca->lim && v->capacity_bytes > ca->lim)
 		return false;
-	if (ca->shape.block != (v->fs_type[0] == '\0'))
+	if (ca->params.dir != ctl_volume_is_dir(v) ||
+	    (ca->params.dir && strcmp(ca->dir_name, v->dir_name) != 0))
+		return false;
+	/* A directory volume has no file system of its own ("" like raw block). */
+	if (!ca->params.dir && ca->shape.block != (v->fs_type[0] == '\0'))
 		return false;
 	if (*ca->fs_asked && strcmp(ca->fs_asked, v->fs_type) != 0)
 		return false;
@@ -188,11 +208,11 @@ static bool same_request(const struct store_volume *v, const struct create_args 
  * The source's file system and size, or NOT_FOUND. A copy keeps its source's
  * file system (or lack of one), so the request may not ask for another.
  */
-static int resolve_source(struct ctl *c, struct ctl_status *st, const struct create_args *ca,
+static int resolve_source(struct ctl *c, struct ctl_status *st, struct create_args *ca,
                           const char **fs, int64_t *bytes, struct store_volume **sv,
                           struct store_snapshot **ss)
 {
-	const char *src_fs;
+	const char *src_fs, *src_kind, *src_base;
 	int rc;
 	if (ca->source_kind == MH_SRC_SNAPSHOT) {
 		rc = store_snapshot_get(c->st, ca->source_id, ss);
@@ -203,6 +223,8 @@ static int resolve_source(struct ctl *c, struct ctl_status *st, const struct cre
 			return ctl_fail_store(st, "look up source snapshot", rc);
 		src_fs = (*ss)->fs_type;
 		*bytes = (*ss)->size_bytes;
+		src_kind = (*ss)->kind;
+		src_base = (*ss)->dir_base;
 	} else {
 		rc = ctl_volume_get(c, ca->source_id, sv);
 		if (rc == STORE_NOTFOUND)
@@ -212,6 +234,25 @@ static int resolve_source(struct ctl *c, struct ctl_status *st, const struct cre
 			return ctl_fail_store(st, "look up source volume", rc);
 		src_fs = (*sv)->fs_type;
 		*bytes = (*sv)->capacity_bytes;
+		src_kind = (*sv)->kind;
+		src_base = (*sv)->dir_base;
+		snprintf(ca->source_name, sizeof(ca->source_name), "%s", (*sv)->dir_name);
+	}
+	bool src_dir = strcmp(src_kind, STORE_KIND_DIRECTORY) == 0;
+	if (src_dir != ca->params.dir)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+		                "volume_content_source %s is %s, the request asks for %s",
+		                ca->source_id,
+		                src_dir ? "a directory volume's" : "an image volume's",
+		                ca->params.dir ? "a directory volume" : "an image volume");
+	if (src_dir) {
+		if (strcmp(src_base, ca->params.base) != 0)
+			return ctl_fail(st, CTL_INVALID_ARGUMENT,
+			                "volume_content_source %s lives in base directory %s, not "
+			                "in " CTL_P_BASE_DIR " %s: a copy is made within one base",
+			                ca->source_id, src_base, ca->params.base);
+		*fs = "";
+		return CTL_OK;
 	}
 	if (ca->shape.block != (src_fs[0] == '\0'))
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,
@@ -270,6 +311,51 @@ static int make_image(struct ctl *c, struct ctl_status *st, const struct create_
 	                   &e);
 }
 
+/*
+ * The directory of a new directory volume: empty, or a copy of its source in
+ * the same base, with a quota of size where the base supports project
+ * quotas. Done again by a retry, the helper finds its first attempt's
+ * directory (same volume id and name); a directory that is not this
+ * volume's (another volume's, a retained or archived one, a stranger's) is
+ * EXISTS, and is never removed here.
+ */
+static int make_dir(struct ctl *c, struct ctl_status *st, const struct create_args *ca,
+                    const char *id, int64_t size, struct mh_ans_dir *out)
+{
+	struct mh_req_dir q = {.size_bytes = (uint64_t)size, .source_kind = ca->source_kind};
+	struct mh_msg ans = {0};
+	struct mh_err e;
+	snprintf(q.volume_id, sizeof(q.volume_id), "%s", id);
+	snprintf(q.base, sizeof(q.base), "%s", ca->params.base);
+	snprintf(q.name, sizeof(q.name), "%s", ca->dir_name);
+	if (ca->source_kind) {
+		snprintf(q.source_id, sizeof(q.source_id), "%s", ca->source_id);
+		if (ca->source_kind == MH_SRC_VOLUME)
+			snprintf(q.source_name, sizeof(q.source_name), "%s", ca->source_name);
+	}
+	if (mh_dir(c->mh, MH_REQ_DIR_CREATE, &q, &ans, &e) == 0) {
+		*out = ans.u.dir_ans;
+		return CTL_OK;
+	}
+	if (e.kind == MH_E_EXISTS)
+		return ctl_fail(st, CTL_ALREADY_EXISTS,
+		                "directory %s/%s already exists and is not a directory this driver "
+		                "made for this volume (%s)",
+		                ca->params.base, ca->dir_name, e.reason);
+	return ctl_fail_mh(st, "create directory", &e);
+}
+
+/* Remove a new directory volume's directory again (nothing records it). 0 or -1. */
+static int unmake_dir(struct ctl *c, const char *id, const char *base, const char *name)
+{
+	struct mh_req_dir q = {.mode = MH_DIR_DELETE};
+	struct mh_err e;
+	snprintf(q.volume_id, sizeof(q.volume_id), "%s", id);
+	snprintf(q.base, sizeof(q.base), "%s", base);
+	snprintf(q.name, sizeof(q.name), "%s", name);
+	return mh_dir(c->mh, MH_REQ_DIR_DELETE, &q, NULL, &e);
+}
+
 /* A volume already under this name: the same request is answered with it, another refused. */
 static int answer_existing(struct ctl *c, struct ctl_status *st, struct ctl_arena *a,
                            const Csi__V1__CreateVolumeRequest *req, const struct create_args *ca,
@@ -292,24 +378,23 @@ static int check_fits(struct ctl *c, struct ctl_status *st, const struct create_
                       int64_t size)
 {
 	uint64_t avail = 0, largest = 0;
+	const char *where = ca->params.dir ? "the base directory" : "the data directory";
 	if (ca->params.expand_limit && ca->params.expand_limit < size)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,
 		                CTL_P_EXPAND_LIMIT " %lld is below the volume's size %lld",
 		                (long long)ca->params.expand_limit, (long long)size);
-	if (ctl_data_available(c, st, &avail, &largest))
+	if (ctl_data_available(c, st, ca->params.dir ? ca->params.base : NULL, &avail, &largest))
 		return st->code;
 	/* Bigger than any volume may be (policy, file system): no retry can help. */
 	if ((uint64_t)size > largest)
-		return ctl_fail(
-		    st, CTL_OUT_OF_RANGE,
-		    "node %s: the largest volume the data directory takes is %llu bytes, "
-		    "%lld asked",
-		    c->cfg.node_id, (unsigned long long)largest, (long long)size);
+		return ctl_fail(st, CTL_OUT_OF_RANGE,
+		                "node %s: the largest volume %s takes is %llu bytes, %lld asked",
+		                c->cfg.node_id, where, (unsigned long long)largest,
+		                (long long)size);
 	if ((uint64_t)size > avail)
 		return ctl_fail(st, CTL_RESOURCE_EXHAUSTED,
-		                "node %s: the data directory has %llu bytes free, the volume needs "
-		                "%lld",
-		                c->cfg.node_id, (unsigned long long)avail, (long long)size);
+		                "node %s: %s has %llu bytes free, the volume needs %lld",
+		                c->cfg.node_id, where, (unsigned long long)avail, (long long)size);
 	return CTL_OK;
 }
 
@@ -325,15 +410,28 @@ static int create_new(struct ctl *c, struct ctl_status *st, struct ctl_arena *a,
 {
 	char id[36];
 	uint64_t real = 0;
-	int again = ctl_intent_resume(c, CTL_OP_CREATE, req->name, ca->source, id, sizeof(id));
-	if (again < 0)
+	struct mh_ans_dir dir = {0};
+	/* A directory volume's intent names its directory, for reconciliation. */
+	char *detail = ca->params.dir
+	                   ? ctl_dir_detail(ca->params.base, ca->dir_name, "source", ca->source)
+	                   : strdup(ca->source);
+	if (!detail)
+		abort();
+	int again = ctl_intent_resume(c, CTL_OP_CREATE, req->name, detail, id, sizeof(id));
+	if (again < 0) {
+		free(detail);
 		return ctl_fail(st, CTL_UNAVAILABLE,
 		                "an earlier attempt under this name cannot be undone yet");
+	}
 	if (!again)
 		ctl_new_volume_id(id);
-	if ((!again && ctl_intent_begin(c, st, CTL_OP_CREATE, req->name, id, ca->source)) ||
-	    make_image(c, st, ca, id, size, again == 1, &real))
+	int failed = !again && ctl_intent_begin(c, st, CTL_OP_CREATE, req->name, id, detail);
+	free(detail);
+	if (failed || (ca->params.dir ? make_dir(c, st, ca, id, size, &dir)
+	                              : make_image(c, st, ca, id, size, again == 1, &real)))
 		return st->code;
+	if (ca->params.dir)
+		real = dir.size_bytes;
 	struct store_volume v = {
 	    .id = id,
 	    .name = (char *)req->name,
@@ -348,12 +446,18 @@ static int create_new(struct ctl *c, struct ctl_status *st, struct ctl_arena *a,
 	    .nouuid = ca->source_kind && strcmp(fs, "xfs") == 0,
 	    .mutable_parameters = ca->params.mutable_canon,
 	    .condition = "",
+	    .kind = ca->params.dir ? STORE_KIND_DIRECTORY : STORE_KIND_IMAGE,
+	    .dir_base = ca->params.dir ? (char *)ca->params.base : "",
+	    .dir_name = (char *)ca->dir_name,
+	    .on_delete = ca->params.dir ? (char *)ctl_dir_mode_name(ca->params.on_delete) : "",
+	    .quota = dir.quota != 0,
 	};
 	int rc = store_volume_put(c->st, &v);
 	if (rc != STORE_OK) {
-		/* Roll back so a retry starts clean; the image is unused. */
+		/* Roll back so a retry starts clean; the image or directory is unused. */
 		struct mh_err e;
-		if (mh_delete(c->mh, id, &e) == 0)
+		if ((ca->params.dir ? unmake_dir(c, id, ca->params.base, ca->dir_name)
+		                    : mh_delete(c->mh, id, &e)) == 0)
 			ctl_intent_end(c, CTL_OP_CREATE, req->name);
 		return ctl_fail_store(st, "record volume", rc);
 	}
@@ -363,6 +467,22 @@ static int create_new(struct ctl *c, struct ctl_status *st, struct ctl_arena *a,
 	return CTL_OK;
 }
 
+/* No other volume has this directory (the store's unique index says the same, later). */
+static int check_dir_free(struct ctl *c, struct ctl_status *st, const struct create_args *ca)
+{
+	struct store_volume *other = NULL;
+	int rc = store_volume_get_by_directory(c->st, ca->params.base, ca->dir_name, &other);
+	if (rc == STORE_OK)
+		ctl_fail(st, CTL_ALREADY_EXISTS,
+		         "directory %s/%s is already volume %s's (name '%.128s'): choose "
+		         "another " CTL_P_PATH_PATTERN " or " CTL_P_BASE_DIR,
+		         ca->params.base, ca->dir_name, other->id, other->name);
+	else if (rc != STORE_NOTFOUND)
+		ctl_fail_store(st, "look up directory", rc);
+	store_volume_free(other);
+	return rc == STORE_NOTFOUND ? (int)CTL_OK : (int)st->code;
+}
+
 int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
                       struct ctl_status *st)
 {
@@ -370,8 +490,8 @@ int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 	struct create_args ca;
 	struct store_volume *old = NULL, *src_vol = NULL;
 	struct store_snapshot *src_snap = NULL;
-	char name_key[256] = "";
-	const char *keys[2], *busy = NULL;
+	char name_key[256] = "", dir_key[MH_PATH_MAX + MH_DIRNAME_MAX + 8] = "";
+	const char *keys[3], *busy = NULL;
 	size_t nkeys = 0;
 	bool locked = false;
 	int64_t size = 0, source_bytes = 0;
@@ -385,6 +505,11 @@ int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 	keys[nkeys++] = name_key;
 	if (ca.source_kind)
 		keys[nkeys++] = ca.source_id;
+	/* Two names may ask for one directory: one of them makes it, the other is refused. */
+	if (ca.params.dir) {
+		snprintf(dir_key, sizeof(dir_key), "dir:%s/%s", ca.params.base, ca.dir_name);
+		keys[nkeys++] = dir_key;
+	}
 	if (!(locked = ctl_lock_keys(c, keys, nkeys, &busy))) {
 		ctl_fail_busy(st, busy == name_key ? req->name : busy);
 		goto out;
@@ -397,13 +522,14 @@ int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 		ctl_fail_store(st, "look up volume name", rc);
 		goto out;
 	}
-	if (check_topology(c, st, req->accessibility_requirements))
+	if (check_topology(c, st, req->accessibility_requirements) ||
+	    (ca.params.dir && check_dir_free(c, st, &ca)))
 		goto out;
 	/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): check_create() set fs_asked */
-	fs = ca.shape.block ? "" : *ca.fs_asked ? ca.fs_asked : "ext4";
+	fs = ca.shape.block || ca.params.dir ? "" : *ca.fs_asked ? ca.fs_asked : "ext4";
 	if (ca.source_kind && resolve_source(c, st, &ca, &fs, &source_bytes, &src_vol, &src_snap))
 		goto out;
-	if (pick_capacity(st, req->capacity_range, fs, source_bytes, &size) ||
+	if (pick_capacity(st, req->capacity_range, fs, ca.params.dir, source_bytes, &size) ||
 	    check_fits(c, st, &ca, size))
 		goto out;
 	create_new(c, st, a, req, &ca, fs, size, resp);
@@ -415,6 +541,37 @@ out:
 	store_snapshot_free(src_snap);
 	ctl_vparams_release(&ca.params);
 	return st->code;
+}
+
+/*
+ * Remove a volume's data under a delete intent: its image, or its directory
+ * as its on-delete mode says (removed, retained, or archived as
+ * archived-<name>). The mode is recorded in the intent, so a delete cut
+ * short is finished with the same one.
+ */
+static int remove_data(struct ctl *c, struct ctl_status *st, const struct store_volume *v)
+{
+	struct mh_err e;
+	if (!ctl_volume_is_dir(v)) {
+		if (ctl_intent_begin(c, st, CTL_OP_DELETE, v->id, v->id, ""))
+			return st->code;
+		if (mh_delete(c->mh, v->id, &e) != 0 && e.kind != MH_E_NOTFOUND)
+			return ctl_fail_mh(st, "delete image", &e);
+		return CTL_OK;
+	}
+	struct mh_req_dir q;
+	ctl_dir_req(v, &q);
+	/* A mode this build cannot read keeps the data: nothing is removed by mistake. */
+	if (!ctl_dir_mode_parse(v->on_delete, &q.mode))
+		q.mode = MH_DIR_RETAIN;
+	char *detail = ctl_dir_detail(q.base, q.name, "mode", ctl_dir_mode_name(q.mode));
+	int failed = ctl_intent_begin(c, st, CTL_OP_DELETE, v->id, v->id, detail);
+	free(detail);
+	if (failed)
+		return st->code;
+	if (mh_dir(c->mh, MH_REQ_DIR_DELETE, &q, NULL, &e) != 0 && e.kind != MH_E_NOTFOUND)
+		return ctl_fail_mh(st, "delete directory", &e);
+	return CTL_OK;
 }
 
 int ctl_delete_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
@@ -469,13 +626,8 @@ int ctl_delete_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 		goto done;
 	}
 	/* Snapshots are independent copies: they stay, and stay usable as sources. */
-	struct mh_err e;
-	if (ctl_intent_begin(c, st, CTL_OP_DELETE, req->volume_id, req->volume_id, ""))
+	if (remove_data(c, st, v))
 		goto done;
-	if (mh_delete(c->mh, req->volume_id, &e) != 0 && e.kind != MH_E_NOTFOUND) {
-		ctl_fail_mh(st, "delete image", &e);
-		goto done;
-	}
 	rc = store_volume_delete(c->st, req->volume_id);
 	if (rc != STORE_OK && rc != STORE_NOTFOUND) {
 		ctl_fail_store(st, "forget volume", rc);

@@ -5,6 +5,7 @@
  * Runs in rpcd, unprivileged; nothing here is fatal but allocation failure.
  */
 #include "ctl_cs.h"
+#include "ctl_dirname.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,17 +210,133 @@ static int check_mkfs_options(struct ctl_status *st, const char *v)
 	return CTL_OK;
 }
 
+/* Does a line of canonical text set key (whatever the length of its value)? */
+static bool canon_has(const char *canon, const char *key)
+{
+	size_t klen = strlen(key);
+	for (const char *line = canon; line && *line;) {
+		if (strncmp(line, key, klen) == 0 && line[klen] == '=')
+			return true;
+		line = strchr(line, '\n');
+		line = line ? line + 1 : NULL;
+	}
+	return false;
+}
+
+/* The parameters of a directory volume (type: directory), or their absence for an image. */
+static int parse_dir_params(struct ctl_status *st, struct ctl_vparams *out)
+{
+	static const char *const dir_only[] = {CTL_P_BASE_DIR, CTL_P_PATH_PATTERN, CTL_P_ON_DELETE,
+	                                       CTL_P_ARCHIVE_ON_DELETE, NULL};
+	static const char *const image_only[] = {CTL_P_FS_TYPE, CTL_P_MKFS_OPTIONS, NULL};
+	char type[16] = STORE_KIND_IMAGE, buf[MH_PATH_MAX + 2], archive[8];
+
+	if (ctl_canon_get(out->canon, CTL_P_TYPE, type, sizeof(type)) &&
+	    strcmp(type, STORE_KIND_IMAGE) != 0 && strcmp(type, STORE_KIND_DIRECTORY) != 0)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+		                "parameters: " CTL_P_TYPE " '%.40s' is not image or directory",
+		                type);
+	out->dir = strcmp(type, STORE_KIND_DIRECTORY) == 0;
+	for (const char *const *k = out->dir ? image_only : dir_only; *k; k++) {
+		if (canon_has(out->canon, *k)) {
+			if (out->dir)
+				return ctl_fail(
+				    st, CTL_INVALID_ARGUMENT,
+				    "parameters: %s does not apply to directory volumes "
+				    "(" CTL_P_TYPE ": directory)",
+				    *k);
+			return ctl_fail(
+			    st, CTL_INVALID_ARGUMENT,
+			    "parameters: %s applies to directory volumes only (set " CTL_P_TYPE
+			    ": directory)",
+			    *k);
+		}
+	}
+	if (!out->dir)
+		return CTL_OK;
+	if (!ctl_canon_get(out->canon, CTL_P_BASE_DIR, buf, sizeof(buf)))
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+		                canon_has(out->canon, CTL_P_BASE_DIR)
+		                    ? "parameters: " CTL_P_BASE_DIR " is longer than a path may be"
+		                    : "parameters: " CTL_P_BASE_DIR
+		                      " is required for directory volumes (one of the helper's "
+		                      "[directories] base_dirs)");
+	if (!pol_path_syntax_ok(buf))
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+		                "parameters: " CTL_P_BASE_DIR
+		                " '%.200s' is not a canonical absolute path (no '.', '..', '//' "
+		                "or trailing '/')",
+		                buf);
+	snprintf(out->base, sizeof(out->base), "%.*s", MH_PATH_MAX, buf);
+	if (ctl_canon_get(out->canon, CTL_P_PATH_PATTERN, out->pattern, sizeof(out->pattern)))
+		out->has_pattern = true;
+	else if (canon_has(out->canon, CTL_P_PATH_PATTERN))
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+		                "parameters: " CTL_P_PATH_PATTERN " is longer than %d bytes",
+		                CTL_PATTERN_MAX);
+	out->on_delete = MH_DIR_DELETE;
+	bool has_mode = ctl_canon_get(out->canon, CTL_P_ON_DELETE, buf, sizeof(buf));
+	if (has_mode && !ctl_dir_mode_parse(buf, &out->on_delete))
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+		                "parameters: " CTL_P_ON_DELETE
+		                " '%.40s' is not delete, retain or archive",
+		                buf);
+	if (ctl_canon_get(out->canon, CTL_P_ARCHIVE_ON_DELETE, archive, sizeof(archive))) {
+		bool yes = strcmp(archive, "true") == 0;
+		if (!yes && strcmp(archive, "false") != 0)
+			return ctl_fail(st, CTL_INVALID_ARGUMENT,
+			                "parameters: " CTL_P_ARCHIVE_ON_DELETE
+			                " '%.8s' is not true or false",
+			                archive);
+		uint8_t mode = yes ? MH_DIR_ARCHIVE : MH_DIR_DELETE;
+		if (has_mode && mode != out->on_delete)
+			return ctl_fail(st, CTL_INVALID_ARGUMENT,
+			                "parameters: " CTL_P_ARCHIVE_ON_DELETE
+			                " %s (on delete: %s) conflicts with " CTL_P_ON_DELETE " %s",
+			                archive, ctl_dir_mode_name(mode),
+			                ctl_dir_mode_name(out->on_delete));
+		out->on_delete = mode;
+	} else if (canon_has(out->canon, CTL_P_ARCHIVE_ON_DELETE)) {
+		return ctl_fail(st, CTL_INVALID_ARGUMENT,
+		                "parameters: " CTL_P_ARCHIVE_ON_DELETE " is not true or false");
+	}
+	return CTL_OK;
+}
+
+int ctl_vparams_dir_name(struct ctl_status *st, const struct ctl_vparams *p,
+                         const struct ctl_kv *params, size_t n, const char *request_name,
+                         char out[MH_DIRNAME_MAX + 1])
+{
+	struct ctl_dir_meta m = {0};
+	char why[CTL_MSG_MAX - 32];
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(params[i].key, CTL_META_PVC_NAMESPACE) == 0)
+			m.pvc_namespace = params[i].value;
+		else if (strcmp(params[i].key, CTL_META_PVC_NAME) == 0)
+			m.pvc_name = params[i].value;
+		else if (strcmp(params[i].key, CTL_META_PV_NAME) == 0)
+			m.pv_name = params[i].value;
+	}
+	if (ctl_dir_name(p->has_pattern ? p->pattern : NULL, &m, request_name, out, why,
+	                 sizeof(why)) != 0)
+		return ctl_fail(st, CTL_INVALID_ARGUMENT, "parameters: %s", why);
+	return st->code = CTL_OK;
+}
+
 int ctl_vparams_parse(struct ctl_status *st, const struct ctl_kv *params, size_t n,
                       const struct ctl_kv *mut, size_t nm, struct ctl_vparams *out)
 {
-	static const char *const known[] = {CTL_P_FS_TYPE, CTL_P_MKFS_OPTIONS, CTL_P_EXPAND_LIMIT,
-	                                    NULL};
+	static const char *const known[] = {
+	    CTL_P_FS_TYPE,   CTL_P_MKFS_OPTIONS,      CTL_P_EXPAND_LIMIT,
+	    CTL_P_TYPE,      CTL_P_BASE_DIR,          CTL_P_PATH_PATTERN,
+	    CTL_P_ON_DELETE, CTL_P_ARCHIVE_ON_DELETE, NULL};
 	static const char *const mutable_known[] = {CTL_P_EXPAND_LIMIT, NULL};
 	char buf[MH_OPTS_MAX + 1];
 
 	memset(out, 0, sizeof(*out));
 	if (ctl_kv_canon(st, params, n, known, "parameters", &out->canon) ||
-	    ctl_kv_canon(st, mut, nm, mutable_known, "mutable_parameters", &out->mutable_canon))
+	    ctl_kv_canon(st, mut, nm, mutable_known, "mutable_parameters", &out->mutable_canon) ||
+	    parse_dir_params(st, out))
 		goto fail;
 	if (ctl_canon_get(out->canon, CTL_P_FS_TYPE, buf, sizeof(buf))) {
 		if (!pol_fs_known(buf)) {
@@ -311,10 +428,13 @@ bool ctl_cap_fits_volume(const Csi__V1__VolumeCapability *cap, const struct stor
                          char *why, size_t whysz)
 {
 	struct ctl_status st = {0};
-	if (ctl_check_capability(&st, cap, "volume_capability")) {
+	if (ctl_volume_is_dir(v) ? ctl_dir_check_capability(&st, cap, "volume_capability")
+	                         : ctl_check_capability(&st, cap, "volume_capability")) {
 		snprintf(why, whysz, "%s", st.msg);
 		return false;
 	}
+	if (ctl_volume_is_dir(v))
+		return true;
 	bool block = cap->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
 	if (block && v->fs_type[0]) {
 		snprintf(why, whysz, "volume %s holds file system %s, it is not a raw block device",
@@ -358,6 +478,8 @@ Csi__V1__Volume *ctl_volume_msg(struct ctl *c, struct ctl_arena *a, const struct
 	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of message pointers */
 	vol->accessible_topology = ctl_alloc(a, sizeof(*vol->accessible_topology));
 	vol->accessible_topology[0] = ctl_node_topology(c, a);
+	if (ctl_volume_is_dir(v))
+		ctl_dir_context(a, v, vol);
 
 	const char *src = v->content_source ? v->content_source : "";
 	bool snap = strncmp(src, "snapshot:", 9) == 0, volsrc = strncmp(src, "volume:", 7) == 0;
@@ -421,13 +543,22 @@ int ctl_published_nodes(struct ctl *c, struct ctl_status *st, const char *volume
 	return st->code = CTL_OK;
 }
 
-int ctl_data_available(struct ctl *c, struct ctl_status *st, uint64_t *avail, uint64_t *max)
+int ctl_data_available(struct ctl *c, struct ctl_status *st, const char *base, uint64_t *avail,
+                       uint64_t *max)
 {
 	struct mh_ans_capacity cap;
 	struct mh_err e;
 	memset(&cap, 0, sizeof(cap));
-	if (mh_capacity(c->mh, &cap, &e) != 0)
+	if (base) {
+		struct mh_req_dir q = {0};
+		struct mh_msg ans = {0};
+		snprintf(q.base, sizeof(q.base), "%s", base);
+		if (mh_dir(c->mh, MH_REQ_DIR_CAPACITY, &q, &ans, &e) != 0)
+			return ctl_fail_mh(st, "capacity of the base directory", &e);
+		cap = ans.u.capacity_ans;
+	} else if (mh_capacity(c->mh, &cap, &e) != 0) {
 		return ctl_fail_mh(st, "capacity of the data directory", &e);
+	}
 	*avail = cap.available_bytes;
 	if (max)
 		*max = cap.max_volume_bytes;

@@ -18,6 +18,15 @@
 #define CTL_P_FS_TYPE      "fsType"
 #define CTL_P_MKFS_OPTIONS "mkfsOptions"
 #define CTL_P_EXPAND_LIMIT "expandLimitBytes" /* also a mutable parameter */
+#define CTL_P_TYPE         "type"             /* "image" (default) or "directory" */
+/* Directory volumes only: */
+#define CTL_P_BASE_DIR          "baseDir"         /* required: one of the helper's base_dirs */
+#define CTL_P_PATH_PATTERN      "pathPattern"     /* the name beneath it (ctl_dirname.h) */
+#define CTL_P_ON_DELETE         "onDelete"        /* delete (default), retain, archive */
+#define CTL_P_ARCHIVE_ON_DELETE "archiveOnDelete" /* older spelling: true = archive */
+#define CTL_PATTERN_MAX         1024
+/* The smallest directory volume (its quota): 1 MiB, the unit sizes are rounded to. */
+#define CTL_DIR_MIN_BYTES CTL_MiB
 
 /* Lock keys for CO-chosen names; ids lock under themselves. */
 #define CTL_KEY_VOLUME_NAME   "name:"
@@ -59,12 +68,42 @@ struct ctl_vparams {
 	int64_t expand_limit; /* effective "expandLimitBytes" (mutable wins), 0 = none */
 	char *canon;          /* parameters, canonical; malloc'd */
 	char *mutable_canon;  /* mutable_parameters, canonical; malloc'd */
+	/* type: directory, with its own parameters (the rest is left zero for images). */
+	bool dir;
+	char base[MH_PATH_MAX + 1];        /* "baseDir", a canonical absolute path */
+	bool has_pattern;                  /* "pathPattern" given (else the default) */
+	char pattern[CTL_PATTERN_MAX + 1]; /* "pathPattern" */
+	uint8_t on_delete;                 /* MH_DIR_*, from "onDelete" / "archiveOnDelete" */
 };
 int ctl_vparams_parse(struct ctl_status *st, const struct ctl_kv *params, size_t n,
                       const struct ctl_kv *mut, size_t nm, struct ctl_vparams *out);
 void ctl_vparams_release(struct ctl_vparams *p); /* frees the strings, not p */
 /* An "expandLimitBytes" value: bytes, or 0 for "0" (no limit). CTL_OK or INVALID_ARGUMENT. */
 int ctl_parse_expand_limit(struct ctl_status *st, const char *value, int64_t *out);
+
+/*
+ * A directory volume's name for a CreateVolume (ctl_dir_name with the
+ * request's metadata parameters and name) into out. CTL_OK or
+ * INVALID_ARGUMENT.
+ */
+int ctl_vparams_dir_name(struct ctl_status *st, const struct ctl_vparams *p,
+                         const struct ctl_kv *params, size_t n, const char *request_name,
+                         char out[MH_DIRNAME_MAX + 1]);
+
+/* Directory volumes' on-delete modes by name ("delete", "retain", "archive"): MH_DIR_*. */
+bool ctl_dir_mode_parse(const char *name, uint8_t *mode);
+const char *ctl_dir_mode_name(uint8_t mode);
+/*
+ * The detail of an intent about a directory volume, so reconciliation can
+ * name it to the helper: canonical "base=...\nkind=directory\nname=...\n",
+ * plus key=value if key is not NULL (an empty name or value is left out).
+ * malloc'd. ctl_dir_detail_get() reads base and name back into *q; false if
+ * the detail is not a directory volume's (an image's intent).
+ */
+char *ctl_dir_detail(const char *base, const char *name, const char *key, const char *value);
+bool ctl_dir_detail_get(const char *detail, struct mh_req_dir *q);
+/* The volume_context of a directory volume (its directory, quota or advisory, on-delete). */
+void ctl_dir_context(struct ctl_arena *a, const struct store_volume *v, Csi__V1__Volume *vol);
 
 /* What a set of capabilities asks of a volume. */
 struct ctl_shape {
@@ -100,11 +139,26 @@ int ctl_published_nodes(struct ctl *c, struct ctl_status *st, const char *volume
                         struct ctl_arena *a, char ***ids, size_t *n);
 
 /*
- * What the helper's data directory may still promise to new volumes, and the
- * largest volume it would create now (max, may be NULL), as the helper
- * counts them (mh_capacity). CTL_OK or the mapped error.
+ * What the helper's data directory (base NULL: CAPACITY) or a directory
+ * volumes' base directory (DIR_CAPACITY) may still promise to new volumes,
+ * and the largest volume it would create now (max, may be NULL), as the
+ * helper counts them. CTL_OK or the mapped error.
  */
-int ctl_data_available(struct ctl *c, struct ctl_status *st, uint64_t *avail, uint64_t *max);
+int ctl_data_available(struct ctl *c, struct ctl_status *st, const char *base, uint64_t *avail,
+                       uint64_t *max);
+
+/*
+ * Grow a volume to bytes: its image (RESIZE) or its directory's quota
+ * (DIR_EXPAND). 0 with the size now in *real, or -1 with *e set.
+ */
+int ctl_volume_grow(struct ctl *c, const struct store_volume *v, uint64_t bytes, uint64_t *real,
+                    struct mh_err *e);
+
+/*
+ * Remove a snapshot's copy: an image snapshot's (base NULL: DELETE_SNAPSHOT)
+ * or a directory snapshot's in base (DIR_DELETE_SNAPSHOT). 0 or -1 with *e.
+ */
+int ctl_snapshot_remove(struct ctl *c, const char *id, const char *base, struct mh_err *e);
 
 /* ABORTED for a key set that has an operation in flight. */
 int ctl_fail_busy(struct ctl_status *st, const char *busy_key);

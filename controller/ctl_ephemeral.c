@@ -45,6 +45,12 @@ static int attributes(const Csi__V1__NodePublishVolumeRequest *req, struct ctl_s
 {
 	for (size_t i = 0; i < req->n_volume_context; i++) {
 		const char *k = req->volume_context[i]->key;
+		if (strcmp(k, "type") == 0 &&
+		    strcmp(req->volume_context[i]->value, STORE_KIND_DIRECTORY) == 0)
+			return ctl_fail(
+			    st, CTL_INVALID_ARGUMENT,
+			    "volume_context: directory volumes (type: directory) cannot be "
+			    "ephemeral inline volumes");
 		if (strcmp(k, "size") != 0 && strcmp(k, "fsType") != 0 &&
 		    strncmp(k, "csi.storage.k8s.io/", 19) != 0)
 			return ctl_fail(

@@ -187,6 +187,14 @@ static int load_members(struct ctl *c, struct ctl_status *st, struct group_creat
 			           ? ctl_fail(st, CTL_NOT_FOUND,
 			                      "source volume %.80s does not exist", vid)
 			           : ctl_fail_store(st, "look up source volume", rc);
+		if (ctl_volume_is_dir(v)) {
+			store_volume_free(v);
+			return ctl_fail(
+			    st, CTL_INVALID_ARGUMENT,
+			    "source volume %s is a directory volume: group snapshots of "
+			    "directory volumes are not supported",
+			    vid);
+		}
 		g->members[i].source_volume_id = (char *)vid;
 		g->members[i].fs_type = strdup(v->fs_type);
 		store_volume_free(v);

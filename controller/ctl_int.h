@@ -88,6 +88,30 @@ int ctl_ephemeral_unpublish(struct ctl *c, const struct store_volume *v, const c
  */
 void ctl_volume_mount_extras(const struct store_volume *v, struct mh_req_stage *ms);
 
+/*
+ * Directory volumes (ctl_dir.c): a directory beneath a base directory, made
+ * and bound by the helper's DIR_* requests, instead of an image.
+ */
+bool ctl_volume_is_dir(const struct store_volume *v);
+/* *q zeroed, then v's id, base directory and name: what every DIR_* request about v names. */
+void ctl_dir_req(const struct store_volume *v, struct mh_req_dir *q);
+/*
+ * Bind v's directory onto target (DIR_PUBLISH: read-only if asked; gid, if
+ * not 0, is the volume_mount_group), and undo that (DIR_UNPUBLISH). 0, or
+ * -1 with *e set.
+ */
+int ctl_dir_publish(struct ctl *c, const struct store_volume *v, const char *target, bool readonly,
+                    uint32_t gid, struct mh_err *e);
+int ctl_dir_unpublish(struct ctl *c, const struct store_volume *v, const char *target,
+                      struct mh_err *e);
+/*
+ * A capability a directory volume can have: well formed, mount access, no
+ * fs_type, no mount flags (a bind takes none), one node and at most one
+ * writer. CTL_OK or INVALID_ARGUMENT naming field.
+ */
+int ctl_dir_check_capability(struct ctl_status *st, const Csi__V1__VolumeCapability *cap,
+                             const char *field);
+
 /* The topology segment of this node, allocated from a. */
 Csi__V1__Topology *ctl_node_topology(struct ctl *c, struct ctl_arena *a);
 

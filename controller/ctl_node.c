@@ -71,6 +71,8 @@ static bool cap_is_block(const Csi__V1__VolumeCapability *cap)
 static int check_cap_fits(struct ctl_status *st, const struct store_volume *v,
                           const Csi__V1__VolumeCapability *cap)
 {
+	if (ctl_volume_is_dir(v))
+		return ctl_dir_check_capability(st, cap, "volume_capability");
 	if (cap_is_block(cap))
 		return CTL_OK;
 	const char *fs = ctl_cap_fs_type(cap);
@@ -184,9 +186,14 @@ int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_
 	char detail[MH_PATH_MAX + 4];
 	snprintf(detail, sizeof(detail), "%c %s", type == ACCESS_BLOCK ? 'b' : 'f',
 	         req->staging_target_path);
-	if (!old && ctl_intent_begin(c, st, CTL_OP_STAGE, v->id, v->id, detail))
+	/*
+	 * A directory volume is bound straight from its directory at publish:
+	 * nothing is mounted at the staging path, only the staging is recorded.
+	 */
+	bool dir = ctl_volume_is_dir(v);
+	if (!old && !dir && ctl_intent_begin(c, st, CTL_OP_STAGE, v->id, v->id, detail))
 		goto out;
-	if (mh_stage(c->mh, &ms, &e) != 0) {
+	if (!dir && mh_stage(c->mh, &ms, &e) != 0) {
 		ctl_fail_mh(st, "stage", &e);
 		goto out;
 	}
@@ -205,7 +212,8 @@ int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_
 			ctl_fail_store(st, "record staging", rc);
 			goto out;
 		}
-		ctl_intent_end(c, CTL_OP_STAGE, v->id);
+		if (!dir)
+			ctl_intent_end(c, CTL_OP_STAGE, v->id);
 	}
 	Csi__V1__NodeStageVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_stage_volume_response__init(out);
@@ -250,10 +258,11 @@ int ctl_node_unstage_volume(struct ctl *c, const void *r, void **resp, struct ct
 	uint8_t fl = stg && stg->access_type == ACCESS_BLOCK ? MH_F_BLOCK : 0;
 	struct mh_err e;
 	char detail[MH_PATH_MAX + 4];
+	bool dir = ctl_volume_is_dir(v); /* nothing is mounted at a directory volume's staging */
 	snprintf(detail, sizeof(detail), "%c %s", fl ? 'b' : 'f', req->staging_target_path);
-	if (stg && ctl_intent_begin(c, st, CTL_OP_UNSTAGE, v->id, v->id, detail))
+	if (stg && !dir && ctl_intent_begin(c, st, CTL_OP_UNSTAGE, v->id, v->id, detail))
 		goto out;
-	if (mh_unstage_flags(c->mh, v->id, req->staging_target_path, fl, &e) != 0) {
+	if (!dir && mh_unstage_flags(c->mh, v->id, req->staging_target_path, fl, &e) != 0) {
 		ctl_fail_mh(st, "unstage", &e);
 		goto out;
 	}
@@ -262,7 +271,7 @@ int ctl_node_unstage_volume(struct ctl *c, const void *r, void **resp, struct ct
 		ctl_fail_store(st, "forget staging", rc);
 		goto out;
 	}
-	if (stg)
+	if (stg && !dir)
 		ctl_intent_end(c, CTL_OP_UNSTAGE, v->id);
 	Csi__V1__NodeUnstageVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_unstage_volume_response__init(out);
@@ -343,10 +352,17 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 	snprintf(mp.target_path, sizeof(mp.target_path), "%s", req->target_path);
 	struct mh_err e;
 	char subject[MH_ID_MAX + MH_PATH_MAX + 2], detail[MH_PATH_MAX + 4];
+	bool dir = ctl_volume_is_dir(v);
+	uint8_t gflags = 0;
+	uint32_t gid = 0;
+	if (dir && mount_group(st, cap, &gflags, &gid))
+		goto out;
 	publication_intent(v->id, req->target_path, type == ACCESS_BLOCK, subject, detail);
 	if (!old && ctl_intent_begin(c, st, CTL_OP_PUBLISH, subject, v->id, detail))
 		goto out;
-	if (mh_publish(c->mh, &mp, &e) != 0) {
+	/* A directory volume: its directory is bound onto the target (DIR_PUBLISH). */
+	if (dir ? ctl_dir_publish(c, v, req->target_path, ro, gid, &e) != 0
+	        : mh_publish(c->mh, &mp, &e) != 0) {
 		ctl_fail_mh(st, "publish", &e);
 		goto out;
 	}
@@ -403,7 +419,9 @@ int ctl_node_unpublish_volume(struct ctl *c, const void *r, void **resp, struct 
 		store_publication_free(p);
 		if (known && ctl_intent_begin(c, st, CTL_OP_UNPUBLISH, subject, v->id, detail))
 			goto out;
-		if (mh_unpublish(c->mh, v->id, req->target_path, &e) != 0) {
+		if ((ctl_volume_is_dir(v)
+		         ? ctl_dir_unpublish(c, v, req->target_path, &e)
+		         : mh_unpublish(c->mh, v->id, req->target_path, &e)) != 0) {
 			ctl_fail_mh(st, "unpublish", &e);
 			goto out;
 		}

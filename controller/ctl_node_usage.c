@@ -48,6 +48,28 @@ static Csi__V1__VolumeUsage *usage(struct ctl_arena *a, Csi__V1__VolumeUsage__Un
 	return u;
 }
 
+/*
+ * Ask the helper: STATS of an image volume at the path, DIR_STATS of a
+ * directory volume (through the target it is bound on; its staging path has
+ * nothing mounted, so there the directory itself is measured: path "").
+ */
+static int stats(struct ctl *c, const struct store_volume *v, const struct store_staging *stg,
+                 const char *path, const struct mh_req_stats *rq, struct mh_ans_stats *ans,
+                 struct mh_err *e)
+{
+	if (!ctl_volume_is_dir(v))
+		return mh_stats(c->mh, rq, ans, e);
+	struct mh_req_dir q;
+	struct mh_msg m = {0};
+	ctl_dir_req(v, &q);
+	if (strcmp(path, stg->staging_path) != 0)
+		snprintf(q.path, sizeof(q.path), "%s", path);
+	if (mh_dir(c->mh, MH_REQ_DIR_STATS, &q, &m, e) != 0)
+		return -1;
+	*ans = m.u.stats_ans;
+	return 0;
+}
+
 int ctl_node_get_volume_stats(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
                               struct ctl_status *st)
 {
@@ -74,7 +96,7 @@ int ctl_node_get_volume_stats(struct ctl *c, const void *r, void **resp, struct 
 	snprintf(rq.path, sizeof(rq.path), "%s", req->volume_path);
 	struct mh_ans_stats ans;
 	struct mh_err e;
-	if (mh_stats(c->mh, &rq, &ans, &e) != 0) {
+	if (stats(c, v, stg, req->volume_path, &rq, &ans, &e) != 0) {
 		if (e.kind != MH_E_NOTFOUND) {
 			ctl_fail_mh(st, "stats", &e);
 			goto out;
@@ -140,18 +162,24 @@ int ctl_node_expand_volume(struct ctl *c, const void *r, void **resp, struct ctl
 	}
 	if (find_path(c, st, v, req->volume_path, &stg))
 		goto out;
-
-	/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): find_path() sets stg on CTL_OK */
-	struct mh_req_expand rq = {.flags = stg->access_type == 1 ? MH_F_BLOCK : 0};
-	snprintf(rq.volume_id, sizeof(rq.volume_id), "%s", v->id);
-	snprintf(rq.staging_path, sizeof(rq.staging_path), "%s", stg->staging_path);
-	if (!(rq.flags & MH_F_BLOCK))
-		snprintf(rq.fs_type, sizeof(rq.fs_type), "%s", v->fs_type);
-	uint64_t size = 0;
-	struct mh_err e;
-	if (mh_expand(c->mh, &rq, &size, &e) != 0) {
-		ctl_fail_mh(st, "expand", &e);
-		goto out;
+	/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): ctl_volume_resolve() set v */
+	uint64_t size = (uint64_t)v->capacity_bytes;
+	/*
+	 * A directory volume's size is its quota, which ControllerExpandVolume
+	 * raised: there is no file system to grow on the node.
+	 */
+	if (!ctl_volume_is_dir(v)) {
+		/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): find_path() set stg */
+		struct mh_req_expand rq = {.flags = stg->access_type == 1 ? MH_F_BLOCK : 0};
+		snprintf(rq.volume_id, sizeof(rq.volume_id), "%s", v->id);
+		snprintf(rq.staging_path, sizeof(rq.staging_path), "%s", stg->staging_path);
+		if (!(rq.flags & MH_F_BLOCK))
+			snprintf(rq.fs_type, sizeof(rq.fs_type), "%s", v->fs_type);
+		struct mh_err e;
+		if (mh_expand(c->mh, &rq, &size, &e) != 0) {
+			ctl_fail_mh(st, "expand", &e);
+			goto out;
+		}
 	}
 	if (cr && cr->required_bytes && (int64_t)size < cr->required_bytes) {
 		ctl_fail(st, CTL_OUT_OF_RANGE,

@@ -75,20 +75,48 @@ static bool published_at(struct ctl *c, const char *vid, const char *target)
 	return yes;
 }
 
+/*
+ * Remove a volume's data as an intent about it names it: the image, or
+ * (a directory volume's intent detail, ctl_dir_detail) its directory with
+ * the mode given, or the detail's own "mode" (a delete's). 0 or -1 with *e.
+ */
+static int remove_volume_data(struct ctl *c, const struct store_intent *in, int mode,
+                              struct mh_err *e)
+{
+	struct mh_req_dir q = {0};
+	char m[16];
+	if (!ctl_dir_detail_get(in->detail, &q))
+		return mh_delete(c->mh, in->object_id, e);
+	snprintf(q.volume_id, sizeof(q.volume_id), "%s", in->object_id);
+	q.mode = (uint8_t)mode;
+	if (mode < 0 &&
+	    (!ctl_canon_get(in->detail, "mode", m, sizeof(m)) || !ctl_dir_mode_parse(m, &q.mode)))
+		q.mode = MH_DIR_RETAIN; /* unreadable: keep the data */
+	return mh_dir(c->mh, MH_REQ_DIR_DELETE, &q, NULL, e);
+}
+
+/* A snapshot's copy, as its intent names it (a directory snapshot's detail has its base). */
+static int remove_snapshot_copy(struct ctl *c, const char *id, const char *detail, struct mh_err *e)
+{
+	struct mh_req_dir q = {0};
+	bool dir = ctl_dir_detail_get(detail, &q);
+	return ctl_snapshot_remove(c, id, dir ? q.base : NULL, e);
+}
+
 /* Each returns true when the intent is settled (done, completed or undone). */
 
 static bool settle_create(struct ctl *c, const struct store_intent *in)
 {
 	struct mh_err e;
 	return volume_exists(c, in->object_id) ||
-	       helper_ok(mh_delete(c->mh, in->object_id, &e), &e, "remove unrecorded image",
-	                 in->object_id);
+	       helper_ok(remove_volume_data(c, in, MH_DIR_DELETE, &e), &e,
+	                 "remove unrecorded volume data", in->object_id);
 }
 
 static bool settle_delete(struct ctl *c, const struct store_intent *in)
 {
 	struct mh_err e;
-	if (!helper_ok(mh_delete(c->mh, in->object_id, &e), &e, "finish delete", in->object_id))
+	if (!helper_ok(remove_volume_data(c, in, -1, &e), &e, "finish delete", in->object_id))
 		return false;
 	int rc = store_volume_delete(c->st, in->object_id);
 	return rc == STORE_OK || rc == STORE_NOTFOUND;
@@ -100,15 +128,15 @@ static bool settle_snapshot(struct ctl *c, const struct store_intent *in)
 	struct mh_err e;
 	bool done = store_snapshot_get(c->st, in->object_id, &s) == STORE_OK;
 	store_snapshot_free(s);
-	return done || helper_ok(mh_delete_snapshot(c->mh, in->object_id, &e), &e,
+	return done || helper_ok(remove_snapshot_copy(c, in->object_id, in->detail, &e), &e,
 	                         "remove unrecorded snapshot", in->object_id);
 }
 
 static bool settle_delete_snap(struct ctl *c, const struct store_intent *in)
 {
 	struct mh_err e;
-	if (!helper_ok(mh_delete_snapshot(c->mh, in->object_id, &e), &e, "finish snapshot delete",
-	               in->object_id))
+	if (!helper_ok(remove_snapshot_copy(c, in->object_id, in->detail, &e), &e,
+	               "finish snapshot delete", in->object_id))
 		return false;
 	int rc = store_snapshot_delete(c->st, in->object_id);
 	return rc == STORE_OK || rc == STORE_NOTFOUND;
@@ -160,7 +188,7 @@ static bool settle_expand(struct ctl *c, const struct store_intent *in)
 	if (v->capacity_bytes < want) {
 		uint64_t real = 0;
 		struct mh_err e;
-		ok = helper_ok(mh_resize(c->mh, v->id, (uint64_t)want, &real, &e), &e,
+		ok = helper_ok(ctl_volume_grow(c, v, (uint64_t)want, &real, &e), &e,
 		               "finish expansion", v->id);
 		if (ok && real > 0) {
 			v->capacity_bytes = (int64_t)real;
@@ -195,14 +223,25 @@ static bool settle_unstage(struct ctl *c, const struct store_intent *in)
 	return rc == STORE_OK || rc == STORE_NOTFOUND;
 }
 
+/* Undo a publication: a directory volume's bind (DIR_UNPUBLISH), or UNPUBLISH. */
+static int unpublish(struct ctl *c, const char *vid, const char *target, struct mh_err *e)
+{
+	struct store_volume *v = NULL;
+	int rc = store_volume_get(c->st, vid, &v) == STORE_OK && ctl_volume_is_dir(v)
+	             ? ctl_dir_unpublish(c, v, target, e)
+	             : mh_unpublish(c->mh, vid, target, e);
+	store_volume_free(v);
+	return rc;
+}
+
 static bool settle_publish(struct ctl *c, const struct store_intent *in)
 {
 	bool block;
 	const char *target = detail_path(in->detail, &block);
 	struct mh_err e;
 	return published_at(c, in->object_id, target) ||
-	       helper_ok(mh_unpublish(c->mh, in->object_id, target, &e), &e,
-	                 "undo unrecorded publication", in->object_id);
+	       helper_ok(unpublish(c, in->object_id, target, &e), &e, "undo unrecorded publication",
+	                 in->object_id);
 }
 
 static bool settle_unpublish(struct ctl *c, const struct store_intent *in)
@@ -212,7 +251,7 @@ static bool settle_unpublish(struct ctl *c, const struct store_intent *in)
 	struct mh_err e;
 	if (!published_at(c, in->object_id, target))
 		return true;
-	if (!helper_ok(mh_unpublish(c->mh, in->object_id, target, &e), &e, "finish unpublish",
+	if (!helper_ok(unpublish(c, in->object_id, target, &e), &e, "finish unpublish",
 	               in->object_id))
 		return false;
 	int rc = store_publication_delete(c->st, in->object_id, target);
@@ -405,7 +444,7 @@ static int orphan_mount(struct ctl *c, const char *vid, char kind, char *path)
 		                 "remove unrecorded staging", vid)
 		           ? 0
 		           : -1;
-	if (mh_unpublish(c->mh, vid, path, &e) == 0)
+	if (unpublish(c, vid, path, &e) == 0)
 		return 0;
 	/* Not a target path by the policy: a file system staging. */
 	return helper_ok(mh_unstage_flags(c->mh, vid, path, 0, &e), &e, "remove unrecorded staging",
@@ -497,6 +536,10 @@ static int restage(struct ctl *c, const struct store_staging *s, const char *mou
 	if (listed(mounts, s->volume_id, dev) ||
 	    store_volume_get(c->st, s->volume_id, &v) != STORE_OK)
 		return 0;
+	if (ctl_volume_is_dir(v)) { /* nothing is mounted at a directory volume's staging */
+		store_volume_free(v);
+		return 0;
+	}
 	struct mh_req_stage ms = {.flags = block ? MH_F_BLOCK : 0,
 	                          .readonly = ctl_access_mode_readonly(s->access_mode)};
 	snprintf(ms.volume_id, sizeof(ms.volume_id), "%s", s->volume_id);
@@ -517,10 +560,35 @@ static int restage(struct ctl *c, const struct store_staging *s, const char *mou
 	return helper_ok(mh_stage(c->mh, &ms, &e), &e, "stage again", s->volume_id) ? 0 : -1;
 }
 
+/* A directory volume's publication: bound again, with the staging's mount group. */
+static int republish_dir(struct ctl *c, const struct store_volume *v,
+                         const struct store_publication *p)
+{
+	struct store_staging *s = NULL;
+	struct mh_err e;
+	uint32_t gid = 0;
+	if (store_staging_get(c->st, v->id, &s) == STORE_OK)
+		gid = (uint32_t)s->mount_group;
+	store_staging_free(s);
+	log_kv(LOG_LVL_INFO, "reconcile_restore", "what", "publication", "volume_id", v->id, "path",
+	       p->target_path, NULL);
+	return helper_ok(ctl_dir_publish(c, v, p->target_path, p->readonly, gid, &e), &e,
+	                 "publish again", v->id)
+	           ? 0
+	           : -1;
+}
+
 static int republish(struct ctl *c, const struct store_publication *p, const char *mounts)
 {
+	struct store_volume *v = NULL;
 	if (listed(mounts, p->volume_id, p->target_path))
 		return 0;
+	if (store_volume_get(c->st, p->volume_id, &v) == STORE_OK && ctl_volume_is_dir(v)) {
+		int rc = republish_dir(c, v, p);
+		store_volume_free(v);
+		return rc;
+	}
+	store_volume_free(v);
 	struct mh_req_publish mp = {.readonly = p->readonly,
 	                            .flags = p->access_type == ACCESS_BLOCK ? MH_F_BLOCK : 0};
 	snprintf(mp.volume_id, sizeof(mp.volume_id), "%s", p->volume_id);

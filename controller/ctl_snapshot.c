@@ -16,6 +16,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * Cut the copy: the image's (SNAPSHOT), or the directory's into its base's
+ * snapshot area (DIR_SNAPSHOT). A directory snapshot's size is the volume's
+ * capacity, so a volume restored from it fits what it holds.
+ */
+static int cut(struct ctl *c, const struct store_volume *v, const char *id, struct mh_ans_copy *ans,
+               struct mh_err *e)
+{
+	if (!ctl_volume_is_dir(v))
+		return mh_snapshot(c->mh, id, v->id, ans, e);
+	struct mh_req_dir q;
+	ctl_dir_req(v, &q);
+	snprintf(q.snapshot_id, sizeof(q.snapshot_id), "%s", id);
+	if (mh_dir(c->mh, MH_REQ_DIR_SNAPSHOT, &q, NULL, e) != 0)
+		return -1;
+	ans->size_bytes = (uint64_t)v->capacity_bytes;
+	return 0;
+}
+
+int ctl_snapshot_remove(struct ctl *c, const char *id, const char *base, struct mh_err *e)
+{
+	if (!base)
+		return mh_delete_snapshot(c->mh, id, e);
+	struct mh_req_dir q = {0};
+	snprintf(q.snapshot_id, sizeof(q.snapshot_id), "%s", id);
+	snprintf(q.base, sizeof(q.base), "%s", base);
+	return mh_dir(c->mh, MH_REQ_DIR_DELETE_SNAPSHOT, &q, NULL, e);
+}
+
 static Csi__V1__CreateSnapshotResponse *create_response(struct ctl_arena *a,
                                                         const struct store_snapshot *s)
 {
@@ -31,7 +60,7 @@ int ctl_create_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_ar
 	const Csi__V1__CreateSnapshotRequest *req = r;
 	struct store_snapshot *old = NULL;
 	struct store_volume *v = NULL;
-	char *params = NULL, name_key[256];
+	char *params = NULL, *detail = NULL, name_key[256];
 	const char *keys[2], *busy = NULL;
 	bool locked = false;
 	int rc;
@@ -80,9 +109,16 @@ int ctl_create_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_ar
 		goto out;
 	}
 
-	/* A first attempt that did not finish is completed, under its snapshot id. */
+	/*
+	 * A first attempt that did not finish is completed, under its snapshot
+	 * id. A directory volume's intent also names the base its copy lives in.
+	 */
 	char id[36];
-	int again = ctl_intent_resume(c, CTL_OP_SNAPSHOT, req->name, v->id, id, sizeof(id));
+	bool dir = ctl_volume_is_dir(v);
+	detail = dir ? ctl_dir_detail(v->dir_base, "", "source", v->id) : strdup(v->id);
+	if (!detail)
+		abort();
+	int again = ctl_intent_resume(c, CTL_OP_SNAPSHOT, req->name, detail, id, sizeof(id));
 	if (again < 0) {
 		ctl_fail(st, CTL_UNAVAILABLE,
 		         "an earlier attempt under this name cannot be undone yet");
@@ -90,11 +126,11 @@ int ctl_create_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_ar
 	}
 	if (!again)
 		ctl_new_snapshot_id(id);
-	if (!again && ctl_intent_begin(c, st, CTL_OP_SNAPSHOT, req->name, id, v->id))
+	if (!again && ctl_intent_begin(c, st, CTL_OP_SNAPSHOT, req->name, id, detail))
 		goto out;
 	struct mh_ans_copy ans = {0};
 	struct mh_err e;
-	if (mh_snapshot(c->mh, id, v->id, &ans, &e) != 0) {
+	if (cut(c, v, id, &ans, &e) != 0) {
 		ctl_fail_mh(st, "snapshot", &e);
 		goto out;
 	}
@@ -107,11 +143,13 @@ int ctl_create_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_ar
 	    .parameters = params,
 	    .group_id = "",
 	    .created_unix_ns = ctl_now_unix_ns(),
+	    .kind = v->kind,
+	    .dir_base = v->dir_base,
 	};
 	rc = store_snapshot_put(c->st, &s);
 	if (rc != STORE_OK) {
 		/* Nothing refers to the copy yet: remove it so a retry starts clean. */
-		if (mh_delete_snapshot(c->mh, id, &e) == 0)
+		if (ctl_snapshot_remove(c, id, dir ? v->dir_base : NULL, &e) == 0)
 			ctl_intent_end(c, CTL_OP_SNAPSHOT, req->name);
 		ctl_fail_store(st, "record snapshot", rc);
 		goto out;
@@ -125,6 +163,7 @@ out:
 	store_snapshot_free(old);
 	store_volume_free(v);
 	free(params);
+	free(detail);
 	return st->code;
 }
 
@@ -168,9 +207,16 @@ int ctl_delete_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_ar
 	}
 	/* Volumes restored from it are copies, not users: it is never in use. */
 	struct mh_err e;
-	if (ctl_intent_begin(c, st, CTL_OP_DELETE_SNAP, s->id, s->id, ""))
+	bool dir = strcmp(s->kind, STORE_KIND_DIRECTORY) == 0;
+	char *detail = dir ? ctl_dir_detail(s->dir_base, "", NULL, NULL) : strdup("");
+	if (!detail)
+		abort();
+	int failed = ctl_intent_begin(c, st, CTL_OP_DELETE_SNAP, s->id, s->id, detail);
+	free(detail);
+	if (failed)
 		goto done;
-	if (mh_delete_snapshot(c->mh, s->id, &e) != 0 && e.kind != MH_E_NOTFOUND) {
+	if (ctl_snapshot_remove(c, s->id, dir ? s->dir_base : NULL, &e) != 0 &&
+	    e.kind != MH_E_NOTFOUND) {
 		ctl_fail_mh(st, "delete snapshot", &e);
 		goto done;
 	}

@@ -41,6 +41,21 @@ static int64_t expand_limit(const struct store_volume *v)
 	return n;
 }
 
+int ctl_volume_grow(struct ctl *c, const struct store_volume *v, uint64_t bytes, uint64_t *real,
+                    struct mh_err *e)
+{
+	if (!ctl_volume_is_dir(v))
+		return mh_resize(c->mh, v->id, bytes, real, e);
+	struct mh_req_dir q;
+	struct mh_msg ans = {0};
+	ctl_dir_req(v, &q);
+	q.size_bytes = bytes;
+	if (mh_dir(c->mh, MH_REQ_DIR_EXPAND, &q, &ans, e) != 0)
+		return -1;
+	*real = ans.u.dir_ans.size_bytes;
+	return 0;
+}
+
 int ctl_controller_expand_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
                                  struct ctl_status *st)
 {
@@ -108,20 +123,25 @@ int ctl_controller_expand_volume(struct ctl *c, const void *r, void **resp, stru
 			goto out;
 		}
 		uint64_t avail = 0, max = 0;
-		if (ctl_data_available(c, st, &avail, &max))
+		bool dir = ctl_volume_is_dir(v);
+		if (ctl_data_available(c, st, dir ? v->dir_base : NULL, &avail, &max))
 			goto out;
 		if (max && (uint64_t)want > max) {
 			ctl_fail(st, CTL_OUT_OF_RANGE,
-			         "node %s: a volume can hold at most %llu bytes here (the data "
-			         "directory's largest file), %lld asked",
-			         c->cfg.node_id, (unsigned long long)max, (long long)want);
+			         "node %s: a volume can hold at most %llu bytes here (%s), %lld "
+			         "asked",
+			         c->cfg.node_id, (unsigned long long)max,
+			         dir ? "the base directory's largest quota"
+			             : "the data directory's largest file",
+			         (long long)want);
 			goto out;
 		}
 		if ((uint64_t)(want - size) > avail) {
 			ctl_fail(
 			    st, CTL_RESOURCE_EXHAUSTED,
-			    "node %s: the data directory has %llu bytes free, growing needs %lld",
-			    c->cfg.node_id, (unsigned long long)avail, (long long)(want - size));
+			    "node %s: the %s directory has %llu bytes free, growing needs %lld",
+			    c->cfg.node_id, dir ? "base" : "data", (unsigned long long)avail,
+			    (long long)(want - size));
 			goto out;
 		}
 		uint64_t real = 0;
@@ -130,8 +150,8 @@ int ctl_controller_expand_volume(struct ctl *c, const void *r, void **resp, stru
 		snprintf(bytes, sizeof(bytes), "%lld", (long long)want);
 		if (ctl_intent_begin(c, st, CTL_OP_EXPAND, v->id, v->id, bytes))
 			goto out;
-		if (mh_resize(c->mh, v->id, (uint64_t)want, &real, &e) != 0) {
-			ctl_fail_mh(st, "resize image", &e);
+		if (ctl_volume_grow(c, v, (uint64_t)want, &real, &e) != 0) {
+			ctl_fail_mh(st, dir ? "raise the directory's quota" : "resize image", &e);
 			goto out;
 		}
 		v->capacity_bytes = (int64_t)real;
@@ -146,8 +166,11 @@ int ctl_controller_expand_volume(struct ctl *c, const void *r, void **resp, stru
 	Csi__V1__ControllerExpandVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__controller_expand_volume_response__init(out);
 	out->capacity_bytes = size;
-	/* A file system must be grown on the node; a raw block volume is ready as it is. */
-	out->node_expansion_required = v->fs_type[0] != '\0';
+	/*
+	 * A file system must be grown on the node; a raw block volume is ready as
+	 * it is, and so is a directory volume (its quota is all there is).
+	 */
+	out->node_expansion_required = v->fs_type[0] != '\0' && !ctl_volume_is_dir(v);
 	*resp = out;
 	st->code = CTL_OK;
 out:
@@ -243,6 +266,7 @@ static void refresh_condition(struct ctl *c, struct store_volume **vp)
 {
 	struct store_volume *v = NULL;
 	struct mh_err e;
+	struct mh_msg ans = {0};
 	uint64_t real = 0;
 	const char *found;
 
@@ -254,12 +278,28 @@ static void refresh_condition(struct ctl *c, struct store_volume **vp)
 		goto out;
 	store_volume_free(*vp);
 	*vp = v;
-	if (mh_resize(c->mh, v->id, (uint64_t)v->capacity_bytes, &real, &e) == 0)
+	if (ctl_volume_is_dir(v)) {
+		/* The directory itself is measured (path ""): NOT_FOUND when it is gone. */
+		struct mh_req_dir q;
+		ctl_dir_req(v, &q);
+		if (mh_dir(c->mh, MH_REQ_DIR_STATS, &q, &ans, &e) != 0)
+			found = e.kind == MH_E_NOTFOUND
+			            ? "the volume's directory is missing from its base directory"
+			            : NULL;
+		else if (!ans.u.stats_ans.abnormal)
+			found = "";
+		else
+			found = ans.u.stats_ans.message[0] ? ans.u.stats_ans.message
+			                                   : "the volume's directory is abnormal";
+		if (!found)
+			goto out;
+	} else if (mh_resize(c->mh, v->id, (uint64_t)v->capacity_bytes, &real, &e) == 0) {
 		found = "";
-	else if (e.kind == MH_E_NOTFOUND)
+	} else if (e.kind == MH_E_NOTFOUND) {
 		found = "the volume's backing image is missing from the data directory";
-	else
+	} else {
 		goto out;
+	}
 	if (strcmp(found, v->condition) != 0) {
 		free(v->condition);
 		v->condition = strdup(found);
@@ -339,12 +379,19 @@ int ctl_get_capacity(struct ctl *c, const void *r, void **resp, struct ctl_arena
 		fits = false;
 	if (fits && !topology_is_here(c, req->accessible_topology))
 		fits = false;
+	/* A directory volume: mount access only, no file system named, one writer at most. */
+	for (size_t i = 0; fits && p.dir && i < req->n_volume_capabilities; i++)
+		fits = ctl_dir_check_capability(&why, req->volume_capabilities[i],
+		                                "volume_capabilities") == CTL_OK;
 	const char *fs = shape.block ? "" : *shape.fs ? shape.fs : *p.fs_type ? p.fs_type : "ext4";
-	ctl_vparams_release(&p);
+	int64_t min_bytes = p.dir ? CTL_DIR_MIN_BYTES : ctl_min_volume_bytes(fs);
 
 	uint64_t largest = 0;
-	if (fits && ctl_data_available(c, st, &avail, &largest))
+	if (fits && ctl_data_available(c, st, p.dir ? p.base : NULL, &avail, &largest)) {
+		ctl_vparams_release(&p);
 		return st->code;
+	}
+	ctl_vparams_release(&p);
 	Csi__V1__GetCapacityResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__get_capacity_response__init(out);
 	out->available_capacity = avail > INT64_MAX ? INT64_MAX : (int64_t)avail;
@@ -358,7 +405,7 @@ int ctl_get_capacity(struct ctl *c, const void *r, void **resp, struct ctl_arena
 	}
 	Google__Protobuf__Int64Value *min = ctl_alloc(a, sizeof(*min));
 	google__protobuf__int64_value__init(min);
-	min->value = ctl_min_volume_bytes(fs);
+	min->value = min_bytes;
 	out->minimum_volume_size = min;
 	*resp = out;
 	return st->code = CTL_OK;

@@ -132,6 +132,26 @@ static const char *const store_migrations[] = {
      * after a reboot.
      */
     "ALTER TABLE stagings ADD COLUMN mount_group INTEGER NOT NULL DEFAULT 0;",
+
+    /*
+     * to version 5: directory volumes (a directory per volume beneath a base
+     * directory, not an image). kind is 'image' or 'directory'; a directory
+     * volume has its base, its name beneath it, what DeleteVolume does with
+     * it (on_delete: 'delete', 'retain' or 'archive') and whether a project
+     * quota enforces its capacity. No two directory volumes share a
+     * directory: the partial unique index is what refuses the second. A
+     * snapshot of a directory volume lives in its base's snapshot area, so
+     * it records the kind and the base too.
+     */
+    "ALTER TABLE volumes ADD COLUMN kind TEXT NOT NULL DEFAULT 'image';"
+    "ALTER TABLE volumes ADD COLUMN dir_base TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE volumes ADD COLUMN dir_name TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE volumes ADD COLUMN on_delete TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE volumes ADD COLUMN quota INTEGER NOT NULL DEFAULT 0;"
+    "CREATE UNIQUE INDEX volumes_by_directory ON volumes (dir_base, dir_name)"
+    "  WHERE kind = 'directory';"
+    "ALTER TABLE snapshots ADD COLUMN kind TEXT NOT NULL DEFAULT 'image';"
+    "ALTER TABLE snapshots ADD COLUMN dir_base TEXT NOT NULL DEFAULT '';",
 };
 
 #define STORE_SCHEMA_VERSION ((int64_t)(sizeof store_migrations / sizeof store_migrations[0]))

@@ -42,7 +42,19 @@ struct store_volume {
 	bool nouuid;              /* an xfs copy of another image: mount with "nouuid" */
 	char *mutable_parameters; /* canonical "k=v\n" lines, as CreateVolume/Modify left them */
 	char *condition;          /* "" when healthy, else why the volume is abnormal */
+	/*
+	 * Since schema 5. kind is STORE_KIND_IMAGE (NULL or "" is stored as
+	 * that) or STORE_KIND_DIRECTORY; the rest is "" / false for images.
+	 */
+	char *kind;
+	char *dir_base;  /* a directory volume's base directory */
+	char *dir_name;  /* its directory beneath dir_base; unique per base among volumes */
+	char *on_delete; /* "delete", "retain" or "archive" */
+	bool quota;      /* a project quota enforces capacity_bytes (else it is advisory) */
 };
+
+#define STORE_KIND_IMAGE     "image"
+#define STORE_KIND_DIRECTORY "directory"
 
 struct store_staging {
 	char *volume_id;
@@ -109,9 +121,13 @@ int store_begin(struct store *st);
 int store_commit(struct store *st);
 void store_rollback(struct store *st);
 
-int store_volume_put(struct store *st, const struct store_volume *v); /* EXISTS on id or name */
+/* EXISTS on id, name, or (directory volumes) the same base and dir_name. */
+int store_volume_put(struct store *st, const struct store_volume *v);
 int store_volume_get(struct store *st, const char *id, struct store_volume **out);
 int store_volume_get_by_name(struct store *st, const char *name, struct store_volume **out);
+/* The directory volume whose directory is name beneath base; NOTFOUND if none. */
+int store_volume_get_by_directory(struct store *st, const char *base, const char *name,
+                                  struct store_volume **out);
 int store_volume_delete(struct store *st, const char *id); /* NOTFOUND if absent */
 /*
  * Page through volumes ordered by id, strictly after after_id ("" = from the
@@ -163,6 +179,9 @@ struct store_snapshot {
 	char *parameters; /* canonical "k=v\n" lines, as given to CreateSnapshot */
 	char *group_id;   /* "" unless a member of a group snapshot */
 	int64_t created_unix_ns;
+	/* Since schema 5: STORE_KIND_* of the source (NULL or "" = image), and its base. */
+	char *kind;
+	char *dir_base; /* a directory volume's snapshot: the base it lives in */
 };
 
 int store_snapshot_put(struct store *st, const struct store_snapshot *s); /* EXISTS: id/name */

@@ -20,7 +20,8 @@
 /* ---- snapshots ---- */
 
 #define SNAPSHOT_COLUMNS                                                                           \
-	"id, name, source_volume_id, size_bytes, fs_type, parameters, group_id, created_unix_ns"
+	"id, name, source_volume_id, size_bytes, fs_type, parameters, group_id, created_unix_ns,"  \
+	" kind, dir_base"
 
 static void *snapshot_from_row(sqlite3_stmt *q)
 {
@@ -34,6 +35,8 @@ static void *snapshot_from_row(sqlite3_stmt *q)
 	s->parameters = store_column_text(q, 5);
 	s->group_id = store_column_text(q, 6);
 	s->created_unix_ns = sqlite3_column_int64(q, 7);
+	s->kind = store_column_text(q, 8);
+	s->dir_base = store_column_text(q, 9);
 	return s;
 }
 
@@ -47,6 +50,8 @@ void store_snapshot_free(struct store_snapshot *s)
 	free(s->fs_type);
 	free(s->parameters);
 	free(s->group_id);
+	free(s->kind);
+	free(s->dir_base);
 	free(s);
 }
 
@@ -69,7 +74,7 @@ static int snapshot_insert_locked(struct store *st, const struct store_snapshot 
 
 	q = store_stmt(st, STMT_SNAPSHOT_PUT,
 	               "INSERT INTO snapshots (" SNAPSHOT_COLUMNS
-	               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 	               what);
 	if (!q)
 		return STORE_ERROR;
@@ -80,7 +85,9 @@ static int snapshot_insert_locked(struct store *st, const struct store_snapshot 
 	    (rc = store_bind_text_or_empty(q, 5, s->fs_type)) != SQLITE_OK ||
 	    (rc = store_bind_text_or_empty(q, 6, s->parameters)) != SQLITE_OK ||
 	    (rc = store_bind_text_or_empty(q, 7, s->group_id)) != SQLITE_OK ||
-	    (rc = sqlite3_bind_int64(q, 8, s->created_unix_ns)) != SQLITE_OK) {
+	    (rc = sqlite3_bind_int64(q, 8, s->created_unix_ns)) != SQLITE_OK ||
+	    (rc = store_bind_kind(q, 9, s->kind)) != SQLITE_OK ||
+	    (rc = store_bind_text_or_empty(q, 10, s->dir_base)) != SQLITE_OK) {
 		rc = store_fail(st, rc, what);
 		goto out;
 	}

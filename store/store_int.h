@@ -60,6 +60,7 @@ enum store_stmt_id {
 	STMT_INTENT_LIST,
 	STMT_STAGING_LIST,
 	STMT_PUBLICATION_LIST,
+	STMT_VOLUME_GET_BY_DIRECTORY,
 	STMT__COUNT
 };
 
@@ -109,6 +110,8 @@ void store_stmt_release(sqlite3_stmt *q);
 int store_bind_text(sqlite3_stmt *q, int idx, const char *s);
 /* Like store_bind_text, but NULL binds "" (for columns added after schema 1). */
 int store_bind_text_or_empty(sqlite3_stmt *q, int idx, const char *s);
+/* Like store_bind_text, but NULL and "" bind STORE_KIND_IMAGE (the kind columns). */
+int store_bind_kind(sqlite3_stmt *q, int idx, const char *kind);
 
 /* Runs fixed SQL (never built from input) that returns no rows: BEGIN, COMMIT, ... */
 int store_exec(struct store *st, const char *sql, const char *what);

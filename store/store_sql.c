@@ -124,6 +124,12 @@ int store_bind_text_or_empty(sqlite3_stmt *q, int idx, const char *s)
 	return sqlite3_bind_text(q, idx, s ? s : "", -1, SQLITE_STATIC);
 }
 
+int store_bind_kind(sqlite3_stmt *q, int idx, const char *kind)
+{
+	return sqlite3_bind_text(q, idx, kind && *kind ? kind : STORE_KIND_IMAGE, -1,
+	                         SQLITE_STATIC);
+}
+
 int store_step_write(struct store *st, sqlite3_stmt *q, const char *what, int *changes)
 {
 	int rc = sqlite3_step(q);

@@ -14,7 +14,8 @@
 
 #define VOLUME_COLUMNS                                                                             \
 	"id, name, capacity_bytes, fs_type, parameters, content_source, created_unix_ns,"          \
-	" mkfs_options, nouuid, mutable_parameters, condition"
+	" mkfs_options, nouuid, mutable_parameters, condition, kind, dir_base, dir_name,"          \
+	" on_delete, quota"
 
 static void *store_volume_from_row(sqlite3_stmt *q)
 {
@@ -31,6 +32,11 @@ static void *store_volume_from_row(sqlite3_stmt *q)
 	v->nouuid = sqlite3_column_int(q, 8) != 0;
 	v->mutable_parameters = store_column_text(q, 9);
 	v->condition = store_column_text(q, 10);
+	v->kind = store_column_text(q, 11);
+	v->dir_base = store_column_text(q, 12);
+	v->dir_name = store_column_text(q, 13);
+	v->on_delete = store_column_text(q, 14);
+	v->quota = sqlite3_column_int(q, 15) != 0;
 	return v;
 }
 
@@ -46,6 +52,10 @@ void store_volume_free(struct store_volume *v)
 	free(v->mkfs_options);
 	free(v->mutable_parameters);
 	free(v->condition);
+	free(v->kind);
+	free(v->dir_base);
+	free(v->dir_name);
+	free(v->on_delete);
 	free(v);
 }
 
@@ -72,7 +82,8 @@ int store_volume_put(struct store *st, const struct store_volume *v)
 	store_lock(st);
 	q = store_stmt(st, STMT_VOLUME_PUT,
 	               "INSERT INTO volumes (" VOLUME_COLUMNS
-	               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+	               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
+	               " ?15, ?16)",
 	               what);
 	if (!q) {
 		rc = STORE_ERROR;
@@ -88,7 +99,12 @@ int store_volume_put(struct store *st, const struct store_volume *v)
 	    (rc = store_bind_text_or_empty(q, 8, v->mkfs_options)) != SQLITE_OK ||
 	    (rc = sqlite3_bind_int(q, 9, v->nouuid ? 1 : 0)) != SQLITE_OK ||
 	    (rc = store_bind_text_or_empty(q, 10, v->mutable_parameters)) != SQLITE_OK ||
-	    (rc = store_bind_text_or_empty(q, 11, v->condition)) != SQLITE_OK) {
+	    (rc = store_bind_text_or_empty(q, 11, v->condition)) != SQLITE_OK ||
+	    (rc = store_bind_kind(q, 12, v->kind)) != SQLITE_OK ||
+	    (rc = store_bind_text_or_empty(q, 13, v->dir_base)) != SQLITE_OK ||
+	    (rc = store_bind_text_or_empty(q, 14, v->dir_name)) != SQLITE_OK ||
+	    (rc = store_bind_text_or_empty(q, 15, v->on_delete)) != SQLITE_OK ||
+	    (rc = sqlite3_bind_int(q, 16, v->quota ? 1 : 0)) != SQLITE_OK) {
 		rc = store_fail(st, rc, what);
 		goto out;
 	}
@@ -111,6 +127,16 @@ int store_volume_get_by_name(struct store *st, const char *name, struct store_vo
 	return store_get_one(st, STMT_VOLUME_GET_BY_NAME,
 	                     "SELECT " VOLUME_COLUMNS " FROM volumes WHERE name = ?1",
 	                     "volume get by name", name, NULL, store_volume_from_row,
+	                     "no such volume", (void **)out);
+}
+
+int store_volume_get_by_directory(struct store *st, const char *base, const char *name,
+                                  struct store_volume **out)
+{
+	return store_get_one(st, STMT_VOLUME_GET_BY_DIRECTORY,
+	                     "SELECT " VOLUME_COLUMNS " FROM volumes WHERE kind = 'directory'"
+	                     " AND dir_base = ?1 AND dir_name = ?2",
+	                     "volume get by directory", base, name, store_volume_from_row,
 	                     "no such volume", (void **)out);
 }
 

@@ -336,6 +336,29 @@ def mkfs_opts_seeds():
     write("mkfs_opts", "ext4-tight-room", bytes([0, 1]) + b"-b4096 -m0")
 
 
+# ---- directory volume names ----
+
+def dirname_seeds():
+    # byte 0: bit 0 pattern given, bits 1-3 namespace, claim and PV name given;
+    # then pattern, namespace, claim, PV name and request name, NUL-separated.
+    cases = {
+        "default": (0x0e, "", "team-a", "data", "pvc-1", "pvc-1"),
+        "default-no-meta": (0x00, "", "", "", "", "sanity vol"),
+        "nested": (0x0f, "${.PVC.namespace}/${.PVC.name}", "ns", "claim", "pv", "r"),
+        "aliases": (0x0f, "${pvc.metadata.namespace}-${pv.metadata.name}", "ns", "c", "pv", "r"),
+        "traversal": (0x0f, "${.PVC.namespace}/${.PVC.name}", "..", "../../etc", "pv", "r"),
+        "missing": (0x0d, "x/${.PVC.namespace}", "", "c", "pv", "r"),
+        "unknown": (0x0f, "${.PVC.uid}", "ns", "c", "pv", "r"),
+        "unterminated": (0x0f, "${.PV.name", "ns", "c", "pv", "r"),
+        "archived": (0x0f, "archived-${.PV.name}", "ns", "c", "pv", "r"),
+        "deep": (0x0f, "a/b/c/${.PV.name}", "ns", "c", "pv", "r"),
+        "dollar": (0x0f, "$x/${.PV.name}", "ns", "c", "pv", "r"),
+        "long": (0x0f, "${.PVC.name}", "ns", "x" * 300, "pv", "r"),
+    }
+    for name, (bits, *fields) in cases.items():
+        write("dirname", name, bytes([bits]) + b"\0".join(f.encode() for f in fields))
+
+
 # ---- the ext4 superblock ----
 
 def superblock(blocks, log_bs, incompat=0, blocks_hi=0, magic=0xEF53):
@@ -525,6 +548,7 @@ def main():
     policy_seeds()
     mount_opts_seeds()
     mkfs_opts_seeds()
+    dirname_seeds()
     ext4_sb_seeds()
     audit_line_seeds()
     csi_seeds()

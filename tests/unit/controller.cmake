@@ -6,3 +6,7 @@ sepcsi_unit_test(test_controller
 sepcsi_unit_test(test_controller_cs
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_controller_cs.c
   LIBS sepcsi_controller)
+# A directory volume's name from pathPattern and the PVC/PV metadata (pure).
+sepcsi_unit_test(test_ctl_dirname
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_ctl_dirname.c
+  LIBS sepcsi_controller)

@@ -20,7 +20,18 @@
 #include "tap.h"
 
 /* The schema version this build's store_open() migrates to. */
-#define STORE_TEST_SCHEMA 4
+#define STORE_TEST_SCHEMA 5
+
+/* SQL that takes the step to schema 5 (directory volumes) away again, for migration tests. */
+#define STORE_TEST_UNDO_V5                                                                         \
+	"DROP INDEX volumes_by_directory;"                                                         \
+	"ALTER TABLE volumes DROP COLUMN kind;"                                                    \
+	"ALTER TABLE volumes DROP COLUMN dir_base;"                                                \
+	"ALTER TABLE volumes DROP COLUMN dir_name;"                                                \
+	"ALTER TABLE volumes DROP COLUMN on_delete;"                                               \
+	"ALTER TABLE volumes DROP COLUMN quota;"                                                   \
+	"ALTER TABLE snapshots DROP COLUMN kind;"                                                  \
+	"ALTER TABLE snapshots DROP COLUMN dir_base;"
 
 static char tmpdir[] = "/tmp/sepcsi-test-store-XXXXXX";
 

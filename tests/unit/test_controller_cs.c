@@ -4,7 +4,8 @@
  * condition, group snapshots, concurrency), with a fake helper: a thread on
  * the other end of a SOCK_SEQPACKET socketpair that speaks the real helper
  * protocol and keeps a table of the images it "has", so sizes, copies and
- * missing images behave like the real helper's. It can hold CLONE answers
+ * missing images behave like the real helper's; likewise a table of the
+ * directories of directory volumes (DIR_*). It can hold CLONE answers
  * back while it keeps answering everything else, as the real helper runs
  * slow operations concurrently. The store is a real sqlite file.
  */
@@ -35,10 +36,20 @@ struct image {
 	uint64_t size;
 };
 
+#define MAX_DIRS 64
+
+/* A directory beneath a base; volume_id "" once it is nobody's (retained, or a stranger's). */
+struct dir {
+	char base[MH_PATH_MAX + 1], name[MH_DIRNAME_MAX + 1], volume_id[MH_ID_MAX + 1];
+	uint64_t size;
+};
+
 struct fake {
 	int fd;
 	pthread_mutex_t mu;
 	struct image images[MAX_IMAGES];
+	struct dir dirs[MAX_DIRS];
+	struct mh_req_dir last_dir; /* the last DIR_* request */
 	atomic_int requests[MH_ANS_ERROR + 1];
 	atomic_uint_least64_t avail; /* CAPACITY answer */
 	atomic_int fail_type;        /* answer requests of this type with fail_kind */
@@ -84,6 +95,125 @@ static bool img_exists(const char *id)
 	bool r = img_find(id) != NULL;
 	pthread_mutex_unlock(&fake.mu);
 	return r;
+}
+
+static struct dir *dir_find(const char *base, const char *name)
+{
+	for (int i = 0; i < MAX_DIRS; i++)
+		if (fake.dirs[i].base[0] && strcmp(fake.dirs[i].base, base) == 0 &&
+		    strcmp(fake.dirs[i].name, name) == 0)
+			return &fake.dirs[i];
+	return NULL;
+}
+
+static struct dir *dir_put(const char *base, const char *name, const char *vid, uint64_t size)
+{
+	struct dir *d = dir_find(base, name);
+	for (int i = 0; !d && i < MAX_DIRS; i++)
+		if (!fake.dirs[i].base[0])
+			d = &fake.dirs[i];
+	if (!d)
+		abort();
+	snprintf(d->base, sizeof(d->base), "%s", base);
+	snprintf(d->name, sizeof(d->name), "%s", name);
+	snprintf(d->volume_id, sizeof(d->volume_id), "%s", vid);
+	d->size = size;
+	return d;
+}
+
+/* Is there a directory name beneath base, and whose is it ("" nobody's)? */
+static bool dir_exists(const char *base, const char *name, char *owner)
+{
+	pthread_mutex_lock(&fake.mu);
+	struct dir *d = dir_find(base, name);
+	if (d && owner)
+		snprintf(owner, MH_ID_MAX + 1, "%s", d->volume_id);
+	pthread_mutex_unlock(&fake.mu);
+	return d != NULL;
+}
+
+static struct mh_req_dir last_dir(void)
+{
+	pthread_mutex_lock(&fake.mu);
+	struct mh_req_dir q = fake.last_dir;
+	pthread_mutex_unlock(&fake.mu);
+	return q;
+}
+
+static void set_error(struct mh_msg *ans, int kind, const char *why);
+
+/*
+ * Directory volumes as the helper keeps them: a base under /quota has
+ * project quotas; a directory is this volume's, nobody's (retained) or
+ * another's; snapshots go to the image table under their id.
+ */
+static void answer_dir(const struct mh_msg *req, struct mh_msg *ans)
+{
+	const struct mh_req_dir *q = &req->u.dir;
+	struct dir *d = dir_find(q->base, q->name);
+	bool quota = strncmp(q->base, "/quota", 6) == 0;
+	fake.last_dir = *q;
+	switch (req->type) {
+	case MH_REQ_DIR_CREATE:
+		if (d && strcmp(d->volume_id, q->volume_id) != 0) {
+			set_error(ans, MH_E_EXISTS, "directory exists and is not this volume's");
+		} else if (q->source_kind == MH_SRC_SNAPSHOT && !img_find(q->source_id)) {
+			set_error(ans, MH_E_NOTFOUND, "no such snapshot");
+		} else if (q->source_kind == MH_SRC_VOLUME && !dir_find(q->base, q->source_name)) {
+			set_error(ans, MH_E_NOTFOUND, "no such source directory");
+		} else {
+			dir_put(q->base, q->name, q->volume_id, q->size_bytes);
+			ans->u.dir_ans.size_bytes = q->size_bytes;
+			ans->u.dir_ans.quota = quota;
+		}
+		break;
+	case MH_REQ_DIR_DELETE:
+		if (d && q->mode == MH_DIR_DELETE)
+			d->base[0] = '\0';
+		else if (d && q->mode == MH_DIR_RETAIN)
+			d->volume_id[0] = '\0';
+		else if (d && q->mode == MH_DIR_ARCHIVE) {
+			char archived[MH_DIRNAME_MAX + 16];
+			snprintf(archived, sizeof(archived), "archived-%s", d->name);
+			snprintf(d->name, sizeof(d->name), "%.*s", MH_DIRNAME_MAX, archived);
+			d->volume_id[0] = '\0';
+		}
+		break;
+	case MH_REQ_DIR_EXPAND:
+		if (!d) {
+			set_error(ans, MH_E_NOTFOUND, "no such directory");
+		} else {
+			d->size = q->size_bytes > d->size ? q->size_bytes : d->size;
+			ans->u.dir_ans.size_bytes = d->size;
+			ans->u.dir_ans.quota = quota;
+		}
+		break;
+	case MH_REQ_DIR_STATS:
+		if (!d) {
+			set_error(ans, MH_E_NOTFOUND, "no such directory");
+		} else {
+			ans->u.stats_ans.bytes_total = d->size;
+			ans->u.stats_ans.bytes_available = d->size;
+		}
+		break;
+	case MH_REQ_DIR_CAPACITY:
+		ans->u.capacity_ans.available_bytes = atomic_load(&fake.avail);
+		ans->u.capacity_ans.total_bytes = 100 * GiB;
+		ans->u.capacity_ans.max_volume_bytes = 16 * TiB;
+		ans->u.capacity_ans.quota = quota;
+		break;
+	case MH_REQ_DIR_SNAPSHOT:
+		if (!d)
+			set_error(ans, MH_E_NOTFOUND, "no such directory");
+		else
+			img_put(q->snapshot_id, d->size);
+		break;
+	case MH_REQ_DIR_DELETE_SNAPSHOT:
+		img_del(q->snapshot_id);
+		break;
+	default: /* DIR_PUBLISH, DIR_UNPUBLISH: counted, nothing to keep */
+		break;
+	}
 }
 
 static void set_error(struct mh_msg *ans, int kind, const char *why)
@@ -151,6 +281,8 @@ static void answer(const struct mh_msg *req, struct mh_msg *ans)
 		ans->u.capacity_ans.max_volume_bytes = 16 * TiB;
 		break;
 	default:
+		if (req->type >= MH_REQ_DIR_CREATE && req->type <= MH_REQ_DIR_DELETE_SNAPSHOT)
+			answer_dir(req, ans);
 		break;
 	}
 	pthread_mutex_unlock(&fake.mu);
@@ -258,7 +390,7 @@ static Csi__V1__VolumeCapability *block_cap(struct cap_buf *b, int mode)
 #define SNMW  CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER
 #define MNMW  CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER
 #define SNRO  CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY
-#define MAXKV 4
+#define MAXKV 8
 
 /* One call of a handler: the response (if OK) lives in the arena until call_done(). */
 struct call {
@@ -275,9 +407,13 @@ static struct call *call_new(void)
 	return c;
 }
 
+static char last_msg[CTL_MSG_MAX]; /* the message of the last call that failed */
+
 static int call_run(struct call *c, ctl_handler fn, const void *req)
 {
 	c->code = fn(ctl, req, &c->resp, c->a, &c->st);
+	if (c->code)
+		snprintf(last_msg, sizeof(last_msg), "%s", c->st.msg);
 	if (getenv("TEST_VERBOSE") && c->code)
 		fprintf(stderr, "  -> %d %s\n", c->code, c->st.msg);
 	return c->code;
@@ -1313,6 +1449,398 @@ static void test_concurrency(struct mh_client *mh)
 	CHECK(delete_volume(vid) == CTL_OK);
 }
 
+/* ---- directory volumes ---- */
+
+#define PVC_NS  "csi.storage.k8s.io/pvc/namespace"
+#define PVC_NM  "csi.storage.k8s.io/pvc/name"
+#define PV_NM   "csi.storage.k8s.io/pv/name"
+#define DIRBASE "/srv/vols"
+
+/* CreateVolume of a directory volume in DIRBASE, with up to six more parameters. */
+static int create_dir(const char *name, const char *const *kv, char *id_out)
+{
+	struct create_opts o = {.name = name,
+	                        .req = 10 * MiB,
+	                        .keys = {"type", "baseDir"},
+	                        .vals = {"directory", DIRBASE}};
+	for (size_t i = 0; kv && kv[2 * i] && i < MAXKV - 2; i++) {
+		o.keys[2 + i] = kv[2 * i];
+		o.vals[2 + i] = kv[2 * i + 1];
+	}
+	return create(&o, id_out, NULL);
+}
+
+static void test_dir_params(void)
+{
+	struct cap_buf b1;
+	int creates = nreq(MH_REQ_DIR_CREATE);
+	struct create_opts o = {.name = "d-bad", .keys = {"type"}, .vals = {"folder"}};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	/* baseDir is required, and a canonical absolute path. */
+	o = (struct create_opts){.name = "d-bad", .keys = {"type"}, .vals = {"directory"}};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT && strstr(last_msg, "baseDir"));
+	const char *const rel[] = {"baseDir", "srv/vols", NULL};
+	o = (struct create_opts){
+	    .name = "d-bad", .keys = {"type", rel[0]}, .vals = {"directory", rel[1]}};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	o.vals[1] = "/srv/../etc";
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	/* Directory keys with an image volume, image keys with a directory volume. */
+	const char *const image_keys[][2] = {{"baseDir", DIRBASE},
+	                                     {"pathPattern", "x"},
+	                                     {"onDelete", "retain"},
+	                                     {"archiveOnDelete", "true"}};
+	for (size_t i = 0; i < 4; i++) {
+		o = (struct create_opts){
+		    .name = "d-bad", .keys = {image_keys[i][0]}, .vals = {image_keys[i][1]}};
+		CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT &&
+		      strstr(last_msg, "directory volumes only"));
+		o.keys[1] = "type";
+		o.vals[1] = "image";
+		CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	}
+	const char *const bad[][4] = {
+	    {"fsType", "xfs"},
+	    {"mkfsOptions", "-m0"},
+	    {"onDelete", "shred"},
+	    {"archiveOnDelete", "yes"},
+	    {"onDelete", "retain", "archiveOnDelete", "true"},
+	    {"onDelete", "archive", "archiveOnDelete", "false"},
+	    {"pathPattern", "${.PVC.namespace}/x"}, /* no metadata given */
+	    {"pathPattern", "${.PVC.uid}"},
+	    {"pathPattern", "a b"},
+	    {"pathPattern", "archived-x"},
+	    {"pathPattern", "../x"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *const kv[] = {bad[i][0], bad[i][1], bad[i][2], bad[i][3], NULL};
+		CHECK(create_dir("d-bad", kv, NULL) == CTL_INVALID_ARGUMENT);
+	}
+	CHECK(create_dir("d-bad", (const char *const[]){"pathPattern", "${.PV.name}", NULL},
+	                 NULL) == CTL_INVALID_ARGUMENT &&
+	      strstr(last_msg, PV_NM) && strstr(last_msg, "--extra-create-metadata"));
+	/* Capabilities: mount only, no fs type, no flags, one writer on one node. */
+	const char *const kvd[] = {"type", "directory", "baseDir", DIRBASE};
+	Csi__V1__VolumeCapability *caps[] = {block_cap(&b1, SNW)};
+	o = (struct create_opts){.name = "d-bad", .ncaps = 1, .caps = {caps[0]}};
+	for (size_t i = 0; i < 2; i++) {
+		o.keys[i] = kvd[2 * i];
+		o.vals[i] = kvd[2 * i + 1];
+	}
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT &&
+	      strstr(last_msg, "directory volumes are mount volumes"));
+	o.caps[0] = mount_cap(&b1, "ext4", SNW);
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	o.caps[0] = mount_cap(&b1, "", SNMW);
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT && strstr(last_msg, "local"));
+	o.caps[0] = mount_cap(&b1, "", MNMW);
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	char *flags[] = {"noatime"};
+	o.caps[0] = mount_cap(&b1, "", SNW);
+	b1.mv.n_mount_flags = 1;
+	b1.mv.mount_flags = flags;
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT && strstr(last_msg, "mount_flags"));
+	CHECK(nreq(MH_REQ_DIR_CREATE) == creates);
+}
+
+static void test_dir_create_delete(void)
+{
+	char id[64], id2[64], owner[MH_ID_MAX + 1];
+	struct store_volume *v = NULL;
+
+	/* No metadata, default pattern: the request's name, sanitised. */
+	CHECK(create_dir("sanity vol", NULL, id) == CTL_OK);
+	CHECK(dir_exists(DIRBASE, "sanity-vol", owner) && strcmp(owner, id) == 0);
+	CHECK(store_volume_get(st, id, &v) == STORE_OK && strcmp(v->kind, "directory") == 0 &&
+	      strcmp(v->dir_name, "sanity-vol") == 0 && strcmp(v->on_delete, "delete") == 0 &&
+	      !v->quota && v->capacity_bytes == 10 * MiB && strcmp(v->fs_type, "") == 0);
+	store_volume_free(v);
+	int creates = nreq(MH_REQ_DIR_CREATE);
+	CHECK(create_dir("sanity vol", NULL, id2) == CTL_OK && strcmp(id, id2) == 0);
+	CHECK(nreq(MH_REQ_DIR_CREATE) == creates);
+	/* The volume_context says where it is and that the capacity is advisory here. */
+	Csi__V1__ControllerGetVolumeRequest gv;
+	csi__v1__controller_get_volume_request__init(&gv);
+	gv.volume_id = id;
+	struct call *c = call_new();
+	CHECK(call_run(c, ctl_controller_get_volume, &gv) == CTL_OK);
+	Csi__V1__Volume *vol = ((Csi__V1__ControllerGetVolumeResponse *)c->resp)->volume;
+	bool where = false, advisory = false;
+	for (size_t i = 0; vol && i < vol->n_volume_context; i++) {
+		where = where || strcmp(vol->volume_context[i]->value, DIRBASE "/sanity-vol") == 0;
+		advisory = advisory || strcmp(vol->volume_context[i]->value, "advisory") == 0;
+	}
+	CHECK(where && advisory);
+	call_done(c);
+
+	/* Metadata: namespace-claim-pv; a pattern of its own. */
+	const char *const meta[] = {PVC_NS, "team", PVC_NM, "data", PV_NM, "pvc-1", NULL};
+	CHECK(create_dir("pvc-1", meta, id) == CTL_OK &&
+	      dir_exists(DIRBASE, "team-data-pvc-1", NULL));
+	const char *const pat[] = {
+	    "pathPattern", "${.PVC.namespace}/${pvc.metadata.name}", PVC_NS, "team", PVC_NM, "logs",
+	    NULL};
+	CHECK(create_dir("pvc-2", pat, id2) == CTL_OK && dir_exists(DIRBASE, "team/logs", NULL));
+
+	/* Another claim for the same directory: ALREADY_EXISTS naming it and its volume. */
+	const char *const same[] = {"pathPattern", "${.PVC.namespace}/${pvc.metadata.name}",
+	                            PVC_NS,        "team",
+	                            PVC_NM,        "logs",
+	                            "onDelete",    "retain",
+	                            NULL};
+	creates = nreq(MH_REQ_DIR_CREATE);
+	CHECK(create_dir("pvc-3", same, NULL) == CTL_ALREADY_EXISTS &&
+	      strstr(last_msg, DIRBASE "/team/logs") && strstr(last_msg, id2));
+	CHECK(nreq(MH_REQ_DIR_CREATE) == creates);
+	/* The same name with other parameters: ALREADY_EXISTS too (idempotency). */
+	CHECK(create_dir("pvc-2", same, NULL) == CTL_ALREADY_EXISTS);
+
+	/* DeleteVolume passes the recorded mode: delete (default), retain, archive. */
+	CHECK(delete_volume(id) == CTL_OK && last_dir().mode == MH_DIR_DELETE &&
+	      !dir_exists(DIRBASE, "team-data-pvc-1", NULL));
+	const char *const keep[] = {"onDelete", "retain", NULL};
+	CHECK(create_dir("keep-me", keep, id) == CTL_OK);
+	CHECK(delete_volume(id) == CTL_OK && last_dir().mode == MH_DIR_RETAIN &&
+	      strcmp(last_dir().name, "keep-me") == 0 && strcmp(last_dir().base, DIRBASE) == 0);
+	CHECK(dir_exists(DIRBASE, "keep-me", owner) && owner[0] == '\0');
+	CHECK(store_volume_get(st, id, &v) == STORE_NOTFOUND);
+	/* A retained directory is nobody's: a new volume there is refused by the helper. */
+	CHECK(create_dir("keep-me", NULL, NULL) == CTL_ALREADY_EXISTS);
+	const char *const arch[] = {"archiveOnDelete", "true", NULL};
+	CHECK(create_dir("old-data", arch, id) == CTL_OK);
+	CHECK(delete_volume(id) == CTL_OK && last_dir().mode == MH_DIR_ARCHIVE &&
+	      dir_exists(DIRBASE, "archived-old-data", NULL));
+	const char *const both[] = {"onDelete", "archive", "archiveOnDelete", "true", NULL};
+	CHECK(create_dir("old-data-2", both, id) == CTL_OK);
+	CHECK(delete_volume(id) == CTL_OK && last_dir().mode == MH_DIR_ARCHIVE);
+	CHECK(delete_volume(id2) == CTL_OK && !dir_exists(DIRBASE, "team/logs", NULL));
+	/* The helper refuses a base that is not in its policy: INVALID_ARGUMENT. */
+	fail_next(MH_REQ_DIR_CAPACITY, MH_E_REFUSED, 0);
+	CHECK(create_dir("not-a-base", NULL, NULL) == CTL_INVALID_ARGUMENT);
+	fail_none();
+}
+
+static void test_dir_intent_reconcile(void)
+{
+	/* An rpcd that died after the helper made the directory, before the row. */
+	const char *vid = "sv-0123456789abcdef0123456789abcdef";
+	pthread_mutex_lock(&fake.mu);
+	dir_put(DIRBASE, "left-behind", vid, 10 * MiB);
+	pthread_mutex_unlock(&fake.mu);
+	struct store_intent in = {.key = "create:left-behind",
+	                          .op = "create",
+	                          .object_id = (char *)vid,
+	                          .detail = "base=" DIRBASE "\nkind=directory\nname=left-behind\n"};
+	CHECK(store_intent_put(st, &in) == STORE_OK);
+	CHECK(ctl_reconcile(ctl) == 0);
+	struct mh_req_dir q = last_dir();
+	CHECK(!dir_exists(DIRBASE, "left-behind", NULL) && q.mode == MH_DIR_DELETE &&
+	      strcmp(q.volume_id, vid) == 0 && strcmp(q.name, "left-behind") == 0);
+	struct store_intent *left = NULL;
+	CHECK(store_intent_get(st, "create:left-behind", &left) == STORE_NOTFOUND);
+	store_intent_free(left);
+	/* A delete cut short is finished with the mode it recorded. */
+	char id[64];
+	const char *const keep[] = {"onDelete", "retain", NULL};
+	CHECK(create_dir("half-deleted", keep, id) == CTL_OK);
+	in = (struct store_intent){.key = "delete:x",
+	                           .op = "delete",
+	                           .object_id = id,
+	                           .detail = "base=" DIRBASE
+	                                     "\nkind=directory\nmode=retain\nname=half-deleted\n"};
+	char key[80];
+	snprintf(key, sizeof(key), "delete:%s", id);
+	in.key = key;
+	CHECK(store_intent_put(st, &in) == STORE_OK);
+	CHECK(ctl_reconcile(ctl) == 0);
+	CHECK(last_dir().mode == MH_DIR_RETAIN && dir_exists(DIRBASE, "half-deleted", NULL));
+	struct store_volume *v = NULL;
+	CHECK(store_volume_get(st, id, &v) == STORE_NOTFOUND);
+}
+
+static int64_t dir_capacity(const char *base, Csi__V1__VolumeCapability *cap, int *code)
+{
+	Csi__V1__GetCapacityRequest req;
+	Csi__V1__VolumeCapability *caps[1] = {cap};
+	Csi__V1__GetCapacityRequest__ParametersEntry pe[2], *pp[2] = {&pe[0], &pe[1]};
+	csi__v1__get_capacity_request__init(&req);
+	csi__v1__get_capacity_request__parameters_entry__init(&pe[0]);
+	csi__v1__get_capacity_request__parameters_entry__init(&pe[1]);
+	pe[0].key = "type";
+	pe[0].value = "directory";
+	pe[1].key = "baseDir";
+	pe[1].value = (char *)base;
+	req.parameters = pp;
+	req.n_parameters = base ? 2 : 1;
+	if (cap) {
+		req.n_volume_capabilities = 1;
+		req.volume_capabilities = caps;
+	}
+	int64_t avail = -1;
+	struct call *c = call_new();
+	*code = call_run(c, ctl_get_capacity, &req);
+	if (*code == CTL_OK) {
+		Csi__V1__GetCapacityResponse *r = c->resp;
+		avail = r->available_capacity;
+		CHECK(r->minimum_volume_size && r->minimum_volume_size->value == 1 * MiB);
+	}
+	call_done(c);
+	return avail;
+}
+
+static void test_dir_expand_capacity(void)
+{
+	struct cap_buf b1;
+	char id[64];
+	int64_t cap = 0;
+	bool node_exp = true;
+	int code;
+
+	const char *const lim[] = {"expandLimitBytes", "64Mi", NULL};
+	struct create_opts o = {.name = "grow",
+	                        .req = 10 * MiB,
+	                        .keys = {"type", "baseDir", lim[0]},
+	                        .vals = {"directory", "/quota/vols", lim[1]}};
+	CHECK(create(&o, id, NULL) == CTL_OK);
+	struct store_volume *v = NULL;
+	CHECK(store_volume_get(st, id, &v) == STORE_OK && v->quota);
+	store_volume_free(v);
+	int expands = nreq(MH_REQ_DIR_EXPAND), resizes = nreq(MH_REQ_RESIZE);
+	CHECK(expand(id, 33 * MiB, 0, NULL, &cap, &node_exp) == CTL_OK && cap == 33 * MiB &&
+	      !node_exp);
+	CHECK(nreq(MH_REQ_DIR_EXPAND) == expands + 1 && nreq(MH_REQ_RESIZE) == resizes);
+	CHECK(last_dir().size_bytes == 33 * MiB && strcmp(last_dir().base, "/quota/vols") == 0);
+	CHECK(expand(id, 65 * MiB, 0, NULL, NULL, NULL) == CTL_OUT_OF_RANGE);
+	CHECK(expand(id, 40 * MiB, 0, block_cap(&b1, SNW), NULL, NULL) == CTL_INVALID_ARGUMENT);
+
+	/* NodeExpandVolume has nothing to grow: the capacity, no helper call. */
+	Csi__V1__NodeStageVolumeRequest sr;
+	csi__v1__node_stage_volume_request__init(&sr);
+	sr.volume_id = id;
+	sr.staging_target_path = "/var/lib/kubelet/plugins/kubernetes.io/csi/x/globalmount";
+	sr.volume_capability = mount_cap(&b1, "", SNW);
+	int stages = nreq(MH_REQ_STAGE);
+	CHECK(code_of(ctl_node_stage_volume, &sr) == CTL_OK && nreq(MH_REQ_STAGE) == stages);
+	Csi__V1__NodeExpandVolumeRequest ne;
+	csi__v1__node_expand_volume_request__init(&ne);
+	ne.volume_id = id;
+	ne.volume_path = sr.staging_target_path;
+	struct call *c = call_new();
+	int node_expands = nreq(MH_REQ_EXPAND);
+	CHECK(call_run(c, ctl_node_expand_volume, &ne) == CTL_OK &&
+	      ((Csi__V1__NodeExpandVolumeResponse *)c->resp)->capacity_bytes == 33 * MiB &&
+	      nreq(MH_REQ_EXPAND) == node_expands);
+	call_done(c);
+	/* NodeGetVolumeStats at the staging path measures the directory itself (path ""). */
+	Csi__V1__NodeGetVolumeStatsRequest sq;
+	csi__v1__node_get_volume_stats_request__init(&sq);
+	sq.volume_id = id;
+	sq.volume_path = sr.staging_target_path;
+	c = call_new();
+	CHECK(call_run(c, ctl_node_get_volume_stats, &sq) == CTL_OK && last_dir().path[0] == '\0' &&
+	      ((Csi__V1__NodeGetVolumeStatsResponse *)c->resp)->usage[0]->total == 33 * MiB);
+	call_done(c);
+	/* NodePublishVolume binds the directory (DIR_PUBLISH), with the mount group. */
+	Csi__V1__NodePublishVolumeRequest pr;
+	csi__v1__node_publish_volume_request__init(&pr);
+	pr.volume_id = id;
+	pr.staging_target_path = sr.staging_target_path;
+	pr.target_path = "/var/lib/kubelet/pods/p1/volumes/kubernetes.io~csi/pv/mount";
+	pr.volume_capability = mount_cap(&b1, "", SNW);
+	pr.readonly = true;
+	b1.mv.volume_mount_group = "2000";
+	int pubs = nreq(MH_REQ_DIR_PUBLISH);
+	CHECK(code_of(ctl_node_publish_volume, &pr) == CTL_OK &&
+	      nreq(MH_REQ_DIR_PUBLISH) == pubs + 1 && nreq(MH_REQ_PUBLISH) == 0);
+	struct mh_req_dir pq = last_dir();
+	CHECK(strcmp(pq.path, pr.target_path) == 0 && pq.mode == 1 &&
+	      pq.flags == MH_F_MOUNT_GROUP && pq.gid == 2000 && strcmp(pq.name, "grow") == 0);
+	Csi__V1__NodeUnpublishVolumeRequest upr;
+	csi__v1__node_unpublish_volume_request__init(&upr);
+	upr.volume_id = id;
+	upr.target_path = pr.target_path;
+	CHECK(code_of(ctl_node_unpublish_volume, &upr) == CTL_OK &&
+	      nreq(MH_REQ_DIR_UNPUBLISH) == 1 && strcmp(last_dir().path, pr.target_path) == 0);
+	Csi__V1__NodeUnstageVolumeRequest ur;
+	csi__v1__node_unstage_volume_request__init(&ur);
+	ur.volume_id = id;
+	ur.staging_target_path = sr.staging_target_path;
+	int unstages = nreq(MH_REQ_UNSTAGE);
+	CHECK(code_of(ctl_node_unstage_volume, &ur) == CTL_OK && nreq(MH_REQ_UNSTAGE) == unstages);
+
+	/* GetCapacity of a base: DIR_CAPACITY. */
+	atomic_store(&fake.avail, 7 * GiB);
+	int caps = nreq(MH_REQ_DIR_CAPACITY), datas = nreq(MH_REQ_CAPACITY);
+	CHECK(dir_capacity("/quota/vols", NULL, &code) == 7 * GiB && code == CTL_OK);
+	CHECK(nreq(MH_REQ_DIR_CAPACITY) == caps + 1 && nreq(MH_REQ_CAPACITY) == datas);
+	CHECK(strcmp(last_dir().base, "/quota/vols") == 0);
+	CHECK(dir_capacity("/quota/vols", block_cap(&b1, SNW), &code) == 0 && code == CTL_OK);
+	CHECK(dir_capacity(NULL, NULL, &code) == -1 && code == CTL_INVALID_ARGUMENT);
+	atomic_store(&fake.avail, 50 * GiB);
+
+	/* Its condition: the directory, measured; gone is abnormal. */
+	bool abnormal = true;
+	CHECK(get_volume(id, &abnormal, NULL) == CTL_OK && !abnormal);
+	pthread_mutex_lock(&fake.mu);
+	dir_find("/quota/vols", "grow")->base[0] = '\0';
+	pthread_mutex_unlock(&fake.mu);
+	CHECK(get_volume(id, &abnormal, NULL) == CTL_OK && abnormal);
+	CHECK(delete_volume(id) == CTL_OK);
+}
+
+static void test_dir_snapshots(void)
+{
+	char vid[64], iid[64], sid[64], isid[64], rid[64], cid[64];
+	int64_t size = 0, cap = 0;
+	CHECK(create_dir("snap-src", NULL, vid) == CTL_OK);
+	CHECK(snapshot("dir-snap", vid, sid, &size) == CTL_OK && size == 10 * MiB);
+	CHECK(strcmp(last_dir().snapshot_id, sid) == 0 && strcmp(last_dir().name, "snap-src") == 0);
+	struct store_snapshot *s = NULL;
+	CHECK(store_snapshot_get(st, sid, &s) == STORE_OK && strcmp(s->kind, "directory") == 0 &&
+	      strcmp(s->dir_base, DIRBASE) == 0);
+	store_snapshot_free(s);
+	/* Restore and clone within the base. */
+	struct create_opts o = {.name = "dir-restored",
+	                        .snapshot = sid,
+	                        .keys = {"type", "baseDir"},
+	                        .vals = {"directory", DIRBASE}};
+	CHECK(create(&o, rid, &cap) == CTL_OK && cap == 10 * MiB);
+	CHECK(last_dir().source_kind == MH_SRC_SNAPSHOT && strcmp(last_dir().source_id, sid) == 0);
+	o = (struct create_opts){.name = "dir-clone",
+	                         .volume = vid,
+	                         .keys = {"type", "baseDir"},
+	                         .vals = {"directory", DIRBASE}};
+	CHECK(create(&o, cid, NULL) == CTL_OK && last_dir().source_kind == MH_SRC_VOLUME &&
+	      strcmp(last_dir().source_name, "snap-src") == 0);
+	/* Another base, or the other kind of volume: INVALID_ARGUMENT. */
+	o.name = "dir-clone-elsewhere";
+	o.vals[1] = "/srv/other";
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	o = (struct create_opts){.name = "image-from-dir", .snapshot = sid};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	o = (struct create_opts){.name = "img-src", .req = 16 * MiB};
+	CHECK(create(&o, iid, NULL) == CTL_OK);
+	CHECK(snapshot("img-snap", iid, isid, NULL) == CTL_OK);
+	o = (struct create_opts){.name = "dir-from-image",
+	                         .snapshot = isid,
+	                         .keys = {"type", "baseDir"},
+	                         .vals = {"directory", DIRBASE}};
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	o.snapshot = NULL;
+	o.volume = iid;
+	CHECK(create(&o, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	/* Group snapshots of directory volumes are not supported (yet). */
+	char *ids[2] = {vid, iid};
+	CHECK(group_create("dir-group", ids, 2, NULL, NULL) == CTL_INVALID_ARGUMENT);
+	/* DeleteSnapshot: DIR_DELETE_SNAPSHOT in its base. */
+	int dels = nreq(MH_REQ_DIR_DELETE_SNAPSHOT);
+	CHECK(delete_snapshot(sid) == CTL_OK && nreq(MH_REQ_DIR_DELETE_SNAPSHOT) == dels + 1 &&
+	      strcmp(last_dir().base, DIRBASE) == 0 && !img_exists(sid));
+	CHECK(delete_snapshot(isid) == CTL_OK && delete_volume(iid) == CTL_OK);
+	CHECK(delete_volume(rid) == CTL_OK && delete_volume(cid) == CTL_OK &&
+	      delete_volume(vid) == CTL_OK);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/sepcsi-ctlcs-XXXXXX", db[128];
@@ -1340,6 +1868,11 @@ int main(void)
 	test_capacity();
 	test_groups();
 	test_concurrency(mh);
+	test_dir_params();
+	test_dir_create_delete();
+	test_dir_intent_reconcile();
+	test_dir_expand_capacity();
+	test_dir_snapshots();
 
 	/* Capabilities: exactly the fifteen implemented. */
 	Csi__V1__ControllerGetCapabilitiesRequest cg;

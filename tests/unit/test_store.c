@@ -515,6 +515,109 @@ static void test_volume_extras(void)
 	store_close(st);
 }
 
+/*
+ * A store as schema 4 left it (made from a schema 5 one by taking the step
+ * away again): the migration to 5 keeps its rows as image volumes and
+ * snapshots, and adds the directory index.
+ */
+static void test_migrate_from_v4(void)
+{
+	char p[256];
+	const char *path = tpath(p, sizeof p, "v4.db");
+	struct store_volume *v = NULL;
+	struct store_snapshot *s = NULL;
+	struct store *st = open_ok(path);
+
+	store_close(st);
+	CHECK(sql_exec(path, STORE_TEST_UNDO_V5
+	               "INSERT INTO volumes (id, name, capacity_bytes, fs_type, parameters,"
+	               " content_source, created_unix_ns) VALUES"
+	               " ('vol-4', 'pvc-4', 1048576, 'ext4', '', '', 5);"
+	               "INSERT INTO snapshots VALUES ('ss-4', 'snap-4', 'vol-4', 1048576,"
+	               " 'ext4', '', '', 6);"
+	               "PRAGMA user_version = 4;") == SQLITE_OK);
+	CHECK(sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name ="
+	                    " 'volumes_by_directory'") == 0);
+	st = open_ok(path);
+	CHECK(store_volume_get(st, "vol-4", &v) == STORE_OK && v);
+	CHECK(v && strcmp(v->kind, STORE_KIND_IMAGE) == 0 && strcmp(v->dir_base, "") == 0 &&
+	      strcmp(v->dir_name, "") == 0 && strcmp(v->on_delete, "") == 0 && !v->quota);
+	store_volume_free(v);
+	CHECK(store_snapshot_get(st, "ss-4", &s) == STORE_OK && s);
+	CHECK(s && strcmp(s->kind, STORE_KIND_IMAGE) == 0 && strcmp(s->dir_base, "") == 0);
+	store_snapshot_free(s);
+	store_close(st);
+	CHECK(sql_int(path, "PRAGMA user_version") == STORE_TEST_SCHEMA);
+	CHECK(sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name ="
+	                    " 'volumes_by_directory'") == 1);
+}
+
+/* Directory volumes: their columns, and one volume per directory of a base. */
+static void test_directory_volumes(void)
+{
+	char p[256];
+	struct store *st = open_ok(tpath(p, sizeof p, "dirs.db"));
+	struct store_volume v = {
+	    .id = (char *)"vol-d1",
+	    .name = (char *)"pvc-d1",
+	    .capacity_bytes = 1 << 30,
+	    .fs_type = (char *)"",
+	    .parameters = (char *)"baseDir=/srv/vols\ntype=directory\n",
+	    .content_source = (char *)"",
+	    .kind = (char *)STORE_KIND_DIRECTORY,
+	    .dir_base = (char *)"/srv/vols",
+	    .dir_name = (char *)"ns-claim",
+	    .on_delete = (char *)"archive",
+	    .quota = true,
+	};
+	struct store_volume *g = NULL;
+	struct store_snapshot sn = {.id = (char *)"ss-d",
+	                            .name = (char *)"snap-d",
+	                            .source_volume_id = (char *)"vol-d1",
+	                            .size_bytes = 1 << 30,
+	                            .kind = (char *)STORE_KIND_DIRECTORY,
+	                            .dir_base = (char *)"/srv/vols"},
+	                      *gs = NULL;
+
+	CHECK(store_volume_put(st, &v) == STORE_OK);
+	CHECK(store_volume_get_by_directory(st, "/srv/vols", "ns-claim", &g) == STORE_OK && g);
+	CHECK(g && strcmp(g->id, "vol-d1") == 0 && strcmp(g->kind, STORE_KIND_DIRECTORY) == 0 &&
+	      strcmp(g->on_delete, "archive") == 0 && g->quota);
+	store_volume_free(g);
+	/* Another volume in the same directory of the same base is refused. */
+	v.id = (char *)"vol-d2";
+	v.name = (char *)"pvc-d2";
+	CHECK(store_volume_put(st, &v) == STORE_EXISTS);
+	/* The same name in another base, or another name, is another directory. */
+	v.dir_base = (char *)"/srv/other";
+	CHECK(store_volume_put(st, &v) == STORE_OK);
+	v.id = (char *)"vol-d3";
+	v.name = (char *)"pvc-d3";
+	v.dir_base = (char *)"/srv/vols";
+	v.dir_name = (char *)"ns-claim/sub";
+	CHECK(store_volume_put(st, &v) == STORE_OK);
+	CHECK(store_volume_get_by_directory(st, "/srv/vols", "nope", &g) == STORE_NOTFOUND && !g);
+	/* Images have no directory: any number of them with "" / "". */
+	CHECK(put_vol(st, "vol-i1", "pvc-i1") == STORE_OK);
+	CHECK(put_vol(st, "vol-i2", "pvc-i2") == STORE_OK);
+	CHECK(store_volume_get(st, "vol-i1", &g) == STORE_OK && g &&
+	      strcmp(g->kind, STORE_KIND_IMAGE) == 0);
+	store_volume_free(g);
+	CHECK(store_volume_get_by_directory(st, "", "", &g) == STORE_NOTFOUND);
+	/* Once deleted, its directory may be another volume's. */
+	CHECK(store_volume_delete(st, "vol-d1") == STORE_OK);
+	v.id = (char *)"vol-d4";
+	v.name = (char *)"pvc-d4";
+	v.dir_name = (char *)"ns-claim";
+	CHECK(store_volume_put(st, &v) == STORE_OK);
+	CHECK(store_snapshot_put(st, &sn) == STORE_OK);
+	CHECK(store_snapshot_get(st, "ss-d", &gs) == STORE_OK && gs &&
+	      strcmp(gs->kind, STORE_KIND_DIRECTORY) == 0 &&
+	      strcmp(gs->dir_base, "/srv/vols") == 0);
+	store_snapshot_free(gs);
+	store_close(st);
+}
+
 static struct store_snapshot snap(const char *id, const char *name, const char *src)
 {
 	return (struct store_snapshot){
@@ -699,7 +802,9 @@ int main(void)
 	test_bad_files();
 	test_threads();
 	test_migrate_from_v1();
+	test_migrate_from_v4();
 	test_volume_extras();
+	test_directory_volumes();
 	test_snapshots();
 	test_group_snapshots();
 	test_attachments();
