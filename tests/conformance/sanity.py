@@ -3,7 +3,7 @@
 Usage, as root inside a private mount namespace (tools/test.sh does this):
     unshare -m --propagation private /usr/bin/python3 tests/conformance/sanity.py \
         BUILD_DIR [MODE ...]
-MODE is one of mount-xfs, block, mount-ext4 (default: all three).
+MODE is one of mount-xfs, block, mount-ext4, directory (default: all four).
 
 The driver runs with its embedded defaults: the default policy, whose only
 allowed root is /var/lib/kubelet. A tmpfs is mounted there (in this private
@@ -13,7 +13,9 @@ kubelet's own layout:
                 target   pods/<pod uid>/volumes/kubernetes.io~csi/<pv>/target
     block:      staging  plugins/kubernetes.io/csi/volumeDevices/staging/<pv>
                 target   plugins/kubernetes.io/csi/volumeDevices/publish/<pv>/target
-Store, images and socket live in a temporary directory. After each run the
+Store, images and socket live in a temporary directory. In directory mode the
+driver is given a policy naming one base directory there ([directories]
+base_dirs), and csi-sanity the parameters type: directory and baseDir: it. After each run the
 driver is stopped and the machine is checked: no mount left beneath the
 kubelet root, no loop device backed by the run's images.
 
@@ -56,6 +58,7 @@ MODES = {
     "mount-xfs": ("mount", "fsType: xfs\n"),
     "block": ("block", ""),
     "mount-ext4": ("mount", "fsType: ext4\n"),
+    "directory": ("mount", "type: directory\nbaseDir: {base}\n"),
 }
 
 
@@ -116,13 +119,22 @@ def run_mode(build, sanity, mode):
     endpoint = "unix://" + sock
     log_path = os.path.join(tmp, "driver.log")
     stagingdir, mountdir = kubelet_tree(access)
+    base = os.path.join(tmp, "base")
+    params = params.format(base=base)
+    extra = []
+    if "{base}" in MODES[mode][1]:
+        os.makedirs(base, mode=0o755)
+        os.chmod(base, 0o755)
+        with open(os.path.join(tmp, "policy.ini"), "w") as f:
+            f.write("[directories]\nbase_dirs = %s\n" % base)
+        extra = ["--policy", os.path.join(tmp, "policy.ini")]
     for name, text in (("params.yaml", params), ("mutable.yaml", "expandLimitBytes: 8Gi\n")):
         with open(os.path.join(tmp, name), "w") as f:
             f.write(text)
     sup = subprocess.Popen(
         [os.path.join(build, "bin", "sepcsi-supervisor"), "--endpoint", endpoint,
          "--node-id", "sanity-node", "--state-dir", os.path.join(tmp, "state"),
-         "--data-dir", os.path.join(tmp, "data")],
+         "--data-dir", os.path.join(tmp, "data")] + extra,
         stdout=open(log_path, "w"), stderr=subprocess.STDOUT, start_new_session=True)
     problems = []
     results = []

@@ -40,14 +40,18 @@ def write(harness, name, data):
 
 # ---- the helper protocol (proto/mh_proto.h) ----
 
-MH_VERSION = 4
+MH_VERSION = 5
 T = dict(
     REQ_PING=1, ANS_PING=2, REQ_CREATE=3, ANS_CREATE=4, REQ_DELETE=5, ANS_DELETE=6,
     REQ_STAGE=7, ANS_STAGE=8, REQ_UNSTAGE=9, ANS_UNSTAGE=10, REQ_PUBLISH=11, ANS_PUBLISH=12,
     REQ_UNPUBLISH=13, ANS_UNPUBLISH=14, REQ_RESIZE=15, ANS_RESIZE=16, REQ_SNAPSHOT=17,
     ANS_SNAPSHOT=18, REQ_DELETE_SNAPSHOT=19, ANS_DELETE_SNAPSHOT=20, REQ_CLONE=21, ANS_CLONE=22,
     REQ_CAPACITY=23, ANS_CAPACITY=24, REQ_EXPAND=25, ANS_EXPAND=26, REQ_STATS=27, ANS_STATS=28,
-    REQ_LIST=29, ANS_LIST=30, ANS_ERROR=100)
+    REQ_LIST=29, ANS_LIST=30, REQ_DIR_CREATE=31, ANS_DIR_CREATE=32, REQ_DIR_DELETE=33,
+    ANS_DIR_DELETE=34, REQ_DIR_EXPAND=35, ANS_DIR_EXPAND=36, REQ_DIR_PUBLISH=37,
+    ANS_DIR_PUBLISH=38, REQ_DIR_UNPUBLISH=39, ANS_DIR_UNPUBLISH=40, REQ_DIR_STATS=41,
+    ANS_DIR_STATS=42, REQ_DIR_CAPACITY=43, ANS_DIR_CAPACITY=44, REQ_DIR_SNAPSHOT=45,
+    ANS_DIR_SNAPSHOT=46, REQ_DIR_DELETE_SNAPSHOT=47, ANS_DIR_DELETE_SNAPSHOT=48, ANS_ERROR=100)
 
 
 def s(b):
@@ -75,9 +79,33 @@ def stage(vol=VOL, path=STAGING, fs=b"ext4", flags=b"noatime", mkfs=b"-m0", ro=0
     return msg("REQ_STAGE", s(vol) + s(path) + s(fs) + s(flags) + s(mkfs) + u8(ro) + u8(f) + u32(gid))
 
 
+BASE = b"/srv/sepcsi"
+
+
+def dirq(type_name, vol=VOL, base=BASE, name=b"ns/claim", path=b"", snap=b"", src_kind=0,
+         src=b"", src_name=b"", size=0, mode=0, flags=0, gid=0):
+    """A directory-volume request (struct mh_req_dir)."""
+    return msg(type_name, s(vol) + s(base) + s(name) + s(path) + s(snap) + u8(src_kind) + s(src)
+               + s(src_name) + u64(size) + u8(mode) + u8(flags) + u32(gid))
+
+
 def requests():
     """One valid request of every type, and some the helper must refuse after decoding."""
     return {
+        "dir-create": dirq("REQ_DIR_CREATE", size=1 << 30),
+        "dir-create-from-volume": dirq("REQ_DIR_CREATE", vol=VOL2, size=1 << 30, src_kind=2,
+                                       src=VOL, src_name=b"ns/claim"),
+        "dir-delete-archive": dirq("REQ_DIR_DELETE", mode=2),
+        "dir-expand": dirq("REQ_DIR_EXPAND", size=2 << 30),
+        "dir-publish-group": dirq("REQ_DIR_PUBLISH", path=TARGET, mode=1, flags=0x08, gid=1000),
+        "dir-unpublish": dirq("REQ_DIR_UNPUBLISH", path=TARGET),
+        "dir-stats": dirq("REQ_DIR_STATS", path=b""),
+        "dir-capacity": dirq("REQ_DIR_CAPACITY", vol=b"", name=b""),
+        "dir-snapshot": dirq("REQ_DIR_SNAPSHOT", snap=SNAP),
+        "dir-delete-snapshot": dirq("REQ_DIR_DELETE_SNAPSHOT", vol=b"", name=b"", snap=SNAP),
+        "hostile-dir-climb": dirq("REQ_DIR_CREATE", name=b"../../etc", size=1 << 30),
+        "hostile-dir-own-area": dirq("REQ_DIR_DELETE", name=b".sepcsi-snapshots"),
+        "hostile-dir-base": dirq("REQ_DIR_DELETE", base=b"/etc", name=b"passwd"),
         "ping": msg("REQ_PING"),
         "create": msg("REQ_CREATE", s(VOL) + u64(1 << 30)),
         "delete": msg("REQ_DELETE", s(VOL)),
@@ -118,7 +146,9 @@ def answers():
         "ans-stage": msg("ANS_STAGE"),
         "ans-snapshot": msg("ANS_SNAPSHOT", u64(1 << 30) + u8(1)),
         "ans-clone": msg("ANS_CLONE", u64(1 << 30) + u8(0)),
-        "ans-capacity": msg("ANS_CAPACITY", u64(50 << 30) + u64(100 << 30) + u64(16 << 40) + u8(1)),
+        "ans-capacity": msg("ANS_CAPACITY", u64(50 << 30) + u64(100 << 30) + u64(16 << 40) + u8(1)
+                            + u8(0)),
+        "ans-dir-create": msg("ANS_DIR_CREATE", u64(1 << 30) + u8(1) + u8(0)),
         "ans-expand": msg("ANS_EXPAND", u64(2 << 30)),
         "ans-stats": msg("ANS_STATS", u64(1) + u64(2) + u64(3) + u64(4) + u64(5) + u64(6) + u8(1)
                          + s(b"file system errors")),

@@ -1,0 +1,197 @@
+"""Directory volumes through CSI, as external-provisioner and kubelet drive
+them: names from the PVC metadata (the default and a pathPattern), two pods
+writing to one volume, expansion, stats, every on-delete mode, snapshot and
+restore with the content compared, and the requests the spec says to refuse.
+The base is a real xfs (with project quotas where the kernel has them)."""
+import errno
+import os
+
+import grpc
+import pytest
+
+from conftest import Driver, mounts_under, running
+from csi_client import block_cap, mount_cap
+from test_dir_helper import tree, write, xfs_base
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def dd():
+    yield from running(Driver(setup=xfs_base))
+
+
+def dir_cap(mode="SINGLE_NODE_WRITER"):
+    return mount_cap("", mode)
+
+
+def params(d, **extra):
+    p = {"type": "directory", "baseDir": d.base}
+    p.update(extra)
+    return p
+
+
+def meta(ns, pvc, pv):
+    return {"csi.storage.k8s.io/pvc/namespace": ns, "csi.storage.k8s.io/pvc/name": pvc,
+            "csi.storage.k8s.io/pv/name": pv}
+
+
+def create(d, name, size=64 * MiB, **kw):
+    c = d.client
+    kw.setdefault("parameters", params(d))
+    kw.setdefault("volume_capabilities", [dir_cap()])
+    return c.controller("CreateVolume", name=name,
+                        capacity_range=c.pb.CapacityRange(required_bytes=size), **kw).volume
+
+
+def code_of(fn, *a, **kw):
+    with pytest.raises(grpc.RpcError) as e:
+        fn(*a, **kw)
+    return e.value.code(), e.value.details()
+
+
+def pod_target(d, pod, pv):
+    parent = os.path.join(d.root, "pods", pod, "volumes", "kubernetes.io~csi", pv)
+    os.makedirs(parent, exist_ok=True)
+    return os.path.join(parent, "mount")
+
+
+def test_names_publish_expand_delete(dd):
+    c = dd.client
+    cap = dir_cap()
+    # The default name: <namespace>-<pvc name>-<pv name>, each value sanitised.
+    v1 = create(dd, "pvc-1", parameters=dict(params(dd), **meta("team-a", "data", "pvc-1")))
+    assert os.path.isdir(os.path.join(dd.base, "team-a-data-pvc-1"))
+    assert create(dd, "pvc-1", parameters=dict(params(dd), **meta("team-a", "data", "pvc-1"))) \
+        .volume_id == v1.volume_id
+    # A pattern: one directory per namespace; a hostile value cannot add a component.
+    v2 = create(dd, "pvc-2", parameters=dict(params(dd, pathPattern="${.PVC.namespace}/${.PVC.name}"),
+                                             **meta("team-a", "../../etc", "pvc-2")))
+    assert os.listdir(os.path.join(dd.base, "team-a")) == ["_.-..-etc"]
+    # No metadata (a plain CSI client): the request name.
+    v3 = create(dd, "plain.name_3")
+    assert os.path.isdir(os.path.join(dd.base, "plain.name_3"))
+    # Two claims, one directory: never.
+    code, msg = code_of(create, dd, "pvc-4",
+                        parameters=dict(params(dd, pathPattern="${.PVC.namespace}/${.PVC.name}"),
+                                        **meta("team-a", "../../etc", "pvc-4")))
+    assert code == grpc.StatusCode.ALREADY_EXISTS, msg
+
+    # Stage records only; two pods publish and write; one reads only.
+    vid = v1.volume_id
+    staging = os.path.join(dd.root, "staging", "v1")
+    os.makedirs(staging)
+    c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging, volume_capability=cap,
+           volume_context=dict(v1.volume_context))
+    t1, t2, t3 = (pod_target(dd, p, "pvc-1") for p in ("pod1", "pod2", "pod3"))
+    for t, ro in ((t1, False), (t2, False), (t3, True)):
+        for _ in range(2):
+            c.node("NodePublishVolume", volume_id=vid, staging_target_path=staging,
+                   target_path=t, volume_capability=cap, readonly=ro,
+                   volume_context=dict(v1.volume_context))
+    open(os.path.join(t1, "a"), "w").write("from pod1")
+    open(os.path.join(t2, "b"), "w").write("from pod2")
+    assert sorted(os.listdir(t3)) == ["a", "b"]
+    with pytest.raises(OSError) as e:
+        open(os.path.join(t3, "c"), "w")
+    assert e.value.errno == errno.EROFS
+    stats = c.node("NodeGetVolumeStats", volume_id=vid, volume_path=t1)
+    assert stats.usage and stats.usage[0].total > 0
+
+    # Expansion: the controller alone (no node step); the quota, where there is one.
+    exp = c.controller("ControllerExpandVolume", volume_id=vid,
+                       capacity_range=c.pb.CapacityRange(required_bytes=128 * MiB))
+    assert exp.capacity_bytes == 128 * MiB and not exp.node_expansion_required
+    if dd.quota:
+        assert write(os.path.join(t1, "big"), 100 * MiB) == 0
+        assert write(os.path.join(t1, "big2"), 100 * MiB) == errno.EDQUOT
+
+    for t in (t1, t2, t3):
+        c.node("NodeUnpublishVolume", volume_id=vid, target_path=t)
+        assert not os.path.exists(t)
+    c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    assert mounts_under(dd.root) == []
+    for v in (v1, v2, v3):
+        c.controller("DeleteVolume", volume_id=v.volume_id)
+        c.controller("DeleteVolume", volume_id=v.volume_id)
+    assert sorted(os.listdir(dd.base)) == [".sepcsi-trash", ".sepcsi-work", "team-a"]
+    assert os.listdir(os.path.join(dd.base, "team-a")) == []
+
+
+@pytest.mark.parametrize("extra,left", [
+    ({"onDelete": "retain"}, ["kept"]),
+    ({"onDelete": "archive"}, ["archived-kept"]),
+    ({"archiveOnDelete": "true"}, ["archived-kept"]),
+    ({"archiveOnDelete": "false"}, []),
+    ({"onDelete": "delete"}, []),
+])
+def test_on_delete(dd, extra, left):
+    v = create(dd, "kept", parameters=params(dd, **extra))
+    open(os.path.join(dd.base, "kept", "data"), "w").write("x")
+    dd.client.controller("DeleteVolume", volume_id=v.volume_id)
+    assert sorted(n for n in os.listdir(dd.base) if not n.startswith(".")) == left
+    for n in left:
+        assert open(os.path.join(dd.base, n, "data")).read() == "x"
+
+
+def test_snapshot_and_restore(dd):
+    c = dd.client
+    v = create(dd, "src", 128 * MiB)
+    src = os.path.join(dd.base, "src")
+    os.makedirs(os.path.join(src, "d", "e"))
+    open(os.path.join(src, "d", "e", "f"), "w").write("inner")
+    os.link(os.path.join(src, "d", "e", "f"), os.path.join(src, "d", "hard"))
+    os.symlink("/etc/passwd", os.path.join(src, "d", "to-etc"))
+    os.chown(os.path.join(src, "d", "e", "f"), 1000, 1000)
+    with open(os.path.join(src, "sparse"), "wb") as f:
+        f.seek(30 * MiB)
+        f.write(b"end")
+    os.setxattr(os.path.join(src, "sparse"), "user.k", b"v")
+    before = tree(src)
+    snap = c.controller("CreateSnapshot", source_volume_id=v.volume_id, name="snap-1").snapshot
+    assert snap.ready_to_use and snap.size_bytes == 128 * MiB
+    open(os.path.join(src, "later"), "w").write("not in the snapshot")
+    r = create(dd, "restored", 128 * MiB,
+               volume_content_source=c.pb.VolumeContentSource(
+                   snapshot=c.pb.VolumeContentSource.SnapshotSource(snapshot_id=snap.snapshot_id)))
+    assert tree(os.path.join(dd.base, "restored")) == before
+    k = create(dd, "cloned", 128 * MiB,
+               volume_content_source=c.pb.VolumeContentSource(
+                   volume=c.pb.VolumeContentSource.VolumeSource(volume_id=v.volume_id)))
+    assert "later" in os.listdir(os.path.join(dd.base, "cloned"))
+    for vid in (r.volume_id, k.volume_id, v.volume_id):
+        c.controller("DeleteVolume", volume_id=vid)
+    c.controller("DeleteSnapshot", snapshot_id=snap.snapshot_id)
+    assert os.listdir(os.path.join(dd.base, ".sepcsi-snapshots")) == []
+    assert open("/etc/passwd").read()  # the symlink's target, untouched
+
+
+def test_refused(dd):
+    c = dd.client
+    bad = [
+        (dict(volume_capabilities=[block_cap()]), grpc.StatusCode.INVALID_ARGUMENT),
+        (dict(volume_capabilities=[dir_cap("MULTI_NODE_MULTI_WRITER")]),
+         grpc.StatusCode.INVALID_ARGUMENT),
+        (dict(volume_capabilities=[dir_cap("SINGLE_NODE_MULTI_WRITER")]),
+         grpc.StatusCode.INVALID_ARGUMENT),
+        (dict(volume_capabilities=[mount_cap("xfs")]), grpc.StatusCode.INVALID_ARGUMENT),
+        (dict(parameters={"type": "directory"}), grpc.StatusCode.INVALID_ARGUMENT),
+        (dict(parameters=params(dd, onDelete="archive", archiveOnDelete="false")),
+         grpc.StatusCode.INVALID_ARGUMENT),
+        (dict(parameters=params(dd, onDelete="shred")), grpc.StatusCode.INVALID_ARGUMENT),
+        (dict(parameters=params(dd, pathPattern="${.PVC.labels.x}")),
+         grpc.StatusCode.INVALID_ARGUMENT),
+        (dict(parameters=params(dd, pathPattern="${.PVC.name}")),
+         grpc.StatusCode.INVALID_ARGUMENT),  # no --extra-create-metadata
+        (dict(parameters=params(dd, pathPattern="../x")), grpc.StatusCode.INVALID_ARGUMENT),
+        (dict(parameters={"type": "directory", "baseDir": "/etc"}),
+         grpc.StatusCode.INVALID_ARGUMENT),
+        (dict(parameters={"baseDir": dd.base}), grpc.StatusCode.INVALID_ARGUMENT),
+    ]
+    for kw, want in bad:
+        code, msg = code_of(create, dd, "bad", **kw)
+        assert code == want, (kw, code, msg)
+        assert msg
+    assert sorted(n for n in os.listdir(dd.base) if not n.startswith(".")) == []
+    cap = c.controller("GetCapacity", parameters=params(dd), volume_capabilities=[dir_cap()])
+    assert cap.available_capacity > 0
