@@ -252,7 +252,8 @@ static int purge(int area_fd, const char *name, struct mh_res *r)
 }
 
 /* Rename name in dir into the trash area and remove it there. */
-static int trash(int base, int dir, const char *name, const char *id, struct mh_res *r)
+static int trash(const struct mh_ctx *c, int base, int dir, const char *name, const char *id,
+                 struct mh_res *r)
 {
 	int t = area(base, TRASH_AREA, true, r);
 	if (t < 0)
@@ -263,6 +264,7 @@ static int trash(int base, int dir, const char *name, const char *id, struct mh_
 		             strerror(errno));
 	if (rc == 0) {
 		(void)fsync(dir);
+		mh_pause(c, "trashed", id); /* tests: out of its place, not removed yet */
 		rc = purge(t, id, r);
 	}
 	close(t);
@@ -428,6 +430,7 @@ int mh_answer_dir_create(const struct mh_ctx *c, const struct mh_msg *req, struc
 		mh_fail(r, MH_E_FAILED, errno, "fsync: %s", strerror(errno));
 		goto out;
 	}
+	mh_pause(c, "dir-made", q->volume_id); /* tests: whole in the work area, not in place */
 	/* Safety: in place only now, whole and marked, never over anything there. */
 	if (renameat2(work, q->volume_id, at.dir, at.name, RENAME_NOREPLACE) < 0) {
 		mh_fail(r, errno == EEXIST ? MH_E_EXISTS : MH_E_FAILED, errno,
@@ -508,7 +511,7 @@ int mh_answer_dir_delete(const struct mh_ctx *c, const struct mh_msg *req, struc
 		if (quota_of(base, fd, &limit, &dq) == 0)
 			(void)projid_of(fd, &id);
 		mh_closep(&fd);
-		ret = trash(base, at.dir, at.name, q->volume_id, r);
+		ret = trash(c, base, at.dir, at.name, q->volume_id, r);
 		if (ret == 0 && id)
 			ret = quota_set(base, id, 0, r);
 	}
@@ -735,6 +738,7 @@ int mh_answer_dir_snapshot(const struct mh_ctx *c, const struct mh_msg *req, str
 	    (work = area(base, WORK_AREA, true, r)) < 0 ||
 	    (wfd = work_make(work, q->snapshot_id, r)) < 0 || mh_tree_copy(fd, wfd, &copied, r) < 0)
 		goto out;
+	mh_pause(c, "dir-made", q->snapshot_id); /* tests: copied, not in place */
 	if (fsync(wfd) < 0 ||
 	    renameat2(work, q->snapshot_id, snaps, q->snapshot_id, RENAME_NOREPLACE) < 0) {
 		mh_fail(r, MH_E_FAILED, errno, "cannot move the snapshot into place: %s",
@@ -774,7 +778,7 @@ int mh_answer_dir_delete_snapshot(const struct mh_ctx *c, const struct mh_msg *r
 		goto out;
 	}
 	mh_closep(&fd);
-	ret = trash(base, snaps, q->snapshot_id, q->snapshot_id, r);
+	ret = trash(c, base, snaps, q->snapshot_id, q->snapshot_id, r);
 out:
 	mh_closep(&fd);
 	mh_closep(&snaps);

@@ -354,3 +354,62 @@ def test_reboot_restages_and_republishes(kd):
                 os.path.dirname(target)]:
             os.rmdir(path)
     assert_nothing_left(kd)
+
+
+@pytest.fixture
+def dkd():
+    """A pausable driver with an xfs base for directory volumes, restarting without limit."""
+    from test_dir_helper import xfs_base
+    d = Driver(kubelet=True, setup=xfs_base, env={"SEPCSI_TEST_PAUSE": "1"},
+               extra_args=["--restart-limit", "100", "--restart-window", "1"])
+    d.kubelet = chaos.kubelet_layout(d)
+    d.before = chaos.tree(d.root)
+    yield from running(d)
+
+
+def base_listing(d, sub=""):
+    return sorted(os.listdir(os.path.join(d.base, sub)))
+
+
+@pytest.mark.parametrize("victim", ["worker", "helper", "rpcd"])
+def test_directory_volume_killed_mid_way(dkd, victim):
+    """A directory volume's create, snapshot and delete, each killed -9 at the point
+    where the helper has made or moved the directory and not yet finished: the
+    CO's retry succeeds, one directory per volume and snapshot, and nothing stays
+    in the helper's work and trash areas or in the store."""
+    d = dkd
+    cap = mount_cap("")
+    params = {"type": "directory", "baseDir": d.base}
+    life = Life(d, "dirvol", False, None, None, victim)
+
+    def killed(method, point, **fields):
+        life.method, life.point = method, point
+        return life.call(method, **fields)
+
+    vid = killed("CreateVolume", "dir-made", name="dirvol", volume_capabilities=[cap],
+                 parameters=params,
+                 capacity_range=csi_client.pb.CapacityRange(required_bytes=SIZE)
+                 ).volume.volume_id
+    wait_until(lambda: base_listing(d, ".sepcsi-work") == [], "the work area emptied")
+    assert [n for n in base_listing(d) if not n.startswith(".")] == ["dirvol"]
+    target, staging = d.kubelet.target("dirvol"), d.kubelet.staging("dirvol")
+    retried(d, "NodeStageVolume", volume_id=vid, staging_target_path=staging,
+            volume_capability=cap)
+    retried(d, "NodePublishVolume", volume_id=vid, target_path=target, volume_capability=cap,
+            readonly=False, staging_target_path=staging)
+    with open(os.path.join(target, "data"), "w") as f:
+        f.write("kept")
+    sid = killed("CreateSnapshot", "dir-made", name="dirsnap",
+                 source_volume_id=vid).snapshot.snapshot_id
+    wait_until(lambda: base_listing(d, ".sepcsi-snapshots") == [sid], "one snapshot")
+    assert open(os.path.join(d.base, ".sepcsi-snapshots", sid, "data")).read() == "kept"
+    retried(d, "NodeUnpublishVolume", volume_id=vid, target_path=target)
+    retried(d, "NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    killed("DeleteSnapshot", "trashed", snapshot_id=sid)
+    killed("DeleteVolume", "trashed", volume_id=vid)
+    wait_until(lambda: base_listing(d, ".sepcsi-trash") == [], "the trash emptied")
+    assert [n for n in base_listing(d) if not n.startswith(".")] == []
+    assert base_listing(d, ".sepcsi-snapshots") == []
+    for path in (staging, os.path.dirname(staging), os.path.dirname(target)):
+        os.rmdir(path)  # what kubelet removes
+    assert_nothing_left(d)
