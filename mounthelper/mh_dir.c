@@ -228,7 +228,7 @@ static int open_marked(int dir, const char *name, const char *id, struct mh_res 
 /* The volume's marked directory; NOTFOUND if it (or a directory above) is missing. */
 static int volume_open(int base, const struct mh_req_dir *q, struct mh_res *r)
 {
-	struct mh_at at;
+	struct mh_at at = {.dir = -1};
 	if (locate(base, q->name, false, &at, r) < 0)
 		return -1;
 	int fd = open_marked(at.dir, at.name, q->volume_id, r);
@@ -473,6 +473,7 @@ int mh_answer_dir_delete(const struct mh_ctx *c, const struct mh_msg *req, struc
 {
 	const struct mh_req_dir *q = &req->u.dir;
 	static char note[NAME_MAX + 32];
+	char to[NAME_MAX + 1];
 	struct mh_at at = {.dir = -1};
 	struct dqblk dq;
 	uint64_t limit = 0;
@@ -503,8 +504,8 @@ int mh_answer_dir_delete(const struct mh_ctx *c, const struct mh_msg *req, struc
 		ret = 0;
 		break;
 	case MH_DIR_ARCHIVE:
-		memcpy(note, "archived as ", 12);
-		ret = archive(at.dir, at.name, q->volume_id, note + 12, sizeof(note) - 12, r);
+		ret = archive(at.dir, at.name, q->volume_id, to, sizeof(to), r);
+		snprintf(note, sizeof(note), "archived as %s", to);
 		a->note = note;
 		break;
 	default:
