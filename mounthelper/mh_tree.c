@@ -93,8 +93,12 @@ static int rm_entry(struct rm *t, int dirfd, const char *name, unsigned char typ
 	if (depth >= RM_DEPTH) {
 		/* One descriptor per level would run out: move it to the top, emptied later. */
 		char up[40];
-		snprintf(up, sizeof(up), ".sepcsi-deep-%u", t->moved++);
-		if (renameat2(dirfd, name, t->top, up, RENAME_NOREPLACE) == 0 || errno == ENOENT)
+		int rc;
+		do { /* a pod may have used the name already: the next one */
+			snprintf(up, sizeof(up), ".sepcsi-deep-%u", t->moved++);
+			rc = renameat2(dirfd, name, t->top, up, RENAME_NOREPLACE);
+		} while (rc < 0 && errno == EEXIST);
+		if (rc == 0 || errno == ENOENT)
 			return 0;
 		return tree_fail(r, errno, "move up", name);
 	}

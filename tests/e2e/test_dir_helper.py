@@ -234,6 +234,7 @@ def plant(vdir, outside):
         deep = os.path.join(deep, "x")
         os.mkdir(deep)
     os.mkfifo(os.path.join(vdir, "fifo"))
+    os.mkdir(os.path.join(vdir, ".sepcsi-deep-0"))  # the name the removal moves deep ones to
 
 
 def tree(path):
