@@ -413,3 +413,41 @@ def test_directory_volume_killed_mid_way(dkd, victim):
     for path in (staging, os.path.dirname(staging), os.path.dirname(target)):
         os.rmdir(path)  # what kubelet removes
     assert_nothing_left(d)
+
+
+def test_reboot_republishes_directory_volume(dkd):
+    """A directory volume published read-write and read-only, with data; after the
+    reboot reconciliation binds it again by itself, and the CO's calls find it done."""
+    d, k = dkd, dkd.kubelet
+    c = d.client
+    cap = mount_cap("")
+    vid = c.controller("CreateVolume", name="pvc-boot-dir", volume_capabilities=[cap],
+                       parameters={"type": "directory", "baseDir": d.base},
+                       capacity_range=c.pb.CapacityRange(required_bytes=SIZE)).volume.volume_id
+    staging, target = k.staging("pvc-boot-dir"), k.target("pvc-boot-dir")
+    ro_target = k.target("pvc-boot-dir-ro")
+    stage = dict(volume_id=vid, staging_target_path=staging, volume_capability=cap)
+    c.node("NodeStageVolume", **stage)
+    c.node("NodePublishVolume", target_path=target, readonly=False, **stage)
+    c.node("NodePublishVolume", target_path=ro_target, readonly=True, **stage)
+    with open(os.path.join(target, "data"), "w") as f:
+        f.write("survives")
+    reboot(d)  # every bind gone (checked there), the base's file system stays
+    wait_until(lambda: d.logs().count('reconciled result="everything settled"') == 2, "reconciled")
+    restored = [ln for ln in d.logs().splitlines() if "reconcile_restore" in ln]
+    assert len(restored) == 2, restored  # two publications; a directory has no staging mount
+    c = d.client
+    assert open(os.path.join(target, "data")).read() == "survives"
+    assert open(os.path.join(ro_target, "data")).read() == "survives"
+    with pytest.raises(OSError):
+        open(os.path.join(ro_target, "nope"), "w")
+    c.node("NodeStageVolume", **stage)
+    c.node("NodePublishVolume", target_path=target, readonly=False, **stage)
+    for t in (target, ro_target):
+        c.node("NodeUnpublishVolume", volume_id=vid, target_path=t)
+    c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    c.controller("DeleteVolume", volume_id=vid)
+    for path in (staging, os.path.dirname(staging), os.path.dirname(target),
+                 os.path.dirname(ro_target)):
+        os.rmdir(path)
+    assert_nothing_left(d)
