@@ -144,7 +144,7 @@ int ctl_dir_name(const char *pattern, const struct ctl_dir_meta *meta, const cha
 		return fail(out, why, whysz,
 		            "directory name '%.120s' is not valid beneath a base directory: 1 to 4 "
 		            "components separated by single '/', none empty or starting with "
-		            "'.', the first not starting with 'archived-'",
+		            "'.' or 'archived-'",
 		            name);
 	}
 	return 0;
