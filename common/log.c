@@ -20,9 +20,8 @@
  * (and an audit record) is always whole: one complete JSON object, or text
  * with every key, whatever a hostile string holds.
  */
-#define LOG_VALUE_MAX  1022 /* 1 KiB with a JSON string's quotes */
-#define LOG_FIELDS_MAX ((size_t)12)
-#define LOG_LINE_MAX   (128 + LOG_FIELDS_MAX * (64 + LOG_VALUE_MAX + 8))
+#define LOG_VALUE_MAX 1022 /* 1 KiB with a JSON string's quotes */
+#define LOG_LINE_MAX  (128 + LOG_FIELDS_MAX * (64 + LOG_VALUE_MAX + 8))
 
 static const char *log_proc = "sepcsi";
 static enum log_format log_fmt = LOG_FMT_TEXT;
@@ -193,7 +192,7 @@ static void emit(enum log_level lvl, const char *event, va_list ap)
 {
 	struct line l = {.len = 0};
 	put_head(&l, log_fmt, level_names[lvl], event);
-	for (;;) {
+	for (size_t i = 0; i < LOG_FIELDS_MAX; i++) {
 		const char *key = va_arg(ap, const char *);
 		if (!key)
 			break;

@@ -12,6 +12,9 @@
 enum log_level { LOG_LVL_ERROR = 0, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 enum log_format { LOG_FMT_TEXT = 0, LOG_FMT_JSON };
 
+/* The most key/value pairs one line or record carries; later ones are not written. */
+#define LOG_FIELDS_MAX ((size_t)16)
+
 /* proc names the process in every line ("rpcd", "mounthelper", ...). */
 void log_init(const char *proc, enum log_format fmt, enum log_level lvl);
 

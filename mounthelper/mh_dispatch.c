@@ -297,6 +297,7 @@ static void audit(const struct mh_ctx *c, const struct mh_msg *req, const char *
 	    "reason",       r->kind == MH_E_OK ? a->note : r->reason,
 	};
 	_Static_assert(sizeof(kv) / sizeof(kv[0]) == 2 * AUDIT_PAIRS, "AUDIT_PAIRS counts kv");
+	_Static_assert(AUDIT_PAIRS <= LOG_FIELDS_MAX, "a record holds every pair");
 	enum log_level lvl = req->type == MH_REQ_PING ? LOG_LVL_DEBUG : LOG_LVL_INFO;
 	log_kv(lvl, "audit", kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7], kv[8], kv[9],
 	       kv[10], kv[11], kv[12], kv[13], kv[14], kv[15], kv[16], kv[17], kv[18], kv[19],

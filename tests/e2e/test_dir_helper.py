@@ -360,6 +360,14 @@ def test_hostile_requests(p, hd):
     p.create(VOL3, "mine")
     p.err(req(T.REQ_DIR_PUBLISH, volume_id=VOL3, base=p.base, name="mine",
               path=os.path.join(hd.driver.tmp, "t")), E.REFUSED)
+    # Every refusal is in the helper's own audit file, with its reason, base and directory.
+    import json
+    with open(os.path.join(hd.driver.data, "audit.log")) as f:
+        records = [json.loads(line) for line in f]
+    last = records[-1]
+    assert (last["op"], last["result"], last["volume_id"]) == ("DIR_PUBLISH", "refused", VOL3)
+    assert last["base"] == p.base and last["directory"] == "mine" and last["reason"]
+    assert all(r["reason"] for r in records if r["result"] != "ok")
 
 
 def test_mount_inside_volume_is_not_reached(p, hd):

@@ -2,10 +2,11 @@
  * The privileged helper's side of its channel, past the codec: what it does
  * with a decoded datagram from rpcd before any privileged step.
  *
- *  - Dispatch: a type is served iff it is a request (odd, up to REQ_STATS);
- *    exactly PING, CAPACITY and STATS are read-only, and only they have no
- *    request keys. Keys (mh_ops_keys) point at NUL-terminated strings inside
- *    the request.
+ *  - Dispatch: a type is served iff it is a request (odd, up to
+ *    REQ_DIR_DELETE_SNAPSHOT); exactly PING, CAPACITY, STATS, LIST, DIR_STATS
+ *    and DIR_CAPACITY are read-only, and they have no request keys (nor has
+ *    a directory request that names no id, refused before it runs). Keys (mh_ops_keys) point at
+ * NUL-terminated strings inside the request.
  *  - Re-validation under the default policy: a volume or snapshot id that
  *    passes has the fixed syntax; a path that passes is canonical and strictly
  *    beneath the root it matched; mount options the policy allows are ones the
@@ -59,6 +60,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
+static bool is_dir(uint16_t type)
+{
+	return type >= MH_REQ_DIR_CREATE && type <= MH_REQ_DIR_DELETE_SNAPSHOT;
+}
+
 static bool is_hex_lower(char c)
 {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
@@ -98,6 +104,27 @@ static void check_path(const char *path)
 		FUZZ_CHECK(!(n == 1 && c[1] == '.') && !(n == 2 && c[1] == '.' && c[2] == '.'));
 		for (const char *s = c + 1; s < e; s++)
 			FUZZ_CHECK((unsigned char)*s >= 0x20 && *s != 0x7f);
+		c = e;
+	}
+}
+
+/* A directory volume's name that passes: 1 to 4 plain components, none hidden or archived. */
+static void check_dirname(const char *name)
+{
+	if (!pol_dir_name_ok(name))
+		return;
+	size_t depth = 0;
+	for (const char *c = name;; c++) {
+		const char *e = strchrnul(c, '/');
+		FUZZ_CHECK(e > c && c[0] != '.' && strncmp(c, "archived-", 9) != 0);
+		for (const char *x = c; x < e; x++)
+			FUZZ_CHECK(
+			    strchr(
+			        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-",
+			        *x) != NULL);
+		FUZZ_CHECK(++depth <= 4);
+		if (!*e)
+			break;
 		c = e;
 	}
 }
@@ -145,6 +172,11 @@ static void check_fields(const struct mh_msg *m, const char *const *keys, size_t
 		check_path(m->u.publish.staging_path);
 	if (m->type == MH_REQ_STATS)
 		check_path(m->u.stats.path);
+	if (is_dir(m->type)) {
+		FUZZ_CHECK(!pol_base_dir_known(pol, m->u.dir.base)); /* none by default */
+		check_dirname(m->u.dir.name);
+		check_dirname(m->u.dir.source_name);
+	}
 }
 
 /* The answer the helper would send: it must encode, and decode to itself. */
@@ -193,9 +225,23 @@ static void check_value(const struct sctl_jsonline *l, const char *key, const ch
  * The audit key under which the k-th of mh_ops_keys' keys is recorded (their
  * order: snapshot id, volume id, source id, path), whatever the key looks like.
  */
-static const char *audit_key(uint16_t type, size_t k)
+static const char *audit_key(const struct mh_msg *m, size_t k)
 {
-	switch (type) {
+	if (is_dir(m->type)) { /* the ids given, in mh_ops_keys' order, then the path */
+		const struct mh_req_dir *d = &m->u.dir;
+		const char *names[4];
+		size_t n = 0;
+		if (d->snapshot_id[0])
+			names[n++] = "snapshot_id";
+		if (d->volume_id[0])
+			names[n++] = "volume_id";
+		if (d->source_id[0])
+			names[n++] = "source_id";
+		if (d->path[0])
+			names[n++] = "path";
+		return k < n ? names[k] : "";
+	}
+	switch (m->type) {
 	case MH_REQ_SNAPSHOT:
 		return k == 0 ? "snapshot_id" : "volume_id";
 	case MH_REQ_DELETE_SNAPSHOT:
@@ -235,9 +281,13 @@ static void check_audit(const struct mh_msg *req, const char *result, const char
 	FUZZ_CHECK(op && strcmp(op, mh_type_name(req->type) + 4) == 0); /* "REQ_X" -> "X" */
 	/* mh_ops_refuse names every key of the request, under its role. */
 	for (size_t k = 0; k < nkeys; k++)
-		check_value(&l, audit_key(req->type, k), keys[k]);
+		check_value(&l, audit_key(req, k), keys[k]);
 	if (strcmp(result, "refused") == 0)
 		check_value(&l, "reason", REASON);
+	if (is_dir(req->type)) {
+		check_value(&l, "base", req->u.dir.base);
+		check_value(&l, "directory", req->u.dir.name);
+	}
 	sctl_jsonline_free(&l);
 }
 
@@ -247,9 +297,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (mh_msg_decode(data, size, &req) < 0)
 		return 0; /* the helper ends here (fuzz_mh_msg covers the codec) */
 
-	bool is_request = req.type % 2 == 1 && req.type <= MH_REQ_LIST;
+	bool is_request = req.type % 2 == 1 && req.type <= MH_REQ_DIR_DELETE_SNAPSHOT;
 	bool read_only = req.type == MH_REQ_PING || req.type == MH_REQ_CAPACITY ||
-	                 req.type == MH_REQ_STATS || req.type == MH_REQ_LIST;
+	                 req.type == MH_REQ_STATS || req.type == MH_REQ_LIST ||
+	                 req.type == MH_REQ_DIR_STATS || req.type == MH_REQ_DIR_CAPACITY;
 	FUZZ_CHECK(mh_ops_known(req.type) == is_request);
 	FUZZ_CHECK(mh_ops_read_only(req.type) == read_only);
 	FUZZ_CHECK(!is_request || strlen(mh_ops_safety(req.type)) > 10); /* each row argues */
@@ -258,7 +309,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	const char *keys[MH_OPS_KEYS_MAX];
 	size_t nkeys = mh_ops_keys(&req, keys);
-	FUZZ_CHECK(nkeys <= MH_OPS_KEYS_MAX && (nkeys == 0) == read_only);
+	FUZZ_CHECK(nkeys <= MH_OPS_KEYS_MAX && (!read_only || nkeys == 0));
+	FUZZ_CHECK(read_only || nkeys > 0 || is_dir(req.type));
 	for (size_t k = 0; k < nkeys; k++) {
 		FUZZ_CHECK((const char *)keys[k] >= (const char *)&req &&
 		           (const char *)keys[k] < (const char *)(&req + 1));
