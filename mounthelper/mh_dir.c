@@ -273,9 +273,10 @@ static int trash(const struct mh_ctx *c, int base, int dir, const char *name, co
 
 /* ---- project quotas ------------------------------------------------------------ */
 
-static long quotactl_fd(int fd, int cmd, uint32_t id, void *addr)
+/* QCMD(cmd, PRJQUOTA), shifted unsigned: the commands' top bit would overflow an int. */
+static long quotactl_fd(int fd, unsigned cmd, uint32_t id, void *addr)
 {
-	return syscall(SYS_quotactl_fd, fd, QCMD(cmd, PRJQUOTA), id, addr);
+	return syscall(SYS_quotactl_fd, fd, (cmd << SUBCMDSHIFT) | PRJQUOTA, id, addr);
 }
 
 /* Does the base's file system keep project quotas (xfs prjquota, ext4 project+quota)? */

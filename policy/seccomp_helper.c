@@ -39,7 +39,7 @@
  * Project quota commands (<sys/quota.h>; PRJQUOTA is <linux/quota.h>'s 2): an
  * unsigned int, so only the register's low 32 bits are compared.
  */
-#define PRJ_QCMD(cmd) ((uint32_t)QCMD(cmd, 2))
+#define PRJ_QCMD(cmd) (((uint32_t)(cmd) << SUBCMDSHIFT) | 2u)
 #define QUOTACTL(cmd, w)                                                                           \
 	ALLOW_IF("quotactl_fd", 1, 0xffffffffULL, (uint64_t)PRJ_QCMD(cmd),                         \
 	         "QCMD(" #cmd ", PRJQUOTA)", w)
