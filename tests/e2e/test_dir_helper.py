@@ -386,3 +386,42 @@ def test_mount_inside_volume_is_not_reached(p, hd):
         assert os.listdir(inner) == ["keep"]
     finally:
         subprocess.run(["umount", "-l", os.path.join(vdir, "mnt")], check=False)
+
+
+@pytest.fixture
+def khd():
+    """As hd, with the default policy's patterns: kubelet's CSI directories only."""
+    yield from running(HostileDriver(setup=xfs_base, kubelet=True))
+
+
+def test_hostile_targets_in_kubelets_tree(khd):
+    """A directory volume bound only on a target of kubelet's CSI layout: never on
+    kubelet's own files, never through a symlink planted in its tree, never over
+    another volume, and never unmounted from a target it is not bound on."""
+    p = Peer(khd)
+    root = khd.driver.root
+    pod = os.path.join(root, "pods", "uid-1", "volumes", "kubernetes.io~csi")
+    os.makedirs(pod)
+    target = os.path.join(pod, "pv-1", "mount")
+    os.makedirs(os.path.dirname(target))
+    p.create(VOL, "mine")
+    p.create(VOL2, "theirs")
+    for bad in (os.path.join(root, "config.yaml"), os.path.join(root, "pki"),
+                os.path.join(root, "pods", "uid-1", "volumes", "kubernetes.io~secret", "s"),
+                os.path.join(root, "pods", "uid-1", "etc-hosts")):
+        p.err(req(T.REQ_DIR_PUBLISH, volume_id=VOL, base=p.base, name="mine", path=bad),
+              E.REFUSED)
+    # A symlink where a pod's volume directory should be: refused, nothing on /etc.
+    os.symlink("/etc", os.path.join(pod, "pv-evil"))
+    p.err(req(T.REQ_DIR_PUBLISH, volume_id=VOL, base=p.base, name="mine",
+              path=os.path.join(pod, "pv-evil", "mount")), E.REFUSED)
+    assert mount_options("/etc") is None
+    # Another volume bound on the target: not stacked over, not unmounted.
+    p.publish(VOL2, "theirs", target)
+    p.err(req(T.REQ_DIR_PUBLISH, volume_id=VOL, base=p.base, name="mine", path=target),
+          E.EXISTS)
+    p.err(req(T.REQ_DIR_UNPUBLISH, volume_id=VOL, base=p.base, name="mine", path=target),
+          E.REFUSED)
+    assert mount_options(target) is not None
+    p.unpublish(VOL2, "theirs", target)
+    assert not os.path.exists(target)
