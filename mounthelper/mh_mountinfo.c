@@ -1,8 +1,9 @@
 /*
  * What is mounted where, read-only: what is mounted on an fd (statx mount id,
- * then libmount's view of /proc/self/mountinfo by that id, never by path
- * string), whether a mount is one of a loop device, whether a loop device is
- * still mounted or bound anywhere, and the mount point of a mount id.
+ * then statmount(2) of that one mount where the kernel has it, else libmount's
+ * view of /proc/self/mountinfo by that id; never by path string), whether a mount is one of a loop
+ * device, whether a loop device is still mounted or bound anywhere, and the mount point of a mount
+ * id.
  *
  * Runs in the helper (main loop and workers) as root under seccomp; changes
  * nothing. Nothing here is fatal.
@@ -16,10 +17,51 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <stddef.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #define MOUNTINFO "/proc/self/mountinfo"
+
+/*
+ * statmount(2) (kernel 6.8, the source string 6.11), which Debian 12's headers
+ * predate: one mount described by its unique id, at a cost that does not grow
+ * with the number of mounts, where reading mountinfo does.
+ */
+#define NR_STATMOUNT        457
+#define STATX_MNT_ID_UNIQUE 0x4000U
+enum {
+	SM_SB_BASIC = 0x1,
+	SM_MNT_BASIC = 0x2,
+	SM_MNT_ROOT = 0x8,
+	SM_FS_TYPE = 0x20,
+	SM_SB_SOURCE = 0x200,
+	SM_WANT = SM_SB_BASIC | SM_MNT_BASIC | SM_MNT_ROOT | SM_FS_TYPE | SM_SB_SOURCE,
+};
+#define SB_RDONLY_FLAG 1u
+
+struct sm_head { /* struct statmount before its strings (<linux/mount.h>) */
+	uint32_t size, mnt_opts;
+	uint64_t mask;
+	uint32_t sb_dev_major, sb_dev_minor;
+	uint64_t sb_magic;
+	uint32_t sb_flags, fs_type;
+	uint64_t mnt_id, mnt_parent_id;
+	uint32_t mnt_id_old, mnt_parent_id_old;
+	uint64_t mnt_attr, mnt_propagation, mnt_peer_group, mnt_master, propagate_from;
+	uint32_t mnt_root, mnt_point;
+	uint64_t mnt_ns_id;
+	uint32_t fs_subtype, sb_source;
+	uint32_t opt_num, opt_array, opt_sec_num, opt_sec_array;
+	uint64_t supported_mask;
+	uint32_t uidmap_num, uidmap, gidmap_num, gidmap;
+	uint64_t spare[43];
+};
+_Static_assert(sizeof(struct sm_head) == 512 && offsetof(struct sm_head, mnt_id_old) == 56 &&
+                   offsetof(struct sm_head, sb_source) == 124,
+               "struct statmount's layout");
 
 static struct libmnt_table *mountinfo_load(struct mh_res *r)
 {
@@ -102,12 +144,59 @@ static int match_id(struct libmnt_fs *fs, void *arg)
 	return 1;
 }
 
+/* A string of a statmount answer, if its offset lies within the answer. */
+static const char *sm_str(const struct sm_head *h, uint32_t off)
+{
+	size_t room = h->size > sizeof(*h) ? h->size - sizeof(*h) : 0;
+	return off < room ? (const char *)(h + 1) + off : "";
+}
+
+/* Fill out from statmount of the mount with unique id uid; -1 if the kernel cannot. */
+static int by_statmount(uint64_t uid, struct mh_mnt *out)
+{
+	static union {
+		struct sm_head h;
+		char bytes[sizeof(struct sm_head) + 3 * ((size_t)MH_PATH_MAX + 1)];
+	} buf;
+	const uint64_t attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+	                       MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOATIME | MOUNT_ATTR_NODIRATIME;
+	/*
+	 * struct mnt_id_req, its first version: u32 size (24) and u32 spare (0),
+	 * little-endian in the first word (the filters are x86_64 only), then the
+	 * mount's unique id and what to report.
+	 */
+	const uint64_t q[3] = {24, uid, SM_WANT};
+	const struct sm_head *h = &buf.h;
+	if (syscall(NR_STATMOUNT, q, buf.bytes, sizeof(buf.bytes), 0) < 0 ||
+	    (h->mask & SM_WANT) != SM_WANT || h->size > sizeof(buf))
+		return -1;
+	out->id = (int)h->mnt_id_old;
+	out->dev = makedev(h->sb_dev_major, h->sb_dev_minor);
+	out->sb_ro = (h->sb_flags & SB_RDONLY_FLAG) != 0;
+	out->ro = out->sb_ro || (h->mnt_attr & MOUNT_ATTR_RDONLY);
+	out->attr = h->mnt_attr & attrs; /* what the mountinfo options name, no more */
+	snprintf(out->source, sizeof(out->source), "%s", sm_str(h, h->sb_source));
+	snprintf(out->fstype, sizeof(out->fstype), "%s", sm_str(h, h->fs_type));
+	snprintf(out->root, sizeof(out->root), "%s", sm_str(h, h->mnt_root));
+	return 0;
+}
+
 int mh_mount_info(int fd, struct mh_mnt *out, struct mh_res *r)
 {
 	struct statx stx;
+	const int how = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT;
 	memset(out, 0, sizeof(*out));
 	if (fstat(fd, &out->st) < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "fstat: %s", strerror(errno));
+	if (statx(fd, "", how, STATX_MNT_ID_UNIQUE, &stx) == 0 &&
+	    (stx.stx_mask & STATX_MNT_ID_UNIQUE) &&
+	    (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)) {
+		if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+			return 0; /* a plain directory or file: nothing mounted on it */
+		out->mounted = true;
+		if (by_statmount(stx.stx_mnt_id, out) == 0)
+			return 0;
+	}
 	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID,
 	          &stx) < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "statx: %s", strerror(errno));

@@ -28,6 +28,7 @@ struct sc_rule {
 	bool and2; /* and also (arg2 & mask2) == value2 */
 	int arg2;
 	uint64_t mask2, value2;
+	int nr; /* the x86_64 number of a call libseccomp does not know by name yet, else 0 */
 };
 
 /* The rows of one process's filter; defined in seccomp_<process>.c. */
@@ -40,6 +41,11 @@ struct pol_sc_table {
 #define ALLOW(n, w)                                                                                \
 	{                                                                                          \
 		.name = (n), .act = SC_ALLOW, .arg = -1, .why = (w)                                \
+	}
+/* A call newer than Debian's libseccomp (2.5.4), by its x86_64 number. */
+#define ALLOW_NR(n, num, w)                                                                        \
+	{                                                                                          \
+		.name = (n), .act = SC_ALLOW, .arg = -1, .why = (w), .nr = (num)                   \
 	}
 #define ALLOW_IF(n, a, m, v, f, w)                                                                 \
 	{                                                                                          \
