@@ -56,8 +56,6 @@
 #define PRJQUOTA 2
 #endif
 
-#define RESOLVE_TREE                                                                               \
-	(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 #define WORK_AREA  ".sepcsi-work"
 #define TRASH_AREA ".sepcsi-trash"
 #define SNAP_AREA  ".sepcsi-snapshots"
@@ -177,7 +175,8 @@ static int locate(int base, const char *name, bool create, struct mh_at *at, str
 			return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir %s: %s", comp,
 			               strerror(errno));
 		}
-		int next = mh_openat2(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_TREE);
+		int next =
+		    mh_openat2(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0, MH_RESOLVE_TREE);
 		close(fd);
 		if (next >= 0 && mh_at_check_dir(next, "a directory above the volume's", r) < 0) {
 			close(next);
@@ -194,7 +193,7 @@ static int area(int base, const char *which, bool create, struct mh_res *r)
 	if (create && mkdirat(base, which, 0700) < 0 && errno != EEXIST)
 		return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir %s: %s", which,
 		               strerror(errno));
-	int fd = mh_openat2(base, which, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_TREE);
+	int fd = mh_openat2(base, which, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, MH_RESOLVE_TREE);
 	if (fd < 0)
 		return mh_fail(r, mh_kind_of_errno(errno), errno, "open %s: %s", which,
 		               strerror(errno));
@@ -211,7 +210,7 @@ static int area(int base, const char *which, bool create, struct mh_res *r)
  */
 static int open_marked(int dir, const char *name, const char *id, struct mh_res *r)
 {
-	int fd = mh_openat2(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_TREE);
+	int fd = mh_openat2(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, MH_RESOLVE_TREE);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return mh_fail(r, MH_E_NOTFOUND, ENOENT, "%s does not exist", name);
@@ -236,17 +235,26 @@ static int volume_open(int base, const struct mh_req_dir *q, struct mh_res *r)
 	return fd;
 }
 
-/* Remove name in area (a tree the helper made there), if present. */
+/*
+ * Remove the tree name (a volume or snapshot id) in one of the helper's areas,
+ * if present, and only if it proves to be that id's: its mark (the volume's
+ * directory keeps it through the rename into the trash), or, unmarked, an
+ * empty directory (what a worker killed between mkdir and mark leaves).
+ * Anything else there is left alone (and then blocks that id's next make or
+ * removal, which fails rather than replace it).
+ */
 static int purge(int area_fd, const char *name, struct mh_res *r)
 {
-	int fd = mh_openat2(area_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_TREE);
+	int fd = mh_openat2(area_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, MH_RESOLVE_TREE);
 	if (fd < 0)
 		return errno == ENOENT
 		           ? 0
 		           : mh_fail(r, MH_E_FAILED, errno, "open %s: %s", name, strerror(errno));
-	int rc = mh_tree_empty(fd, r);
+	bool ours = mh_at_marked(fd, name);
+	int rc = ours ? mh_tree_empty(fd, r) : 0;
 	close(fd);
-	if (rc == 0 && unlinkat(area_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+	if (rc == 0 && unlinkat(area_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT &&
+	    (ours || errno != ENOTEMPTY))
 		rc = mh_fail(r, MH_E_FAILED, errno, "remove %s: %s", name, strerror(errno));
 	return rc;
 }
@@ -340,13 +348,13 @@ static int quota_start(int base, int fd, const char *volume_id, uint64_t bytes, 
 	return quota_set(base, id, bytes, r);
 }
 
-/* The quota of the volume directory fd: its limit in *bytes (0: none). */
-static int quota_of(int base, int fd, uint64_t *bytes, struct dqblk *q)
+/* The quota of the volume directory fd: its project *id and limit in *bytes (0: none). */
+static int quota_of(int base, int fd, uint32_t *id, uint64_t *bytes, struct dqblk *q)
 {
-	uint32_t id = 0;
+	*id = 0;
 	*bytes = 0;
-	if (!quota_on(base) || projid_of(fd, &id) < 0 || id == 0 ||
-	    quotactl_fd(base, Q_GETQUOTA, id, q) < 0)
+	if (!quota_on(base) || projid_of(fd, id) < 0 || *id == 0 ||
+	    quotactl_fd(base, Q_GETQUOTA, *id, q) < 0)
 		return -1;
 	*bytes = (uint64_t)q->dqb_bhardlimit * QUOTA_UNIT;
 	return 0;
@@ -356,7 +364,8 @@ static void answer_size(int base, int fd, uint64_t asked, struct mh_ans_dir *ans
 {
 	struct dqblk q;
 	uint64_t limit;
-	ans->quota = quota_of(base, fd, &limit, &q) == 0 && limit > 0;
+	uint32_t id;
+	ans->quota = quota_of(base, fd, &id, &limit, &q) == 0 && limit > 0;
 	ans->size_bytes = ans->quota ? limit : asked;
 }
 
@@ -386,7 +395,7 @@ static int work_make(int work, const char *id, struct mh_res *r)
 		return -1;
 	if (mkdirat(work, id, 0700) < 0)
 		return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir: %s", strerror(errno));
-	int fd = mh_openat2(work, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_TREE);
+	int fd = mh_openat2(work, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, MH_RESOLVE_TREE);
 	if (fd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "open the new directory: %s",
 		               strerror(errno));
@@ -510,8 +519,8 @@ int mh_answer_dir_delete(const struct mh_ctx *c, const struct mh_msg *req, struc
 		a->note = note;
 		break;
 	default:
-		if (quota_of(base, fd, &limit, &dq) == 0)
-			(void)projid_of(fd, &id);
+		if (quota_of(base, fd, &id, &limit, &dq) < 0)
+			id = 0;
 		mh_closep(&fd);
 		ret = trash(c, base, at.dir, at.name, q->volume_id, r);
 		if (ret == 0 && id)
@@ -537,7 +546,7 @@ int mh_answer_dir_expand(const struct mh_ctx *c, const struct mh_msg *req, struc
 	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0 ||
 	    (fd = volume_open(base, q, r)) < 0)
 		goto out;
-	if (quota_of(base, fd, &limit, &dq) == 0 && projid_of(fd, &id) == 0) {
+	if (quota_of(base, fd, &id, &limit, &dq) == 0) {
 		if (limit >= q->size_bytes)
 			a->note = "the quota is that large already";
 		else if (quota_set(base, id, q->size_bytes, r) < 0)
@@ -659,6 +668,7 @@ int mh_answer_dir_stats(const struct mh_ctx *c, const struct mh_msg *req, struct
 	struct statvfs vfs;
 	struct dqblk dq;
 	uint64_t limit;
+	uint32_t id;
 	int base = -1, fd = -1, tfd = -1, ret = -1;
 	(void)a;
 	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0 ||
@@ -680,7 +690,7 @@ int mh_answer_dir_stats(const struct mh_ctx *c, const struct mh_msg *req, struct
 	}
 	s->inodes_total = vfs.f_files;
 	s->inodes_free = vfs.f_ffree;
-	if (quota_of(base, fd, &limit, &dq) == 0 && limit > 0) {
+	if (quota_of(base, fd, &id, &limit, &dq) == 0 && limit > 0) {
 		s->bytes_total = limit;
 		s->bytes_used = dq.dqb_curspace;
 		s->bytes_available = limit > dq.dqb_curspace ? limit - dq.dqb_curspace : 0;
@@ -793,16 +803,16 @@ static void sweep_area(int area_fd, bool (*held)(const char *id))
 {
 	DIR *d = fdopendir(area_fd);
 	struct dirent *e;
-	char names[64][MH_ID_MAX + 1];
+	char names[64][POL_ID_LEN + 1];
 	size_t n = 0;
 	if (!d) {
 		close(area_fd);
 		return;
 	}
 	while (n < 64 && (e = readdir(d)) != NULL)
-		if (e->d_name[0] != '.' && strlen(e->d_name) <= MH_ID_MAX &&
+		if ((pol_volume_id_valid(e->d_name) || pol_snapshot_id_valid(e->d_name)) &&
 		    (!held || !held(e->d_name)))
-			snprintf(names[n++], sizeof(names[0]), "%s", e->d_name);
+			snprintf(names[n++], sizeof(names[0]), "%.*s", POL_ID_LEN, e->d_name);
 	for (size_t i = 0; i < n; i++)
 		purge(dirfd(d), names[i], &(struct mh_res){0});
 	closedir(d);

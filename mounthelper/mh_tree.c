@@ -38,8 +38,6 @@
 #include "mh_at.h"
 #include "mh_tools.h"
 
-#define RESOLVE_TREE                                                                               \
-	(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 #define RM_DEPTH   64   /* directories deeper than this are moved up, not descended into */
 #define RM_ROUNDS  4096 /* passes over one directory before giving up on it */
 #define COPY_DEPTH 256  /* a deeper tree is not copied */
@@ -57,7 +55,7 @@ static int tree_fail(struct mh_res *r, int err, const char *what, const char *na
 
 static int open_dir(int dirfd, const char *name)
 {
-	return mh_openat2(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_TREE);
+	return mh_openat2(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, MH_RESOLVE_TREE);
 }
 
 static bool dots(const char *n)
@@ -232,7 +230,7 @@ static int link_again(struct cp *cp, const struct link *l, int dfd, const char *
 	if (slash) {
 		char parent[PATH_MAX];
 		snprintf(parent, sizeof(parent), "%.*s", (int)(slash - l->rel), l->rel);
-		pfd = mh_openat2(cp->dst_root, parent, O_PATH | O_DIRECTORY, 0, RESOLVE_TREE);
+		pfd = mh_openat2(cp->dst_root, parent, O_PATH | O_DIRECTORY, 0, MH_RESOLVE_TREE);
 		if (pfd < 0)
 			return tree_fail(r, errno, "find the first copy of", name);
 	}
@@ -269,7 +267,7 @@ static int copy_file(struct cp *cp, int sfd, int dfd, const char *name, struct m
 {
 	struct stat st;
 	bool reflinked = false;
-	int src = mh_openat2(sfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0, RESOLVE_TREE),
+	int src = mh_openat2(sfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0, MH_RESOLVE_TREE),
 	    dst = -1, ret = -1;
 	if (src < 0)
 		return errno == ENOENT ? 0 : tree_fail(r, errno, "open", name);
@@ -290,7 +288,8 @@ static int copy_file(struct cp *cp, int sfd, int dfd, const char *name, struct m
 			}
 		}
 	}
-	dst = mh_openat2(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600, RESOLVE_TREE);
+	dst =
+	    mh_openat2(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600, MH_RESOLVE_TREE);
 	if (dst < 0) {
 		tree_fail(r, errno, "create", name);
 		goto out;

@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+import grpc
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
@@ -43,7 +45,6 @@ def held_paths(i):
 
 def retried(call, *a, **kw):
     """As a CO does: ABORTED (another operation on the volume) and UNAVAILABLE retried."""
-    import grpc
     while True:
         try:
             return call(*a, **kw)

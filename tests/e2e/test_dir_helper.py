@@ -14,6 +14,7 @@ directory it did not make.
 """
 import errno
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -340,6 +341,15 @@ def test_hostile_requests(p, hd):
     assert p.delete(VOL, "admins")
     p.err(req(T.REQ_DIR_SNAPSHOT, snapshot_id=SNAP, volume_id=VOL, base=p.base, name="admins"))
     assert os.listdir(admin) == ["file"]
+    # Something in the helper's own areas it did not make (no mark, not empty): kept.
+    for area in (".sepcsi-work", ".sepcsi-trash"):
+        planted = os.path.join(p.base, area, VOL)
+        os.makedirs(planted)
+        open(os.path.join(planted, "keep"), "w").close()
+    p.delete(VOL, "nothing-here")
+    for area in (".sepcsi-work", ".sepcsi-trash"):
+        assert os.listdir(os.path.join(p.base, area, VOL)) == ["keep"]
+        shutil.rmtree(os.path.join(p.base, area, VOL))
     # Another volume's directory, named with the wrong id.
     p.create(VOL2, "theirs")
     p.delete(VOL, "theirs")
