@@ -74,12 +74,15 @@ struct ctl;
 /* Borrows st and mh (they must outlive the ctl). Copies cfg's strings. */
 struct ctl *ctl_new(const struct ctl_config *cfg, struct store *st, struct mh_client *mh);
 void ctl_free(struct ctl *c);
+/* Images (snapshot false) or snapshots the last reconciliation found unrecorded and kept. */
+unsigned ctl_unrecorded(struct ctl *c, bool snapshot);
 
 /*
  * Make the node agree with the store (ctl_reconcile.c): settle the intents of
- * operations that died half done, remove what the helper made that nothing
- * records, and stage and publish again what the store records and a reboot
- * took away. Safe while requests are served. 0 when everything is settled,
+ * operations that died half done, unmount what the helper mounted that
+ * nothing records (images and snapshots nothing records are kept and
+ * reported, never removed), and stage and publish again what the store
+ * records and a reboot took away. Safe while requests are served. 0 when everything is settled,
  * -1 when something is left for a later run (helper unavailable, a key busy).
  */
 int ctl_reconcile(struct ctl *c);

@@ -13,6 +13,8 @@ struct ctl {
 	struct store *st;
 	struct mh_client *mh;
 	struct ctl_locks *locks;
+	/* What the last reconciliation found and kept: images, snapshots (ctl_reconcile.c). */
+	_Atomic unsigned unrecorded[2];
 };
 
 /*

@@ -5,10 +5,11 @@
  *  1. settle the intents (ctl_intent.c) no request holds: each op below says
  *     when its intent is done already, and what completes or undoes it;
  *  2. ask the helper what it made (MH_REQ_LIST: mounts, images, snapshots),
- *     then read the store: a mount, image or snapshot that no row and no
- *     intent accounts for is left over from an attempt that is settled, and
- *     is removed through the ordinary requests (UNPUBLISH, UNSTAGE, DELETE,
- *     DELETE_SNAPSHOT), which the helper checks as it checks every request;
+ *     then read the store: a mount that no row and no intent accounts for is
+ *     left over from an attempt that is settled, and is removed through the
+ *     ordinary requests (UNPUBLISH, UNSTAGE), which the helper checks as it
+ *     checks every request; an image or snapshot no row and no intent
+ *     accounts for is kept and reported (orphan_file);
  *  3. a staging or publication the store records but the helper does not
  *     list (a reboot took the mounts and loop devices) is staged or published
  *     again, so the volume is back before the CO asks.
@@ -23,6 +24,7 @@
 #include "ctl_cs.h"
 #include "ctl_intent.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -453,22 +455,27 @@ static int orphan_mount(struct ctl *c, const char *vid, char kind, char *path)
 	           : -1;
 }
 
-static int orphan_file(struct ctl *c, const char *id, bool snapshot)
+/*
+ * An image or snapshot that neither a row nor an intent accounts for. Every
+ * request writes its intent before the helper makes anything and drops it
+ * only once the row says what was made, so no settled attempt leaves one: it
+ * means the store lost rows (a wiped or older --state-dir, a restored backup).
+ * Removing it would destroy a volume's data on the word of a store that is
+ * known to be missing something, so it is kept and reported; the operator
+ * decides (docs/operations.md, "Unrecorded images").
+ */
+static int orphan_file(struct ctl *c, const char *id, bool snapshot, unsigned *kept)
 {
-	struct mh_err e;
 	struct store_snapshot *s = NULL;
 	bool known =
 	    snapshot ? store_snapshot_get(c->st, id, &s) == STORE_OK : volume_exists(c, id);
 	store_snapshot_free(s);
 	if (known || intent_names(c, id))
 		return 0;
-	log_kv(LOG_LVL_WARN, "reconcile_orphan", "what", snapshot ? "snapshot" : "image", "id", id,
-	       NULL);
-	int rc = snapshot ? mh_delete_snapshot(c->mh, id, &e) : mh_delete(c->mh, id, &e);
-	return helper_ok(rc, &e,
-	                 snapshot ? "remove unrecorded snapshot" : "remove unrecorded image", id)
-	           ? 0
-	           : -1;
+	log_kv(LOG_LVL_WARN, "reconcile_unrecorded", "what", snapshot ? "snapshot" : "image", "id",
+	       id, "action", "kept: the store has no row for it", NULL);
+	kept[snapshot]++;
+	return 0;
 }
 
 /* One line of a LIST answer, split in place: the words, then the rest (a path). */
@@ -489,6 +496,7 @@ static int orphans(struct ctl *c, char *mounts)
 	int ret = 0;
 	char *images = list_all(c, MH_LIST_IMAGES), *snaps = list_all(c, MH_LIST_SNAPSHOTS);
 	char *save = NULL, *w[4];
+	unsigned kept[2] = {0, 0};
 	if (!images || !snaps) {
 		free(images);
 		free(snaps);
@@ -510,10 +518,12 @@ static int orphans(struct ctl *c, char *mounts)
 				ret = -1;
 				continue;
 			}
-			ret |= orphan_file(c, w[0], snap);
+			ret |= orphan_file(c, w[0], snap, kept);
 			ctl_unlock(c, w[0]);
 		}
 	}
+	atomic_store(&c->unrecorded[0], kept[0]);
+	atomic_store(&c->unrecorded[1], kept[1]);
 	free(images);
 	free(snaps);
 	return ret;
@@ -648,4 +658,9 @@ int ctl_reconcile(struct ctl *c)
 	log_kv(ret == 0 ? LOG_LVL_INFO : LOG_LVL_WARN, "reconciled", "result",
 	       ret == 0 ? "everything settled" : "some left for the next run", NULL);
 	return ret;
+}
+
+unsigned ctl_unrecorded(struct ctl *c, bool snapshot)
+{
+	return atomic_load(&c->unrecorded[snapshot]);
 }
