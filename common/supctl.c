@@ -1,7 +1,7 @@
 /*
  * The control channel between the supervisor and each child (see supctl.h):
  * one SOCK_SEQPACKET datagram per message, holding exactly one byte (the
- * type) and, for SUP_CTL_PEER_FD only, exactly one descriptor passed with
+ * type) and, for SUP_CTL_PEER_FD and SUP_CTL_METRICS only, exactly one descriptor passed with
  * SCM_RIGHTS.
  *
  * Runs in the supervisor (root, trimmed capabilities) and in both children
@@ -37,13 +37,13 @@
 static bool type_known(int type)
 {
 	return type == SUP_CTL_READY || type == SUP_CTL_PEER_FD || type == SUP_CTL_HELPER_FAILED ||
-	       type == SUP_CTL_PEER_VIOLATION;
+	       type == SUP_CTL_PEER_VIOLATION || type == SUP_CTL_METRICS;
 }
 
 /* PEER_FD always carries exactly one descriptor; the other types never do. */
 static bool type_wants_fd(int type)
 {
-	return type == SUP_CTL_PEER_FD;
+	return type == SUP_CTL_PEER_FD || type == SUP_CTL_METRICS;
 }
 
 int sup_ctl_send(int ctlfd, int type, int fd_or_minus1)
@@ -118,7 +118,7 @@ static bool collect_fds(struct msghdr *msg, int *fds, size_t *nfds)
 	return ok;
 }
 
-/* The one descriptor PEER_FD may carry must be a SOCK_SEQPACKET socket. */
+/* The one descriptor PEER_FD carries must be a SOCK_SEQPACKET socket. */
 static bool is_seqpacket(int fd)
 {
 	int st = 0;
@@ -169,7 +169,8 @@ int sup_ctl_recv(int ctlfd, struct sup_ctl_msg *out)
 	}
 	ok = ok && n == 1 && (msg.msg_flags & MSG_TRUNC) == 0 && type_known(data[0]);
 	ok = ok && nfds == (type_wants_fd(data[0]) ? 1u : 0u);
-	ok = ok && (nfds == 0 || is_seqpacket(fds[0]));
+	/* METRICS' memfd is checked by its reader, sealed (supervisor/sup_metrics.c). */
+	ok = ok && (nfds == 0 || data[0] != SUP_CTL_PEER_FD || is_seqpacket(fds[0]));
 	if (!ok) {
 		for (size_t i = 0; i < nfds; i++)
 			close(fds[i]);

@@ -15,6 +15,9 @@
  * helper sends PEER_VIOLATION when rpcd broke the helper protocol on fd 3:
  * the helper has dropped that channel and keeps running, and the supervisor
  * kills rpcd, whose restart brings the helper a new channel as PEER_FD.
+ * A ready rpcd sends METRICS every --metrics-interval: its figures as
+ * Prometheus text in a sealed memfd, which the supervisor checks and writes
+ * into the metrics file (supervisor/sup_metrics.c).
  */
 #ifndef SEPCSI_SUPCTL_H
 #define SEPCSI_SUPCTL_H
@@ -27,6 +30,7 @@ enum sup_ctl_type {
 	SUP_CTL_PEER_FD = 2,        /* supervisor -> child: new rpcd<->helper channel, one fd */
 	SUP_CTL_HELPER_FAILED = 3,  /* supervisor -> rpcd: helper in failed state */
 	SUP_CTL_PEER_VIOLATION = 4, /* helper -> supervisor: rpcd broke the protocol on fd 3 */
+	SUP_CTL_METRICS = 5,        /* rpcd -> supervisor: its metrics, one sealed memfd */
 };
 
 struct sup_ctl_msg {

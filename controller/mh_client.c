@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,8 @@ struct mh_client {
 	unsigned deadline[3];   /* seconds: quick, work, copy (deadline_s) */
 	unsigned inflight;      /* calls inside call(); free waits for 0 */
 	struct waiter *waiters; /* pending calls on the current channel */
+	/* Calls that failed, by request type and kind, for metrics (mh_client_errors). */
+	_Atomic uint64_t failed[MH_CLIENT_TYPES][MH_CLIENT_KINDS];
 };
 
 static void *xcalloc(size_t n, size_t size)
@@ -459,6 +462,8 @@ int mh_client_call(struct mh_client *c, struct mh_msg *m, uint16_t want, struct 
 		rc = 0;
 	}
 out:
+	if (rc != 0 && err && m->type < MH_CLIENT_TYPES && (unsigned)err->kind < MH_CLIENT_KINDS)
+		atomic_fetch_add(&c->failed[m->type][err->kind], 1);
 	if (w)
 		waiter_free(w);
 	free(buf);
@@ -467,4 +472,14 @@ out:
 		pthread_cond_broadcast(&c->idle);
 	pthread_mutex_unlock(&c->mu);
 	return rc;
+}
+
+void mh_client_errors(struct mh_client *c, mh_client_error_fn *fn, void *arg)
+{
+	for (uint16_t t = 0; t < MH_CLIENT_TYPES; t++)
+		for (unsigned k = 0; k < MH_CLIENT_KINDS; k++) {
+			uint64_t n = atomic_load(&c->failed[t][k]);
+			if (n)
+				fn(arg, t, (enum mh_err_kind)k, n);
+		}
 }

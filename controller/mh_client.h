@@ -46,6 +46,16 @@ void mh_client_set_deadlines(struct mh_client *c, unsigned quick_s, unsigned wor
 /* True while a channel is open and has not seen EOF or an error. */
 bool mh_client_connected(struct mh_client *c);
 
+/*
+ * Failed calls since start, for metrics: fn is called for each request type
+ * (MH_REQ_X) and kind (the helper's answer, or MH_E_UNAVAILABLE/MH_E_TIMEOUT
+ * on this side) that has failed at least once, with the count.
+ */
+#define MH_CLIENT_TYPES 64
+#define MH_CLIENT_KINDS 10
+typedef void mh_client_error_fn(void *arg, uint16_t type, enum mh_err_kind kind, uint64_t n);
+void mh_client_errors(struct mh_client *c, mh_client_error_fn *fn, void *arg);
+
 int mh_ping(struct mh_client *c, struct mh_err *err);
 int mh_create(struct mh_client *c, const char *volume_id, uint64_t size_bytes, uint64_t *out_size,
               struct mh_err *err);

@@ -6,6 +6,7 @@
 #include "sc_rules.h"
 
 #include <sched.h>
+#include <sys/mman.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -98,6 +99,8 @@ static const struct sc_rule rpcd_rules[] = {
     ALLOW("sendto", NULL),
     ALLOW("recvmsg", "helper answers, control messages with a new helper fd"),
     ALLOW("sendmsg", "helper requests, gRPC"),
+    ALLOW_EQ("memfd_create", 1, MFD_CLOEXEC | MFD_ALLOW_SEALING,
+             "the metrics report for the supervisor, sealed before it is sent"),
     ALLOW("chmod", "CSI socket mode"),
     ALLOW("fchmod", NULL),
     ALLOW("umask", NULL),

@@ -19,7 +19,8 @@ struct rpcd {
 	struct store *st;
 	struct mh_client *mh;
 	struct ctl *ctl;
-	atomic_bool helper_failed; /* the supervisor gave up on the helper */
+	atomic_bool helper_failed;        /* the supervisor gave up on the helper */
+	unsigned long metrics_interval_s; /* 0: no metrics reports (rpcd_metrics.c) */
 };
 
 enum rpcd_service { RPCD_IDENTITY = 1, RPCD_CONTROLLER = 2, RPCD_NODE = 4 };
@@ -37,6 +38,11 @@ struct rpcd_method {
 
 /* The method for a path, or NULL when the path is not a CSI method this build knows. */
 const struct rpcd_method *rpcd_method_find(const char *path, size_t len);
+/* The table by position, for metrics: 0 <= i < rpcd_method_count() <= RPCD_METHODS_MAX. */
+#define RPCD_METHODS_MAX 48
+size_t rpcd_method_count(void);
+const struct rpcd_method *rpcd_method_at(size_t i);
+size_t rpcd_method_index(const struct rpcd_method *m);
 /* Whether the mode serves the method's service. */
 bool rpcd_method_enabled(const struct rpcd *r, const struct rpcd_method *m);
 

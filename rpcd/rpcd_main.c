@@ -21,6 +21,7 @@
 #include "mh_client.h"
 #include "pol_seccomp.h"
 #include "rpcd.h"
+#include "rpcd_metrics.h"
 #include "sepcsi_version.h"
 #include "store.h"
 #include "supctl.h"
@@ -33,6 +34,7 @@ static void usage(FILE *f)
 	           "                   --state-dir DIR [--mode all|controller|node]\n"
 	           "                   [--max-volumes-per-node N] [--log-format text|json]\n"
 	           "                   [--log-level error|warn|info|debug]\n"
+	           "                   [--metrics-interval SECONDS]\n"
 	           "Normally started by sepcsi-supervisor, which passes the helper channel on\n"
 	           "fd 3 and its control channel on fd 4.\n");
 }
@@ -48,6 +50,7 @@ static int parse_args(int argc, char **argv, struct rpcd *r)
 	    {"max-volumes-per-node", required_argument, NULL, 'x'},
 	    {"log-format", required_argument, NULL, 'f'},
 	    {"log-level", required_argument, NULL, 'l'},
+	    {"metrics-interval", required_argument, NULL, 'i'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -85,6 +88,13 @@ static int parse_args(int argc, char **argv, struct rpcd *r)
 			errno = 0;
 			r->cfg.max_volumes_per_node = strtoll(optarg, &end, 10);
 			if (errno || *end || r->cfg.max_volumes_per_node < 0)
+				return -1;
+			break;
+		case 'i':
+			errno = 0;
+			r->metrics_interval_s = strtoul(optarg, &end, 10);
+			if (errno || *end || r->metrics_interval_s == 0 ||
+			    r->metrics_interval_s > 3600)
 				return -1;
 			break;
 		case 'f':
@@ -242,12 +252,16 @@ int main(int argc, char **argv)
 	       "node_id", r.cfg.node_id, "version", SEPCSI_VERSION, NULL);
 	if (have_control && sup_ctl_send(SEPCSI_FD_CONTROL, SUP_CTL_READY, -1) != 0)
 		log_warn("cannot report readiness to the supervisor: %s", strerror(errno));
+	/* Metrics go to the supervisor, which takes them only after READY. */
+	if (have_control && r.metrics_interval_s)
+		rpcd_metrics_start(&r, (unsigned)r.metrics_interval_s);
 
 	int sig = 0;
 	sigwait(&sigs, &sig);
 	log_info("signal %d: finishing calls in flight", sig);
 	rpcd_server_stop_and_free(srv);
 	grpc_shutdown();
+	rpcd_metrics_stop();
 	pthread_mutex_lock(&rec_mu);
 	rec_stop = true;
 	pthread_cond_signal(&rec_cv);

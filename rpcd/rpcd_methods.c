@@ -63,9 +63,27 @@ static const struct rpcd_method methods[] = {
     M(Node, NodeExpandVolume, node_expand_volume_request, NODE, ctl_node_expand_volume),
 };
 
+#define NMETHODS (sizeof(methods) / sizeof(methods[0]))
+_Static_assert(NMETHODS <= RPCD_METHODS_MAX, "RPCD_METHODS_MAX is too small");
+
+size_t rpcd_method_count(void)
+{
+	return NMETHODS;
+}
+
+const struct rpcd_method *rpcd_method_at(size_t i)
+{
+	return &methods[i];
+}
+
+size_t rpcd_method_index(const struct rpcd_method *m)
+{
+	return (size_t)(m - methods);
+}
+
 const struct rpcd_method *rpcd_method_find(const char *path, size_t len)
 {
-	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+	for (size_t i = 0; i < NMETHODS; i++) {
 		if (strlen(methods[i].path) == len && memcmp(methods[i].path, path, len) == 0)
 			return &methods[i];
 	}

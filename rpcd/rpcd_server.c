@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "rpcd_metrics.h"
 
 #define STOP_GRACE_SECONDS 30
 
@@ -111,20 +112,20 @@ static const char *request_subject(const ProtobufCMessage *msg)
 
 /* Decode, dispatch, encode. Fills c->resp_bb on success; returns the status. */
 static void dispatch(struct rpcd_server *s, struct call *c, struct ctl_status *st,
-                     const char **method, const char **subject, ProtobufCMessage **reqp)
+                     const struct rpcd_method **mp, const char **subject, ProtobufCMessage **reqp)
 {
 	const char *path = (const char *)GRPC_SLICE_START_PTR(c->details.method);
 	size_t plen = GRPC_SLICE_LENGTH(c->details.method);
-	const struct rpcd_method *m = rpcd_method_find(path, plen);
+	const struct rpcd_method *m = *mp = rpcd_method_find(path, plen);
 
 	if (!m) {
 		ctl_fail(st, CTL_UNIMPLEMENTED, "unknown method %.*s",
 		         (int)(plen > 200 ? 200 : plen), path);
 		return;
 	}
-	*method = strrchr(m->path, '/') + 1;
 	if (!rpcd_method_enabled(s->r, m)) {
-		ctl_fail(st, CTL_UNIMPLEMENTED, "%s is not served in this --mode", *method);
+		ctl_fail(st, CTL_UNIMPLEMENTED, "%s is not served in this --mode",
+		         strrchr(m->path, '/') + 1);
 		return;
 	}
 	if (!c->req_bb) {
@@ -177,13 +178,17 @@ static void dispatch(struct rpcd_server *s, struct call *c, struct ctl_status *s
 static void on_received(struct rpcd_server *s, struct call *c)
 {
 	struct ctl_status st = {.code = CTL_OK};
-	const char *method = "?", *subject = NULL;
+	const struct rpcd_method *m = NULL;
+	const char *subject = NULL;
 	ProtobufCMessage *req = NULL;
 
-	dispatch(s, c, &st, &method, &subject, &req);
+	dispatch(s, c, &st, &m, &subject, &req);
 
+	const char *method = m ? strrchr(m->path, '/') + 1 : "?";
+	double took = elapsed_ms(&c->start);
 	char ms[32];
-	snprintf(ms, sizeof(ms), "%.3f", elapsed_ms(&c->start));
+	rpcd_metrics_call(m, st.code, took / 1e3);
+	snprintf(ms, sizeof(ms), "%.3f", took);
 	log_kv(st.code == CTL_OK || st.code == CTL_NOT_FOUND ? LOG_LVL_INFO : LOG_LVL_WARN,
 	       "csi_call", "method", method, "volume", subject, "duration_ms", ms, "code",
 	       ctl_code_name(st.code), "message", st.code ? st.msg : NULL, NULL);

@@ -273,4 +273,18 @@ int store_intent_list(struct store *st, struct store_intent ***out, size_t *n);
 void store_intent_free(struct store_intent *in);
 void store_intent_list_free(struct store_intent **list, size_t n);
 
+/*
+ * Counts for metrics (store_tally.c): fn is called once per group with the
+ * table ("volumes", "snapshots", "group_snapshots", "attachments",
+ * "intents"), up to two labels ("" when unused), the number of rows and
+ * their bytes. Volumes: (state: created|staged|published, kind: the file
+ * system, "block" or "directory"), bytes promised. Snapshots: (single or
+ * group_member), bytes. Attachments: (read_write|read_only). Intents: (op).
+ * A table with no rows calls fn for no group. The store's lock is held
+ * while fn runs: fn must not call the store.
+ */
+typedef void store_tally_fn(void *arg, const char *table, const char *label1, const char *label2,
+                            int64_t rows, uint64_t bytes);
+int store_tally(struct store *st, store_tally_fn *fn, void *arg);
+
 #endif

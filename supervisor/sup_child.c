@@ -266,6 +266,7 @@ void sup_child_init(struct sup *s, const struct sup_config *cfg)
 
 	memset(s, 0, sizeof(*s));
 	s->cfg = cfg;
+	s->metrics.start_unix_s = (int64_t)time(NULL);
 	for (int r = 0; r < SUP_NROLES; r++) {
 		struct sup_child *c = &s->child[r];
 		c->name = names[r];
@@ -302,6 +303,12 @@ void sup_child_init(struct sup *s, const struct sup_config *cfg)
 	a[n++] = (char *)sup_log_level_name(cfg->log_level);
 	a[n++] = (char *)"--max-volumes-per-node";
 	a[n++] = s->max_volumes;
+	if (cfg->metrics_file[0]) {
+		snprintf(s->metrics_interval, sizeof(s->metrics_interval), "%u",
+		         cfg->metrics_interval_s);
+		a[n++] = (char *)"--metrics-interval";
+		a[n++] = s->metrics_interval;
+	}
 	a[n] = NULL;
 
 	a = s->child[SUP_HELPER].argv;
@@ -362,6 +369,14 @@ void sup_control(struct sup *s, enum sup_role r)
 		peer_violation(s);
 		return;
 	}
+	/* rpcd's metrics: at most two reports a second are read; more are dropped unread. */
+	if (r == SUP_RPCD && m.type == SUP_CTL_METRICS && c->sm.state == SUP_ST_RUNNING) {
+		if (s->metrics.rpcd_text && now_ms() - s->metrics.rpcd_at_ms < 500)
+			close(m.fd);
+		else
+			sup_metrics_from_rpcd(s, m.fd);
+		return;
+	}
 	if (m.type != SUP_CTL_READY) {
 		if (m.fd >= 0)
 			close(m.fd);
@@ -373,9 +388,11 @@ void sup_control(struct sup *s, enum sup_role r)
 	}
 	enum sup_state before = c->sm.state;
 	feed(s, r, SUP_EV_READY, 0);
-	if (before == SUP_ST_STARTING)
+	if (before == SUP_ST_STARTING) {
 		log_kv(LOG_LVL_INFO, "child_ready", "role", c->name, "pid", num(c->pid).s,
 		       "startup_ms", num(now_ms() - c->spawned_at_ms).s, NULL);
+		sup_metrics_write(s);
+	}
 }
 
 static const char *sig_name(int sig)
@@ -414,9 +431,14 @@ static void child_died(struct sup *s, enum sup_role r, int st)
 	snprintf(c->last_death, sizeof(c->last_death), "%s%s%s", how,
 	         c->sm.state == SUP_ST_RUNNING ? "" : " before READY", killed);
 	close_ctl(c);
+	if (!c->sm.stop_requested)
+		sup_metrics_death(s, r, st, c->killed_for[0] != '\0');
+	if (r == SUP_RPCD)
+		sup_metrics_rpcd_gone(s);
 	c->pid = -1;
 	c->term_sent = false;
 	feed(s, r, SUP_EV_EXITED, st);
+	sup_metrics_write(s);
 }
 
 void sup_reap(struct sup *s)

@@ -8,6 +8,7 @@
 #define SEPCSI_SUP_CHILD_H
 
 #include "sup_config.h"
+#include "sup_metrics.h"
 #include "sup_state.h"
 
 #include <limits.h>
@@ -48,6 +49,8 @@ struct sup {
 	bool stopping;
 	const char *stop_reason; /* the first reason given to sup_begin_stop() */
 	char max_volumes[24];
+	char metrics_interval[16];
+	struct sup_metrics metrics; /* sup_metrics.c */
 };
 
 /* Fill s from cfg (argv, restart policy); the paths are filled in by the caller. */

@@ -242,26 +242,43 @@ static int set_restart_limit(struct sup_config *cfg, const char *val, char *w, s
 	return 0;
 }
 
-static int set_restart_window(struct sup_config *cfg, const char *val, char *w, size_t wn)
+/* A number of seconds from 1 to max, into *dst. */
+static int set_seconds(unsigned *dst, const char *val, unsigned max, char *w, size_t wn)
 {
 	uint64_t v;
 
-	if (parse_u64(val, SUP_RESTART_WINDOW_MAX, &v) < 0 || v == 0)
-		return why(w, wn, "'%s' is not a number of seconds from 1 to %d", val,
-		           SUP_RESTART_WINDOW_MAX);
-	cfg->restart_window_s = (unsigned)v;
+	if (parse_u64(val, max, &v) < 0 || v == 0)
+		return why(w, wn, "'%s' is not a number of seconds from 1 to %u", val, max);
+	*dst = (unsigned)v;
 	return 0;
+}
+
+static int set_restart_window(struct sup_config *cfg, const char *val, char *w, size_t wn)
+{
+	return set_seconds(&cfg->restart_window_s, val, SUP_RESTART_WINDOW_MAX, w, wn);
 }
 
 static int set_ready_timeout(struct sup_config *cfg, const char *val, char *w, size_t wn)
 {
-	uint64_t v;
+	return set_seconds(&cfg->ready_timeout_s, val, SUP_READY_TIMEOUT_MAX, w, wn);
+}
 
-	if (parse_u64(val, SUP_READY_TIMEOUT_MAX, &v) < 0 || v == 0)
-		return why(w, wn, "'%s' is not a number of seconds from 1 to %d", val,
-		           SUP_READY_TIMEOUT_MAX);
-	cfg->ready_timeout_s = (unsigned)v;
+static int set_metrics_file(struct sup_config *cfg, const char *val, char *w, size_t wn)
+{
+	if (strcmp(val, "none") == 0) {
+		cfg->metrics_file[0] = '\0';
+		return 0;
+	}
+	if (set_dir(cfg->metrics_file, val, w, wn) < 0)
+		return -1;
+	if (strrchr(cfg->metrics_file, '/') == cfg->metrics_file)
+		return why(w, wn, "'%s': the file needs a directory other than '/'", val);
 	return 0;
+}
+
+static int set_metrics_interval(struct sup_config *cfg, const char *val, char *w, size_t wn)
+{
+	return set_seconds(&cfg->metrics_interval_s, val, SUP_METRICS_INTERVAL_MAX, w, wn);
 }
 
 static const struct sup_opt opts[] = {
@@ -302,6 +319,13 @@ static const struct sup_opt opts[] = {
      "A child that has not reported READY this long after its start is\n"
      "killed; that counts as a death before READY. 1 to 3600.",
      set_ready_timeout},
+    {"metrics-file", "SEPCSI_METRICS_FILE", "FILE|none", "/var/lib/sepcsi/metrics.prom", NULL,
+     "Prometheus text-format metrics, replaced atomically (for node-exporter's\n"
+     "textfile collector, and `sepcsictl metrics`); 'none' writes none.\n"
+     "Its directory is made if missing; not inside --state-dir or --data-dir.",
+     set_metrics_file},
+    {"metrics-interval", "SEPCSI_METRICS_INTERVAL", "SECONDS", "15", NULL,
+     "How often the metrics file is brought up to date. 1 to 3600.", set_metrics_interval},
 };
 
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
@@ -351,12 +375,24 @@ static int check_layout(const struct sup_config *cfg, char *err, size_t errlen)
 		         "the --endpoint socket needs a directory other than --state-dir");
 		return -1;
 	}
+	if (cfg->metrics_file[0] && sup_path_within(cfg->metrics_file, cfg->data_dir)) {
+		snprintf(err, errlen, "--metrics-file %s must not lie in --data-dir %s",
+		         cfg->metrics_file, cfg->data_dir);
+		return -1;
+	}
 	for (size_t i = 0; i < 2; i++) {
 		const char *d = rpcd_dirs[i][0], *flag = rpcd_dirs[i][1];
 		if (sup_path_within(cfg->data_dir, d) || sup_path_within(d, cfg->data_dir)) {
 			snprintf(err, errlen,
 			         "--data-dir %s and %s directory %s must not contain each other",
 			         cfg->data_dir, flag, d);
+			return -1;
+		}
+		if (cfg->metrics_file[0] && sup_path_within(cfg->metrics_file, d)) {
+			snprintf(
+			    err, errlen,
+			    "--metrics-file %s must not lie in the %s directory %s (rpcd owns it)",
+			    cfg->metrics_file, flag, d);
 			return -1;
 		}
 		if (cfg->policy[0] && sup_path_within(cfg->policy, d)) {

@@ -15,12 +15,13 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#define SUP_DRIVER_NAME_MAX    63  /* CSI: at most 63 characters */
-#define SUP_NODE_ID_MAX        256 /* CSI: node_id at most 256 bytes */
-#define SUP_SOCKET_PATH_MAX    107 /* sizeof(sun_path) - 1 */
-#define SUP_RESTART_LIMIT_MAX  100
-#define SUP_RESTART_WINDOW_MAX 86400
-#define SUP_READY_TIMEOUT_MAX  3600
+#define SUP_DRIVER_NAME_MAX      63  /* CSI: at most 63 characters */
+#define SUP_NODE_ID_MAX          256 /* CSI: node_id at most 256 bytes */
+#define SUP_SOCKET_PATH_MAX      107 /* sizeof(sun_path) - 1 */
+#define SUP_RESTART_LIMIT_MAX    100
+#define SUP_RESTART_WINDOW_MAX   86400
+#define SUP_READY_TIMEOUT_MAX    3600
+#define SUP_METRICS_INTERVAL_MAX 3600
 
 enum sup_mode { SUP_MODE_ALL = 0, SUP_MODE_CONTROLLER, SUP_MODE_NODE };
 
@@ -40,8 +41,10 @@ struct sup_config {
 	int64_t max_volumes_per_node; /* 0 = unlimited */
 	unsigned restart_limit;       /* deaths within the window that mean FAILED */
 	unsigned restart_window_s;
-	unsigned ready_timeout_s; /* a child not READY this long after its spawn is killed */
-	bool print_privileges;    /* --print-privileges: print them and exit */
+	unsigned ready_timeout_s;    /* a child not READY this long after its spawn is killed */
+	char metrics_file[PATH_MAX]; /* Prometheus text file; "" = no metrics (sup_metrics.c) */
+	unsigned metrics_interval_s; /* how often rpcd reports its part */
+	bool print_privileges;       /* --print-privileges: print them and exit */
 };
 
 enum sup_parse_result {

@@ -224,5 +224,8 @@ int sup_prep_dirs(const struct sup_config *cfg, char *err, size_t errlen)
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
 		if (prepare_dir(&dirs[i], err, errlen) < 0)
 			return -1;
+	/* The metrics file's directory is the operator's: made if missing, never changed. */
+	if (cfg->metrics_file[0] && make_parents(cfg->metrics_file, err, errlen) < 0)
+		return -1;
 	return 0;
 }

@@ -26,7 +26,8 @@ int sup_prep_policy(const struct sup_config *cfg, char *err, size_t errlen);
 /*
  * Create (if missing) and fix owner and mode of: the state directory (0700,
  * rpcd uid:gid), the data directory (0700, root), the endpoint's directory
- * (0750, rpcd uid:gid; an existing one must hold nothing but our socket).
+ * (0750, rpcd uid:gid; an existing one must hold nothing but our socket);
+ * and the metrics file's directory, if missing (0755, root).
  */
 int sup_prep_dirs(const struct sup_config *cfg, char *err, size_t errlen);
 

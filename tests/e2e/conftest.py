@@ -103,6 +103,7 @@ class Driver:
         self.state = os.path.join(self.tmp, "state")
         self.data = os.path.join(self.tmp, "data")
         self.sock = os.path.join(self.tmp, "sock", "csi.sock")
+        self.metrics = os.path.join(self.tmp, "metrics", "sepcsi.prom")
         self.endpoint = "unix://" + self.sock
         self.node_id = "e2e-node"
         os.makedirs(self.root)
@@ -122,7 +123,8 @@ class Driver:
         self.args = [os.path.join(bin_dir or BIN, "sepcsi-supervisor"),
                      "--endpoint", self.endpoint, "--node-id", self.node_id,
                      "--state-dir", self.state, "--data-dir", self.data,
-                     "--policy", self.policy, "--log-level", "debug"] + list(extra_args)
+                     "--policy", self.policy, "--metrics-file", self.metrics,
+                     "--log-level", "debug"] + list(extra_args)
         # prefix: a command that runs the supervisor as its only child, e.g.
         # ["unshare", "--pid", "--fork"] to make it PID 1 of a new namespace.
         self.prefix = list(prefix)

@@ -13,13 +13,14 @@
  *   pipe, /dev/null), then the payload.
  * Checks, per datagram, against what the wire format (supctl.h) allows:
  *  - accepted iff it is exactly one byte naming a known type, carries exactly
- *    one descriptor for PEER_FD (a SOCK_SEQPACKET socket) and none otherwise,
- *    and nothing else; then the type is returned and the descriptor is
- *    close-on-exec and the receiver's;
+ *    one descriptor for PEER_FD (a SOCK_SEQPACKET socket) and for METRICS (of
+ *    any kind: its reader checks the seals), none otherwise, and nothing
+ *    else; then the type is returned and the descriptor is close-on-exec and
+ *    the receiver's;
  *  - an empty datagram reads as end of channel (errno 0), anything else
  *    refused is EPROTO, with the output cleared (type 0, fd -1);
  *  - the receiver's descriptor table is exactly what it was before, once the
- *    descriptor of an accepted PEER_FD is closed: a hostile peer can neither
+ *    descriptor of an accepted message is closed: a hostile peer can neither
  *    leak descriptors into a child nor make it keep any.
  */
 #include <dirent.h>
@@ -127,18 +128,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		int type = len ? payload[0] : 0;
 		bool known = type == SUP_CTL_READY || type == SUP_CTL_PEER_FD ||
-		             type == SUP_CTL_HELPER_FAILED || type == SUP_CTL_PEER_VIOLATION;
-		bool valid = !passcred && len == 1 && known &&
-		             nfds == (type == SUP_CTL_PEER_FD ? 1 : 0) && (nfds == 0 || kind == 0);
+		             type == SUP_CTL_HELPER_FAILED || type == SUP_CTL_PEER_VIOLATION ||
+		             type == SUP_CTL_METRICS;
+		bool with_fd = type == SUP_CTL_PEER_FD || type == SUP_CTL_METRICS;
+		bool valid = !passcred && len == 1 && known && nfds == (with_fd ? 1 : 0) &&
+		             (nfds == 0 || kind == 0 || type == SUP_CTL_METRICS);
 		if (valid) {
 			FUZZ_CHECK(rc == 0 && m.type == type);
-			FUZZ_CHECK((m.fd >= 0) == (type == SUP_CTL_PEER_FD));
+			FUZZ_CHECK((m.fd >= 0) == with_fd);
 			if (m.fd >= 0) {
 				int st = 0;
 				socklen_t sl = sizeof(st);
 				FUZZ_CHECK(fcntl(m.fd, F_GETFD) == FD_CLOEXEC);
-				FUZZ_CHECK(getsockopt(m.fd, SOL_SOCKET, SO_TYPE, &st, &sl) == 0 &&
-				           st == SOCK_SEQPACKET);
+				FUZZ_CHECK(type == SUP_CTL_METRICS ||
+				           (getsockopt(m.fd, SOL_SOCKET, SO_TYPE, &st, &sl) == 0 &&
+				            st == SOCK_SEQPACKET));
 				close(m.fd);
 			}
 		} else {

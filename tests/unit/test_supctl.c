@@ -108,6 +108,19 @@ static void test_roundtrip(void)
 		close(m.fd);
 	}
 
+	/* METRICS carries one descriptor of any kind (its reader checks the seals). */
+	int pipefd[2];
+	CHECK(pipe(pipefd) == 0);
+	CHECK(sup_ctl_send(sv[1], SUP_CTL_METRICS, pipefd[0]) == 0);
+	CHECK(sup_ctl_recv(sv[0], &m) == 0);
+	CHECK(m.type == SUP_CTL_METRICS && m.fd >= 0 && (fcntl(m.fd, F_GETFD) & FD_CLOEXEC));
+	if (m.fd >= 0)
+		close(m.fd);
+	errno = 0;
+	CHECK(sup_ctl_send(sv[1], SUP_CTL_METRICS, -1) == -1 && errno == EINVAL);
+	close(pipefd[0]);
+	close(pipefd[1]);
+
 	/* EOF is -1 with errno 0, distinct from a protocol error. */
 	close(sv[0]);
 	errno = EINVAL;

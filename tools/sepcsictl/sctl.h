@@ -152,8 +152,9 @@ struct json_object *sctl_json_hex(const uint8_t *b, size_t n);
 /* "2026-11-22T10:00:00Z" (nanos > 0: with a 9-digit fraction), in UTC. */
 void sctl_format_time(int64_t seconds, int32_t nanos, char *buf, size_t len);
 
-/* `sepcsictl store ...` and `sepcsictl audit ...`: argv[0] is "store" or "audit". */
+/* `sepcsictl store|audit|metrics ...`: argv[0] is "store", "audit" or "metrics". */
 int sctl_store_main(int argc, char **argv, struct sctl_opts *o);
 int sctl_audit_main(int argc, char **argv, struct sctl_opts *o);
+int sctl_metrics_main(int argc, char **argv, struct sctl_opts *o);
 
 #endif

@@ -27,7 +27,8 @@ static void top_help(FILE *o)
 	        "                 <service> <rpc> [flags]\n"
 	        "       sepcsictl store volumes|snapshots|group-snapshots|stagings|publications|\n"
 	        "                       attachments|intents|info|check [--state-dir DIR]\n"
-	        "       sepcsictl audit [--data-dir DIR] [--follow] [--volume ID]\n\n"
+	        "       sepcsictl audit [--data-dir DIR] [--follow] [--volume ID]\n"
+	        "       sepcsictl metrics [--file PATH]\n\n"
 	        "A CSI client: every Identity, Controller, GroupController and Node RPC, a flag "
 	        "per field.\n\nservices:\n");
 	for (size_t i = 0; i < sctl_nservices; i++)
@@ -35,20 +36,21 @@ static void top_help(FILE *o)
 	fprintf(o,
 	        "\nread-only views (no CSI socket needed):\n"
 	        "  %-18s rows of sepcsi's sqlite store, opened read-only\n"
-	        "  %-18s the privileged helper's audit log\n",
-	        "store", "audit");
-	fprintf(o,
-	        "\nglobal flags (anywhere on the line):\n"
-	        "  --endpoint URL         CSI endpoint (default $CSI_ENDPOINT, else "
-	        "unix:///run/sepcsi/csi.sock)\n"
-	        "  --output, -o FORMAT    text (default) or json: one object, proto field "
-	        "names as keys\n"
-	        "  --timeout DURATION     deadline of the call: 30s (default), 500ms, 2m\n"
-	        "  --help, -h             help of this level; --version\n\n"
-	        "exit status: 0 success, 1 local failure, 2 usage, 3 store or audit log absent,\n"
-	        "10 + the gRPC status code when the call fails (15 NOT_FOUND, 22 UNIMPLEMENTED, "
-	        "...).\n"
-	        "`sepcsictl <service> --help` lists its RPCs.\n");
+	        "  %-18s the privileged helper's audit log\n"
+	        "  %-18s the metrics file the supervisor writes\n",
+	        "store", "audit", "metrics");
+	fprintf(o, "\nglobal flags (anywhere on the line):\n"
+	           "  --endpoint URL         CSI endpoint (default $CSI_ENDPOINT, else "
+	           "unix:///run/sepcsi/csi.sock)\n"
+	           "  --output, -o FORMAT    text (default) or json: one object, proto field "
+	           "names as keys\n"
+	           "  --timeout DURATION     deadline of the call: 30s (default), 500ms, 2m\n"
+	           "  --help, -h             help of this level; --version\n\n"
+	           "exit status: 0 success, 1 local failure, 2 usage, 3 store, audit log or "
+	           "metrics file absent,\n"
+	           "10 + the gRPC status code when the call fails (15 NOT_FOUND, 22 UNIMPLEMENTED, "
+	           "...).\n"
+	           "`sepcsictl <service> --help` lists its RPCs.\n");
 }
 
 static void service_help(FILE *o, const struct sctl_service *s)
@@ -220,6 +222,8 @@ int main(int argc, char **argv)
 		return sctl_store_main(n, args, &o);
 	if (strcmp(args[0], "audit") == 0)
 		return sctl_audit_main(n, args, &o);
+	if (strcmp(args[0], "metrics") == 0)
+		return sctl_metrics_main(n, args, &o);
 	const struct sctl_service *svc = sctl_service_find(args[0]);
 	if (!svc) {
 		fprintf(stderr, "sepcsictl: unknown service '%s' (see sepcsictl --help)\n",

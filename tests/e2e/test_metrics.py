@@ -1,0 +1,208 @@
+"""The metrics file (--metrics-file): Prometheus text written by the supervisor
+from its own figures and rpcd's sealed report, read back with an independent
+parser (prometheus_client), after a real volume lifecycle, a refusal by the
+helper and a kill -9 of the helper; and `sepcsictl metrics`."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import grpc
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import BIN, Driver, running
+from csi_client import mount_cap
+
+MiB = 1 << 20
+CTL = os.path.join(BIN, "sepcsictl")
+
+
+@pytest.fixture
+def fast_driver():
+    """A driver reporting every second."""
+    yield from running(Driver(extra_args=["--metrics-interval", "1"]))
+
+
+def read_metrics(path):
+    """{(name, frozenset(labels)): value} of every sample in the file, parsed strictly."""
+    with open(path) as f:
+        text = f.read()
+    samples = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            samples[(s.name, frozenset(s.labels.items()))] = s.value
+    return text, samples
+
+
+def value(samples, name, **labels):
+    return samples.get((name, frozenset(labels.items())), 0)
+
+
+def wait_for(path, pred, timeout=20):
+    """The parsed file once pred(samples) holds (the file is remade every second)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if os.path.exists(path):
+            text, samples = read_metrics(path)
+            if pred(samples):
+                return text, samples
+        assert time.monotonic() < deadline, "metrics never showed it:\n" + (
+            open(path).read() if os.path.exists(path) else "(no file)")
+        time.sleep(0.2)
+
+
+def test_lifecycle_moves_the_counters(fast_driver):
+    d = fast_driver
+    c = d.client
+    staging = os.path.join(d.root, "staging", "vol")
+    os.makedirs(staging)
+    os.makedirs(os.path.join(d.root, "pods", "p1"))
+    target = os.path.join(d.root, "pods", "p1", "mount")
+    cap = mount_cap("xfs")
+
+    _, before = wait_for(d.metrics, lambda s: value(s, "sepcsi_child_up", child="rpcd") == 1)
+    assert value(before, "sepcsi_child_up", child="mounthelper") == 1
+    vol = c.controller("CreateVolume", name="pvc-metrics", volume_capabilities=[cap],
+                       capacity_range=c.pb.CapacityRange(required_bytes=300 * MiB))
+    vid = vol.volume.volume_id
+    # A staging path that is a file: the helper itself refuses, and that is counted.
+    bad_staging = os.path.join(d.root, "staging", "file")
+    open(bad_staging, "w").close()
+    with pytest.raises(grpc.RpcError) as e:
+        c.node("NodeStageVolume", volume_id=vid, staging_target_path=bad_staging,
+               volume_capability=cap)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging,
+           volume_capability=cap)
+    c.node("NodePublishVolume", volume_id=vid, staging_target_path=staging,
+           target_path=target, volume_capability=cap, readonly=False)
+
+    # While it is published: the store's gauges say so, with the bytes promised.
+    _, mid = wait_for(d.metrics, lambda s: value(
+        s, "sepcsi_volumes", state="published", kind="xfs") == 1)
+    assert value(mid, "sepcsi_volume_bytes", state="published", kind="xfs") == \
+        vol.volume.capacity_bytes
+    assert value(mid, "sepcsi_bytes_promised") == vol.volume.capacity_bytes
+    assert value(mid, "sepcsi_bytes_available") > 0
+    assert value(mid, "sepcsi_data_dir_bytes") >= value(mid, "sepcsi_bytes_available")
+    assert value(mid, "sepcsi_helper_reachable") == 1
+
+    c.node("NodeUnpublishVolume", volume_id=vid, target_path=target)
+    c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    c.controller("DeleteVolume", volume_id=vid)
+    with pytest.raises(grpc.RpcError) as e:
+        c.controller("CreateVolume", name="", volume_capabilities=[cap])
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+    text, after = wait_for(d.metrics, lambda s: value(
+        s, "sepcsi_csi_calls_total", method="DeleteVolume", code="OK") == 1)
+    for m in ("CreateVolume", "NodeStageVolume", "NodePublishVolume", "NodeUnpublishVolume",
+              "NodeUnstageVolume", "DeleteVolume"):
+        assert value(after, "sepcsi_csi_calls_total", method=m, code="OK") == 1, m
+        assert value(after, "sepcsi_csi_call_duration_seconds_count", method=m) >= 1, m
+        assert value(after, "sepcsi_csi_call_duration_seconds_bucket", method=m,
+                     le="+Inf") == value(after, "sepcsi_csi_call_duration_seconds_count",
+                                         method=m)
+        assert value(after, "sepcsi_csi_call_duration_seconds_sum", method=m) > 0, m
+    assert value(after, "sepcsi_csi_calls_total", method="CreateVolume",
+                 code="INVALID_ARGUMENT") == 1
+    stage_errors = [v for (n, labels), v in after.items()
+                    if n == "sepcsi_csi_calls_total" and
+                    dict(labels)["method"] == "NodeStageVolume" and dict(labels)["code"] != "OK"]
+    assert sum(stage_errors) == 1
+    assert value(after, "sepcsi_helper_errors_total", operation="STAGE", kind="refused") == 1
+    # Nothing left in the store; the gauges came back down.
+    assert value(after, "sepcsi_volumes", state="published", kind="xfs") == 0
+    assert value(after, "sepcsi_bytes_promised") == 0
+    # The histogram's buckets never decrease.
+    buckets = sorted(((float(dict(labels)["le"]), v) for (n, labels), v in after.items()
+                      if n == "sepcsi_csi_call_duration_seconds_bucket" and
+                      dict(labels)["method"] == "CreateVolume"))
+    assert [v for _, v in buckets] == sorted(v for _, v in buckets)
+
+    # sepcsictl shows the same file, as text and as JSON lines.
+    res = subprocess.run([CTL, "metrics", "--file", d.metrics], capture_output=True, text=True)
+    assert res.returncode == 0 and "sepcsi_csi_calls_total{" in res.stdout
+    res = subprocess.run([CTL, "-o", "json", "metrics", "--file", d.metrics],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(ln) for ln in res.stdout.splitlines()]
+    assert {"name": "sepcsi_child_up", "labels": {"child": "rpcd"}, "value": 1} in rows
+    res = subprocess.run([CTL, "metrics", "--file", d.metrics + ".absent"],
+                         capture_output=True, text=True)
+    assert res.returncode == 3 and "--metrics-file" in res.stderr
+
+
+def test_helper_kill_is_counted_with_its_reason(fast_driver):
+    d = fast_driver
+    wait_for(d.metrics, lambda s: value(s, "sepcsi_child_up", child="mounthelper") == 1)
+    os.kill(d.children()["sepcsi-mounthel"], signal.SIGKILL)
+    _, s = wait_for(d.metrics, lambda s: value(
+        s, "sepcsi_child_restarts_total", child="mounthelper", reason="signal") == 1)
+    assert value(s, "sepcsi_child_restarts_total", child="rpcd", reason="signal") == 0
+    # Back up again, and rpcd's report follows the new helper.
+    wait_for(d.metrics, lambda s: value(s, "sepcsi_child_up", child="mounthelper") == 1 and
+             value(s, "sepcsi_helper_reachable") == 1)
+
+
+def test_no_metrics_file_with_none():
+    d = Driver(extra_args=["--metrics-file", "none", "--metrics-interval", "1"])
+    try:
+        d.client.identity("Probe")
+        time.sleep(1.5)
+        assert not os.path.exists(d.metrics)
+        assert not os.path.exists(os.path.dirname(d.metrics))
+    finally:
+        d.stop()
+        d.cleanup()
+
+
+def test_metrics_file_not_in_rpcd_directories(tmp_path):
+    """The supervisor refuses a metrics file where rpcd could plant a symlink."""
+    sup = os.path.join(BIN, "sepcsi-supervisor")
+    state = str(tmp_path / "state")
+    for path, flag in ((os.path.join(state, "m.prom"), "--state-dir"),
+                       (str(tmp_path / "sock" / "m.prom"), "--endpoint")):
+        res = subprocess.run([sup, "--state-dir", state, "--data-dir", str(tmp_path / "data"),
+                              "--endpoint", "unix://%s/sock/csi.sock" % tmp_path,
+                              "--metrics-file", path], capture_output=True, text=True)
+        assert res.returncode == 2, res.stderr
+        assert "--metrics-file" in res.stderr and flag in res.stderr
+
+
+def test_wiped_store_keeps_images():
+    """A store that lost its rows (here: a fresh --state-dir beside the old data) must not
+    make reconciliation delete the volumes it no longer knows: they are kept, logged and
+    counted."""
+    first = Driver()
+    try:
+        vol = first.client.controller("CreateVolume", name="pvc-kept",
+                                      volume_capabilities=[mount_cap("ext4")],
+                                      capacity_range=first.client.pb.CapacityRange(
+                                          required_bytes=16 * MiB))
+        vid = vol.volume.volume_id
+        snap = first.client.controller("CreateSnapshot", name="snap-kept",
+                                       source_volume_id=vid)
+        sid = snap.snapshot.snapshot_id
+        first.stop()
+
+        def move_data(d):
+            os.rename(first.data, d.data)
+        second = Driver(extra_args=["--metrics-interval", "1"], setup=move_data)
+        try:
+            _, s = wait_for(second.metrics, lambda s: value(
+                s, "sepcsi_unrecorded_files", what="image") == 1)
+            assert value(s, "sepcsi_unrecorded_files", what="snapshot") == 1
+            assert os.path.exists(os.path.join(second.data, "images", vid + ".img"))
+            assert os.path.exists(os.path.join(second.data, "snapshots", sid + ".img"))
+            logs = second.logs()
+            assert "reconcile_unrecorded what=image id=%s" % vid in logs
+            assert "reconcile_unrecorded what=snapshot id=%s" % sid in logs
+        finally:
+            second.stop()
+            second.cleanup()
+    finally:
+        first.stop()
+        first.cleanup()
