@@ -485,7 +485,8 @@ void sup_config_usage(FILE *out)
 {
 	fputs("Usage: sepcsi-supervisor [OPTION]...\n"
 	      "Start and supervise the sepcsi CSI driver: sepcsi-rpcd (unprivileged, serves\n"
-	      "CSI) and sepcsi-mounthelper (root, confined), both found beside this program.\n"
+	      "CSI) and sepcsi-mounthelper (root, confined), both found beside this program,\n"
+	      "or in ../libexec/sepcsi from its directory (where cmake --install puts them).\n"
 	      "Must run as root. An option not given falls back to its environment variable,\n"
 	      "then to its default; an empty variable counts as unset. --opt VALUE and\n"
 	      "--opt=VALUE both work.\n\n",

@@ -11,7 +11,9 @@
  * the rpcd user; so that this can never give away a directory someone else
  * uses (think /run), an existing one must hold nothing but our own socket.
  * sup_config.c has already refused layouts where a directory the rpcd user
- * owns would contain the data directory or the policy file.
+ * owns would contain the data directory or the policy file. The children
+ * are run only from a directory, and as programs, that nobody but root can
+ * change (children_dir, check_root_owned).
  */
 #include "sup_prep.h"
 
@@ -77,9 +79,49 @@ static int find_sibling(const char *dir, const char *name, char out[PATH_MAX], c
 	return 0;
 }
 
-int sup_prep_binaries(char rpcd[PATH_MAX], char helper[PATH_MAX], char *err, size_t errlen)
+/*
+ * Does dir hold either child? Only a name that is missing lets the search go
+ * on: anything else there (a dangling symlink, a file not ours) is found, and
+ * then refused by the checks below.
+ */
+static int holds_children(const char *dir, bool *found, char *err, size_t errlen)
 {
-	char self[PATH_MAX];
+	static const char *const names[] = {"sepcsi-rpcd", "sepcsi-mounthelper"};
+	char path[PATH_MAX];
+	struct stat st;
+
+	*found = false;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (snprintf(path, sizeof(path), "%s/%s", dir, names[i]) >= (int)sizeof(path)) {
+			snprintf(err, errlen, "path of %s is too long", names[i]);
+			return -1;
+		}
+		if (lstat(path, &st) == 0) {
+			*found = true;
+			return 0;
+		}
+		if (errno != ENOENT && errno != ENOTDIR) {
+			snprintf(err, errlen, "program %s: %s", path, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The directory of the children: beside the supervisor (the build tree's
+ * bin/, a container image), else <dir>/../libexec/sepcsi (an install: the
+ * supervisor in <prefix>/sbin, the children in <prefix>/libexec/sepcsi),
+ * resolved by realpath() so that any prefix works and the checks and the
+ * exec see one canonical path. The first directory holding either child is
+ * the one: both must then be there, so children of two versions are never
+ * paired, and a child found but refused is an error, never a reason to look
+ * further. Its directory and programs get the checks of sup_prep_binaries.
+ */
+static int children_dir(char out[PATH_MAX], char *err, size_t errlen)
+{
+	char self[PATH_MAX], up[PATH_MAX + 32];
+	bool found;
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 
 	if (n <= 0 || n >= (ssize_t)sizeof(self) - 1) {
@@ -95,11 +137,41 @@ int sup_prep_binaries(char rpcd[PATH_MAX], char helper[PATH_MAX], char *err, siz
 	}
 	*slash = '\0';
 	const char *dir = self[0] ? self : "/";
+	if (holds_children(dir, &found, err, errlen) < 0)
+		return -1;
+	if (found) {
+		snprintf(out, PATH_MAX, "%s", dir);
+		return 0;
+	}
+	snprintf(up, sizeof(up), "%s/../libexec/sepcsi", self);
+	if (realpath(up, out)) {
+		if (holds_children(out, &found, err, errlen) < 0)
+			return -1;
+		if (found)
+			return 0;
+	} else if (errno != ENOENT && errno != ENOTDIR) {
+		snprintf(err, errlen, "program directory %s: %s", up, strerror(errno));
+		return -1;
+	}
+	snprintf(err, errlen,
+	         "sepcsi-rpcd and sepcsi-mounthelper are neither beside this program in %s "
+	         "nor in %s",
+	         dir, up);
+	return -1;
+}
+
+int sup_prep_binaries(char rpcd[PATH_MAX], char helper[PATH_MAX], char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+
+	if (children_dir(dir, err, errlen) < 0)
+		return -1;
 	if (check_root_owned(dir, "program directory", true, err, errlen) < 0)
 		return -1;
 	if (find_sibling(dir, "sepcsi-rpcd", rpcd, err, errlen) < 0 ||
 	    find_sibling(dir, "sepcsi-mounthelper", helper, err, errlen) < 0)
 		return -1;
+	log_kv(LOG_LVL_INFO, "children_found", "dir", dir, NULL);
 	return 0;
 }
 

@@ -15,8 +15,10 @@
 void sup_prep_stdio(void);
 
 /*
- * Find sepcsi-rpcd and sepcsi-mounthelper beside our own executable; each
- * must be a regular executable file owned by root and writable only by root.
+ * Find sepcsi-rpcd and sepcsi-mounthelper: beside our own executable, else in
+ * <its directory>/../libexec/sepcsi (an installed tree), both in the same
+ * one. The directory and each program must be owned by root and writable
+ * only by root; the programs regular executable files.
  */
 int sup_prep_binaries(char rpcd[PATH_MAX], char helper[PATH_MAX], char *err, size_t errlen);
 

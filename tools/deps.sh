@@ -8,4 +8,4 @@ apt-get install -y --no-install-recommends \
 	libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler libprotobuf-dev \
 	libinih-dev libcap-ng-dev libseccomp-dev libmount-dev libblkid-dev libsqlite3-dev libjson-c-dev \
 	python3 python3-grpcio python3-protobuf python3-pytest python3-pytest-timeout \
-	e2fsprogs xfsprogs btrfs-progs util-linux mount procps
+	e2fsprogs xfsprogs btrfs-progs util-linux mount procps groff-base

@@ -19,3 +19,10 @@ sepcsi_unit_test(test_seccomp
 target_compile_definitions(test_seccomp PRIVATE
   SEPCSI_CAPDUMP="$<TARGET_FILE:helper_capdump>")
 add_dependencies(test_seccomp helper_capdump)
+
+# The example policy cmake --install ships is the built-in defaults, exactly.
+sepcsi_unit_test(test_policy_example
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_policy_example.c
+  LIBS sepcsi_policy)
+target_compile_definitions(test_policy_example PRIVATE
+  SEPCSI_POLICY_EXAMPLE="${PROJECT_SOURCE_DIR}/policy/policy.example.ini")
