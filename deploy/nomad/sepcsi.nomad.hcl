@@ -28,6 +28,7 @@ job "sepcsi" {
           "--data-dir=/var/lib/sepcsi/data",
           "--policy=/local/policy.ini",
           "--log-format=json",
+          "--metrics-file=/var/lib/sepcsi/metrics.prom",
         ]
 
         # The store and the images, kept on the host across restarts of the task.
