@@ -62,6 +62,8 @@ struct mh_client {
 	unsigned deadline[3];   /* seconds: quick, work, copy (deadline_s) */
 	unsigned inflight;      /* calls inside call(); free waits for 0 */
 	struct waiter *waiters; /* pending calls on the current channel */
+	/* CLOCK_MONOTONIC ms of the last answer on the current channel; 0: none yet. */
+	int64_t answered_ms;
 	/* Calls that failed, by request type and kind, for metrics (mh_client_errors). */
 	_Atomic uint64_t failed[MH_CLIENT_TYPES][MH_CLIENT_KINDS];
 };
@@ -120,6 +122,13 @@ static void violation_locked(struct mh_client *c, int fd, const char *what, cons
 	shutdown(fd, SHUT_RDWR);
 }
 
+static int64_t now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
 /* Hand one decoded answer to its waiter. Caller holds mu. Returns -1 on a violation. */
 static int deliver_locked(struct mh_client *c, int fd, const struct mh_msg *m)
 {
@@ -135,6 +144,7 @@ static int deliver_locked(struct mh_client *c, int fd, const struct mh_msg *m)
 			return -1;
 		}
 		*pp = w->next;
+		c->answered_ms = now_ms();
 		if (w->abandoned) { /* late: its caller has gone with DEADLINE_EXCEEDED */
 			log_warn("helper answered request %u (%s) after its deadline", m->id,
 			         mh_type_name(m->type));
@@ -240,6 +250,7 @@ static void install_channel(struct mh_client *c, int fd)
 	pthread_mutex_lock(&c->mu);
 	c->fd = fd;
 	c->broken = false;
+	c->answered_ms = 0;
 	if (pthread_create(&c->reader, NULL, reader_main, c) != 0)
 		abort();
 	c->has_reader = true;
@@ -302,6 +313,14 @@ bool mh_client_connected(struct mh_client *c)
 	bool up = c->fd >= 0 && !c->broken;
 	pthread_mutex_unlock(&c->mu);
 	return up;
+}
+
+bool mh_client_answered_within(struct mh_client *c, int64_t ms)
+{
+	pthread_mutex_lock(&c->mu);
+	bool yes = c->fd >= 0 && !c->broken && c->answered_ms && now_ms() - c->answered_ms <= ms;
+	pthread_mutex_unlock(&c->mu);
+	return yes;
 }
 
 /*

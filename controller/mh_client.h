@@ -45,6 +45,8 @@ void mh_client_set_deadlines(struct mh_client *c, unsigned quick_s, unsigned wor
 
 /* True while a channel is open and has not seen EOF or an error. */
 bool mh_client_connected(struct mh_client *c);
+/* True if that channel is open and the helper answered a request on it within ms. */
+bool mh_client_answered_within(struct mh_client *c, int64_t ms);
 
 /*
  * Failed calls since start, for metrics: fn is called for each request type

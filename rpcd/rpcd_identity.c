@@ -64,6 +64,8 @@ int rpcd_get_plugin_capabilities(struct rpcd *r, const void *req, void **resp, s
 	return st->code = CTL_OK;
 }
 
+#define PROBE_FRESH_MS 1000
+
 int rpcd_probe(struct rpcd *r, const void *req, void **resp, struct ctl_arena *a,
                struct ctl_status *st)
 {
@@ -72,7 +74,16 @@ int rpcd_probe(struct rpcd *r, const void *req, void **resp, struct ctl_arena *a
 	csi__v1__probe_response__init(out);
 	Google__Protobuf__BoolValue *ready = ctl_alloc(a, sizeof(*ready));
 	google__protobuf__bool_value__init(ready);
-	ready->value = r->st && !atomic_load(&r->helper_failed) && mh_ping(r->mh, &e) == 0;
+	/*
+	 * Ready: the store is open, the supervisor has not given up on the helper,
+	 * and the helper answers. An answer on the current channel within the last
+	 * second is proof enough; otherwise it is asked (PING). So a Probe storm, or
+	 * a Probe while volumes are served, costs no helper round trip, and a helper
+	 * that stops answering is still seen within a second.
+	 */
+	ready->value =
+	    r->st && !atomic_load(&r->helper_failed) &&
+	    (mh_client_answered_within(r->mh, PROBE_FRESH_MS) || mh_ping(r->mh, &e) == 0);
 	out->ready = ready;
 	*resp = out;
 	return st->code = CTL_OK;

@@ -2,6 +2,7 @@
 mounts; every call is repeated to prove it is idempotent."""
 import errno
 import os
+import time
 
 import grpc
 import pytest
@@ -169,3 +170,26 @@ def test_sigterm_stops_cleanly(driver):
     logs = driver.logs()
     assert "SIGSYS" not in logs
     assert 'child_exited role=rpcd' in logs and 'how="exit 0"' in logs
+
+
+def test_probe_asks_the_helper_only_when_it_has_not_answered_lately(driver):
+    """Probe is ready when the helper answered on the current channel within a second;
+    otherwise it asks (PING). So a burst of Probes right after other work costs no helper
+    round trip, and an idle driver's Probe still reaches the helper."""
+    c = driver.client
+
+    def pings():
+        return driver.logs().count("op=PING ")
+
+    c.controller("GetCapacity")  # the helper answers CAPACITY
+    before = pings()
+    for _ in range(50):
+        assert c.identity("Probe").ready.value
+    assert pings() - before <= 1  # at most once, if the burst outlived the second
+    time.sleep(1.3)
+    before = pings()
+    assert c.identity("Probe").ready.value
+    deadline = time.monotonic() + 5
+    while pings() == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert pings() == before + 1
