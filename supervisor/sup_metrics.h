@@ -36,7 +36,7 @@ void sup_metrics_death(struct sup *s, int role, int wstatus, bool killed);
  * every line printable ASCII and a sepcsi_ sample or its # HELP / # TYPE line,
  * never one of the supervisor's own names. Otherwise it is logged and dropped.
  */
-#define SUP_METRICS_RPCD_MAX (1024 * 1024)
+#define SUP_METRICS_RPCD_MAX 0x100000 /* 1 MiB */
 void sup_metrics_from_rpcd(struct sup *s, int fd);
 
 /* rpcd is gone: its figures go with it. */

@@ -74,7 +74,7 @@ static char *slurp(const char *path)
 	FILE *f = fopen(path, "re");
 	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
 	if (f)
-		fclose(f);
+		(void)fclose(f); /* read only: nothing to flush */
 	buf[n] = '\0';
 	return buf;
 }

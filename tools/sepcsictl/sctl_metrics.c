@@ -108,7 +108,8 @@ int sctl_metrics_main(int argc, char **argv, struct sctl_opts *o)
 	while ((n = getline(&line, &cap, f)) > 0) {
 		json_object *j;
 		if (o->output == SCTL_OUT_TEXT) {
-			fwrite(line, 1, (size_t)n, stdout);
+			if (fwrite(line, 1, (size_t)n, stdout) != (size_t)n)
+				rc = SCTL_EXIT_FAILURE;
 			continue;
 		}
 		if (line[n - 1] == '\n')
@@ -124,6 +125,6 @@ int sctl_metrics_main(int argc, char **argv, struct sctl_opts *o)
 		fputc('\n', stdout);
 	}
 	free(line);
-	fclose(f);
+	(void)fclose(f); /* read only: nothing to flush */
 	return rc;
 }
