@@ -547,3 +547,93 @@ def test_containerfile_builds_as_the_readme_does():
             "sepcsi-runner"} <= set(copied)
     for line in re.findall(r"^FROM (\S+)", text, re.M):
         assert pinned(line.split(" ")[0]) or re.fullmatch(r"debian:[0-9]+", line), line
+
+
+def test_systemd_unit_command_line_serves():
+    """The unit's ExecStart, run for real as systemd would start it: the environment
+    file's settings (all empty: the built-in defaults), no_new_privs and the unit's
+    bounding set (setpriv), the build's supervisor in place of the installed one. The
+    default directories are tmpfs mounts in this test's namespace only; one volume goes
+    through its life in kubelet's layout, SIGTERM stops it with status 0, and the
+    metrics file is where the defaults put it."""
+    from conftest import loops_backed_by, mounts_under
+    import csi_client
+    import signal
+    import time
+
+    d = unit_directives()
+    (start,) = d["ExecStart"]
+    argv = [SUPERVISOR] + start.split()[1:]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEPCSI_")}
+    env.pop("CSI_ENDPOINT", None)
+    env.pop("NODE_ID", None)
+    with open(os.path.join(DEPLOY, "systemd", "sepcsi.env")) as f:
+        for line in f:
+            k, eq, v = line.strip().partition("=")
+            if eq and not k.startswith("#") and v:
+                env[k] = v
+    caps = " ".join(d["CapabilityBoundingSet"]).split()
+    bounding = "-all," + ",".join("+" + c[len("CAP_"):].lower() for c in caps)
+    assert d["NoNewPrivileges"] == ["yes"]
+    prefix = ["setpriv", "--no-new-privs", "--bounding-set", bounding]
+
+    mounted = []
+    try:
+        for path, opts in (("/var/lib/sepcsi", "mode=0755"), ("/run/sepcsi", "mode=0755"),
+                           ("/var/lib/kubelet", "mode=0750")):
+            os.makedirs(path, exist_ok=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "sepcsi-unit", path],
+                           check=True)
+            mounted.append(path)
+        subprocess.run(["mount", "--make-shared", "/var/lib/kubelet"], check=True)
+        log = tempfile.TemporaryFile()
+        proc = subprocess.Popen(prefix + argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            endpoint = "unix:///run/sepcsi/csi.sock"
+            csi_client.wait_ready(endpoint, 20)
+            with csi_client.CsiClient(endpoint) as c:
+                assert c.identity("Probe").ready.value
+                cap = csi_client.mount_cap("xfs")
+                vol = c.controller("CreateVolume", name="pvc-unit", volume_capabilities=[cap],
+                                   capacity_range=c.pb.CapacityRange(required_bytes=300 << 20))
+                vid = vol.volume.volume_id
+                kub = "/var/lib/kubelet"
+                staging = os.path.join(kub, "plugins/kubernetes.io/csi", DRIVER, "ab12",
+                                       "globalmount")
+                pvdir = os.path.join(kub, "pods/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b/volumes",
+                                     "kubernetes.io~csi/pvc-unit")
+                target = os.path.join(pvdir, "mount")
+                os.makedirs(staging, mode=0o750)
+                os.makedirs(pvdir, mode=0o750)
+                c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging,
+                       volume_capability=cap)
+                c.node("NodePublishVolume", volume_id=vid, staging_target_path=staging,
+                       target_path=target, volume_capability=cap, readonly=False)
+                assert target in mounts_under(kub)
+                c.node("NodeUnpublishVolume", volume_id=vid, target_path=target)
+                c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+                c.controller("DeleteVolume", volume_id=vid)
+                assert mounts_under(kub) == [kub]
+                assert loops_backed_by("/var/lib/sepcsi/data") == []
+            deadline = time.monotonic() + 10
+            while not os.path.exists("/var/lib/sepcsi/metrics.prom"):
+                assert time.monotonic() < deadline, "no metrics file at the default path"
+                time.sleep(0.1)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                status = proc.wait(40)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                status = proc.wait()
+            log.seek(0)
+            out = log.read().decode(errors="replace")
+        assert status == 0, out
+        assert "SIGSYS" not in out, out
+        if os.environ.get("SEPCSI_E2E_SHOW_LOGS"):
+            print(out)
+    finally:
+        for path in reversed(mounted):
+            for mp in reversed(mounts_under(path)):
+                subprocess.run(["umount", "-l", mp], check=False)
