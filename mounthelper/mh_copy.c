@@ -159,6 +159,8 @@ static int copy_to(const struct mh_ctx *c, int src, const char *src_id, off_t si
 	dst = openat(dir, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (dst < 0)
 		return io_fail(r, errno, "create copy");
+	if (dir == c->images_fd) /* a clone: a new image, which no loop device backs yet */
+		mh_loop_record_new(dst);
 	if (freeze_id && (frozen = freeze_source(c, freeze_id, r)) < 0 && r->kind != MH_E_OK)
 		goto out;
 	if (frozen >= 0)

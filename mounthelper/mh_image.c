@@ -80,6 +80,8 @@ int mh_image_create(const struct mh_ctx *c, const char *id, uint64_t size, uint6
 		return io_fail(r, errno, "create image");
 	/* Sized (sparse) and made durable by the runner, which needs no capability for it. */
 	int sized = mh_tools_size(fd, size, r);
+	if (sized == 0)
+		mh_loop_record_new(fd); /* no loop device backs it yet */
 	close(fd);
 	if (sized < 0) {
 		unlinkat(c->images_fd, tmp, 0);
@@ -120,6 +122,7 @@ int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r)
 		return mh_fail(r, MH_E_BUSY, EBUSY, "image is attached as %s", l.path);
 	if (unlinkat(c->images_fd, name, 0) < 0 && errno != ENOENT)
 		return io_fail(r, errno, "remove image");
+	mh_loop_record_forget(st.st_dev, st.st_ino);
 	if (fsync(c->images_fd) < 0)
 		return io_fail(r, errno, "sync images directory");
 	return 0;

@@ -81,6 +81,152 @@ static int open_loop(int nr, int flags)
 	return open(p, flags | O_CLOEXEC);
 }
 
+/*
+ * The record of an image's loop devices: <data-dir>/loops/<dev>-<ino> lists
+ * the numbers of the loop devices the helper attached to the image with that
+ * identity, so that finding them costs a look at each listed device instead
+ * of one at every loop device of the machine.
+ *
+ * Safety argument. A record grants nothing: every number in it is checked
+ * with LOOP_GET_STATUS64 against the image's (st_dev, st_ino) before it is
+ * used, exactly as the scan checks every device; a wrong number is skipped.
+ * It must only never miss a device, and:
+ *  - a record is written when its image is made (no device can exist yet),
+ *    or seeded by a full scan, and all records are rebuilt from one full scan
+ *    when the helper starts (mh_loop_records_rebuild);
+ *  - every attach goes through mh_loop_attach, which rewrites the record with
+ *    the new number before LOOP_CONFIGURE;
+ *  - a record is replaced only whole: the old one is unlinked, then a new one
+ *    written under a temporary name is renamed into place, so a reader sees
+ *    the old record, a complete new one, or none; and with none (or one it
+ *    cannot read) it scans every device, as before records existed;
+ *  - two requests on one volume never run at once, so no attach of an image
+ *    races a look for its devices in a worker.
+ * The directory is the helper's own (0700, root), out of rpcd's reach.
+ */
+#define RECORD_MAX 16 /* more devices on one image than this: no record, scans */
+
+static int records_dir = -1;
+
+static void record_name(dev_t dev, ino_t ino, char *buf, size_t len)
+{
+	snprintf(buf, len, "%llx-%llx", (unsigned long long)dev, (unsigned long long)ino);
+}
+
+/* The numbers recorded for (dev, ino): how many, or -1 when there is no usable record. */
+static int record_read(dev_t dev, ino_t ino, int nr[RECORD_MAX])
+{
+	char name[48], buf[RECORD_MAX * 8 + 2];
+	int count = 0;
+
+	if (records_dir < 0)
+		return -1;
+	record_name(dev, ino, name, sizeof(name));
+	int fd = openat(records_dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0 || buf[n - 1] != '\n')
+		return -1;
+	buf[n] = '\0';
+	for (char *p = buf; *p != '\n';) {
+		char *end;
+		if (*p < '0' || *p > '9' || count == RECORD_MAX)
+			return -1;
+		long v = strtol(p, &end, 10);
+		if (v > 1 << 20 || (*end != ' ' && *end != '\n'))
+			return -1;
+		nr[count++] = (int)v;
+		p = *end == ' ' ? end + 1 : end;
+	}
+	return count;
+}
+
+static void record_drop(dev_t dev, ino_t ino)
+{
+	char name[48];
+	record_name(dev, ino, name, sizeof(name));
+	if (records_dir >= 0)
+		unlinkat(records_dir, name, 0);
+}
+
+/* Replace the record of (dev, ino) with nr[0..count); on any failure there is none. */
+static void record_write(dev_t dev, ino_t ino, const int *nr, int count)
+{
+	char name[48], tmp[56], buf[RECORD_MAX * 8 + 2];
+	size_t len = 0;
+
+	if (records_dir < 0)
+		return;
+	record_name(dev, ino, name, sizeof(name));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	for (int i = 0; i < count; i++)
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%d", i ? " " : "", nr[i]);
+	buf[len++] = '\n';
+	unlinkat(records_dir, tmp, 0); /* left by a worker killed while writing */
+	int fd =
+	    openat(records_dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	bool ok = fd >= 0 && write(fd, buf, len) == (ssize_t)len;
+	if (fd >= 0)
+		ok = close(fd) == 0 && ok;
+	unlinkat(records_dir, name, 0); /* from here to the rename: none, so a look scans */
+	if (!ok || renameat2(records_dir, tmp, records_dir, name, RENAME_NOREPLACE) < 0)
+		unlinkat(records_dir, tmp, 0);
+}
+
+static int scan_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r);
+static int loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out);
+
+/* Before loopN is attached to (dev, ino): the devices still backed by it, and N. */
+static void record_attach(dev_t dev, ino_t ino, int new_nr)
+{
+	int nr[RECORD_MAX], keep[RECORD_MAX], k = 0;
+	int n = record_read(dev, ino, nr);
+
+	if (n < 0) { /* none: one scan finds what is attached already */
+		struct mh_loop found[RECORD_MAX];
+		struct mh_res ignore = {0};
+		n = scan_all(dev, ino, found, RECORD_MAX, &ignore);
+		if (n < 0 || n == RECORD_MAX) {
+			record_drop(dev, ino);
+			return;
+		}
+		for (int i = 0; i < n; i++)
+			nr[i] = found[i].nr;
+	}
+	for (int i = 0; i < n; i++) {
+		struct mh_loop l;
+		/* A device that cannot be asked is kept: a record may hold too much, never too
+		 * little. */
+		if (nr[i] != new_nr && loop_matches(nr[i], dev, ino, &l) != 0)
+			keep[k++] = nr[i];
+	}
+	if (k == RECORD_MAX) {
+		record_drop(dev, ino);
+		return;
+	}
+	keep[k++] = new_nr;
+	record_write(dev, ino, keep, k);
+}
+
+void mh_loop_records_open(int dirfd)
+{
+	records_dir = dirfd;
+}
+
+void mh_loop_record_new(int image_fd)
+{
+	struct stat st;
+	if (fstat(image_fd, &st) == 0)
+		record_write(st.st_dev, st.st_ino, NULL, 0);
+}
+
+void mh_loop_record_forget(dev_t dev, ino_t ino)
+{
+	record_drop(dev, ino);
+}
+
 int mh_loop_node(const struct mh_loop *l, struct mh_res *r)
 {
 	int fd = open_loop(l->nr, O_PATH | O_NOFOLLOW);
@@ -99,6 +245,9 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 	    (autoclear ? LO_FLAGS_AUTOCLEAR : 0) | (readonly ? LO_FLAGS_READ_ONLY : 0);
 	snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name), "%s", name);
 
+	struct stat ist;
+	if (fstat(image_fd, &ist) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
 	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
 	if (ctl < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "cannot open /dev/loop-control: %s",
@@ -119,6 +268,7 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 				continue; /* removed under us */
 			break;
 		}
+		record_attach(ist.st_dev, ist.st_ino, nr); /* before: a record never misses one */
 		if (ioctl(lfd, LOOP_CONFIGURE, &cfg) == 0) {
 			struct stat st;
 			if (fstat(lfd, &st) == 0 && S_ISBLK(st.st_mode)) {
@@ -244,12 +394,29 @@ static int find_one(int nr, void *arg)
 	return m == 1 && (size_t)++f->found == f->max;
 }
 
-int mh_loop_find_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r)
+static int scan_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r)
 {
 	struct find_all f = {.dev = dev, .ino = ino, .out = out, .max = max, .r = r};
 	if (mh_loop_each(find_one, &f, r) < 0)
 		return -1;
 	return f.found;
+}
+
+int mh_loop_find_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r)
+{
+	int nr[RECORD_MAX], found = 0;
+	int n = record_read(dev, ino, nr);
+
+	if (n < 0)
+		return scan_all(dev, ino, out, max, r);
+	for (int i = 0; i < n && (size_t)found < max; i++) {
+		int m = loop_matches(nr[i], dev, ino, &out[found]);
+		if (m < 0)
+			return mh_fail(r, MH_E_FAILED, errno, "cannot query loop%d: %s", nr[i],
+			               strerror(errno));
+		found += m;
+	}
+	return found;
 }
 
 static void sleep_ms(long ms)
@@ -352,4 +519,76 @@ int mh_loop_detach(const struct mh_loop *l, dev_t dev, ino_t ino, struct mh_res 
 		sleep_ms(50);
 	}
 	return mh_fail(r, MH_E_BUSY, EBUSY, "%s is still attached (held open elsewhere)", l->path);
+}
+
+/* ---- rebuilding the records at start ---- */
+
+struct bound {
+	int nr;
+	dev_t dev;
+	ino_t ino;
+};
+
+struct rebuild {
+	struct bound *b;
+	size_t n, cap;
+};
+
+static int note_bound(int nr, void *arg)
+{
+	struct rebuild *rb = arg;
+	struct mh_loop l;
+	dev_t dev;
+	ino_t ino;
+	char name[LO_NAME_SIZE];
+	if (mh_loop_status(nr, &l, &dev, &ino, name, sizeof(name)) < 0)
+		return 0; /* unbound, or gone */
+	if (rb->n == rb->cap) {
+		size_t cap = rb->cap ? 2 * rb->cap : 64;
+		struct bound *nb = realloc(rb->b, cap * sizeof(*nb));
+		if (!nb)
+			abort();
+		rb->b = nb;
+		rb->cap = cap;
+	}
+	rb->b[rb->n++] = (struct bound){nr, dev, ino};
+	return 0;
+}
+
+static void drop_record(int dirfd, const char *name, void *arg)
+{
+	(void)arg;
+	unlinkat(dirfd, name, 0);
+}
+
+/* Each image's record: the bound devices backed by it (none is a record too). */
+static void record_image(int dirfd, const char *name, void *arg)
+{
+	const struct rebuild *rb = arg;
+	struct stat st;
+	int nr[RECORD_MAX], k = 0;
+	size_t len = strlen(name);
+	if (len < 5 || strcmp(name + len - 4, ".img") != 0 ||
+	    fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+		return;
+	for (size_t i = 0; i < rb->n; i++) {
+		if (rb->b[i].dev != st.st_dev || rb->b[i].ino != st.st_ino)
+			continue;
+		if (k == RECORD_MAX)
+			return; /* too many to record: looks scan */
+		nr[k++] = rb->b[i].nr;
+	}
+	record_write(st.st_dev, st.st_ino, nr, k);
+}
+
+void mh_loop_records_rebuild(int images_fd)
+{
+	struct rebuild rb = {0};
+	struct mh_res ignore = {0};
+	if (records_dir < 0)
+		return;
+	mh_dir_each(records_dir, drop_record, NULL);
+	if (mh_loop_each(note_bound, &rb, &ignore) == 0)
+		mh_dir_each(images_fd, record_image, &rb);
+	free(rb.b);
 }

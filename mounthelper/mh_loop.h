@@ -28,6 +28,18 @@ struct mh_loop {
 int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear,
                    struct mh_loop *out, struct mh_res *r);
 
+/*
+ * The records of which loop devices back which image (mh_loop.c has the
+ * safety argument): the directory to keep them in (<data-dir>/loops, set once
+ * at start); rebuilt from one look at every loop device and every image in
+ * images_fd (at start, before any worker); a new image's empty record; an
+ * image's record dropped with the image. Without a record, a look scans.
+ */
+void mh_loop_records_open(int dirfd);
+void mh_loop_records_rebuild(int images_fd);
+void mh_loop_record_new(int image_fd);
+void mh_loop_record_forget(dev_t dev, ino_t ino);
+
 /* O_PATH fd of the helper's node /dev/loopN (made if missing); the caller closes. */
 int mh_loop_node(const struct mh_loop *l, struct mh_res *r);
 

@@ -59,6 +59,7 @@
 #include "log.h"
 #include "mh.h"
 #include "mh_copy.h"
+#include "mh_loop.h"
 #include "mh_ops.h"
 #include "mh_pause.h"
 #include "mh_space.h"
@@ -220,6 +221,8 @@ static void open_data_dir(const char *data_dir, struct mh_ctx *ctx)
 	ctx->data_fd = dfd;
 	ctx->images_fd = open_private_subdir(dfd, data_dir, "images");
 	ctx->snaps_fd = open_private_subdir(dfd, data_dir, "snapshots");
+	/* Which loop devices back which image (mh_loop.c); rebuilt at every start. */
+	mh_loop_records_open(open_private_subdir(dfd, data_dir, "loops"));
 	/* The audit file: append-only for us, and nothing rpcd can reach. */
 	ctx->audit_fd =
 	    openat(dfd, "audit.log", O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -454,6 +457,7 @@ int main(int argc, char **argv)
 	open_data_dir(a.data_dir, &ctx);
 	mh_pause_init();
 	mh_copy_thaw_all(&ctx);
+	mh_loop_records_rebuild(ctx.images_fd); /* no worker yet: one look at every device */
 	mh_sweep(&ctx, NULL); /* no worker yet: what a dead helper's workers left */
 	mh_tools_start(pol, a.fmt_name, a.lvl_name); /* before the helper's filter: no execve */
 	if (!is_socket(SEPCSI_FD_PEER))

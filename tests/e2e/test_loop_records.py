@@ -1,0 +1,130 @@
+"""The helper's records of which loop devices back which image (<data-dir>/loops,
+mounthelper/mh_loop.c): written when an image is made and before every attach, each
+listing exactly the devices that back its image; a missing record makes the helper
+look at every device, as before; a wrong record never makes it act on a device that
+does not back the volume's image (every number is checked against the image); and a
+restart of the helper rebuilds every record from one look at every device."""
+import os
+import signal
+import time
+
+from conftest import loops_backed_by
+from csi_client import block_cap
+
+MiB = 1 << 20
+
+
+def record_of(d, vid):
+    """(path, numbers listed) of the record for vid's image; path None if it has none."""
+    st = os.stat(os.path.join(d.data, "images", vid + ".img"))
+    path = os.path.join(d.data, "loops", "%x-%x" % (st.st_dev, st.st_ino))
+    if not os.path.exists(path):
+        return path, None
+    with open(path) as f:
+        text = f.read()
+    assert text.endswith("\n")
+    return path, sorted(int(w) for w in text.split())
+
+
+def device_of(d, vid):
+    """The numbers of the loop devices backed by vid's image (the kernel's view)."""
+    img = os.path.join(d.data, "images", vid + ".img")
+    st = os.stat(img)
+    found = []
+    for name in os.listdir("/sys/block"):
+        if not name.startswith("loop") or not os.path.exists("/sys/block/%s/loop" % name):
+            continue
+        with open("/sys/block/%s/loop/backing_file" % name) as f:
+            back = f.read().strip()
+        # The helper attached it in its own view: match by the image's name, then identity.
+        if back.endswith("/images/%s.img" % vid) and loops_match(name, st):
+            found.append(int(name[4:]))
+    return sorted(found)
+
+
+def loops_match(name, st):
+    import subprocess
+    res = subprocess.run(["losetup", "-n", "-O", "BACK-MAJ:MIN,BACK-INO", "/dev/" + name],
+                         capture_output=True, text=True, check=False)
+    words = res.stdout.split()
+    return len(words) == 2 and words[1] == str(st.st_ino) and \
+        words[0] == "%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev))
+
+
+def stage(d, name):
+    c = d.client
+    vid = c.controller("CreateVolume", name=name, volume_capabilities=[block_cap()],
+                       capacity_range=c.pb.CapacityRange(required_bytes=16 * MiB)
+                       ).volume.volume_id
+    staging = os.path.join(d.root, "staging", name)
+    os.makedirs(staging)
+    c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging,
+           volume_capability=block_cap())
+    return vid, staging
+
+
+def wait_for(pred, timeout=20):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_records_list_exactly_the_devices(driver):
+    c = driver.client
+    vid = c.controller("CreateVolume", name="rec-new", volume_capabilities=[block_cap()],
+                       capacity_range=c.pb.CapacityRange(required_bytes=16 * MiB)
+                       ).volume.volume_id
+    assert record_of(driver, vid)[1] == []  # a new image: a record with no device
+    staging = os.path.join(driver.root, "staging", "rec-new")
+    os.makedirs(staging)
+    c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging,
+           volume_capability=block_cap())
+    devs = device_of(driver, vid)
+    assert len(devs) == 1 and record_of(driver, vid)[1] == devs
+    c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    assert device_of(driver, vid) == []
+    path, _ = record_of(driver, vid)
+    c.controller("DeleteVolume", volume_id=vid)
+    assert not os.path.exists(path)  # gone with its image
+
+
+def test_missing_record_falls_back_to_a_look_at_every_device(driver):
+    vid, staging = stage(driver, "rec-missing")
+    path, listed = record_of(driver, vid)
+    assert listed == device_of(driver, vid)
+    os.unlink(path)
+    driver.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    assert device_of(driver, vid) == []
+    driver.client.controller("DeleteVolume", volume_id=vid)
+    assert loops_backed_by(driver.data) == []
+
+
+def test_wrong_record_never_touches_another_volume_and_a_restart_rebuilds(driver):
+    a, a_staging = stage(driver, "rec-a")
+    b, b_staging = stage(driver, "rec-b")
+    (a_dev,), (b_dev,) = device_of(driver, a), device_of(driver, b)
+    # A's record made to name B's device instead of its own (only root could).
+    path, _ = record_of(driver, a)
+    os.unlink(path)
+    with open(path, "w") as f:
+        f.write("%d\n" % b_dev)
+    os.chmod(path, 0o600)
+    driver.client.node("NodeUnstageVolume", volume_id=a, staging_target_path=a_staging)
+    # B's device is checked against A's image, found not to back it, and left alone.
+    assert device_of(driver, b) == [b_dev]
+    assert os.path.exists(os.path.join(b_staging, "dev"))
+    # A's own device, which the wrong record hid, is found by the restarted helper's
+    # look at every device, its records rebuilt, and the unused device detached.
+    old = driver.children()["sepcsi-mounthel"]
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: driver.children().get("sepcsi-mounthel") not in (None, old))
+    wait_for(lambda: device_of(driver, a) == [])
+    # Rebuilt from what was attached at the restart (A's device, detached just after
+    # by the start-up sweep: a stale number is harmless, it is checked before use).
+    assert record_of(driver, a)[1] in ([], [a_dev])
+    assert record_of(driver, b)[1] == [b_dev]
+    driver.client.node("NodeUnstageVolume", volume_id=b, staging_target_path=b_staging)
+    for v in (a, b):
+        driver.client.controller("DeleteVolume", volume_id=v)
+    assert loops_backed_by(driver.data) == []
