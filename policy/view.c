@@ -18,7 +18,7 @@ static const struct pol_view_entry view[] = {
      "directory volumes ([directories] base_dirs): the volumes' directories, bound onto "
      "targets from here; a read-only clone of each at /ro-bases/<n> for read-only binds",
      false},
-    {"<data dir>", POL_VIEW_DATA, "the images, snapshots and audit log", true},
+    {"<data dir>", POL_VIEW_DATA, "the images, snapshots, loop records and audit log", true},
     {"/usr", POL_VIEW_RO_DIR, "the mkfs tools and the libraries they load", true},
     {"/bin", POL_VIEW_TOP, "merged /usr: the host's symlink", true},
     {"/sbin", POL_VIEW_TOP, "merged /usr: where the mkfs tools are found", true},
