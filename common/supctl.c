@@ -1,8 +1,8 @@
 /*
  * The control channel between the supervisor and each child (see supctl.h):
  * one SOCK_SEQPACKET datagram per message, holding exactly one byte (the
- * type) and, for SUP_CTL_PEER_FD and SUP_CTL_METRICS only, exactly one descriptor passed with
- * SCM_RIGHTS.
+ * type) and, for SUP_CTL_PEER_FD and SUP_CTL_METRICS only, exactly one
+ * descriptor passed with SCM_RIGHTS.
  *
  * Runs in the supervisor (root, trimmed capabilities) and in both children
  * (rpcd unprivileged, the helper confined). Each side treats the other as a
@@ -40,7 +40,7 @@ static bool type_known(int type)
 	       type == SUP_CTL_PEER_VIOLATION || type == SUP_CTL_METRICS;
 }
 
-/* PEER_FD always carries exactly one descriptor; the other types never do. */
+/* PEER_FD and METRICS always carry exactly one descriptor; the other types never do. */
 static bool type_wants_fd(int type)
 {
 	return type == SUP_CTL_PEER_FD || type == SUP_CTL_METRICS;

@@ -101,7 +101,10 @@ static int open_loop(int nr, int flags)
  *    the old record, a complete new one, or none; and with none (or one it
  *    cannot read) it scans every device, as before records existed;
  *  - two requests on one volume never run at once, so no attach of an image
- *    races a look for its devices in a worker.
+ *    races a look for its devices in a worker. A read-only request answered
+ *    by the main loop (STATS) may read a record just before an attach in
+ *    flight rewrites it: it then answers as of before that attach, and acts
+ *    on nothing.
  * The directory is the helper's own (0700, root), out of rpcd's reach.
  */
 #define RECORD_MAX 16 /* more devices on one image than this: no record, scans */

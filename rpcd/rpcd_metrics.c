@@ -147,8 +147,8 @@ static void collect(void *arg, const char *table, const char *a, const char *b, 
 static const char *plain(char *s)
 {
 	for (char *p = s; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' ||
-		      *p == '-' || *p == '.'))
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '_' || *p == '-' || *p == '.'))
 			*p = '_';
 	return s;
 }

@@ -369,12 +369,17 @@ void sup_control(struct sup *s, enum sup_role r)
 		peer_violation(s);
 		return;
 	}
-	/* rpcd's metrics: at most two reports a second are read; more are dropped unread. */
+	/*
+	 * rpcd's metrics: at most two reports a second are read, accepted or not;
+	 * more are dropped unread.
+	 */
 	if (r == SUP_RPCD && m.type == SUP_CTL_METRICS && c->sm.state == SUP_ST_RUNNING) {
-		if (s->metrics.rpcd_text && now_ms() - s->metrics.rpcd_at_ms < 500)
+		if (s->metrics.read_ms && now_ms() - s->metrics.read_ms < 500) {
 			close(m.fd);
-		else
+		} else {
+			s->metrics.read_ms = now_ms();
 			sup_metrics_from_rpcd(s, m.fd);
+		}
 		return;
 	}
 	if (m.type != SUP_CTL_READY) {

@@ -22,6 +22,7 @@ struct sup_metrics {
 	uint64_t restarts[2][SUP_END_N]; /* [enum sup_role][enum sup_end] */
 	char *rpcd_text;                 /* rpcd's last report, checked; NULL if none */
 	int64_t rpcd_at_ms;              /* when it came */
+	int64_t read_ms; /* when a report was last read, kept or not (sup_child.c) */
 	int64_t start_unix_s;
 };
 

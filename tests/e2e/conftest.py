@@ -39,6 +39,20 @@ def mounts_under(prefix):
     return out
 
 
+def kubelet_paths(kubelet, pv, driver_name="local.sepcsi.io"):
+    """A staging directory and a target path for the PV named pv in kubelet's own layout
+    beneath kubelet, with what kubelet makes itself (the staging directory, the
+    target's parent) made, root's and 0750."""
+    import hashlib
+    staging = os.path.join(kubelet, "plugins/kubernetes.io/csi", driver_name,
+                           hashlib.sha256(pv.encode()).hexdigest()[:16], "globalmount")
+    pvdir = os.path.join(kubelet, "pods/7d3c9a52-0c4e-4b8e-9f4a-2a1d5e6f7a8b/volumes",
+                         "kubernetes.io~csi", pv)
+    os.makedirs(staging, mode=0o750)
+    os.makedirs(pvdir, mode=0o750)
+    return staging, os.path.join(pvdir, "mount")
+
+
 def loops_backed_by(prefix):
     """Loop devices whose backing file lies under prefix. Matched by the file's
     identity (device and inode) as well as by path: the kernel names a backing file

@@ -556,7 +556,7 @@ def test_systemd_unit_command_line_serves():
     default directories are tmpfs mounts in this test's namespace only; one volume goes
     through its life in kubelet's layout, SIGTERM stops it with status 0, and the
     metrics file is where the defaults put it."""
-    from conftest import loops_backed_by, mounts_under
+    from conftest import kubelet_paths, loops_backed_by, mounts_under
     import csi_client
     import signal
     import time
@@ -599,13 +599,7 @@ def test_systemd_unit_command_line_serves():
                                    capacity_range=c.pb.CapacityRange(required_bytes=300 << 20))
                 vid = vol.volume.volume_id
                 kub = "/var/lib/kubelet"
-                staging = os.path.join(kub, "plugins/kubernetes.io/csi", DRIVER, "ab12",
-                                       "globalmount")
-                pvdir = os.path.join(kub, "pods/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b/volumes",
-                                     "kubernetes.io~csi/pvc-unit")
-                target = os.path.join(pvdir, "mount")
-                os.makedirs(staging, mode=0o750)
-                os.makedirs(pvdir, mode=0o750)
+                staging, target = kubelet_paths(kub, "pvc-unit", DRIVER)
                 c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging,
                        volume_capability=cap)
                 c.node("NodePublishVolume", volume_id=vid, staging_target_path=staging,

@@ -18,7 +18,7 @@ import tempfile
 import pytest
 
 import csi_client
-from conftest import BUILD, REPO, Driver, loops_backed_by, mounts_under, running
+from conftest import BUILD, REPO, Driver, kubelet_paths, loops_backed_by, mounts_under, running
 from csi_client import mount_cap
 
 MiB = 1 << 20
@@ -188,13 +188,7 @@ def test_installed_driver_lifecycle(prefix, installed_driver):
     vol = c.controller("CreateVolume", name="pvc-install", volume_capabilities=[cap],
                        capacity_range=c.pb.CapacityRange(required_bytes=64 * MiB))
     vid = vol.volume.volume_id
-    staging = os.path.join(KUBELET, "plugins/kubernetes.io/csi/local.sepcsi.io",
-                           "0123abcd", "globalmount")
-    pvdir = os.path.join(KUBELET, "pods/7d3c9a52-0c4e-4b8e-9f4a-2a1d5e6f7a8b/volumes",
-                         "kubernetes.io~csi/pvc-install")
-    target = os.path.join(pvdir, "mount")
-    os.makedirs(staging, mode=0o750)  # what kubelet makes
-    os.makedirs(pvdir, mode=0o750)
+    staging, target = kubelet_paths(KUBELET, "pvc-install")
     c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging,
            volume_capability=cap)
     c.node("NodePublishVolume", volume_id=vid, staging_target_path=staging,
