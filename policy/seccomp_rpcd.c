@@ -79,7 +79,7 @@ static const struct sc_rule rpcd_rules[] = {
     ALLOW("lseek", NULL),
     ALLOW("fcntl", "sqlite locks, O_NONBLOCK, close-on-exec"),
     ALLOW("fsync", "sqlite"),
-    ALLOW("fdatasync", "sqlite"),
+    ALLOW("fdatasync", "sqlite; the store's group commit of the WAL"),
     ALLOW("ftruncate", "sqlite"),
     ALLOW("unlink", "sqlite journal, stale CSI socket"),
     ALLOW("getcwd", "sqlite resolves its path"),

@@ -7,8 +7,9 @@
  *
  * Runs in rpcd, unprivileged; rpcd is the only writer of this file. One sqlite
  * connection per store, serialised by a pthread mutex, in WAL mode with
- * synchronous=FULL (a committed row survives power loss) and foreign keys on
- * (a volume cannot be deleted while a staging or publication names it).
+ * group commit (store_sync.c: a committed row survives power loss before the
+ * call that wrote it returns) and foreign keys on (a volume cannot be deleted
+ * while a staging or publication names it).
  * Every query is a prepared statement with bound parameters: no SQL is ever
  * built from a caller's values.
  *
@@ -317,7 +318,10 @@ static int store_check_integrity(struct store *st, const char *what, const char 
 	return problems ? STORE_ERROR : STORE_OK;
 }
 
-/* WAL, synchronous=FULL, foreign keys: each read back, since each is part of the contract. */
+/*
+ * WAL, synchronous=NORMAL (store_sync.c makes each commit durable), foreign
+ * keys: each read back, since each is part of the contract.
+ */
 static int store_configure(struct store *st, const char *path)
 {
 	sqlite3_stmt *q = NULL;
@@ -345,13 +349,13 @@ static int store_configure(struct store *st, const char *path)
 	}
 	sqlite3_finalize(q);
 
-	if (store_exec(st, "PRAGMA synchronous = FULL", "store open: synchronous") != STORE_OK ||
+	if (store_exec(st, "PRAGMA synchronous = NORMAL", "store open: synchronous") != STORE_OK ||
 	    store_exec(st, "PRAGMA foreign_keys = ON", "store open: foreign_keys") != STORE_OK)
 		return STORE_ERROR;
 	if (store_query_int(st, "PRAGMA synchronous", &v, "store open") != SQLITE_OK)
 		return STORE_ERROR;
-	if (v != 2) {
-		store_set_error("store open %s: synchronous is %" PRId64 ", not FULL", path, v);
+	if (v != 1) {
+		store_set_error("store open %s: synchronous is %" PRId64 ", not NORMAL", path, v);
 		return STORE_ERROR;
 	}
 	if (store_query_int(st, "PRAGMA foreign_keys", &v, "store open") != SQLITE_OK)
@@ -516,6 +520,9 @@ int store_open(const char *path, struct store **out)
 
 	st = store_xcalloc(1, sizeof *st);
 	store_mutex_init(&st->mu);
+	if (pthread_cond_init(&st->synced_cv, NULL) != 0)
+		abort();
+	st->wal_fd = -1;
 	/* NOMUTEX: st->mu already serialises every use of the connection. */
 	rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
@@ -529,10 +536,13 @@ int store_open(const char *path, struct store **out)
 
 	/* Read again on this connection: the version decides the migrations. */
 	if (store_check_identity(st, "store open", path, &version) != STORE_OK ||
-	    store_configure(st, path) != STORE_OK)
+	    store_configure(st, path) != STORE_OK || store_sync_open(st, path) != STORE_OK)
 		goto fail;
 	if (version < STORE_SCHEMA_VERSION && store_migrate(st, path) != STORE_OK)
 		goto fail;
+	/* The outermost unlock makes the migrations' commits durable. */
+	store_lock(st);
+	store_unlock(st);
 	*out = st;
 	return STORE_OK;
 fail:
@@ -552,6 +562,8 @@ void store_close(struct store *st)
 		sqlite3_finalize(st->stmt[i]);
 	/* Every statement is finalised, so this closes now (and checkpoints the WAL). */
 	sqlite3_close_v2(st->db);
+	store_sync_close(st);
+	pthread_cond_destroy(&st->synced_cv);
 	pthread_mutex_destroy(&st->mu);
 	free(st);
 }

@@ -8,7 +8,10 @@
  * Every function returns a STORE_* code. Strings handed in are copied; strings
  * handed out belong to the returned struct and are freed with its _free
  * function (which accepts NULL). Thread-safe: one connection, serialised by a
- * mutex inside (sqlite in WAL mode, synchronous=FULL).
+ * mutex inside (sqlite in WAL mode). Durable: when a call that wrote returns,
+ * what it wrote survives power loss, and no call returns what a power loss
+ * could still take away (store_sync.c: one fdatasync of the WAL serves every
+ * commit made while the one before it ran).
  */
 #ifndef SEPCSI_STORE_H
 #define SEPCSI_STORE_H
@@ -286,5 +289,8 @@ void store_intent_list_free(struct store_intent **list, size_t n);
 typedef void store_tally_fn(void *arg, const char *table, const char *label1, const char *label2,
                             int64_t rows, uint64_t bytes);
 int store_tally(struct store *st, store_tally_fn *fn, void *arg);
+
+/* Commits made and fdatasyncs of the WAL that made them durable, since the store was opened. */
+void store_sync_counts(struct store *st, uint64_t *commits, uint64_t *syncs);
 
 #endif

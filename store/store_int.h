@@ -16,6 +16,7 @@
 #define SEPCSI_STORE_INT_H
 
 #include <pthread.h>
+#include <stdint.h>
 #include <sqlite3.h>
 
 #include "store.h"
@@ -65,7 +66,7 @@ enum store_stmt_id {
 };
 
 struct store {
-	pthread_mutex_t mu; /* recursive; serialises every use of db, stmt[] and txn_open */
+	pthread_mutex_t mu; /* recursive; serialises every use of db, stmt[], txn_open and below */
 	sqlite3 *db;
 	sqlite3_stmt *stmt[STMT__COUNT];
 	/*
@@ -73,7 +74,31 @@ struct store {
 	 * it holds st->mu until the transaction ends.
 	 */
 	bool txn_open;
+	/*
+	 * Group commit (store_sync.c). depth: how many times st->mu is held now.
+	 * committed: commits made so far (counted by sqlite's WAL hook); durable:
+	 * how many of them the last finished fdatasync of the WAL covers; syncs:
+	 * how many such fdatasyncs ran; syncing: a thread is in that fdatasync now, with st->mu
+	 * released; synced_cv: signalled when it ends. wal_fd: the WAL, opened by this store (-1
+	 * before store_sync_open), wal_path its name.
+	 */
+	unsigned depth;
+	uint64_t committed, durable, syncs;
+	bool syncing;
+	pthread_cond_t synced_cv;
+	int wal_fd;
+	char *wal_path;
 };
+
+/*
+ * Group commit. sqlite commits with synchronous=NORMAL (its commits write
+ * the WAL without syncing it); store_unlock() then makes every commit durable
+ * before the outermost hold of st->mu ends, with one fdatasync of the WAL
+ * for every commit made meanwhile by any thread. store_sync_open() registers
+ * the WAL hook and opens the WAL; store_sync_close() closes it.
+ */
+int store_sync_open(struct store *st, const char *path);
+void store_sync_close(struct store *st);
 
 /* Allocation helpers: they never return NULL, they abort. */
 void *store_xcalloc(size_t n, size_t size);

@@ -1,6 +1,6 @@
 /*
  * The helpers every store file shares (declared in store_int.h): allocation,
- * the lock, error text, cached statements, binding and reading columns,
+ * error text, cached statements, binding and reading columns,
  * collecting rows, and the keyed queries (get one, count, list, delete) that
  * most public entry points are made of.
  *
@@ -49,18 +49,6 @@ char *store_xstrdup(const char *s)
 	if (!p)
 		abort();
 	return p;
-}
-
-void store_lock(struct store *st)
-{
-	if (pthread_mutex_lock(&st->mu) != 0)
-		abort();
-}
-
-void store_unlock(struct store *st)
-{
-	if (pthread_mutex_unlock(&st->mu) != 0)
-		abort();
 }
 
 void store_set_error(const char *fmt, ...)
