@@ -452,7 +452,9 @@ static int create_new(struct ctl *c, struct ctl_status *st, struct ctl_arena *a,
 	    .on_delete = ca->params.dir ? (char *)ctl_dir_mode_name(ca->params.on_delete) : "",
 	    .quota = dir.quota != 0,
 	};
-	int rc = store_volume_put(c->st, &v);
+	int rc = ctl_record_begin(c);
+	if (rc == STORE_OK)
+		rc = ctl_record_end(c, store_volume_put(c->st, &v), CTL_OP_CREATE, req->name);
 	if (rc != STORE_OK) {
 		/* Roll back so a retry starts clean; the image or directory is unused. */
 		struct mh_err e;
@@ -461,7 +463,6 @@ static int create_new(struct ctl *c, struct ctl_status *st, struct ctl_arena *a,
 			ctl_intent_end(c, CTL_OP_CREATE, req->name);
 		return ctl_fail_store(st, "record volume", rc);
 	}
-	ctl_intent_end(c, CTL_OP_CREATE, req->name);
 	*resp = create_response(c, a, &v);
 	st->code = CTL_OK;
 	return CTL_OK;
@@ -628,12 +629,16 @@ int ctl_delete_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 	/* Snapshots are independent copies: they stay, and stay usable as sources. */
 	if (remove_data(c, st, v))
 		goto done;
-	rc = store_volume_delete(c->st, req->volume_id);
-	if (rc != STORE_OK && rc != STORE_NOTFOUND) {
+	rc = ctl_record_begin(c);
+	if (rc == STORE_OK) {
+		rc = store_volume_delete(c->st, req->volume_id);
+		rc = ctl_record_end(c, rc == STORE_NOTFOUND ? STORE_OK : rc, CTL_OP_DELETE,
+		                    req->volume_id);
+	}
+	if (rc != STORE_OK) {
 		ctl_fail_store(st, "forget volume", rc);
 		goto done;
 	}
-	ctl_intent_end(c, CTL_OP_DELETE, req->volume_id);
 	*resp = out;
 	st->code = CTL_OK;
 done:

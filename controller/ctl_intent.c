@@ -60,6 +60,22 @@ void ctl_intent_end(struct ctl *c, const char *op, const char *subject)
 		         rc, store_last_error());
 }
 
+int ctl_record_begin(struct ctl *c)
+{
+	return store_begin(c->st);
+}
+
+int ctl_record_end(struct ctl *c, int rc, const char *op, const char *subject)
+{
+	if (rc != STORE_OK) {
+		store_rollback(c->st);
+		return rc;
+	}
+	if (op)
+		ctl_intent_end(c, op, subject);
+	return store_commit(c->st);
+}
+
 int ctl_intent_resume(struct ctl *c, const char *op, const char *subject, const char *detail,
                       char *object_id, size_t cap)
 {

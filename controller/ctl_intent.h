@@ -43,6 +43,17 @@ int ctl_intent_begin(struct ctl *c, struct ctl_status *st, const char *op, const
 void ctl_intent_end(struct ctl *c, const char *op, const char *subject);
 
 /*
+ * Records a result and forgets its intent in one commit (one sync instead of
+ * two): ctl_record_begin() opens a store transaction (STORE_* code); the
+ * caller writes its result rows, then ctl_record_end() gets their code rc.
+ * STORE_OK: forgets the intent of op on subject (op NULL: there is none; a
+ * failure to forget is only logged, as in ctl_intent_end) and commits,
+ * returning the commit's code. Else it rolls back and returns rc.
+ */
+int ctl_record_begin(struct ctl *c);
+int ctl_record_end(struct ctl *c, int rc, const char *op, const char *subject);
+
+/*
  * A first attempt of this request that did not finish: 1 with its object id
  * in object_id if its intent has the same detail (complete it under that
  * id); 0 if there is none. An intent of another request under the same

@@ -207,13 +207,14 @@ int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_
 		    .access_mode = mode,
 		    .mount_group = (int64_t)ms.gid,
 		};
-		rc = store_staging_put(c->st, &s);
+		rc = ctl_record_begin(c);
+		if (rc == STORE_OK)
+			rc = ctl_record_end(c, store_staging_put(c->st, &s),
+			                    dir ? NULL : CTL_OP_STAGE, v->id);
 		if (rc != STORE_OK) {
 			ctl_fail_store(st, "record staging", rc);
 			goto out;
 		}
-		if (!dir)
-			ctl_intent_end(c, CTL_OP_STAGE, v->id);
 	}
 	Csi__V1__NodeStageVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_stage_volume_response__init(out);
@@ -266,13 +267,16 @@ int ctl_node_unstage_volume(struct ctl *c, const void *r, void **resp, struct ct
 		ctl_fail_mh(st, "unstage", &e);
 		goto out;
 	}
-	rc = store_staging_delete(c->st, v->id);
-	if (rc != STORE_OK && rc != STORE_NOTFOUND) {
+	rc = ctl_record_begin(c);
+	if (rc == STORE_OK) {
+		rc = store_staging_delete(c->st, v->id);
+		rc = ctl_record_end(c, rc == STORE_NOTFOUND ? STORE_OK : rc,
+		                    stg && !dir ? CTL_OP_UNSTAGE : NULL, v->id);
+	}
+	if (rc != STORE_OK) {
 		ctl_fail_store(st, "forget staging", rc);
 		goto out;
 	}
-	if (stg && !dir)
-		ctl_intent_end(c, CTL_OP_UNSTAGE, v->id);
 	Csi__V1__NodeUnstageVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_unstage_volume_response__init(out);
 	*resp = out;
@@ -376,12 +380,14 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 		    .access_mode = mode,
 		    .mount_flags = flags,
 		};
-		rc = store_publication_put(c->st, &p);
+		rc = ctl_record_begin(c);
+		if (rc == STORE_OK)
+			rc = ctl_record_end(c, store_publication_put(c->st, &p), CTL_OP_PUBLISH,
+			                    subject);
 		if (rc != STORE_OK) {
 			ctl_fail_store(st, "record publication", rc);
 			goto out;
 		}
-		ctl_intent_end(c, CTL_OP_PUBLISH, subject);
 	}
 	Csi__V1__NodePublishVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_publish_volume_response__init(out);
@@ -425,13 +431,16 @@ int ctl_node_unpublish_volume(struct ctl *c, const void *r, void **resp, struct 
 			ctl_fail_mh(st, "unpublish", &e);
 			goto out;
 		}
-		int rc = store_publication_delete(c->st, v->id, req->target_path);
-		if (rc != STORE_OK && rc != STORE_NOTFOUND) {
+		int rc = ctl_record_begin(c);
+		if (rc == STORE_OK) {
+			rc = store_publication_delete(c->st, v->id, req->target_path);
+			rc = ctl_record_end(c, rc == STORE_NOTFOUND ? STORE_OK : rc,
+			                    known ? CTL_OP_UNPUBLISH : NULL, subject);
+		}
+		if (rc != STORE_OK) {
 			ctl_fail_store(st, "forget publication", rc);
 			goto out;
 		}
-		if (known)
-			ctl_intent_end(c, CTL_OP_UNPUBLISH, subject);
 	}
 	Csi__V1__NodeUnpublishVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_unpublish_volume_response__init(out);

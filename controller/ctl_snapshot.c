@@ -146,7 +146,9 @@ int ctl_create_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_ar
 	    .kind = v->kind,
 	    .dir_base = v->dir_base,
 	};
-	rc = store_snapshot_put(c->st, &s);
+	rc = ctl_record_begin(c);
+	if (rc == STORE_OK)
+		rc = ctl_record_end(c, store_snapshot_put(c->st, &s), CTL_OP_SNAPSHOT, req->name);
 	if (rc != STORE_OK) {
 		/* Nothing refers to the copy yet: remove it so a retry starts clean. */
 		if (ctl_snapshot_remove(c, id, dir ? v->dir_base : NULL, &e) == 0)
@@ -154,7 +156,6 @@ int ctl_create_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_ar
 		ctl_fail_store(st, "record snapshot", rc);
 		goto out;
 	}
-	ctl_intent_end(c, CTL_OP_SNAPSHOT, req->name);
 	*resp = create_response(a, &s);
 	st->code = CTL_OK;
 out:
@@ -220,12 +221,16 @@ int ctl_delete_snapshot(struct ctl *c, const void *r, void **resp, struct ctl_ar
 		ctl_fail_mh(st, "delete snapshot", &e);
 		goto done;
 	}
-	rc = store_snapshot_delete(c->st, s->id);
-	if (rc != STORE_OK && rc != STORE_NOTFOUND) {
+	rc = ctl_record_begin(c);
+	if (rc == STORE_OK) {
+		rc = store_snapshot_delete(c->st, s->id);
+		rc = ctl_record_end(c, rc == STORE_NOTFOUND ? STORE_OK : rc, CTL_OP_DELETE_SNAP,
+		                    s->id);
+	}
+	if (rc != STORE_OK) {
 		ctl_fail_store(st, "forget snapshot", rc);
 		goto done;
 	}
-	ctl_intent_end(c, CTL_OP_DELETE_SNAP, s->id);
 	*resp = out;
 	st->code = CTL_OK;
 done:

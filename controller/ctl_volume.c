@@ -155,12 +155,13 @@ int ctl_controller_expand_volume(struct ctl *c, const void *r, void **resp, stru
 			goto out;
 		}
 		v->capacity_bytes = (int64_t)real;
-		int rc = store_volume_update(c->st, v);
+		int rc = ctl_record_begin(c);
+		if (rc == STORE_OK)
+			rc = ctl_record_end(c, store_volume_update(c->st, v), CTL_OP_EXPAND, v->id);
 		if (rc != STORE_OK) {
 			ctl_fail_store(st, "record new capacity", rc);
 			goto out;
 		}
-		ctl_intent_end(c, CTL_OP_EXPAND, v->id);
 		size = v->capacity_bytes;
 	}
 	Csi__V1__ControllerExpandVolumeResponse *out = ctl_alloc(a, sizeof(*out));
