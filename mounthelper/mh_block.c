@@ -272,7 +272,9 @@ int mh_block_unstage(const struct mh_at *at, const char *volume_id, const struct
 	if (mh_at_remove_ours(&sub, volume_id, r) < 0)
 		goto out;
 	/* Never a false success: the devices must really be gone (BUSY is an answer). */
-	ret = v->st.st_ino ? mh_detach_unused(v, true, r) : 0;
+	ret = !v->st.st_ino ? 0
+	      : b == 1      ? mh_detach_unused_but(v, &l, r)
+	                    : mh_detach_unused(v, true, r);
 out:
 	mh_at_close(&sub);
 	return ret;

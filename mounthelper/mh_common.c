@@ -260,15 +260,22 @@ int mh_verify_mount(const struct mh_ctx *c, const char *path, unsigned roles, in
 	                 "the path changed while the volume was mounted on it; mount undone");
 }
 
-int mh_detach_unused(const struct mh_vol *v, bool all, struct mh_res *r)
+static int detach_unused(const struct mh_vol *v, bool all, bool published,
+                         const struct mh_loop *checked, struct mh_res *r)
 {
 	struct mh_loop loops[LOOPS_MAX];
 	char where[MH_PATH_MAX + 1];
 	int n = mh_loop_find_all(v->st.st_dev, v->st.st_ino, loops, LOOPS_MAX, r);
+	if (published && n == 1)
+		return 0;
 	for (int i = 0; i < n; i++) {
 		if (loops[i].lo_flags & LO_FLAGS_AUTOCLEAR)
 			continue; /* a file system staging's device: it clears itself */
-		int used = mh_loop_in_use(&loops[i], -1, where, sizeof(where), r);
+		if (published && !(loops[i].lo_flags & LO_FLAGS_READ_ONLY))
+			continue;
+		bool known =
+		    checked && loops[i].nr == checked->nr && loops[i].rdev == checked->rdev;
+		int used = known ? 0 : mh_loop_in_use(&loops[i], -1, where, sizeof(where), r);
 		if (used < 0)
 			return -1;
 		if (used && all)
@@ -281,4 +288,19 @@ int mh_detach_unused(const struct mh_vol *v, bool all, struct mh_res *r)
 			return -1;
 	}
 	return n < 0 ? -1 : 0;
+}
+
+int mh_detach_unused(const struct mh_vol *v, bool all, struct mh_res *r)
+{
+	return detach_unused(v, all, false, NULL, r);
+}
+
+int mh_detach_unused_but(const struct mh_vol *v, const struct mh_loop *checked, struct mh_res *r)
+{
+	return detach_unused(v, true, false, checked, r);
+}
+
+int mh_detach_published(const struct mh_vol *v, struct mh_res *r)
+{
+	return detach_unused(v, false, true, NULL, r);
 }

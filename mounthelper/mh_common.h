@@ -78,4 +78,22 @@ int mh_verify_mount(const struct mh_ctx *c, const char *path, unsigned roles, in
  */
 int mh_detach_unused(const struct mh_vol *v, bool all, struct mh_res *r);
 
+/*
+ * mh_detach_unused with all, after UNSTAGE unmounted the one use the caller
+ * had found of checked (mh_loop_in_use except that mount): checked is
+ * detached without a second look at every mount. Nothing can have bound it
+ * meanwhile that the helper answers for: only PUBLISH binds a volume's
+ * device, and requests on one volume never run at once (mh_worker.c).
+ */
+int mh_detach_unused_but(const struct mh_vol *v, const struct mh_loop *checked, struct mh_res *r);
+
+/*
+ * After UNPUBLISH: mh_detach_unused without all, of the read-only devices
+ * only, and only when the image has more than one device. A raw block
+ * publication has a device of its own only when it is read-only and its
+ * staging's device is not, so an image with one device (the staging's,
+ * which UNSTAGE detaches) needs no look at the mounts.
+ */
+int mh_detach_published(const struct mh_vol *v, struct mh_res *r);
+
 #endif

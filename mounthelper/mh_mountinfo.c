@@ -2,8 +2,8 @@
  * What is mounted where, read-only: what is mounted on an fd (statx mount id,
  * then statmount(2) of that one mount where the kernel has it, else libmount's
  * view of /proc/self/mountinfo by that id; never by path string), whether a mount is one of a loop
- * device, whether a loop device is still mounted or bound anywhere, and the mount point of a mount
- * id.
+ * device, whether a loop device is still mounted or bound anywhere (listmount(2) and statmount(2)
+ * of every mount where the kernel has them, else mountinfo), and the mount point of a mount id.
  *
  * Runs in the helper (main loop and workers) as root under seccomp; changes
  * nothing. Nothing here is fatal.
@@ -28,17 +28,23 @@
 /*
  * statmount(2) (kernel 6.8, the source string 6.11), which Debian 12's headers
  * predate: one mount described by its unique id, at a cost that does not grow
- * with the number of mounts, where reading mountinfo does.
+ * with the number of mounts, where reading mountinfo does. listmount(2)
+ * (kernel 6.8): the unique ids of every mount reachable from the caller's
+ * root, the mounts /proc/self/mountinfo shows, in increasing order.
  */
 #define NR_STATMOUNT        457
+#define NR_LISTMOUNT        458
+#define LSMT_ROOT           (~(uint64_t)0)
 #define STATX_MNT_ID_UNIQUE 0x4000U
 enum {
 	SM_SB_BASIC = 0x1,
 	SM_MNT_BASIC = 0x2,
 	SM_MNT_ROOT = 0x8,
+	SM_MNT_POINT = 0x10,
 	SM_FS_TYPE = 0x20,
 	SM_SB_SOURCE = 0x200,
 	SM_WANT = SM_SB_BASIC | SM_MNT_BASIC | SM_MNT_ROOT | SM_FS_TYPE | SM_SB_SOURCE,
+	SM_USE = SM_SB_BASIC | SM_MNT_BASIC | SM_MNT_ROOT | SM_SB_SOURCE,
 };
 #define SB_RDONLY_FLAG 1u
 
@@ -228,29 +234,87 @@ struct use {
 	int found_id;
 };
 
-static int match_use(struct libmnt_fs *fs, void *arg)
+/*
+ * A file system on the device (by name or device number), or a bind of its
+ * node (a mount whose root is a file named loopN, on devtmpfs or the helper's
+ * own /dev): wherever it is, whatever its mount point is called. A false
+ * match only makes a detach wait; a missed one could hand the device to
+ * another volume, so the test is broad.
+ */
+static bool is_use(const struct use *u, int id, const char *src, dev_t dev, const char *root)
 {
-	struct use *u = arg;
-	const char *src = mnt_fs_get_source(fs), *root = mnt_fs_get_root(fs);
 	const char *base = root ? strrchr(root, '/') : NULL;
 	char node[24];
 	snprintf(node, sizeof(node), "loop%d", u->l->nr);
-	if (mnt_fs_get_id(fs) == u->except)
+	return id != u->except && ((src && strcmp(src, u->l->path) == 0) || dev == u->l->rdev ||
+	                           (base && strcmp(base + 1, node) == 0));
+}
+
+static int match_use(struct libmnt_fs *fs, void *arg)
+{
+	struct use *u = arg;
+	if (!is_use(u, mnt_fs_get_id(fs), mnt_fs_get_source(fs), mnt_fs_get_devno(fs),
+	            mnt_fs_get_root(fs)))
 		return 0;
-	/*
-	 * A file system on the device (by name or device number), or a bind of
-	 * its node (a mount whose root is a file named loopN, on devtmpfs or
-	 * the helper's own /dev): wherever it is, whatever its mount point is
-	 * called. A false match only makes a detach wait; a missed one could
-	 * hand the device to another volume, so the test is broad.
-	 */
-	if ((src && strcmp(src, u->l->path) == 0) || mnt_fs_get_devno(fs) == u->l->rdev ||
-	    (base && strcmp(base + 1, node) == 0)) {
-		const char *t = mnt_fs_get_target(fs);
-		snprintf(u->where, u->wlen, "%s", t ? t : "?");
-		u->found_id = mnt_fs_get_id(fs);
-		return 1;
-	}
+	const char *t = mnt_fs_get_target(fs);
+	snprintf(u->where, u->wlen, "%s", t ? t : "?");
+	u->found_id = mnt_fs_get_id(fs);
+	return 1;
+}
+
+/*
+ * is_use() of the mount with unique id uid, by statmount: 1 a use (u->where
+ * and u->found_id set), 0 not (or gone meanwhile), -1 if the kernel cannot
+ * say (then the whole look is made from mountinfo instead).
+ */
+static int use_by_statmount(uint64_t uid, struct use *u)
+{
+	static union {
+		struct sm_head h;
+		char bytes[sizeof(struct sm_head) + 2 * ((size_t)MH_PATH_MAX + 1)];
+	} buf;
+	const struct sm_head *h = &buf.h;
+	const uint64_t q[3] = {24, uid, SM_USE}; /* struct mnt_id_req, as in by_statmount */
+	if (syscall(NR_STATMOUNT, q, buf.bytes, sizeof(buf.bytes), 0) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if ((h->mask & SM_USE) != SM_USE || h->size > sizeof(buf))
+		return -1;
+	if (!is_use(u, (int)h->mnt_id_old, sm_str(h, h->sb_source),
+	            makedev(h->sb_dev_major, h->sb_dev_minor), sm_str(h, h->mnt_root)))
+		return 0;
+	u->found_id = (int)h->mnt_id_old;
+	const uint64_t p[3] = {24, uid, SM_MNT_POINT};
+	bool named = syscall(NR_STATMOUNT, p, buf.bytes, sizeof(buf.bytes), 0) == 0 &&
+	             (h->mask & SM_MNT_POINT) && h->size <= sizeof(buf);
+	snprintf(u->where, u->wlen, "%s", named ? sm_str(h, h->mnt_point) : "?");
+	return 1;
+}
+
+/*
+ * mh_loop_in_use by listmount and statmount: the same test on the same
+ * mounts as reading mountinfo, at about half the cost with a thousand mounts
+ * (docs/benchmarks.md). Unique ids only grow, so a mount made during the
+ * look is listed in a later batch; one removed meanwhile is skipped.
+ * 1 in use, 0 not, -1 if the kernel cannot answer this way.
+ */
+static int in_use_by_listmount(struct use *u)
+{
+	static uint64_t ids[1024];
+	uint64_t last = 0;
+	long n;
+	do {
+		const uint64_t q[3] = {24, LSMT_ROOT, last};
+		n = syscall(NR_LISTMOUNT, q, ids, sizeof(ids) / sizeof(ids[0]), 0);
+		if (n < 0)
+			return -1;
+		for (long i = 0; i < n; i++) {
+			int used = use_by_statmount(ids[i], u);
+			if (used != 0)
+				return used;
+		}
+		if (n > 0)
+			last = ids[n - 1];
+	} while (n == (long)(sizeof(ids) / sizeof(ids[0])));
 	return 0;
 }
 
@@ -259,7 +323,8 @@ int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t w
                    struct mh_res *r)
 {
 	struct use u = {.l = l, .except = except_id, .where = where, .wlen = wlen};
-	return mh_mount_each(match_use, &u, r);
+	int used = in_use_by_listmount(&u);
+	return used >= 0 ? used : mh_mount_each(match_use, &u, r);
 }
 
 struct loop_list {

@@ -467,7 +467,7 @@ int mh_answer_unpublish(const struct mh_ctx *c, const struct mh_msg *req, struct
 	if (mh_unmount_ours(&at, &v, &unmounted, r) < 0)
 		goto out;
 	/* A read-only raw block publication had its own loop device: it goes with its bind. */
-	if (unmounted && v.st.st_ino && mh_detach_unused(&v, false, r) < 0)
+	if (unmounted && v.st.st_ino && mh_detach_published(&v, r) < 0)
 		goto out;
 	int rm = mh_at_remove_ours(&at, q->volume_id, r);
 	if (rm < 0)

@@ -99,6 +99,9 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("statx", "mount id and mount-root attribute of a path"),
     ALLOW_NR("statmount", 457,
              "what is mounted on an fd, by its mount id (kernel 6.8 and later; else mountinfo)"),
+    ALLOW_NR("listmount", 458,
+             "is a loop device mounted or bound anywhere: every mount's id (kernel 6.8 and "
+             "later; else mountinfo)"),
     ALLOW("getdents64", "list /sys/block, the images, a directory that must be empty"),
     ALLOW("readlink", "libmount path canonicalisation"),
     ALLOW("faccessat2", "blkid: sysfs attributes"),

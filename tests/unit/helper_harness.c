@@ -12,7 +12,10 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
 #include <linux/loop.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -20,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <stddef.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -63,6 +68,28 @@ void write_policy(const char *path, const char *extra)
 		perror(path);
 }
 
+bool helper_without_listmount;
+
+/*
+ * A filter beneath the helper's own in which listmount(2) fails with ENOSYS,
+ * as on a kernel older than 6.8: the helper must then look at the mounts
+ * through mountinfo, with the same answers.
+ */
+static void deny_listmount(void)
+{
+	struct sock_filter prog[] = {
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 3),
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 458 /* listmount */, 0, 1),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog fp = {.len = sizeof(prog) / sizeof(prog[0]), .filter = prog};
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fp) != 0)
+		_exit(126);
+}
+
 /* Start the helper with the request channel on fd 3 and, if ctl_fd >= 0, control on fd 4. */
 void helper_start_ctl(struct helper *h, const char *policy_file, int ctl_fd)
 {
@@ -93,6 +120,8 @@ void helper_start_ctl(struct helper *h, const char *policy_file, int ctl_fd)
 		}
 		const char *argv[] = {helper_bin, "--policy",    policy_file, "--data-dir",
 		                      data,       "--log-level", "debug",     NULL};
+		if (helper_without_listmount)
+			deny_listmount();
 		execv(helper_bin, (char *const *)argv);
 		_exit(127);
 	}
