@@ -33,7 +33,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ATTACH_TRIES 16
+/*
+ * LOOP_CTL_GET_FREE gives every attacher the same lowest free device; all but
+ * one then find it taken (EBUSY) and ask again, after a pause that grows and
+ * differs between workers, so that the losers do not spin on a device whose
+ * configuration is still under way: about 30 ms in all at most.
+ */
+#define ATTACH_TRIES 48
 #ifndef LOOP_MAJOR
 #define LOOP_MAJOR 7 /* <linux/major.h> */
 #endif               /* LOOP_CTL_GET_FREE can race another attacher */
@@ -289,6 +295,8 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 		mh_closep(&lfd);
 		if (err != EBUSY)
 			break; /* EBUSY: someone took this device first; ask for another */
+		struct timespec pause = {0, (long)(100 + tries * 20 + getpid() % 97) * 1000};
+		nanosleep(&pause, NULL);
 	}
 	close(ctl);
 	if (!err)
