@@ -70,6 +70,8 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("brk", "malloc"),
     ALLOW("mmap", "malloc"),
     ALLOW("munmap", "malloc"),
+    ALLOW("mremap", "glibc's realloc of a block above malloc's mmap threshold (LIST of "
+                    "thousands of entries; a tree copy's hard links)"),
     ALLOW("mprotect", "malloc arenas (code path)"),
     ALLOW("madvise", "malloc trimming (code path)"),
     ALLOW("set_robust_list", "fork"),
@@ -83,6 +85,8 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("getpid", NULL),
     ALLOW("gettid", "fork"),
     ALLOW("getppid", "worker: is the helper still its parent"),
+    ALLOW("sysinfo", "glibc's qsort asks the memory size before its first sort of more than 1 KiB "
+                     "(LIST of many entries)"),
     ALLOW("clock_gettime", "time stamps when the vDSO is unavailable (code path)"),
     ALLOW("clock_nanosleep", "wait for a loop device to autoclear; test pause points"),
     ALLOW_EQ("prctl", 0, PR_SET_PDEATHSIG, "worker: die with the helper"),

@@ -158,3 +158,20 @@ def test_hostile_volume_ids_refused(driver, paths, vid):
         assert code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND)
     c.controller("DeleteVolume", volume_id=vid)  # OK: no such volume
     assert snapshot_tree(driver.tmp) == before
+
+
+def test_many_parameters_or_members_answered(driver):
+    """Sorting a long map or list (glibc's qsort asks the memory size first) must not
+    break rpcd's confinement: many parameters or group members get an answer, and
+    rpcd is still the same process afterwards."""
+    before = driver.children()["sepcsi-rpcd"]
+    params = {"p%04d" % i: "v" for i in range(300)}
+    code, msg = code_of(driver.client.controller, "CreateVolume", name="pvc-many-params",
+                        parameters=params, volume_capabilities=[mount_cap()],
+                        capacity_range={"required_bytes": 16 * MiB})
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "unknown key" in msg
+    vids = ["sv-%032x" % i for i in range(300)]
+    code, msg = code_of(driver.client.group_controller, "CreateVolumeGroupSnapshot",
+                        name="group-many", source_volume_ids=vids)
+    assert code == grpc.StatusCode.NOT_FOUND, (code, msg)
+    assert driver.children()["sepcsi-rpcd"] == before

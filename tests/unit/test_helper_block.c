@@ -417,6 +417,36 @@ static void test_list_and_sweep(struct helper *h)
 	CHECK(!loop_dev_of(VB, dev, sizeof(dev)));
 	CHECK(do_delete(h, VB) == MH_E_OK && do_delete(h, VA) == MH_E_OK);
 	CHECK(do_list(h, MH_LIST_IMAGES, "", &l) == MH_E_OK && l.text[0] == '\0');
+
+	/*
+	 * A page of many entries: sorting them (glibc's qsort asks the memory size) and
+	 * growing their array past malloc's mmap threshold (realloc moves it with
+	 * mremap) are allowed.
+	 */
+	enum { MANY = 2100 };
+	static char ids[MANY][40];
+	int made = 0;
+	for (int i = 0; i < MANY; i++) {
+		snprintf(ids[i], sizeof(ids[i]), "sv-d%031x", (unsigned)i);
+		made += do_create(h, ids[i], MiB, NULL) == MH_E_OK;
+	}
+	CHECK(made == MANY);
+	int listed = 0;
+	char after[40] = "";
+	do {
+		int k = do_list(h, MH_LIST_IMAGES, after, &l);
+		CHECK(k == MH_E_OK);
+		if (k != MH_E_OK)
+			break;
+		int n = lines_with(l.text, "sv-d", NULL);
+		listed += n;
+		if (n > 0)
+			snprintf(after, sizeof(after), "%s", ids[listed - 1]);
+	} while (l.more && listed < MANY);
+	CHECK(listed == MANY);
+	CHECK(do_ping(h) == MH_E_OK);
+	for (int i = 0; i < MANY; i++)
+		CHECK(do_delete(h, ids[i]) == MH_E_OK);
 }
 
 int main(int argc, char **argv)
