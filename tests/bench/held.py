@@ -163,7 +163,7 @@ def main():
             r = rows[-1]
             print("%-15s held %4d: placed in %6.1f s, %s lifecycles/s%s%s" % (
                 label, held, r["place_s"], "%.1f" % r["rate"] if r["rate"] else "-",
-                ", reboot: all %d back in %.1f s" % (held, r["reboot_s"])
+                ", reboot: all %d back in %.2f s" % (held, r["reboot_s"])
                 if "reboot_s" in r else "", ("  ERRORS: %s" % r["errors"]) if r["errors"]
                 else ""), flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
