@@ -43,13 +43,19 @@ def held_paths(i):
     return name, staging, os.path.join(target_parent, "target")
 
 
+RETRY_SECONDS = 60
+
+
 def retried(call, *a, **kw):
-    """As a CO does: ABORTED (another operation on the volume) and UNAVAILABLE retried."""
+    """As a CO does: ABORTED (another operation on the volume) and UNAVAILABLE retried,
+    for at most RETRY_SECONDS (a driver that has stopped fails the run, not hangs it)."""
+    give_up = time.monotonic() + RETRY_SECONDS
     while True:
         try:
             return call(*a, **kw)
         except grpc.RpcError as e:
-            if e.code() not in (grpc.StatusCode.ABORTED, grpc.StatusCode.UNAVAILABLE):
+            if e.code() not in (grpc.StatusCode.ABORTED, grpc.StatusCode.UNAVAILABLE) or \
+                    time.monotonic() > give_up:
                 raise
             time.sleep(0.01)
 
