@@ -212,6 +212,15 @@ static void render_store(struct rpcd *r, FILE *f)
 	       "Bytes promised to all volumes in the store (the sum of their capacities).");
 	fprintf(f, "sepcsi_bytes_promised %llu\n", (unsigned long long)gs->promised);
 	free(gs);
+	uint64_t commits, syncs;
+	store_sync_counts(r->st, &commits, &syncs);
+	family(f, "sepcsi_store_commits_total", "counter",
+	       "Store commits since rpcd started, each durable before its call returned.");
+	fprintf(f, "sepcsi_store_commits_total %llu\n", (unsigned long long)commits);
+	family(f, "sepcsi_store_syncs_total", "counter",
+	       "fdatasyncs of the store's WAL since rpcd started; one serves every commit made "
+	       "while the one before it ran.");
+	fprintf(f, "sepcsi_store_syncs_total %llu\n", (unsigned long long)syncs);
 }
 
 static const char *const kind_names[MH_CLIENT_KINDS] = {

@@ -88,6 +88,9 @@ def test_lifecycle_moves_the_counters(fast_driver):
     assert value(mid, "sepcsi_bytes_available") > 0
     assert value(mid, "sepcsi_data_dir_bytes") >= value(mid, "sepcsi_bytes_available")
     assert value(mid, "sepcsi_helper_reachable") == 1
+    # The store's commits (create, stage, publish: an intent and a result each) were synced.
+    assert value(mid, "sepcsi_store_commits_total") >= 6
+    assert 1 <= value(mid, "sepcsi_store_syncs_total") <= value(mid, "sepcsi_store_commits_total")
 
     c.node("NodeUnpublishVolume", volume_id=vid, target_path=target)
     c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
