@@ -25,9 +25,9 @@
  * connection has it open; it is removed only when the last connection
  * closes, and reset in place after a checkpoint. The store opens it once and
  * checks before each sync that the name still leads to the same file. An
- * fdatasync that fails is fatal (abort): the kernel may have dropped the
- * pages it could not write, so no later sync could vouch for them, and
- * rpcd's restart reads the store back from what the disk holds.
+ * fdatasync that fails is fatal (abort): the kernel may have given up the
+ * pages it could not write, so no later sync could vouch for them, and no
+ * answer may go out that claims a write the disk may not hold.
  *
  * Runs in rpcd, unprivileged. Fatal (abort): a pthread call failing, a
  * failed fdatasync, the WAL gone or replaced under an open connection.
