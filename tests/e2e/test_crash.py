@@ -356,6 +356,41 @@ def test_reboot_restages_and_republishes(kd):
     assert_nothing_left(kd)
 
 
+def test_rpcd_killed_with_many_volumes_published(kd):
+    """rpcd killed on a node with 70 raw block volumes staged and published: its
+    reconciliation LISTs 70 images and 140 binds, which the helper sorts (glibc's qsort
+    then asks the memory size, once); the helper answers, keeps its pid, and nothing
+    is restaged twice."""
+    k, c = kd.kubelet, kd.client
+    cap = block_cap()
+    vols = []
+    for i in range(70):
+        name = "pvc-many-%02d" % i
+        vid = c.controller("CreateVolume", name=name, volume_capabilities=[cap],
+                           capacity_range=c.pb.CapacityRange(required_bytes=SIZE)
+                           ).volume.volume_id
+        stage = dict(volume_id=vid, staging_target_path=k.block_staging(name),
+                     volume_capability=cap)
+        c.node("NodeStageVolume", **stage)
+        c.node("NodePublishVolume", target_path=k.block_target(name), readonly=False, **stage)
+        vols.append((vid, stage, k.block_target(name)))
+    helper = kd.children()[chaos.HELPER]
+    settled = kd.logs().count('reconciled result="everything settled"')
+    os.kill(kd.children()[chaos.RPCD], signal.SIGKILL)
+    wait_until(lambda: kd.logs().count('reconciled result="everything settled"') > settled,
+               "reconciled")
+    assert kd.children()[chaos.HELPER] == helper
+    assert "reconcile_restore" not in kd.logs()
+    for vid, stage, target in vols:
+        retried(kd, "NodeUnpublishVolume", volume_id=vid, target_path=target)
+        retried(kd, "NodeUnstageVolume", volume_id=vid,
+                staging_target_path=stage["staging_target_path"])
+        retried(kd, "DeleteVolume", volume_id=vid)
+        os.rmdir(stage["staging_target_path"])
+        os.rmdir(os.path.dirname(target))
+    assert_nothing_left(kd)
+
+
 @pytest.fixture
 def dkd():
     """A pausable driver with an xfs base for directory volumes, restarting without limit."""
