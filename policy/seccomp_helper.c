@@ -154,6 +154,9 @@ static const struct sc_rule helper_rules[] = {
     /* processes: workers only, signalled through pidfds */
     ALLOW_IF("clone", 0, CLONE_NS_FLAGS, 0, "no CLONE_NEW* flag",
              "fork a worker; never a new namespace"),
+    ENOSYS_("tgkill", "abort() cannot signal itself, so glibc ends the process with SIGSEGV, "
+                      "which the supervisor restarts (a kill here would read as a violation "
+                      "and stop the driver); no signal reaches another process"),
     ENOSYS_("clone3", "its flags are in memory the filter cannot read: ENOSYS makes libc "
                       "fall back to clone, which is filtered"),
     ALLOW("wait4", "reap a worker"),
