@@ -10,9 +10,9 @@
  * the device is blank: libblkid's safe probe with superblocks AND partition
  * tables enabled must report nothing. Any signature other than the requested
  * filesystem, a partition table, or an ambivalent result (two signatures) is
- * refused with MH_E_EXISTS and the device is left untouched. The device is a
- * loop device backed by one of our own images (mh_loop.c), never a path from
- * rpcd.
+ * refused with MH_E_EXISTS and the device is left untouched. What is probed
+ * is one of our own images (mh_loop.c), as the file or through its loop
+ * device (mh_ops.c says which when), never a path from rpcd.
  *
  * The tool formats the image FILE (relative to the images directory, its
  * working directory), never a block device: mkfs.xfs on a block device needs

@@ -252,6 +252,17 @@ static void test_foreign_signature(struct helper *h)
 	CHECK(file_has(p, "precious"));
 	CHECK(do_unstage(h, V3, staging) == MH_E_OK);
 	CHECK(do_delete(h, V3) == MH_E_OK);
+
+	/* Any other signature too: a swap area is not formatted over. */
+	CHECK(do_create(h, V3, 64 * MiB, NULL) == MH_E_OK);
+	const char *mkswap[] = {"mkswap", "-q", img, NULL};
+	CHECK(run(mkswap) == 0);
+	CHECK(do_stage(h, V3, staging, "ext4", "", 0, &a) == MH_E_EXISTS);
+	CHECK(strstr(a.u.error.reason, "swap") != NULL);
+	const char *blkid_img[] = {"blkid", "-p", "-s", "TYPE", "-o", "value", img, NULL};
+	CHECK(run(blkid_img) == 0); /* still a swap area, untouched */
+	CHECK(mountinfo_lines() == lines && our_loops(false) == 0);
+	CHECK(do_delete(h, V3) == MH_E_OK);
 }
 
 /* The helper formats xfs and btrfs too (these runs exercise mkfs.xfs/mkfs.btrfs under seccomp). */
