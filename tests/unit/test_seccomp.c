@@ -163,8 +163,17 @@ static int do_probe(enum probe p)
 		return int80_getpid() == getpid() ? 0 : 1;
 	case P_X32_GETPID:
 		return syscall(X32_SYSCALL_BIT | SYS_getpid) >= 0 ? 0 : 1;
-	case P_ABORT:
+	case P_ABORT: {
+		/*
+		 * The default action for SIGSEGV, set past libc: a sanitizer build's
+		 * handler would make calls outside the filter; the helper has none.
+		 */
+		struct {
+			unsigned long handler, flags, restorer, mask;
+		} dfl = {0};
+		syscall(SYS_rt_sigaction, SIGSEGV, &dfl, NULL, sizeof(dfl.mask));
 		abort();
+	}
 	}
 	return 2;
 }
