@@ -168,10 +168,8 @@ static int do_probe(enum probe p)
 		 * The default action for SIGSEGV, set past libc: a sanitizer build's
 		 * handler would make calls outside the filter; the helper has none.
 		 */
-		struct {
-			unsigned long handler, flags, restorer, mask;
-		} dfl = {0};
-		syscall(SYS_rt_sigaction, SIGSEGV, &dfl, NULL, sizeof(dfl.mask));
+		const unsigned long dfl[4] = {0}; /* handler SIG_DFL, flags, restorer, mask */
+		syscall(SYS_rt_sigaction, SIGSEGV, dfl, NULL, sizeof(dfl[3]));
 		abort();
 	}
 	}
