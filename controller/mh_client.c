@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "mh_client_int.h"
 
@@ -122,13 +123,6 @@ static void violation_locked(struct mh_client *c, int fd, const char *what, cons
 	shutdown(fd, SHUT_RDWR);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 /* Hand one decoded answer to its waiter. Caller holds mu. Returns -1 on a violation. */
 static int deliver_locked(struct mh_client *c, int fd, const struct mh_msg *m)
 {
@@ -144,7 +138,7 @@ static int deliver_locked(struct mh_client *c, int fd, const struct mh_msg *m)
 			return -1;
 		}
 		*pp = w->next;
-		c->answered_ms = now_ms();
+		c->answered_ms = mono_ms();
 		if (w->abandoned) { /* late: its caller has gone with DEADLINE_EXCEEDED */
 			log_warn("helper answered request %u (%s) after its deadline", m->id,
 			         mh_type_name(m->type));
@@ -318,7 +312,7 @@ bool mh_client_connected(struct mh_client *c)
 bool mh_client_answered_within(struct mh_client *c, int64_t ms)
 {
 	pthread_mutex_lock(&c->mu);
-	bool yes = c->fd >= 0 && !c->broken && c->answered_ms && now_ms() - c->answered_ms <= ms;
+	bool yes = c->fd >= 0 && !c->broken && c->answered_ms && mono_ms() - c->answered_ms <= ms;
 	pthread_mutex_unlock(&c->mu);
 	return yes;
 }

@@ -57,9 +57,6 @@ int mh_read_text(const char *path, char *buf, size_t len);
 /* Close *fd if open and set it to -1. */
 void mh_closep(int *fd);
 
-/* Milliseconds on the monotonic clock (deadlines and freeze bounds). */
-int64_t mh_now_ms(void);
-
 /* Call fn for each entry of the directory dirfd (not "." or ".."); -1 if it cannot be read. */
 int mh_dir_each(int dirfd, void (*fn)(int dirfd, const char *name, void *arg), void *arg);
 

@@ -106,13 +106,6 @@ int mh_read_text(const char *path, char *buf, size_t len)
 	return n < 0 ? -1 : 0;
 }
 
-int64_t mh_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void mh_closep(int *fd)
 {
 	if (*fd >= 0)

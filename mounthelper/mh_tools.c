@@ -41,6 +41,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "pol_caps.h"
 #include "pol_seccomp.h"
@@ -229,9 +230,9 @@ int mh_tools_run(enum rn_tool tool, const char *const *args, size_t nargs, int d
 		goto out;
 	mh_closep(&pipefd[1]);
 	/* The output until EOF (the tool and what it forked are done), within the time. */
-	int64_t deadline = mh_now_ms() + timeout_ms;
+	int64_t deadline = mono_ms() + timeout_ms;
 	for (;;) {
-		int64_t left = deadline - mh_now_ms();
+		int64_t left = deadline - mono_ms();
 		struct pollfd p = {.fd = pipefd[0], .events = POLLIN};
 		if (left <= 0) {
 			mh_fail(r, MH_E_FAILED, ETIMEDOUT, "%s timed out", args[0]);

@@ -55,6 +55,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "mh_copy.h"
 #include "mh_ops.h"
@@ -243,8 +244,7 @@ static const char *copy_source(const struct mh_msg *req)
 
 int mh_workers_timeout_ms(const struct mh_ctx *c)
 {
-	int64_t limit = (int64_t)pol_freeze_max_seconds(c->pol) * 1000, next = -1,
-	        now = mh_now_ms();
+	int64_t limit = (int64_t)pol_freeze_max_seconds(c->pol) * 1000, next = -1, now = mono_ms();
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		if (slots[i].pid == 0 || slots[i].frozen_ms == 0 || slots[i].overdue)
 			continue;
@@ -257,7 +257,7 @@ int mh_workers_timeout_ms(const struct mh_ctx *c)
 
 void mh_workers_enforce(const struct mh_ctx *c)
 {
-	int64_t limit = (int64_t)pol_freeze_max_seconds(c->pol) * 1000, now = mh_now_ms();
+	int64_t limit = (int64_t)pol_freeze_max_seconds(c->pol) * 1000, now = mono_ms();
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		struct slot *s = &slots[i];
 		if (s->pid == 0 || s->frozen_ms == 0 || s->overdue || now - s->frozen_ms < limit)
@@ -296,7 +296,7 @@ static ssize_t read_worker(struct slot *s)
 		uint8_t *buf = s->ans_len ? scratch : s->ans; /* one answer per worker, the first */
 		n = recv(s->fd, buf, MH_MSG_MAX, MSG_DONTWAIT);
 		if (n == 1)
-			s->frozen_ms = buf[0] == MH_NOTE_FROZEN ? mh_now_ms() : 0;
+			s->frozen_ms = buf[0] == MH_NOTE_FROZEN ? mono_ms() : 0;
 		else if (n > 1 && !s->ans_len)
 			s->ans_len = (size_t)n;
 		else if (n <= 0 && !(n < 0 && errno == EINTR))

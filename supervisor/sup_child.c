@@ -30,6 +30,7 @@
  */
 #include "sup_child.h"
 
+#include "clock.h"
 #include "log.h"
 #include "sup_spawn.h"
 #include "supctl.h"
@@ -43,13 +44,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static enum sup_role other(enum sup_role r)
 {
@@ -173,7 +167,7 @@ static void spawn_child(struct sup *s, enum sup_role r)
 	c->ctl = ctl[0];
 	c->term_sent = false;
 	c->killed_for[0] = '\0';
-	c->spawned_at_ms = now_ms();
+	c->spawned_at_ms = mono_ms();
 	log_kv(LOG_LVL_INFO, "child_spawned", "role", c->name, "pid", num(pid).s, "path", c->path,
 	       NULL);
 	if (r == SUP_RPCD && s->child[SUP_HELPER].sm.state == SUP_ST_FAILED)
@@ -229,7 +223,7 @@ static void apply(struct sup *s, enum sup_role r, enum sup_action act)
 		break;
 	case SUP_ACT_BACKOFF:
 		log_kv(LOG_LVL_WARN, "child_restart", "role", c->name, "in_ms",
-		       num(c->sm.restart_at_ms - now_ms()).s, "deaths_in_window",
+		       num(c->sm.restart_at_ms - mono_ms()).s, "deaths_in_window",
 		       num(c->sm.ndeaths).s, "limit", num(c->pol.limit).s, NULL);
 		break;
 	case SUP_ACT_GIVE_UP:
@@ -249,7 +243,7 @@ static void feed(struct sup *s, enum sup_role r, enum sup_event ev, int wstatus)
 {
 	struct sup_child *c = &s->child[r];
 	enum sup_state from = c->sm.state;
-	enum sup_action act = sup_sm_step(&c->sm, &c->pol, ev, now_ms(), wstatus);
+	enum sup_action act = sup_sm_step(&c->sm, &c->pol, ev, mono_ms(), wstatus);
 
 	if (act == SUP_ACT_BUG)
 		log_fatal("state machine of %s: event %s cannot happen in state %s", c->name,
@@ -374,10 +368,10 @@ void sup_control(struct sup *s, enum sup_role r)
 	 * more are dropped unread.
 	 */
 	if (r == SUP_RPCD && m.type == SUP_CTL_METRICS && c->sm.state == SUP_ST_RUNNING) {
-		if (s->metrics.read_ms && now_ms() - s->metrics.read_ms < 500) {
+		if (s->metrics.read_ms && mono_ms() - s->metrics.read_ms < 500) {
 			close(m.fd);
 		} else {
-			s->metrics.read_ms = now_ms();
+			s->metrics.read_ms = mono_ms();
 			sup_metrics_from_rpcd(s, m.fd);
 		}
 		return;
@@ -395,7 +389,7 @@ void sup_control(struct sup *s, enum sup_role r)
 	feed(s, r, SUP_EV_READY, 0);
 	if (before == SUP_ST_STARTING) {
 		log_kv(LOG_LVL_INFO, "child_ready", "role", c->name, "pid", num(c->pid).s,
-		       "startup_ms", num(now_ms() - c->spawned_at_ms).s, NULL);
+		       "startup_ms", num(mono_ms() - c->spawned_at_ms).s, NULL);
 		sup_metrics_write(s);
 	}
 }
@@ -427,7 +421,7 @@ static void child_died(struct sup *s, enum sup_role r, int st)
 	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS)
 		lvl = LOG_LVL_ERROR;
 	log_kv(lvl, "child_exited", "role", c->name, "pid", num(c->pid).s, "how", how, "uptime_ms",
-	       num(now_ms() - c->spawned_at_ms).s, "was_ready",
+	       num(mono_ms() - c->spawned_at_ms).s, "was_ready",
 	       c->sm.state == SUP_ST_RUNNING ? "yes" : "no", NULL);
 	/* For the give_up line: how it ended, and why, if we killed it. */
 	char killed[sizeof(c->killed_for) + 16] = "";
@@ -481,9 +475,9 @@ void sup_timers(struct sup *s)
 {
 	for (int r = 0; r < SUP_NROLES; r++) {
 		struct sup_child *c = &s->child[r];
-		if (now_ms() >= sup_sm_deadline(&c->sm))
+		if (mono_ms() >= sup_sm_deadline(&c->sm))
 			feed(s, (enum sup_role)r, SUP_EV_TIMER, 0);
-		if (c->term_sent && c->pid > 0 && now_ms() >= c->kill_at_ms) {
+		if (c->term_sent && c->pid > 0 && mono_ms() >= c->kill_at_ms) {
 			log_kv(LOG_LVL_WARN, "stop_timeout", "role", c->name, "pid", num(c->pid).s,
 			       "after_ms", num(SUP_STOP_TIMEOUT_MS).s, NULL);
 			kill(c->pid, SIGKILL);
@@ -494,7 +488,7 @@ void sup_timers(struct sup *s)
 
 int sup_next_timeout(const struct sup *s)
 {
-	int64_t next = INT64_MAX, now = now_ms();
+	int64_t next = INT64_MAX, now = mono_ms();
 
 	for (int r = 0; r < SUP_NROLES; r++) {
 		const struct sup_child *c = &s->child[r];
@@ -534,7 +528,7 @@ bool sup_stop_step(struct sup *s)
 		if (!c->term_sent) {
 			kill(c->pid, SIGTERM);
 			c->term_sent = true;
-			c->kill_at_ms = now_ms() + SUP_STOP_TIMEOUT_MS;
+			c->kill_at_ms = mono_ms() + SUP_STOP_TIMEOUT_MS;
 			log_kv(LOG_LVL_INFO, "child_stop", "role", c->name, "pid", num(c->pid).s,
 			       "signal", "SIGTERM", "kill_after_ms", num(SUP_STOP_TIMEOUT_MS).s,
 			       NULL);

@@ -18,6 +18,7 @@
  */
 #include "sup_metrics.h"
 
+#include "clock.h"
 #include "log.h"
 #include "sup_child.h"
 
@@ -33,13 +34,6 @@
 #include <unistd.h>
 
 #define LINE_MAX_BYTES 1024
-
-static int64_t mono_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 void sup_metrics_death(struct sup *s, int role, int wstatus, bool killed)
 {

@@ -11,6 +11,7 @@ Teardown stops the supervisor and then removes whatever a failed test left:
 mounts under <tmp> (lazily, deepest first), loop devices backed by files in
 <tmp>/data, and the tree itself.
 """
+import hashlib
 import os
 import shutil
 import signal
@@ -43,7 +44,6 @@ def kubelet_paths(kubelet, pv, driver_name="local.sepcsi.io"):
     """A staging directory and a target path for the PV named pv in kubelet's own layout
     beneath kubelet, with what kubelet makes itself (the staging directory, the
     target's parent) made, root's and 0750."""
-    import hashlib
     staging = os.path.join(kubelet, "plugins/kubernetes.io/csi", driver_name,
                            hashlib.sha256(pv.encode()).hexdigest()[:16], "globalmount")
     pvdir = os.path.join(kubelet, "pods/7d3c9a52-0c4e-4b8e-9f4a-2a1d5e6f7a8b/volumes",
