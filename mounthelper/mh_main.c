@@ -312,7 +312,7 @@ static enum served serve_one(const struct mh_ctx *ctx, int peer, uint32_t gen, i
 	if (!mh_ops_known(req.type))
 		return rpcd_violation("not a request this helper serves", req.id, req.type);
 	if (!mh_ops_read_only(req.type)) {
-		mh_worker_start(ctx, &req, peer, gen, ctl); /* answered when it ends */
+		mh_worker_start(ctx, &req, peer, gen, ctl); /* answered when it is done */
 		return SERVED;
 	}
 	if (mh_ops_handle(ctx, &req, &ans) < 0)
@@ -416,9 +416,10 @@ static void setup_signals(sigset_t *unblocked)
 	sigdelset(unblocked, SIGINT);
 }
 
-/* Wait until every worker has finished, and send their answers. */
+/* Wait until every worker has finished its request and ended, and send their answers. */
 static void drain_workers(const struct mh_ctx *ctx, int peer, uint32_t gen)
 {
+	mh_workers_end_all();
 	while (mh_workers_count() > 0) {
 		struct pollfd p[MH_WORKERS_MAX];
 		size_t n = mh_workers_pollfds(p, MH_WORKERS_MAX);

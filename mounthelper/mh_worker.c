@@ -1,5 +1,6 @@
 /*
- * Concurrency of the helper: one forked worker per state-changing request.
+ * Concurrency of the helper: a pool of forked workers, each running one
+ * state-changing request at a time.
  *
  * Why processes, not threads: a worker inherits the helper's confinement as
  * it is (capabilities, no_new_privs, the seccomp filter; fork does not widen
@@ -9,38 +10,49 @@
  * holding a loop device, a mount fd or a frozen file system's fd; the tools a
  * worker runs do the same (mh_mkfs.c).
  *
+ * Why a pool, not a fork per request: a fork, exit and wait of the helper
+ * cost more than the kernel work of most requests (docs/benchmarks.md,
+ * "Worker pool"). What a fresh process gave each request, a worker now
+ * restores itself between requests: before it answers, it closes every
+ * descriptor the request opened (close_range above the ones it started with)
+ * and returns to the root directory, so when rpcd reads an answer, nothing of
+ * the request is held open (a mount it just made is not kept busy by its own
+ * maker when the next request unmounts it). A worker ends after
+ * MH_WORKER_REQUESTS requests, which bounds whatever one request could leave
+ * in its memory for later ones, and idle workers beyond MH_WORKERS_IDLE end.
+ *
  * How it works: the main loop reads a request; if it only reads (PING,
  * CAPACITY, STATS) it answers at once; otherwise mh_worker_start() checks the
  * request's ids and paths (mh_ops_keys) against those of the requests in
  * flight: any overlap, or MH_WORKERS_MAX in flight, is answered MH_E_BUSY at
- * once (the helper trusts nothing rpcd says, including its own locks). Else a
- * worker is forked with one end of a SOCK_SEQPACKET pair, and nothing else of
- * the helper's: not the request channel, not the supervisor's. It handles the
- * request (audit record included), sends its answer on the pair and exits.
+ * once (the helper trusts nothing rpcd says, including its own locks). Else
+ * the request goes to an idle worker, or to one forked for it, with one end of
+ * a SOCK_SEQPACKET pair and nothing else of the helper's: not the request
+ * channel, not the supervisor's. The worker handles it (audit record
+ * included), sends its answer on the pair, then a one-byte "ready" note, and
+ * waits for the next one; only after that note does the main loop give it
+ * another request.
  *
  * Exactly one answer per request, and only on the channel it was asked on.
- * Only the main loop writes to rpcd. It keeps a worker's answer until the
- * worker has exited and been reaped (end of file on the pair, then waitpid):
- * so when rpcd reads an answer, the worker holds no descriptor any more (a
- * mount it just made is not kept busy by its own maker when the next request
- * unmounts it), and the request's ids are released at that moment, before the
- * main loop reads another request. A worker that exits without an answer
- * (killed, crashed) is answered for with MH_E_FAILED; one that answered and
- * was then killed is answered for with what it said. Each worker remembers
- * the generation of the channel its request came on (mh_main.c counts them:
- * a new rpcd, a dropped channel); its answer goes out only if that channel is
- * still the current one, since a new rpcd never asked for it.
+ * Only the main loop writes to rpcd. It forwards an answer as it arrives and
+ * releases the request's ids at that moment, before it reads another request.
+ * A worker that dies with a request in flight (killed, crashed) is answered
+ * for with MH_E_FAILED; one that answered and was then killed is answered for
+ * with what it said. Each request keeps the generation of the channel it came
+ * on (mh_main.c counts them: a new rpcd, a dropped channel); its answer goes
+ * out only if that channel is still the current one, since a new rpcd never
+ * asked for it.
  *
- * A worker also notes on the pair (one-byte datagrams) when it freezes and
- * thaws a source file system: one that keeps it frozen longer than the
- * policy's freeze_max_seconds is killed and the file system thawed by the
- * main loop (mh_workers_enforce), so no freeze outlives its bound whatever
- * the copy does. If a worker that may have frozen a file system dies, the
- * main loop thaws it (mh_copy_thaw), and it removes the temporary file or the
- * unused loop device the worker may have left (mh_sweep).
+ * A worker also notes on the pair when it freezes and thaws a source file
+ * system: one that keeps it frozen longer than the policy's
+ * freeze_max_seconds is killed and the file system thawed by the main loop
+ * (mh_workers_enforce), so no freeze outlives its bound whatever the copy
+ * does. If a worker dies during a request, the main loop thaws what it may
+ * have frozen (mh_copy_thaw), and it removes the temporary file or the unused
+ * loop device the worker may have left (mh_sweep).
  *
  * Runs in the helper's main process (start, reap) and in the worker (the
- * operation). Fatal: nothing; a fork that fails is an error answer.
+ * operations). Fatal: nothing; a fork that fails is an error answer.
  */
 #include "mh_worker.h"
 
@@ -62,14 +74,23 @@
 #include "mh_pause.h"
 #include "mh_space.h"
 
+/* A worker ends after this many requests, so nothing one request left behind lasts long. */
+#define MH_WORKER_REQUESTS 1000
+/* Idle workers kept for the next requests; one more ends once it has answered. */
+#define MH_WORKERS_IDLE 4
+
 struct slot {
-	pid_t pid;         /* 0: free */
+	pid_t pid;         /* 0: free (no worker) */
 	int pidfd;         /* the worker's pidfd: the only way the helper signals it */
 	int fd;            /* the main loop's end of the worker's pair (O_NONBLOCK) */
+	bool busy;         /* a request is in flight: gen, hold, req and ans are its */
+	bool ready;        /* it said it waits for a request (MH_NOTE_READY) */
+	bool ending;       /* its pair is shut down: it ends after what it is doing */
+	unsigned served;   /* requests it has answered */
 	uint32_t gen;      /* the channel generation its request came on */
 	int64_t frozen_ms; /* when it froze a source file system (NOTE_FROZEN), 0 if not frozen */
 	bool overdue;      /* killed for holding a freeze too long */
-	struct mh_space_hold hold; /* its claim on the data directory (mh_space.c) */
+	struct mh_space_hold hold; /* its request's claim on the data directory (mh_space.c) */
 	struct mh_msg req;         /* what it is doing (its keys point in here) */
 	size_t ans_len;            /* its encoded answer, once it has sent one; else 0 */
 	uint8_t ans[MH_MSG_MAX];
@@ -114,7 +135,7 @@ static const struct slot *conflict(const struct mh_msg *req)
 	const char *mine[MH_OPS_KEYS_MAX], *theirs[MH_OPS_KEYS_MAX];
 	size_t nm = mh_ops_keys(req, mine);
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
-		if (slots[i].pid == 0)
+		if (!slots[i].busy)
 			continue;
 		size_t nt = mh_ops_keys(&slots[i].req, theirs);
 		for (size_t a = 0; a < nm; a++)
@@ -129,7 +150,7 @@ bool mh_workers_hold(const char *key)
 {
 	const char *theirs[MH_OPS_KEYS_MAX];
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
-		if (slots[i].pid == 0)
+		if (!slots[i].busy)
 			continue;
 		size_t nt = mh_ops_keys(&slots[i].req, theirs);
 		for (size_t b = 0; b < nt; b++)
@@ -139,12 +160,28 @@ bool mh_workers_hold(const char *key)
 	return false;
 }
 
-static void __attribute__((noreturn)) worker_main(const struct mh_ctx *c, const struct mh_msg *req,
-                                                  int peer, int ctl, int sock, pid_t parent)
+/*
+ * In a new worker: fill every gap below its highest descriptor (with a copy
+ * of fd 0), so that whatever a request opens lies above it. Returns that
+ * highest descriptor.
+ */
+static int worker_fill_fds(void)
 {
-	static struct mh_msg ans;
-	uint8_t out[MH_MSG_MAX];
-	size_t len;
+	int top = 2;
+	for (int fd = 3; fd < 1024; fd++)
+		if (fcntl(fd, F_GETFD) >= 0)
+			top = fd;
+	for (int fd = 3; fd < top; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && fcntl(0, F_DUPFD_CLOEXEC, fd) != fd)
+			_exit(2);
+	return top;
+}
+
+static void __attribute__((noreturn))
+worker_main(const struct mh_ctx *c, int peer, int ctl, int sock, pid_t parent)
+{
+	static struct mh_msg req, ans;
+	static uint8_t buf[MH_MSG_MAX];
 	/* Die with the helper; if it is already gone, do nothing at all. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 		_exit(2);
@@ -160,21 +197,80 @@ static void __attribute__((noreturn)) worker_main(const struct mh_ctx *c, const 
 	if (ctl >= 0)
 		close(ctl);
 	note_fd = sock;
-	if (mh_ops_handle(c, req, &ans) < 0 || mh_msg_encode(&ans, out, sizeof(out), &len) < 0)
-		_exit(3);
-	if (send(sock, out, len, MSG_NOSIGNAL) != (ssize_t)len)
-		_exit(3);
-	const char *keys[MH_OPS_KEYS_MAX];
-	mh_pause(c, "answered", mh_ops_keys(req, keys) ? keys[0] : NULL); /* tests: killed now */
-	_exit(0);
+	int top = worker_fill_fds();
+	for (;;) {
+		size_t len;
+		ssize_t n = recv(sock, buf, sizeof(buf), 0);
+		if (n == 0)
+			_exit(0); /* the main loop ended this worker */
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || mh_msg_decode(buf, (size_t)n, &req) < 0 ||
+		    mh_ops_handle(c, &req, &ans) < 0 ||
+		    mh_msg_encode(&ans, buf, sizeof(buf), &len) < 0)
+			_exit(3);
+		/* Nothing of this request stays open, or holds a directory as its cwd. */
+		if (close_range((unsigned)top + 1, ~0U, 0) < 0 || chdir("/") < 0)
+			_exit(3);
+		const char *keys[MH_OPS_KEYS_MAX];
+		const char *key = mh_ops_keys(&req, keys) ? keys[0] : NULL;
+		mh_pause(c, "answering", key); /* tests: the work done, the answer not out */
+		if (send(sock, buf, len, MSG_NOSIGNAL) != (ssize_t)len)
+			_exit(3);
+		mh_pause(c, "answered", key); /* tests: killed now */
+		mh_worker_note(MH_NOTE_READY);
+	}
+}
+
+/* A new worker in the free slot s. -1 with errno when it cannot be made. */
+static int spawn(const struct mh_ctx *c, struct slot *s, int peer, int ctl)
+{
+	int sp[2];
+	pid_t parent = getpid(), pid;
+	fflush(NULL);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		close(sp[0]);
+		worker_main(c, peer, ctl, sp[1], parent);
+	}
+	int err = errno;
+	close(sp[1]);
+	if (pid < 0) {
+		close(sp[0]);
+		errno = err;
+		return -1;
+	}
+	(void)fcntl(sp[0], F_SETFL, O_NONBLOCK);
+	*s = (struct slot){.pid = pid, .fd = sp[0]};
+	/* Race-free: the worker cannot be reaped (and its pid reused) before we wait for it. */
+	s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	return 0;
+}
+
+/* An idle worker waiting for a request, else a slot without a worker; NULL if neither. */
+static struct slot *pick(void)
+{
+	struct slot *empty = NULL;
+	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
+		struct slot *s = &slots[i];
+		if (s->pid != 0 && s->ready && !s->busy && !s->ending)
+			return s;
+		if (s->pid == 0 && !empty)
+			empty = s;
+	}
+	return empty;
 }
 
 void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer, uint32_t gen,
                      int ctl)
 {
 	static struct mh_msg ans;
+	uint8_t out[MH_MSG_MAX];
+	size_t len;
 	const struct slot *busy = conflict(req);
-	struct slot *s = NULL;
+	struct slot *s = busy ? NULL : pick();
 	char why[128];
 
 	if (busy) {
@@ -184,34 +280,21 @@ void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer,
 		send_answer(peer, &ans);
 		return;
 	}
-	for (size_t i = 0; i < MH_WORKERS_MAX && !s; i++)
-		if (slots[i].pid == 0)
-			s = &slots[i];
 	if (!s) {
 		mh_ops_refuse(c, req, &ans, MH_E_BUSY, EAGAIN, "too many operations in flight");
 		send_answer(peer, &ans);
 		return;
 	}
+	if (mh_msg_encode(req, out, sizeof(out), &len) < 0)
+		log_fatal("cannot encode request %u",
+		          req->id); /* our own bug: it was just decoded */
 	struct mh_space_hold hold;
 	if (mh_space_reserve(c, req, &hold, why, sizeof(why)) < 0) {
 		mh_ops_refuse(c, req, &ans, MH_E_NOSPACE, ENOSPC, why);
 		send_answer(peer, &ans);
 		return;
 	}
-	int sp[2];
-	pid_t parent = getpid(), pid = -1;
-	fflush(NULL);
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) == 0) {
-		pid = fork();
-		if (pid == 0) {
-			close(sp[0]);
-			worker_main(c, req, peer, ctl, sp[1], parent);
-		}
-		close(sp[1]);
-		if (pid < 0)
-			close(sp[0]);
-	}
-	if (pid < 0) {
+	if (s->pid == 0 && spawn(c, s, peer, ctl) < 0) {
 		int err = errno;
 		mh_space_settle(&hold);
 		snprintf(why, sizeof(why), "cannot start a worker: %s", strerror(err));
@@ -219,17 +302,16 @@ void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer,
 		send_answer(peer, &ans);
 		return;
 	}
-	(void)fcntl(sp[0], F_SETFL, O_NONBLOCK);
-	s->pid = pid;
-	/* Race-free: the worker cannot be reaped (and its pid reused) before we wait for it. */
-	s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	s->fd = sp[0];
+	s->busy = true;
+	s->ready = false;
 	s->gen = gen;
 	s->frozen_ms = 0;
 	s->overdue = false;
 	s->hold = hold;
 	s->req = *req;
 	s->ans_len = 0;
+	/* A worker that died meanwhile fails this send; its end of file answers for it. */
+	(void)send(s->fd, out, len, MSG_NOSIGNAL);
 }
 
 /* The volume a copy freezes, if the request is one. */
@@ -246,7 +328,7 @@ int mh_workers_timeout_ms(const struct mh_ctx *c)
 {
 	int64_t limit = (int64_t)pol_freeze_max_seconds(c->pol) * 1000, next = -1, now = mono_ms();
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
-		if (slots[i].pid == 0 || slots[i].frozen_ms == 0 || slots[i].overdue)
+		if (!slots[i].busy || slots[i].frozen_ms == 0 || slots[i].overdue)
 			continue;
 		int64_t left = slots[i].frozen_ms + limit - now;
 		if (next < 0 || left < next)
@@ -260,7 +342,7 @@ void mh_workers_enforce(const struct mh_ctx *c)
 	int64_t limit = (int64_t)pol_freeze_max_seconds(c->pol) * 1000, now = mono_ms();
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		struct slot *s = &slots[i];
-		if (s->pid == 0 || s->frozen_ms == 0 || s->overdue || now - s->frozen_ms < limit)
+		if (!s->busy || s->frozen_ms == 0 || s->overdue || now - s->frozen_ms < limit)
 			continue;
 		/*
 		 * A freeze never outlives its bound: the copy is abandoned (its
@@ -290,14 +372,17 @@ size_t mh_workers_pollfds(struct pollfd *p, size_t max)
 /* What the worker sent so far: notes, and its answer. Returns recv's last result. */
 static ssize_t read_worker(struct slot *s)
 {
-	static uint8_t scratch[MH_MSG_MAX]; /* later answers, read and dropped */
+	static uint8_t scratch[MH_MSG_MAX]; /* answers nobody asked for, read and dropped */
 	for (;;) {
 		ssize_t n;
-		uint8_t *buf = s->ans_len ? scratch : s->ans; /* one answer per worker, the first */
+		bool want = s->busy && !s->ans_len; /* one answer per request, the first */
+		uint8_t *buf = want ? s->ans : scratch;
 		n = recv(s->fd, buf, MH_MSG_MAX, MSG_DONTWAIT);
-		if (n == 1)
+		if (n == 1 && buf[0] == MH_NOTE_READY)
+			s->ready = true;
+		else if (n == 1)
 			s->frozen_ms = buf[0] == MH_NOTE_FROZEN ? mono_ms() : 0;
-		else if (n > 1 && !s->ans_len)
+		else if (n > 1 && want)
 			s->ans_len = (size_t)n;
 		else if (n <= 0 && !(n < 0 && errno == EINTR))
 			return n;
@@ -329,27 +414,78 @@ static void answer_for_dead(const struct mh_ctx *c, struct slot *s, pid_t got, i
 		log_fatal("cannot encode answer to request %u", ans.id); /* our own bug */
 }
 
+/* The request of s is over: its ids are free from here on; count what it really changed. */
+static void release(struct slot *s)
+{
+	s->busy = false;
+	s->frozen_ms = 0;
+	mh_space_settle(&s->hold);
+}
+
+/* Its answer to rpcd, if the channel it was asked on is still the current one. */
+static void forward(struct slot *s, int peer, uint32_t gen)
+{
+	if (s->gen == gen)
+		send_encoded(peer, s->ans, s->ans_len);
+	else
+		log_kv(LOG_LVL_INFO, "answer_dropped", "op", mh_type_name(s->req.type), "reason",
+		       "asked on a channel that has been replaced", NULL);
+	s->ans_len = 0;
+}
+
+/* Tell the worker of s to end once it waits for a request again (end of file on its pair). */
+static void end_worker(struct slot *s)
+{
+	if (!s->ending)
+		(void)shutdown(s->fd, SHUT_WR);
+	s->ending = true;
+}
+
+static size_t idle_workers(void)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < MH_WORKERS_MAX; i++)
+		n += slots[i].pid != 0 && !slots[i].busy && !slots[i].ending;
+	return n;
+}
+
 void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen)
 {
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		struct slot *s = &slots[i];
 		int st = 0;
-		if (s->pid == 0 || read_worker(s) != 0)
-			continue; /* free, or running (EAGAIN) */
+		if (s->pid == 0)
+			continue;
+		ssize_t last = read_worker(s);
+		if (s->busy && s->ans_len) {
+			release(s);
+			forward(s, peer, gen);
+			if (++s->served >= MH_WORKER_REQUESTS || idle_workers() > MH_WORKERS_IDLE)
+				end_worker(s);
+		}
+		if (last != 0)
+			continue; /* running, or waiting for a request (EAGAIN) */
 		/* End of file: the worker has exited; once reaped it holds nothing at all. */
 		pid_t got;
 		while ((got = waitpid(s->pid, &st, 0)) < 0 && errno == EINTR)
 			;
 		close(s->fd);
 		mh_closep(&s->pidfd);
-		s->pid = 0;                /* its ids are free from here on */
-		mh_space_settle(&s->hold); /* count what the request really changed */
-		if (!s->ans_len)
+		if (s->busy) {
+			release(
+			    s); /* before the sweep, which spares what requests in flight hold */
 			answer_for_dead(c, s, got, st);
-		if (s->gen == gen)
-			send_encoded(peer, s->ans, s->ans_len);
-		else
-			log_kv(LOG_LVL_INFO, "answer_dropped", "op", mh_type_name(s->req.type),
-			       "reason", "asked on a channel that has been replaced", NULL);
+			forward(s, peer, gen);
+		} else if (!s->ending) {
+			log_kv(LOG_LVL_WARN, "worker_ended", "reason", "died while idle", NULL);
+		}
+		*s = (struct slot){.pid = 0, .pidfd = -1, .fd = -1};
 	}
+}
+
+void mh_workers_end_all(void)
+{
+	for (size_t i = 0; i < MH_WORKERS_MAX; i++)
+		if (slots[i].pid != 0)
+			end_worker(&slots[i]);
 }

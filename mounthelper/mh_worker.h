@@ -1,7 +1,8 @@
 /*
- * Worker processes: every request that changes something runs in its own
- * forked worker, so a slow one (mkfs, a copy, an online resize) never delays
- * requests about other volumes (mh_worker.c).
+ * Worker processes: every request that changes something runs in a worker
+ * of its own for its duration (a pool of forked processes), so a slow one
+ * (mkfs, a copy, an online resize) never delays requests about other volumes
+ * (mh_worker.c).
  */
 #ifndef SEPCSI_MH_WORKER_H
 #define SEPCSI_MH_WORKER_H
@@ -16,7 +17,7 @@
 
 /*
  * Run req (a known, state-changing request, asked on channel generation gen)
- * in a new worker; or, if it shares an id or a path with a request in flight,
+ * in an idle worker, or in a new one; or, if it shares an id or a path with a request in flight,
  * or too many are in flight, answer MH_E_BUSY on peer at once. Never blocks
  * on the work. The worker gets neither peer nor ctl (the supervisor's
  * channel, or -1): it answers to the main loop, which forwards it.
@@ -41,6 +42,7 @@ bool mh_workers_hold(const char *key);
 /* What a worker tells the main loop besides its answer (mh_worker_note). */
 #define MH_NOTE_FROZEN 'F' /* a source file system is frozen for a copy */
 #define MH_NOTE_THAWED 'T' /* and thawed again */
+#define MH_NOTE_READY  'R' /* the worker answered and waits for its next request */
 
 /* In a worker: tell the main loop (no-op in the main process). */
 void mh_worker_note(char what);
@@ -51,7 +53,10 @@ int mh_workers_timeout_ms(const struct mh_ctx *c);
 /* Kill every worker whose freeze has run out and thaw its source (reaped as usual). */
 void mh_workers_enforce(const struct mh_ctx *c);
 
-/* Workers still running. */
+/* Workers alive (in a request or idle). */
 size_t mh_workers_count(void);
+
+/* Have every worker end once it has answered what it is doing (at stop). */
+void mh_workers_end_all(void);
 
 #endif

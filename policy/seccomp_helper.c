@@ -99,6 +99,7 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("openat", "images, /dev/loop*, /proc/self/mountinfo, /sys"),
     ALLOW("openat2", "staging/target paths beneath their root, no symlinks"),
     ALLOW("close", NULL),
+    ALLOW("close_range", "a worker closes every descriptor a request opened before it answers"),
     ALLOW("newfstatat", "fstat/fstatat"),
     ALLOW("statx", "mount id and mount-root attribute of a path"),
     ALLOW_NR("statmount", 457,
@@ -147,7 +148,8 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("recvmsg", "control message with a passed fd; the tool runner's answer"),
     ALLOW_EQ("getsockopt", 2, SO_TYPE, "supctl: is the passed fd a SOCK_SEQPACKET socket"),
     ALLOW("sendmsg", "READY and PEER_VIOLATION to the supervisor; a job to the tool runner"),
-    ALLOW("socketpair", "a private answer channel for one tool run (AF_UNIX, no network)"),
+    ALLOW("socketpair", "a worker's pair; a private answer channel for one tool run (AF_UNIX)"),
+    ALLOW("shutdown", "end a worker: end of file on its pair (no socket reaches a network)"),
     ALLOW("poll", "wait on mkfs output; on workers at shutdown"),
     ALLOW("ppoll", "wait on the channels and workers, SIGTERM/SIGINT unblocked only there"),
 

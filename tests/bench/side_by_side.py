@@ -93,8 +93,9 @@ class Driver:
             self.stop()
             raise
         self.name, self.version = info.name, info.vendor_version
-        # The long-lived processes, taken while the driver is idle: per-call children
-        # (the helper's workers and the tools they run) come and go and are not counted.
+        # The long-lived processes, taken while the driver is idle. Children that come and
+        # go (the helper's workers, the tools they run) are counted in the PSS total by
+        # sepcsi-bench, which adds every descendant of these at each sample.
         self.pids = process_tree(self.proc.pid)
         self.reports = {}
 

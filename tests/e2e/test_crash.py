@@ -1,8 +1,8 @@
 """Crash consistency, one kill at a time. Each operation of a volume's life is held
 at a named point (the helper's test pause points: the temporary image made, the copy
 running, the loop device attached, mkfs, the path resolved before the mount, a
-directory made but not marked yet, the worker's answer sent), and the helper's
-worker, the helper or rpcd is killed -9 there. The CO then retries the call with the
+directory made but not marked yet, the worker's answer about to be sent or just sent),
+and the helper's worker, the helper or rpcd is killed -9 there. The CO then retries the call with the
 same arguments until it succeeds, and the volume's life goes on to its end, data
 written and read back. At the end nothing may be left: no loop device, mount, image,
 temporary file, path in kubelet's tree or store row, and the first attempt must not
@@ -223,6 +223,10 @@ POINTS = [
                          ids=["%s-%s-%s" % (m, p.split("@")[0], "block" if b else "fs")
                               for m, p, b in POINTS])
 def test_kill_at(kd, method, point, block, victim):
+    if victim != "worker":
+        # The helper forwards a worker's answer as it arrives: to kill the helper or rpcd
+        # with the work done and the answer not yet out, hold the worker before it sends.
+        point = point.replace("answered", "answering")
     life = Life(kd, "pvc-crash", block, method, point, victim)
     life.run()
     if victim == "helper":  # the answer died with the helper
@@ -248,7 +252,7 @@ def test_group_delete_cut_short_is_finished_without_a_retry(kd):
     g = retried(d, "CreateVolumeGroupSnapshot", name="group",
                 source_volume_ids=vids).group_snapshot
     members = sorted(s.snapshot_id for s in g.snapshots)
-    point = "answered@" + members[0]  # the store lists members by id: this one goes first
+    point = "answering@" + members[0]  # the store lists members by id: this one goes first
     d.hold(point)
     attempt = Attempt(d, "DeleteVolumeGroupSnapshot",
                       dict(group_snapshot_id=g.group_snapshot_id, snapshot_ids=members))

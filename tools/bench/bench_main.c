@@ -59,6 +59,7 @@ static void usage(FILE *o)
 	    "                          PUBLISH_UNPUBLISH_VOLUME (auto, default), always, or never\n"
 	    "                          (no: like Kubernetes with attachRequired: false)\n"
 	    "  --pids PID,...          report peak RSS (VmHWM) and PSS of these processes\n"
+	    "                          (the PSS total also counts their descendants)\n"
 	    "  --probe-storm SECONDS   instead of lifecycles, Probe calls from C clients for "
 	    "SECONDS\n"
 	    "  --timeout DURATION      deadline of each call (default 60s)\n"

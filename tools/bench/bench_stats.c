@@ -7,10 +7,13 @@
  * Memory: VmHWM (peak resident set, kept by the kernel since the process
  * started) and VmRSS from /proc/PID/status at the end; PSS from
  * /proc/PID/smaps_rollup, sampled before the run, every 100 ms during it and
- * after it. The total PSS is the sum over the pids of one sample; its peak is
- * the largest such sum. PSS divides shared pages among the processes sharing
- * them, so the sum over a driver's processes is its real footprint.
+ * after it. The total PSS is the sum over the pids of one sample, and over
+ * every descendant they have at that moment (a pool of workers, a tool
+ * running); its peak is the largest such sum. PSS divides shared pages among
+ * the processes sharing them, so the sum over a driver's processes is its
+ * real footprint.
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,7 +90,59 @@ static int64_t proc_kib(int pid, const char *file, const char *key)
 	return v;
 }
 
-/* One PSS sample of every pid; returns the total. */
+static bool listed(const struct bench_mem *m, int pid)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (m->pid[i].pid == pid)
+			return true;
+	return false;
+}
+
+#define MAX_DESCENDANTS 256
+
+/* Append to out the children of pid (every thread's) that are not listed; returns the new n. */
+static size_t children_of(const struct bench_mem *m, int pid, int *out, size_t n)
+{
+	char path[96], word[16];
+	DIR *tasks;
+	struct dirent *t;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	if (!(tasks = opendir(path)))
+		return n;
+	while ((t = readdir(tasks))) {
+		if (t->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/children", pid, t->d_name);
+		FILE *f = fopen(path, "re");
+		while (f && n < MAX_DESCENDANTS && fscanf(f, "%15s", word) == 1) {
+			long child = strtol(word, NULL, 10);
+			if (child > 0 && !listed(m, (int)child))
+				out[n++] = (int)child;
+		}
+		if (f)
+			(void)fclose(f);
+	}
+	closedir(tasks);
+	return n;
+}
+
+/* The PSS of the descendants of pid that are not listed themselves. */
+static int64_t descendants_pss(const struct bench_mem *m, int pid)
+{
+	int found[MAX_DESCENDANTS];
+	size_t n = children_of(m, pid, found, 0);
+	int64_t sum = 0;
+
+	for (size_t i = 0; i < n; i++) { /* found grows as it is walked: breadth first */
+		int64_t pss = proc_kib(found[i], "smaps_rollup", "Pss");
+		sum += pss > 0 ? pss : 0;
+		n = children_of(m, found[i], found, n);
+	}
+	return sum;
+}
+
+/* One PSS sample of every pid and their descendants; returns the total. */
 static int64_t sample(struct bench_mem *m, int which)
 {
 	int64_t total = 0;
@@ -99,7 +154,7 @@ static int64_t sample(struct bench_mem *m, int which)
 			p->gone = true;
 			continue;
 		}
-		total += pss;
+		total += pss + descendants_pss(m, p->pid);
 		if (which == 0)
 			p->pss_start_kib = pss;
 		if (pss > p->pss_peak_kib)
