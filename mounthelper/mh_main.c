@@ -290,14 +290,21 @@ static bool peer_hung_up(int peer)
  * last thing it sent: the sender is gone either way, and its going is the
  * supervisor's to count.
  */
+struct serve_bufs {
+	uint8_t buf[MH_MSG_MAX + 1];
+	uint8_t out[MH_MSG_MAX];
+	struct mh_msg req, ans;
+};
+
 static enum served serve_one(const struct mh_ctx *ctx, int peer, uint32_t gen, int ctl)
 {
-	static uint8_t buf[MH_MSG_MAX + 1];
-	static uint8_t out[MH_MSG_MAX];
-	static struct mh_msg req, ans;
+	static struct serve_bufs *m;
 	size_t len;
 
-	ssize_t n = recv(peer, buf, sizeof(buf), MSG_TRUNC | MSG_DONTWAIT);
+	if (!m)
+		m = mh_main_only(sizeof(*m)); /* no worker keeps a copy of a request */
+
+	ssize_t n = recv(peer, m->buf, sizeof(m->buf), MSG_TRUNC | MSG_DONTWAIT);
 	if (n < 0) {
 		if (errno == EINTR || errno == EAGAIN)
 			return SERVED;
@@ -307,19 +314,19 @@ static enum served serve_one(const struct mh_ctx *ctx, int peer, uint32_t gen, i
 		return peer_hung_up(peer) ? SERVE_ENDED : rpcd_violation("empty datagram", 0, 0);
 	if ((size_t)n > MH_MSG_MAX)
 		return rpcd_violation("oversized datagram", 0, 0);
-	if (mh_msg_decode(buf, (size_t)n, &req) < 0)
+	if (mh_msg_decode(m->buf, (size_t)n, &m->req) < 0)
 		return rpcd_violation("undecodable message", 0, 0);
-	if (!mh_ops_known(req.type))
-		return rpcd_violation("not a request this helper serves", req.id, req.type);
-	if (!mh_ops_read_only(req.type)) {
-		mh_worker_start(ctx, &req, peer, gen, ctl); /* answered when it is done */
+	if (!mh_ops_known(m->req.type))
+		return rpcd_violation("not a request this helper serves", m->req.id, m->req.type);
+	if (!mh_ops_read_only(m->req.type)) {
+		mh_worker_start(ctx, &m->req, peer, gen, ctl); /* answered when it is done */
 		return SERVED;
 	}
-	if (mh_ops_handle(ctx, &req, &ans) < 0)
-		return rpcd_violation("not a request this helper serves", req.id, req.type);
-	if (mh_msg_encode(&ans, out, sizeof(out), &len) < 0)
-		log_fatal("cannot encode answer to request %u", req.id); /* our own bug */
-	if (send(peer, out, len, MSG_NOSIGNAL) != (ssize_t)len)
+	if (mh_ops_handle(ctx, &m->req, &m->ans) < 0)
+		return rpcd_violation("not a request this helper serves", m->req.id, m->req.type);
+	if (mh_msg_encode(&m->ans, m->out, sizeof(m->out), &len) < 0)
+		log_fatal("cannot encode answer to request %u", m->req.id); /* our own bug */
+	if (send(peer, m->out, len, MSG_NOSIGNAL) != (ssize_t)len)
 		return SERVE_ENDED; /* rpcd went away; the answer is lost with it */
 	return SERVED;
 }
@@ -481,6 +488,7 @@ int main(int argc, char **argv)
 	if (mh_tools_probe(ctx.images_fd, &ctx.reflink, &ctx.max_file_bytes, &probe) < 0)
 		log_kv(LOG_LVL_WARN, "probe_failed", "reason", probe.reason, NULL);
 	mh_space_init(&ctx);
+	mh_workers_init();
 	if (ctl >= 0 && sup_ctl_send(ctl, SUP_CTL_READY, -1) < 0)
 		log_fatal("cannot send READY: %s", strerror(errno));
 	log_kv(LOG_LVL_INFO, "ready", "reflink", ctx.reflink ? "yes" : "no", NULL);

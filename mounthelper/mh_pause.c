@@ -46,17 +46,30 @@ static bool gate_exists(const struct mh_ctx *c, const char *gate)
 	return fstatat(c->data_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+/* The gate that holds point for key, in gate; false if none is held (or pauses are off). */
+static bool held_gate(const struct mh_ctx *c, const char *point, const char *key, char *gate,
+                      size_t cap)
+{
+	if (!enabled)
+		return false;
+	snprintf(gate, cap, "%s@%s", point, key ? key : "");
+	if (key && gate_exists(c, gate))
+		return true;
+	snprintf(gate, cap, "%s", point);
+	return gate_exists(c, gate);
+}
+
+bool mh_pause_held(const struct mh_ctx *c, const char *point, const char *key)
+{
+	char gate[96];
+	return held_gate(c, point, key, gate, sizeof(gate));
+}
+
 void mh_pause(const struct mh_ctx *c, const char *point, const char *key)
 {
 	char gate[96];
-	if (!enabled)
+	if (!held_gate(c, point, key, gate, sizeof(gate)))
 		return;
-	snprintf(gate, sizeof(gate), "%s@%s", point, key ? key : "");
-	if (!key || !gate_exists(c, gate)) {
-		snprintf(gate, sizeof(gate), "%s", point);
-		if (!gate_exists(c, gate))
-			return;
-	}
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
 	log_kv(LOG_LVL_INFO, "test_pause", "point", gate, "pid", pid, NULL);

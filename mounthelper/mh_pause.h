@@ -6,6 +6,8 @@
 #ifndef SEPCSI_MH_PAUSE_H
 #define SEPCSI_MH_PAUSE_H
 
+#include <stdbool.h>
+
 #include "mh.h"
 
 /* Read SEPCSI_TEST_PAUSE once, at start-up, before confinement. */
@@ -17,5 +19,8 @@ void mh_pause_init(void);
  * while it does.
  */
 void mh_pause(const struct mh_ctx *c, const char *point, const char *key);
+
+/* Would mh_pause(c, point, key) wait now? (false whenever pauses are off) */
+bool mh_pause_held(const struct mh_ctx *c, const char *point, const char *key);
 
 #endif

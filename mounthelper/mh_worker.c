@@ -19,7 +19,8 @@
  * the request is held open (a mount it just made is not kept busy by its own
  * maker when the next request unmounts it). A worker ends after
  * MH_WORKER_REQUESTS requests, which bounds whatever one request could leave
- * in its memory for later ones, and idle workers beyond MH_WORKERS_IDLE end.
+ * in its memory for later ones; idle workers beyond MH_WORKERS_IDLE end, and
+ * so does one idle for MH_WORKER_IDLE_MS.
  *
  * How it works: the main loop reads a request; if it only reads (PING,
  * CAPACITY, STATS) it answers at once; otherwise mh_worker_start() checks the
@@ -29,9 +30,10 @@
  * the request goes to an idle worker, or to one forked for it, with one end of
  * a SOCK_SEQPACKET pair and nothing else of the helper's: not the request
  * channel, not the supervisor's. The worker handles it (audit record
- * included), sends its answer on the pair, then a one-byte "ready" note, and
- * waits for the next one; only after that note does the main loop give it
- * another request.
+ * included), sends its answer on the pair and waits for the next one, which
+ * the main loop may send as soon as it has the answer. (A test holding the
+ * worker after its answer makes it say so first, MH_NOTE_HELD, and again when
+ * it is let go, MH_NOTE_READY: a held worker gets no request.)
  *
  * Exactly one answer per request, and only on the channel it was asked on.
  * Only the main loop writes to rpcd. It forwards an answer as it arrives and
@@ -61,6 +63,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -78,26 +81,63 @@
 #define MH_WORKER_REQUESTS 1000
 /* Idle workers kept for the next requests; one more ends once it has answered. */
 #define MH_WORKERS_IDLE 4
+/* An idle worker ends after this long without a request. */
+#define MH_WORKER_IDLE_MS 5000
 
 struct slot {
 	pid_t pid;         /* 0: free (no worker) */
 	int pidfd;         /* the worker's pidfd: the only way the helper signals it */
 	int fd;            /* the main loop's end of the worker's pair (O_NONBLOCK) */
 	bool busy;         /* a request is in flight: gen, hold, req and ans are its */
-	bool ready;        /* it said it waits for a request (MH_NOTE_READY) */
+	bool held;         /* a test holds it after its answer (MH_NOTE_HELD until MH_NOTE_READY) */
+	int64_t idle_ms;   /* when its last request ended */
 	bool ending;       /* its pair is shut down: it ends after what it is doing */
 	unsigned served;   /* requests it has answered */
 	uint32_t gen;      /* the channel generation its request came on */
 	int64_t frozen_ms; /* when it froze a source file system (NOTE_FROZEN), 0 if not frozen */
 	bool overdue;      /* killed for holding a freeze too long */
 	struct mh_space_hold hold; /* its request's claim on the data directory (mh_space.c) */
-	struct mh_msg req;         /* what it is doing (its keys point in here) */
 	size_t ans_len;            /* its encoded answer, once it has sent one; else 0 */
+	struct slot_io *io;        /* its request and answer, in the main loop's own memory */
+};
+
+/*
+ * The bytes of the requests in flight and of their answers, and the main
+ * loop's other large buffers, live in memory marked MADV_DONTFORK: a worker
+ * never holds a copy of another request or answer, and neither a fork nor a
+ * worker's memory grows with them (pages the main loop writes after a fork
+ * would otherwise stay behind in every worker, as its own copies).
+ */
+struct slot_io {
+	struct mh_msg req; /* what the worker is doing (its keys point in here) */
 	uint8_t ans[MH_MSG_MAX];
 };
 
+struct main_io {
+	struct slot_io slot[MH_WORKERS_MAX];
+	struct mh_msg ans;           /* an answer the main loop gives itself (BUSY, FAILED) */
+	uint8_t out[MH_MSG_MAX];     /* a request on its way to a worker; an encoded answer */
+	uint8_t scratch[MH_MSG_MAX]; /* answers nobody asked for, read and dropped */
+};
+
 static struct slot slots[MH_WORKERS_MAX];
+static struct main_io *mio;
 static int note_fd = -1; /* in a worker: its end of the pair */
+
+void *mh_main_only(size_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED || madvise(p, size, MADV_DONTFORK) < 0)
+		log_fatal("cannot set up the main loop's buffers: %s", strerror(errno));
+	return p;
+}
+
+void mh_workers_init(void)
+{
+	mio = mh_main_only(sizeof(*mio));
+	for (size_t i = 0; i < MH_WORKERS_MAX; i++)
+		slots[i] = (struct slot){.pidfd = -1, .fd = -1, .io = &mio->slot[i]};
+}
 
 void mh_worker_note(char what)
 {
@@ -121,11 +161,10 @@ static void send_encoded(int peer, const uint8_t *out, size_t len)
 
 static void send_answer(int peer, const struct mh_msg *ans)
 {
-	uint8_t out[MH_MSG_MAX];
 	size_t len;
-	if (mh_msg_encode(ans, out, sizeof(out), &len) < 0)
+	if (mh_msg_encode(ans, mio->out, sizeof(mio->out), &len) < 0)
 		log_fatal("cannot encode answer to request %u", ans->id); /* our own bug */
-	send_encoded(peer, out, len);
+	send_encoded(peer, mio->out, len);
 }
 
 /* Does req share an id or a path with a request in flight (answered or not: rpcd has not seen it)?
@@ -137,7 +176,7 @@ static const struct slot *conflict(const struct mh_msg *req)
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		if (!slots[i].busy)
 			continue;
-		size_t nt = mh_ops_keys(&slots[i].req, theirs);
+		size_t nt = mh_ops_keys(&slots[i].io->req, theirs);
 		for (size_t a = 0; a < nm; a++)
 			for (size_t b = 0; b < nt; b++)
 				if (mine[a][0] && strcmp(mine[a], theirs[b]) == 0)
@@ -152,7 +191,7 @@ bool mh_workers_hold(const char *key)
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		if (!slots[i].busy)
 			continue;
-		size_t nt = mh_ops_keys(&slots[i].req, theirs);
+		size_t nt = mh_ops_keys(&slots[i].io->req, theirs);
 		for (size_t b = 0; b < nt; b++)
 			if (strcmp(key, theirs[b]) == 0)
 				return true;
@@ -215,10 +254,16 @@ worker_main(const struct mh_ctx *c, int peer, int ctl, int sock, pid_t parent)
 		const char *keys[MH_OPS_KEYS_MAX];
 		const char *key = mh_ops_keys(&req, keys) ? keys[0] : NULL;
 		mh_pause(c, "answering", key); /* tests: the work done, the answer not out */
+		/* Ready for the next request with its answer, unless a test holds it after it. */
+		bool held = mh_pause_held(c, "answered", key);
+		if (held)
+			mh_worker_note(MH_NOTE_HELD);
 		if (send(sock, buf, len, MSG_NOSIGNAL) != (ssize_t)len)
 			_exit(3);
-		mh_pause(c, "answered", key); /* tests: killed now */
-		mh_worker_note(MH_NOTE_READY);
+		if (held) {
+			mh_pause(c, "answered", key); /* tests: killed now */
+			mh_worker_note(MH_NOTE_READY);
+		}
 	}
 }
 
@@ -243,7 +288,7 @@ static int spawn(const struct mh_ctx *c, struct slot *s, int peer, int ctl)
 		return -1;
 	}
 	(void)fcntl(sp[0], F_SETFL, O_NONBLOCK);
-	*s = (struct slot){.pid = pid, .fd = sp[0]};
+	*s = (struct slot){.pid = pid, .fd = sp[0], .io = s->io};
 	/* Race-free: the worker cannot be reaped (and its pid reused) before we wait for it. */
 	s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	return 0;
@@ -255,7 +300,7 @@ static struct slot *pick(void)
 	struct slot *empty = NULL;
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		struct slot *s = &slots[i];
-		if (s->pid != 0 && s->ready && !s->busy && !s->ending)
+		if (s->pid != 0 && !s->held && !s->busy && !s->ending)
 			return s;
 		if (s->pid == 0 && !empty)
 			empty = s;
@@ -266,8 +311,7 @@ static struct slot *pick(void)
 void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer, uint32_t gen,
                      int ctl)
 {
-	static struct mh_msg ans;
-	uint8_t out[MH_MSG_MAX];
+	struct mh_msg *ans = &mio->ans;
 	size_t len;
 	const struct slot *busy = conflict(req);
 	struct slot *s = busy ? NULL : pick();
@@ -275,43 +319,42 @@ void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer,
 
 	if (busy) {
 		snprintf(why, sizeof(why), "another operation on this volume is in flight (%s)",
-		         mh_type_name(busy->req.type));
-		mh_ops_refuse(c, req, &ans, MH_E_BUSY, EBUSY, why);
-		send_answer(peer, &ans);
+		         mh_type_name(busy->io->req.type));
+		mh_ops_refuse(c, req, ans, MH_E_BUSY, EBUSY, why);
+		send_answer(peer, ans);
 		return;
 	}
 	if (!s) {
-		mh_ops_refuse(c, req, &ans, MH_E_BUSY, EAGAIN, "too many operations in flight");
-		send_answer(peer, &ans);
+		mh_ops_refuse(c, req, ans, MH_E_BUSY, EAGAIN, "too many operations in flight");
+		send_answer(peer, ans);
 		return;
 	}
-	if (mh_msg_encode(req, out, sizeof(out), &len) < 0)
+	if (mh_msg_encode(req, mio->out, sizeof(mio->out), &len) < 0)
 		log_fatal("cannot encode request %u",
 		          req->id); /* our own bug: it was just decoded */
 	struct mh_space_hold hold;
 	if (mh_space_reserve(c, req, &hold, why, sizeof(why)) < 0) {
-		mh_ops_refuse(c, req, &ans, MH_E_NOSPACE, ENOSPC, why);
-		send_answer(peer, &ans);
+		mh_ops_refuse(c, req, ans, MH_E_NOSPACE, ENOSPC, why);
+		send_answer(peer, ans);
 		return;
 	}
 	if (s->pid == 0 && spawn(c, s, peer, ctl) < 0) {
 		int err = errno;
 		mh_space_settle(&hold);
 		snprintf(why, sizeof(why), "cannot start a worker: %s", strerror(err));
-		mh_ops_refuse(c, req, &ans, MH_E_FAILED, err, why);
-		send_answer(peer, &ans);
+		mh_ops_refuse(c, req, ans, MH_E_FAILED, err, why);
+		send_answer(peer, ans);
 		return;
 	}
 	s->busy = true;
-	s->ready = false;
 	s->gen = gen;
 	s->frozen_ms = 0;
 	s->overdue = false;
 	s->hold = hold;
-	s->req = *req;
+	s->io->req = *req;
 	s->ans_len = 0;
 	/* A worker that died meanwhile fails this send; its end of file answers for it. */
-	(void)send(s->fd, out, len, MSG_NOSIGNAL);
+	(void)send(s->fd, mio->out, len, MSG_NOSIGNAL);
 }
 
 /* The volume a copy freezes, if the request is one. */
@@ -324,13 +367,31 @@ static const char *copy_source(const struct mh_msg *req)
 	return NULL;
 }
 
+/* Tell the worker of s to end once it waits for a request again (end of file on its pair). */
+static void end_worker(struct slot *s)
+{
+	if (!s->ending)
+		(void)shutdown(s->fd, SHUT_WR);
+	s->ending = true;
+}
+
+static bool idle(const struct slot *s)
+{
+	return s->pid != 0 && !s->busy && !s->ending;
+}
+
 int mh_workers_timeout_ms(const struct mh_ctx *c)
 {
 	int64_t limit = (int64_t)pol_freeze_max_seconds(c->pol) * 1000, next = -1, now = mono_ms();
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
-		if (!slots[i].busy || slots[i].frozen_ms == 0 || slots[i].overdue)
+		const struct slot *s = &slots[i];
+		int64_t left;
+		if (idle(s))
+			left = s->idle_ms + MH_WORKER_IDLE_MS - now;
+		else if (s->busy && s->frozen_ms != 0 && !s->overdue)
+			left = s->frozen_ms + limit - now;
+		else
 			continue;
-		int64_t left = slots[i].frozen_ms + limit - now;
 		if (next < 0 || left < next)
 			next = left < 0 ? 0 : left;
 	}
@@ -342,6 +403,8 @@ void mh_workers_enforce(const struct mh_ctx *c)
 	int64_t limit = (int64_t)pol_freeze_max_seconds(c->pol) * 1000, now = mono_ms();
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		struct slot *s = &slots[i];
+		if (idle(s) && now - s->idle_ms >= MH_WORKER_IDLE_MS)
+			end_worker(s); /* the pool shrinks when the node is quiet */
 		if (!s->busy || s->frozen_ms == 0 || s->overdue || now - s->frozen_ms < limit)
 			continue;
 		/*
@@ -352,10 +415,10 @@ void mh_workers_enforce(const struct mh_ctx *c)
 		s->overdue = true;
 		if (s->pidfd >= 0)
 			syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
-		const char *src = copy_source(&s->req);
+		const char *src = copy_source(&s->io->req);
 		if (src)
 			mh_copy_thaw(c, src);
-		log_kv(LOG_LVL_ERROR, "freeze_overdue", "op", mh_type_name(s->req.type),
+		log_kv(LOG_LVL_ERROR, "freeze_overdue", "op", mh_type_name(s->io->req.type),
 		       "volume_id", src ? src : "", NULL);
 	}
 }
@@ -372,14 +435,15 @@ size_t mh_workers_pollfds(struct pollfd *p, size_t max)
 /* What the worker sent so far: notes, and its answer. Returns recv's last result. */
 static ssize_t read_worker(struct slot *s)
 {
-	static uint8_t scratch[MH_MSG_MAX]; /* answers nobody asked for, read and dropped */
 	for (;;) {
 		ssize_t n;
 		bool want = s->busy && !s->ans_len; /* one answer per request, the first */
-		uint8_t *buf = want ? s->ans : scratch;
+		uint8_t *buf = want ? s->io->ans : mio->scratch;
 		n = recv(s->fd, buf, MH_MSG_MAX, MSG_DONTWAIT);
-		if (n == 1 && buf[0] == MH_NOTE_READY)
-			s->ready = true;
+		if (n == 1 && buf[0] == MH_NOTE_HELD)
+			s->held = true;
+		else if (n == 1 && buf[0] == MH_NOTE_READY)
+			s->held = false;
 		else if (n == 1)
 			s->frozen_ms = buf[0] == MH_NOTE_FROZEN ? mono_ms() : 0;
 		else if (n > 1 && want)
@@ -392,7 +456,7 @@ static ssize_t read_worker(struct slot *s)
 /* The worker ended without an answer: say why, undo what it may have left. */
 static void answer_for_dead(const struct mh_ctx *c, struct slot *s, pid_t got, int st)
 {
-	static struct mh_msg ans;
+	struct mh_msg *ans = &mio->ans;
 	char why[160];
 	if (s->overdue)
 		snprintf(why, sizeof(why),
@@ -404,14 +468,15 @@ static void answer_for_dead(const struct mh_ctx *c, struct slot *s, pid_t got, i
 	else
 		snprintf(why, sizeof(why), "worker failed (status %d)",
 		         got > 0 ? WEXITSTATUS(st) : -1);
-	log_kv(LOG_LVL_ERROR, "worker_died", "op", mh_type_name(s->req.type), "reason", why, NULL);
+	log_kv(LOG_LVL_ERROR, "worker_died", "op", mh_type_name(s->io->req.type), "reason", why,
+	       NULL);
 	/* A copy may have died with the source volume frozen: thaw it. */
-	if (copy_source(&s->req))
-		mh_copy_thaw(c, copy_source(&s->req));
+	if (copy_source(&s->io->req))
+		mh_copy_thaw(c, copy_source(&s->io->req));
 	mh_sweep(c, mh_workers_hold); /* its temporary file or loop device, if it left one */
-	mh_ops_refuse(c, &s->req, &ans, MH_E_FAILED, 0, why);
-	if (mh_msg_encode(&ans, s->ans, sizeof(s->ans), &s->ans_len) < 0)
-		log_fatal("cannot encode answer to request %u", ans.id); /* our own bug */
+	mh_ops_refuse(c, &s->io->req, ans, MH_E_FAILED, 0, why);
+	if (mh_msg_encode(ans, s->io->ans, sizeof(s->io->ans), &s->ans_len) < 0)
+		log_fatal("cannot encode answer to request %u", ans->id); /* our own bug */
 }
 
 /* The request of s is over: its ids are free from here on; count what it really changed. */
@@ -426,26 +491,18 @@ static void release(struct slot *s)
 static void forward(struct slot *s, int peer, uint32_t gen)
 {
 	if (s->gen == gen)
-		send_encoded(peer, s->ans, s->ans_len);
+		send_encoded(peer, s->io->ans, s->ans_len);
 	else
-		log_kv(LOG_LVL_INFO, "answer_dropped", "op", mh_type_name(s->req.type), "reason",
-		       "asked on a channel that has been replaced", NULL);
+		log_kv(LOG_LVL_INFO, "answer_dropped", "op", mh_type_name(s->io->req.type),
+		       "reason", "asked on a channel that has been replaced", NULL);
 	s->ans_len = 0;
-}
-
-/* Tell the worker of s to end once it waits for a request again (end of file on its pair). */
-static void end_worker(struct slot *s)
-{
-	if (!s->ending)
-		(void)shutdown(s->fd, SHUT_WR);
-	s->ending = true;
 }
 
 static size_t idle_workers(void)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++)
-		n += slots[i].pid != 0 && !slots[i].busy && !slots[i].ending;
+		n += idle(&slots[i]);
 	return n;
 }
 
@@ -458,6 +515,7 @@ void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen)
 			continue;
 		ssize_t last = read_worker(s);
 		if (s->busy && s->ans_len) {
+			s->idle_ms = mono_ms();
 			release(s);
 			forward(s, peer, gen);
 			if (++s->served >= MH_WORKER_REQUESTS || idle_workers() > MH_WORKERS_IDLE)
@@ -479,7 +537,7 @@ void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen)
 		} else if (!s->ending) {
 			log_kv(LOG_LVL_WARN, "worker_ended", "reason", "died while idle", NULL);
 		}
-		*s = (struct slot){.pid = 0, .pidfd = -1, .fd = -1};
+		*s = (struct slot){.pidfd = -1, .fd = -1, .io = s->io};
 	}
 }
 

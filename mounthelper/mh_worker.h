@@ -16,6 +16,16 @@
 #define MH_WORKERS_MAX 16 /* operations in flight at once; more are answered BUSY */
 
 /*
+ * Zeroed memory of the main loop's own that no worker inherits (MADV_DONTFORK):
+ * for its large buffers, which a worker must neither see nor keep a copy of.
+ * Start-up failure is fatal.
+ */
+void *mh_main_only(size_t size);
+
+/* The main loop's buffers for the workers; once, before the first request. */
+void mh_workers_init(void);
+
+/*
  * Run req (a known, state-changing request, asked on channel generation gen)
  * in an idle worker, or in a new one; or, if it shares an id or a path with a request in flight,
  * or too many are in flight, answer MH_E_BUSY on peer at once. Never blocks
@@ -42,15 +52,22 @@ bool mh_workers_hold(const char *key);
 /* What a worker tells the main loop besides its answer (mh_worker_note). */
 #define MH_NOTE_FROZEN 'F' /* a source file system is frozen for a copy */
 #define MH_NOTE_THAWED 'T' /* and thawed again */
-#define MH_NOTE_READY  'R' /* the worker answered and waits for its next request */
+#define MH_NOTE_HELD   'H' /* tests: held at "answered" after the answer that follows */
+#define MH_NOTE_READY  'R' /* tests: no longer held, it waits for its next request */
 
 /* In a worker: tell the main loop (no-op in the main process). */
 void mh_worker_note(char what);
 
-/* Milliseconds until the next freeze runs out (for the main loop's wait), or -1 for none. */
+/*
+ * Milliseconds until the next freeze runs out or an idle worker has waited
+ * long enough to end (for the main loop's wait), or -1 for none.
+ */
 int mh_workers_timeout_ms(const struct mh_ctx *c);
 
-/* Kill every worker whose freeze has run out and thaw its source (reaped as usual). */
+/*
+ * Kill every worker whose freeze has run out and thaw its source, and end the
+ * workers idle for too long (all reaped as usual).
+ */
 void mh_workers_enforce(const struct mh_ctx *c);
 
 /* Workers alive (in a request or idle). */

@@ -73,7 +73,7 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("mremap", "glibc's realloc of a block above malloc's mmap threshold (LIST of "
                     "thousands of entries; a tree copy's hard links)"),
     ALLOW("mprotect", "malloc arenas (code path)"),
-    ALLOW("madvise", "malloc trimming (code path)"),
+    ALLOW("madvise", "malloc trimming (code path); MADV_DONTFORK on the main loop's buffers"),
     ALLOW("set_robust_list", "fork"),
     ALLOW("rseq", "fork"),
     ALLOW("getrandom", "libc malloc"),

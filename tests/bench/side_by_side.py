@@ -19,7 +19,8 @@ Three workloads, each run against sepcsi and then hostpathplugin before the
 next begins: N filesystem lifecycles (fs type ext4), N raw block lifecycles,
 and a Probe storm of S seconds, all with C clients and the drivers' long-lived
 processes given to --pids. The table shows p50/p99 per call, lifecycles or
-calls per second and the peak total PSS of each driver.
+calls per second, and each driver's total PSS (its processes and every descendant they
+have at a sample): the peak during a workload, and what remains after it.
 
 hostpathplugin is $HOSTPATHPLUGIN if that is set, else ../shared/peers/hostpathplugin
 next to the repository; without it the script says the comparison was NOT run
@@ -237,8 +238,11 @@ def table(drivers, opts):
                                                if "lifecycles" in r else "-", "") for r in reps]))
         lines.append(row("peak PSS total", [(mib(r["memory"]["total"]["pss_peak_kib"])
                                              if "memory" in r else "-", "") for r in reps]))
+        lines.append(row("PSS total after", [(mib(r["memory"]["total"]["pss_final_kib"])
+                                              if "memory" in r else "-", "") for r in reps]))
     lines.append("whole run")
     lines.append(row("peak PSS total", [(mib(d.peak_pss), "") for d in drivers]))
+    lines.append(row("PSS total at the end", [(mib(d.final_pss), "") for d in drivers]))
     lines.append(row("VmHWM, sum of processes", [(mib(d.hwm_sum), "") for d in drivers]))
     return "\n".join(line.rstrip() for line in lines)
 
@@ -248,6 +252,7 @@ def summarise(driver):
     (a peak since start) as the last workload read them."""
     mems = [r["memory"] for r in driver.reports.values() if "memory" in r]
     driver.peak_pss = max([m["total"]["pss_peak_kib"] for m in mems] or [0])
+    driver.final_pss = mems[-1]["total"]["pss_final_kib"] if mems else 0
     driver.hwm_sum = sum(p["vm_hwm_kib"] for p in mems[-1]["pids"]) if mems else 0
     names = [p["name"] for p in mems[-1]["pids"]] if mems else []
     driver.names = ["%s x%d" % (n, names.count(n)) if names.count(n) > 1 else n

@@ -3,11 +3,12 @@
  * SNAPSHOT, CLONE, DELETE_SNAPSHOT, CAPACITY on a plain ext4 data directory
  * and on a reflink-capable xfs one; the worker model (a PING and a STAGE of
  * another volume answered while a clone is held at a test pause point, BUSY
- * for a second request on the same volume); SIGTERM finishing the work in
- * flight; a worker killed mid-copy; the audit file.
+ * for a second request on the same volume); the pool of workers; SIGTERM
+ * finishing the work in flight; a worker killed mid-copy; the audit file.
  * Needs root (exits 77 otherwise); private mount namespace; cleans up always.
  * Prints the measured snapshot times (a figure, never an assertion).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -27,14 +28,15 @@
 #include "helper_harness.h"
 #include "tap.h"
 
-#define GiB (1024 * MiB)
-#define VA  "sv-a0000000000000000000000000000001"
-#define VB  "sv-a0000000000000000000000000000002"
-#define VC  "sv-a0000000000000000000000000000003"
-#define VD  "sv-a0000000000000000000000000000004"
-#define VE  "sv-a0000000000000000000000000000005"
-#define S1  "ss-b0000000000000000000000000000001"
-#define S2  "ss-b0000000000000000000000000000002"
+#define GiB         (1024 * MiB)
+#define VA          "sv-a0000000000000000000000000000001"
+#define WORKERS_MAX 16 /* the helper's MH_WORKERS_MAX */
+#define VB          "sv-a0000000000000000000000000000002"
+#define VC          "sv-a0000000000000000000000000000003"
+#define VD          "sv-a0000000000000000000000000000004"
+#define VE          "sv-a0000000000000000000000000000005"
+#define S1          "ss-b0000000000000000000000000000001"
+#define S2          "ss-b0000000000000000000000000000002"
 
 #define FICLONE_ _IOW(0x94, 9, int) /* <linux/fs.h> clashes with <sys/mount.h> */
 
@@ -359,6 +361,90 @@ static void test_worker_killed(void)
 	CHECK(helper_stop(&h) == 0);
 }
 
+/* The helper's workers (its children other than the tool runner): how many, their pids in out. */
+static size_t workers_of(pid_t helper, pid_t *out, size_t max)
+{
+	char path[64], word[16], comm[32];
+	size_t n = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", helper, helper);
+	FILE *f = fopen(path, "re");
+	while (f && fscanf(f, "%15s", word) == 1) {
+		pid_t pid = (pid_t)strtol(word, NULL, 10);
+		snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+		FILE *c = fopen(path, "re");
+		bool worker = c && fgets(comm, sizeof(comm), c) && strstr(comm, "mounthel");
+		if (c)
+			(void)fclose(c);
+		if (worker && n < max)
+			out[n] = pid;
+		n += worker;
+	}
+	if (f)
+		(void)fclose(f);
+	return n;
+}
+
+/* How many descriptors pid has open. */
+static int open_fds(pid_t pid)
+{
+	char path[64];
+	int n = 0;
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	DIR *d = opendir(path);
+	for (struct dirent *e; d && (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return d ? n : -1;
+}
+
+/* Wait up to ms for the helper to have exactly want workers. */
+static bool workers_become(pid_t helper, size_t want, int ms)
+{
+	pid_t w[WORKERS_MAX];
+	for (int t = 0; t < ms; t += 10) {
+		if (workers_of(helper, w, WORKERS_MAX) == want)
+			return true;
+		tap_sleep_ms(10);
+	}
+	return false;
+}
+
+/*
+ * The pool: requests one after another run in one worker, not a fork each;
+ * after many requests it holds no more descriptors than after one, and none
+ * of a mount it made (each UNSTAGE unmounts what the STAGE before it mounted).
+ * A worker killed while idle is reaped and replaced by the next request, which
+ * succeeds; an idle worker ends by itself.
+ */
+static void test_worker_pool(void)
+{
+	char staging[256];
+	struct helper h;
+	pid_t w[WORKERS_MAX] = {0}, again[WORKERS_MAX] = {0};
+	snprintf(staging, sizeof(staging), "%s/staging/pool", root);
+	mkdir(staging, 0750);
+	helper_start(&h);
+	CHECK(do_create(&h, VA, 64 * MiB, NULL) == MH_E_OK);
+	CHECK(workers_of(h.pid, w, WORKERS_MAX) == 1);
+	CHECK(do_stage(&h, VA, staging, "ext4", "", 0, NULL) == MH_E_OK);
+	CHECK(do_unstage(&h, VA, staging) == MH_E_OK);
+	int fds = open_fds(w[0]);
+	for (int i = 0; i < 20; i++) {
+		CHECK(do_stage(&h, VA, staging, "ext4", "", 0, NULL) == MH_E_OK);
+		CHECK(do_unstage(&h, VA, staging) == MH_E_OK);
+	}
+	CHECK(workers_of(h.pid, again, WORKERS_MAX) == 1 && again[0] == w[0]);
+	CHECK(fds > 0 && open_fds(w[0]) == fds);
+	CHECK(kill(w[0], SIGKILL) == 0);
+	CHECK(workers_become(h.pid, 0, 10000)); /* reaped */
+	CHECK(do_delete(&h, VA) == MH_E_OK);
+	CHECK(workers_of(h.pid, again, WORKERS_MAX) == 1 && again[0] != w[0]);
+	CHECK(workers_become(h.pid, 0, 30000)); /* idle for 5 s: ended */
+	CHECK(do_ping(&h) == MH_E_OK);
+	CHECK(helper_stop(&h) == 0);
+}
+
 /*
  * A worker killed after it answered: the helper sends that answer, once, and
  * nothing else for the request; the channel stays up.
@@ -494,6 +580,7 @@ int main(int argc, char **argv)
 	test_sigterm();
 	test_worker_killed();
 	test_worker_killed_after_answer();
+	test_worker_pool();
 	test_freeze_bounds();
 	test_audit_file();
 	test_reflink_xfs();
