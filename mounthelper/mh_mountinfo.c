@@ -2,8 +2,9 @@
  * What is mounted where, read-only: what is mounted on an fd (statx mount id,
  * then statmount(2) of that one mount where the kernel has it, else libmount's
  * view of /proc/self/mountinfo by that id; never by path string), whether a mount is one of a loop
- * device, whether a loop device is still mounted or bound anywhere (listmount(2) and statmount(2)
- * of every mount where the kernel has them, else mountinfo), and the mount point of a mount id.
+ * device, whether a loop device is still mounted or bound anywhere (listmount(2), and statmount(2)
+ * of every mount the process has not seen before, where the kernel has them; else mountinfo),
+ * and the mount point of a mount id.
  *
  * Runs in the helper (main loop and workers) as root under seccomp; changes
  * nothing. Nothing here is fatal.
@@ -263,11 +264,42 @@ static int match_use(struct libmnt_fs *fs, void *arg)
 }
 
 /*
- * is_use() of the mount with unique id uid, by statmount: 1 a use (u->where
- * and u->found_id set), 0 not (or gone meanwhile), -1 if the kernel cannot
- * say (then the whole look is made from mountinfo instead).
+ * What is_use() needs to know of a mount, kept by the mount's unique id: the
+ * kernel never gives a unique id twice while it runs, and a mount's
+ * superblock, source and root do not change for the mount's life. So a look
+ * at every mount asks the kernel (statmount) only about the mounts the
+ * process has not seen yet; the rest is one listmount. The list is per
+ * process (the main loop, each worker) and holds exactly the mounts of the
+ * last complete look, in id order.
  */
-static int use_by_statmount(uint64_t uid, struct use *u)
+struct seen {
+	uint64_t uid;
+	int id;      /* the mount id of mountinfo */
+	dev_t dev;   /* the superblock's device */
+	int src_nr;  /* N when the source is exactly /dev/loopN, else -1 */
+	int root_nr; /* N when the root's last component is exactly loopN, else -1 */
+};
+
+static struct seen *seen;
+static size_t nseen;
+
+/* N when s is exactly prefix followed by N in decimal (no sign, no leading zero), else -1. */
+static int loop_nr_of(const char *s, const char *prefix)
+{
+	size_t len = strlen(prefix);
+	char again[32];
+	if (!s || strncmp(s, prefix, len) != 0 || s[len] < '0' || s[len] > '9')
+		return -1;
+	long nr = strtol(s + len, NULL, 10);
+	if (nr < 0 || nr > 1 << 20)
+		return -1;
+	snprintf(again, sizeof(again), "%s%ld", prefix, nr);
+	return strcmp(again, s) == 0 ? (int)nr : -1;
+}
+
+/* statmount of the mount with unique id uid into out: 1, 0 if it is gone, -1 if the kernel
+ * cannot say (then the whole look is made from mountinfo instead). */
+static int learn(uint64_t uid, struct seen *out)
 {
 	static union {
 		struct sm_head h;
@@ -279,43 +311,88 @@ static int use_by_statmount(uint64_t uid, struct use *u)
 		return errno == ENOENT ? 0 : -1;
 	if ((h->mask & SM_USE) != SM_USE || h->size > sizeof(buf))
 		return -1;
-	if (!is_use(u, (int)h->mnt_id_old, sm_str(h, h->sb_source),
-	            makedev(h->sb_dev_major, h->sb_dev_minor), sm_str(h, h->mnt_root)))
-		return 0;
-	u->found_id = (int)h->mnt_id_old;
-	const uint64_t p[3] = {24, uid, SM_MNT_POINT};
-	bool named = syscall(NR_STATMOUNT, p, buf.bytes, sizeof(buf.bytes), 0) == 0 &&
-	             (h->mask & SM_MNT_POINT) && h->size <= sizeof(buf);
-	snprintf(u->where, u->wlen, "%s", named ? sm_str(h, h->mnt_point) : "?");
+	const char *root = sm_str(h, h->mnt_root), *base = strrchr(root, '/');
+	*out = (struct seen){.uid = uid,
+	                     .id = (int)h->mnt_id_old,
+	                     .dev = makedev(h->sb_dev_major, h->sb_dev_minor),
+	                     .src_nr = loop_nr_of(sm_str(h, h->sb_source), "/dev/loop"),
+	                     .root_nr = loop_nr_of(base ? base + 1 : root, "loop")};
 	return 1;
 }
 
+/* is_use() of a mount seen; for one in use, its mount point into u->where. */
+static bool use_of_seen(struct use *u, const struct seen *m)
+{
+	if (m->id == u->except ||
+	    !(m->src_nr == u->l->nr || m->dev == u->l->rdev || m->root_nr == u->l->nr))
+		return false;
+	static union {
+		struct sm_head h;
+		char bytes[sizeof(struct sm_head) + (size_t)MH_PATH_MAX + 1];
+	} buf;
+	const struct sm_head *h = &buf.h;
+	const uint64_t p[3] = {24, m->uid, SM_MNT_POINT};
+	bool named = syscall(NR_STATMOUNT, p, buf.bytes, sizeof(buf.bytes), 0) == 0 &&
+	             (h->mask & SM_MNT_POINT) && h->size <= sizeof(buf);
+	snprintf(u->where, u->wlen, "%s", named ? sm_str(h, h->mnt_point) : "?");
+	u->found_id = m->id;
+	return true;
+}
+
 /*
- * mh_loop_in_use by listmount and statmount: the same test on the same
- * mounts as reading mountinfo, at about half the cost with a thousand mounts
- * (docs/benchmarks.md). Unique ids only grow, so a mount made during the
- * look is listed in a later batch; one removed meanwhile is skipped.
- * 1 in use, 0 not, -1 if the kernel cannot answer this way.
+ * mh_loop_in_use by listmount, and statmount of the mounts not seen before:
+ * the same test on the same mounts as reading mountinfo. Unique ids only grow,
+ * so a mount made during the look is listed in a later batch; one removed
+ * meanwhile is skipped. 1 in use, 0 not, -1 if the kernel cannot answer this
+ * way (or memory ran out).
  */
 static int in_use_by_listmount(struct use *u)
 {
 	static uint64_t ids[1024];
+	struct seen *now = NULL;
+	size_t nnow = 0, cap = 0, j = 0;
 	uint64_t last = 0;
+	int ret = 0;
 	long n;
 	do {
 		const uint64_t q[3] = {24, LSMT_ROOT, last};
 		n = syscall(NR_LISTMOUNT, q, ids, sizeof(ids) / sizeof(ids[0]), 0);
-		if (n < 0)
-			return -1;
-		for (long i = 0; i < n; i++) {
-			int used = use_by_statmount(ids[i], u);
-			if (used != 0)
-				return used;
+		for (long i = 0; i < n && ret == 0; i++) {
+			struct seen m;
+			while (j < nseen && seen[j].uid < ids[i])
+				j++; /* gone since the last look */
+			int known = j < nseen && seen[j].uid == ids[i] ? (m = seen[j], 1)
+			                                               : learn(ids[i], &m);
+			if (known < 0)
+				ret = -1;
+			if (known <= 0)
+				continue;
+			if (nnow == cap) {
+				cap = cap ? 2 * cap : 256;
+				struct seen *more = realloc(now, cap * sizeof(*now));
+				if (!more) {
+					ret = -1;
+					break;
+				}
+				now = more;
+			}
+			now[nnow++] = m;
+			if (use_of_seen(u, &m))
+				ret = 1;
 		}
 		if (n > 0)
 			last = ids[n - 1];
-	} while (n == (long)(sizeof(ids) / sizeof(ids[0])));
-	return 0;
+	} while (ret == 0 && n == (long)(sizeof(ids) / sizeof(ids[0])));
+	if (n < 0)
+		ret = -1;
+	if (ret == 0) { /* a whole look: it is what this process has seen */
+		free(seen);
+		seen = now;
+		nseen = nnow;
+	} else {
+		free(now);
+	}
+	return ret;
 }
 
 /* NOLINTNEXTLINE(readability-non-const-parameter): written through struct use */

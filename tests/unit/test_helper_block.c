@@ -117,6 +117,16 @@ static void test_block(struct helper *h)
 	CHECK(our_loops(false) == 2); /* the staging's, and t3's read-only one */
 	CHECK(do_unpublish(h, VA, t3) == MH_E_OK && !exists(t3));
 	CHECK(our_loops(false) == 1); /* t3's went with its bind */
+	/*
+	 * A bind of the device made by someone else (kubelet, into a pod) after the
+	 * helper last looked at every mount: the look in UNSTAGE learns the new
+	 * mount (the worker keeps what it saw of the others) and refuses.
+	 */
+	char pod[256];
+	path_in(pod, sizeof(pod), "pods", "pod-device");
+	CHECK(write_file(pod, "") == 0 && mount(devfile, pod, NULL, MS_BIND, NULL) == 0);
+	CHECK(do_unstage2(h, VA, staging, MH_F_BLOCK) == MH_E_BUSY);
+	CHECK(umount(pod) == 0 && unlink(pod) == 0);
 	CHECK(do_unstage2(h, VA, staging, MH_F_BLOCK) == MH_E_OK);
 	CHECK(!exists(devfile) && exists(staging));
 	CHECK(do_unstage2(h, VA, staging, MH_F_BLOCK) == MH_E_OK);
