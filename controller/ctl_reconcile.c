@@ -529,15 +529,56 @@ static int orphans(struct ctl *c, char *mounts)
 	return ret;
 }
 
-/* Is there a line "<id> <kind> <vid> <path>" in the mount list? */
-static bool listed(const char *mounts, const char *vid, const char *path)
+/*
+ * The mount list's lines "<id> <kind> <vid> <path>" by their "<vid> <path>",
+ * sorted: one look per store row costs O(log n), so bringing n volumes back
+ * costs O(n log n), not O(n^2).
+ */
+struct mount_index {
+	char *text; /* a copy of the list, cut into lines */
+	char **key; /* into text: where "<vid> <path>" starts on each line */
+	size_t n;
+};
+
+static int by_key(const void *a, const void *b)
 {
-	char want[MH_PATH_MAX + MH_ID_MAX + 8];
-	snprintf(want, sizeof(want), " %s %s\n", vid, path);
-	return strstr(mounts, want) != NULL;
+	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int restage(struct ctl *c, const struct store_staging *s, const char *mounts)
+static int index_mounts(const char *mounts, struct mount_index *ix)
+{
+	size_t lines = 1;
+	char *save = NULL;
+	for (const char *p = mounts; *p; p++)
+		lines += *p == '\n';
+	ix->n = 0;
+	ix->text = strdup(mounts);
+	ix->key = calloc(lines, sizeof(*ix->key));
+	if (!ix->text || !ix->key) {
+		free(ix->text);
+		free(ix->key);
+		return -1;
+	}
+	for (char *l = strtok_r(ix->text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		char *sp = strchr(l, ' ');
+		sp = sp ? strchr(sp + 1, ' ') : NULL; /* past "<id> <kind>" */
+		if (sp)
+			ix->key[ix->n++] = sp + 1;
+	}
+	qsort(ix->key, ix->n, sizeof(*ix->key), by_key);
+	return 0;
+}
+
+/* Is there a line "<id> <kind> <vid> <path>" in the mount list? */
+static bool listed(const struct mount_index *ix, const char *vid, const char *path)
+{
+	char want[MH_PATH_MAX + MH_ID_MAX + 8];
+	const char *k = want;
+	snprintf(want, sizeof(want), "%s %s", vid, path);
+	return bsearch(&k, ix->key, ix->n, sizeof(*ix->key), by_key) != NULL;
+}
+
+static int restage(struct ctl *c, const struct store_staging *s, const struct mount_index *mounts)
 {
 	char dev[MH_PATH_MAX + 8];
 	bool block = s->access_type == ACCESS_BLOCK;
@@ -588,7 +629,8 @@ static int republish_dir(struct ctl *c, const struct store_volume *v,
 	           : -1;
 }
 
-static int republish(struct ctl *c, const struct store_publication *p, const char *mounts)
+static int republish(struct ctl *c, const struct store_publication *p,
+                     const struct mount_index *mounts)
 {
 	struct store_volume *v = NULL;
 	if (listed(mounts, p->volume_id, p->target_path))
@@ -611,12 +653,15 @@ static int republish(struct ctl *c, const struct store_publication *p, const cha
 }
 
 /* 3. Mounts the store records and the helper does not list: after a reboot. */
-static int restore(struct ctl *c, const char *mounts)
+static int restore(struct ctl *c, const char *list)
 {
 	struct store_staging **s = NULL;
 	struct store_publication **p = NULL;
+	struct mount_index ix, *mounts = &ix;
 	size_t ns = 0, np = 0;
 	int ret = 0;
+	if (index_mounts(list, &ix) < 0)
+		return -1;
 	if (store_staging_list(c->st, &s, &ns) != STORE_OK ||
 	    store_publication_list(c->st, &p, &np) != STORE_OK)
 		ret = -1;
@@ -641,6 +686,8 @@ static int restore(struct ctl *c, const char *mounts)
 	}
 	store_staging_list_free(s, ns);
 	store_publication_list_free(p, np);
+	free(ix.text);
+	free(ix.key);
 	return ret;
 }
 
