@@ -104,8 +104,8 @@ struct slot {
 /*
  * The bytes of the requests in flight and of their answers, and the main
  * loop's other large buffers, live in memory marked MADV_DONTFORK: a worker
- * never holds a copy of another request or answer, and neither a fork nor a
- * worker's memory grows with them (pages the main loop writes after a fork
+ * holds only the requests it serves itself, never a copy of others', and
+ * neither a fork nor a worker's memory grows with them (pages the main loop writes after a fork
  * would otherwise stay behind in every worker, as its own copies).
  */
 struct slot_io {
