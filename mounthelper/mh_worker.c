@@ -105,8 +105,9 @@ struct slot {
  * The bytes of the requests in flight and of their answers, and the main
  * loop's other large buffers, live in memory marked MADV_DONTFORK: a worker
  * holds only the requests it serves itself, never a copy of others', and
- * neither a fork nor a worker's memory grows with them (pages the main loop writes after a fork
- * would otherwise stay behind in every worker, as its own copies).
+ * neither a fork nor a worker's memory grows with them (pages the main loop
+ * writes after a fork would otherwise stay behind in every worker, as its own
+ * copies).
  */
 struct slot_io {
 	struct mh_msg req; /* what the worker is doing (its keys point in here) */
@@ -329,9 +330,9 @@ void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer,
 		send_answer(peer, ans);
 		return;
 	}
+	/* It was just decoded: failing to encode it again is our own bug. */
 	if (mh_msg_encode(req, mio->out, sizeof(mio->out), &len) < 0)
-		log_fatal("cannot encode request %u",
-		          req->id); /* our own bug: it was just decoded */
+		log_fatal("cannot encode request %u", req->id);
 	struct mh_space_hold hold;
 	if (mh_space_reserve(c, req, &hold, why, sizeof(why)) < 0) {
 		mh_ops_refuse(c, req, ans, MH_E_NOSPACE, ENOSPC, why);
