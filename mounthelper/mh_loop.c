@@ -102,10 +102,12 @@ static int open_loop(int nr, int flags)
  *    when the helper starts (mh_loop_records_rebuild);
  *  - every attach goes through mh_loop_attach, which rewrites the record with
  *    the new number before LOOP_CONFIGURE;
- *  - a record is replaced only whole: the old one is unlinked, then a new one
- *    written under a temporary name is renamed into place, so a reader sees
- *    the old record, a complete new one, or none; and with none (or one it
- *    cannot read) it scans every device, as before records existed;
+ *  - a record is rewritten in place, whole (RECORD_BYTES at offset 0, so an
+ *    image keeps one record file for its life and an attach makes no new
+ *    file), and it carries a hash of its numbers: a reader that sees a write
+ *    half done (or a file cut short by a crash) finds the hash wrong and
+ *    treats it as none; and with none (or one it cannot read) it scans every
+ *    device, as before records existed;
  *  - two requests on one volume never run at once, so no attach of an image
  *    races a look for its devices in a worker. A read-only request answered
  *    by the main loop (STATS) may read a record just before an attach in
@@ -113,7 +115,8 @@ static int open_loop(int nr, int flags)
  *    on nothing.
  * The directory is the helper's own (0700, root), out of rpcd's reach.
  */
-#define RECORD_MAX 16 /* more devices on one image than this: no record, scans */
+#define RECORD_MAX   16  /* more devices on one image than this: no record, scans */
+#define RECORD_BYTES 192 /* "<hash> <nr> <nr> ...\n", zero-padded: always written whole */
 
 static int records_dir = -1;
 
@@ -122,10 +125,19 @@ static void record_name(dev_t dev, ino_t ino, char *buf, size_t len)
 	snprintf(buf, len, "%llx-%llx", (unsigned long long)dev, (unsigned long long)ino);
 }
 
+/* FNV-1a of the record's numbers, as written after the hash. */
+static uint32_t record_hash(const char *text, size_t len)
+{
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)text[i]) * 16777619u;
+	return h;
+}
+
 /* The numbers recorded for (dev, ino): how many, or -1 when there is no usable record. */
 static int record_read(dev_t dev, ino_t ino, int nr[RECORD_MAX])
 {
-	char name[48], buf[RECORD_MAX * 8 + 2];
+	char name[48], buf[RECORD_BYTES + 1];
 	int count = 0;
 
 	if (records_dir < 0)
@@ -134,13 +146,17 @@ static int record_read(dev_t dev, ino_t ino, int nr[RECORD_MAX])
 	int fd = openat(records_dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	ssize_t n = read(fd, buf, RECORD_BYTES);
 	close(fd);
-	if (n <= 0 || buf[n - 1] != '\n')
+	if (n != RECORD_BYTES)
 		return -1;
 	buf[n] = '\0';
-	for (char *p = buf; *p != '\n';) {
-		char *end;
+	char *end, *line_end = strchr(buf, '\n');
+	unsigned long want = strtoul(buf, &end, 16);
+	if (!line_end || end == buf || *end != ' ' ||
+	    record_hash(end + 1, (size_t)(line_end - end)) != want)
+		return -1; /* none, half written, or cut short */
+	for (char *p = end + 1; *p != '\n';) {
 		if (*p < '0' || *p > '9' || count == RECORD_MAX)
 			return -1;
 		long v = strtol(p, &end, 10);
@@ -160,28 +176,26 @@ static void record_drop(dev_t dev, ino_t ino)
 		unlinkat(records_dir, name, 0);
 }
 
-/* Replace the record of (dev, ino) with nr[0..count); on any failure there is none. */
+/* Make the record of (dev, ino) nr[0..count); on any failure there is none. */
 static void record_write(dev_t dev, ino_t ino, const int *nr, int count)
 {
-	char name[48], tmp[56], buf[RECORD_MAX * 8 + 2];
+	char name[48], nums[RECORD_MAX * 8 + 2], buf[RECORD_BYTES] = {0};
 	size_t len = 0;
 
 	if (records_dir < 0)
 		return;
 	record_name(dev, ino, name, sizeof(name));
-	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
 	for (int i = 0; i < count; i++)
-		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%d", i ? " " : "", nr[i]);
-	buf[len++] = '\n';
-	unlinkat(records_dir, tmp, 0); /* left by a worker killed while writing */
-	int fd =
-	    openat(records_dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	bool ok = fd >= 0 && write(fd, buf, len) == (ssize_t)len;
+		len +=
+		    (size_t)snprintf(nums + len, sizeof(nums) - len, "%s%d", i ? " " : "", nr[i]);
+	nums[len++] = '\n';
+	snprintf(buf, sizeof(buf), "%08x %.*s", record_hash(nums, len), (int)len, nums);
+	int fd = openat(records_dir, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	/* A new descriptor writes at offset 0: the whole record, over the old one. */
+	if (fd < 0 || write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+		unlinkat(records_dir, name, 0);
 	if (fd >= 0)
-		ok = close(fd) == 0 && ok;
-	unlinkat(records_dir, name, 0); /* from here to the rename: none, so a look scans */
-	if (!ok || renameat2(records_dir, tmp, records_dir, name, RENAME_NOREPLACE) < 0)
-		unlinkat(records_dir, tmp, 0);
+		close(fd);
 }
 
 static int scan_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r);

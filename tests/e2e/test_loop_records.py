@@ -1,6 +1,7 @@
 """The helper's records of which loop devices back which image (<data-dir>/loops,
-mounthelper/mh_loop.c): written when an image is made and before every attach, each
-listing exactly the devices that back its image; a missing record makes the helper
+mounthelper/mh_loop.c): written when an image is made and rewritten in place before
+every attach, each listing exactly the devices that back its image, with a hash of its
+numbers; a missing record, or one whose hash is wrong, makes the helper
 look at every device, as before; a wrong record never makes it act on a device that
 does not back the volume's image (every number is checked against the image); and a
 restart of the helper rebuilds every record from one look at every device."""
@@ -12,6 +13,20 @@ from conftest import loops_backed_by
 from csi_client import block_cap
 
 MiB = 1 << 20
+RECORD_BYTES = 192  # mounthelper/mh_loop.c: "<hash> <nr> <nr> ...\n", zero-padded
+
+
+def fnv1a(data):
+    h = 2166136261
+    for byte in data:
+        h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def record_bytes(numbers):
+    """A well-formed record listing numbers, as the helper writes one."""
+    nums = (" ".join(str(n) for n in numbers) + "\n").encode()
+    return ("%08x " % fnv1a(nums)).encode() + nums + b"\0" * (RECORD_BYTES - 9 - len(nums))
 
 
 def record_of(d, vid):
@@ -20,10 +35,13 @@ def record_of(d, vid):
     path = os.path.join(d.data, "loops", "%x-%x" % (st.st_dev, st.st_ino))
     if not os.path.exists(path):
         return path, None
-    with open(path) as f:
-        text = f.read()
-    assert text.endswith("\n")
-    return path, sorted(int(w) for w in text.split())
+    with open(path, "rb") as f:
+        data = f.read()
+    assert len(data) == RECORD_BYTES
+    line = data[:data.index(b"\n") + 1]
+    assert int(line[:8], 16) == fnv1a(line[9:])  # whole: its hash matches its numbers
+    assert data == record_bytes([int(w) for w in line[9:].split()])
+    return path, sorted(int(w) for w in line[9:].split())
 
 
 def device_of(d, vid):
@@ -89,6 +107,22 @@ def test_records_list_exactly_the_devices(driver):
     assert not os.path.exists(path)  # gone with its image
 
 
+def test_half_written_record_is_none(driver):
+    """A record whose hash does not match (a write seen half done, a crash) counts as
+    none: the helper looks at every device and finds the right one."""
+    vid, staging = stage(driver, "rec-torn")
+    path, listed = record_of(driver, vid)
+    assert listed == device_of(driver, vid)
+    torn = bytearray(record_bytes([int(listed[0]) + 1]))
+    torn[:8] = record_bytes(listed)[:8]  # the old hash over new numbers
+    with open(path, "wb") as f:
+        f.write(torn)
+    driver.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    assert device_of(driver, vid) == []
+    driver.client.controller("DeleteVolume", volume_id=vid)
+    assert loops_backed_by(driver.data) == []
+
+
 def test_missing_record_falls_back_to_a_look_at_every_device(driver):
     vid, staging = stage(driver, "rec-missing")
     path, listed = record_of(driver, vid)
@@ -107,8 +141,8 @@ def test_wrong_record_never_touches_another_volume_and_a_restart_rebuilds(driver
     # A's record made to name B's device instead of its own (only root could).
     path, _ = record_of(driver, a)
     os.unlink(path)
-    with open(path, "w") as f:
-        f.write("%d\n" % b_dev)
+    with open(path, "wb") as f:
+        f.write(record_bytes([b_dev]))
     os.chmod(path, 0o600)
     driver.client.node("NodeUnstageVolume", volume_id=a, staging_target_path=a_staging)
     # B's device is checked against A's image, found not to back it, and left alone.
