@@ -27,6 +27,7 @@
 
 #include "log.h"
 #include "rpcd_metrics.h"
+#include "store.h"
 
 #define STOP_GRACE_SECONDS 30
 
@@ -183,6 +184,7 @@ static void on_received(struct rpcd_server *s, struct call *c)
 	ProtobufCMessage *req = NULL;
 
 	dispatch(s, c, &st, &m, &subject, &req);
+	store_wait_read(s->r->st); /* what the call read is durable before it goes out */
 
 	const char *method = m ? strrchr(m->path, '/') + 1 : "?";
 	double took = elapsed_ms(&c->start);

@@ -540,9 +540,7 @@ int store_open(const char *path, struct store **out)
 		goto fail;
 	if (version < STORE_SCHEMA_VERSION && store_migrate(st, path) != STORE_OK)
 		goto fail;
-	/* The outermost unlock makes the migrations' commits durable. */
-	store_lock(st);
-	store_unlock(st);
+	store_sync_all(st); /* the migrations' commits */
 	*out = st;
 	return STORE_OK;
 fail:

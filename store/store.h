@@ -293,4 +293,12 @@ int store_tally(struct store *st, store_tally_fn *fn, void *arg);
 /* Commits made and fdatasyncs of the WAL that made them durable, since the store was opened. */
 void store_sync_counts(struct store *st, uint64_t *commits, uint64_t *syncs);
 
+/*
+ * An entry point that writes returns once what it wrote is durable; one that
+ * only reads does not wait, but notes (per thread) the commits it may have
+ * read. This returns once those are durable too: call it before anything
+ * read goes out (rpcd: before each answer).
+ */
+void store_wait_read(struct store *st);
+
 #endif

@@ -84,6 +84,7 @@ struct store {
 	 */
 	unsigned depth;
 	uint64_t committed, durable, syncs;
+	uint64_t entry_committed; /* committed when the outermost hold began */
 	bool syncing;
 	pthread_cond_t synced_cv;
 	int wal_fd;
@@ -98,6 +99,8 @@ struct store {
  * the WAL hook and opens the WAL; store_sync_close() closes it.
  */
 int store_sync_open(struct store *st, const char *path);
+/* Every commit made so far durable (at open: the migrations'). */
+void store_sync_all(struct store *st);
 void store_sync_close(struct store *st);
 
 /* Allocation helpers: they never return NULL, they abort. */

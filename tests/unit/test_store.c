@@ -465,6 +465,9 @@ static void test_group_commit(void)
 	CHECK(c1 == c0 + 1 && s1 == s0 + 1);
 	CHECK(store_volume_get(st, "gc-1", &v) == STORE_OK);
 	store_volume_free(v);
+	store_wait_read(st); /* it read only durable rows: nothing to wait for */
+	store_sync_counts(st, &c0, &s0);
+	CHECK(c0 == c1 && s0 == s1);
 	CHECK(store_volume_delete(st, "gc-1") == STORE_OK);
 	store_sync_counts(st, &c0, &s0);
 	CHECK(c0 == c1 + 1 && s0 == s1 + 1);
