@@ -132,11 +132,11 @@ void store_unlock(struct store *st)
 {
 	if (--st->depth == 0 && st->durable < st->committed && st->wal_fd >= 0) {
 		if (st->committed > st->entry_committed) {
-			store_wait_durable(st,
-			                   st->committed); /* it wrote: durable before it returns */
+			/* It wrote: durable before it returns. */
+			store_wait_durable(st, st->committed);
 		} else if (read_store != st || read_upto < st->committed) {
-			read_store =
-			    st; /* it only read: durable before the answer (store_wait_read) */
+			/* It only read: durable before the answer (store_wait_read). */
+			read_store = st;
 			read_upto = st->committed;
 		}
 	}
