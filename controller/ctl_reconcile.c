@@ -657,7 +657,7 @@ static int restore(struct ctl *c, const char *list)
 {
 	struct store_staging **s = NULL;
 	struct store_publication **p = NULL;
-	struct mount_index ix, *mounts = &ix;
+	struct mount_index ix;
 	size_t ns = 0, np = 0;
 	int ret = 0;
 	if (index_mounts(list, &ix) < 0)
@@ -672,7 +672,7 @@ static int restore(struct ctl *c, const char *list)
 		}
 		/* Read again under the key: unstaged meanwhile, or an ephemeral volume's. */
 		if (staged_at(c, s[i]->volume_id, s[i]->staging_path))
-			ret |= restage(c, s[i], mounts);
+			ret |= restage(c, s[i], &ix);
 		ctl_unlock(c, s[i]->volume_id);
 	}
 	for (size_t i = 0; i < np; i++) {
@@ -681,7 +681,7 @@ static int restore(struct ctl *c, const char *list)
 			continue;
 		}
 		if (published_at(c, p[i]->volume_id, p[i]->target_path))
-			ret |= republish(c, p[i], mounts);
+			ret |= republish(c, p[i], &ix);
 		ctl_unlock(c, p[i]->volume_id);
 	}
 	store_staging_list_free(s, ns);

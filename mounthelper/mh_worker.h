@@ -27,10 +27,10 @@ void mh_workers_init(void);
 
 /*
  * Run req (a known, state-changing request, asked on channel generation gen)
- * in an idle worker, or in a new one; or, if it shares an id or a path with a request in flight,
- * or too many are in flight, answer MH_E_BUSY on peer at once. Never blocks
- * on the work. The worker gets neither peer nor ctl (the supervisor's
- * channel, or -1): it answers to the main loop, which forwards it.
+ * in an idle worker, or in a new one; or, if it shares an id or a path with a
+ * request in flight, or too many are in flight, answer MH_E_BUSY on peer at
+ * once. Never blocks on the work. A new worker gets neither peer nor ctl (the
+ * supervisor's channel, or -1): it answers to the main loop, which forwards it.
  */
 void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer, uint32_t gen,
                      int ctl);
@@ -40,9 +40,10 @@ size_t mh_workers_pollfds(struct pollfd *p, size_t max);
 
 /*
  * Read what the workers sent, and reap every one that has exited; never
- * blocks on a running one. Call it before reading each request. A reaped
- * worker's answer (or, if it died without one, MH_E_FAILED) goes out on peer
- * if its request was asked on generation gen, the current one; else nowhere.
+ * blocks on a running one. Call it before reading each request. An answer
+ * (or, for a worker that died with a request in flight, MH_E_FAILED) goes out
+ * on peer as it arrives if its request was asked on generation gen, the
+ * current one; else nowhere.
  */
 void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen);
 
