@@ -432,7 +432,7 @@ static void drain_workers(const struct mh_ctx *ctx, int peer, uint32_t gen)
 		size_t n = mh_workers_pollfds(p, MH_WORKERS_MAX);
 		if (poll(p, n, mh_workers_timeout_ms(ctx)) < 0 && errno != EINTR)
 			log_fatal("poll: %s", strerror(errno));
-		mh_workers_reap(ctx, peer, gen);
+		mh_workers_reap(ctx, peer, gen, p, n);
 		mh_workers_enforce(ctx);
 	}
 }
@@ -507,8 +507,8 @@ int main(int argc, char **argv)
 				continue;
 			log_fatal("ppoll: %s", strerror(errno));
 		}
-		/* Always, whatever poll said: answered workers release their ids first. */
-		mh_workers_reap(&ctx, peer, gen);
+		/* Before a request is read: answered workers release their ids first. */
+		mh_workers_reap(&ctx, peer, gen, p + 3, nw);
 		mh_workers_enforce(&ctx); /* a freeze that ran out is ended now */
 		if (p[2].revents)
 			log_fatal(

@@ -19,8 +19,11 @@
  * the request is held open (a mount it just made is not kept busy by its own
  * maker when the next request unmounts it). A worker ends after
  * MH_WORKER_REQUESTS requests, which bounds whatever one request could leave
- * in its memory for later ones; idle workers beyond MH_WORKERS_IDLE end, and
- * so does one idle for MH_WORKER_IDLE_MS.
+ * in its memory for later ones. A worker idle for MH_WORKER_IDLE_MS ends, and
+ * while more than MH_WORKERS_IDLE are idle, one idle for MH_WORKER_SURPLUS_MS
+ * does: a burst leaves no crowd of workers behind, and a steady load of
+ * several clients, whose requests in flight rise and fall all the time, does
+ * not fork and end workers over and over.
  *
  * How it works: the main loop reads a request; if it only reads (PING,
  * CAPACITY, STATS) it answers at once; otherwise mh_worker_start() checks the
@@ -79,10 +82,12 @@
 
 /* A worker ends after this many requests, so nothing one request left behind lasts long. */
 #define MH_WORKER_REQUESTS 1000
-/* Idle workers kept for the next requests; one more ends once it has answered. */
+/* Idle workers kept for the next requests (MH_WORKER_IDLE_MS); more end sooner. */
 #define MH_WORKERS_IDLE 4
 /* An idle worker ends after this long without a request. */
 #define MH_WORKER_IDLE_MS 5000
+/* While more than MH_WORKERS_IDLE are idle, one idle this long ends. */
+#define MH_WORKER_SURPLUS_MS 1000
 
 struct slot {
 	pid_t pid;         /* 0: free (no worker) */
@@ -200,19 +205,31 @@ bool mh_workers_hold(const char *key)
 	return false;
 }
 
+/* The helper never holds a descriptor this high (a worker's scan stops below it). */
+#define MH_FDS_SCANNED 1024
+
 /*
  * In a new worker: fill every gap below its highest descriptor (with a copy
  * of fd 0), so that whatever a request opens lies above it. Returns that
- * highest descriptor.
+ * highest descriptor. One poll() tells which descriptors are open (POLLNVAL:
+ * not); a descriptor limit below the scan makes it fail, then each is asked.
  */
 static int worker_fill_fds(void)
 {
+	struct pollfd p[MH_FDS_SCANNED - 3];
+	bool polled;
 	int top = 2;
-	for (int fd = 3; fd < 1024; fd++)
-		if (fcntl(fd, F_GETFD) >= 0)
+	for (int fd = 3; fd < MH_FDS_SCANNED; fd++)
+		p[fd - 3] = (struct pollfd){.fd = fd};
+	polled = poll(p, MH_FDS_SCANNED - 3, 0) >= 0;
+	for (int fd = 3; fd < MH_FDS_SCANNED; fd++) {
+		if (!polled)
+			p[fd - 3].revents = fcntl(fd, F_GETFD) < 0 ? POLLNVAL : 0;
+		if (!(p[fd - 3].revents & POLLNVAL))
 			top = fd;
+	}
 	for (int fd = 3; fd < top; fd++)
-		if (fcntl(fd, F_GETFD) < 0 && fcntl(0, F_DUPFD_CLOEXEC, fd) != fd)
+		if ((p[fd - 3].revents & POLLNVAL) && fcntl(0, F_DUPFD_CLOEXEC, fd) != fd)
 			_exit(2);
 	return top;
 }
@@ -381,14 +398,29 @@ static bool idle(const struct slot *s)
 	return s->pid != 0 && !s->busy && !s->ending;
 }
 
+static size_t idle_workers(void)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < MH_WORKERS_MAX; i++)
+		n += idle(&slots[i]);
+	return n;
+}
+
+/* How long an idle worker is kept now. */
+static int64_t keep_idle_ms(void)
+{
+	return idle_workers() > MH_WORKERS_IDLE ? MH_WORKER_SURPLUS_MS : MH_WORKER_IDLE_MS;
+}
+
 int mh_workers_timeout_ms(const struct mh_ctx *c)
 {
 	int64_t limit = (int64_t)pol_freeze_max_seconds(c->pol) * 1000, next = -1, now = mono_ms();
+	int64_t keep = keep_idle_ms();
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		const struct slot *s = &slots[i];
 		int64_t left;
 		if (idle(s))
-			left = s->idle_ms + MH_WORKER_IDLE_MS - now;
+			left = s->idle_ms + keep - now;
 		else if (s->busy && s->frozen_ms != 0 && !s->overdue)
 			left = s->frozen_ms + limit - now;
 		else
@@ -404,7 +436,7 @@ void mh_workers_enforce(const struct mh_ctx *c)
 	int64_t limit = (int64_t)pol_freeze_max_seconds(c->pol) * 1000, now = mono_ms();
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		struct slot *s = &slots[i];
-		if (idle(s) && now - s->idle_ms >= MH_WORKER_IDLE_MS)
+		if (idle(s) && now - s->idle_ms >= keep_idle_ms())
 			end_worker(s); /* the pool shrinks when the node is quiet */
 		if (!s->busy || s->frozen_ms == 0 || s->overdue || now - s->frozen_ms < limit)
 			continue;
@@ -499,27 +531,29 @@ static void forward(struct slot *s, int peer, uint32_t gen)
 	s->ans_len = 0;
 }
 
-static size_t idle_workers(void)
+/* Did poll() see an event on fd (or is fd not among those it watched)? */
+static bool has_event(int fd, const struct pollfd *p, size_t n)
 {
-	size_t n = 0;
-	for (size_t i = 0; i < MH_WORKERS_MAX; i++)
-		n += idle(&slots[i]);
-	return n;
+	for (size_t i = 0; i < n; i++)
+		if (p[i].fd == fd)
+			return p[i].revents != 0;
+	return true;
 }
 
-void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen)
+void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen, const struct pollfd *p,
+                     size_t n)
 {
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		struct slot *s = &slots[i];
 		int st = 0;
-		if (s->pid == 0)
+		if (s->pid == 0 || !has_event(s->fd, p, n))
 			continue;
 		ssize_t last = read_worker(s);
 		if (s->busy && s->ans_len) {
 			s->idle_ms = mono_ms();
 			release(s);
 			forward(s, peer, gen);
-			if (++s->served >= MH_WORKER_REQUESTS || idle_workers() > MH_WORKERS_IDLE)
+			if (++s->served >= MH_WORKER_REQUESTS)
 				end_worker(s);
 		}
 		if (last != 0)

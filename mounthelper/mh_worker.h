@@ -40,12 +40,14 @@ size_t mh_workers_pollfds(struct pollfd *p, size_t max);
 
 /*
  * Read what the workers sent, and reap every one that has exited; never
- * blocks on a running one. Call it before reading each request. An answer
- * (or, for a worker that died with a request in flight, MH_E_FAILED) goes out
- * on peer as it arrives if its request was asked on generation gen, the
- * current one; else nowhere.
+ * blocks on a running one. Call it before reading each request, with the
+ * pollfds of mh_workers_pollfds() as poll() returned them: only a worker
+ * whose fd has an event is read. An answer (or, for a worker that died with
+ * a request in flight, MH_E_FAILED) goes out on peer as it arrives if its
+ * request was asked on generation gen, the current one; else nowhere.
  */
-void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen);
+void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen, const struct pollfd *p,
+                     size_t n);
 
 /* Does a worker in flight hold this key (an id or a path, mh_ops_keys)? */
 bool mh_workers_hold(const char *key);

@@ -446,6 +446,41 @@ static void test_worker_pool(void)
 }
 
 /*
+ * A burst leaves its workers for the next one. Six requests held at once run
+ * in six workers; once all six have answered, all six are still there (none
+ * ended just because more than four were idle, so a load whose requests in
+ * flight rise and fall does not fork over and over). The two beyond the four
+ * kept end a moment later, the four after 5 s idle.
+ */
+static void test_worker_burst(void)
+{
+	enum { BURST = 6 };
+	struct helper h;
+	struct mh_msg q, a;
+	char id[BURST][40];
+	pid_t w[WORKERS_MAX];
+	helper_start(&h);
+	pause_hold("answering");
+	for (int i = 0; i < BURST; i++) {
+		snprintf(id[i], sizeof(id[i]), "sv-b%031d", i);
+		q = (struct mh_msg){.type = MH_REQ_CREATE};
+		snprintf(q.u.create.volume_id, sizeof(q.u.create.volume_id), "%.39s", id[i]);
+		q.u.create.size_bytes = 16 * MiB;
+		CHECK(send_req(&h, &q) != 0);
+	}
+	CHECK(workers_become(h.pid, BURST, 30000)); /* each held with its work done */
+	pause_release("answering");
+	for (int i = 0; i < BURST; i++)
+		CHECK(recv_ans(&h, &a, 60000) == MH_ANS_CREATE);
+	CHECK(workers_of(h.pid, w, WORKERS_MAX) == BURST);
+	CHECK(workers_become(h.pid, 4, 10000));
+	CHECK(workers_become(h.pid, 0, 30000));
+	for (int i = 0; i < BURST; i++)
+		CHECK(do_delete(&h, id[i]) == MH_E_OK);
+	CHECK(helper_stop(&h) == 0);
+}
+
+/*
  * A worker killed after it answered: the helper sends that answer, once, and
  * nothing else for the request; the channel stays up.
  */
@@ -581,6 +616,7 @@ int main(int argc, char **argv)
 	test_worker_killed();
 	test_worker_killed_after_answer();
 	test_worker_pool();
+	test_worker_burst();
 	test_freeze_bounds();
 	test_audit_file();
 	test_reflink_xfs();
