@@ -319,4 +319,7 @@ def test_side_by_side_smoke():
     assert len(re.findall(r"^  lifecycles/s\s+[\d.]+\s+[\d.]+$", out, re.M)) == 2
     assert re.search(r"^  Probe(\s+[\d.]+){4}$", out, re.M)
     assert re.search(r"^  calls/s\s+\d+\s+\d+$", out, re.M)
-    assert len(re.findall(r"^  peak PSS total(\s+[\d.]+ MiB){2}$", out, re.M)) == 4
+    assert len(re.findall(r"^  peak PSS, bench running(\s+[\d.]+ MiB){2}$", out, re.M)) == 4
+    # sampled by the script once the bench has exited (it shares libraries with rpcd)
+    assert len(re.findall(r"^  PSS after, bench exited(\s+[\d.]+ MiB){2}$", out, re.M)) == 3
+    assert re.search(r"^  PSS at the end(\s+[\d.]+ MiB){2}$", out, re.M)

@@ -11,7 +11,11 @@
  * every descendant they have at that moment (a pool of workers, a tool
  * running); its peak is the largest such sum. PSS divides shared pages among
  * the processes sharing them, so the sum over a driver's processes is its
- * real footprint.
+ * footprint, less the share of the pages this process maps too: while it
+ * runs, the bench takes part of the shared libraries it has in common with
+ * the driver (libgrpc and its company, for sepcsi's rpcd). A figure to
+ * compare drivers by is sampled after the bench has exited
+ * (tests/bench/side_by_side.py does).
  */
 #include <dirent.h>
 #include <pthread.h>
