@@ -18,6 +18,22 @@
  * the rest (plus the target path for publications). object_id is what the
  * helper acts on; detail is op-specific text (see each op in ctl_reconcile.c).
  *
+ * Durability: an intent is on disk before the helper acts, so that a power
+ * loss cannot take it while what it is about survives: an image, a copy,
+ * an expansion, a deletion. Staging and publishing (and their undoing)
+ * mount, unmount, attach and detach, which a power loss undoes too: their
+ * intents are committed without waiting for the disk
+ * (store_intent_put_until_reboot). A crash of rpcd or the helper still finds
+ * them (the WAL is in the page cache); after a power loss there is no mount
+ * or loop device left for them to settle, and the request was never
+ * answered, so the CO asks again. What such a request leaves on disk is
+ * found again by that retry: the file system a first stage made (mounted,
+ * never made twice, by the next stage) and a raw block target's empty file
+ * (which a retried publish binds onto, as onto one kubelet made).
+ * The result each of these records (a staging, a publication, or its
+ * removal) is durable before the answer, as every result is: the rows
+ * decide what comes back after a reboot.
+ *
  * Runs in rpcd, unprivileged. A store failure to record an intent fails the
  * request (INTERNAL) before the helper is asked; a failure to forget one is
  * only logged: reconciliation finds the intent settled and drops it.
@@ -35,6 +51,17 @@ static void key_of(char *key, size_t cap, const char *op, const char *subject)
 	snprintf(key, cap, "%s:%s", op, subject);
 }
 
+/* Does op only change what a reboot undoes (see Durability above)? */
+static bool until_reboot(const char *op)
+{
+	static const char *const ops[] = {CTL_OP_STAGE, CTL_OP_UNSTAGE, CTL_OP_PUBLISH,
+	                                  CTL_OP_UNPUBLISH};
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		if (strcmp(op, ops[i]) == 0)
+			return true;
+	return false;
+}
+
 int ctl_intent_begin(struct ctl *c, struct ctl_status *st, const char *op, const char *subject,
                      const char *object_id, const char *detail)
 {
@@ -44,7 +71,8 @@ int ctl_intent_begin(struct ctl *c, struct ctl_status *st, const char *op, const
 	                          .op = (char *)op,
 	                          .object_id = (char *)object_id,
 	                          .detail = (char *)(detail ? detail : "")};
-	int rc = store_intent_put(c->st, &in);
+	int rc = until_reboot(op) ? store_intent_put_until_reboot(c->st, &in)
+	                          : store_intent_put(c->st, &in);
 	if (rc != STORE_OK)
 		return ctl_fail_store(st, "record intent", rc);
 	return CTL_OK;

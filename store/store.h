@@ -269,6 +269,14 @@ struct store_intent {
  * created_at given is ignored.
  */
 int store_intent_put(struct store *st, const struct store_intent *in);
+/*
+ * As store_intent_put(), for an intent whose operation only changes what a
+ * reboot undoes (mounts, loop devices): it returns once the intent is
+ * committed, without waiting for the commit to reach the disk. A crash of
+ * the process still leaves it in the WAL; a power loss may take it, together
+ * with everything it was about. The next commit that waits makes it durable.
+ */
+int store_intent_put_until_reboot(struct store *st, const struct store_intent *in);
 int store_intent_get(struct store *st, const char *key, struct store_intent **out); /* NOTFOUND */
 int store_intent_delete(struct store *st, const char *key); /* STORE_OK even if absent */
 /* Every intent, oldest first (in the order they were put). Free with store_intent_list_free(). */

@@ -110,6 +110,8 @@ char *store_xstrdup(const char *s);
 
 void store_lock(struct store *st);
 void store_unlock(struct store *st);
+/* As store_unlock(), but what the hold committed need not be durable yet. */
+void store_unlock_unsynced(struct store *st);
 
 /* Sets this thread's store_last_error() text. */
 void store_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -49,7 +49,7 @@ void store_intent_list_free(struct store_intent **list, size_t n)
 	store_free_list((void **)list, n, intent_free_row);
 }
 
-int store_intent_put(struct store *st, const struct store_intent *in)
+static int intent_put(struct store *st, const struct store_intent *in, bool sync)
 {
 	static const char what[] = "intent put";
 	struct timespec now;
@@ -86,8 +86,21 @@ int store_intent_put(struct store *st, const struct store_intent *in)
 	rc = store_step_write(st, q, what, NULL);
 out:
 	store_stmt_release(q);
-	store_unlock(st);
+	if (sync)
+		store_unlock(st);
+	else
+		store_unlock_unsynced(st);
 	return rc;
+}
+
+int store_intent_put(struct store *st, const struct store_intent *in)
+{
+	return intent_put(st, in, true);
+}
+
+int store_intent_put_until_reboot(struct store *st, const struct store_intent *in)
+{
+	return intent_put(st, in, false);
 }
 
 int store_intent_get(struct store *st, const char *key, struct store_intent **out)

@@ -144,6 +144,13 @@ void store_unlock(struct store *st)
 		abort();
 }
 
+void store_unlock_unsynced(struct store *st)
+{
+	--st->depth; /* an outer hold, if any, waits as usual */
+	if (pthread_mutex_unlock(&st->mu) != 0)
+		abort();
+}
+
 void store_sync_all(struct store *st)
 {
 	if (pthread_mutex_lock(&st->mu) != 0)

@@ -486,6 +486,36 @@ static void test_group_commit(void)
 	sqlite3_close(db);
 }
 
+/*
+ * An intent until reboot is committed without a sync of its own; the next
+ * write that waits makes it durable with itself, in one sync. An ordinary
+ * intent syncs before it returns.
+ */
+static void test_intent_until_reboot(void)
+{
+	char p[256];
+	struct store *st = open_ok(tpath(p, sizeof p, "reboot.db"));
+	struct store_intent in = {.key = "stage:v1", .op = "stage", .object_id = "v1"};
+	struct store_intent *got = NULL;
+	uint64_t c0, s0, c1, s1;
+
+	store_sync_counts(st, &c0, &s0);
+	CHECK(store_intent_put_until_reboot(st, &in) == STORE_OK);
+	store_sync_counts(st, &c1, &s1);
+	CHECK(c1 == c0 + 1 && s1 == s0);
+	CHECK(store_intent_get(st, "stage:v1", &got) == STORE_OK && strcmp(got->op, "stage") == 0);
+	store_intent_free(got);
+	CHECK(store_intent_delete(st, "stage:v1") == STORE_OK);
+	store_sync_counts(st, &c0, &s0);
+	CHECK(c0 == c1 + 1 && s0 == s1 + 1);
+	in.key = "create:pvc-1";
+	in.op = "create";
+	CHECK(store_intent_put(st, &in) == STORE_OK);
+	store_sync_counts(st, &c1, &s1);
+	CHECK(c1 == c0 + 1 && s1 == s0 + 1);
+	store_close(st);
+}
+
 /* A store as schema 1 left it: the migrations from it keep its rows and add defaults. */
 static void test_migrate_from_v1(void)
 {
@@ -852,6 +882,7 @@ int main(void)
 	test_bad_files();
 	test_threads();
 	test_group_commit();
+	test_intent_until_reboot();
 	test_migrate_from_v1();
 	test_migrate_from_v4();
 	test_volume_extras();
