@@ -2,12 +2,17 @@
  * The gRPC C core server for CSI. Runs in rpcd, unprivileged.
  *
  * One completion queue is shared by all worker threads, so a slow call on one
- * thread never holds up events for the others. Each worker keeps one generic
- * grpc_server_request_call outstanding, re-armed as soon as a call arrives.
- * A call moves NEW -> RECV (request bytes arrive) -> SEND (the answer, its
- * status and the close) and is freed when the SEND batch completes. Requests
- * are decoded with protobuf-c against the method's type; undecodable bytes are
- * INVALID_ARGUMENT, unknown methods UNIMPLEMENTED. Each call logs one line.
+ * thread never holds up events for the others. Every CSI method the --mode
+ * serves is registered with the server, which reads a call's request message
+ * before it reports the call: such a call moves NEW (request bytes included)
+ * -> SEND (the answer, its status and the close) and is freed when the SEND
+ * batch completes. REQUESTS_PER_METHOD requests for each are kept
+ * outstanding, each re-armed as soon as its call arrives (more calls of one
+ * method wait in the server until then). Any other method reaches a generic
+ * request, one per worker, kept outstanding the same way: NEW -> RECV (its
+ * bytes) -> SEND, answered UNIMPLEMENTED. Requests are decoded with
+ * protobuf-c against the method's type; undecodable bytes are
+ * INVALID_ARGUMENT. Each call logs one line.
  *
  * Stopping: shutdown_and_notify admits no new calls and completes its tag when
  * the calls in flight are done; only then is the queue shut down and drained.
@@ -30,13 +35,17 @@
 #include "store.h"
 
 #define STOP_GRACE_SECONDS 30
+/* Outstanding requests for each registered method. */
+#define REQUESTS_PER_METHOD 2
 
 enum call_state { CALL_NEW, CALL_RECV, CALL_SEND };
 
 struct call {
 	enum call_state state;
+	const struct rpcd_method *m; /* a registered method's call; NULL: a generic one */
 	grpc_call *call;
-	grpc_call_details details;
+	grpc_call_details details; /* a generic call's method */
+	gpr_timespec deadline;     /* a registered call's (the server enforces it) */
 	grpc_metadata_array md;
 	grpc_byte_buffer *req_bb, *resp_bb;
 	grpc_slice status_msg;
@@ -48,6 +57,7 @@ struct rpcd_server {
 	struct rpcd *r;
 	grpc_server *server;
 	grpc_completion_queue *cq;
+	void *registered[RPCD_METHODS_MAX]; /* by method index; NULL: not served */
 	pthread_t *workers;
 	int nworkers;
 	int shutdown_tag; /* address used as the tag */
@@ -56,7 +66,7 @@ struct rpcd_server {
 	bool shutdown_done;
 };
 
-static void request_call(struct rpcd_server *s)
+static struct call *call_new(void)
 {
 	struct call *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -64,10 +74,29 @@ static void request_call(struct rpcd_server *s)
 	c->state = CALL_NEW;
 	grpc_call_details_init(&c->details);
 	grpc_metadata_array_init(&c->md);
+	return c;
+}
+
+/* A generic request: a method that is not registered. */
+static void request_call(struct rpcd_server *s)
+{
+	struct call *c = call_new();
 	grpc_call_error err =
 	    grpc_server_request_call(s->server, &c->call, &c->details, &c->md, s->cq, s->cq, c);
 	if (err != GRPC_CALL_OK)
 		log_fatal("grpc_server_request_call failed: %d", err);
+}
+
+/* A request for the registered method m, whose call comes with its request message. */
+static void request_method(struct rpcd_server *s, const struct rpcd_method *m)
+{
+	struct call *c = call_new();
+	c->m = m;
+	grpc_call_error err = grpc_server_request_registered_call(
+	    s->server, s->registered[rpcd_method_index(m)], &c->call, &c->deadline, &c->md,
+	    &c->req_bb, s->cq, s->cq, c);
+	if (err != GRPC_CALL_OK)
+		log_fatal("grpc_server_request_registered_call failed: %d", err);
 }
 
 static void call_free(struct call *c)
@@ -117,7 +146,7 @@ static void dispatch(struct rpcd_server *s, struct call *c, struct ctl_status *s
 {
 	const char *path = (const char *)GRPC_SLICE_START_PTR(c->details.method);
 	size_t plen = GRPC_SLICE_LENGTH(c->details.method);
-	const struct rpcd_method *m = *mp = rpcd_method_find(path, plen);
+	const struct rpcd_method *m = *mp = c->m ? c->m : rpcd_method_find(path, plen);
 
 	if (!m) {
 		ctl_fail(st, CTL_UNIMPLEMENTED, "unknown method %.*s",
@@ -219,6 +248,11 @@ static void on_received(struct rpcd_server *s, struct call *c)
 static void on_new_call(struct rpcd_server *s, struct call *c)
 {
 	clock_gettime(CLOCK_MONOTONIC, &c->start);
+	if (c->m) {
+		request_method(s, c->m); /* keep its requests outstanding */
+		on_received(s, c);       /* its request message came with it */
+		return;
+	}
 	request_call(s); /* keep one request outstanding per worker */
 	grpc_op op;
 	memset(&op, 0, sizeof(op));
@@ -278,6 +312,15 @@ struct rpcd_server *rpcd_server_start(struct rpcd *r, int nworkers)
 	s->cq = grpc_completion_queue_create_for_next(NULL);
 	s->server = grpc_server_create(NULL, NULL);
 	grpc_server_register_completion_queue(s->server, s->cq, NULL);
+	for (size_t i = 0; i < rpcd_method_count(); i++) {
+		const struct rpcd_method *m = rpcd_method_at(i);
+		if (!rpcd_method_enabled(r, m))
+			continue;
+		s->registered[i] = grpc_server_register_method(
+		    s->server, m->path, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+		if (!s->registered[i])
+			log_fatal("cannot register method %s", m->path);
+	}
 	grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
 	int port = grpc_server_add_http2_port(s->server, r->endpoint, creds);
 	grpc_server_credentials_release(creds);
@@ -288,6 +331,9 @@ struct rpcd_server *rpcd_server_start(struct rpcd *r, int nworkers)
 	s->workers = calloc((size_t)nworkers, sizeof(*s->workers));
 	if (!s->workers)
 		abort();
+	for (size_t i = 0; i < rpcd_method_count(); i++)
+		for (int k = 0; s->registered[i] && k < REQUESTS_PER_METHOD; k++)
+			request_method(s, rpcd_method_at(i));
 	for (int i = 0; i < nworkers; i++) {
 		request_call(s);
 		if (pthread_create(&s->workers[i], NULL, worker, s) != 0)
