@@ -520,7 +520,8 @@ int store_open(const char *path, struct store **out)
 
 	st = store_xcalloc(1, sizeof *st);
 	store_mutex_init(&st->mu);
-	if (pthread_cond_init(&st->synced_cv, NULL) != 0)
+	if (pthread_cond_init(&st->synced_cv[0], NULL) != 0 ||
+	    pthread_cond_init(&st->synced_cv[1], NULL) != 0)
 		abort();
 	st->wal_fd = -1;
 	/* NOMUTEX: st->mu already serialises every use of the connection. */
@@ -561,7 +562,8 @@ void store_close(struct store *st)
 	/* Every statement is finalised, so this closes now (and checkpoints the WAL). */
 	sqlite3_close_v2(st->db);
 	store_sync_close(st);
-	pthread_cond_destroy(&st->synced_cv);
+	pthread_cond_destroy(&st->synced_cv[0]);
+	pthread_cond_destroy(&st->synced_cv[1]);
 	pthread_mutex_destroy(&st->mu);
 	free(st);
 }

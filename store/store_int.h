@@ -79,14 +79,17 @@ struct store {
 	 * committed: commits made so far (counted by sqlite's WAL hook); durable:
 	 * how many of them the last finished fdatasync of the WAL covers; syncs:
 	 * how many such fdatasyncs ran; syncing: a thread is in that fdatasync now, with st->mu
-	 * released; synced_cv: signalled when it ends. wal_fd: the WAL, opened by this store (-1
-	 * before store_sync_open), wal_path its name.
+	 * released, for the commits up to sync_upto. A thread waiting for durability sleeps on
+	 * synced_cv[syncs % 2] if the sync running covers it, else on the other one, for the
+	 * next sync (waiting[] counts them). wal_fd: the WAL, opened by this store (-1 before
+	 * store_sync_open), wal_path its name.
 	 */
 	unsigned depth;
-	uint64_t committed, durable, syncs;
+	uint64_t committed, durable, syncs, sync_upto;
 	uint64_t entry_committed; /* committed when the outermost hold began */
 	bool syncing;
-	pthread_cond_t synced_cv;
+	pthread_cond_t synced_cv[2];
+	unsigned waiting[2];
 	int wal_fd;
 	char *wal_path;
 };

@@ -85,19 +85,24 @@ static void store_sync_wal(struct store *st)
 /*
  * With st->mu held once: returns when the first want commits are durable.
  * Either this thread syncs (st->mu released meanwhile, so others go on
- * committing), or it waits for the sync in progress and then looks again.
+ * committing), or it waits for a sync that covers its commits: the one
+ * running if it does, else the next. A sync that ends wakes only the threads
+ * it covers, and one of those waiting for the next, which starts it; the
+ * others sleep on until that one ends (a broadcast to all woke each waiter
+ * once per sync, mostly to find it had to wait again).
  */
 static void store_wait_durable(struct store *st, uint64_t want)
 {
-	uint64_t upto;
-
 	while (st->durable < want) {
 		if (st->syncing) {
-			if (pthread_cond_wait(&st->synced_cv, &st->mu) != 0)
+			unsigned p = (unsigned)((st->syncs + (want > st->sync_upto)) % 2);
+			st->waiting[p]++;
+			if (pthread_cond_wait(&st->synced_cv[p], &st->mu) != 0)
 				abort();
+			st->waiting[p]--;
 			continue;
 		}
-		upto = st->committed;
+		st->sync_upto = st->committed;
 		st->syncing = true;
 		if (pthread_mutex_unlock(&st->mu) != 0)
 			abort();
@@ -105,10 +110,13 @@ static void store_wait_durable(struct store *st, uint64_t want)
 		if (pthread_mutex_lock(&st->mu) != 0)
 			abort();
 		st->syncing = false;
+		if (st->sync_upto > st->durable)
+			st->durable = st->sync_upto;
+		if (pthread_cond_broadcast(&st->synced_cv[st->syncs % 2]) != 0)
+			abort();
 		st->syncs++;
-		if (upto > st->durable)
-			st->durable = upto;
-		if (pthread_cond_broadcast(&st->synced_cv) != 0)
+		if (st->waiting[st->syncs % 2] &&
+		    pthread_cond_signal(&st->synced_cv[st->syncs % 2]) != 0)
 			abort();
 	}
 }
