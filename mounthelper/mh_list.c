@@ -100,14 +100,22 @@ static void file_entry(int dirfd, const char *name, void *arg)
 		add(p, &e, "%s %lld\n", e.id, (long long)st.st_size);
 }
 
-/* The loop devices the helper's images back. */
+/*
+ * The loop devices the helper's images back; for LIST, v sorted by number and
+ * by_rdev the positions in v sorted by device number (index_ours), so that
+ * each mount is matched in O(log n), not against every device.
+ */
 struct ours {
 	const struct mh_ctx *c;
-	struct {
+	struct our_loop {
 		struct mh_loop l;
 		char vid[MH_ID_MAX + 1];
 	} * v;
 	size_t n, cap;
+	struct rdev_pos {
+		dev_t rdev;
+		size_t i; /* in v */
+	} * by_rdev;
 };
 
 static int our_loop(int nr, void *arg)
@@ -139,11 +147,75 @@ static int our_loop(int nr, void *arg)
 	return 0;
 }
 
+static int by_nr(const void *a, const void *b)
+{
+	int x = ((const struct our_loop *)a)->l.nr, y = ((const struct our_loop *)b)->l.nr;
+	return (x > y) - (x < y);
+}
+
+static int by_dev(const void *a, const void *b)
+{
+	dev_t x = ((const struct rdev_pos *)a)->rdev, y = ((const struct rdev_pos *)b)->rdev;
+	return (x > y) - (x < y);
+}
+
+static int index_ours(struct ours *o)
+{
+	if (o->n == 0)
+		return 0;
+	qsort(o->v, o->n, sizeof(*o->v), by_nr);
+	o->by_rdev = calloc(o->n, sizeof(*o->by_rdev));
+	if (!o->by_rdev)
+		return -1;
+	for (size_t i = 0; i < o->n; i++)
+		o->by_rdev[i] = (struct rdev_pos){.rdev = o->v[i].l.rdev, .i = i};
+	qsort(o->by_rdev, o->n, sizeof(*o->by_rdev), by_dev);
+	return 0;
+}
+
+/* Ours named "loopN" exactly (the N of /dev/loopN, no sign, no leading zero), or NULL. */
+static const struct our_loop *named(const struct ours *o, const char *name)
+{
+	const char *d = name && strncmp(name, "loop", 4) == 0 ? name + 4 : "";
+	long nr = 0;
+	if (!*d || (d[0] == '0' && d[1]) || strspn(d, "0123456789") != strlen(d) || strlen(d) > 9)
+		return NULL;
+	nr = strtol(d, NULL, 10);
+	size_t lo = 0, hi = o->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (o->v[mid].l.nr < nr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < o->n && o->v[lo].l.nr == nr ? &o->v[lo] : NULL;
+}
+
+/* Ours whose device number is dev, or NULL. */
+static const struct our_loop *numbered(const struct ours *o, dev_t dev)
+{
+	size_t lo = 0, hi = o->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (o->by_rdev[mid].rdev < dev)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < o->n && o->by_rdev[lo].rdev == dev ? &o->v[o->by_rdev[lo].i] : NULL;
+}
+
 struct mount_walk {
 	const struct ours *o;
 	struct page *p;
 };
 
+/*
+ * A mount of one of ours: a file system on the device (its source is
+ * /dev/loopN, or its device number the device's), else a bind of the
+ * device's node (its root ends in /loopN).
+ */
 static int mount_entry(struct libmnt_fs *fs, void *arg)
 {
 	struct mount_walk *w = arg;
@@ -152,17 +224,14 @@ static int mount_entry(struct libmnt_fs *fs, void *arg)
 	long id = mnt_fs_get_id(fs);
 	if (id <= w->p->after_key || !target)
 		return 0;
-	for (size_t i = 0; i < w->o->n; i++) {
-		const struct mh_loop *l = &w->o->v[i].l;
-		bool fsys = (src && strcmp(src, l->path) == 0) || mnt_fs_get_devno(fs) == l->rdev;
-		bool bind =
-		    base && strcmp(base + 1, l->path + 5) == 0; /* "loopN" of "/dev/loopN" */
-		if (fsys || bind) {
-			add(w->p, &(struct entry){.key = id}, "%ld %c %s %s\n", id,
-			    fsys ? 'f' : 'b', w->o->v[i].vid, target);
-			break;
-		}
-	}
+	const struct our_loop *fsys =
+	    src && strncmp(src, "/dev/", 5) == 0 ? named(w->o, src + 5) : NULL;
+	if (!fsys)
+		fsys = numbered(w->o, mnt_fs_get_devno(fs));
+	const struct our_loop *l = fsys ? fsys : base ? named(w->o, base + 1) : NULL;
+	if (l)
+		add(w->p, &(struct entry){.key = id}, "%ld %c %s %s\n", id, fsys ? 'f' : 'b',
+		    l->vid, target);
 	return 0;
 }
 
@@ -219,7 +288,7 @@ int mh_answer_list(const struct mh_ctx *c, const struct mh_msg *req, struct mh_m
 		struct mount_walk w = {.o = &o, .p = &p};
 		if (end && *end)
 			mh_fail(r, MH_E_REFUSED, EINVAL, "a mount cursor is a mount id");
-		else if (mh_loop_each(our_loop, &o, r) != 0 ||
+		else if (mh_loop_each(our_loop, &o, r) != 0 || index_ours(&o) < 0 ||
 		         mh_mount_each(mount_entry, &w, r) < 0)
 			mh_fail(r, MH_E_FAILED, ENOMEM, "cannot list the loop devices");
 		else
@@ -237,6 +306,7 @@ int mh_answer_list(const struct mh_ctx *c, const struct mh_msg *req, struct mh_m
 		fill(&p, order, &ans->u.list_ans);
 	page_free(&p);
 	free(o.v);
+	free(o.by_rdev);
 	return ret;
 }
 

@@ -446,6 +446,41 @@ static void test_worker_pool(void)
 }
 
 /*
+ * LIST of mounts names each file system with the volume whose loop device it
+ * is on, whatever the order of the devices: two staged volumes, each listed
+ * once, as "f", with its own staging path; nothing after the last id.
+ */
+static void test_list_file_systems(void)
+{
+	char sa[256], sb[256], want[320], last[32];
+	struct helper h;
+	static struct mh_ans_list l;
+	snprintf(sa, sizeof(sa), "%s/staging/list-a", root);
+	snprintf(sb, sizeof(sb), "%s/staging/list-b", root);
+	mkdir(sa, 0750);
+	mkdir(sb, 0750);
+	helper_start(&h);
+	CHECK(do_create(&h, VB, 64 * MiB, NULL) == MH_E_OK);
+	CHECK(do_create(&h, VA, 320 * MiB, NULL) == MH_E_OK); /* xfs wants 300 MB */
+	CHECK(do_stage(&h, VB, sb, "ext4", "", 0, NULL) == MH_E_OK);
+	CHECK(do_stage(&h, VA, sa, "xfs", "", 0, NULL) == MH_E_OK);
+	CHECK(do_list(&h, MH_LIST_MOUNTS, "", &l) == MH_E_OK && !l.more);
+	snprintf(want, sizeof(want), " f %s %s\n", VA, sa);
+	CHECK(strstr(l.text, want) != NULL);
+	snprintf(want, sizeof(want), " f %s %s\n", VB, sb);
+	CHECK(strstr(l.text, want) != NULL);
+	const char *nl = strrchr(l.text, '\n'), *prev = nl;
+	while (prev && prev > l.text && prev[-1] != '\n')
+		prev--;
+	CHECK(nl && strchr(l.text, '\n') != nl && prev &&
+	      sscanf(prev, "%31s", last) == 1); /* two lines; the last one's id */
+	CHECK(do_list(&h, MH_LIST_MOUNTS, last, &l) == MH_E_OK && l.text[0] == '\0');
+	CHECK(do_unstage(&h, VA, sa) == MH_E_OK && do_unstage(&h, VB, sb) == MH_E_OK);
+	CHECK(do_delete(&h, VA) == MH_E_OK && do_delete(&h, VB) == MH_E_OK);
+	CHECK(helper_stop(&h) == 0);
+}
+
+/*
  * A burst leaves its workers for the next one. Six requests held at once run
  * in six workers; once all six have answered, all six are still there (none
  * ended just because more than four were idle, so a load whose requests in
@@ -617,6 +652,7 @@ int main(int argc, char **argv)
 	test_worker_killed_after_answer();
 	test_worker_pool();
 	test_worker_burst();
+	test_list_file_systems();
 	test_freeze_bounds();
 	test_audit_file();
 	test_reflink_xfs();
