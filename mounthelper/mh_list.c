@@ -173,37 +173,23 @@ static int index_ours(struct ours *o)
 	return 0;
 }
 
-/* Ours named "loopN" exactly (the N of /dev/loopN, no sign, no leading zero), or NULL. */
-static const struct our_loop *named(const struct ours *o, const char *name)
+/* Ours whose number is nr (-1: none), or NULL. */
+static const struct our_loop *numbered_nr(const struct ours *o, int nr)
 {
-	const char *d = name && strncmp(name, "loop", 4) == 0 ? name + 4 : "";
-	long nr = 0;
-	if (!*d || (d[0] == '0' && d[1]) || strspn(d, "0123456789") != strlen(d) || strlen(d) > 9)
+	const struct our_loop key = {.l.nr = nr};
+	if (nr < 0 || !o->v)
 		return NULL;
-	nr = strtol(d, NULL, 10);
-	size_t lo = 0, hi = o->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (o->v[mid].l.nr < nr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < o->n && o->v[lo].l.nr == nr ? &o->v[lo] : NULL;
+	return bsearch(&key, o->v, o->n, sizeof(*o->v), by_nr);
 }
 
 /* Ours whose device number is dev, or NULL. */
-static const struct our_loop *numbered(const struct ours *o, dev_t dev)
+static const struct our_loop *numbered_dev(const struct ours *o, dev_t dev)
 {
-	size_t lo = 0, hi = o->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (o->by_rdev[mid].rdev < dev)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < o->n && o->by_rdev[lo].rdev == dev ? &o->v[o->by_rdev[lo].i] : NULL;
+	const struct rdev_pos key = {.rdev = dev};
+	if (!o->by_rdev)
+		return NULL;
+	const struct rdev_pos *at = bsearch(&key, o->by_rdev, o->n, sizeof(*o->by_rdev), by_dev);
+	return at ? &o->v[at->i] : NULL;
 }
 
 struct mount_walk {
@@ -224,11 +210,11 @@ static int mount_entry(struct libmnt_fs *fs, void *arg)
 	long id = mnt_fs_get_id(fs);
 	if (id <= w->p->after_key || !target)
 		return 0;
-	const struct our_loop *fsys =
-	    src && strncmp(src, "/dev/", 5) == 0 ? named(w->o, src + 5) : NULL;
+	const struct our_loop *fsys = numbered_nr(w->o, mh_loop_nr_of(src, "/dev/loop"));
 	if (!fsys)
-		fsys = numbered(w->o, mnt_fs_get_devno(fs));
-	const struct our_loop *l = fsys ? fsys : base ? named(w->o, base + 1) : NULL;
+		fsys = numbered_dev(w->o, mnt_fs_get_devno(fs));
+	const struct our_loop *l =
+	    fsys ? fsys : numbered_nr(w->o, mh_loop_nr_of(base ? base + 1 : NULL, "loop"));
 	if (l)
 		add(w->p, &(struct entry){.key = id}, "%ld %c %s %s\n", id, fsys ? 'f' : 'b',
 		    l->vid, target);

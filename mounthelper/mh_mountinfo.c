@@ -283,8 +283,7 @@ struct seen {
 static struct seen *seen;
 static size_t nseen;
 
-/* N when s is exactly prefix followed by N in decimal (no sign, no leading zero), else -1. */
-static int loop_nr_of(const char *s, const char *prefix)
+int mh_loop_nr_of(const char *s, const char *prefix)
 {
 	size_t len = strlen(prefix);
 	char again[32];
@@ -315,8 +314,8 @@ static int learn(uint64_t uid, struct seen *out)
 	*out = (struct seen){.uid = uid,
 	                     .id = (int)h->mnt_id_old,
 	                     .dev = makedev(h->sb_dev_major, h->sb_dev_minor),
-	                     .src_nr = loop_nr_of(sm_str(h, h->sb_source), "/dev/loop"),
-	                     .root_nr = loop_nr_of(base ? base + 1 : root, "loop")};
+	                     .src_nr = mh_loop_nr_of(sm_str(h, h->sb_source), "/dev/loop"),
+	                     .root_nr = mh_loop_nr_of(base ? base + 1 : root, "loop")};
 	return 1;
 }
 
