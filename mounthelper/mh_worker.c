@@ -385,11 +385,22 @@ static const char *copy_source(const struct mh_msg *req)
 	return NULL;
 }
 
-/* Tell the worker of s to end once it waits for a request again (end of file on its pair). */
-static void end_worker(struct slot *s)
+/*
+ * Tell the worker of s to end once it waits for a request again (end of file
+ * on its pair); why, if not NULL, is logged with how long it has been idle.
+ */
+static void end_worker(struct slot *s, const char *why)
 {
-	if (!s->ending)
+	if (!s->ending) {
 		(void)shutdown(s->fd, SHUT_WR);
+		if (why) {
+			char idle_ms[24];
+			snprintf(idle_ms, sizeof(idle_ms), "%lld",
+			         (long long)(mono_ms() - s->idle_ms));
+			log_kv(LOG_LVL_INFO, "worker_retired", "reason", why, "idle_ms", idle_ms,
+			       NULL);
+		}
+	}
 	s->ending = true;
 }
 
@@ -436,8 +447,10 @@ void mh_workers_enforce(const struct mh_ctx *c)
 	int64_t limit = (int64_t)pol_freeze_max_seconds(c->pol) * 1000, now = mono_ms();
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		struct slot *s = &slots[i];
-		if (idle(s) && now - s->idle_ms >= keep_idle_ms())
-			end_worker(s); /* the pool shrinks when the node is quiet */
+		int64_t keep = keep_idle_ms();
+		/* The pool shrinks when the node is quiet. */
+		if (idle(s) && now - s->idle_ms >= keep)
+			end_worker(s, keep == MH_WORKER_SURPLUS_MS ? "surplus" : "idle");
 		if (!s->busy || s->frozen_ms == 0 || s->overdue || now - s->frozen_ms < limit)
 			continue;
 		/*
@@ -554,7 +567,7 @@ void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen, const struc
 			release(s);
 			forward(s, peer, gen);
 			if (++s->served >= MH_WORKER_REQUESTS)
-				end_worker(s);
+				end_worker(s, "served");
 		}
 		if (last != 0)
 			continue; /* running, or waiting for a request (EAGAIN) */
@@ -565,8 +578,8 @@ void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen, const struc
 		close(s->fd);
 		mh_closep(&s->pidfd);
 		if (s->busy) {
-			release(
-			    s); /* before the sweep, which spares what requests in flight hold */
+			/* Released before the sweep, which spares what requests in flight hold. */
+			release(s);
 			answer_for_dead(c, s, got, st);
 			forward(s, peer, gen);
 		} else if (!s->ending) {
@@ -580,5 +593,5 @@ void mh_workers_end_all(void)
 {
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++)
 		if (slots[i].pid != 0)
-			end_worker(&slots[i]);
+			end_worker(&slots[i], NULL); /* stopping: the helper says so */
 }

@@ -150,7 +150,7 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("sendmsg", "READY and PEER_VIOLATION to the supervisor; a job to the tool runner"),
     ALLOW("socketpair", "a worker's pair; a private answer channel for one tool run (AF_UNIX)"),
     ALLOW("shutdown", "end a worker: end of file on its pair (no socket reaches a network)"),
-    ALLOW("poll", "wait on mkfs output; on workers at shutdown"),
+    ALLOW("poll", "wait on mkfs output; on workers at shutdown; a new worker finds its open fds"),
     ALLOW("ppoll", "wait on the channels and workers, SIGTERM/SIGINT unblocked only there"),
 
     /* processes: workers only, signalled through pidfds */

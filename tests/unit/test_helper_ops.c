@@ -410,37 +410,65 @@ static bool workers_become(pid_t helper, size_t want, int ms)
 	return false;
 }
 
+/* How many "worker_retired reason=<why>" lines the helper logged after mark, idle at least min_ms.
+ */
+static int retired(long mark, const char *why, long min_ms)
+{
+	char want[64];
+	int n = 0;
+	snprintf(want, sizeof(want), "worker_retired reason=%s idle_ms=", why);
+	FILE *f = fopen(logfile, "re");
+	if (f && fseek(f, mark, SEEK_SET) == 0)
+		for (char line[1024]; fgets(line, sizeof(line), f);) {
+			const char *at = strstr(line, want);
+			n += at && strtol(at + strlen(want), NULL, 10) >= min_ms;
+		}
+	if (f)
+		(void)fclose(f);
+	return n;
+}
+
 /*
  * The pool: requests one after another run in one worker, not a fork each;
  * after many requests it holds no more descriptors than after one, and none
  * of a mount it made (each UNSTAGE unmounts what the STAGE before it mounted).
  * A worker killed while idle is reaped and replaced by the next request, which
- * succeeds; an idle worker ends by itself.
+ * succeeds; an idle worker ends by itself. (Only a pause of 5 s between two
+ * requests ends a worker between them; the helper logs it, and the test then
+ * does not hold it against the pool.)
  */
 static void test_worker_pool(void)
 {
 	char staging[256];
 	struct helper h;
+	struct stat lst;
 	pid_t w[WORKERS_MAX] = {0}, again[WORKERS_MAX] = {0};
 	snprintf(staging, sizeof(staging), "%s/staging/pool", root);
 	mkdir(staging, 0750);
 	helper_start(&h);
+	long mark = stat(logfile, &lst) == 0 ? (long)lst.st_size : 0;
 	CHECK(do_create(&h, VA, 64 * MiB, NULL) == MH_E_OK);
-	CHECK(workers_of(h.pid, w, WORKERS_MAX) == 1);
 	CHECK(do_stage(&h, VA, staging, "ext4", "", 0, NULL) == MH_E_OK);
 	CHECK(do_unstage(&h, VA, staging) == MH_E_OK);
-	int fds = open_fds(w[0]);
+	size_t first = workers_of(h.pid, w, WORKERS_MAX);
+	int fds = first == 1 ? open_fds(w[0]) : -1;
 	for (int i = 0; i < 20; i++) {
 		CHECK(do_stage(&h, VA, staging, "ext4", "", 0, NULL) == MH_E_OK);
 		CHECK(do_unstage(&h, VA, staging) == MH_E_OK);
 	}
-	CHECK(workers_of(h.pid, again, WORKERS_MAX) == 1 && again[0] == w[0]);
-	CHECK(fds > 0 && open_fds(w[0]) == fds);
-	CHECK(kill(w[0], SIGKILL) == 0);
-	CHECK(workers_become(h.pid, 0, 10000)); /* reaped */
-	CHECK(do_delete(&h, VA) == MH_E_OK);
-	CHECK(workers_of(h.pid, again, WORKERS_MAX) == 1 && again[0] != w[0]);
+	size_t later = workers_of(h.pid, again, WORKERS_MAX);
+	CHECK(retired(mark, "idle", 5000) > 0 ||
+	      (first == 1 && later == 1 && again[0] == w[0] && fds > 0 && open_fds(w[0]) == fds));
+	CHECK(later <= 1);
+	if (later == 1) {
+		CHECK(kill(again[0], SIGKILL) == 0);
+		CHECK(workers_become(h.pid, 0, 10000)); /* reaped */
+	}
+	CHECK(do_delete(&h, VA) == MH_E_OK); /* in a new worker */
+	w[0] = 0;
+	CHECK(workers_of(h.pid, w, WORKERS_MAX) <= 1 && (later == 0 || w[0] != again[0]));
 	CHECK(workers_become(h.pid, 0, 30000)); /* idle for 5 s: ended */
+	CHECK(retired(mark, "idle", 5000) >= 1);
 	CHECK(do_ping(&h) == MH_E_OK);
 	CHECK(helper_stop(&h) == 0);
 }
@@ -482,10 +510,12 @@ static void test_list_file_systems(void)
 
 /*
  * A burst leaves its workers for the next one. Six requests held at once run
- * in six workers; once all six have answered, all six are still there (none
- * ended just because more than four were idle, so a load whose requests in
- * flight rise and fall does not fork over and over). The two beyond the four
- * kept end a moment later, the four after 5 s idle.
+ * in six workers. None of them ends because it answered while more than four
+ * were idle (which, under a load whose requests in flight rise and fall,
+ * forked a worker over and over): the two beyond the four kept end after 1 s
+ * idle, the four after 5 s, as the helper logs with how long each was idle.
+ * Nothing here depends on how fast the machine is: the counts are of what
+ * the helper did, and the times are lower bounds it enforces itself.
  */
 static void test_worker_burst(void)
 {
@@ -493,8 +523,9 @@ static void test_worker_burst(void)
 	struct helper h;
 	struct mh_msg q, a;
 	char id[BURST][40];
-	pid_t w[WORKERS_MAX];
+	struct stat lst;
 	helper_start(&h);
+	long mark = stat(logfile, &lst) == 0 ? (long)lst.st_size : 0;
 	pause_hold("answering");
 	for (int i = 0; i < BURST; i++) {
 		snprintf(id[i], sizeof(id[i]), "sv-b%031d", i);
@@ -503,13 +534,14 @@ static void test_worker_burst(void)
 		q.u.create.size_bytes = 16 * MiB;
 		CHECK(send_req(&h, &q) != 0);
 	}
-	CHECK(workers_become(h.pid, BURST, 30000)); /* each held with its work done */
+	CHECK(workers_become(h.pid, BURST, 30000)); /* all six in flight at once */
 	pause_release("answering");
 	for (int i = 0; i < BURST; i++)
 		CHECK(recv_ans(&h, &a, 60000) == MH_ANS_CREATE);
-	CHECK(workers_of(h.pid, w, WORKERS_MAX) == BURST);
-	CHECK(workers_become(h.pid, 4, 10000));
-	CHECK(workers_become(h.pid, 0, 30000));
+	CHECK(workers_become(h.pid, 0, 60000));
+	CHECK(retired(mark, "surplus", 1000) == 2 && retired(mark, "surplus", 0) == 2);
+	CHECK(retired(mark, "idle", 5000) == 4 && retired(mark, "idle", 0) == 4);
+	CHECK(retired(mark, "served", 0) == 0);
 	for (int i = 0; i < BURST; i++)
 		CHECK(do_delete(&h, id[i]) == MH_E_OK);
 	CHECK(helper_stop(&h) == 0);
