@@ -41,34 +41,19 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include "mh_pause.h"
+#include "openat2.h"
 #include "policy.h"
 
 #define RESOLVE_SAFE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
 #define MARK_XATTR   "trusted.sepcsi.owner"
 
-int mh_openat2(int dirfd, const char *rel, int flags, mode_t mode, uint64_t resolve)
-{
-	struct open_how how = {
-	    .flags = (uint64_t)flags | O_CLOEXEC, .mode = mode, .resolve = resolve};
-	for (int tries = 0; tries < 8; tries++) {
-		long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
-		if (fd >= 0)
-			return (int)fd;
-		/* EAGAIN: a concurrent rename or mount raced the lookup; try again. */
-		if (errno != EAGAIN && errno != EINTR)
-			break;
-	}
-	return -1;
-}
-
 static int open_beneath(int dirfd, const char *rel, int flags, mode_t mode)
 {
-	return mh_openat2(dirfd, rel, flags, mode, RESOLVE_SAFE);
+	return openat2_retry(dirfd, rel, flags, mode, RESOLVE_SAFE);
 }
 
 static int resolve_fail(struct mh_res *r, int err, const char *what)

@@ -71,8 +71,6 @@ int mh_at_make(const struct mh_ctx *c, const struct mh_at *at, bool dir, const c
  */
 int mh_at_remove_ours(const struct mh_at *at, const char *volume_id, struct mh_res *r);
 
-/* openat2 of rel beneath dirfd with these RESOLVE_* flags, retried on EAGAIN; fd or -1, errno. */
-int mh_openat2(int dirfd, const char *rel, int flags, mode_t mode, uint64_t resolve);
 /*
  * A directory only root may change: owned by uid 0, not writable by group or
  * others. 0, or -1 with r (REFUSED); what names it in the reason.

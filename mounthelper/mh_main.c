@@ -466,8 +466,9 @@ int main(int argc, char **argv)
 	mh_pause_init();
 	mh_copy_thaw_all(&ctx);
 	mh_loop_records_rebuild(ctx.images_fd); /* no worker yet: one look at every device */
+	/* Before the helper's filter (no execve), and before the sweep, which empties trees. */
+	mh_tools_start(pol, a.fmt_name, a.lvl_name);
 	mh_sweep(&ctx, NULL); /* no worker yet: what a dead helper's workers left */
-	mh_tools_start(pol, a.fmt_name, a.lvl_name); /* before the helper's filter: no execve */
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
 	int ctl = is_socket(SEPCSI_FD_CONTROL) ? SEPCSI_FD_CONTROL : -1;
@@ -495,24 +496,30 @@ int main(int argc, char **argv)
 
 	bool closing = false; /* unsupervised and the channel ended: finish, then exit */
 	while (!stop_requested && !closing) {
-		struct pollfd p[3 + MH_WORKERS_MAX] = {{.fd = peer, .events = POLLIN},
-		                                       {.fd = ctl, .events = POLLIN},
-		                                       {.fd = mh_tools_pidfd(), .events = POLLIN}};
-		size_t nw = mh_workers_pollfds(p + 3, MH_WORKERS_MAX);
+		struct pollfd p[4 + MH_WORKERS_MAX] = {
+		    {.fd = peer, .events = POLLIN},
+		    {.fd = ctl, .events = POLLIN},
+		    {.fd = mh_tools_pidfd(MH_RUNNER_TOOLS), .events = POLLIN},
+		    {.fd = mh_tools_pidfd(MH_RUNNER_TREE), .events = POLLIN}}; /* -1: none */
+		size_t nw = mh_workers_pollfds(p + 4, MH_WORKERS_MAX);
 		int wait_ms = mh_workers_timeout_ms(&ctx);
 		struct timespec ts = {.tv_sec = wait_ms / 1000,
 		                      .tv_nsec = (wait_ms % 1000) * 1000000L};
-		if (ppoll(p, 3 + nw, wait_ms < 0 ? NULL : &ts, &unblocked) < 0) {
+		if (ppoll(p, 4 + nw, wait_ms < 0 ? NULL : &ts, &unblocked) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_fatal("ppoll: %s", strerror(errno));
 		}
 		/* Before a request is read: answered workers release their ids first. */
-		mh_workers_reap(&ctx, peer, gen, p + 3, nw);
+		mh_workers_reap(&ctx, peer, gen, p + 4, nw);
 		mh_workers_enforce(&ctx); /* a freeze that ran out is ended now */
 		if (p[2].revents)
 			log_fatal(
 			    "the tool runner died; the helper cannot format volumes without it");
+		if (p[3].revents)
+			log_fatal(
+			    "the tree runner died; the helper cannot delete or copy directory "
+			    "volumes without it");
 		if (p[1].revents) {
 			gen += control_one(ctl, &peer); /* a new channel, even on the same fd */
 			continue;

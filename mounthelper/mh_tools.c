@@ -22,6 +22,17 @@
  * with no capability the runner cannot look into the helper's processes
  * through it. It ends with the helper (PR_SET_PDEATHSIG) or when its socket
  * closes; if it dies, the helper exits and is restarted with a new one.
+ *
+ * With directory volumes the helper starts a second instance the same way,
+ * the tree runner (sepcsi-runner --tree, runner/tree.c), which empties and
+ * copies a volume's tree on the directory fds the helper checked and passes
+ * (mh_tree.c). It holds CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID and
+ * CAP_CHOWN (policy/caps.c: pol_caps_confine_tree), carried across its exec
+ * as ambient capabilities, and nothing else; the same view as the tools
+ * runner, which holds neither kubelet's directories nor the bases, so a pod's
+ * tree is reached only through those fds; and a filter of its own without
+ * exec, mount API or loop ioctls. Pod-controlled names, links and modes are
+ * thus walked by a process that cannot mount or unmount anything.
  */
 #include "mh_tools.h"
 
@@ -48,7 +59,10 @@
 #include "pol_view.h"
 #include "policy.h"
 
-static int runner_exe = -1, runner_fd = -1, runner_pidfd = -1;
+static int runner_exe = -1;
+static struct {
+	int fd, pidfd;
+} runners[MH_RUNNERS] = {{-1, -1}, {-1, -1}};
 
 void mh_tools_locate(void)
 {
@@ -101,17 +115,18 @@ static int own_view(const struct pol *pol)
 	return ret;
 }
 
-/* In the runner's child, still privileged: its view, no capability, then the exec. */
-static void __attribute__((noreturn)) exec_runner(int sock, pid_t parent, const struct pol *pol,
-                                                  const char *log_format, const char *log_level)
+/* In the runner's child, still privileged: its view, its capabilities, then the exec. */
+static void __attribute__((noreturn))
+exec_runner(int sock, pid_t parent, const struct pol *pol, const char *log_format,
+            const char *log_level, enum mh_runner which)
 {
-	const char *argv[] = {"sepcsi-runner",
-	                      "--log-format",
-	                      log_format,
-	                      "--log-level",
-	                      log_level,
-	                      pol_seccomp_log_only(pol) ? "--seccomp-log-only" : NULL,
-	                      NULL};
+	const char *argv[8] = {"sepcsi-runner", "--log-format", log_format, "--log-level",
+	                       log_level};
+	size_t argc = 5;
+	if (which == MH_RUNNER_TREE)
+		argv[argc++] = "--tree";
+	if (pol_seccomp_log_only(pol))
+		argv[argc++] = "--seccomp-log-only";
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 		_exit(1);
 	if (own_view(pol) < 0) {
@@ -123,7 +138,7 @@ static void __attribute__((noreturn)) exec_runner(int sock, pid_t parent, const 
 	if (s < 0 || e < 0 || dup2(s, RN_FD_JOBS) < 0 || dup2(e, 4) < 0 ||
 	    fcntl(4, F_SETFD, FD_CLOEXEC) < 0 || close_range(5, ~0U, 0) < 0)
 		_exit(1);
-	if (pol_caps_confine_tools() < 0) {
+	if ((which == MH_RUNNER_TREE ? pol_caps_confine_tree() : pol_caps_confine_tools()) < 0) {
 		log_kv(LOG_LVL_ERROR, "tool_runner", "error", "cannot drop its capabilities", NULL);
 		_exit(1);
 	}
@@ -132,38 +147,47 @@ static void __attribute__((noreturn)) exec_runner(int sock, pid_t parent, const 
 	_exit(127);
 }
 
-void mh_tools_start(const struct pol *pol, const char *log_format, const char *log_level)
+static void start_one(const struct pol *pol, const char *log_format, const char *log_level,
+                      enum mh_runner which)
 {
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		log_fatal("tool runner socket: %s", strerror(errno));
+		log_fatal("runner socket: %s", strerror(errno));
 	pid_t parent = getpid();
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0)
-		log_fatal("fork the tool runner: %s", strerror(errno));
+		log_fatal("fork a runner: %s", strerror(errno));
 	if (pid == 0) {
 		close(sv[0]);
-		exec_runner(sv[1], parent, pol, log_format, log_level);
+		exec_runner(sv[1], parent, pol, log_format, log_level, which);
 	}
 	close(sv[1]);
-	mh_closep(&runner_exe);
-	runner_fd = sv[0];
-	runner_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (runner_pidfd < 0)
-		log_fatal("pidfd of the tool runner: %s", strerror(errno));
+	runners[which].fd = sv[0];
+	runners[which].pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (runners[which].pidfd < 0)
+		log_fatal("pidfd of a runner: %s", strerror(errno));
 }
 
-int mh_tools_pidfd(void)
+void mh_tools_start(const struct pol *pol, const char *log_format, const char *log_level)
 {
-	return runner_pidfd;
+	start_one(pol, log_format, log_level, MH_RUNNER_TOOLS);
+	if (pol_base_dir(pol, 0))
+		start_one(pol, log_format, log_level, MH_RUNNER_TREE);
+	mh_closep(&runner_exe);
+}
+
+int mh_tools_pidfd(enum mh_runner which)
+{
+	return runners[which].pidfd;
 }
 
 /*
  * Send job j with a new answer socket and its nfds descriptors after it.
  * Returns the helper's end of the answer socket, or -1 with r.
  */
-static int send_job(struct rn_job *j, const int *fds, uint32_t nfds, struct mh_res *r)
+static int send_job(enum mh_runner which, struct rn_job *j, const int *fds, uint32_t nfds,
+                    struct mh_res *r)
 {
 	int ans[2], all[3];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ans) < 0)
@@ -186,12 +210,13 @@ static int send_job(struct rn_job *j, const int *fds, uint32_t nfds, struct mh_r
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(j->nfds * sizeof(int));
 	memcpy(CMSG_DATA(c), all, j->nfds * sizeof(int));
-	ssize_t n = sendmsg(runner_fd, &m, MSG_NOSIGNAL);
+	ssize_t n = sendmsg(runners[which].fd, &m, MSG_NOSIGNAL);
 	int err = errno;
 	close(ans[1]);
 	if (n != (ssize_t)sizeof(*j)) {
 		close(ans[0]);
-		return mh_fail(r, MH_E_FAILED, err, "the tool runner is gone: %s", strerror(err));
+		return mh_fail(r, MH_E_FAILED, err, "the %s runner is gone: %s",
+		               which == MH_RUNNER_TREE ? "tree" : "tool", strerror(err));
 	}
 	return ans[0];
 }
@@ -226,7 +251,7 @@ int mh_tools_run(enum rn_tool tool, const char *const *args, size_t nargs, int d
 		mh_fail(r, MH_E_FAILED, errno, "tool setup: %s", strerror(errno));
 		goto out;
 	}
-	if ((ans = send_job(&j, (int[]){dir, pipefd[1]}, 2, r)) < 0)
+	if ((ans = send_job(MH_RUNNER_TOOLS, &j, (int[]){dir, pipefd[1]}, 2, r)) < 0)
 		goto out;
 	mh_closep(&pipefd[1]);
 	/* The output until EOF (the tool and what it forked are done), within the time. */
@@ -263,19 +288,26 @@ out:
 	return ret;
 }
 
-/* A file job (RN_SIZE, RN_COPY): its answer, or -1 with r. */
-static int file_job(uint32_t kind, const int *fds, uint32_t nfds, uint64_t size,
-                    struct rn_answer *a, struct mh_res *r)
+int mh_tools_job(enum mh_runner which, uint32_t kind, const int *fds, uint32_t nfds, uint64_t size,
+                 struct rn_answer *a, struct mh_res *r)
 {
 	static struct rn_job j;
 	memset(&j, 0, sizeof(j));
 	j.kind = kind;
 	j.size = size;
-	int ans = send_job(&j, fds, nfds, r);
+	int ans = send_job(which, &j, fds, nfds, r);
 	if (ans < 0)
 		return -1;
 	int ret = recv_answer(ans, a, r);
 	close(ans);
+	return ret;
+}
+
+/* A file job (RN_SIZE, RN_COPY, RN_PROBE): its answer, or -1 with r. */
+static int file_job(uint32_t kind, const int *fds, uint32_t nfds, uint64_t size,
+                    struct rn_answer *a, struct mh_res *r)
+{
+	int ret = mh_tools_job(MH_RUNNER_TOOLS, kind, fds, nfds, size, a, r);
 	if (ret == 0 && a->err)
 		return mh_fail(r,
 		               a->err == ENOSPC || a->err == EDQUOT ? MH_E_NOSPACE

@@ -1,7 +1,8 @@
 /*
- * The helper's side of sepcsi-runner (runner/runner.c), the capability-less
- * process that runs the mkfs tools and sizes and copies image files for the
- * helper, which itself may not execve and does no file I/O it need not do.
+ * The helper's side of sepcsi-runner (runner/runner.c): the capability-less
+ * tools runner, which runs the mkfs tools and sizes and copies image files
+ * for the helper (which itself may not execve and does no file I/O it need
+ * not do), and the tree runner, which walks directory volumes' trees.
  */
 #ifndef SEPCSI_MH_TOOLS_H
 #define SEPCSI_MH_TOOLS_H
@@ -14,18 +15,35 @@
 #include "policy.h"
 #include "rn_job.h"
 
+/* The tools runner (capability-less), and the tree runner (file capabilities; directory volumes).
+ */
+enum mh_runner { MH_RUNNER_TOOLS, MH_RUNNER_TREE, MH_RUNNERS };
+
 /* At start, before the helper enters its view: open sepcsi-runner beside the helper's binary. */
 void mh_tools_locate(void);
 
 /*
  * At start, before the helper confines itself: fork a child that leaves the
- * helper's view, drops every capability and execs the runner with the job
- * socket on fd 3. log_args are passed on (--log-format, --log-level).
+ * helper's view, drops every capability and execs the tools runner with the
+ * job socket on fd 3; with directory volumes (the policy names base
+ * directories), likewise the tree runner, keeping only its file
+ * capabilities. log_args are passed on (--log-format, --log-level).
  */
 void mh_tools_start(const struct pol *pol, const char *log_format, const char *log_level);
 
-/* A pidfd of the runner, readable once it has exited (the helper cannot go on without it). */
-int mh_tools_pidfd(void);
+/*
+ * A pidfd of that runner, readable once it has exited (the helper cannot go
+ * on without it); -1 for a runner not started.
+ */
+int mh_tools_pidfd(enum mh_runner which);
+
+/*
+ * Send a job of kind (with size, and fds after its answer socket) to that
+ * runner and wait for its answer in a. 0, or -1 with r if it could not be
+ * sent or got no answer; a->err is the job's own outcome.
+ */
+int mh_tools_job(enum mh_runner which, uint32_t kind, const int *fds, uint32_t nfds, uint64_t size,
+                 struct rn_answer *a, struct mh_res *r);
 
 /*
  * Run tool with args (args[0] is its name) in the directory dir (an fd).

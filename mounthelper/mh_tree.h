@@ -1,6 +1,7 @@
 /*
  * A directory volume's tree, removed or copied on file descriptors without
- * ever following a symlink or leaving the tree (mh_tree.c).
+ * ever following a symlink or leaving the tree: by the tree runner, which
+ * cannot mount (mh_tree.c, runner/tree.c).
  */
 #ifndef SEPCSI_MH_TREE_H
 #define SEPCSI_MH_TREE_H

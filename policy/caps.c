@@ -47,17 +47,36 @@ static const struct pol_cap_entry helper_caps[] = {
      "fails, with a reason",
      1},
     {CAP_DAC_OVERRIDE, "CAP_DAC_OVERRIDE",
-     "directory volumes only: delete, archive and copy (snapshot, restore, clone) a volume's "
-     "tree, whose files and directories belong to the pods' users with any mode; every "
-     "lookup stays beneath the volume's directory (openat2: no symlink, no mount crossed)",
+     "directory volumes only: open, mark and move (delete, archive) a volume's directory, "
+     "whatever mode its pods gave it; what lies inside is walked by the tree runner, not "
+     "the helper",
      POL_CAP_DIRS},
     {CAP_FOWNER, "CAP_FOWNER",
-     "directory volumes only: remove entries of sticky directories the pods made, and give "
-     "copied files their owner's mode, times and extended attributes",
+     "directory volumes only: the mode of a volume's directory that its pods chowned "
+     "(MH_F_MOUNT_GROUP at DIR_PUBLISH), and its move out of a sticky base",
+     POL_CAP_DIRS},
+};
+
+/*
+ * The tree runner's (sepcsi-runner --tree, runner/tree.c): it empties and
+ * copies a directory volume's tree, whose files belong to the pods' users,
+ * with any mode; it holds these and nothing else (no CAP_SYS_ADMIN: it cannot
+ * mount, unmount, or read or write the helper's trusted.* marks).
+ */
+static const struct pol_cap_entry tree_caps[] = {
+    {CAP_DAC_OVERRIDE, "CAP_DAC_OVERRIDE",
+     "read, search and write the directories and files of a volume's tree whatever their "
+     "mode; every lookup stays beneath the directory fd the helper passed (openat2: no "
+     "symlink, no mount crossed)",
+     POL_CAP_DIRS},
+    {CAP_FOWNER, "CAP_FOWNER",
+     "remove entries of sticky directories the pods made; give copied files their owner's "
+     "mode, times and extended attributes",
      POL_CAP_DIRS},
     {CAP_FSETID, "CAP_FSETID",
-     "directory volumes only: a copied file or directory keeps its set-group-ID bit when its "
-     "group is not the helper's",
+     "a copied file or directory keeps its set-group-ID bit when its group is not root's",
+     POL_CAP_DIRS},
+    {CAP_CHOWN, "CAP_CHOWN", "a copied file, directory or symlink keeps its owner and group",
      POL_CAP_DIRS},
 };
 
@@ -68,15 +87,18 @@ static const struct {
     {"CAP_SETPCAP", "during confinement only",
      "securebits and the bounding set, both set by pol_caps_confine_helper(), which drops it "
      "in the same call"},
-    {"CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID", "only with base_dirs",
+    {"CAP_FSETID", "no",
+     "only copies keep set-group-ID bits of other groups, and the tree runner makes them; the "
+     "helper sets a mount group's setgid bit while the group is still its own"},
+    {"CAP_DAC_OVERRIDE, CAP_FOWNER", "only with base_dirs",
      "without directory volumes everything the helper opens is owned by root, which passes "
      "owner checks without them: the data dir (0700, checked at start), its own "
      "/dev/loop-control and /dev/loopN (made by root), kubelet's directories, a fresh volume "
      "root; a directory on a path the helper walks that is not owned by root is refused, not "
      "overridden (fail closed), with or without them"},
     {"CAP_DAC_READ_SEARCH", "no",
-     "CAP_DAC_OVERRIDE covers reading and searching a volume's tree; hard links are copied by "
-     "name (linkat without AT_EMPTY_PATH)"},
+     "the tree runner's CAP_DAC_OVERRIDE covers reading and searching a volume's tree; hard "
+     "links are copied by name (linkat without AT_EMPTY_PATH)"},
     {"CAP_SYS_RAWIO", "no",
      "the loop ioctls (LOOP_CTL_GET_FREE, LOOP_CONFIGURE, LOOP_GET_STATUS64, LOOP_CLR_FD, "
      "LOOP_SET_CAPACITY), FICLONE and the blkid probe need only an open fd"},
@@ -122,6 +144,27 @@ uint64_t pol_caps_helper_dirs_mask(void)
 	return mask_of(POL_CAP_DIRS);
 }
 
+const struct pol_cap_entry *pol_caps_tree_table(size_t *n)
+{
+	*n = sizeof(tree_caps) / sizeof(tree_caps[0]);
+	return tree_caps;
+}
+
+uint64_t pol_caps_tree_mask(void)
+{
+	uint64_t m = 0;
+	for (size_t i = 0; i < sizeof(tree_caps) / sizeof(tree_caps[0]); i++)
+		m |= 1ULL << tree_caps[i].cap;
+	return m;
+}
+
+void pol_caps_print_tree(FILE *out)
+{
+	pol_md_head(out, 2, (const char *[]){"capability", "why"});
+	for (size_t i = 0; i < sizeof(tree_caps) / sizeof(tree_caps[0]); i++)
+		pol_md_row(out, 2, (const char *[]){tree_caps[i].name, tree_caps[i].why});
+}
+
 const char *pol_caps_name(unsigned int cap, char *buf, size_t len)
 {
 	const char *n = capng_capability_to_name(cap);
@@ -149,8 +192,12 @@ void pol_caps_print_helper(FILE *out)
 		                            helper_dropped[i].why});
 }
 
-/* Read the result back from the kernel; true only if it is exactly what we asked. */
-static bool confinement_verified(uint64_t want)
+/*
+ * Read the result back from the kernel; true only if it is exactly what we
+ * asked: want in the bounding, effective and permitted sets, carried (the
+ * capabilities kept across exec) in the inheritable and ambient sets.
+ */
+static bool confinement_verified(uint64_t want, uint64_t carried)
 {
 	if (prctl(PR_GET_SECUREBITS, 0, 0, 0, 0) != HELPER_SECUREBITS)
 		return false;
@@ -168,16 +215,21 @@ static bool confinement_verified(uint64_t want)
 			return false;
 		if (capng_have_capability(CAPNG_EFFECTIVE, cap) != keep ||
 		    capng_have_capability(CAPNG_PERMITTED, cap) != keep ||
-		    capng_have_capability(CAPNG_INHERITABLE, cap))
+		    capng_have_capability(CAPNG_INHERITABLE, cap) != (int)((carried >> cap) & 1))
 			return false;
-		if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap, 0, 0) != 0)
+		if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap, 0, 0) !=
+		    (int)((carried >> cap) & 1))
 			return false;
 	}
 	return true;
 }
 
-/* Securebits, then exactly the capabilities in want, then no_new_privs, then verify. */
-static int confine(uint64_t want)
+/*
+ * Securebits, then exactly the capabilities in want, of which carried (a
+ * subset) also inheritable and ambient, so that they survive the exec that
+ * follows; then no_new_privs, then verify.
+ */
+static int confine(uint64_t want, uint64_t carried)
 {
 	/*
 	 * 1. Securebits first: setting them needs CAP_SETPCAP, which step 2 drops.
@@ -185,7 +237,11 @@ static int confine(uint64_t want)
 	 * uid changes do not touch capabilities. KEEP_CAPS stays off. The _LOCKED
 	 * bits make all of it irreversible for us and every descendant.
 	 */
-	if (prctl(PR_SET_SECUREBITS, HELPER_SECUREBITS, 0, 0, 0) < 0)
+	unsigned long bits = HELPER_SECUREBITS;
+	if (carried) /* ambient raising is locked out only once it is done (step 2) */
+		bits &= ~(unsigned long)(SECBIT_NO_CAP_AMBIENT_RAISE |
+		                         SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED);
+	if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
 		return -1;
 	/*
 	 * 2. Bounding, effective and permitted = want; inheritable and ambient
@@ -196,11 +252,18 @@ static int confine(uint64_t want)
 	for (unsigned int cap = 0; cap < 64; cap++) {
 		if (!((want >> cap) & 1))
 			continue;
-		if (capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED | CAPNG_BOUNDING_SET,
+		capng_type_t sets = CAPNG_EFFECTIVE | CAPNG_PERMITTED | CAPNG_BOUNDING_SET;
+		if (capng_update(CAPNG_ADD, sets | ((carried >> cap) & 1 ? CAPNG_INHERITABLE : 0),
 		                 cap) != 0) {
 			errno = EINVAL;
 			return -1;
 		}
+	}
+	/* Carried capabilities: CAP_SETPCAP is kept (not in the bounding set) for step 2b. */
+	if (carried &&
+	    capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED, CAP_SETPCAP) != 0) {
+		errno = EINVAL;
+		return -1;
 	}
 	if (capng_apply(CAPNG_SELECT_ALL) != 0) {
 		errno = EPERM;
@@ -208,13 +271,27 @@ static int confine(uint64_t want)
 	}
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
 		return -1;
+	/* 2b. The carried ones made ambient, then ambient raising locked, then CAP_SETPCAP gone. */
+	if (carried) {
+		for (unsigned int cap = 0; cap < 64; cap++)
+			if ((carried >> cap) & 1 &&
+			    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) < 0)
+				return -1;
+		if (prctl(PR_SET_SECUREBITS, HELPER_SECUREBITS, 0, 0, 0) < 0)
+			return -1;
+		if (capng_update(CAPNG_DROP, CAPNG_EFFECTIVE | CAPNG_PERMITTED, CAP_SETPCAP) != 0 ||
+		    capng_apply(CAPNG_SELECT_CAPS) != 0) {
+			errno = EPERM;
+			return -1;
+		}
+	}
 
 	/* 3. No exec can gain privilege again (set-uid bits, file capabilities). */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -1;
 
 	/* 4. Trust the kernel's answer, not our intent. */
-	if (!confinement_verified(want)) {
+	if (!confinement_verified(want, carried)) {
 		errno = EPERM;
 		return -1;
 	}
@@ -233,10 +310,15 @@ int pol_caps_confine_helper(bool directories)
 		if (helper_caps[i].optional == POL_CAP_OPTIONAL &&
 		    capng_have_capability(CAPNG_PERMITTED, helper_caps[i].cap))
 			want |= 1ULL << helper_caps[i].cap;
-	return confine(want);
+	return confine(want, 0);
 }
 
 int pol_caps_confine_tools(void)
 {
-	return confine(0);
+	return confine(0, 0);
+}
+
+int pol_caps_confine_tree(void)
+{
+	return confine(pol_caps_tree_mask(), pol_caps_tree_mask());
 }

@@ -70,4 +70,18 @@ int pol_caps_confine_helper(bool directories);
  */
 int pol_caps_confine_tools(void);
 
+/*
+ * The same for the tree runner (sepcsi-runner --tree), which keeps exactly
+ * the capabilities of pol_caps_tree_mask() across its exec: in its bounding,
+ * effective, permitted, inheritable and ambient sets (with SECBIT_NOROOT, an
+ * exec by uid 0 keeps only the ambient ones); everything else as for the
+ * tools. 0, or -1 with errno.
+ */
+int pol_caps_confine_tree(void);
+
+/* The tree runner's capabilities: the table (*n entries), a mask, a Markdown table. */
+const struct pol_cap_entry *pol_caps_tree_table(size_t *n);
+uint64_t pol_caps_tree_mask(void);
+void pol_caps_print_tree(FILE *out);
+
 #endif

@@ -12,12 +12,14 @@
 
 /*
  * One process's table. Each confined binary links only its own:
- * sepcsi_seccomp_helper (pol_sc_helper, pol_sc_tools) or sepcsi_seccomp_rpcd
- * (pol_sc_rpcd); the tools that print tables link both.
+ * sepcsi_seccomp_helper (pol_sc_helper), sepcsi_seccomp_tools (pol_sc_tools and
+ * pol_sc_tree, the two modes of sepcsi-runner) or sepcsi_seccomp_rpcd
+ * (pol_sc_rpcd); the tools that print tables link them all.
  */
 struct pol_sc_table;
 extern const struct pol_sc_table pol_sc_helper; /* sepcsi-mounthelper and its workers */
 extern const struct pol_sc_table pol_sc_tools;  /* its tool runner and the mkfs tools */
+extern const struct pol_sc_table pol_sc_tree;   /* its tree runner */
 extern const struct pol_sc_table pol_sc_rpcd;   /* sepcsi-rpcd */
 
 /*

@@ -82,6 +82,8 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("rt_sigaction", "signal handlers"),
     ALLOW("rt_sigprocmask", "fork; SIGTERM blocked outside the wait"),
     ALLOW("rt_sigreturn", "return from a signal handler"),
+    ALLOW("restart_syscall",
+          "the kernel resumes an interrupted sleep with it after SIGSTOP and SIGCONT"),
     ALLOW("getpid", NULL),
     ALLOW("gettid", "fork"),
     ALLOW("getppid", "worker: is the helper still its parent"),

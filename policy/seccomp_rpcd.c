@@ -42,6 +42,8 @@ static const struct sc_rule rpcd_rules[] = {
     ALLOW("rt_sigaction", NULL),
     ALLOW("rt_sigprocmask", NULL),
     ALLOW("rt_sigreturn", NULL),
+    ALLOW("restart_syscall",
+          "the kernel resumes an interrupted sleep with it after SIGSTOP and SIGCONT"),
     ALLOW("rt_sigtimedwait", "the main thread waits for SIGTERM/SIGINT"),
     ALLOW("sigaltstack", NULL),
     ALLOW("getpid", NULL),

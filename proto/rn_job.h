@@ -16,6 +16,17 @@
  *            with unnamed files there (O_TMPFILE, nothing left behind): does
  *            FICLONE work (reflinked), and the largest size ftruncate takes
  *            (bytes, to 4 KiB); err, or 0
+ *
+ * Served only by the tree runner (sepcsi-runner --tree, runner/tree.c), which
+ * holds the file capabilities a directory volume's tree needs:
+ *
+ *   RN_TREE_EMPTY fds: answer, a directory
+ *            everything inside it removed (not the directory); err, reason
+ *   RN_TREE_COPY  fds: answer, a source directory, an empty destination
+ *            the source's contents copied into the destination, then its
+ *            owner, mode, times and xattrs; err, reason, bytes (of regular
+ *            files), reflinked (every file shares its source's extents),
+ *            skipped (device nodes, FIFOs and sockets, not copied)
  */
 #ifndef SEPCSI_RN_JOB_H
 #define SEPCSI_RN_JOB_H
@@ -30,6 +41,8 @@ enum rn_kind {
 	RN_SIZE,
 	RN_COPY,
 	RN_PROBE,
+	RN_TREE_EMPTY,
+	RN_TREE_COPY,
 };
 
 /* The only programs the runner ever starts. Debian (merged /usr) installs them in /sbin. */
@@ -49,13 +62,22 @@ struct rn_job {
 	char argv[RN_ARGS_MAX][RN_ARG_LEN];
 };
 
+#define RN_REASON_LEN 160
+
+/* RN_TREE_*: what a failure means, in status (0: as its errno says). */
+enum rn_tree_status {
+	RN_TREE_BUSY = 1, /* a mount inside the tree, or entries still being made */
+	RN_TREE_REFUSED,  /* the tree is deeper than the copy goes */
+};
+
 struct rn_answer {
-	int32_t status; /* RN_TOOL: waitpid status */
-	int32_t err;    /* RN_SIZE, RN_COPY: errno of the failed step, 0 on success */
+	int32_t status; /* RN_TOOL: waitpid status; RN_TREE_*: enum rn_tree_status or 0 */
+	int32_t err;    /* the others: errno of the failed step, 0 on success */
 	uint32_t
 	    reflinked; /* RN_COPY: the copy shares the source's extents; RN_PROBE: FICLONE works */
-	uint32_t pad;
-	uint64_t bytes; /* RN_PROBE: the largest file the directory's file system takes */
+	uint32_t skipped; /* RN_TREE_COPY */
+	uint64_t bytes;   /* RN_PROBE: the largest file the directory's file system takes */
+	char reason[RN_REASON_LEN]; /* RN_TREE_*: what failed, on which entry; NUL-terminated */
 };
 
 /* The runner's fd for jobs, as it is exec'd. */

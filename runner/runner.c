@@ -1,25 +1,36 @@
 /*
- * sepcsi-runner: the helper's hands for work that needs no privilege. It runs
- * the mkfs tools, sizes image files and copies them, always on descriptors the
- * helper opened and passed (proto/rn_job.h); it opens no path of its own.
+ * sepcsi-runner: the helper's hands for work that needs no mount privilege,
+ * always on descriptors the helper opened and passed (proto/rn_job.h); it
+ * opens no path of its own. The helper starts two of them, each confined on
+ * its own:
  *
- * The helper starts it at its own start, before confining itself: a forked
- * child leaves the helper's view (kubelet's directories, /sys and the loop
- * nodes are not there), empties every capability set (bounding included),
- * locks the securebits, sets no_new_privs and execs this program on a
- * descriptor (docs/helper.md). Here it installs its own seccomp filter
- * (policy/seccomp_tools.c: exec and file I/O; no mount API, loop ioctl,
- * xattr, mknod or network call) and serves jobs from fd 3, one datagram each.
- * For each tool or copy job it forks a child, so a long copy or mkfs never
- * holds up the next job; the child answers on the job's own answer socket. If
- * the requester goes away (the helper's worker gave up, or died), that socket
- * hangs up: the child kills its tool, or stops its copy. Sizing a file (two
- * calls) runs in a thread instead: a fork would cost more than the job. A malformed job is
- * dropped (the requester sees its answer socket close). The runner ends with
- * the helper (PR_SET_PDEATHSIG, set before the exec) or when fd 3 closes.
+ *  - the tools runner runs the mkfs tools, sizes image files and copies them,
+ *    with no capability at all, under the tools' filter (policy/seccomp_tools.c:
+ *    exec and file I/O; no mount API, loop ioctl, xattr, mknod or network call);
+ *  - the tree runner (--tree, only with directory volumes) empties and copies
+ *    a directory volume's tree (tree.c), with the four file capabilities that
+ *    work on files of other owners needs (CAP_DAC_OVERRIDE, CAP_FOWNER,
+ *    CAP_FSETID, CAP_CHOWN) and nothing else, under the tree's filter (file
+ *    calls on descriptors; no exec, no mount API, no loop ioctl).
  *
- * Why a program of its own: what it does needs no capability, so it is not
- * part of the privileged helper an auditor reads first (tools/helper_size.py).
+ * The helper starts each at its own start, before confining itself: a forked
+ * child leaves the helper's view (kubelet's directories, the base
+ * directories, /sys and the loop nodes are not there), sets its capabilities
+ * (policy/caps.c), locks the securebits, sets no_new_privs and execs this
+ * program on a descriptor (docs/helper.md). Here it installs its filter and
+ * serves jobs from fd 3, one datagram each. For each tool, copy or tree job it
+ * forks a child, so a long one never holds up the next job; the child answers
+ * on the job's own answer socket. If the requester goes away (the helper's
+ * worker gave up, or died), that socket hangs up: the child kills its tool,
+ * or stops its copy or walk. Sizing a file (two calls) runs in a thread
+ * instead: a fork would cost more than the job. A malformed job, or one of
+ * the other runner's kinds, is dropped (the requester sees its answer socket
+ * close). A runner ends with the helper (PR_SET_PDEATHSIG, set before the
+ * exec) or when fd 3 closes.
+ *
+ * Why a program of its own: none of this needs the helper's CAP_SYS_ADMIN, so
+ * it is not part of the privileged helper an auditor reads first
+ * (tools/helper_size.py counts it apart).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +53,7 @@
 
 #include "log.h"
 #include "pol_seccomp.h"
-#include "rn_job.h"
+#include "runner.h"
 
 #define COPY_CHUNK (64 << 20) /* copy_file_range per call: a hang-up is noticed between */
 #define BUF_CHUNK  (1 << 20)  /* the read/write fallback's buffer */
@@ -54,12 +65,21 @@ static const char *const tool_paths[RN_TOOL_COUNT] = {
 };
 
 /* The descriptors each kind of job carries, the answer socket first. */
-static const uint32_t job_fds[] = {[RN_TOOL] = 3, [RN_SIZE] = 2, [RN_COPY] = 3, [RN_PROBE] = 2};
+static const uint32_t job_fds[] = {[RN_TOOL] = 3,  [RN_SIZE] = 2,       [RN_COPY] = 3,
+                                   [RN_PROBE] = 2, [RN_TREE_EMPTY] = 2, [RN_TREE_COPY] = 3};
 
-/* A job from the helper: known kind, its fds, arguments NUL-terminated and printable. */
+/* Which runner this is: the tools runner serves RN_TOOL to RN_PROBE, the tree runner the rest. */
+static bool tree_runner;
+
+/*
+ * A job from the helper, of a kind this runner serves, with its fds;
+ * arguments NUL-terminated and printable.
+ */
 static bool job_ok(const struct rn_job *j, uint32_t nfds)
 {
-	if (j->kind < RN_TOOL || j->kind > RN_PROBE || nfds != job_fds[j->kind] || j->nfds != nfds)
+	bool tree = j->kind == RN_TREE_EMPTY || j->kind == RN_TREE_COPY;
+	if (j->kind < RN_TOOL || j->kind > RN_TREE_COPY || tree != tree_runner ||
+	    nfds != job_fds[j->kind] || j->nfds != nfds)
 		return false;
 	if (j->kind != RN_TOOL)
 		return j->size <= (uint64_t)INT64_MAX;
@@ -91,7 +111,7 @@ static void __attribute__((noreturn)) answer(int sock, const struct rn_answer *a
 }
 
 /* Has the requester gone away? Asked between chunks of a copy. */
-static bool hung_up(int sock)
+bool rn_hung_up(int sock)
 {
 	struct pollfd p = {.fd = sock, .events = 0};
 	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
@@ -149,7 +169,7 @@ static int copy_range(int src, int dst, off_t off, off_t len, int sock)
 	while (in < end) {
 		ssize_t n;
 		size_t want = (size_t)(end - in);
-		if (hung_up(sock))
+		if (rn_hung_up(sock))
 			return ECANCELED;
 		if (!buf) {
 			n = copy_file_range(src, &in, dst, &out,
@@ -179,7 +199,7 @@ static int copy_range(int src, int dst, off_t off, off_t len, int sock)
 }
 
 /* Fill the new, empty dst with src: a reflink if the file system can, else its data extents. */
-static int copy_file(int src, int dst, int sock, uint32_t *reflinked)
+int rn_copy_file(int src, int dst, int sock, uint32_t *reflinked)
 {
 	struct stat st;
 	if (fstat(src, &st) < 0)
@@ -251,7 +271,7 @@ static struct rn_answer file_job(const struct rn_job *j, const int *fds)
 	if (fstat(dst, &st) < 0 || !S_ISREG(st.st_mode))
 		a.err = EINVAL;
 	else if (j->kind == RN_COPY)
-		a.err = copy_file(fds[1], dst, sock, &a.reflinked);
+		a.err = rn_copy_file(fds[1], dst, sock, &a.reflinked);
 	/* Grow to the size asked for: never shrink (a copy is at least its source's size). */
 	if (!a.err && fstat(dst, &st) == 0 && (uint64_t)st.st_size < j->size &&
 	    ftruncate(dst, (off_t)j->size) < 0)
@@ -339,7 +359,13 @@ static void __attribute__((noreturn)) serve(int sock)
 			close(sock);
 			if (j.kind == RN_TOOL)
 				run_tool(&j, fds);
-			struct rn_answer a = file_job(&j, fds);
+			struct rn_answer a = {0};
+			if (j.kind == RN_TREE_EMPTY)
+				rn_tree_empty(fds[0], fds[1], &a);
+			else if (j.kind == RN_TREE_COPY)
+				rn_tree_copy(fds[0], fds[1], fds[2], &a);
+			else
+				a = file_job(&j, fds);
 			answer(fds[0], &a);
 		}
 		for (int i = 0; i < 3; i++)
@@ -354,6 +380,7 @@ int main(int argc, char **argv)
 	    {"log-format", required_argument, NULL, 'f'},
 	    {"log-level", required_argument, NULL, 'l'},
 	    {"seccomp-log-only", no_argument, NULL, 's'},
+	    {"tree", no_argument, NULL, 't'},
 	    {NULL, 0, NULL, 0},
 	};
 	enum log_format fmt = LOG_FMT_TEXT;
@@ -364,22 +391,25 @@ int main(int argc, char **argv)
 		if ((c == 'f' && log_parse_format(optarg, &fmt) == 0) ||
 		    (c == 'l' && log_parse_level(optarg, &lvl) == 0))
 			continue;
-		if (c == 's') {
-			log_only = true;
+		if (c == 's' || c == 't') {
+			*(c == 's' ? &log_only : &tree_runner) = true;
 			continue;
 		}
-		fprintf(stderr, "usage: sepcsi-runner [--log-format F] [--log-level L] "
+		fprintf(stderr, "usage: sepcsi-runner [--tree] [--log-format F] [--log-level L] "
 		                "[--seccomp-log-only]\nStarted by sepcsi-mounthelper only.\n");
 		return 1;
 	}
-	log_init("runner", fmt, lvl);
-	/* Started by the helper only: already capability-less, with no_new_privs. */
+	log_init(tree_runner ? "tree-runner" : "runner", fmt, lvl);
+	/*
+	 * Started by the helper only, with no_new_privs: the tools runner with no
+	 * capability, the tree runner with the tree's file capabilities only.
+	 */
 	struct stat st;
 	if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1 || fstat(RN_FD_JOBS, &st) < 0 ||
 	    !S_ISSOCK(st.st_mode))
 		log_fatal("not started by sepcsi-mounthelper (no_new_privs and fd 3 expected)");
 	(void)signal(SIGCHLD, SIG_IGN); /* job children reap themselves */
-	if (pol_seccomp_install(&pol_sc_tools, log_only) < 0)
+	if (pol_seccomp_install(tree_runner ? &pol_sc_tree : &pol_sc_tools, log_only) < 0)
 		log_fatal("cannot install the seccomp filter");
 	serve(RN_FD_JOBS);
 }

@@ -63,28 +63,26 @@ static const struct kept_cap own[] = {
 
 /*
  * The kept table: the supervisor's own, then every capability of the
- * helper's table (pol_caps_helper_table) it does not use itself, held
- * permitted only, so that the helper can receive it. One source for both.
+ * helper's table (pol_caps_helper_table) and of its tree runner's
+ * (pol_caps_tree_table) it does not use itself, held permitted only, so that
+ * the helper can receive it (and hand the tree runner's on, at its start).
+ * One source for all.
  */
 static struct kept_cap kept[MAX_KEPT];
 static size_t nkept;
 
-static void build_table(void)
+static void add_helpers(const struct pol_cap_entry *h, size_t n, bool tree)
 {
-	if (nkept)
-		return;
-	size_t n;
-	const struct pol_cap_entry *h = pol_caps_helper_table(&n);
-	for (size_t i = 0; i < NOWN; i++)
-		kept[nkept++] = own[i];
 	for (size_t i = 0; i < n && nkept < MAX_KEPT; i++) {
 		bool have = false;
-		for (size_t j = 0; j < NOWN; j++)
-			have = have || own[j].cap == h[i].cap;
+		for (size_t j = 0; j < nkept; j++)
+			have = have || kept[j].cap == h[i].cap;
 		if (!have)
 			kept[nkept++] = (struct kept_cap){
 			    h[i].cap, false,
-			    h[i].optional == POL_CAP_DIRS
+			    tree ? "the helper's tree runner only, and only with directory volumes "
+			           "(see the helper's tables)"
+			    : h[i].optional == POL_CAP_DIRS
 			        ? "helper only, and only with directory volumes (see the helper's "
 			          "table)"
 			    : h[i].optional
@@ -94,6 +92,18 @@ static void build_table(void)
 			        : "helper only (see the helper's table)",
 			    h[i].optional == POL_CAP_OPTIONAL};
 	}
+}
+
+static void build_table(void)
+{
+	if (nkept)
+		return;
+	size_t n, nt;
+	const struct pol_cap_entry *h = pol_caps_helper_table(&n), *t = pol_caps_tree_table(&nt);
+	for (size_t i = 0; i < NOWN; i++)
+		kept[nkept++] = own[i];
+	add_helpers(h, n, false);
+	add_helpers(t, nt, true);
 }
 
 /* Optional capabilities found present at trim time (bit mask). */

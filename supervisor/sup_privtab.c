@@ -47,7 +47,7 @@ static const char *seccomp_cell(const struct pol_sc_table *t, const char *file, 
 /* One row per process: uid, capabilities, no_new_privs, seccomp (docs/design.md). */
 static void print_privileges(FILE *out)
 {
-	char a[2048], b[2048], c[2048], caps[8192], sc[128];
+	char a[2048], b[2048], c[2048], d[2048], caps[10240], sc[128];
 	uint64_t eff, prm, opt;
 
 	pol_md_head(out, 5,
@@ -67,10 +67,10 @@ static void print_privileges(FILE *out)
 	opt = pol_caps_helper_optional_mask();
 	snprintf(caps, sizeof(caps),
 	         "%s%s%s%s (+ %s with directory volumes); securebits locked; its tool runner and "
-	         "the tools hold none",
+	         "the tools hold none; its tree runner (directory volumes) %s only",
 	         cap_list(pol_caps_helper_mask(), a), opt ? " (+ " : "",
 	         opt ? cap_list(opt, b) : "", opt ? " if present)" : "",
-	         cap_list(pol_caps_helper_dirs_mask(), c));
+	         cap_list(pol_caps_helper_dirs_mask(), c), cap_list(pol_caps_tree_mask(), d));
 	pol_md_row(
 	    out, 5,
 	    (const char *[]){"mounthelper", "0", caps, "yes",
@@ -87,6 +87,11 @@ static void print_seccomp_tools(FILE *out)
 	pol_seccomp_print(&pol_sc_tools, out);
 }
 
+static void print_seccomp_tree(FILE *out)
+{
+	pol_seccomp_print(&pol_sc_tree, out);
+}
+
 static void print_seccomp_rpcd(FILE *out)
 {
 	pol_seccomp_print(&pol_sc_rpcd, out);
@@ -101,6 +106,8 @@ static const struct {
     {"caps-helper", pol_caps_print_helper},   /* docs/helper.md */
     {"seccomp-helper", print_seccomp_helper}, /* docs/helper.md */
     {"seccomp-tools", print_seccomp_tools},   /* docs/helper.md */
+    {"caps-tree", pol_caps_print_tree},       /* docs/helper.md */
+    {"seccomp-tree", print_seccomp_tree},     /* docs/helper.md */
     {"seccomp-rpcd", print_seccomp_rpcd},     /* docs/rpcd.md */
     {"view-helper", pol_view_print},          /* docs/helper.md */
 };
@@ -129,6 +136,7 @@ struct proc_priv {
 	const char *name;
 	unsigned uid, gid;
 	uint64_t eff, prm, bnd;
+	uint64_t amb; /* inheritable and ambient: kept across its exec */
 	bool nnp;
 	const struct pol_sc_table *seccomp; /* NULL: none */
 	const char *seccomp_file;
@@ -175,13 +183,15 @@ static void print_json(FILE *out, const struct proc_priv *p, size_t np, const st
 		fprintf(out,
 		        "%s{\"name\":\"%s\",\"uid\":%u,\"gid\":%u,\"cap_effective\":\"%016llx\","
 		        "\"cap_permitted\":\"%016llx\",\"cap_bounding\":\"%016llx\","
+		        "\"cap_ambient\":\"%016llx\","
 		        "\"no_new_privs\":%d,\"seccomp\":%d,\"syscalls\":%zu,\"view\":",
 		        i ? "," : "", p[i].name, p[i].uid, p[i].gid, (unsigned long long)p[i].eff,
 		        (unsigned long long)p[i].prm, (unsigned long long)p[i].bnd,
-		        p[i].nnp ? 1 : 0, p[i].seccomp ? 2 : 0,
+		        (unsigned long long)p[i].amb, p[i].nnp ? 1 : 0, p[i].seccomp ? 2 : 0,
 		        p[i].seccomp ? pol_seccomp_syscall_count(p[i].seccomp) : 0);
 		if (p[i].own_view)
-			view_json(out, pol, cfg, p[i].seccomp == &pol_sc_tools);
+			view_json(out, pol, cfg,
+			          p[i].seccomp == &pol_sc_tools || p[i].seccomp == &pol_sc_tree);
 		else
 			fputs("\"host\"", out);
 		fputs("}", out);
@@ -207,6 +217,9 @@ static void print_text(FILE *out, const struct proc_priv *p, size_t np, const st
 		pol_md_row(
 		    out, 2,
 		    (const char *[]){"bounding", p[i].bnd ? cap_list(p[i].bnd, a) : "empty"});
+		if (p[i].amb)
+			pol_md_row(out, 2,
+			           (const char *[]){"inheritable, ambient", cap_list(p[i].amb, a)});
 		pol_md_row(out, 2, (const char *[]){"no_new_privs", p[i].nnp ? "yes" : "no"});
 		pol_md_row(
 		    out, 2,
@@ -244,27 +257,35 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	/* The helper keeps an optional capability only if the supervisor can hand it over. */
 	uint64_t helper = pol_caps_helper_mask() | (pol_caps_helper_optional_mask() & prm) |
 	                  (pol_base_dir(pol, 0) ? pol_caps_helper_dirs_mask() : 0);
+	uint64_t tree = pol_caps_tree_mask();
 	const struct proc_priv p[] = {
-	    {"sepcsi-supervisor", 0, 0, eff, prm, prm, true, NULL, NULL, false,
+	    {"sepcsi-supervisor", 0, 0, eff, prm, prm, 0, true, NULL, NULL, false,
 	     "Starts, confines and restarts the other two; no network, no request parsing. "
 	     "Holds its permitted-only capabilities for the helper alone."},
-	    {"sepcsi-rpcd", cfg->rpcd_uid, cfg->rpcd_gid, 0, 0, 0, true, &pol_sc_rpcd,
+	    {"sepcsi-rpcd", cfg->rpcd_uid, cfg->rpcd_gid, 0, 0, 0, 0, true, &pol_sc_rpcd,
 	     "seccomp_rpcd.c", false,
 	     "Serves CSI on the unix socket and keeps the store; privileges dropped before "
 	     "exec, its filter installed before gRPC starts."},
-	    {"sepcsi-mounthelper", 0, 0, helper, helper, helper, true, &pol_sc_helper,
+	    {"sepcsi-mounthelper", 0, 0, helper, helper, helper, 0, true, &pol_sc_helper,
 	     "seccomp_helper.c", true,
 	     "The only process that mounts. Securebits NOROOT, NO_SETUID_FIXUP, "
 	     "NO_CAP_AMBIENT_RAISE, all locked; its workers are forks with the same "
 	     "confinement."},
-	    {"sepcsi-runner", 0, 0, 0, 0, 0, true, &pol_sc_tools, "seccomp_tools.c", true,
+	    {"sepcsi-runner", 0, 0, 0, 0, 0, 0, true, &pol_sc_tools, "seccomp_tools.c", true,
 	     "The helper's child (runner/runner.c): starts the mkfs tools, sizes and copies "
 	     "image files on descriptors the helper passes; the tools inherit all of this."},
+	    {"sepcsi-runner --tree", 0, 0, tree, tree, tree, tree, true, &pol_sc_tree,
+	     "seccomp_tools.c", true,
+	     "The helper's child with directory volumes only (runner/tree.c): empties and "
+	     "copies a volume's tree on the directory descriptors the helper passes; its "
+	     "capabilities are ambient, so that they survive its exec."},
 	};
+	/* The tree runner exists only with directory volumes. */
+	size_t np = sizeof(p) / sizeof(p[0]) - (pol_base_dir(pol, 0) ? 0 : 1);
 	if (json)
-		print_json(out, p, sizeof(p) / sizeof(p[0]), pol, cfg);
+		print_json(out, p, np, pol, cfg);
 	else
-		print_text(out, p, sizeof(p) / sizeof(p[0]), pol, cfg);
+		print_text(out, p, np, pol, cfg);
 	pol_free(pol);
 	return fflush(out) == 0 ? 0 : -1;
 }

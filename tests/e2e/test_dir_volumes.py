@@ -195,3 +195,40 @@ def test_refused(dd):
     assert sorted(n for n in os.listdir(dd.base) if not n.startswith(".")) == []
     cap = c.controller("GetCapacity", parameters=params(dd), volume_capabilities=[dir_cap()])
     assert cap.available_capacity > 0
+
+
+def test_tree_runner_confined(dd):
+    """With directory volumes the helper walks no pod's tree itself: the tree runner
+    (sepcsi-runner --tree, the helper's child) empties and copies trees, with exactly four
+    file capabilities (kept across its exec as ambient ones, no CAP_SYS_ADMIN), no_new_privs,
+    a seccomp filter of its own, and a view without kubelet's directory or the base, so that
+    it reaches a volume only through the descriptors the helper passes. The kernel's report
+    matches --print-privileges; and the walk it does still works (a snapshot and a delete)."""
+    from test_privileges import helper_children, printed_privileges, status
+    vid = create(dd, "tree-runner").volume_id
+    printed = printed_privileges(dd)
+    helper = dd.children()["sepcsi-mounthel"]
+    kids = {}
+    for pid in helper_children(helper):
+        with open("/proc/%d/cmdline" % pid) as f:
+            argv = f.read().split("\0")
+        if os.path.basename(argv[0]) == "sepcsi-runner":
+            kids["tree" if "--tree" in argv else "tools"] = pid
+    assert set(kids) == {"tree", "tools"}, kids
+    p, s = printed["sepcsi-runner --tree"], status(kids["tree"])
+    file_caps = (1 << 0) | (1 << 1) | (1 << 3) | (1 << 4)  # CHOWN, DAC_OVERRIDE, FOWNER, FSETID
+    for k, want in (("CapEff", "cap_effective"), ("CapPrm", "cap_permitted"),
+                    ("CapBnd", "cap_bounding"), ("CapInh", "cap_ambient"),
+                    ("CapAmb", "cap_ambient")):
+        assert s[k] == p[want], (k, s[k], p[want])
+        assert int(s[k], 16) == file_caps, (k, s[k])
+    assert s["NoNewPrivs"] == "1" and s["Seccomp"] == "2"
+    assert int(status(kids["tools"])["CapEff"], 16) == 0
+    root = "/proc/%d/root" % kids["tree"]
+    for gone in (dd.base, dd.root):  # neither is in its view (at most an empty mount point)
+        assert not os.path.exists(root + gone) or os.listdir(root + gone) == [], gone
+    assert os.listdir(dd.base)  # while the helper's base holds the volume
+    snap = dd.client.controller("CreateSnapshot", source_volume_id=vid, name="tree-snap")
+    dd.client.controller("DeleteSnapshot", snapshot_id=snap.snapshot.snapshot_id)
+    dd.client.controller("DeleteVolume", volume_id=vid)
+    assert sorted(n for n in os.listdir(dd.base) if not n.startswith(".")) == []

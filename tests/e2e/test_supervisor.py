@@ -246,6 +246,27 @@ def install_helper(bin_dir, script, name="sepcsi-mounthelper"):
     os.chmod(path, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
 
 
+def test_stopped_and_continued(driver):
+    """SIGSTOP and SIGCONT of rpcd, the helper and its tool runner, each stopped in a sleep
+    (gRPC's timed waits, ppoll): the kernel resumes the sleep with restart_syscall, which
+    every seccomp table allows, so nothing dies or is restarted and a lifecycle still works."""
+    lifecycle(driver, "pvc-before")
+    kids = driver.children()
+    helper = kids[HELPER]
+    with open("/proc/%d/task/%d/children" % (helper, helper)) as f:
+        runner = int(f.read().split()[0])
+    for pid in (kids[RPCD], helper, runner):
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.3)
+        os.kill(pid, signal.SIGCONT)
+    time.sleep(1.5)  # rpcd's timed waits end within a second
+    assert driver.children() == kids
+    assert os.path.exists("/proc/%d" % runner)
+    lifecycle(driver, "pvc-after")
+    assert "child_exited" not in driver.logs()
+    assert_clean(driver)
+
+
 def test_helper_killed_idle(driver):
     """kill -9 the idle helper: a new one at once, rpcd keeps running and is re-plumbed."""
     lifecycle(driver, "pvc-before")

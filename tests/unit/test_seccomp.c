@@ -68,6 +68,7 @@ enum probe {
 	P_I386_GETPID,
 	P_X32_GETPID,
 	P_ABORT,
+	P_RESTART_SYSCALL,
 };
 
 /* Leave the child without libc or sanitizer exit hooks (LeakSanitizer would need ptrace). */
@@ -116,6 +117,8 @@ static int do_probe(enum probe p)
 		return setns(-1, 0) == 0 ? 0 : 1;
 	case P_MOUNT:
 		return mount("none", "/nonexistent", "tmpfs", 0, NULL) == 0 ? 0 : 1;
+	case P_RESTART_SYSCALL: /* allowed: EINTR, there being nothing to restart */
+		return (int)syscall(SYS_restart_syscall) == -1 && errno == EINTR ? 0 : 1;
 	case P_UMOUNT_DETACH:
 		return umount2("/nonexistent", MNT_DETACH) == 0 ? 0 : 1;
 	case P_CLONE_NEWNS:
@@ -213,6 +216,24 @@ static void test_tools_filter(void)
 	CHECK(probe(&pol_sc_tools, false, P_FTRUNCATE) == 0); /* sizing an image file */
 }
 
+/* The tree runner's filter: fork and file calls, but no exec, mount, namespace or node call. */
+static void test_tree_filter(void)
+{
+	const enum probe killed[] = {P_SOCKET_INET,   P_SOCKET_UNIX,   P_PTRACE,
+	                             P_MOUNT,         P_UMOUNT_DETACH, P_UNSHARE_NS,
+	                             P_CLONE_NEWNS,   P_EXECVE,        P_OPEN_TREE_RECURSIVE,
+	                             P_MOUNT_SETATTR, P_MKNOD_LOOP,    P_MKNOD_DISK,
+	                             P_KILL_KILL,     P_PIVOT_ROOT,    P_TIOCSTI};
+	for (size_t i = 0; i < sizeof(killed) / sizeof(killed[0]); i++) {
+		int r = probe(&pol_sc_tree, false, killed[i]);
+		if (r != SIGSYS)
+			fprintf(stderr, "tree probe %d: got %d, want SIGSYS\n", (int)killed[i], r);
+		CHECK(r == SIGSYS);
+	}
+	CHECK(probe(&pol_sc_tree, false, P_FORK) == 0);      /* a child per job */
+	CHECK(probe(&pol_sc_tree, false, P_FTRUNCATE) == 0); /* a copied file's size */
+}
+
 static void test_helper_filter(void)
 {
 	const enum probe killed[] = {P_SOCKET_INET,   P_SOCKET_UNIX,
@@ -279,11 +300,32 @@ static bool status_is(const char *text, const char *key, const char *value)
 	return strstr(text, want) != NULL;
 }
 
-/* Confine like the helper, then exec helper_capdump and read what it got. */
-static void test_exec_gets_no_caps(void)
+/* In a child: confine as the helper does (checking its bounding set); 0, or an exit code. */
+static int confine_like_helper(void)
+{
+	if (pol_caps_confine_helper(false) < 0)
+		return 10;
+	if (prctl(PR_CAPBSET_READ, CAP_SYS_ADMIN, 0, 0, 0) != 1 ||
+	    prctl(PR_CAPBSET_READ, CAP_CHOWN, 0, 0, 0) != 1 ||
+	    prctl(PR_CAPBSET_READ, CAP_FOWNER, 0, 0, 0) != 0 ||
+	    prctl(PR_CAPBSET_READ, CAP_SETPCAP, 0, 0, 0) != 0)
+		return 11;
+	/* Deliberately no capability drop after this: securebits alone must do it. */
+	return 0;
+}
+
+static int confine_like_tree_runner(void)
+{
+	return pol_caps_confine_tree() < 0 ? 10 : 0;
+}
+
+/*
+ * In a child: confine(), the tools' filter (which allows exec), then exec
+ * helper_capdump; its /proc/self/status in out. True if all of it worked.
+ */
+static bool capdump_after(int (*confine)(void), char *out, size_t cap)
 {
 	int pfd[2];
-	char out[4096] = "";
 	if (pipe(pfd) < 0)
 		abort();
 	fflush(NULL);
@@ -291,17 +333,11 @@ static void test_exec_gets_no_caps(void)
 	if (pid == 0) {
 		dup2(pfd[1], 1);
 		close(pfd[0]);
-		if (pol_caps_confine_helper(false) < 0)
-			_exit(10);
-		if (prctl(PR_CAPBSET_READ, CAP_SYS_ADMIN, 0, 0, 0) != 1 ||
-		    prctl(PR_CAPBSET_READ, CAP_CHOWN, 0, 0, 0) != 1 ||
-		    prctl(PR_CAPBSET_READ, CAP_FOWNER, 0, 0, 0) != 0 ||
-		    prctl(PR_CAPBSET_READ, CAP_SETPCAP, 0, 0, 0) != 0)
-			_exit(11);
-		if (pol_seccomp_install(&pol_sc_tools, false) <
-		    0) /* the tools' filter allows exec */
+		int rc = confine();
+		if (rc)
+			_exit(rc);
+		if (pol_seccomp_install(&pol_sc_tools, false) < 0)
 			_exit(12);
-		/* Deliberately no capability drop here: securebits alone must do it. */
 		char *argv[] = {(char *)SEPCSI_CAPDUMP, NULL}, *envp[] = {NULL};
 		execve(SEPCSI_CAPDUMP, argv, envp);
 		_exit(13);
@@ -309,15 +345,22 @@ static void test_exec_gets_no_caps(void)
 	close(pfd[1]);
 	size_t len = 0;
 	ssize_t n;
-	while ((n = read(pfd[0], out + len, sizeof(out) - 1 - len)) > 0)
+	while ((n = read(pfd[0], out + len, cap - 1 - len)) > 0)
 		len += (size_t)n;
 	out[len] = '\0';
 	close(pfd[0]);
 	int st = 0;
 	waitpid(pid, &st, 0);
-	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
 		fprintf(stderr, "capdump child status 0x%x\n%s", st, out);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* Confine like the helper, then exec: the program gets no capability. */
+static void test_exec_gets_no_caps(void)
+{
+	char out[4096] = "";
+	CHECK(capdump_after(confine_like_helper, out, sizeof(out)));
 	CHECK(status_is(out, "CapEff", "0000000000000000"));
 	CHECK(status_is(out, "CapPrm", "0000000000000000"));
 	CHECK(status_is(out, "CapInh", "0000000000000000"));
@@ -327,6 +370,24 @@ static void test_exec_gets_no_caps(void)
 	                prctl(PR_CAPBSET_READ, CAP_SYS_RESOURCE, 0, 0, 0) == 1
 	                    ? "0000000009200001"
 	                    : "0000000008200001"));
+	CHECK(status_is(out, "NoNewPrivs", "1"));
+	CHECK(status_is(out, "Seccomp", "2"));
+}
+
+/*
+ * Confine like the tree runner, then exec: exactly the four file capabilities
+ * survive the exec (as ambient ones), nothing else.
+ */
+static void test_tree_exec_keeps_file_caps(void)
+{
+	char out[4096] = "";
+	CHECK(capdump_after(confine_like_tree_runner, out, sizeof(out)));
+	/* CAP_CHOWN (0), CAP_DAC_OVERRIDE (1), CAP_FOWNER (3), CAP_FSETID (4). */
+	CHECK(pol_caps_tree_mask() == 0x1b);
+	for (const char *const *k =
+	         (const char *const[]){"CapEff", "CapPrm", "CapInh", "CapAmb", "CapBnd", NULL};
+	     *k; k++)
+		CHECK(status_is(out, *k, "000000000000001b"));
 	CHECK(status_is(out, "NoNewPrivs", "1"));
 	CHECK(status_is(out, "Seccomp", "2"));
 }
@@ -365,12 +426,11 @@ static void test_caps_table(void)
 {
 	size_t n;
 	const struct pol_cap_entry *t = pol_caps_helper_table(&n);
-	CHECK(n == 7 && t[0].cap == CAP_SYS_ADMIN && t[1].cap == CAP_CHOWN &&
+	CHECK(n == 6 && t[0].cap == CAP_SYS_ADMIN && t[1].cap == CAP_CHOWN &&
 	      t[2].cap == CAP_MKNOD && t[3].cap == CAP_SYS_RESOURCE);
 	CHECK(!t[0].optional && !t[1].optional && !t[2].optional &&
 	      t[3].optional == POL_CAP_OPTIONAL);
-	CHECK(pol_caps_helper_dirs_mask() ==
-	      ((1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_FOWNER) | (1ULL << CAP_FSETID)));
+	CHECK(pol_caps_helper_dirs_mask() == ((1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_FOWNER)));
 	CHECK(pol_caps_helper_mask() ==
 	      ((1ULL << CAP_SYS_ADMIN) | (1ULL << CAP_CHOWN) | (1ULL << CAP_MKNOD)));
 	CHECK(pol_caps_helper_mask() == 0x8200001ULL);
@@ -380,13 +440,22 @@ static void test_caps_table(void)
 int main(void)
 {
 	test_caps_table();
+	/* Every process survives SIGSTOP and SIGCONT during a sleep: restart_syscall is allowed. */
+	for (const struct pol_sc_table *const *t =
+	         (const struct pol_sc_table *const[]){&pol_sc_helper, &pol_sc_tools, &pol_sc_tree,
+	                                              &pol_sc_rpcd, NULL};
+	     *t; t++)
+		CHECK(probe(*t, false, P_RESTART_SYSCALL) == 0);
 	test_helper_filter();
 	test_tools_filter();
+	test_tree_filter();
 	test_rpcd_filter();
 	if (geteuid() == 0)
 		test_exec_gets_no_caps();
 	else
 		printf("# not root: exec-capability check skipped\n");
+	if (geteuid() == 0)
+		test_tree_exec_keeps_file_caps();
 	if (geteuid() == 0)
 		test_optional_cap_absent();
 	return tap_done("test_seccomp");

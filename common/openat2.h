@@ -1,0 +1,16 @@
+/* openat2(2) with a retry, for the helper and its tree runner (openat2.c). */
+#ifndef SEPCSI_OPENAT2_H
+#define SEPCSI_OPENAT2_H
+
+#include <linux/openat2.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/*
+ * openat2 of rel beneath dirfd with these RESOLVE_* flags (O_CLOEXEC added),
+ * retried on EAGAIN (a concurrent rename or mount raced the lookup) and
+ * EINTR; the fd, or -1 with errno.
+ */
+int openat2_retry(int dirfd, const char *rel, int flags, mode_t mode, uint64_t resolve);
+
+#endif
