@@ -4,12 +4,15 @@ killed at random, then a count of everything that was lost, stuck or left over.
 
 A real sepcsi (supervisor, rpcd, helper; `--restart-limit 100 --restart-window 1`, so
 that the give-up policy is not what is measured) serves kubelet's directory layout
-beneath a test root. Client threads (10 by default) loop whole lifecycles, each on
-volumes of its own, half of them ext4 mounts and half raw block:
+beneath a test root, with a base directory for directory volumes (an xfs). Client
+threads (10 by default) loop whole lifecycles, each on volumes of its own, a third each
+ext4 mounts, raw block and directory volumes:
 
     CreateVolume -> NodeStageVolume -> NodePublishVolume -> write a pattern
     -> NodeUnpublishVolume -> NodeUnstageVolume
     -> NodeStageVolume -> NodePublishVolume -> read the pattern back
+    [directory volumes: -> CreateSnapshot -> DeleteSnapshot, a copy and a removal of
+     the tree, which the helper's tree runner makes]
     -> NodeUnpublishVolume -> NodeUnstageVolume -> DeleteVolume
 
 Every call is retried as a CO retries (kubelet and the external sidecars retry any
@@ -17,8 +20,8 @@ error, with backoff): the same arguments, after 10, 20, 40, then 50 ms, until it
 succeeds; a call still failing after SEPCSI_CHAOS_STUCK seconds (60) is "stuck" and
 its client stops. Meanwhile a killer sends SIGKILL, every 0.1-0.5 s, to one of: the
 helper, a helper worker (a child of the helper that holds capabilities), the helper's
-tool runner (its first child, sepcsi-runner: without it the helper exits and is
-restarted), or rpcd. The schedule of kills (intervals and kinds) comes from a
+tool runner or its tree runner (children of the helper running sepcsi-runner: without
+either the helper exits and is restarted), or rpcd. The schedule of kills (intervals and kinds) comes from a
 seeded generator: SEPCSI_CHAOS_SEED replays it; the seed is always printed.
 
 New lifecycles start for SEPCSI_CHAOS_SECONDS (60), and on past that until at least
@@ -27,7 +30,8 @@ the killer stops, the lifecycles in flight finish, and the run checks: every vol
 deleted (ListVolumes), the driver ready (Probe), every pattern read back, no loop
 device backed by the data directory, no mount under the test root nor of such a loop
 device (here or in the helper's view), no file in images/ or snapshots/, no temporary
-file anywhere in the data directory, nothing new in kubelet's tree (and kubelet's own
+file anywhere in the data directory, nothing in the base directory but the helper's
+empty work, trash and snapshot areas, nothing new in kubelet's tree (and kubelet's own
 files untouched); then the driver is stopped and its store must pass sqlite's
 integrity and foreign-key checks with no row left in any table. No sanitizer report
 and no seccomp kill in the log. One summary line says calls, kills, retries and leaks.
@@ -59,6 +63,7 @@ import grpc  # noqa: E402
 import conftest  # noqa: E402
 import csi_client  # noqa: E402
 from csi_client import block_cap, mount_cap  # noqa: E402
+from test_dir_helper import xfs_base  # noqa: E402
 from test_security import POD, Kubelet  # noqa: E402
 
 MiB = 1 << 20
@@ -68,10 +73,11 @@ MIN_KILLS = 20
 KILL_INTERVAL = (0.1, 0.5)  # seconds between two kills, uniform
 CALL_TIMEOUT = 15  # gRPC deadline of one attempt (the external sidecars' default is 10 s)
 BACKOFF = (0.01, 0.05)  # first retry delay, doubling up to the second
-KINDS = ("helper", "worker", "runner", "rpcd")
+KINDS = ("helper", "worker", "runner", "tree", "rpcd")
 WORKER_WAIT = 0.5  # how long a turn that drew "worker" first looks for one
 HELPER, RPCD = "sepcsi-mounthel", "sepcsi-rpcd"  # /proc/<pid>/comm keeps 15 characters
 STORE_FILE = "sepcsi.db"
+BASE_AREAS = (".sepcsi-work", ".sepcsi-trash", ".sepcsi-snapshots")
 BLOCK_OFFSETS = (0, 5 * MiB + 4096, VOLUME_BYTES - 4096)  # where block clients write
 CHECK_WAIT = 20  # seconds the final Probe and ListVolumes are retried
 # The pytest timeout of a run with the default settings: chaos for at most 1.5 times
@@ -194,6 +200,28 @@ def write_block(target, name):
     return "new volume not zero at %s" % dirty if dirty else None
 
 
+def write_dir(target, name):
+    """A new directory volume is empty; write the pattern into a file, a file in a
+    subdirectory, and a symlink to the first."""
+    extra = sorted(os.listdir(target))
+    os.mkdir(os.path.join(target, "sub"))
+    for rel in ("chaos.dat", "sub/inner.dat"):
+        with open(os.path.join(target, rel), "wb") as f:
+            f.write(pattern(name, 0))
+            os.fsync(f.fileno())
+    os.symlink("chaos.dat", os.path.join(target, "link"))
+    return "new volume holds %s" % extra if extra else None
+
+
+def check_dir(target, name):
+    try:
+        bad = [rel for rel in ("chaos.dat", "sub/inner.dat", "link")
+               if open(os.path.join(target, rel), "rb").read() != pattern(name, 0)]
+        return "differs: %s" % bad if bad else None
+    except OSError as e:
+        return "%s" % e
+
+
 def check_block(target, name):
     fd = os.open(target, os.O_RDONLY)
     try:
@@ -210,7 +238,8 @@ class Lifecycles(threading.Thread):
         super().__init__(name="client-%d" % index, daemon=True)
         self.chaos = run
         self.index = index
-        self.block = index % 2 == 1
+        self.kind = ("ext4", "block", "directory")[index % 3]
+        self.block = self.kind == "block"
 
     def run(self):
         r = self.chaos
@@ -234,8 +263,12 @@ class Lifecycles(threading.Thread):
         def call(service, method, **fields):
             return retried(r.tally, r.settings.stuck, name, client, service, method, **fields)
 
-        cap = block_cap() if self.block else mount_cap("ext4")
+        cap = {"ext4": mount_cap("ext4"), "block": block_cap(), "directory": mount_cap("")}[
+            self.kind]
+        params = ({"type": "directory", "baseDir": r.driver.base}
+                  if self.kind == "directory" else {})
         vol = call("controller", "CreateVolume", name=name, volume_capabilities=[cap],
+                   parameters=params,
                    capacity_range=client.pb.CapacityRange(required_bytes=VOLUME_BYTES,
                                                           limit_bytes=VOLUME_BYTES)).volume
         vid = vol.volume_id
@@ -247,7 +280,8 @@ class Lifecycles(threading.Thread):
             write, check = write_block, check_block
         else:
             staging, target = k.staging(name), k.target(name)
-            write, check = write_fs, check_fs
+            write, check = ((write_dir, check_dir) if self.kind == "directory"
+                            else (write_fs, check_fs))
         stage = dict(volume_id=vid, staging_target_path=staging, volume_capability=cap)
         publish = dict(stage, target_path=target, readonly=False)
         unpublish = dict(volume_id=vid, target_path=target)
@@ -261,6 +295,10 @@ class Lifecycles(threading.Thread):
                 problem = "%s: %s" % (target, e)
             if problem:
                 r.tally.note("data", "%s %s: %s" % (name, vid, problem))
+            if self.kind == "directory" and not first:
+                snap = call("controller", "CreateSnapshot", name=name + "-snap",
+                            source_volume_id=vid).snapshot
+                call("controller", "DeleteSnapshot", snapshot_id=snap.snapshot_id)
             call("node", "NodeUnpublishVolume", **unpublish)
             call("node", "NodeUnstageVolume", **unstage)
         call("controller", "DeleteVolume", volume_id=vid)
@@ -295,17 +333,21 @@ def status_field(pid, key):
     return None
 
 
-def start_time(pid):
-    """When pid started, in clock ticks since boot (/proc/<pid>/stat, field 22)."""
+def runner_kind(pid):
+    """"runner" or "tree" for a child of the helper running sepcsi-runner, else None."""
     try:
-        with open("/proc/%d/stat" % pid) as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
         return None
+    if os.path.basename(argv[0]) != b"sepcsi-runner":
+        return None
+    return "tree" if b"--tree" in argv else "runner"
 
 
 def processes(driver):
-    """{kind: [pid, ...]} of the driver right now: the helper, its workers, rpcd."""
+    """{kind: [pid, ...]} of the driver right now: the helper, its workers and runners,
+    rpcd."""
     kids = {}
     try:
         kids = driver.children()
@@ -317,14 +359,15 @@ def processes(driver):
     if HELPER in kids:
         helper = kids[HELPER]
         found["helper"].append(helper)
-        # The tool runner (sepcsi-runner) is the helper's first child, started before
-        # it is ready, and holds no capability; a worker is forked for a request, and
-        # holds the helper's for good.
-        kids = sorted((t, p) for t, p in ((start_time(p), p) for p in children(helper))
-                      if t is not None)
-        found["runner"] = [p for t, p in kids[:1]]
-        found["worker"] = [p for t, p in kids[1:]
-                           if status_field(p, "CapEff") not in (None, "0000000000000000")]
+        # The tool runner and the tree runner (sepcsi-runner, the second with --tree)
+        # are started before the helper is ready; a worker is forked for a request, and
+        # holds the helper's capabilities for good.
+        for p in children(helper):
+            kind = runner_kind(p)
+            if kind:
+                found[kind].append(p)
+            elif status_field(p, "CapEff") not in (None, "0000000000000000"):
+                found["worker"].append(p)
     return found
 
 
@@ -386,7 +429,7 @@ class Killer(threading.Thread):
                 if not pids:
                     continue
                 pid = pids[int(pick * len(pids))]
-                parent = found["helper"][0] if kind in ("worker", "runner") else sup
+                parent = found["helper"][0] if kind in ("worker", "runner", "tree") else sup
                 if kill(pid, parent):
                     r.tally.add("kills", kind)
                     r.tally.note("kill_log", "%s %s %d" % (utc_now(), kind, pid))
@@ -457,6 +500,14 @@ def driver_leaks(driver, kubelet_before):
                     or (p not in leaks["images"] and os.path.dirname(p) in (
                         os.path.join(driver.data, "images"),
                         os.path.join(driver.data, "snapshots")))]
+    # The base: nothing but the helper's own areas, and nothing in them.
+    leaks["dirs"] = []
+    for n in sorted(os.listdir(driver.base)):
+        p = os.path.join(driver.base, n)
+        if n in BASE_AREAS and os.path.isdir(p):
+            leaks["dirs"] += [os.path.join(p, m) for m in sorted(os.listdir(p))]
+        else:
+            leaks["dirs"].append(p)
     new = tree(driver.root) - kubelet_before
     # The deepest new paths only: a leftover staging directory is one leak, not three.
     leaks["paths"] = sorted(p for p in new if not any(q.startswith(p + "/") for q in new))
@@ -509,7 +560,7 @@ def kubelet_layout(driver):
 
 def start_driver(bin_dir=None):
     """A driver that restarts its children up to 100 times a second, in kubelet's layout."""
-    d = conftest.Driver(kubelet=True, bin_dir=bin_dir,
+    d = conftest.Driver(kubelet=True, bin_dir=bin_dir, setup=xfs_base,
                         extra_args=["--restart-limit", "100", "--restart-window", "1"])
     d.kubelet = kubelet_layout(d)
     return d
@@ -610,7 +661,7 @@ class Result:
     def summary(self):
         t = self.tally
         count = lambda c: " ".join("%s=%d" % kv for kv in sorted(c.items())) or "-"
-        kinds = ("volumes", "loops", "mounts", "images", "tmp", "paths", "rows")
+        kinds = ("volumes", "loops", "mounts", "images", "tmp", "dirs", "paths", "rows")
         return ("chaos: seed=%d calls=%d lifecycles=%d kills=%d (%s) retries=%d (%s) "
                 "stuck=%d data_errors=%d violations=%d leaks=%d (%s) integrity=%s ready=%s "
                 "seconds=%.0f+%.0f" % (

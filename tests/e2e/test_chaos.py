@@ -1,6 +1,6 @@
 """Crash consistency under a CO's retries: the chaos run of tests/chaos/chaos.py
-(lifecycles from 10 clients, ext4 and raw block, while the helper, its workers and
-rpcd are killed at random) against a real driver; nothing may be stuck, lost or
+(lifecycles from 10 clients, ext4, raw block and directory volumes, while the helper,
+its workers and runners and rpcd are killed at random) against a real driver; nothing may be stuck, lost or
 left over. SEPCSI_CHAOS_SEED replays a run's kill schedule; SEPCSI_CHAOS_SECONDS
 and SEPCSI_CHAOS_CLIENTS change its size (docs/testing.md)."""
 import os
@@ -30,7 +30,8 @@ def test_kills_during_lifecycles(chaos_driver):
 
 def test_leak_checks_see_leaks(chaos_driver):
     """The run's end checks look where leaks would be: an ext4 and a raw block volume
-    left published, and a temporary file beside the images, are seen as every kind."""
+    left published, a directory volume left behind, a temporary file beside the images
+    and one in the base's trash, are seen as every kind."""
     d, k = chaos_driver, chaos_driver.kubelet
     c = d.client
     before = chaos.tree(d.root)
@@ -46,16 +47,22 @@ def test_leak_checks_see_leaks(chaos_driver):
         c.node("NodePublishVolume", volume_id=vid, staging_target_path=staging,
                target_path=target, volume_capability=cap, readonly=False)
     open(os.path.join(d.data, "images", "sv-left.img.tmp"), "w").close()
+    c.controller("CreateVolume", name="left-dir", volume_capabilities=[mount_cap("")],
+                 parameters={"type": "directory", "baseDir": d.base},
+                 capacity_range=c.pb.CapacityRange(required_bytes=chaos.VOLUME_BYTES))
+    os.makedirs(os.path.join(d.base, ".sepcsi-trash", "sv-" + "0" * 32))
     leaks = chaos.driver_leaks(d, before)
+    assert sorted(leaks["dirs"]) == [os.path.join(d.base, ".sepcsi-trash", "sv-" + "0" * 32),
+                                     os.path.join(d.base, "left-dir")], leaks["dirs"]
     assert len(leaks["loops"]) == 2
     # Staging and target of each, in the test's namespace and in the helper's view.
     assert len(leaks["mounts"]) == 8, leaks["mounts"]
     assert len(leaks["images"]) == 2
     assert leaks["tmp"] == [os.path.join(d.data, "images", "sv-left.img.tmp")]
     assert len(leaks["paths"]) == 4  # each staging and target, as the CO and driver made them
-    assert len(c.controller("ListVolumes").entries) == 2
+    assert len(c.controller("ListVolumes").entries) == 3
     assert d.stop() == 0
     integrity, rows = chaos.store_check(os.path.join(d.state, chaos.STORE_FILE))
     assert integrity == "ok"
     assert {t: rows[t] for t in ("volumes", "stagings", "publications")} == \
-        {"volumes": 2, "stagings": 2, "publications": 2}
+        {"volumes": 3, "stagings": 2, "publications": 2}
