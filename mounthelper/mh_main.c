@@ -467,7 +467,7 @@ int main(int argc, char **argv)
 	mh_copy_thaw_all(&ctx);
 	mh_loop_records_rebuild(ctx.images_fd); /* no worker yet: one look at every device */
 	/* Before the helper's filter (no execve), and before the sweep, which empties trees. */
-	mh_tools_start(pol, a.fmt_name, a.lvl_name);
+	mh_tools_start(pol, a.data_dir, a.fmt_name, a.lvl_name);
 	mh_sweep(&ctx, NULL); /* no worker yet: what a dead helper's workers left */
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);

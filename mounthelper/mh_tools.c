@@ -28,10 +28,10 @@
  * copies a volume's tree on the directory fds the helper checked and passes
  * (mh_tree.c). It holds CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID and
  * CAP_CHOWN (policy/caps.c: pol_caps_confine_tree), carried across its exec
- * as ambient capabilities, and nothing else; the same view as the tools
- * runner, which holds neither kubelet's directories nor the bases, so a pod's
- * tree is reached only through those fds; and a filter of its own without
- * exec, mount API or loop ioctls. Pod-controlled names, links and modes are
+ * as ambient capabilities, and nothing else; the tools runner's view less the
+ * data directory and /proc, so that it reaches a pod's tree only through
+ * those fds, and no image and no other process at all; and a filter of its
+ * own without exec, mount API or loop ioctls. Pod-controlled names, links and modes are
  * thus walked by a process that cannot mount or unmount anything.
  */
 #include "mh_tools.h"
@@ -83,12 +83,13 @@ void mh_tools_locate(void)
 }
 
 /*
- * The runner's view: the helper's, less what the tools never need: kubelet's
+ * A runner's view: the helper's, less what the tools never need: kubelet's
  * directories, the base directories of directory volumes, /sys, and the helper's /dev with its loop
- * nodes (a /dev of its own with null only). In a mount namespace of its own, made private first so
- * that nothing it takes away is taken from anyone else. Still privileged here.
+ * nodes (a /dev of its own with null only); the tree runner's, less the data directory and /proc
+ * too (pol_view_tree). In a mount namespace of its own, made private first so that nothing it
+ * takes away is taken from anyone else. Still privileged here.
  */
-static int own_view(const struct pol *pol)
+static int own_view(const struct pol *pol, const char *data_dir, enum mh_runner which)
 {
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return -1;
@@ -100,6 +101,9 @@ static int own_view(const struct pol *pol)
 		    umount2(pol_view_ro_base(i), MNT_DETACH) < 0)
 			return -1;
 	if (umount2("/sys", MNT_DETACH) < 0)
+		return -1;
+	if (which == MH_RUNNER_TREE &&
+	    (umount2(data_dir, MNT_DETACH) < 0 || umount2("/proc", MNT_DETACH) < 0))
 		return -1;
 	int fs = fsopen("tmpfs", FSOPEN_CLOEXEC), m = -1, ret = -1;
 	if (fs >= 0 && fsconfig(fs, FSCONFIG_SET_STRING, "size", "64k", 0) == 0 &&
@@ -117,8 +121,8 @@ static int own_view(const struct pol *pol)
 
 /* In the runner's child, still privileged: its view, its capabilities, then the exec. */
 static void __attribute__((noreturn))
-exec_runner(int sock, pid_t parent, const struct pol *pol, const char *log_format,
-            const char *log_level, enum mh_runner which)
+exec_runner(int sock, pid_t parent, const struct pol *pol, const char *data_dir,
+            const char *log_format, const char *log_level, enum mh_runner which)
 {
 	const char *argv[8] = {"sepcsi-runner", "--log-format", log_format, "--log-level",
 	                       log_level};
@@ -129,7 +133,7 @@ exec_runner(int sock, pid_t parent, const struct pol *pol, const char *log_forma
 		argv[argc++] = "--seccomp-log-only";
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 		_exit(1);
-	if (own_view(pol) < 0) {
+	if (own_view(pol, data_dir, which) < 0) {
 		log_kv(LOG_LVL_ERROR, "tool_runner", "error", "cannot make its view", NULL);
 		_exit(1);
 	}
@@ -147,8 +151,8 @@ exec_runner(int sock, pid_t parent, const struct pol *pol, const char *log_forma
 	_exit(127);
 }
 
-static void start_one(const struct pol *pol, const char *log_format, const char *log_level,
-                      enum mh_runner which)
+static void start_one(const struct pol *pol, const char *data_dir, const char *log_format,
+                      const char *log_level, enum mh_runner which)
 {
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -160,7 +164,7 @@ static void start_one(const struct pol *pol, const char *log_format, const char 
 		log_fatal("fork a runner: %s", strerror(errno));
 	if (pid == 0) {
 		close(sv[0]);
-		exec_runner(sv[1], parent, pol, log_format, log_level, which);
+		exec_runner(sv[1], parent, pol, data_dir, log_format, log_level, which);
 	}
 	close(sv[1]);
 	runners[which].fd = sv[0];
@@ -169,11 +173,12 @@ static void start_one(const struct pol *pol, const char *log_format, const char 
 		log_fatal("pidfd of a runner: %s", strerror(errno));
 }
 
-void mh_tools_start(const struct pol *pol, const char *log_format, const char *log_level)
+void mh_tools_start(const struct pol *pol, const char *data_dir, const char *log_format,
+                    const char *log_level)
 {
-	start_one(pol, log_format, log_level, MH_RUNNER_TOOLS);
+	start_one(pol, data_dir, log_format, log_level, MH_RUNNER_TOOLS);
 	if (pol_base_dir(pol, 0))
-		start_one(pol, log_format, log_level, MH_RUNNER_TREE);
+		start_one(pol, data_dir, log_format, log_level, MH_RUNNER_TREE);
 	mh_closep(&runner_exe);
 }
 

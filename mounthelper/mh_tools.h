@@ -27,9 +27,11 @@ void mh_tools_locate(void);
  * helper's view, drops every capability and execs the tools runner with the
  * job socket on fd 3; with directory volumes (the policy names base
  * directories), likewise the tree runner, keeping only its file
- * capabilities. log_args are passed on (--log-format, --log-level).
+ * capabilities, in a view without data_dir or /proc. log_args are passed on
+ * (--log-format, --log-level).
  */
-void mh_tools_start(const struct pol *pol, const char *log_format, const char *log_level);
+void mh_tools_start(const struct pol *pol, const char *data_dir, const char *log_format,
+                    const char *log_level);
 
 /*
  * A pidfd of that runner, readable once it has exited (the helper cannot go

@@ -41,7 +41,16 @@ const struct pol_view_entry *pol_view_table(size_t *n);
  */
 const char *pol_view_ro_base(size_t i);
 
-/* Print it as a Markdown table (path, what it is, why). */
+/*
+ * Whether an entry is in the tree runner's view: the tool runner's, less the
+ * data directory and /proc. It works on the descriptors it is given only, so
+ * it needs neither; without them it can reach no image by path, and no other
+ * process (/proc/<pid>/mem of the tool runner or of a tool, which its
+ * capabilities would let it open).
+ */
+bool pol_view_tree(const struct pol_view_entry *e);
+
+/* Print it as a Markdown table (path, what it is, which runners keep it, why). */
 void pol_view_print(FILE *out);
 
 #endif

@@ -82,14 +82,20 @@ static const char *kind_text(enum pol_view_kind k)
 	return "?";
 }
 
+bool pol_view_tree(const struct pol_view_entry *e)
+{
+	return e->tools && e->kind != POL_VIEW_DATA && e->kind != POL_VIEW_PROC;
+}
+
 void pol_view_print(FILE *out)
 {
 	size_t n;
 	const struct pol_view_entry *t = pol_view_table(&n);
-	pol_md_head(out, 4, (const char *[]){"path", "what", "tool runner", "why"});
+	pol_md_head(out, 5, (const char *[]){"path", "what", "tool runner", "tree runner", "why"});
 	for (size_t i = 0; i < n; i++) {
-		pol_md_row(out, 4,
+		pol_md_row(out, 5,
 		           (const char *[]){t[i].path, kind_text(t[i].kind),
-		                            t[i].tools ? "yes" : "no", t[i].why});
+		                            t[i].tools ? "yes" : "no",
+		                            pol_view_tree(&t[i]) ? "yes" : "no", t[i].why});
 	}
 }

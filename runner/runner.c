@@ -15,7 +15,8 @@
  *
  * The helper starts each at its own start, before confining itself: a forked
  * child leaves the helper's view (kubelet's directories, the base
- * directories, /sys and the loop nodes are not there), sets its capabilities
+ * directories, /sys and the loop nodes are not there; for the tree runner
+ * neither the data directory nor /proc), sets its capabilities
  * (policy/caps.c), locks the securebits, sets no_new_privs and execs this
  * program on a descriptor (docs/helper.md). Here it installs its filter and
  * serves jobs from fd 3, one datagram each. For each tool, copy or tree job it

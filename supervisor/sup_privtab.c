@@ -144,14 +144,17 @@ struct proc_priv {
 	const char *note;
 };
 
-static void view_json(FILE *out, const struct pol *pol, const struct sup_config *cfg, bool tools)
+/* The paths in a view: the helper's (tools false), the tool runner's, or the tree runner's. */
+static void view_json(FILE *out, const struct pol *pol, const struct sup_config *cfg, bool tools,
+                      bool tree)
 {
 	size_t n;
 	const struct pol_view_entry *t = pol_view_table(&n);
 	bool first = true;
 	fputs("[", out);
 	for (size_t i = 0; i < n; i++) {
-		if (t[i].kind == POL_VIEW_LOOPS || (tools && !t[i].tools))
+		if (t[i].kind == POL_VIEW_LOOPS || (tools && !t[i].tools) ||
+		    (tree && !pol_view_tree(&t[i])))
 			continue;
 		if (t[i].kind == POL_VIEW_ROOTS) {
 			for (size_t k = 0; pol_root(pol, k); k++, first = false)
@@ -190,8 +193,8 @@ static void print_json(FILE *out, const struct proc_priv *p, size_t np, const st
 		        (unsigned long long)p[i].amb, p[i].nnp ? 1 : 0, p[i].seccomp ? 2 : 0,
 		        p[i].seccomp ? pol_seccomp_syscall_count(p[i].seccomp) : 0);
 		if (p[i].own_view)
-			view_json(out, pol, cfg,
-			          p[i].seccomp == &pol_sc_tools || p[i].seccomp == &pol_sc_tree);
+			view_json(out, pol, cfg, p[i].seccomp == &pol_sc_tools,
+			          p[i].seccomp == &pol_sc_tree);
 		else
 			fputs("\"host\"", out);
 		fputs("}", out);

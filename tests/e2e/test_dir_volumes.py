@@ -201,8 +201,9 @@ def test_tree_runner_confined(dd):
     """With directory volumes the helper walks no pod's tree itself: the tree runner
     (sepcsi-runner --tree, the helper's child) empties and copies trees, with exactly four
     file capabilities (kept across its exec as ambient ones, no CAP_SYS_ADMIN), no_new_privs,
-    a seccomp filter of its own, and a view without kubelet's directory or the base, so that
-    it reaches a volume only through the descriptors the helper passes. The kernel's report
+    a seccomp filter of its own, and a view without kubelet's directory, the base, the data
+    directory or /proc, so that it reaches a volume only through the descriptors the helper
+    passes, and no image and no other process at all. The kernel's report
     matches --print-privileges; and the walk it does still works (a snapshot and a delete)."""
     from test_privileges import helper_children, printed_privileges, status
     vid = create(dd, "tree-runner").volume_id
@@ -225,9 +226,12 @@ def test_tree_runner_confined(dd):
     assert s["NoNewPrivs"] == "1" and s["Seccomp"] == "2"
     assert int(status(kids["tools"])["CapEff"], 16) == 0
     root = "/proc/%d/root" % kids["tree"]
-    for gone in (dd.base, dd.root):  # neither is in its view (at most an empty mount point)
+    # None is in its view (at most an empty mount point), as --print-privileges says.
+    for gone in (dd.base, dd.root, dd.data, "/proc", "/sys"):
         assert not os.path.exists(root + gone) or os.listdir(root + gone) == [], gone
-    assert os.listdir(dd.base)  # while the helper's base holds the volume
+        assert gone not in p["view"], (gone, p["view"])
+    assert os.listdir(dd.base) and os.listdir(dd.data)  # which the helper's view holds
+    assert os.listdir("/proc/%d/root/proc" % kids["tools"])  # the tool runner keeps /proc
     snap = dd.client.controller("CreateSnapshot", source_volume_id=vid, name="tree-snap")
     dd.client.controller("DeleteSnapshot", snapshot_id=snap.snapshot.snapshot_id)
     dd.client.controller("DeleteVolume", volume_id=vid)
