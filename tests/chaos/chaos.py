@@ -500,10 +500,11 @@ def driver_leaks(driver, kubelet_before):
                     or (p not in leaks["images"] and os.path.dirname(p) in (
                         os.path.join(driver.data, "images"),
                         os.path.join(driver.data, "snapshots")))]
-    # The base: nothing but the helper's own areas, and nothing in them.
+    # The base, if the driver has one: nothing but the helper's own areas, empty.
     leaks["dirs"] = []
-    for n in sorted(os.listdir(driver.base)):
-        p = os.path.join(driver.base, n)
+    base = getattr(driver, "base", None)
+    for n in sorted(os.listdir(base)) if base else []:
+        p = os.path.join(base, n)
         if n in BASE_AREAS and os.path.isdir(p):
             leaks["dirs"] += [os.path.join(p, m) for m in sorted(os.listdir(p))]
         else:
