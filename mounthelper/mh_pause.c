@@ -11,7 +11,9 @@
  * operation on that id (root-only directory, no symlink followed); while it
  * exists the worker logs "test_pause point=<gate> pid=N" once and waits,
  * polling every 5 ms. The test removes the file to let it go
- * on, or kills the worker, the helper or rpcd meanwhile.
+ * on, or kills the worker, the helper or rpcd meanwhile. One point is in the
+ * main loop, not a worker: "dispatch", after an idle worker was picked for a
+ * request and before the request is sent to it (mh_worker.c).
  *
  * Runs in a helper worker; uses only calls the helper's seccomp table already
  * allows (newfstatat, clock_nanosleep). Disabled, it costs one branch.

@@ -326,6 +326,17 @@ static struct slot *pick(void)
 	return empty;
 }
 
+/* A worker that has exited (its end of the pair closed): wait for it; its slot is free. */
+static pid_t bury(struct slot *s, int *st)
+{
+	pid_t got;
+	while ((got = waitpid(s->pid, st, 0)) < 0 && errno == EINTR)
+		;
+	close(s->fd);
+	mh_closep(&s->pidfd);
+	return got;
+}
+
 void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer, uint32_t gen,
                      int ctl)
 {
@@ -356,23 +367,43 @@ void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer,
 		send_answer(peer, ans);
 		return;
 	}
-	if (s->pid == 0 && spawn(c, s, peer, ctl) < 0) {
-		int err = errno;
-		mh_space_settle(&hold);
-		snprintf(why, sizeof(why), "cannot start a worker: %s", strerror(err));
-		mh_ops_refuse(c, req, ans, MH_E_FAILED, err, why);
-		send_answer(peer, ans);
-		return;
+	for (;;) {
+		bool fresh = s->pid == 0;
+		if (fresh && spawn(c, s, peer, ctl) < 0) {
+			int err = errno;
+			mh_space_settle(&hold);
+			snprintf(why, sizeof(why), "cannot start a worker: %s", strerror(err));
+			mh_ops_refuse(c, req, ans, MH_E_FAILED, err, why);
+			send_answer(peer, ans);
+			return;
+		}
+		s->busy = true;
+		s->gen = gen;
+		s->frozen_ms = 0;
+		s->overdue = false;
+		s->hold = hold;
+		s->io->req = *req;
+		s->ans_len = 0;
+		if (!fresh) { /* a test may kill the idle worker here */
+			const char *keys[MH_OPS_KEYS_MAX];
+			mh_pause(c, "dispatch", mh_ops_keys(req, keys) ? keys[0] : NULL);
+		}
+		/*
+		 * A worker that dies once this send is done is answered for by its end of
+		 * file (MH_E_FAILED: it may have acted). One that had already died while
+		 * idle (EPIPE: its end closed, the request not delivered) never saw the
+		 * request: it is buried now and the request goes to another worker.
+		 */
+		if (send(s->fd, mio->out, len, MSG_NOSIGNAL) >= 0 || fresh ||
+		    (errno != EPIPE && errno != ECONNRESET))
+			return;
+		int st = 0;
+		s->busy = false;
+		(void)bury(s, &st);
+		log_kv(LOG_LVL_WARN, "worker_ended", "reason", "died while idle", NULL);
+		*s = (struct slot){.pidfd = -1, .fd = -1, .io = s->io};
+		s = pick(); /* at worst this slot again, empty: a new worker */
 	}
-	s->busy = true;
-	s->gen = gen;
-	s->frozen_ms = 0;
-	s->overdue = false;
-	s->hold = hold;
-	s->io->req = *req;
-	s->ans_len = 0;
-	/* A worker that died meanwhile fails this send; its end of file answers for it. */
-	(void)send(s->fd, mio->out, len, MSG_NOSIGNAL);
 }
 
 /* The volume a copy freezes, if the request is one. */
@@ -572,11 +603,7 @@ void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen, const struc
 		if (last != 0)
 			continue; /* running, or waiting for a request (EAGAIN) */
 		/* End of file: the worker has exited; once reaped it holds nothing at all. */
-		pid_t got;
-		while ((got = waitpid(s->pid, &st, 0)) < 0 && errno == EINTR)
-			;
-		close(s->fd);
-		mh_closep(&s->pidfd);
+		pid_t got = bury(s, &st);
 		if (s->busy) {
 			/* Released before the sweep, which spares what requests in flight hold. */
 			release(s);

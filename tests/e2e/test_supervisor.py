@@ -330,6 +330,40 @@ def test_helper_killed_during_stage(pausable_driver):
     assert_clean(driver)
 
 
+def test_request_to_a_worker_that_died_idle(pausable_driver):
+    """An idle worker killed after the helper picked it for a request and before it sent
+    the request (held at the "dispatch" pause point): the request never reached it, so the
+    helper buries it and hands the request to a new worker, and the call succeeds (it used
+    to fail: "worker killed by signal 9")."""
+    driver = pausable_driver
+    c = driver.client
+    cap = mount_cap("ext4")
+    staging, _ = volume_paths(driver, "pvc-idle")
+    vid = c.controller("CreateVolume", name="pvc-idle", volume_capabilities=[cap],
+                       capacity_range=c.pb.CapacityRange(required_bytes=64 << 20)
+                       ).volume.volume_id
+    helper = driver.children()[HELPER]
+    idle = [p for p, comm in children_of(helper) if comm == HELPER]
+    assert len(idle) == 1, idle  # the worker of the CREATE, idle for seconds
+    driver.hold("dispatch@" + vid)
+    call = Call(driver.endpoint, "node", "NodeStageVolume", volume_id=vid,
+                staging_target_path=staging, volume_capability=cap)
+    try:
+        assert driver.paused("dispatch@" + vid) == helper  # the main loop, about to send
+        os.kill(idle[0], signal.SIGKILL)
+        wait_for(lambda: open("/proc/%d/stat" % idle[0]).read().rsplit(")", 1)[1].split()[0]
+                 == "Z", 10, "the worker to die")  # a zombie: the helper waits in its pause
+    finally:
+        driver.release("dispatch@" + vid)
+    call.join(60)
+    assert call.code == grpc.StatusCode.OK, (call.code, call.details)
+    assert driver.children()[HELPER] == helper
+    assert "died while idle" in driver.logs()
+    c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    c.controller("DeleteVolume", volume_id=vid)
+    assert_clean(driver)
+
+
 def test_rpcd_killed(driver):
     """kill -9 rpcd: a new rpcd serves the same endpoint; the helper keeps its pid
     and the mounts stay; the new rpcd finishes the old volume's life."""
