@@ -47,13 +47,10 @@ static const struct pol_cap_entry helper_caps[] = {
      "fails, with a reason",
      1},
     {CAP_DAC_OVERRIDE, "CAP_DAC_OVERRIDE",
-     "directory volumes only: open, mark and move (delete, archive) a volume's directory, "
-     "whatever mode its pods gave it; what lies inside is walked by the tree runner, not "
-     "the helper",
-     POL_CAP_DIRS},
-    {CAP_FOWNER, "CAP_FOWNER",
-     "directory volumes only: the mode of a volume's directory that its pods chowned "
-     "(MH_F_MOUNT_GROUP at DIR_PUBLISH), and its move out of a sticky base",
+     "directory volumes only: open, mark and move (delete, archive, a restore into place) a "
+     "volume's directory, whatever owner and mode its pods or its copy gave it (moving a "
+     "directory to another parent needs write access to it); what lies inside is walked by "
+     "the tree runner, not the helper",
      POL_CAP_DIRS},
 };
 
@@ -90,7 +87,12 @@ static const struct {
     {"CAP_FSETID", "no",
      "only copies keep set-group-ID bits of other groups, and the tree runner makes them; the "
      "helper sets a mount group's setgid bit while the group is still its own"},
-    {"CAP_DAC_OVERRIDE, CAP_FOWNER", "only with base_dirs",
+    {"CAP_FOWNER", "no",
+     "every directory whose entries the helper changes is root's: the base and each "
+     "directory on the way (checked), its work and trash areas; a mount group is set only on "
+     "a root directory owned by root; a volume's contents, owned by its pods, are the tree "
+     "runner's"},
+    {"CAP_DAC_OVERRIDE", "only with base_dirs",
      "without directory volumes everything the helper opens is owned by root, which passes "
      "owner checks without them: the data dir (0700, checked at start), its own "
      "/dev/loop-control and /dev/loopN (made by root), kubelet's directories, a fresh volume "

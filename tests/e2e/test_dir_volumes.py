@@ -236,3 +236,37 @@ def test_tree_runner_confined(dd):
     dd.client.controller("DeleteSnapshot", snapshot_id=snap.snapshot.snapshot_id)
     dd.client.controller("DeleteVolume", volume_id=vid)
     assert sorted(n for n in os.listdir(dd.base) if not n.startswith(".")) == []
+
+
+def test_volume_root_taken_over_by_a_pod(dd):
+    """A pod running as root chowns its volume's directory away and makes it and what it
+    holds unreadable, sticky and set-group-ID: snapshot, restore and delete still work,
+    the restore keeps every owner and mode, and the helper did it without CAP_FOWNER or
+    CAP_FSETID (the tree runner walked the contents; the helper only opened, marked and
+    moved directories)."""
+    c = dd.client
+    v = create(dd, "taken", 64 * MiB)
+    root = os.path.join(dd.base, "taken")
+    os.makedirs(os.path.join(root, "sticky"))
+    with open(os.path.join(root, "sticky", "f"), "w") as f:
+        f.write("pod data")
+    for p, uid, mode in ((os.path.join(root, "sticky", "f"), 1001, 0o2600),
+                         (os.path.join(root, "sticky"), 1001, 0o1700),
+                         (root, 1000, 0o2700)):
+        os.chown(p, uid, 2000)
+        os.chmod(p, mode)
+    before = tree(root)
+    snap = c.controller("CreateSnapshot", source_volume_id=v.volume_id, name="taken-s").snapshot
+    r = create(dd, "taken-restored", 64 * MiB,
+               volume_content_source=c.pb.VolumeContentSource(
+                   snapshot=c.pb.VolumeContentSource.SnapshotSource(snapshot_id=snap.snapshot_id)))
+    restored = os.path.join(dd.base, "taken-restored")
+    assert tree(restored) == before
+    st = os.stat(restored)
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (1000, 2000, 0o2700)
+    for vid in (r.volume_id, v.volume_id):
+        c.controller("DeleteVolume", volume_id=vid)
+    c.controller("DeleteSnapshot", snapshot_id=snap.snapshot_id)
+    assert sorted(n for n in os.listdir(dd.base) if not n.startswith(".")) == []
+    for area in (".sepcsi-snapshots", ".sepcsi-trash", ".sepcsi-work"):
+        assert os.listdir(os.path.join(dd.base, area)) == [], area

@@ -426,11 +426,11 @@ static void test_caps_table(void)
 {
 	size_t n;
 	const struct pol_cap_entry *t = pol_caps_helper_table(&n);
-	CHECK(n == 6 && t[0].cap == CAP_SYS_ADMIN && t[1].cap == CAP_CHOWN &&
+	CHECK(n == 5 && t[0].cap == CAP_SYS_ADMIN && t[1].cap == CAP_CHOWN &&
 	      t[2].cap == CAP_MKNOD && t[3].cap == CAP_SYS_RESOURCE);
 	CHECK(!t[0].optional && !t[1].optional && !t[2].optional &&
 	      t[3].optional == POL_CAP_OPTIONAL);
-	CHECK(pol_caps_helper_dirs_mask() == ((1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_FOWNER)));
+	CHECK(pol_caps_helper_dirs_mask() == 1ULL << CAP_DAC_OVERRIDE);
 	CHECK(pol_caps_helper_mask() ==
 	      ((1ULL << CAP_SYS_ADMIN) | (1ULL << CAP_CHOWN) | (1ULL << CAP_MKNOD)));
 	CHECK(pol_caps_helper_mask() == 0x8200001ULL);
