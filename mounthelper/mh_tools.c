@@ -131,10 +131,12 @@ exec_runner(int sock, pid_t parent, const struct pol *pol, const char *data_dir,
 		argv[argc++] = "--tree";
 	if (pol_seccomp_log_only(pol))
 		argv[argc++] = "--seccomp-log-only";
+	const char *name = which == MH_RUNNER_TREE ? "tree" : "tools";
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 		_exit(1);
 	if (own_view(pol, data_dir, which) < 0) {
-		log_kv(LOG_LVL_ERROR, "tool_runner", "error", "cannot make its view", NULL);
+		log_kv(LOG_LVL_ERROR, "runner_start_failed", "runner", name, "error",
+		       "cannot make its view", NULL);
 		_exit(1);
 	}
 	/* The job socket on fd 3, the program on fd 4 (close-on-exec), nothing else but stdio. */
@@ -143,11 +145,13 @@ exec_runner(int sock, pid_t parent, const struct pol *pol, const char *data_dir,
 	    fcntl(4, F_SETFD, FD_CLOEXEC) < 0 || close_range(5, ~0U, 0) < 0)
 		_exit(1);
 	if ((which == MH_RUNNER_TREE ? pol_caps_confine_tree() : pol_caps_confine_tools()) < 0) {
-		log_kv(LOG_LVL_ERROR, "tool_runner", "error", "cannot drop its capabilities", NULL);
+		log_kv(LOG_LVL_ERROR, "runner_start_failed", "runner", name, "error",
+		       "cannot drop its capabilities", NULL);
 		_exit(1);
 	}
 	syscall(SYS_execveat, 4, "", (char *const *)argv, environ, AT_EMPTY_PATH);
-	log_kv(LOG_LVL_ERROR, "tool_runner", "error", "cannot exec sepcsi-runner", NULL);
+	log_kv(LOG_LVL_ERROR, "runner_start_failed", "runner", name, "error",
+	       "cannot exec sepcsi-runner", NULL);
 	_exit(127);
 }
 
