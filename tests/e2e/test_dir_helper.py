@@ -380,6 +380,25 @@ def test_hostile_requests(p, hd):
     assert all(r["reason"] for r in records if r["result"] != "ok")
 
 
+def test_tree_too_deep_to_copy(p):
+    """A tree deeper than the copy goes (256 directories): DIR_SNAPSHOT is REFUSED with a
+    reason that says so (the tree runner's answer, mapped by the helper), nothing is left
+    in the work area or as a snapshot, and the volume is still deleted whole."""
+    p.create(VOL, "deep")
+    deep = os.path.join(p.base, "deep")
+    for _ in range(300):
+        deep = os.path.join(deep, "x")
+    os.makedirs(deep)
+    ans = p.err(req(T.REQ_DIR_SNAPSHOT, snapshot_id=SNAP, volume_id=VOL, base=p.base,
+                    name="deep"), E.REFUSED)
+    assert "deeper than 256" in ans.reason, ans
+    assert os.listdir(os.path.join(p.base, ".sepcsi-work")) == []
+    assert os.listdir(os.path.join(p.base, ".sepcsi-snapshots")) == []
+    p.delete(VOL, "deep")
+    assert not os.path.exists(os.path.join(p.base, "deep"))
+    assert os.listdir(os.path.join(p.base, ".sepcsi-trash")) == []
+
+
 def test_mount_inside_volume_is_not_reached(p, hd):
     """Something mounted inside the tree on the host: the helper's view holds
     each base's own mount only, so the delete removes the volume's directory
