@@ -7,6 +7,13 @@
 #include <sys/types.h>
 
 /*
+ * How every lookup inside a directory volume's base or tree is made: beneath
+ * the directory it starts from, no symlink, no magic link, no mount crossed.
+ */
+#define RESOLVE_IN_TREE                                                                            \
+	(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+
+/*
  * openat2 of rel beneath dirfd with these RESOLVE_* flags (O_CLOEXEC added),
  * retried on EAGAIN (a concurrent rename or mount raced the lookup) and
  * EINTR; the fd, or -1 with errno.

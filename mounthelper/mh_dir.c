@@ -36,7 +36,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/fs.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -177,7 +176,7 @@ static int locate(int base, const char *name, bool create, struct mh_at *at, str
 			               strerror(errno));
 		}
 		int next =
-		    openat2_retry(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0, MH_RESOLVE_TREE);
+		    openat2_retry(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
 		close(fd);
 		if (next >= 0 && mh_at_check_dir(next, "a directory above the volume's", r) < 0) {
 			close(next);
@@ -195,7 +194,7 @@ static int area(int base, const char *which, bool create, struct mh_res *r)
 		return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir %s: %s", which,
 		               strerror(errno));
 	int fd =
-	    openat2_retry(base, which, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, MH_RESOLVE_TREE);
+	    openat2_retry(base, which, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
 	if (fd < 0)
 		return mh_fail(r, mh_kind_of_errno(errno), errno, "open %s: %s", which,
 		               strerror(errno));
@@ -212,7 +211,7 @@ static int area(int base, const char *which, bool create, struct mh_res *r)
  */
 static int open_marked(int dir, const char *name, const char *id, struct mh_res *r)
 {
-	int fd = openat2_retry(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, MH_RESOLVE_TREE);
+	int fd = openat2_retry(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return mh_fail(r, MH_E_NOTFOUND, ENOENT, "%s does not exist", name);
@@ -248,7 +247,7 @@ static int volume_open(int base, const struct mh_req_dir *q, struct mh_res *r)
 static int purge(int area_fd, const char *name, struct mh_res *r)
 {
 	int fd =
-	    openat2_retry(area_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, MH_RESOLVE_TREE);
+	    openat2_retry(area_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
 	if (fd < 0)
 		return errno == ENOENT
 		           ? 0
@@ -398,7 +397,7 @@ static int work_make(int work, const char *id, struct mh_res *r)
 		return -1;
 	if (mkdirat(work, id, 0700) < 0)
 		return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir: %s", strerror(errno));
-	int fd = openat2_retry(work, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, MH_RESOLVE_TREE);
+	int fd = openat2_retry(work, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
 	if (fd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "open the new directory: %s",
 		               strerror(errno));

@@ -7,21 +7,14 @@
 #define SEPCSI_MH_TREE_H
 
 #include <stdbool.h>
-#include <linux/openat2.h>
 #include <stdint.h>
 
 #include "mh.h"
 
 /*
- * How every lookup inside a base is made: beneath the directory it starts
- * from, no symlink, no magic link, no mount crossed.
- */
-#define MH_RESOLVE_TREE                                                                            \
-	(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
-
-/*
  * Remove everything inside the directory dirfd (not the directory itself).
- * 0, or -1 with r (BUSY if a mount lies inside, FAILED otherwise).
+ * 0, or -1 with r (BUSY if a mount lies inside or entries keep coming, else
+ * the kind of the errno that stopped it).
  */
 int mh_tree_empty(int dirfd, struct mh_res *r);
 

@@ -1,9 +1,10 @@
 /*
- * Capability confinement of sepcsi-mounthelper (see pol_caps.h).
+ * Capability confinement of sepcsi-mounthelper and its two runners (see
+ * pol_caps.h).
  *
  * Runs once in the helper, as uid 0 with full capabilities, before the
- * seccomp filter is installed. Any failure is fatal for the caller: a helper
- * that cannot prove it dropped what it should must not serve a request.
+ * seccomp filter is installed; and in each runner's child before its exec. Any failure is fatal for
+ * the caller: a helper that cannot prove it dropped what it should must not serve a request.
  *
  * Why each capability is kept or dropped: helper_caps[] (kept) and
  * helper_dropped[] (dropped, where the reason is not obvious) below, printed
@@ -14,7 +15,10 @@
  * locked, exec by uid 0 grants no file-less capabilities, the inheritable and
  * ambient sets are empty, and no_new_privs stops set-uid and file
  * capabilities. The process test (test_seccomp, "exec gets no capabilities")
- * checks this on a real exec.
+ * checks this on a real exec. The tree runner (pol_caps_confine_tree) is the
+ * one exec that keeps capabilities: exactly tree_caps[], made inheritable and
+ * ambient before its exec, which is all an exec under SECBIT_NOROOT keeps;
+ * test_seccomp's tree exec test checks that too.
  */
 #include "pol_caps.h"
 #include "pol_md.h"

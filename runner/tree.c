@@ -31,7 +31,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,10 +41,6 @@
 
 #include "openat2.h"
 #include "runner.h"
-
-/* Every lookup inside the tree: beneath the directory it starts from, no symlink, no mount. */
-#define RESOLVE_TREE                                                                               \
-	(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
 #define RM_DEPTH   64   /* directories deeper than this are moved up, not descended into */
 #define RM_ROUNDS  4096 /* passes over one directory before giving up on it */
@@ -85,7 +80,7 @@ static int tree_fail(struct job *j, int err, const char *what, const char *name)
 
 static int openat2_tree(int dirfd, const char *name, int flags, mode_t mode)
 {
-	return openat2_retry(dirfd, name, flags, mode, RESOLVE_TREE);
+	return openat2_retry(dirfd, name, flags, mode, RESOLVE_IN_TREE);
 }
 
 static int open_dir(int dirfd, const char *name)
