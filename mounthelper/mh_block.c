@@ -136,6 +136,41 @@ out:
 	return ret;
 }
 
+/*
+ * The loop device a raw block staging binds: the one left by a STAGE that
+ * crashed before its bind (attached, used by nothing, no autoclear, the mode
+ * asked for), else a new one on our image. *lfd is the new device's
+ * descriptor; it stays -1 when the left one is re-used.
+ */
+static int stage_loop(const struct mh_ctx *c, const struct mh_req_stage *q, int img,
+                      const struct mh_vol *v, struct mh_loop *l, int *lfd, struct mh_audit *a,
+                      struct mh_res *r)
+{
+	struct mh_loop loops[8];
+	int n = mh_loop_find_all(v->st.st_dev, v->st.st_ino, loops, 8, r);
+	if (n < 0)
+		return -1;
+	if (n > 0) {
+		char where[MH_PATH_MAX + 1];
+		int used = mh_loop_in_use(&loops[0], -1, where, sizeof(where), r);
+		if (used < 0)
+			return -1;
+		if (n > 1 || used || (loops[0].lo_flags & LO_FLAGS_AUTOCLEAR) ||
+		    !!(loops[0].lo_flags & LO_FLAGS_READ_ONLY) != q->readonly)
+			return mh_fail(r, MH_E_BUSY, EBUSY,
+			               "volume is attached as %s but not staged here",
+			               loops[0].path);
+		*l = loops[0];
+		a->note = "re-used the volume's loop device";
+		return 0;
+	}
+	/* Safety: the loop device exposes our own image file, opened by us. */
+	if ((*lfd = mh_loop_attach(img, q->volume_id, q->readonly, false, l, r)) < 0)
+		return -1;
+	mh_pause(c, "attached", q->volume_id); /* tests: a device not bound yet */
+	return 0;
+}
+
 int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, unsigned role,
                    struct mh_audit *a, struct mh_res *r)
 {
@@ -192,31 +227,9 @@ int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, unsigne
 		goto out;
 	}
 
-	/* A loop device left by a block STAGE that crashed before its bind is re-used. */
-	struct mh_loop loops[8];
-	char where[MH_PATH_MAX + 1];
-	int n = mh_loop_find_all(v.st.st_dev, v.st.st_ino, loops, 8, r);
-	if (n < 0)
+	if (stage_loop(c, q, img, &v, &l, &lfd, a, r) < 0)
 		goto out;
-	if (n > 0) {
-		int used = mh_loop_in_use(&loops[0], -1, where, sizeof(where), r);
-		if (used < 0)
-			goto out;
-		if (n > 1 || used || (loops[0].lo_flags & LO_FLAGS_AUTOCLEAR) ||
-		    !!(loops[0].lo_flags & LO_FLAGS_READ_ONLY) != ro) {
-			mh_fail(r, MH_E_BUSY, EBUSY, "volume is attached as %s but not staged here",
-			        loops[0].path);
-			goto out;
-		}
-		l = loops[0];
-		a->note = "re-used the volume's loop device";
-	} else {
-		/* Safety: the loop device exposes our own image file, opened by us. */
-		if ((lfd = mh_loop_attach(img, q->volume_id, ro, false, &l, r)) < 0)
-			goto out;
-		attached = true;
-		mh_pause(c, "attached", q->volume_id); /* tests: a device not bound yet */
-	}
+	attached = lfd >= 0;
 	ret = bind_checked(c, &sub, &l, q->volume_id, NULL, role, &made_dev, r);
 out:
 	mh_closep(&lfd);

@@ -437,46 +437,43 @@ static void drain_workers(const struct mh_ctx *ctx, int peer, uint32_t gen)
 	}
 }
 
-int main(int argc, char **argv)
+/*
+ * Steps 1 to 6 of the header: everything before the first request, in the
+ * order the confinement needs. Returns the policy; a broken one ends the
+ * helper with EXIT_POLICY.
+ */
+static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *unblocked)
 {
-	struct args a;
 	char err[512];
 	struct pol *pol = NULL;
 
-	ensure_std_fds();
-	parse_args(argc, argv, &a);
 	/* Logging once now also makes glibc load its time zone data before seccomp. */
-	log_init("mounthelper", a.fmt, a.lvl);
-	log_kv(LOG_LVL_INFO, "start", "policy", a.policy ? a.policy : "(built-in)", "data_dir",
-	       a.data_dir, NULL);
+	log_init("mounthelper", a->fmt, a->lvl);
+	log_kv(LOG_LVL_INFO, "start", "policy", a->policy ? a->policy : "(built-in)", "data_dir",
+	       a->data_dir, NULL);
 	if (getuid() != 0 || geteuid() != 0)
 		log_fatal("must run as root (uid 0)");
-	if (pol_load(a.policy, &pol, err, sizeof(err)) < 0) {
+	if (pol_load(a->policy, &pol, err, sizeof(err)) < 0) {
 		log_kv(LOG_LVL_ERROR, "policy_error", "error", err, NULL);
-		return EXIT_POLICY;
+		exit(EXIT_POLICY);
 	}
-	struct mh_ctx ctx = {.pol = pol};
-	if (!pol_path_syntax_ok(a.data_dir))
+	ctx->pol = pol;
+	if (!pol_path_syntax_ok(a->data_dir))
 		log_fatal("--data-dir must be a canonical absolute path");
-	make_dirs(a.data_dir);
+	make_dirs(a->data_dir);
 	mh_tools_locate(); /* beside the helper's binary, which its view does not show */
 	/* From here on the helper sees only its own view of the file system. */
-	mh_view_enter(pol, a.data_dir);
-	open_data_dir(a.data_dir, &ctx);
+	mh_view_enter(pol, a->data_dir);
+	open_data_dir(a->data_dir, ctx);
 	mh_pause_init();
-	mh_copy_thaw_all(&ctx);
-	mh_loop_records_rebuild(ctx.images_fd); /* no worker yet: one look at every device */
+	mh_copy_thaw_all(ctx);
+	mh_loop_records_rebuild(ctx->images_fd); /* no worker yet: one look at every device */
 	/* Before the helper's filter (no execve), and before the sweep, which empties trees. */
-	mh_tools_start(pol, a.data_dir, a.fmt_name, a.lvl_name);
-	mh_sweep(&ctx, NULL); /* no worker yet: what a dead helper's workers left */
+	mh_tools_start(pol, a->data_dir, a->fmt_name, a->lvl_name);
+	mh_sweep(ctx, NULL); /* no worker yet: what a dead helper's workers left */
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
-	int ctl = is_socket(SEPCSI_FD_CONTROL) ? SEPCSI_FD_CONTROL : -1;
-	int peer = SEPCSI_FD_PEER;
-	uint32_t gen = 1; /* the channel's generation: a new one for each channel, and none */
-
-	sigset_t unblocked;
-	setup_signals(&unblocked);
+	setup_signals(unblocked);
 
 	if (pol_caps_confine_helper(pol_base_dir(pol, 0) != NULL) < 0)
 		log_fatal("cannot confine capabilities: %s", strerror(errno));
@@ -486,33 +483,40 @@ int main(int argc, char **argv)
 		log_warn("seccomp in log-only mode: violations are logged, not killed");
 	/* What the data directory's file system can do, asked of the capability-less runner. */
 	struct mh_res probe = {0};
-	if (mh_tools_probe(ctx.images_fd, &ctx.reflink, &ctx.max_file_bytes, &probe) < 0)
+	if (mh_tools_probe(ctx->images_fd, &ctx->reflink, &ctx->max_file_bytes, &probe) < 0)
 		log_kv(LOG_LVL_WARN, "probe_failed", "reason", probe.reason, NULL);
-	mh_space_init(&ctx);
+	mh_space_init(ctx);
 	mh_workers_init();
-	if (ctl >= 0 && sup_ctl_send(ctl, SUP_CTL_READY, -1) < 0)
-		log_fatal("cannot send READY: %s", strerror(errno));
-	log_kv(LOG_LVL_INFO, "ready", "reflink", ctx.reflink ? "yes" : "no", NULL);
+	return pol;
+}
 
+/*
+ * Step 7: requests until a stop signal, or until the channel ends with no
+ * supervisor to send another. *peer and *gen are the channel in use and its
+ * generation, for the drain that follows.
+ */
+static void serve(const struct mh_ctx *ctx, int ctl, const sigset_t *unblocked, int *peer,
+                  uint32_t *gen)
+{
 	bool closing = false; /* unsupervised and the channel ended: finish, then exit */
 	while (!stop_requested && !closing) {
 		struct pollfd p[4 + MH_WORKERS_MAX] = {
-		    {.fd = peer, .events = POLLIN},
+		    {.fd = *peer, .events = POLLIN},
 		    {.fd = ctl, .events = POLLIN},
 		    {.fd = mh_tools_pidfd(MH_RUNNER_TOOLS), .events = POLLIN},
 		    {.fd = mh_tools_pidfd(MH_RUNNER_TREE), .events = POLLIN}}; /* -1: none */
 		size_t nw = mh_workers_pollfds(p + 4, MH_WORKERS_MAX);
-		int wait_ms = mh_workers_timeout_ms(&ctx);
+		int wait_ms = mh_workers_timeout_ms(ctx);
 		struct timespec ts = {.tv_sec = wait_ms / 1000,
 		                      .tv_nsec = (wait_ms % 1000) * 1000000L};
-		if (ppoll(p, 4 + nw, wait_ms < 0 ? NULL : &ts, &unblocked) < 0) {
+		if (ppoll(p, 4 + nw, wait_ms < 0 ? NULL : &ts, unblocked) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_fatal("ppoll: %s", strerror(errno));
 		}
 		/* Before a request is read: answered workers release their ids first. */
-		mh_workers_reap(&ctx, peer, gen, p + 4, nw);
-		mh_workers_enforce(&ctx); /* a freeze that ran out is ended now */
+		mh_workers_reap(ctx, *peer, *gen, p + 4, nw);
+		mh_workers_enforce(ctx); /* a freeze that ran out is ended now */
 		if (p[2].revents)
 			log_fatal(
 			    "the tool runner died; the helper cannot format volumes without it");
@@ -521,16 +525,16 @@ int main(int argc, char **argv)
 			    "the tree runner died; the helper cannot delete or copy directory "
 			    "volumes without it");
 		if (p[1].revents) {
-			gen += control_one(ctl, &peer); /* a new channel, even on the same fd */
+			*gen += control_one(ctl, peer); /* a new channel, even on the same fd */
 			continue;
 		}
 		if (!p[0].revents)
 			continue;
-		switch (serve_one(&ctx, peer, gen, ctl)) {
+		switch (serve_one(ctx, *peer, *gen, ctl)) {
 		case SERVED:
 			continue;
 		case SERVE_VIOLATED:
-			report_violation(ctl, peer); /* returns only when supervised */
+			report_violation(ctl, *peer); /* returns only when supervised */
 			break;
 		case SERVE_ENDED:
 			if (ctl < 0) {
@@ -546,10 +550,29 @@ int main(int argc, char **argv)
 		 * Answers of the workers in flight go nowhere: nobody asked the
 		 * next rpcd's questions.
 		 */
-		close(peer);
-		peer = -1;
-		gen++;
+		close(*peer);
+		*peer = -1;
+		(*gen)++;
 	}
+}
+
+int main(int argc, char **argv)
+{
+	struct args a;
+	struct mh_ctx ctx = {0};
+	sigset_t unblocked;
+
+	ensure_std_fds();
+	parse_args(argc, argv, &a);
+	int ctl = is_socket(SEPCSI_FD_CONTROL) ? SEPCSI_FD_CONTROL : -1;
+	struct pol *pol = start_up(&a, &ctx, &unblocked);
+	int peer = SEPCSI_FD_PEER;
+	uint32_t gen = 1; /* the channel's generation: a new one for each channel, and none */
+	if (ctl >= 0 && sup_ctl_send(ctl, SUP_CTL_READY, -1) < 0)
+		log_fatal("cannot send READY: %s", strerror(errno));
+	log_kv(LOG_LVL_INFO, "ready", "reflink", ctx.reflink ? "yes" : "no", NULL);
+
+	serve(&ctx, ctl, &unblocked, &peer, &gen);
 	if (stop_requested)
 		log_info("signal received: finishing operations in flight, then exiting");
 	drain_workers(&ctx, peer, gen);

@@ -245,19 +245,24 @@ static dev_t host_node(const char *path)
 	return st.st_rdev;
 }
 
-void mh_view_enter(const struct pol *pol, const char *data_dir)
+#define VIEW_ROWS_MAX 32
+
+/* The trees of steps 2 and 3, detached until step 5 attaches them. */
+struct clones {
+	int roots[POL_ROOTS_MAX], nroots;
+	int bases[POL_BASES_MAX][2], nbases; /* read-write, read-only */
+	int data;
+	int rows[VIEW_ROWS_MAX];    /* POL_VIEW_RO_DIR rows, by row */
+	dev_t nodes[VIEW_ROWS_MAX]; /* POL_VIEW_NODE rows: the host's node numbers */
+};
+
+/* Steps 1 to 3. */
+static void clone_trees(const struct pol *pol, const char *data_dir, const struct pol_view_entry *t,
+                        size_t n, struct clones *c)
 {
-	size_t n;
-	const struct pol_view_entry *t = pol_view_table(&n);
-	int roots[POL_ROOTS_MAX], nroots = 0, data = -1;
-	int bases[POL_BASES_MAX][2], nbases = 0;
-	int clones[32] = {0};
-	dev_t nodes[32] = {0};
-	if (n > 32)
-		die("view table too long");
-	for (const char *root; (root = pol_root(pol, (size_t)nroots)) != NULL; nroots++)
+	for (const char *root; (root = pol_root(pol, (size_t)c->nroots)) != NULL; c->nroots++)
 		share_root(root); /* 1 */
-	for (const char *b; (b = pol_base_dir(pol, (size_t)nbases)) != NULL; nbases++) {
+	for (const char *b; (b = pol_base_dir(pol, (size_t)c->nbases)) != NULL; c->nbases++) {
 		if (pol_paths_nested(b, data_dir)) {
 			errno = EINVAL;
 			die("base directory %s and the data directory overlap", b);
@@ -266,66 +271,64 @@ void mh_view_enter(const struct pol *pol, const char *data_dir)
 	}
 	for (size_t i = 0; i < n; i++)
 		if (t[i].kind == POL_VIEW_NODE)
-			nodes[i] = host_node(t[i].path);
+			c->nodes[i] = host_node(t[i].path);
 
 	if (unshare(CLONE_NEWNS) < 0) /* 2 */
 		die("unshare");
-	for (int i = 0; i < nroots; i++)
-		roots[i] = clone_tree(pol_root(pol, (size_t)i), true);
-	for (int i = 0; i < nbases; i++) {
+	for (int i = 0; i < c->nroots; i++)
+		c->roots[i] = clone_tree(pol_root(pol, (size_t)i), true);
+	for (int i = 0; i < c->nbases; i++) {
 		const char *b = pol_base_dir(pol, (size_t)i);
-		bases[i][0] = clone_tree(b, false);
-		set_attr(bases[i][0], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, b);
-		bases[i][1] = clone_tree(b, false);
-		set_attr(bases[i][1], RO_ATTR, b);
+		c->bases[i][0] = clone_tree(b, false);
+		set_attr(c->bases[i][0], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, b);
+		c->bases[i][1] = clone_tree(b, false);
+		set_attr(c->bases[i][1], RO_ATTR, b);
 	}
-	data = clone_tree(data_dir, false);
-	set_attr(data, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, data_dir);
+	c->data = clone_tree(data_dir, false);
+	set_attr(c->data, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, data_dir);
 	for (size_t i = 0; i < n; i++) {
 		if (t[i].kind == POL_VIEW_RO_DIR) {
-			clones[i] = clone_tree(t[i].path, false);
-			set_attr(clones[i], RO_ATTR, t[i].path);
+			c->rows[i] = clone_tree(t[i].path, false);
+			set_attr(c->rows[i], RO_ATTR, t[i].path);
 		}
 	}
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) /* 3 */
 		die("make the copied tree private");
+}
 
-	int tmp = view_tmpfs(); /* 4 */
-	if (move_mount(tmp, "", AT_FDCWD, data_dir, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-		die("attach the view at %s", data_dir);
-	int v = open(data_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (v < 0)
-		die("open the view");
-	close(tmp);
-	for (size_t i = 0; i < n; i++) { /* 5, in the table's order */
+/* Step 5 up to the pivot: the view's rows, in the table's order, into the tmpfs at v. */
+static void fill_view(int v, const struct pol *pol, const char *data_dir,
+                      const struct pol_view_entry *t, size_t n, const struct clones *c)
+{
+	for (size_t i = 0; i < n; i++) {
 		const char *rel = t[i].path + 1;
 		switch (t[i].kind) {
 		case POL_VIEW_TMPFS:
 		case POL_VIEW_LOOPS:
 			break;
 		case POL_VIEW_ROOTS:
-			for (int k = 0; k < nroots; k++) {
-				view_dirs(v, pol_root(pol, (size_t)k) + 1);
-				attach_at(roots[k], v, pol_root(pol, (size_t)k) + 1,
-				          pol_root(pol, (size_t)k));
+			for (int k = 0; k < c->nroots; k++) {
+				const char *root = pol_root(pol, (size_t)k);
+				view_dirs(v, root + 1);
+				attach_at(c->roots[k], v, root + 1, root);
 			}
 			break;
 		case POL_VIEW_BASES:
-			for (int k = 0; k < nbases; k++) {
+			for (int k = 0; k < c->nbases; k++) {
 				const char *b = pol_base_dir(pol, (size_t)k);
 				view_dirs(v, b + 1);
-				attach_at(bases[k][0], v, b + 1, b);
+				attach_at(c->bases[k][0], v, b + 1, b);
 				view_dirs(v, pol_view_ro_base((size_t)k) + 1);
-				attach_at(bases[k][1], v, pol_view_ro_base((size_t)k) + 1, b);
+				attach_at(c->bases[k][1], v, pol_view_ro_base((size_t)k) + 1, b);
 			}
 			break;
 		case POL_VIEW_DATA:
 			view_dirs(v, data_dir + 1);
-			attach_at(data, v, data_dir + 1, data_dir);
+			attach_at(c->data, v, data_dir + 1, data_dir);
 			break;
 		case POL_VIEW_RO_DIR:
 			view_dirs(v, rel);
-			attach_at(clones[i], v, rel, t[i].path);
+			attach_at(c->rows[i], v, rel, t[i].path);
 			break;
 		case POL_VIEW_TOP:
 			top_level(v, rel);
@@ -340,11 +343,30 @@ void mh_view_enter(const struct pol *pol, const char *data_dir)
 			break;
 		case POL_VIEW_NODE:
 			view_dirs(v, "dev");
-			if (mknodat(v, rel, S_IFCHR | 0666, nodes[i]) < 0)
+			if (mknodat(v, rel, S_IFCHR | 0666, c->nodes[i]) < 0)
 				die("mknod %s", t[i].path);
 			break;
 		}
 	}
+}
+
+void mh_view_enter(const struct pol *pol, const char *data_dir)
+{
+	size_t n;
+	const struct pol_view_entry *t = pol_view_table(&n);
+	struct clones c = {.data = -1};
+	if (n > VIEW_ROWS_MAX)
+		die("view table too long");
+	clone_trees(pol, data_dir, t, n, &c); /* 1 to 3 */
+
+	int tmp = view_tmpfs(); /* 4 */
+	if (move_mount(tmp, "", AT_FDCWD, data_dir, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		die("attach the view at %s", data_dir);
+	int v = open(data_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (v < 0)
+		die("open the view");
+	close(tmp);
+	fill_view(v, pol, data_dir, t, n, &c); /* 5 */
 
 	if (fchdir(v) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
 		die("pivot_root");
