@@ -181,3 +181,8 @@ int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct 
 	}
 	return fd;
 }
+
+bool mh_image_empty(int fd)
+{
+	return lseek(fd, 0, SEEK_DATA) < 0 && errno == ENXIO;
+}

@@ -38,4 +38,10 @@ void mh_image_sweep(const struct mh_ctx *c, bool (*held)(const char *id));
  */
 int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct mh_res *r);
 
+/*
+ * The open image holds no data: SEEK_DATA finds none, so every byte reads as
+ * zero (a new sparse image). False when the file system cannot tell.
+ */
+bool mh_image_empty(int fd);
+
 #endif

@@ -2,6 +2,7 @@
 #ifndef SEPCSI_MH_MKFS_H
 #define SEPCSI_MH_MKFS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "mh.h"
@@ -26,9 +27,11 @@ int mh_probe(int devfd, const char *want_fstype, struct mh_res *r);
  * needs CAP_SYS_ADMIN. The caller must then drop the loop device's cached
  * blocks (mh_loop_flush). args are extra options, already checked against the
  * policy's allowlist for fstype (pol_mkfs_options_check), placed before the
- * file name. 0, or -1 with r (the tool's output in the reason).
+ * file name. zeroed: the image holds no data (mh_image_empty), so it reads as
+ * zeros and ext4 is formatted without zeroing anything. 0, or -1 with r (the
+ * tool's output in the reason).
  */
-int mh_mkfs(const char *fstype, char *const *args, size_t nargs, int dirfd, const char *name,
-            struct mh_res *r);
+int mh_mkfs(const char *fstype, char *const *args, size_t nargs, bool zeroed, int dirfd,
+            const char *name, struct mh_res *r);
 
 #endif

@@ -3,6 +3,7 @@ stats and condition, expansion, volume mount group, ephemeral inline volumes,
 and staging again after a reboot. Real loop devices, mkfs and mounts."""
 import errno
 import os
+import re
 import stat
 import subprocess
 import threading
@@ -87,6 +88,74 @@ def test_file_systems(driver, fs):
     v.teardown()
     assert mounts_under(driver.root) == []
     assert loops_backed_by(driver.data) == []
+
+
+def allocated(path):
+    return os.stat(path).st_blocks * 512
+
+
+def ext4_inode_tables(image):
+    """(group, block size, first block, last block, flags) of each group's inode table."""
+    out = subprocess.run(["dumpe2fs", image], capture_output=True, text=True,
+                         check=True).stdout
+    bsize = int(re.search(r"^Block size:\s+(\d+)", out, re.M).group(1))
+    tables = []
+    for m in re.finditer(r"^Group (\d+):[^\n]*?(\[[^\]]*\])?\n(?:  [^\n]*\n)*?"
+                         r"  Inode table at (\d+)-(\d+)", out, re.M):
+        tables.append((int(m.group(1)), bsize, int(m.group(3)), int(m.group(4)),
+                       m.group(2) or ""))
+    assert tables, out
+    return tables
+
+
+def test_new_ext4_volume_formatted_without_zeroing(driver):
+    """A new volume's image holds no data and reads as zeros, so mkfs.ext4 writes
+    no zeros into it (assume_storage_prezeroed): the image keeps only the blocks
+    the file system uses, every group's inode table is marked zeroed (the kernel
+    does not zero it later either), and the file system checks clean. An image
+    that holds data gets the ordinary format, which discards all of it first."""
+    c = driver.client
+    v = Vol(driver, "zero-new", mount_cap("ext4"))
+    with open(os.path.join(v.target, "f"), "w") as f:
+        f.write("new")
+    v.unpublish()
+    c.node("NodeUnstageVolume", volume_id=v.id, staging_target_path=v.staging)
+    image = os.path.join(driver.data, "images", v.id + ".img")
+    # The ordinary format writes out a 4 MiB journal into a 64 MiB volume.
+    assert allocated(image) < 2 * MiB, allocated(image)
+    groups = ext4_inode_tables(image)
+    assert all("ITABLE_ZEROED" in flags for _, _, _, _, flags in groups), groups
+    fsck = subprocess.run(["e2fsck", "-fn", image], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    c.controller("DeleteVolume", volume_id=v.id)
+
+    # An image that holds data, 0x5a everywhere, which no probe takes for a signature
+    # (as a volume used as a raw block device would), formatted with -Enodiscard so
+    # that mkfs does not punch holes through it first: its inode tables are not zero,
+    # and no group may be marked as if they were.
+    vid = c.controller("CreateVolume", name="zero-used", volume_capabilities=[mount_cap("ext4")],
+                       capacity_range=c.pb.CapacityRange(required_bytes=64 * MiB),
+                       parameters={"mkfsOptions": "-E nodiscard"}).volume.volume_id
+    image = os.path.join(driver.data, "images", vid + ".img")
+    with open(image, "r+b") as f:
+        f.write(b"\x5a" * (64 * MiB))
+        os.fsync(f.fileno())
+    staging = os.path.join(driver.root, "staging", "zero-used")
+    os.makedirs(staging)
+    c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging,
+           volume_capability=mount_cap("ext4"))
+    c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    zeroed_but_not = []
+    with open(image, "rb") as f:
+        for group, bsize, first, last, flags in ext4_inode_tables(image):
+            f.seek(first * bsize)
+            table = f.read((last - first + 1) * bsize)
+            if "ITABLE_ZEROED" in flags and b"\x5a" * bsize in table:
+                zeroed_but_not.append(group)
+    assert zeroed_but_not == [], zeroed_but_not
+    fsck = subprocess.run(["e2fsck", "-fn", image], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    c.controller("DeleteVolume", volume_id=vid)
 
 
 def test_mount_flags_from_allowlist(driver):
