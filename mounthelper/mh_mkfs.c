@@ -111,8 +111,9 @@ static void one_line(char *s)
  * zero anything in it: with assume_storage_prezeroed (e2fsprogs 1.47) it skips
  * zeroing the journal and the inode tables and marks the tables zeroed (so the
  * kernel's lazy init does not write them either), where otherwise it first
- * punches holes through the whole image and still writes out the journal. A
- * new 64 MiB volume then takes 384 KiB of disk instead of 4.4 MiB. An older
+ * punches holes through the whole image and then allocates the whole journal.
+ * A new 64 MiB volume then takes 384 KiB of disk instead of 4.4 MiB, a 64 GiB
+ * one 4.7 MiB instead of 517 MiB (until its journal was written through). An older
  * mke2fs refuses the option before it writes anything: the format is made
  * again without it, and this process does not offer it again.
  */
