@@ -9,9 +9,11 @@ sizing and copying image files; and with directory volumes as the tree runner,
 which walks volumes' trees with four file capabilities and no CAP_SYS_ADMIN, in a
 view without kubelet's directories: counted apart from the helper, and printed). "code" is the lines that are
 neither blank nor comment; "all" is every line. With --max N, exits 1 when the
-helper's own code lines exceed N.
+helper's own code lines exceed N. With --by-feature, also prints the helper's own
+code by what it serves (FEATURES below; a file of mounthelper/ that no feature
+names is an error, so the table stays whole).
 
-Usage: tools/helper_size.py [--max N] [--per-file]
+Usage: tools/helper_size.py [--max N] [--per-file] [--by-feature]
 """
 import argparse
 import glob
@@ -24,6 +26,25 @@ OWN = ["mounthelper"]
 SHARED = ["policy", "proto", "common"]
 RUNNER = ["runner"]
 TREE = ["runner/tree.c"]  # the tree runner's own part of runner/
+
+# What each file of mounthelper/ serves (a .c and its .h together).
+FEATURES = [
+    ("serving requests: main loop, worker pool, dispatch table, audit, test pauses",
+     ["mh.h", "mh_main.c", "mh_worker", "mh_dispatch.c", "mh_pause", "mh_ops.h"]),
+    ("re-validation and ownership: ids, this volume, careful unmount", ["mh_common"]),
+    ("paths beneath kubelet's roots, and the helper's own view", ["mh_at", "mh_view"]),
+    ("mounts and what is mounted where", ["mh_mount", "mh_mountinfo.c"]),
+    ("loop devices and their records", ["mh_loop"]),
+    ("image volumes: create, delete, stage, publish, probe and mkfs",
+     ["mh_ops.c", "mh_image", "mh_mkfs", "mh_tools"]),
+    ("raw block volumes", ["mh_block"]),
+    ("snapshots and clones: copies, freezes", ["mh_copy"]),
+    ("expansion", ["mh_resize"]),
+    ("capacity: what is promised", ["mh_space"]),
+    ("volume stats and condition", ["mh_stats.c"]),
+    ("reconciliation (LIST) and the start-up sweep", ["mh_list.c"]),
+    ("directory volumes", ["mh_dir", "mh_tree"]),
+]
 
 
 def count(path):
@@ -52,10 +73,29 @@ def tally(directories, per_file=False):
     return lines
 
 
+def by_feature():
+    """Prints the helper's own code lines per feature; False if a file has none."""
+    files = {os.path.basename(p): p for p in sources(OWN[0])}
+    rows, seen = [], set()
+    for label, names in FEATURES:
+        mine = [f for f in files if any(f == n or f.startswith(n + ".") for n in names)]
+        seen.update(mine)
+        rows.append((sum(count(files[f])[0] for f in mine), label))
+    for lines, label in rows:
+        print("  %5d  %s" % (lines, label))
+    missing = sorted(set(files) - seen)
+    if missing:
+        print("helper size: no feature names %s (tools/helper_size.py, FEATURES)" %
+              ", ".join(missing))
+    return not missing
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max", type=int, help="fail if the helper's own code lines exceed this")
     ap.add_argument("--per-file", action="store_true", help="print each file's counts")
+    ap.add_argument("--by-feature", action="store_true",
+                    help="print the helper's own code lines by what they serve")
     args = ap.parse_args()
     own = tally(OWN, args.per_file)
     shared, runner = tally(SHARED), tally(RUNNER)
@@ -67,6 +107,8 @@ def main():
               own[0], own[1], ", ".join(d + "/" for d in OWN), shared[0], shared[1],
               ", ".join(d + "/" for d in SHARED), runner[0], runner[1],
               ", ".join(d + "/" for d in RUNNER), tree[0], tree[1], ", ".join(TREE)))
+    if args.by_feature and not by_feature():
+        return 1
     if args.max is not None and own[0] > args.max:
         print("helper size: over the limit of %d code lines by %d" % (args.max,
                                                                       own[0] - args.max))

@@ -21,7 +21,7 @@ echo "== static analysis"
 tools/lint.sh build
 
 echo "== helper size"
-/usr/bin/python3 tools/helper_size.py
+/usr/bin/python3 tools/helper_size.py --by-feature
 
 suite() {
 	dir=$1
