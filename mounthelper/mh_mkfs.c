@@ -29,8 +29,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <stdbool.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
