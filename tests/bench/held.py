@@ -4,6 +4,7 @@ Run as root inside a private mount namespace:
 
     SEPCSI_BUILD_DIR=$PWD/build unshare -m --propagation private \\
         /usr/bin/python3 tests/bench/held.py [--held 0,200,600] [-n N] [-c C]
+            [--attach auto|no] [--tmpfs]
 
 For each count H, a fresh driver (sepcsi, then hostpathplugin if it is found,
 as in side_by_side.py) first gets H raw block volumes created, staged and
@@ -13,6 +14,14 @@ Then, for sepcsi only, a reboot: every process of the driver killed, every
 mount and loop device of its volumes torn down, the driver started again, and
 the H volumes staged and published again as kubelet does after a reboot; the
 time until all H are back is printed (it should grow about linearly with H).
+
+--attach auto adds ControllerPublishVolume and ControllerUnpublishVolume where
+the driver has them: 8 calls per sepcsi lifecycle (hostpathplugin has no
+ControllerPublishVolume and keeps 6); the default is the 6 calls both serve.
+--tmpfs puts each driver's whole state (store, images, socket) on a tmpfs of its
+own, where fsync and fdatasync cost nothing: an experiment that shows what the
+durability syncs cost on this machine's disk, never a way to deploy (a tmpfs
+store forgets everything at a reboot).
 Prints figures; asserts no timing. Exit status 0 when every call succeeded.
 """
 import argparse
@@ -95,17 +104,20 @@ def teardown(forget=False):
     """Everything beneath kubelet's directory unmounted, every loop device detached;
     with forget, the held volumes' directories removed too (a new run)."""
     for mp in reversed(conftest.mounts_under(KUBELET)):
-        subprocess.run(["umount", "-l", mp], check=False)
+        if mp != KUBELET:  # kubelet's own tmpfs stays, for the next driver
+            subprocess.run(["umount", "-l", mp], check=False)
     subprocess.run(["losetup", "-D"], check=False)
     if forget:
         for sub in ("staging", "publish"):
             d = os.path.join(CSI_DIR, "volumeDevices", sub)
-            for n in os.listdir(d):
+            for n in os.listdir(d) if os.path.isdir(d) else []:
                 shutil.rmtree(os.path.join(d, n), ignore_errors=True)
 
 
 def run_one(label, start, tmp, held, opts, reboot):
     work = tempfile.mkdtemp(dir=tmp)
+    if opts.tmpfs:
+        subprocess.run(["mount", "-t", "tmpfs", "sepcsi-held", work], check=True)
     os.chmod(work, 0o755)  # rpcd (uid 65532) must reach its store and socket
     d = start(work)
     row = {"driver": label, "held": held}
@@ -127,6 +139,8 @@ def run_one(label, start, tmp, held, opts, reboot):
     finally:
         d.stop()
         teardown(forget=True)
+        if opts.tmpfs:
+            subprocess.run(["umount", "-l", work], check=False)
         shutil.rmtree(work, ignore_errors=True)
     return row
 
@@ -148,6 +162,9 @@ def main():
     ap.add_argument("-n", "--lifecycles", type=int, default=200)
     ap.add_argument("-c", "--clients", type=int, default=8)
     ap.add_argument("--capacity", default="64Mi")
+    ap.add_argument("--attach", choices=("auto", "no"), default="no")
+    ap.add_argument("--tmpfs", action="store_true",
+                    help="each driver's state on a tmpfs: syncs cost nothing (an experiment)")
     opts = ap.parse_args()
     opts.probe_seconds = 0
     counts = [int(x) for x in opts.held.split(",")]

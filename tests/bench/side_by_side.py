@@ -174,7 +174,8 @@ def workload_args(workload, driver, opts):
     if workload == "probe":
         return ["-c", str(opts.clients), "--probe-storm", str(opts.probe_seconds)]
     common = ["-n", str(opts.lifecycles), "-c", str(opts.clients), "--capacity", opts.capacity,
-              "--attach", "no", "--name-prefix", "%s-%s" % (driver.label, workload)]
+              "--attach", getattr(opts, "attach", "no"),
+              "--name-prefix", "%s-%s" % (driver.label, workload)]
     if workload == "filesystem":
         return common + ["--access-type", "mount", "--fs-type", "ext4",
                          "--staging-root", os.path.join(CSI_DIR, driver.name),
