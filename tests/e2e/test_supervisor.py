@@ -725,8 +725,9 @@ def test_fds_after_restarts(driver):
     helper, rpcd = kids[HELPER], kids[RPCD]
 
     # The supervisor writes its metrics file now and then (a temporary file, renamed
-    # over it): look again while that one is open, so that only an fd kept open fails.
-    for _ in range(50):
+    # over it): look again while that one is open, so that only an fd kept open fails
+    # (for up to 5 s, however slow the machine).
+    for _ in range(500):
         sup_fds = {fd: t for fd, t in fds(sup).items() if fd > 2}
         if not any(t.startswith(driver.tmp) for t in sup_fds.values()):
             break
