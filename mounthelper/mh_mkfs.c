@@ -14,9 +14,11 @@
  * is one of our own images (mh_loop.c), as the file or through its loop
  * device (mh_ops.c says which when), never a path from rpcd.
  *
- * The tool formats the image FILE (relative to the images directory, its
- * working directory), never a block device: mkfs.xfs on a block device needs
- * BLKBSZSET, i.e. CAP_SYS_ADMIN, and the tool holds no capability. The
+ * The tool formats the image FILE, never a block device: it gets the
+ * helper's descriptor of that one image as its fd 3 and names it
+ * /proc/self/fd/3 (RN_TOOL_TARGET), the data directory not being in its
+ * view. mkfs.xfs on a block device needs BLKBSZSET, i.e. CAP_SYS_ADMIN, and
+ * the tool holds no capability. The
  * blocks the probe cached on the loop device are then dropped by the caller.
  * The tool is one of a fixed table, with a fixed argument vector (each option
  * an allowlist entry of the policy) and environment, stdin from /dev/null (a
@@ -140,19 +142,19 @@ static bool add_prezeroed(const char **argv, size_t first, size_t *argc, char *b
 	return true;
 }
 
-static int run(size_t t, const char **argv, size_t argc, int dirfd, char *out, size_t outlen,
-               int *status, struct mh_res *r)
+static int run(size_t t, const char **argv, size_t argc, int img, const char *name, char *out,
+               size_t outlen, int *status, struct mh_res *r)
 {
-	if (mh_tools_run(mkfs_tools[t].tool, argv, argc, dirfd, out, outlen, MKFS_TIMEOUT_MS,
-	                 status, r) < 0) {
-		log_kv(LOG_LVL_WARN, "mkfs_failed", "tool", mkfs_tools[t].name, "image",
-		       argv[argc - 1], "reason", r->reason, NULL);
+	if (mh_tools_run(mkfs_tools[t].tool, argv, argc, img, out, outlen, MKFS_TIMEOUT_MS, status,
+	                 r) < 0) {
+		log_kv(LOG_LVL_WARN, "mkfs_failed", "tool", mkfs_tools[t].name, "image", name,
+		       "reason", r->reason, NULL);
 		return -1;
 	}
 	return 0;
 }
 
-int mh_mkfs(const char *fstype, char *const *args, size_t nargs, bool zeroed, int dirfd,
+int mh_mkfs(const char *fstype, char *const *args, size_t nargs, bool zeroed, int img,
             const char *name, struct mh_res *r)
 {
 	size_t t;
@@ -176,19 +178,18 @@ int mh_mkfs(const char *fstype, char *const *args, size_t nargs, bool zeroed, in
 	memcpy(plain, argv, argc * sizeof(argv[0]));
 	bool prezeroed = zeroed && mkfs_tools[t].tool == RN_MKFS_EXT4 && !prezeroed_unknown &&
 	                 add_prezeroed(argv, 2, &argc, eopt, sizeof(eopt));
-	argv[argc++] = name; /* relative to dirfd, the tool's working directory */
-	plain[nplain++] = name;
+	/* The runner appends the image, RN_TOOL_TARGET. */
 
 	char out[MKFS_OUTPUT_MAX];
 	int status = 0;
-	if (run(t, argv, argc, dirfd, out, sizeof(out), &status, r) < 0)
+	if (run(t, argv, argc, img, name, out, sizeof(out), &status, r) < 0)
 		return -1;
 	if (prezeroed && WIFEXITED(status) && WEXITSTATUS(status) != 0 &&
 	    strstr(out, "specified: " PREZEROED)) {
 		log_kv(LOG_LVL_INFO, "mkfs_option_unknown", "tool", mkfs_tools[t].name, "option",
 		       PREZEROED, NULL);
 		prezeroed_unknown = true;
-		if (run(t, plain, nplain, dirfd, out, sizeof(out), &status, r) < 0)
+		if (run(t, plain, nplain, img, name, out, sizeof(out), &status, r) < 0)
 			return -1;
 	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)

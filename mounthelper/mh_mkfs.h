@@ -21,17 +21,18 @@ enum mh_probe_result {
 int mh_probe(int devfd, const char *want_fstype, struct mh_res *r);
 
 /*
- * Format the blank image file name inside directory dirfd with fstype, in a
- * child process that holds no capability. The tool writes the regular file,
+ * Format the blank image file img (open for reading and writing; name is the
+ * image's, for the log) with fstype, in a child process that holds no
+ * capability and sees no other image. The tool writes the regular file,
  * not the loop device: on a block device mkfs.xfs insists on BLKBSZSET, which
  * needs CAP_SYS_ADMIN. The caller must then drop the loop device's cached
  * blocks (mh_loop_flush). args are extra options, already checked against the
  * policy's allowlist for fstype (pol_mkfs_options_check), placed before the
- * file name. zeroed: the image holds no data (mh_image_empty), so it reads as
+ * image. zeroed: the image holds no data (mh_image_empty), so it reads as
  * zeros and ext4 is formatted without zeroing anything. 0, or -1 with r (the
  * tool's output in the reason).
  */
-int mh_mkfs(const char *fstype, char *const *args, size_t nargs, bool zeroed, int dirfd,
+int mh_mkfs(const char *fstype, char *const *args, size_t nargs, bool zeroed, int img,
             const char *name, struct mh_res *r);
 
 #endif

@@ -212,7 +212,7 @@ static int format_if_blank(const struct mh_ctx *c, const struct mh_req_stage *q,
 	char name[MH_IMAGE_NAME_MAX];
 	mh_image_name(q->volume_id, name, sizeof(name));
 	mh_pause(c, "mkfs", q->volume_id); /* tests: the device attached, blank, unformatted */
-	if (mh_mkfs(q->fs_type, mkfs_args, nargs, mh_image_empty(img), c->images_fd, name, r) < 0 ||
+	if (mh_mkfs(q->fs_type, mkfs_args, nargs, mh_image_empty(img), img, name, r) < 0 ||
 	    mh_loop_flush(lfd, r) < 0)
 		return -1;
 	if (mh_probe(lfd, q->fs_type, r) != MH_PROBE_MATCH)

@@ -17,22 +17,25 @@
  * runner kill the tool or stop the copy.
  *
  * The runner runs as uid 0 with no capability, in a view of its own: the
- * helper's less kubelet's directories, /sys and the loop nodes (own_view). /proc
- * stays: mkfs.btrfs reads /proc/self/mounts to refuse a mounted target, and
- * with no capability the runner cannot look into the helper's processes
- * through it. It ends with the helper (PR_SET_PDEATHSIG) or when its socket
- * closes; if it dies, the helper exits and is restarted with a new one.
+ * helper's less kubelet's directories, the data directory, /sys and the loop
+ * nodes (own_view). It reaches an image only through the descriptor a job
+ * carries: a tool formats the one image it is given, as /proc/self/fd/3, and
+ * sees no other volume's. /proc stays for that, and for mkfs.btrfs, which
+ * reads /proc/self/mounts to refuse a mounted target; with no capability the
+ * runner cannot look into the helper's processes through it. It ends with
+ * the helper (PR_SET_PDEATHSIG) or when its socket closes; if it dies, the
+ * helper exits and is restarted with a new one.
  *
  * With directory volumes the helper starts a second instance the same way,
  * the tree runner (sepcsi-runner --tree, runner/tree.c), which empties and
  * copies a volume's tree on the directory fds the helper checked and passes
  * (mh_tree.c). It holds CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID and
  * CAP_CHOWN (policy/caps.c: pol_caps_confine_tree), carried across its exec
- * as ambient capabilities, and nothing else; the tools runner's view less the
- * data directory and /proc, so that it reaches a pod's tree only through
- * those fds, and no image and no other process at all; and a filter of its
- * own without exec, mount API or loop ioctls. Pod-controlled names, links and modes are
- * thus walked by a process that cannot mount or unmount anything.
+ * as ambient capabilities, and nothing else; the tools runner's view less
+ * /proc, so that it reaches a pod's tree only through those fds, and no image
+ * and no other process at all; and a filter of its own without exec, mount
+ * API or loop ioctls. Pod-controlled names, links and modes are thus walked
+ * by a process that cannot mount or unmount anything.
  */
 #include "mh_tools.h"
 
@@ -84,10 +87,12 @@ void mh_tools_locate(void)
 
 /*
  * A runner's view: the helper's, less what the tools never need: kubelet's
- * directories, the base directories of directory volumes, /sys, and the helper's /dev with its loop
- * nodes (a /dev of its own with null only); the tree runner's, less the data directory and /proc
- * too (pol_view_tree). In a mount namespace of its own, made private first so that nothing it
- * takes away is taken from anyone else. Still privileged here.
+ * directories, the base directories of directory volumes, the data directory
+ * (a job carries the descriptors of its files), /sys, and the helper's /dev
+ * with its loop nodes (a /dev of its own with null only); the tree runner's,
+ * less /proc too (pol_view_tree). In a mount namespace of its own, made
+ * private first so that nothing it takes away is taken from anyone else.
+ * Still privileged here.
  */
 static int own_view(const struct pol *pol, const char *data_dir, enum mh_runner which)
 {
@@ -100,10 +105,9 @@ static int own_view(const struct pol *pol, const char *data_dir, enum mh_runner 
 		if (umount2(pol_base_dir(pol, i), MNT_DETACH) < 0 ||
 		    umount2(pol_view_ro_base(i), MNT_DETACH) < 0)
 			return -1;
-	if (umount2("/sys", MNT_DETACH) < 0)
+	if (umount2("/sys", MNT_DETACH) < 0 || umount2(data_dir, MNT_DETACH) < 0)
 		return -1;
-	if (which == MH_RUNNER_TREE &&
-	    (umount2(data_dir, MNT_DETACH) < 0 || umount2("/proc", MNT_DETACH) < 0))
+	if (which == MH_RUNNER_TREE && umount2("/proc", MNT_DETACH) < 0)
 		return -1;
 	int fs = fsopen("tmpfs", FSOPEN_CLOEXEC), m = -1, ret = -1;
 	if (fs >= 0 && fsconfig(fs, FSCONFIG_SET_STRING, "size", "64k", 0) == 0 &&
@@ -240,7 +244,7 @@ static int recv_answer(int ans, struct rn_answer *a, struct mh_res *r)
 	return 0;
 }
 
-int mh_tools_run(enum rn_tool tool, const char *const *args, size_t nargs, int dir, char *out,
+int mh_tools_run(enum rn_tool tool, const char *const *args, size_t nargs, int img, char *out,
                  size_t cap, long timeout_ms, int *status, struct mh_res *r)
 {
 	static struct rn_job j;
@@ -250,7 +254,7 @@ int mh_tools_run(enum rn_tool tool, const char *const *args, size_t nargs, int d
 	memset(&j, 0, sizeof(j));
 	j.kind = RN_TOOL;
 	j.tool = tool;
-	if (nargs > RN_ARGS_MAX)
+	if (nargs >= RN_ARGS_MAX) /* the runner appends the target */
 		return mh_fail(r, MH_E_REFUSED, E2BIG, "too many tool arguments");
 	for (size_t i = 0; i < nargs; i++)
 		if (snprintf(j.argv[i], RN_ARG_LEN, "%s", args[i]) >= RN_ARG_LEN)
@@ -260,7 +264,7 @@ int mh_tools_run(enum rn_tool tool, const char *const *args, size_t nargs, int d
 		mh_fail(r, MH_E_FAILED, errno, "tool setup: %s", strerror(errno));
 		goto out;
 	}
-	if ((ans = send_job(MH_RUNNER_TOOLS, &j, (int[]){dir, pipefd[1]}, 2, r)) < 0)
+	if ((ans = send_job(MH_RUNNER_TOOLS, &j, (int[]){img, pipefd[1]}, 2, r)) < 0)
 		goto out;
 	mh_closep(&pipefd[1]);
 	/* The output until EOF (the tool and what it forked are done), within the time. */

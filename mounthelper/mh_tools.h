@@ -25,9 +25,9 @@ void mh_tools_locate(void);
 /*
  * At start, before the helper confines itself: fork a child that leaves the
  * helper's view, drops every capability and execs the tools runner with the
- * job socket on fd 3; with directory volumes (the policy names base
- * directories), likewise the tree runner, keeping only its file
- * capabilities, in a view without data_dir or /proc. log_args are passed on
+ * job socket on fd 3, in a view without data_dir; with directory volumes (the
+ * policy names base directories), likewise the tree runner, keeping only its
+ * file capabilities, in a view without /proc either. log_args are passed on
  * (--log-format, --log-level).
  */
 void mh_tools_start(const struct pol *pol, const char *data_dir, const char *log_format,
@@ -48,12 +48,13 @@ int mh_tools_job(enum mh_runner which, uint32_t kind, const int *fds, uint32_t n
                  struct rn_answer *a, struct mh_res *r);
 
 /*
- * Run tool with args (args[0] is its name) in the directory dir (an fd).
+ * Run tool with args (args[0] is its name) on the image file img (an fd open
+ * for reading and writing), which the runner appends as RN_TOOL_TARGET.
  * Waits for it, at most timeout_ms (then the runner kills it); out receives
  * up to cap - 1 bytes of its output, NUL-terminated. 0 with *status its
  * waitpid status, or -1 with r.
  */
-int mh_tools_run(enum rn_tool tool, const char *const *args, size_t nargs, int dir, char *out,
+int mh_tools_run(enum rn_tool tool, const char *const *args, size_t nargs, int img, char *out,
                  size_t cap, long timeout_ms, int *status, struct mh_res *r);
 
 /*

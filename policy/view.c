@@ -18,7 +18,10 @@ static const struct pol_view_entry view[] = {
      "directory volumes ([directories] base_dirs): the volumes' directories, bound onto "
      "targets from here; a read-only clone of each at /ro-bases/<n> for read-only binds",
      false},
-    {"<data dir>", POL_VIEW_DATA, "the images, snapshots, loop records and audit log", true},
+    {"<data dir>", POL_VIEW_DATA,
+     "the images, snapshots, loop records and audit log; a runner gets only the image "
+     "descriptors the helper passes",
+     false},
     {"/usr", POL_VIEW_RO_DIR, "the mkfs tools and the libraries they load", true},
     {"/bin", POL_VIEW_TOP, "merged /usr: the host's symlink", true},
     {"/sbin", POL_VIEW_TOP, "merged /usr: where the mkfs tools are found", true},
@@ -31,8 +34,9 @@ static const struct pol_view_entry view[] = {
     {"/sys", POL_VIEW_RO_DIR,
      "loop device numbers, ext4 error counts, blkid's device attributes; read-only", false},
     {"/proc", POL_VIEW_PROC,
-     "/proc/self/mountinfo (the tools': /proc/self/mounts); of other processes only the "
-     "helper's own, which the capability-less tool runner cannot inspect",
+     "/proc/self/mountinfo (the tools': /proc/self/mounts, and the image as /proc/self/fd/3); "
+     "of other processes only the helper's own, which the capability-less tool runner cannot "
+     "inspect",
      true},
     {"/dev/null", POL_VIEW_NODE,
      "the tools' standard input (the tool runner's in a /dev of its own, with nothing else)", true},
@@ -84,7 +88,7 @@ static const char *kind_text(enum pol_view_kind k)
 
 bool pol_view_tree(const struct pol_view_entry *e)
 {
-	return e->tools && e->kind != POL_VIEW_DATA && e->kind != POL_VIEW_PROC;
+	return e->tools && e->kind != POL_VIEW_PROC;
 }
 
 void pol_view_print(FILE *out)

@@ -5,8 +5,10 @@
  * the job's own answer socket, always the first descriptor. Both ends are
  * built from this header, so the layout needs no versioning.
  *
- *   RN_TOOL  fds: answer, working directory, write end of the output pipe
- *            run tool_paths[tool] with argv; status is its waitpid status
+ *   RN_TOOL  fds: answer, the image (a regular file, open read-write), write
+ *            end of the output pipe
+ *            run tool_paths[tool] with argv and, last, RN_TOOL_TARGET: the
+ *            image, on the tool's fd 3; status is its waitpid status
  *   RN_SIZE  fds: answer, a regular file
  *            ftruncate to size (sparse), fsync; err is the errno, or 0
  *   RN_COPY  fds: answer, source file, new empty destination file
@@ -56,7 +58,7 @@ enum rn_tool {
 struct rn_job {
 	uint32_t kind;
 	uint32_t tool; /* RN_TOOL */
-	uint32_t argc; /* RN_TOOL: argv[0] is the tool's name */
+	uint32_t argc; /* RN_TOOL: argv[0] is the tool's name; below RN_ARGS_MAX */
 	uint32_t nfds; /* descriptors sent with the job, the answer socket first */
 	uint64_t size; /* RN_SIZE, RN_COPY */
 	char argv[RN_ARGS_MAX][RN_ARG_LEN];
@@ -79,6 +81,9 @@ struct rn_answer {
 	uint64_t bytes;   /* RN_PROBE: the largest file the directory's file system takes */
 	char reason[RN_REASON_LEN]; /* RN_TREE_*: what failed, on which entry; NUL-terminated */
 };
+
+/* RN_TOOL: the tool's last argument, naming the image it was given on its fd 3. */
+#define RN_TOOL_TARGET "/proc/self/fd/3"
 
 /* The runner's fd for jobs, as it is exec'd. */
 #define RN_FD_JOBS 3

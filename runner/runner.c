@@ -15,8 +15,8 @@
  *
  * The helper starts each at its own start, before confining itself: a forked
  * child leaves the helper's view (kubelet's directories, the base
- * directories, /sys and the loop nodes are not there; for the tree runner
- * neither the data directory nor /proc), sets its capabilities
+ * directories, the data directory, /sys and the loop nodes are not there; for
+ * the tree runner not /proc either), sets its capabilities
  * (policy/caps.c), locks the securebits, sets no_new_privs and execs this
  * program on a descriptor (docs/helper.md). Here it installs its filter and
  * serves jobs from fd 3, one datagram each. For each tool, copy or tree job it
@@ -84,7 +84,7 @@ static bool job_ok(const struct rn_job *j, uint32_t nfds)
 		return false;
 	if (j->kind != RN_TOOL)
 		return j->size <= (uint64_t)INT64_MAX;
-	if (j->tool >= RN_TOOL_COUNT || j->argc < 1 || j->argc > RN_ARGS_MAX)
+	if (j->tool >= RN_TOOL_COUNT || j->argc < 1 || j->argc >= RN_ARGS_MAX)
 		return false;
 	for (uint32_t i = 0; i < j->argc; i++) {
 		const char *a = j->argv[i];
@@ -118,24 +118,37 @@ bool rn_hung_up(int sock)
 	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
 }
 
-/* In the job's child: start the tool, wait for it or for the requester to leave. */
+/*
+ * In the job's child: start the tool on the image, wait for it or for the
+ * requester to leave. The tool finds the image on its fd 3 and names it
+ * RN_TOOL_TARGET, its last argument; it has no other way to any image, the
+ * data directory not being in the runner's view. Its working directory is the
+ * runner's, the view's root (the helper's after pivot_root).
+ */
 static void __attribute__((noreturn)) run_tool(const struct rn_job *j, const int *fds)
 {
 	static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
-	char *argv[RN_ARGS_MAX + 1];
-	int sock = fds[0], dir = fds[1], out = fds[2];
+	char *argv[RN_ARGS_MAX + 1]; /* argc < RN_ARGS_MAX, the target, NULL */
+	int sock = fds[0], img = fds[1], out = fds[2];
 	struct rn_answer a = {.status = -1};
+	struct stat st;
 	for (uint32_t i = 0; i < j->argc; i++)
 		argv[i] = (char *)j->argv[i];
-	argv[j->argc] = NULL;
+	argv[j->argc] = (char *)RN_TOOL_TARGET;
+	argv[j->argc + 1] = NULL;
+	if (fstat(img, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (fcntl(img, F_GETFL) & O_ACCMODE) != O_RDWR) {
+		close(out);
+		answer(sock, &a);
+	}
 	pid_t job = getpid(), pid = fork();
 	if (pid == 0) {
 		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		sigset_t none;
 		sigemptyset(&none);
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != job ||
-		    devnull < 0 || fchdir(dir) < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 ||
-		    dup2(out, 2) < 0 || close_range(3, ~0U, 0) < 0 ||
+		    devnull < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 ||
+		    dup2(img, 3) < 0 || close_range(4, ~0U, 0) < 0 ||
 		    sigprocmask(SIG_SETMASK, &none, NULL) < 0)
 			_exit(126);
 		execve(tool_paths[j->tool], argv, envp);
