@@ -26,7 +26,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libmount/libmount.h>
 #include <linux/loop.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -192,32 +191,29 @@ static const struct our_loop *numbered_dev(const struct ours *o, dev_t dev)
 	return at ? &o->v[at->i] : NULL;
 }
 
-struct mount_walk {
-	const struct ours *o;
-	struct page *p;
-};
-
 /*
- * A mount of one of ours: a file system on the device (its source is
- * /dev/loopN, or its device number the device's), else a bind of the
- * device's node (its root ends in /loopN).
+ * Add each mount of one of ours after the cursor: a file system on the
+ * device (its source is /dev/loopN, or its device number the device's), else
+ * a bind of the device's node (its root ends in /loopN).
  */
-static int mount_entry(struct libmnt_fs *fs, void *arg)
+static int mount_entries(const struct ours *o, struct page *p, struct mh_res *r)
 {
-	struct mount_walk *w = arg;
-	const char *src = mnt_fs_get_source(fs), *root = mnt_fs_get_root(fs);
-	const char *target = mnt_fs_get_target(fs), *base = root ? strrchr(root, '/') : NULL;
-	long id = mnt_fs_get_id(fs);
-	if (id <= w->p->after_key || !target)
-		return 0;
-	const struct our_loop *fsys = numbered_nr(w->o, mh_loop_nr_of(src, "/dev/loop"));
-	if (!fsys)
-		fsys = numbered_dev(w->o, mnt_fs_get_devno(fs));
-	const struct our_loop *l =
-	    fsys ? fsys : numbered_nr(w->o, mh_loop_nr_of(base ? base + 1 : NULL, "loop"));
-	if (l)
-		add(w->p, &(struct entry){.key = id}, "%ld %c %s %s\n", id, fsys ? 'f' : 'b',
-		    l->vid, target);
+	const struct mh_mount_row *v;
+	char target[MH_PATH_MAX + 1];
+	size_t n;
+	if (mh_mounts_look(&v, &n, r) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].id <= p->after_key)
+			continue;
+		const struct our_loop *fsys = numbered_nr(o, v[i].src_nr);
+		if (!fsys)
+			fsys = numbered_dev(o, v[i].dev);
+		const struct our_loop *l = fsys ? fsys : numbered_nr(o, v[i].root_nr);
+		if (l && mh_mount_row_target(&v[i], target, sizeof(target)) == 1)
+			add(p, &(struct entry){.key = v[i].id}, "%d %c %s %s\n", v[i].id,
+			    fsys ? 'f' : 'b', l->vid, target);
+	}
 	return 0;
 }
 
@@ -271,14 +267,12 @@ int mh_answer_list(const struct mh_ctx *c, const struct mh_msg *req, struct mh_m
 	if (q->what == MH_LIST_MOUNTS) {
 		order = by_key;
 		p.after_key = q->after[0] ? strtol(q->after, &end, 10) : 0;
-		struct mount_walk w = {.o = &o, .p = &p};
 		if (end && *end)
 			mh_fail(r, MH_E_REFUSED, EINVAL, "a mount cursor is a mount id");
-		else if (mh_loop_each(our_loop, &o, r) != 0 || index_ours(&o) < 0 ||
-		         mh_mount_each(mount_entry, &w, r) < 0)
+		else if (mh_loop_each(our_loop, &o, r) != 0 || index_ours(&o) < 0)
 			mh_fail(r, MH_E_FAILED, ENOMEM, "cannot list the loop devices");
 		else
-			ret = 0;
+			ret = mount_entries(&o, &p, r);
 	} else if (mh_dir_each(q->what == MH_LIST_IMAGES ? c->images_fd : c->snaps_fd, file_entry,
 	                       &p) < 0) {
 		mh_fail(r, MH_E_FAILED, errno, "cannot list the data directory: %s",

@@ -50,11 +50,28 @@ int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t w
 int mh_mount_fs_fd(const struct mh_loop *l, struct mh_res *r);
 
 /*
- * Walk the helper's mount table; for each entry call fn, which returns 1 to
- * stop with that entry (0 to go on). 1 found, 0 not, -1 with r.
+ * Every mount of the helper's view, as the looks below need it: one row each,
+ * in the kernel's order (mh_mountinfo.c says how it is read).
  */
-struct libmnt_fs;
-int mh_mount_each(int (*fn)(struct libmnt_fs *fs, void *arg), void *arg, struct mh_res *r);
+struct mh_mount_row {
+	uint64_t uid; /* the mount's unique id (statmount), 0 when read from mountinfo */
+	int id;       /* its mount id (first field of /proc/self/mountinfo) */
+	dev_t dev;    /* its superblock's device number */
+	int src_nr;   /* N when its source is exactly /dev/loopN, else -1 */
+	int root_nr;  /* N when its root's last component is exactly loopN, else -1 */
+	bool sb_ro;   /* the superblock is read-only */
+	char fstype[MH_FSTYPE_MAX + 1];
+	char *target; /* its mount point, when read from mountinfo; else NULL */
+};
+
+/*
+ * Look at every mount now: *rows and *n hold the table until the next look of
+ * this process (the table is its own; the caller frees nothing). 0, or -1 with r.
+ */
+int mh_mounts_look(const struct mh_mount_row **rows, size_t *n, struct mh_res *r);
+
+/* The mount point of a row into buf: 1, 0 if the mount is gone, -1 if the kernel cannot say. */
+int mh_mount_row_target(const struct mh_mount_row *m, char *buf, size_t len);
 
 /*
  * N when s is exactly prefix followed by N in decimal (no sign, no leading

@@ -1,10 +1,15 @@
 /*
- * What is mounted where, read-only: what is mounted on an fd (statx mount id,
- * then statmount(2) of that one mount where the kernel has it, else libmount's
- * view of /proc/self/mountinfo by that id; never by path string), whether a mount is one of a loop
- * device, whether a loop device is still mounted or bound anywhere (listmount(2), and statmount(2)
- * of every mount the process has not seen before, where the kernel has them; else mountinfo),
- * and the mount point of a mount id.
+ * What is mounted where, read-only. Two kinds of look:
+ *  - what is mounted on an fd: its statx mount id, then statmount(2) of that
+ *    one mount where the kernel has it, else libmount's view of
+ *    /proc/self/mountinfo by that id; never by path string;
+ *  - every mount of the helper's view, as a table of the few facts the
+ *    helper asks of each (mh_mounts_look): listmount(2), and statmount(2) of
+ *    each mount the process has not seen before, where the kernel has them;
+ *    else mountinfo read whole. From it: whether a loop device is still
+ *    mounted or bound anywhere, the file system mounted from a loop device,
+ *    the loop devices file systems are mounted from, the mount point of a
+ *    mount id, and LIST's mounts (mh_list.c).
  *
  * Runs in the helper (main loop and workers) as root under seccomp; changes
  * nothing. Nothing here is fatal.
@@ -45,7 +50,6 @@ enum {
 	SM_FS_TYPE = 0x20,
 	SM_SB_SOURCE = 0x200,
 	SM_WANT = SM_SB_BASIC | SM_MNT_BASIC | SM_MNT_ROOT | SM_FS_TYPE | SM_SB_SOURCE,
-	SM_USE = SM_SB_BASIC | SM_MNT_BASIC | SM_MNT_ROOT | SM_SB_SOURCE,
 };
 #define SB_RDONLY_FLAG 1u
 
@@ -69,14 +73,6 @@ struct sm_head { /* struct statmount before its strings (<linux/mount.h>) */
 _Static_assert(sizeof(struct sm_head) == 512 && offsetof(struct sm_head, mnt_id_old) == 56 &&
                    offsetof(struct sm_head, sb_source) == 124,
                "struct statmount's layout");
-
-static struct libmnt_table *mountinfo_load(struct mh_res *r)
-{
-	struct libmnt_table *tb = mnt_new_table_from_file(MOUNTINFO);
-	if (!tb)
-		mh_fail(r, MH_E_FAILED, errno ? errno : EIO, "cannot read " MOUNTINFO);
-	return tb;
-}
 
 static bool opt_set(const char *optstr, const char *name)
 {
@@ -109,53 +105,26 @@ static void fill_from_fs(struct libmnt_fs *fs, struct mh_mnt *out)
 	snprintf(out->root, sizeof(out->root), "%s", root ? root : "");
 }
 
-/*
- * Walk the mount table; for each entry call fn, which returns 1 to stop with
- * that entry (0 to go on). 1 found, 0 not, -1 with r.
- */
-int mh_mount_each(int (*fn)(struct libmnt_fs *fs, void *arg), void *arg, struct mh_res *r)
-{
-	struct libmnt_table *tb = mountinfo_load(r);
-	if (!tb)
-		return -1;
-	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
-	struct libmnt_fs *fs;
-	int found = 0;
-	if (!it)
-		abort();
-	while (!found && mnt_table_next_fs(tb, it, &fs) == 0)
-		found = fn(fs, arg);
-	mnt_free_iter(it);
-	mnt_unref_table(tb);
-	return found;
-}
-
-struct by_id {
-	int id;
-	struct mh_mnt *out;
-	char *target;
-	size_t tlen;
-};
-
-static int match_id(struct libmnt_fs *fs, void *arg)
-{
-	struct by_id *b = arg;
-	if (mnt_fs_get_id(fs) != b->id)
-		return 0;
-	if (b->out)
-		fill_from_fs(fs, b->out);
-	if (b->target) {
-		const char *t = mnt_fs_get_target(fs);
-		snprintf(b->target, b->tlen, "%s", t ? t : "");
-	}
-	return 1;
-}
-
 /* A string of a statmount answer, if its offset lies within the answer. */
 static const char *sm_str(const struct sm_head *h, uint32_t off)
 {
 	size_t room = h->size > sizeof(*h) ? h->size - sizeof(*h) : 0;
 	return off < room ? (const char *)(h + 1) + off : "";
+}
+
+/*
+ * statmount(2) of the mount with unique id uid, asking for want, into buf (an
+ * sm_head followed by room for strings): 1, 0 if the mount is gone, -1 if the
+ * kernel cannot answer it all. The request is struct mnt_id_req, its first
+ * version: u32 size (24) and u32 spare (0), little-endian in the first word
+ * (the filters are x86_64 only), then the unique id and what to report.
+ */
+static int sm_ask(uint64_t uid, uint64_t want, struct sm_head *buf, size_t len)
+{
+	const uint64_t q[3] = {24, uid, want};
+	if (syscall(NR_STATMOUNT, q, buf, len, 0) < 0)
+		return errno == ENOENT ? 0 : -1;
+	return (buf->mask & want) == want && buf->size <= len ? 1 : -1;
 }
 
 /* Fill out from statmount of the mount with unique id uid; -1 if the kernel cannot. */
@@ -167,15 +136,8 @@ static int by_statmount(uint64_t uid, struct mh_mnt *out)
 	} buf;
 	const uint64_t attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
 	                       MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOATIME | MOUNT_ATTR_NODIRATIME;
-	/*
-	 * struct mnt_id_req, its first version: u32 size (24) and u32 spare (0),
-	 * little-endian in the first word (the filters are x86_64 only), then the
-	 * mount's unique id and what to report.
-	 */
-	const uint64_t q[3] = {24, uid, SM_WANT};
 	const struct sm_head *h = &buf.h;
-	if (syscall(NR_STATMOUNT, q, buf.bytes, sizeof(buf.bytes), 0) < 0 ||
-	    (h->mask & SM_WANT) != SM_WANT || h->size > sizeof(buf))
+	if (sm_ask(uid, SM_WANT, &buf.h, sizeof(buf)) != 1)
 		return -1;
 	out->id = (int)h->mnt_id_old;
 	out->dev = makedev(h->sb_dev_major, h->sb_dev_minor);
@@ -186,6 +148,25 @@ static int by_statmount(uint64_t uid, struct mh_mnt *out)
 	snprintf(out->fstype, sizeof(out->fstype), "%s", sm_str(h, h->fs_type));
 	snprintf(out->root, sizeof(out->root), "%s", sm_str(h, h->mnt_root));
 	return 0;
+}
+
+/* From mountinfo: the mount with id; 1 (out filled), 0 none, -1 with r. */
+static int by_mountinfo(int id, struct mh_mnt *out, struct mh_res *r)
+{
+	struct libmnt_table *tb = mnt_new_table_from_file(MOUNTINFO);
+	struct libmnt_fs *fs = NULL;
+	if (!tb)
+		return mh_fail(r, MH_E_FAILED, errno ? errno : EIO, "cannot read " MOUNTINFO);
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+	if (!it)
+		abort();
+	while (mnt_table_next_fs(tb, it, &fs) == 0 && mnt_fs_get_id(fs) != id)
+		fs = NULL;
+	if (fs)
+		fill_from_fs(fs, out);
+	mnt_free_iter(it);
+	mnt_unref_table(tb);
+	return fs != NULL;
 }
 
 int mh_mount_info(int fd, struct mh_mnt *out, struct mh_res *r)
@@ -204,18 +185,16 @@ int mh_mount_info(int fd, struct mh_mnt *out, struct mh_res *r)
 		if (by_statmount(stx.stx_mnt_id, out) == 0)
 			return 0;
 	}
-	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID,
-	          &stx) < 0)
+	if (statx(fd, "", how, STATX_MNT_ID, &stx) < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "statx: %s", strerror(errno));
 	if (!(stx.stx_mask & STATX_MNT_ID) || !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
 		return mh_fail(r, MH_E_FAILED, ENOSYS, "kernel reports no mount id");
 	if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
 		return 0; /* a plain directory or file: nothing mounted on it */
 	out->mounted = true;
-	struct by_id b = {.id = (int)stx.stx_mnt_id, .out = out};
-	int found = mh_mount_each(match_id, &b, r);
+	int found = by_mountinfo((int)stx.stx_mnt_id, out, r);
 	if (found == 0)
-		mh_fail(r, MH_E_FAILED, ENOENT, "mount %d not in " MOUNTINFO, b.id);
+		mh_fail(r, MH_E_FAILED, ENOENT, "mount %d not in " MOUNTINFO, (int)stx.stx_mnt_id);
 	return found == 1 ? 0 : -1;
 }
 
@@ -226,62 +205,6 @@ bool mh_mount_is_loop(const struct mh_mnt *m, const struct mh_loop *l)
 	/* btrfs reports an anonymous device number; the others report the block device. */
 	return m->dev == l->rdev || strcmp(m->fstype, "btrfs") == 0;
 }
-
-struct use {
-	const struct mh_loop *l;
-	int except;
-	char *where;
-	size_t wlen;
-	int found_id;
-};
-
-/*
- * A file system on the device (by name or device number), or a bind of its
- * node (a mount whose root is a file named loopN, on devtmpfs or the helper's
- * own /dev): wherever it is, whatever its mount point is called. A false
- * match only makes a detach wait; a missed one could hand the device to
- * another volume, so the test is broad.
- */
-static bool is_use(const struct use *u, int id, const char *src, dev_t dev, const char *root)
-{
-	const char *base = root ? strrchr(root, '/') : NULL;
-	char node[24];
-	snprintf(node, sizeof(node), "loop%d", u->l->nr);
-	return id != u->except && ((src && strcmp(src, u->l->path) == 0) || dev == u->l->rdev ||
-	                           (base && strcmp(base + 1, node) == 0));
-}
-
-static int match_use(struct libmnt_fs *fs, void *arg)
-{
-	struct use *u = arg;
-	if (!is_use(u, mnt_fs_get_id(fs), mnt_fs_get_source(fs), mnt_fs_get_devno(fs),
-	            mnt_fs_get_root(fs)))
-		return 0;
-	const char *t = mnt_fs_get_target(fs);
-	snprintf(u->where, u->wlen, "%s", t ? t : "?");
-	u->found_id = mnt_fs_get_id(fs);
-	return 1;
-}
-
-/*
- * What is_use() needs to know of a mount, kept by the mount's unique id: the
- * kernel never gives a unique id twice while it runs, and a mount's
- * superblock, source and root do not change for the mount's life. So a look
- * at every mount asks the kernel (statmount) only about the mounts the
- * process has not seen yet; the rest is one listmount. The list is per
- * process (the main loop, each worker) and holds exactly the mounts of the
- * last complete look, in id order.
- */
-struct seen {
-	uint64_t uid;
-	int id;      /* the mount id of mountinfo */
-	dev_t dev;   /* the superblock's device */
-	int src_nr;  /* N when the source is exactly /dev/loopN, else -1 */
-	int root_nr; /* N when the root's last component is exactly loopN, else -1 */
-};
-
-static struct seen *seen;
-static size_t nseen;
 
 int mh_loop_nr_of(const char *s, const char *prefix)
 {
@@ -296,174 +219,251 @@ int mh_loop_nr_of(const char *s, const char *prefix)
 	return strcmp(again, s) == 0 ? (int)nr : -1;
 }
 
-/* statmount of the mount with unique id uid into out: 1, 0 if it is gone, -1 if the kernel
- * cannot say (then the whole look is made from mountinfo instead). */
-static int learn(uint64_t uid, struct seen *out)
+/* ---- every mount: the table ------------------------------------------------ */
+
+/*
+ * The last complete look, in the order the kernel lists the mounts. A row's
+ * facts do not change for the mount's life, and the kernel never gives a
+ * unique id twice while it runs, so with listmount a look asks statmount only
+ * about mounts the process has not seen yet: the rows are kept by unique id,
+ * in increasing order, as listmount gives them. From mountinfo (no unique
+ * ids), every look reads the whole table again and keeps the mount points.
+ * The table is per process (the main loop, each worker).
+ */
+static struct mh_mount_row *rows;
+static size_t nrows;
+
+static void rows_free(struct mh_mount_row *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i].target);
+	free(v);
+}
+
+/* A complete look (ok): it becomes the table; else it is dropped. 0, or -1. */
+static int rows_keep(struct mh_mount_row *now, size_t nnow, bool ok)
+{
+	if (!ok) {
+		rows_free(now, nnow);
+		return -1;
+	}
+	rows_free(rows, nrows);
+	rows = now;
+	nrows = nnow;
+	return 0;
+}
+
+/* One more row at the end of *v (grown as needed); NULL when memory ran out. */
+static struct mh_mount_row *row_add(struct mh_mount_row **v, size_t *n, size_t *cap)
+{
+	if (*n == *cap) {
+		size_t more = *cap ? 2 * *cap : 256;
+		struct mh_mount_row *nv = realloc(*v, more * sizeof(**v));
+		if (!nv)
+			return NULL;
+		*v = nv;
+		*cap = more;
+	}
+	memset(&(*v)[*n], 0, sizeof(**v));
+	return &(*v)[(*n)++];
+}
+
+static void row_names(struct mh_mount_row *m, const char *source, const char *root,
+                      const char *fstype)
+{
+	const char *base = root ? strrchr(root, '/') : NULL;
+	m->src_nr = mh_loop_nr_of(source, "/dev/loop");
+	m->root_nr = mh_loop_nr_of(base ? base + 1 : root, "loop");
+	snprintf(m->fstype, sizeof(m->fstype), "%s", fstype ? fstype : "");
+}
+
+/* statmount of the mount with unique id uid into m: 1, 0 if it is gone, -1 if it cannot. */
+static int learn(uint64_t uid, struct mh_mount_row *m)
 {
 	static union {
 		struct sm_head h;
-		char bytes[sizeof(struct sm_head) + 2 * ((size_t)MH_PATH_MAX + 1)];
+		char bytes[sizeof(struct sm_head) + 3 * ((size_t)MH_PATH_MAX + 1)];
 	} buf;
 	const struct sm_head *h = &buf.h;
-	const uint64_t q[3] = {24, uid, SM_USE}; /* struct mnt_id_req, as in by_statmount */
-	if (syscall(NR_STATMOUNT, q, buf.bytes, sizeof(buf.bytes), 0) < 0)
-		return errno == ENOENT ? 0 : -1;
-	if ((h->mask & SM_USE) != SM_USE || h->size > sizeof(buf))
-		return -1;
-	const char *root = sm_str(h, h->mnt_root), *base = strrchr(root, '/');
-	*out = (struct seen){.uid = uid,
-	                     .id = (int)h->mnt_id_old,
-	                     .dev = makedev(h->sb_dev_major, h->sb_dev_minor),
-	                     .src_nr = mh_loop_nr_of(sm_str(h, h->sb_source), "/dev/loop"),
-	                     .root_nr = mh_loop_nr_of(base ? base + 1 : root, "loop")};
+	int rc = sm_ask(uid, SM_WANT, &buf.h, sizeof(buf));
+	if (rc != 1)
+		return rc;
+	*m = (struct mh_mount_row){.uid = uid,
+	                           .id = (int)h->mnt_id_old,
+	                           .dev = makedev(h->sb_dev_major, h->sb_dev_minor),
+	                           .sb_ro = (h->sb_flags & SB_RDONLY_FLAG) != 0};
+	row_names(m, sm_str(h, h->sb_source), sm_str(h, h->mnt_root), sm_str(h, h->fs_type));
 	return 1;
 }
 
-/* is_use() of a mount seen; for one in use, its mount point into u->where. */
-static bool use_of_seen(struct use *u, const struct seen *m)
-{
-	if (m->id == u->except ||
-	    !(m->src_nr == u->l->nr || m->dev == u->l->rdev || m->root_nr == u->l->nr))
-		return false;
-	static union {
-		struct sm_head h;
-		char bytes[sizeof(struct sm_head) + (size_t)MH_PATH_MAX + 1];
-	} buf;
-	const struct sm_head *h = &buf.h;
-	const uint64_t p[3] = {24, m->uid, SM_MNT_POINT};
-	bool named = syscall(NR_STATMOUNT, p, buf.bytes, sizeof(buf.bytes), 0) == 0 &&
-	             (h->mask & SM_MNT_POINT) && h->size <= sizeof(buf);
-	snprintf(u->where, u->wlen, "%s", named ? sm_str(h, h->mnt_point) : "?");
-	u->found_id = m->id;
-	return true;
-}
-
 /*
- * mh_loop_in_use by listmount, and statmount of the mounts not seen before:
- * the same test on the same mounts as reading mountinfo. Unique ids only grow,
- * so a mount made during the look is listed in a later batch; one removed
- * meanwhile is skipped. 1 in use, 0 not, -1 if the kernel cannot answer this
- * way (or memory ran out).
+ * The table by listmount: every mount now, those seen before taken from the
+ * last look. Unique ids only grow, so a mount made during the look is listed
+ * in a later batch; one removed meanwhile is skipped. 0, or -1 if the kernel
+ * cannot answer this way (or memory ran out): the table is then unchanged.
  */
-static int in_use_by_listmount(struct use *u)
+static int look_listmount(void)
 {
 	static uint64_t ids[1024];
-	struct seen *now = NULL;
+	struct mh_mount_row *now = NULL;
 	size_t nnow = 0, cap = 0, j = 0;
 	uint64_t last = 0;
-	int ret = 0;
 	long n;
 	do {
 		const uint64_t q[3] = {24, LSMT_ROOT, last};
 		n = syscall(NR_LISTMOUNT, q, ids, sizeof(ids) / sizeof(ids[0]), 0);
-		for (long i = 0; i < n && ret == 0; i++) {
-			struct seen m;
-			while (j < nseen && seen[j].uid < ids[i])
+		for (long i = 0; i < n; i++) {
+			struct mh_mount_row m;
+			while (j < nrows && rows[j].uid < ids[i])
 				j++; /* gone since the last look */
-			int known = j < nseen && seen[j].uid == ids[i] ? (m = seen[j], 1)
+			int known = j < nrows && rows[j].uid == ids[i] ? (m = rows[j], 1)
 			                                               : learn(ids[i], &m);
-			if (known < 0)
-				ret = -1;
-			if (known <= 0)
-				continue;
-			if (nnow == cap) {
-				cap = cap ? 2 * cap : 256;
-				struct seen *more = realloc(now, cap * sizeof(*now));
-				if (!more) {
-					ret = -1;
-					break;
-				}
-				now = more;
-			}
-			now[nnow++] = m;
-			if (use_of_seen(u, &m))
-				ret = 1;
+			struct mh_mount_row *to = known > 0 ? row_add(&now, &nnow, &cap) : NULL;
+			if (known < 0 || (known > 0 && !to))
+				return rows_keep(now, nnow, false);
+			if (to)
+				*to = m;
 		}
 		if (n > 0)
 			last = ids[n - 1];
-	} while (ret == 0 && n == (long)(sizeof(ids) / sizeof(ids[0])));
-	if (n < 0)
-		ret = -1;
-	if (ret == 0) { /* a whole look: it is what this process has seen */
-		free(seen);
-		seen = now;
-		nseen = nnow;
-	} else {
-		free(now);
+	} while (n == (long)(sizeof(ids) / sizeof(ids[0])));
+	return rows_keep(now, nnow, n >= 0);
+}
+
+/* The table from mountinfo, read whole: 0, or -1 with r. */
+static int look_mountinfo(struct mh_res *r)
+{
+	struct libmnt_table *tb = mnt_new_table_from_file(MOUNTINFO);
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+	struct libmnt_fs *fs;
+	struct mh_mount_row *now = NULL;
+	size_t nnow = 0, cap = 0;
+	int ret = 0;
+	if (!it)
+		abort();
+	if (!tb)
+		ret = mh_fail(r, MH_E_FAILED, errno ? errno : EIO, "cannot read " MOUNTINFO);
+	while (ret == 0 && mnt_table_next_fs(tb, it, &fs) == 0) {
+		struct mh_mount_row *m = row_add(&now, &nnow, &cap);
+		const char *t = mnt_fs_get_target(fs);
+		if (!m || !(m->target = strdup(t ? t : ""))) {
+			ret = mh_fail(r, MH_E_FAILED, ENOMEM, "out of memory");
+			break;
+		}
+		m->id = mnt_fs_get_id(fs);
+		m->dev = mnt_fs_get_devno(fs);
+		m->sb_ro = opt_set(mnt_fs_get_fs_options(fs), "ro");
+		row_names(m, mnt_fs_get_source(fs), mnt_fs_get_root(fs), mnt_fs_get_fstype(fs));
 	}
-	return ret;
+	mnt_free_iter(it);
+	mnt_unref_table(tb);
+	return rows_keep(now, nnow, ret == 0);
 }
 
-/* NOLINTNEXTLINE(readability-non-const-parameter): written through struct use */
-int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t wlen,
-                   struct mh_res *r)
+int mh_mounts_look(const struct mh_mount_row **out, size_t *n, struct mh_res *r)
 {
-	struct use u = {.l = l, .except = except_id, .where = where, .wlen = wlen};
-	int used = in_use_by_listmount(&u);
-	return used >= 0 ? used : mh_mount_each(match_use, &u, r);
-}
-
-struct loop_list {
-	int *nrs;
-	size_t n, max;
-};
-
-static int collect_loop(struct libmnt_fs *fs, void *arg)
-{
-	struct loop_list *ll = arg;
-	const char *src = mnt_fs_get_source(fs);
-	char *end;
-	if (!src || strncmp(src, "/dev/loop", 9) != 0 || src[9] < '0' || src[9] > '9')
-		return 0;
-	long nr = strtol(src + 9, &end, 10);
-	if (*end || nr < 0 || nr > 1 << 20)
-		return 0;
-	for (size_t i = 0; i < ll->n; i++)
-		if (ll->nrs[i] == (int)nr)
-			return 0;
-	if (ll->n < ll->max)
-		ll->nrs[ll->n++] = (int)nr;
+	if (look_listmount() < 0 && look_mountinfo(r) < 0)
+		return -1;
+	*out = rows;
+	*n = nrows;
 	return 0;
 }
 
-/* NOLINTNEXTLINE(readability-non-const-parameter): filled through struct loop_list */
+int mh_mount_row_target(const struct mh_mount_row *m, char *buf, size_t len)
+{
+	static union {
+		struct sm_head h;
+		char bytes[sizeof(struct sm_head) + (size_t)MH_PATH_MAX + 1];
+	} sm;
+	if (m->target) {
+		snprintf(buf, len, "%s", m->target);
+		return 1;
+	}
+	int rc = sm_ask(m->uid, SM_MNT_POINT, &sm.h, sizeof(sm));
+	snprintf(buf, len, "%s", rc == 1 ? sm_str(&sm.h, sm.h.mnt_point) : "");
+	return rc;
+}
+
+/* ---- what the table answers ------------------------------------------------ */
+
+/*
+ * A file system on the device (its source /dev/loopN, or its device number),
+ * or a bind of its node (a mount whose root is a file named loopN, on devtmpfs
+ * or the helper's own /dev): wherever it is, whatever its mount point is
+ * called. A false match only makes a detach wait; a missed one could hand the
+ * device to another volume, so the test is broad.
+ */
+/* NOLINTNEXTLINE(readability-non-const-parameter): where is written */
+int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t wlen,
+                   struct mh_res *r)
+{
+	const struct mh_mount_row *v;
+	size_t n;
+	if (mh_mounts_look(&v, &n, r) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].id == except_id ||
+		    !(v[i].src_nr == l->nr || v[i].dev == l->rdev || v[i].root_nr == l->nr))
+			continue;
+		if (mh_mount_row_target(&v[i], where, wlen) != 1)
+			snprintf(where, wlen, "?");
+		return 1;
+	}
+	return 0;
+}
+
+/* NOLINTNEXTLINE(readability-non-const-parameter): filled */
 int mh_mount_loop_numbers(int *nrs, size_t max, struct mh_res *r)
 {
-	struct loop_list ll = {.nrs = nrs, .max = max};
-	if (mh_mount_each(collect_loop, &ll, r) < 0)
+	const struct mh_mount_row *v;
+	size_t n, k = 0;
+	if (mh_mounts_look(&v, &n, r) < 0)
 		return -1;
-	return (int)ll.n;
+	for (size_t i = 0; i < n && k < max; i++) {
+		bool have = v[i].src_nr < 0;
+		for (size_t j = 0; j < k && !have; j++)
+			have = nrs[j] == v[i].src_nr;
+		if (!have)
+			nrs[k++] = v[i].src_nr;
+	}
+	return (int)k;
 }
 
-struct fs_of {
-	const struct mh_loop *l;
-	struct mh_mnt m;
-};
-
-static int match_fs(struct libmnt_fs *fs, void *arg)
-{
-	struct fs_of *f = arg;
-	const char *src = mnt_fs_get_source(fs);
-	if (!src || strcmp(src, f->l->path) != 0)
-		return 0;
-	fill_from_fs(fs, &f->m);
-	f->m.mounted = true;
-	return mh_mount_is_loop(&f->m, f->l);
-}
-
-/* The file system mounted from loop device l (its first mount): 1 with *m, 0 none, -1 with r. */
 int mh_mount_find_loop(const struct mh_loop *l, struct mh_mnt *m, struct mh_res *r)
 {
-	struct fs_of f = {.l = l};
-	int found = mh_mount_each(match_fs, &f, r);
-	if (found == 1)
-		*m = f.m;
-	return found;
+	const struct mh_mount_row *v;
+	size_t n;
+	if (mh_mounts_look(&v, &n, r) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].src_nr != l->nr)
+			continue;
+		*m = (struct mh_mnt){.mounted = true,
+		                     .id = v[i].id,
+		                     .dev = v[i].dev,
+		                     .sb_ro = v[i].sb_ro,
+		                     .ro = v[i].sb_ro};
+		snprintf(m->source, sizeof(m->source), "%s", l->path);
+		snprintf(m->fstype, sizeof(m->fstype), "%s", v[i].fstype);
+		if (mh_mount_is_loop(m, l))
+			return 1;
+	}
+	return 0;
 }
 
-/* NOLINTNEXTLINE(readability-non-const-parameter): match_id writes it, through b */
+/* NOLINTNEXTLINE(readability-non-const-parameter): written */
 int mh_mount_target(int mnt_id, char *target, size_t len, struct mh_res *r)
 {
-	struct by_id b = {.id = mnt_id, .target = target, .tlen = len};
-	return mh_mount_each(match_id, &b, r);
+	const struct mh_mount_row *v;
+	size_t n;
+	if (mh_mounts_look(&v, &n, r) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].id != mnt_id)
+			continue;
+		int rc = mh_mount_row_target(&v[i], target, len);
+		return rc >= 0 ? rc
+		               : mh_fail(r, MH_E_FAILED, errno, "mount point of mount %d", mnt_id);
+	}
+	return 0;
 }

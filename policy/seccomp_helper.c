@@ -105,10 +105,11 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("newfstatat", "fstat/fstatat"),
     ALLOW("statx", "mount id and mount-root attribute of a path"),
     ALLOW_NR("statmount", 457,
-             "what is mounted on an fd, by its mount id (kernel 6.8 and later; else mountinfo)"),
+             "what is mounted on an fd, and on each mount not seen before, by its mount id "
+             "(kernel 6.8 and later; else mountinfo)"),
     ALLOW_NR("listmount", 458,
-             "is a loop device mounted or bound anywhere: every mount's id (kernel 6.8 and "
-             "later; else mountinfo)"),
+             "every mount's id: is a loop device mounted or bound anywhere, LIST's mounts "
+             "(kernel 6.8 and later; else mountinfo)"),
     ALLOW("getdents64", "list /sys/block, the images, a directory that must be empty"),
     ALLOW("readlink", "libmount path canonicalisation"),
     ALLOW("faccessat2", "blkid: sysfs attributes"),

@@ -482,11 +482,13 @@ int main(int argc, char **argv)
 	CHECK(do_ping(&h) == MH_E_OK); /* still alive: seccomp killed nothing */
 	CHECK(helper_stop(&h) == 0);
 	CHECK(our_loops(false) == 0);
-	/* The same raw block life on a kernel without listmount: mountinfo answers alike. */
+	/* The same raw block life, and LIST, on a kernel without listmount: mountinfo answers
+	 * alike. */
 	helper_without_listmount = true;
 	helper_start(&h);
 	helper_without_listmount = false;
 	test_block(&h);
+	test_list_and_sweep(&h);
 	CHECK(do_ping(&h) == MH_E_OK);
 	CHECK(helper_stop(&h) == 0);
 	CHECK(our_loops(false) == 0);
