@@ -32,6 +32,13 @@ struct mh_vol {
 int mh_vol_lookup(const struct mh_ctx *c, const char *id, struct mh_vol *v, struct mh_res *r);
 
 /*
+ * Is loopN one of ours: attached by the helper to a volume's image (named by
+ * the volume id, its lo_file_name) and backed by that very file? 1 with *l
+ * and vid (MH_ID_MAX + 1 bytes) set, else 0 (nr -1: none).
+ */
+int mh_loop_ours(const struct mh_ctx *c, int nr, struct mh_loop *l, char *vid);
+
+/*
  * Is what m describes this volume's: a file system mounted from its loop
  * device, or a bind of the node of one of its loop devices (*l set to it,
  * may be NULL); for a directory volume, a bind whose root is its directory?

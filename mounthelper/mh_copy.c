@@ -43,6 +43,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -112,22 +113,19 @@ void mh_copy_thaw(const struct mh_ctx *c, const char *volume_id)
 
 void mh_copy_thaw_all(const struct mh_ctx *c)
 {
-	int nrs[256];
+	const struct mh_mount_row *v;
 	struct mh_res r = {0};
-	int n = mh_mount_loop_numbers(nrs, 256, &r);
-	for (int i = 0; i < n; i++) {
+	size_t n, k = 0;
+	/* The loop devices file systems are mounted from, copied: each thaw looks again. */
+	int *nrs = mh_mounts_look(&v, &n, &r) == 0 ? calloc(n ? n : 1, sizeof(int)) : NULL;
+	for (size_t i = 0; nrs && i < n; i++)
+		if (v[i].src_nr >= 0)
+			nrs[k++] = v[i].src_nr;
+	for (size_t i = 0; i < k; i++) {
 		struct mh_loop l;
-		struct stat st;
-		char id[64], img[MH_IMAGE_NAME_MAX];
-		dev_t dev;
-		ino_t ino;
+		char id[MH_ID_MAX + 1];
 		/* Ours only: attached by the helper (named by a volume id) to that very image. */
-		if (mh_loop_status(nrs[i], &l, &dev, &ino, id, sizeof(id)) < 0 ||
-		    !pol_volume_id_valid(id))
-			continue;
-		mh_image_name(id, img, sizeof(img));
-		if (fstatat(c->images_fd, img, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != dev ||
-		    st.st_ino != ino)
+		if (mh_loop_ours(c, nrs[i], &l, id) != 1)
 			continue;
 		int fd = mh_mount_fs_fd(&l, &r);
 		if (fd >= 0 && ioctl(fd, FITHAW, 0) == 0)
@@ -136,6 +134,7 @@ void mh_copy_thaw_all(const struct mh_ctx *c)
 		mh_closep(&fd);
 		r = (struct mh_res){0};
 	}
+	free(nrs);
 }
 
 /* ---- copying ------------------------------------------------------------ */

@@ -11,6 +11,9 @@
  *
  * Pages are in id order (mount id for mounts) and start after the caller's
  * cursor, so an entry that appears or goes between pages moves nothing else.
+ * A page of mounts asks the kernel about the loop devices of its own entries
+ * only, in mount id order, and stops when it is full: its cost grows with the
+ * node's mounts only by a look at the table (mh_mounts_look) and a sort.
  *
  * Also the sweep (mh_sweep), which needs no rpcd: at start, and whenever a
  * worker dies, the temporary files of half-made images and copies, and the
@@ -27,289 +30,204 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "log.h"
-#include "mh_dir.h"
 #include "mh_common.h"
+#include "mh_dir.h"
 #include "mh_image.h"
 #include "mh_loop.h"
 #include "mh_mount.h"
 #include "mh_ops.h"
-#include "policy.h"
 
-struct entry {
-	long key;               /* mount id (mounts) */
-	char id[MH_ID_MAX + 1]; /* image or snapshot id (files) */
-	char *line;
+/* Append line to the page if it fits; else the page is full ("more"). */
+static bool put(struct mh_ans_list *out, size_t *used, const char *line)
+{
+	size_t len = strlen(line);
+	if (*used + len > MH_LIST_TEXT_MAX) {
+		out->more = 1;
+		return false;
+	}
+	memcpy(out->text + *used, line, len + 1);
+	*used += len;
+	return true;
+}
+
+/* ---- images and snapshots ------------------------------------------------------ */
+
+struct file {
+	char id[MH_ID_MAX + 1];
+	long long size;
 };
 
-struct page {
+struct files {
 	const char *after;
-	long after_key;
-	struct entry *e;
+	struct file *v;
 	size_t n, cap;
 	bool failed; /* out of memory: the page is refused, not cut short silently */
 };
 
-static void add(struct page *p, const struct entry *e, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void add(struct page *p, const struct entry *e, const char *fmt, ...)
-{
-	va_list ap;
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 256;
-		struct entry *ne = realloc(p->e, cap * sizeof(*ne));
-		if (!ne) {
-			p->failed = true;
-			return;
-		}
-		p->e = ne;
-		p->cap = cap;
-	}
-	struct entry *to = &p->e[p->n];
-	*to = *e;
-	va_start(ap, fmt);
-	int ok = vasprintf(&to->line, fmt, ap);
-	va_end(ap);
-	if (ok < 0)
-		p->failed = true;
-	else
-		p->n++;
-}
-
 /* "<id>.img" in a directory of the helper's, after the cursor. */
 static void file_entry(int dirfd, const char *name, void *arg)
 {
-	struct page *p = arg;
-	struct entry e = {0};
+	struct files *f = arg;
+	struct file e = {0};
 	struct stat st;
 	const char *dot = strchr(name, '.');
 	size_t n = dot ? (size_t)(dot - name) : 0;
 	if (!dot || n > MH_ID_MAX || strcmp(dot, ".img") != 0)
 		return;
 	memcpy(e.id, name, n);
-	if (strcmp(e.id, p->after) > 0 && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    S_ISREG(st.st_mode))
-		add(p, &e, "%s %lld\n", e.id, (long long)st.st_size);
-}
-
-/*
- * The loop devices the helper's images back; for LIST, v sorted by number and
- * by_rdev the positions in v sorted by device number (index_ours), so that
- * each mount is matched in O(log n), not against every device.
- */
-struct ours {
-	const struct mh_ctx *c;
-	struct our_loop {
-		struct mh_loop l;
-		char vid[MH_ID_MAX + 1];
-	} * v;
-	size_t n, cap;
-	struct rdev_pos {
-		dev_t rdev;
-		size_t i; /* in v */
-	} * by_rdev;
-};
-
-static int our_loop(int nr, void *arg)
-{
-	struct ours *o = arg;
-	struct mh_loop l;
-	char name[MH_ID_MAX + 1], img[MH_IMAGE_NAME_MAX];
-	struct stat st;
-	dev_t dev;
-	ino_t ino;
-	if (mh_loop_status(nr, &l, &dev, &ino, name, sizeof(name)) < 0 ||
-	    !pol_volume_id_valid(name))
-		return 0;
-	mh_image_name(name, img, sizeof(img));
-	if (fstatat(o->c->images_fd, img, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != dev ||
-	    st.st_ino != ino)
-		return 0;
-	if (o->n == o->cap) {
-		size_t cap = o->cap ? 2 * o->cap : 64;
-		void *nv = realloc(o->v, cap * sizeof(*o->v));
-		if (!nv)
-			return -1;
-		o->v = nv;
-		o->cap = cap;
+	if (strcmp(e.id, f->after) <= 0 || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISREG(st.st_mode))
+		return;
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 256;
+		struct file *nv = realloc(f->v, cap * sizeof(*nv));
+		if (!nv) {
+			f->failed = true;
+			return;
+		}
+		f->v = nv;
+		f->cap = cap;
 	}
-	o->v[o->n].l = l;
-	memcpy(o->v[o->n].vid, name, sizeof(name));
-	o->n++;
-	return 0;
-}
-
-static int by_nr(const void *a, const void *b)
-{
-	int x = ((const struct our_loop *)a)->l.nr, y = ((const struct our_loop *)b)->l.nr;
-	return (x > y) - (x < y);
-}
-
-static int by_dev(const void *a, const void *b)
-{
-	dev_t x = ((const struct rdev_pos *)a)->rdev, y = ((const struct rdev_pos *)b)->rdev;
-	return (x > y) - (x < y);
-}
-
-static int index_ours(struct ours *o)
-{
-	if (o->n == 0)
-		return 0;
-	qsort(o->v, o->n, sizeof(*o->v), by_nr);
-	o->by_rdev = calloc(o->n, sizeof(*o->by_rdev));
-	if (!o->by_rdev)
-		return -1;
-	for (size_t i = 0; i < o->n; i++)
-		o->by_rdev[i] = (struct rdev_pos){.rdev = o->v[i].l.rdev, .i = i};
-	qsort(o->by_rdev, o->n, sizeof(*o->by_rdev), by_dev);
-	return 0;
-}
-
-/* Ours whose number is nr (-1: none), or NULL. */
-static const struct our_loop *numbered_nr(const struct ours *o, int nr)
-{
-	const struct our_loop key = {.l.nr = nr};
-	if (nr < 0 || !o->v)
-		return NULL;
-	return bsearch(&key, o->v, o->n, sizeof(*o->v), by_nr);
-}
-
-/* Ours whose device number is dev, or NULL. */
-static const struct our_loop *numbered_dev(const struct ours *o, dev_t dev)
-{
-	const struct rdev_pos key = {.rdev = dev};
-	if (!o->by_rdev)
-		return NULL;
-	const struct rdev_pos *at = bsearch(&key, o->by_rdev, o->n, sizeof(*o->by_rdev), by_dev);
-	return at ? &o->v[at->i] : NULL;
-}
-
-/*
- * Add each mount of one of ours after the cursor: a file system on the
- * device (its source is /dev/loopN, or its device number the device's), else
- * a bind of the device's node (its root ends in /loopN).
- */
-static int mount_entries(const struct ours *o, struct page *p, struct mh_res *r)
-{
-	const struct mh_mount_row *v;
-	char target[MH_PATH_MAX + 1];
-	size_t n;
-	if (mh_mounts_look(&v, &n, r) < 0)
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		if (v[i].id <= p->after_key)
-			continue;
-		const struct our_loop *fsys = numbered_nr(o, v[i].src_nr);
-		if (!fsys)
-			fsys = numbered_dev(o, v[i].dev);
-		const struct our_loop *l = fsys ? fsys : numbered_nr(o, v[i].root_nr);
-		if (l && mh_mount_row_target(&v[i], target, sizeof(target)) == 1)
-			add(p, &(struct entry){.key = v[i].id}, "%d %c %s %s\n", v[i].id,
-			    fsys ? 'f' : 'b', l->vid, target);
-	}
-	return 0;
+	e.size = (long long)st.st_size;
+	f->v[f->n++] = e;
 }
 
 static int by_id(const void *a, const void *b)
 {
-	return strcmp(((const struct entry *)a)->id, ((const struct entry *)b)->id);
+	return strcmp(((const struct file *)a)->id, ((const struct file *)b)->id);
 }
 
-static int by_key(const void *a, const void *b)
+static int list_files(int dirfd, const char *after, struct mh_ans_list *out, struct mh_res *r)
 {
-	long x = ((const struct entry *)a)->key, y = ((const struct entry *)b)->key;
+	struct files f = {.after = after};
+	char line[MH_ID_MAX + 32];
+	size_t used = 0;
+	int ret = 0;
+	if (mh_dir_each(dirfd, file_entry, &f) < 0)
+		ret = mh_fail(r, MH_E_FAILED, errno, "cannot list the data directory: %s",
+		              strerror(errno));
+	else if (f.failed)
+		ret = mh_fail(r, MH_E_FAILED, ENOMEM, "out of memory");
+	if (ret == 0 && f.n) /* qsort wants an array, even of nothing */
+		qsort(f.v, f.n, sizeof(f.v[0]), by_id);
+	for (size_t i = 0; ret == 0 && i < f.n; i++) {
+		snprintf(line, sizeof(line), "%s %lld\n", f.v[i].id, f.v[i].size);
+		if (!put(out, &used, line))
+			break;
+	}
+	free(f.v);
+	return ret;
+}
+
+/* ---- mounts -------------------------------------------------------------------- */
+
+/* A mount after the cursor, to be sorted by its id. */
+struct pick {
+	int id;
+	const struct mh_mount_row *m;
+};
+
+static int by_mount_id(const void *a, const void *b)
+{
+	int x = ((const struct pick *)a)->id, y = ((const struct pick *)b)->id;
 	return (x > y) - (x < y);
 }
 
-/* As many sorted entries as fit; "more" if any is left for the next page. */
-static void fill(struct page *p, int (*cmp)(const void *, const void *), struct mh_ans_list *out)
+/*
+ * Whose is mount m: a file system on one of ours (its source is /dev/loopN,
+ * or its device number that device's): 'f'; a bind of the node of one of
+ * ours (its root ends in /loopN): 'b'; 0 if neither. vid: the volume.
+ */
+static char mount_of_ours(const struct mh_ctx *c, const struct mh_mount_row *m, char *vid)
 {
-	size_t used = 0;
-	if (p->n) /* qsort wants an array, even of nothing */
-		qsort(p->e, p->n, sizeof(p->e[0]), cmp);
-	out->more = 0;
-	out->text[0] = '\0';
-	for (size_t i = 0; i < p->n && !out->more; i++) {
-		size_t len = strlen(p->e[i].line);
-		if (used + len > MH_LIST_TEXT_MAX) {
-			out->more = 1;
-			continue;
-		}
-		memcpy(out->text + used, p->e[i].line, len + 1);
-		used += len;
-	}
+	struct mh_loop l;
+	if (mh_loop_ours(c, m->src_nr, &l, vid) == 1)
+		return 'f';
+	if (mh_loop_ours(c, mh_loop_nr_of_rdev(m->dev), &l, vid) == 1 && l.rdev == m->dev)
+		return 'f';
+	return mh_loop_ours(c, m->root_nr, &l, vid) == 1 ? 'b' : 0;
 }
 
-static void page_free(struct page *p)
+static int list_mounts(const struct mh_ctx *c, long after, struct mh_ans_list *out,
+                       struct mh_res *r)
 {
-	for (size_t i = 0; i < p->n; i++)
-		free(p->e[i].line);
-	free(p->e);
+	const struct mh_mount_row *v;
+	struct pick *o;
+	char vid[MH_ID_MAX + 1], target[MH_PATH_MAX + 1], line[MH_PATH_MAX + MH_ID_MAX + 32];
+	size_t n, k = 0, used = 0;
+	if (mh_mounts_look(&v, &n, r) < 0)
+		return -1;
+	if (!(o = calloc(n ? n : 1, sizeof(*o))))
+		return mh_fail(r, MH_E_FAILED, ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (v[i].id > after)
+			o[k++] = (struct pick){.id = v[i].id, .m = &v[i]};
+	if (k)
+		qsort(o, k, sizeof(*o), by_mount_id);
+	for (size_t i = 0; i < k; i++) {
+		char kind = mount_of_ours(c, o[i].m, vid);
+		if (!kind || mh_mount_row_target(o[i].m, target, sizeof(target)) != 1)
+			continue;
+		snprintf(line, sizeof(line), "%d %c %s %s\n", o[i].id, kind, vid, target);
+		if (!put(out, &used, line))
+			break;
+	}
+	free(o);
+	return 0;
 }
 
 int mh_answer_list(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                    struct mh_audit *a, struct mh_res *r)
 {
 	const struct mh_req_list *q = &req->u.list;
-	struct page p = {.after = q->after};
-	struct ours o = {.c = c};
-	int (*order)(const void *, const void *) = by_id;
+	struct mh_ans_list *out = &ans->u.list_ans;
 	char *end = NULL;
-	int ret = -1;
 	(void)a;
-	if (q->what == MH_LIST_MOUNTS) {
-		order = by_key;
-		p.after_key = q->after[0] ? strtol(q->after, &end, 10) : 0;
-		if (end && *end)
-			mh_fail(r, MH_E_REFUSED, EINVAL, "a mount cursor is a mount id");
-		else if (mh_loop_each(our_loop, &o, r) != 0 || index_ours(&o) < 0)
-			mh_fail(r, MH_E_FAILED, ENOMEM, "cannot list the loop devices");
-		else
-			ret = mount_entries(&o, &p, r);
-	} else if (mh_dir_each(q->what == MH_LIST_IMAGES ? c->images_fd : c->snaps_fd, file_entry,
-	                       &p) < 0) {
-		mh_fail(r, MH_E_FAILED, errno, "cannot list the data directory: %s",
-		        strerror(errno));
-	} else {
-		ret = 0;
-	}
-	if (ret == 0 && p.failed)
-		ret = mh_fail(r, MH_E_FAILED, ENOMEM, "out of memory");
-	if (ret == 0)
-		fill(&p, order, &ans->u.list_ans);
-	page_free(&p);
-	free(o.v);
-	free(o.by_rdev);
-	return ret;
+	out->more = 0;
+	out->text[0] = '\0';
+	if (q->what != MH_LIST_MOUNTS)
+		return list_files(q->what == MH_LIST_IMAGES ? c->images_fd : c->snaps_fd, q->after,
+		                  out, r);
+	long after = q->after[0] ? strtol(q->after, &end, 10) : 0;
+	if (end && *end)
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "a mount cursor is a mount id");
+	return list_mounts(c, after, out, r);
+}
+
+/* ---- the sweep ----------------------------------------------------------------- */
+
+struct sweep {
+	const struct mh_ctx *c;
+	bool (*held)(const char *id);
+};
+
+/* A raw block device of ours (no autoclear) that no mount or bind uses: detached. */
+static int sweep_loop(int nr, void *arg)
+{
+	const struct sweep *s = arg;
+	struct mh_vol v = {.attached = true};
+	struct mh_res r = {0};
+	char vid[MH_ID_MAX + 1], img[MH_IMAGE_NAME_MAX];
+	if (mh_loop_ours(s->c, nr, &v.loop, vid) != 1 || (s->held && s->held(vid)) ||
+	    (v.loop.lo_flags & LO_FLAGS_AUTOCLEAR))
+		return 0;
+	mh_image_name(vid, img, sizeof(img));
+	if (fstatat(s->c->images_fd, img, &v.st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    mh_detach_unused(&v, false, &r) < 0)
+		log_kv(LOG_LVL_WARN, "sweep_failed", "volume_id", vid, "reason", r.reason, NULL);
+	return 0;
 }
 
 void mh_sweep(const struct mh_ctx *c, bool (*held)(const char *id))
 {
-	struct ours o = {.c = c};
-	struct mh_res r = {0};
+	struct sweep s = {.c = c, .held = held};
 	mh_image_sweep(c, held);
 	mh_dir_sweep(c, held);
-	if (mh_loop_each(our_loop, &o, &r) == 0) {
-		for (size_t i = 0; i < o.n; i++) {
-			struct mh_vol v = {.attached = true, .loop = o.v[i].l};
-			char img[MH_IMAGE_NAME_MAX];
-			if ((held && held(o.v[i].vid)) || (o.v[i].l.lo_flags & LO_FLAGS_AUTOCLEAR))
-				continue;
-			mh_image_name(o.v[i].vid, img, sizeof(img));
-			if (fstatat(c->images_fd, img, &v.st, AT_SYMLINK_NOFOLLOW) < 0)
-				continue;
-			r = (struct mh_res){0};
-			if (mh_detach_unused(&v, false, &r) < 0)
-				log_kv(LOG_LVL_WARN, "sweep_failed", "volume_id", o.v[i].vid,
-				       "reason", r.reason, NULL);
-		}
-	}
-	free(o.v);
+	(void)mh_loop_each(sweep_loop, &s, &(struct mh_res){0});
 }

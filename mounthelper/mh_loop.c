@@ -472,31 +472,30 @@ int mh_loop_ensure_detached(dev_t dev, ino_t ino, struct mh_res *r)
 	return mh_fail(r, MH_E_BUSY, EBUSY, "%s is still attached (held open elsewhere)", l.path);
 }
 
-int mh_loop_by_rdev(dev_t rdev, dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r)
+int mh_loop_nr_of_rdev(dev_t rdev)
 {
-	char p[64], buf[256];
+	char p[64], buf[256], *end;
 	if (major(rdev) != LOOP_MAJOR)
-		return 0;
+		return -1;
 	/* The kernel's name for the device number: DEVNAME=loopN in its uevent file. */
 	snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/uevent", major(rdev), minor(rdev));
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0; /* no such device */
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
+	if (mh_read_text(p, buf, sizeof(buf)) < 0)
+		return -1; /* no such device */
 	const char *name = strstr(buf, "DEVNAME=loop");
-	char *end;
 	if (!name)
-		return 0;
+		return -1;
 	long nr = strtol(name + strlen("DEVNAME=loop"), &end, 10);
-	if (*end != '\n' || nr < 0 || nr > 1 << 20)
+	return *end == '\n' && nr >= 0 && nr <= 1 << 20 ? (int)nr : -1;
+}
+
+int mh_loop_by_rdev(dev_t rdev, dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r)
+{
+	int nr = mh_loop_nr_of_rdev(rdev);
+	if (nr < 0)
 		return 0;
-	int m = loop_matches((int)nr, dev, ino, out);
+	int m = loop_matches(nr, dev, ino, out);
 	if (m < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "cannot query loop%ld: %s", nr,
+		return mh_fail(r, MH_E_FAILED, errno, "cannot query loop%d: %s", nr,
 		               strerror(errno));
 	return m == 1 && out->rdev == rdev;
 }

@@ -65,10 +65,10 @@ struct mh_mount_row {
 };
 
 /*
- * Look at every mount now: *rows and *n hold the table until the next look of
+ * Look at every mount now: *table and *n hold it until the next look of
  * this process (the table is its own; the caller frees nothing). 0, or -1 with r.
  */
-int mh_mounts_look(const struct mh_mount_row **rows, size_t *n, struct mh_res *r);
+int mh_mounts_look(const struct mh_mount_row **table, size_t *n, struct mh_res *r);
 
 /* The mount point of a row into buf: 1, 0 if the mount is gone, -1 if the kernel cannot say. */
 int mh_mount_row_target(const struct mh_mount_row *m, char *buf, size_t len);
@@ -84,9 +84,6 @@ int mh_mount_find_loop(const struct mh_loop *l, struct mh_mnt *m, struct mh_res 
 
 /* The mount point of mount mnt_id into target: 1, 0 if it is gone, -1 with r. */
 int mh_mount_target(int mnt_id, char *target, size_t len, struct mh_res *r);
-
-/* The loop devices (numbers N of /dev/loopN, each once) file systems are mounted from. */
-int mh_mount_loop_numbers(int *nrs, size_t max, struct mh_res *r);
 
 /* A policy-checked option list, split into what goes where. */
 struct mh_mount_opts {

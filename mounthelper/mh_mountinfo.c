@@ -137,7 +137,7 @@ static int by_statmount(uint64_t uid, struct mh_mnt *out)
 	const uint64_t attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
 	                       MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOATIME | MOUNT_ATTR_NODIRATIME;
 	const struct sm_head *h = &buf.h;
-	if (sm_ask(uid, SM_WANT, &buf.h, sizeof(buf)) != 1)
+	if (sm_ask(uid, SM_WANT, &buf.h, sizeof(buf.bytes)) != 1)
 		return -1;
 	out->id = (int)h->mnt_id_old;
 	out->dev = makedev(h->sb_dev_major, h->sb_dev_minor);
@@ -285,7 +285,7 @@ static int learn(uint64_t uid, struct mh_mount_row *m)
 		char bytes[sizeof(struct sm_head) + 3 * ((size_t)MH_PATH_MAX + 1)];
 	} buf;
 	const struct sm_head *h = &buf.h;
-	int rc = sm_ask(uid, SM_WANT, &buf.h, sizeof(buf));
+	int rc = sm_ask(uid, SM_WANT, &buf.h, sizeof(buf.bytes));
 	if (rc != 1)
 		return rc;
 	*m = (struct mh_mount_row){.uid = uid,
@@ -360,11 +360,11 @@ static int look_mountinfo(struct mh_res *r)
 	return rows_keep(now, nnow, ret == 0);
 }
 
-int mh_mounts_look(const struct mh_mount_row **out, size_t *n, struct mh_res *r)
+int mh_mounts_look(const struct mh_mount_row **table, size_t *n, struct mh_res *r)
 {
 	if (look_listmount() < 0 && look_mountinfo(r) < 0)
 		return -1;
-	*out = rows;
+	*table = rows;
 	*n = nrows;
 	return 0;
 }
@@ -379,7 +379,7 @@ int mh_mount_row_target(const struct mh_mount_row *m, char *buf, size_t len)
 		snprintf(buf, len, "%s", m->target);
 		return 1;
 	}
-	int rc = sm_ask(m->uid, SM_MNT_POINT, &sm.h, sizeof(sm));
+	int rc = sm_ask(m->uid, SM_MNT_POINT, &sm.h, sizeof(sm.bytes));
 	snprintf(buf, len, "%s", rc == 1 ? sm_str(&sm.h, sm.h.mnt_point) : "");
 	return rc;
 }
@@ -410,23 +410,6 @@ int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t w
 		return 1;
 	}
 	return 0;
-}
-
-/* NOLINTNEXTLINE(readability-non-const-parameter): filled */
-int mh_mount_loop_numbers(int *nrs, size_t max, struct mh_res *r)
-{
-	const struct mh_mount_row *v;
-	size_t n, k = 0;
-	if (mh_mounts_look(&v, &n, r) < 0)
-		return -1;
-	for (size_t i = 0; i < n && k < max; i++) {
-		bool have = v[i].src_nr < 0;
-		for (size_t j = 0; j < k && !have; j++)
-			have = nrs[j] == v[i].src_nr;
-		if (!have)
-			nrs[k++] = v[i].src_nr;
-	}
-	return (int)k;
 }
 
 int mh_mount_find_loop(const struct mh_loop *l, struct mh_mnt *m, struct mh_res *r)
