@@ -588,11 +588,32 @@ static bool write_within(const char *path)
 	return false;
 }
 
+/* Mounts named like loop devices, none of them the helper's, ahead of its own (or undone). */
+enum { DECOYS = 300 };
+
+static void decoys(bool mount_them)
+{
+	char d[300], src[32];
+	snprintf(d, sizeof(d), "%s/decoys", root);
+	mkdir(d, 0750);
+	for (int i = 0; i < DECOYS; i++) {
+		snprintf(d, sizeof(d), "%s/decoys/%d", root, i);
+		snprintf(src, sizeof(src), "/dev/loop%d", 900000 + i);
+		if (!mount_them) {
+			umount2(d, MNT_DETACH);
+			rmdir(d);
+			continue;
+		}
+		mkdir(d, 0750);
+		CHECK(mount(src, d, "tmpfs", MS_NOSUID | MS_NODEV, "size=4k") == 0);
+	}
+}
+
 /*
  * No freeze outlives its bound: a copy held (pause point) with its source
  * frozen for longer than freeze_max_seconds is abandoned and the source
  * thawed; and a helper killed while a source is frozen thaws it at its next
- * start.
+ * start, however many mounts name loop devices before its own.
  */
 static void test_freeze_bounds(void)
 {
@@ -606,6 +627,7 @@ static void test_freeze_bounds(void)
 	write_policy(pol1, "[volumes]\nfreeze_max_seconds = 1\n");
 	mkdir(staging, 0750);
 	helper_start_with(&h, pol1);
+	decoys(true); /* older than the volume's mount: listed before it */
 	CHECK(do_create(&h, VA, 64 * MiB, NULL) == MH_E_OK);
 	CHECK(do_stage(&h, VA, staging, "ext4", "", 0, NULL) == MH_E_OK);
 
@@ -633,6 +655,7 @@ static void test_freeze_bounds(void)
 	CHECK(do_delete(&h, VC) == MH_E_OK); /* no clone was made; its temporary is gone too */
 	CHECK(do_unstage(&h, VA, staging) == MH_E_OK && do_delete(&h, VA) == MH_E_OK);
 	CHECK(helper_stop(&h) == 0);
+	decoys(false);
 }
 
 /* Every action and refusal is also one JSON line in <data>/audit.log (0600). */
