@@ -69,6 +69,7 @@ enum probe {
 	P_X32_GETPID,
 	P_ABORT,
 	P_RESTART_SYSCALL,
+	P_SCHED_YIELD,
 };
 
 /* Leave the child without libc or sanitizer exit hooks (LeakSanitizer would need ptrace). */
@@ -117,6 +118,8 @@ static int do_probe(enum probe p)
 		return setns(-1, 0) == 0 ? 0 : 1;
 	case P_MOUNT:
 		return mount("none", "/nonexistent", "tmpfs", 0, NULL) == 0 ? 0 : 1;
+	case P_SCHED_YIELD:
+		return syscall(SYS_sched_yield) == 0 ? 0 : 1;
 	case P_RESTART_SYSCALL: /* allowed: EINTR, there being nothing to restart */
 		return (int)syscall(SYS_restart_syscall) == -1 && errno == EINTR ? 0 : 1;
 	case P_UMOUNT_DETACH:
@@ -213,7 +216,8 @@ static void test_tools_filter(void)
 	}
 	CHECK(probe(&pol_sc_tools, false, P_EXECVE) != SIGSYS);
 	CHECK(probe(&pol_sc_tools, false, P_FORK) == 0);
-	CHECK(probe(&pol_sc_tools, false, P_FTRUNCATE) == 0); /* sizing an image file */
+	CHECK(probe(&pol_sc_tools, false, P_FTRUNCATE) == 0);   /* sizing an image file */
+	CHECK(probe(&pol_sc_tools, false, P_SCHED_YIELD) == 0); /* a lock's back-off */
 }
 
 /* The tree runner's filter: fork and file calls, but no exec, mount, namespace or node call. */
@@ -230,8 +234,9 @@ static void test_tree_filter(void)
 			fprintf(stderr, "tree probe %d: got %d, want SIGSYS\n", (int)killed[i], r);
 		CHECK(r == SIGSYS);
 	}
-	CHECK(probe(&pol_sc_tree, false, P_FORK) == 0);      /* a child per job */
-	CHECK(probe(&pol_sc_tree, false, P_FTRUNCATE) == 0); /* a copied file's size */
+	CHECK(probe(&pol_sc_tree, false, P_FORK) == 0);        /* a child per job */
+	CHECK(probe(&pol_sc_tree, false, P_FTRUNCATE) == 0);   /* a copied file's size */
+	CHECK(probe(&pol_sc_tree, false, P_SCHED_YIELD) == 0); /* a lock's back-off */
 }
 
 static void test_helper_filter(void)
