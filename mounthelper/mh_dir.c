@@ -45,21 +45,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "mh_common.h"
+#include "mh_dir_area.h"
+#include "mh_quota.h"
 #include "mh_ops.h"
 #include "mh_pause.h"
 #include "mh_tree.h"
 #include "openat2.h"
 #include "pol_view.h"
-
-#ifndef PRJQUOTA
-#define PRJQUOTA 2
-#endif
-
-#define WORK_AREA  ".sepcsi-work"
-#define TRASH_AREA ".sepcsi-trash"
-#define SNAP_AREA  ".sepcsi-snapshots"
-#define QUOTA_UNIT 1024u /* the block limits of struct dqblk count KiB */
 
 /* ---- which fields each request uses ------------------------------------------ */
 
@@ -128,246 +120,12 @@ static int check_fields(const struct mh_ctx *c, uint16_t type, const struct mh_r
 	return 0;
 }
 
-/* ---- the base and what lies beneath it --------------------------------------- */
-
-/* The base (ro: its read-only clone), O_RDONLY: quotactl_fd and fstatvfs want a real fd. */
-static int base_open(const struct mh_ctx *c, const char *base, bool ro, struct mh_res *r)
-{
-	size_t i = 0;
-	while (pol_base_dir(c->pol, i) && strcmp(pol_base_dir(c->pol, i), base) != 0)
-		i++;
-	int fd =
-	    open(ro ? pol_view_ro_base(i) : base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "cannot open base directory %s: %s", base,
-		               strerror(errno));
-	if (mh_at_check_dir(fd, "the base directory", r) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/*
- * The parent of name's last component beneath base, each directory on the way
- * root's alone; with create, missing ones are made (0755). at->dir, at->name.
- */
-static int locate(int base, const char *name, bool create, struct mh_at *at, struct mh_res *r)
-{
-	char comp[NAME_MAX + 1];
-	int fd = openat(base, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	at->dir = -1;
-	at->root = NULL;
-	for (const char *s = name;;) {
-		size_t n = strcspn(s, "/");
-		if (fd < 0)
-			return mh_fail(r, mh_kind_of_errno(errno), errno,
-			               "cannot open a directory above the volume's: %s",
-			               strerror(errno));
-		if (s[n] == '\0') {
-			at->dir = fd;
-			at->name = s;
-			return 0;
-		}
-		snprintf(comp, sizeof(comp), "%.*s", (int)n, s);
-		if (create && mkdirat(fd, comp, 0755) < 0 && errno != EEXIST) {
-			close(fd);
-			return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir %s: %s", comp,
-			               strerror(errno));
-		}
-		int next =
-		    openat2_retry(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
-		close(fd);
-		if (next >= 0 && mh_at_check_dir(next, "a directory above the volume's", r) < 0) {
-			close(next);
-			return -1;
-		}
-		fd = next;
-		s += n + 1;
-	}
-}
-
-/* One of the helper's areas in the base, root's alone (0700). */
-static int area(int base, const char *which, bool create, struct mh_res *r)
-{
-	if (create && mkdirat(base, which, 0700) < 0 && errno != EEXIST)
-		return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir %s: %s", which,
-		               strerror(errno));
-	int fd =
-	    openat2_retry(base, which, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
-	if (fd < 0)
-		return mh_fail(r, mh_kind_of_errno(errno), errno, "open %s: %s", which,
-		               strerror(errno));
-	if (mh_at_check_dir(fd, which, r) < 0 || fchmod(fd, 0700) < 0) {
-		close(fd);
-		return mh_fail(r, MH_E_FAILED, errno, "%s: not root's alone", which);
-	}
-	return fd;
-}
-
-/*
- * Open the directory name in dir if it carries id's mark: the fd; -1 with r
- * NOTFOUND if it is absent, EXISTS if something else is there.
- */
-static int open_marked(int dir, const char *name, const char *id, struct mh_res *r)
-{
-	int fd = openat2_retry(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return mh_fail(r, MH_E_NOTFOUND, ENOENT, "%s does not exist", name);
-		return mh_fail(r, MH_E_EXISTS, errno, "%s is not a directory of sepcsi's", name);
-	}
-	if (!mh_at_marked(fd, id)) {
-		close(fd);
-		return mh_fail(r, MH_E_EXISTS, EEXIST,
-		               "%s exists and is not %s's: it is left as it is", name, id);
-	}
-	return fd;
-}
-
-/* The volume's marked directory; NOTFOUND if it (or a directory above) is missing. */
-static int volume_open(int base, const struct mh_req_dir *q, struct mh_res *r)
-{
-	struct mh_at at = {.dir = -1};
-	if (locate(base, q->name, false, &at, r) < 0)
-		return -1;
-	int fd = open_marked(at.dir, at.name, q->volume_id, r);
-	mh_at_close(&at);
-	return fd;
-}
-
-/*
- * Remove the tree name (a volume or snapshot id) in one of the helper's areas,
- * if present, and only if it proves to be that id's: its mark (the volume's
- * directory keeps it through the rename into the trash), or, unmarked, an
- * empty directory (what a worker killed between mkdir and mark leaves).
- * Anything else there is left alone (and then blocks that id's next make or
- * removal, which fails rather than replace it).
- */
-static int purge(int area_fd, const char *name, struct mh_res *r)
-{
-	int fd =
-	    openat2_retry(area_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
-	if (fd < 0)
-		return errno == ENOENT
-		           ? 0
-		           : mh_fail(r, MH_E_FAILED, errno, "open %s: %s", name, strerror(errno));
-	bool ours = mh_at_marked(fd, name);
-	int rc = ours ? mh_tree_empty(fd, r) : 0;
-	close(fd);
-	if (rc == 0 && unlinkat(area_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT &&
-	    (ours || errno != ENOTEMPTY))
-		rc = mh_fail(r, MH_E_FAILED, errno, "remove %s: %s", name, strerror(errno));
-	return rc;
-}
-
-/* Rename name in dir into the trash area and remove it there. */
-static int trash(const struct mh_ctx *c, int base, int dir, const char *name, const char *id,
-                 struct mh_res *r)
-{
-	int t = area(base, TRASH_AREA, true, r);
-	if (t < 0)
-		return -1;
-	int rc = purge(t, id, r);
-	if (rc == 0 && renameat2(dir, name, t, id, RENAME_NOREPLACE) < 0)
-		rc = mh_fail(r, mh_kind_of_errno(errno), errno, "move to the trash: %s",
-		             strerror(errno));
-	if (rc == 0) {
-		(void)fsync(dir);
-		mh_pause(c, "trashed", id); /* tests: out of its place, not removed yet */
-		rc = purge(t, id, r);
-	}
-	close(t);
-	return rc;
-}
-
-/* ---- project quotas ------------------------------------------------------------ */
-
-/* QCMD(cmd, PRJQUOTA), shifted unsigned: the commands' top bit would overflow an int. */
-static long quotactl_fd(int fd, unsigned cmd, uint32_t id, void *addr)
-{
-	return syscall(SYS_quotactl_fd, fd, (cmd << SUBCMDSHIFT) | PRJQUOTA, id, addr);
-}
-
-/* Does the base's file system keep project quotas (xfs prjquota, ext4 project+quota)? */
-static bool quota_on(int base)
-{
-	struct dqinfo info;
-	return quotactl_fd(base, Q_GETINFO, 0, &info) == 0;
-}
-
-static int projid_of(int fd, uint32_t *id)
-{
-	struct fsxattr x;
-	if (ioctl(fd, FS_IOC_FSGETXATTR, &x) < 0)
-		return -1;
-	*id = x.fsx_projid;
-	return 0;
-}
-
-/* A project id no directory uses yet: from a hash of the volume id, the first free one. */
-static int projid_pick(int base, const char *volume_id, uint32_t *id, struct mh_res *r)
-{
-	uint32_t h = 2166136261u;
-	for (const char *s = volume_id; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	for (uint32_t i = 0; i < 64; i++) {
-		struct dqblk q;
-		uint32_t cand = 0x10000u + (h + i) % 0x7ffe0000u;
-		if (quotactl_fd(base, Q_GETQUOTA, cand, &q) < 0
-		        ? errno == ENOENT || errno == ESRCH
-		        : q.dqb_bhardlimit == 0 && q.dqb_ihardlimit == 0 && q.dqb_curspace == 0 &&
-		              q.dqb_curinodes == 0) {
-			*id = cand;
-			return 0;
-		}
-	}
-	return mh_fail(r, MH_E_FAILED, EEXIST, "no free project id");
-}
-
-static int quota_set(int base, uint32_t id, uint64_t bytes, struct mh_res *r)
-{
-	struct dqblk q = {.dqb_bhardlimit = (bytes + QUOTA_UNIT - 1) / QUOTA_UNIT,
-	                  .dqb_valid = QIF_BLIMITS};
-	if (quotactl_fd(base, Q_SETQUOTA, id, &q) < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "set the project quota: %s", strerror(errno));
-	return 0;
-}
-
-/* Give the new directory fd its own project, inherited by all made in it, limited to bytes. */
-static int quota_start(int base, int fd, const char *volume_id, uint64_t bytes, struct mh_res *r)
-{
-	struct fsxattr x;
-	uint32_t id = 0;
-	if (projid_pick(base, volume_id, &id, r) < 0)
-		return -1;
-	if (ioctl(fd, FS_IOC_FSGETXATTR, &x) < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "read project: %s", strerror(errno));
-	x.fsx_projid = id;
-	x.fsx_xflags |= FS_XFLAG_PROJINHERIT;
-	if (ioctl(fd, FS_IOC_FSSETXATTR, &x) < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "set project: %s", strerror(errno));
-	return quota_set(base, id, bytes, r);
-}
-
-/* The quota of the volume directory fd: its project *id and limit in *bytes (0: none). */
-static int quota_of(int base, int fd, uint32_t *id, uint64_t *bytes, struct dqblk *q)
-{
-	*id = 0;
-	*bytes = 0;
-	if (!quota_on(base) || projid_of(fd, id) < 0 || *id == 0 ||
-	    quotactl_fd(base, Q_GETQUOTA, *id, q) < 0)
-		return -1;
-	*bytes = (uint64_t)q->dqb_bhardlimit * QUOTA_UNIT;
-	return 0;
-}
-
 static void answer_size(int base, int fd, uint64_t asked, struct mh_ans_dir *ans)
 {
 	struct dqblk q;
 	uint64_t limit;
 	uint32_t id;
-	ans->quota = quota_of(base, fd, &id, &limit, &q) == 0 && limit > 0;
+	ans->quota = mh_quota_of(base, fd, &id, &limit, &q) == 0 && limit > 0;
 	ans->size_bytes = ans->quota ? limit : asked;
 }
 
@@ -377,9 +135,9 @@ static void answer_size(int base, int fd, uint64_t asked, struct mh_ans_dir *ans
 static int source_open(int base, const struct mh_req_dir *q, struct mh_res *r)
 {
 	if (q->source_kind == MH_SRC_SNAPSHOT) {
-		int s = area(base, SNAP_AREA, true, r), fd = -1;
+		int s = mh_dir_area(base, MH_DIR_SNAPS, true, r), fd = -1;
 		if (s >= 0) {
-			fd = open_marked(s, q->source_id, q->source_id, r);
+			fd = mh_dir_open_marked(s, q->source_id, q->source_id, r);
 			close(s);
 		}
 		return fd;
@@ -387,26 +145,7 @@ static int source_open(int base, const struct mh_req_dir *q, struct mh_res *r)
 	struct mh_req_dir src = {0};
 	snprintf(src.volume_id, sizeof(src.volume_id), "%s", q->source_id);
 	snprintf(src.name, sizeof(src.name), "%s", q->source_name);
-	return volume_open(base, &src, r);
-}
-
-/* Make id's directory in the work area: marked, mode 0755, then given its quota. */
-static int work_make(int work, const char *id, struct mh_res *r)
-{
-	if (purge(work, id, r) < 0)
-		return -1;
-	if (mkdirat(work, id, 0700) < 0)
-		return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir: %s", strerror(errno));
-	int fd = openat2_retry(work, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
-	if (fd < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "open the new directory: %s",
-		               strerror(errno));
-	if (mh_at_mark(fd, id, r) < 0 || fchmod(fd, 0755) < 0) {
-		mh_fail(r, MH_E_FAILED, errno, "mark the new directory: %s", strerror(errno));
-		close(fd);
-		return -1;
-	}
-	return fd;
+	return mh_dir_volume_open(base, &src, r);
 }
 
 int mh_answer_dir_create(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
@@ -416,10 +155,11 @@ int mh_answer_dir_create(const struct mh_ctx *c, const struct mh_msg *req, struc
 	struct mh_at at = {.dir = -1};
 	struct mh_tree_copied copied = {0};
 	int base = -1, work = -1, fd = -1, src = -1, ret = -1;
-	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0 ||
-	    locate(base, q->name, true, &at, r) < 0)
+	if (check_fields(c, req->type, q, r) < 0 ||
+	    (base = mh_dir_base_open(c, q->base, false, r)) < 0 ||
+	    mh_dir_locate(base, q->name, true, &at, r) < 0)
 		goto out;
-	if ((fd = open_marked(at.dir, at.name, q->volume_id, r)) >= 0) {
+	if ((fd = mh_dir_open_marked(at.dir, at.name, q->volume_id, r)) >= 0) {
 		a->note = "exists already";
 		answer_size(base, fd, q->size_bytes, &ans->u.dir_ans);
 		ret = 0;
@@ -431,10 +171,10 @@ int mh_answer_dir_create(const struct mh_ctx *c, const struct mh_msg *req, struc
 		mh_missing_means(r, MH_E_NOTFOUND);
 		goto out;
 	}
-	if ((work = area(base, WORK_AREA, true, r)) < 0 ||
-	    (fd = work_make(work, q->volume_id, r)) < 0)
+	if ((work = mh_dir_area(base, MH_DIR_WORK, true, r)) < 0 ||
+	    (fd = mh_dir_work_make(work, q->volume_id, r)) < 0)
 		goto out;
-	if (quota_on(base) && quota_start(base, fd, q->volume_id, q->size_bytes, r) < 0)
+	if (mh_quota_on(base) && mh_quota_start(base, fd, q->volume_id, q->size_bytes, r) < 0)
 		goto out;
 	if (src >= 0 && mh_tree_copy(src, fd, &copied, r) < 0)
 		goto out;
@@ -456,7 +196,7 @@ int mh_answer_dir_create(const struct mh_ctx *c, const struct mh_msg *req, struc
 	ret = 0;
 out:
 	if (ret < 0 && work >= 0)
-		purge(work, q->volume_id, &(struct mh_res){0});
+		mh_dir_purge(work, q->volume_id, &(struct mh_res){0});
 	mh_closep(&src);
 	mh_closep(&fd);
 	mh_closep(&work);
@@ -492,14 +232,17 @@ int mh_answer_dir_delete(const struct mh_ctx *c, const struct mh_msg *req, struc
 	uint32_t id = 0;
 	int base = -1, fd = -1, work = -1, tr = -1, ret = -1;
 	(void)ans;
-	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0)
+	if (check_fields(c, req->type, q, r) < 0 ||
+	    (base = mh_dir_base_open(c, q->base, false, r)) < 0)
 		goto out;
 	/* What a killed create or delete left in the work or trash area goes first. */
-	if ((work = area(base, WORK_AREA, true, r)) < 0 || purge(work, q->volume_id, r) < 0 ||
-	    (tr = area(base, TRASH_AREA, true, r)) < 0 || purge(tr, q->volume_id, r) < 0)
+	if ((work = mh_dir_area(base, MH_DIR_WORK, true, r)) < 0 ||
+	    mh_dir_purge(work, q->volume_id, r) < 0 ||
+	    (tr = mh_dir_area(base, MH_DIR_TRASH, true, r)) < 0 ||
+	    mh_dir_purge(tr, q->volume_id, r) < 0)
 		goto out;
-	if (locate(base, q->name, false, &at, r) < 0 ||
-	    (fd = open_marked(at.dir, at.name, q->volume_id, r)) < 0) {
+	if (mh_dir_locate(base, q->name, false, &at, r) < 0 ||
+	    (fd = mh_dir_open_marked(at.dir, at.name, q->volume_id, r)) < 0) {
 		if (mh_absent(r)) {
 			a->note = "no such directory";
 			ret = 0;
@@ -521,12 +264,12 @@ int mh_answer_dir_delete(const struct mh_ctx *c, const struct mh_msg *req, struc
 		a->note = note;
 		break;
 	default:
-		if (quota_of(base, fd, &id, &limit, &dq) < 0)
+		if (mh_quota_of(base, fd, &id, &limit, &dq) < 0)
 			id = 0;
 		mh_closep(&fd);
-		ret = trash(c, base, at.dir, at.name, q->volume_id, r);
+		ret = mh_dir_trash(c, base, at.dir, at.name, q->volume_id, r);
 		if (ret == 0 && id)
-			ret = quota_set(base, id, 0, r);
+			ret = mh_quota_set(base, id, 0, r);
 	}
 out:
 	mh_closep(&fd);
@@ -545,13 +288,14 @@ int mh_answer_dir_expand(const struct mh_ctx *c, const struct mh_msg *req, struc
 	uint64_t limit;
 	uint32_t id = 0;
 	int base = -1, fd = -1, ret = -1;
-	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0 ||
-	    (fd = volume_open(base, q, r)) < 0)
+	if (check_fields(c, req->type, q, r) < 0 ||
+	    (base = mh_dir_base_open(c, q->base, false, r)) < 0 ||
+	    (fd = mh_dir_volume_open(base, q, r)) < 0)
 		goto out;
-	if (quota_of(base, fd, &id, &limit, &dq) == 0) {
+	if (mh_quota_of(base, fd, &id, &limit, &dq) == 0) {
 		if (limit >= q->size_bytes)
 			a->note = "the quota is that large already";
-		else if (quota_set(base, id, q->size_bytes, r) < 0)
+		else if (mh_quota_set(base, id, q->size_bytes, r) < 0)
 			goto out;
 	} else {
 		a->note = "no project quota: the size is advisory";
@@ -575,8 +319,9 @@ int mh_answer_dir_publish(const struct mh_ctx *c, const struct mh_msg *req, stru
 	bool ro = q->mode == 1, made = false, changed = false;
 	int base = -1, fd = -1, bind = -1, tfd = -1, ret = -1, id;
 	(void)ans;
-	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0 ||
-	    (fd = volume_open(base, q, r)) < 0 || fstat(fd, &v.st) < 0) {
+	if (check_fields(c, req->type, q, r) < 0 ||
+	    (base = mh_dir_base_open(c, q->base, false, r)) < 0 ||
+	    (fd = mh_dir_volume_open(base, q, r)) < 0 || fstat(fd, &v.st) < 0) {
 		mh_missing_means(r, MH_E_PRECONDITION);
 		goto out;
 	}
@@ -585,8 +330,8 @@ int mh_answer_dir_publish(const struct mh_ctx *c, const struct mh_msg *req, stru
 	/* Read-only: the same directory, reached through the base's read-only clone. */
 	if (ro) {
 		mh_closep(&base);
-		if ((base = base_open(c, q->base, true, r)) < 0 ||
-		    (bind = volume_open(base, q, r)) < 0 || fstat(bind, &st) < 0)
+		if ((base = mh_dir_base_open(c, q->base, true, r)) < 0 ||
+		    (bind = mh_dir_volume_open(base, q, r)) < 0 || fstat(bind, &st) < 0)
 			goto out;
 		if (st.st_dev != v.st.st_dev || st.st_ino != v.st.st_ino) {
 			mh_fail(r, MH_E_FAILED, EAGAIN, "the volume's directory changed meanwhile");
@@ -631,7 +376,8 @@ int mh_answer_dir_unpublish(const struct mh_ctx *c, const struct mh_msg *req, st
 	struct mh_at at = {.dir = -1};
 	int base = -1, fd = -1, ret = -1, unmounted = 0;
 	(void)ans;
-	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0)
+	if (check_fields(c, req->type, q, r) < 0 ||
+	    (base = mh_dir_base_open(c, q->base, false, r)) < 0)
 		goto out;
 	if (mh_at_open(c, q->path, POL_TARGET, &at, r) < 0) {
 		if (mh_absent(r)) {
@@ -641,7 +387,7 @@ int mh_answer_dir_unpublish(const struct mh_ctx *c, const struct mh_msg *req, st
 		goto out;
 	}
 	/* Without its directory nothing mounted can be proved the volume's: none is touched. */
-	if ((fd = volume_open(base, q, r)) < 0 ? !mh_absent(r) : fstat(fd, &v.st) < 0)
+	if ((fd = mh_dir_volume_open(base, q, r)) < 0 ? !mh_absent(r) : fstat(fd, &v.st) < 0)
 		goto out;
 	if (mh_unmount_ours(&at, &v, &unmounted, r) < 0)
 		goto out;
@@ -673,8 +419,9 @@ int mh_answer_dir_stats(const struct mh_ctx *c, const struct mh_msg *req, struct
 	uint32_t id;
 	int base = -1, fd = -1, tfd = -1, ret = -1;
 	(void)a;
-	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0 ||
-	    (fd = volume_open(base, q, r)) < 0 || fstat(fd, &v.st) < 0)
+	if (check_fields(c, req->type, q, r) < 0 ||
+	    (base = mh_dir_base_open(c, q->base, false, r)) < 0 ||
+	    (fd = mh_dir_volume_open(base, q, r)) < 0 || fstat(fd, &v.st) < 0)
 		goto out;
 	if (q->path[0]) { /* it must be published there */
 		if (mh_at_open(c, q->path, POL_TARGET | POL_STAGING, &at, r) < 0 ||
@@ -692,7 +439,7 @@ int mh_answer_dir_stats(const struct mh_ctx *c, const struct mh_msg *req, struct
 	}
 	s->inodes_total = vfs.f_files;
 	s->inodes_free = vfs.f_ffree;
-	if (quota_of(base, fd, &id, &limit, &dq) == 0 && limit > 0) {
+	if (mh_quota_of(base, fd, &id, &limit, &dq) == 0 && limit > 0) {
 		s->bytes_total = limit;
 		s->bytes_used = dq.dqb_curspace;
 		s->bytes_available = limit > dq.dqb_curspace ? limit - dq.dqb_curspace : 0;
@@ -720,7 +467,8 @@ int mh_answer_dir_capacity(const struct mh_ctx *c, const struct mh_msg *req, str
 	struct statvfs vfs;
 	int base = -1;
 	(void)a;
-	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0)
+	if (check_fields(c, req->type, q, r) < 0 ||
+	    (base = mh_dir_base_open(c, q->base, false, r)) < 0)
 		return -1;
 	if (fstatvfs(base, &vfs) < 0) {
 		close(base);
@@ -729,7 +477,7 @@ int mh_answer_dir_capacity(const struct mh_ctx *c, const struct mh_msg *req, str
 	cap->available_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
 	cap->total_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
 	cap->max_volume_bytes = pol_max_volume_bytes(c->pol);
-	cap->quota = quota_on(base);
+	cap->quota = mh_quota_on(base);
 	close(base);
 	return 0;
 }
@@ -740,17 +488,19 @@ int mh_answer_dir_snapshot(const struct mh_ctx *c, const struct mh_msg *req, str
 	const struct mh_req_dir *q = &req->u.dir;
 	struct mh_tree_copied copied = {0};
 	int base = -1, fd = -1, snaps = -1, work = -1, wfd = -1, ret = -1;
-	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0 ||
-	    (snaps = area(base, SNAP_AREA, true, r)) < 0)
+	if (check_fields(c, req->type, q, r) < 0 ||
+	    (base = mh_dir_base_open(c, q->base, false, r)) < 0 ||
+	    (snaps = mh_dir_area(base, MH_DIR_SNAPS, true, r)) < 0)
 		goto out;
-	if ((wfd = open_marked(snaps, q->snapshot_id, q->snapshot_id, r)) >= 0) {
+	if ((wfd = mh_dir_open_marked(snaps, q->snapshot_id, q->snapshot_id, r)) >= 0) {
 		a->note = "exists already";
 		ret = 0;
 		goto out;
 	}
-	if (!mh_absent(r) || (fd = volume_open(base, q, r)) < 0 ||
-	    (work = area(base, WORK_AREA, true, r)) < 0 ||
-	    (wfd = work_make(work, q->snapshot_id, r)) < 0 || mh_tree_copy(fd, wfd, &copied, r) < 0)
+	if (!mh_absent(r) || (fd = mh_dir_volume_open(base, q, r)) < 0 ||
+	    (work = mh_dir_area(base, MH_DIR_WORK, true, r)) < 0 ||
+	    (wfd = mh_dir_work_make(work, q->snapshot_id, r)) < 0 ||
+	    mh_tree_copy(fd, wfd, &copied, r) < 0)
 		goto out;
 	mh_pause(c, "dir-made", q->snapshot_id); /* tests: copied, not in place */
 	if (fsync(wfd) < 0 ||
@@ -766,7 +516,7 @@ int mh_answer_dir_snapshot(const struct mh_ctx *c, const struct mh_msg *req, str
 	ret = 0;
 out:
 	if (ret < 0 && work >= 0)
-		purge(work, q->snapshot_id, &(struct mh_res){0});
+		mh_dir_purge(work, q->snapshot_id, &(struct mh_res){0});
 	mh_closep(&wfd);
 	mh_closep(&work);
 	mh_closep(&snaps);
@@ -781,10 +531,11 @@ int mh_answer_dir_delete_snapshot(const struct mh_ctx *c, const struct mh_msg *r
 	const struct mh_req_dir *q = &req->u.dir;
 	int base = -1, snaps = -1, fd = -1, ret = -1;
 	(void)ans;
-	if (check_fields(c, req->type, q, r) < 0 || (base = base_open(c, q->base, false, r)) < 0 ||
-	    (snaps = area(base, SNAP_AREA, true, r)) < 0)
+	if (check_fields(c, req->type, q, r) < 0 ||
+	    (base = mh_dir_base_open(c, q->base, false, r)) < 0 ||
+	    (snaps = mh_dir_area(base, MH_DIR_SNAPS, true, r)) < 0)
 		goto out;
-	if ((fd = open_marked(snaps, q->snapshot_id, q->snapshot_id, r)) < 0) {
+	if ((fd = mh_dir_open_marked(snaps, q->snapshot_id, q->snapshot_id, r)) < 0) {
 		if (mh_absent(r)) {
 			a->note = "no such snapshot";
 			ret = 0;
@@ -792,47 +543,10 @@ int mh_answer_dir_delete_snapshot(const struct mh_ctx *c, const struct mh_msg *r
 		goto out;
 	}
 	mh_closep(&fd);
-	ret = trash(c, base, snaps, q->snapshot_id, q->snapshot_id, r);
+	ret = mh_dir_trash(c, base, snaps, q->snapshot_id, q->snapshot_id, r);
 out:
 	mh_closep(&fd);
 	mh_closep(&snaps);
 	mh_closep(&base);
 	return ret;
-}
-
-/* Empty the work and trash areas of every base, but for ids held(). */
-static void sweep_area(int area_fd, bool (*held)(const char *id))
-{
-	DIR *d = fdopendir(area_fd);
-	struct dirent *e;
-	char names[64][POL_ID_LEN + 1];
-	size_t n = 0;
-	if (!d) {
-		close(area_fd);
-		return;
-	}
-	while (n < 64 && (e = readdir(d)) != NULL)
-		if ((pol_volume_id_valid(e->d_name) || pol_snapshot_id_valid(e->d_name)) &&
-		    (!held || !held(e->d_name)))
-			snprintf(names[n++], sizeof(names[0]), "%.*s", POL_ID_LEN, e->d_name);
-	for (size_t i = 0; i < n; i++)
-		purge(dirfd(d), names[i], &(struct mh_res){0});
-	closedir(d);
-}
-
-void mh_dir_sweep(const struct mh_ctx *c, bool (*held)(const char *id))
-{
-	for (size_t i = 0; pol_base_dir(c->pol, i); i++) {
-		struct mh_res ignore = {0};
-		int base = base_open(c, pol_base_dir(c->pol, i), false, &ignore);
-		if (base < 0)
-			continue;
-		int w = area(base, WORK_AREA, false, &ignore),
-		    t = area(base, TRASH_AREA, false, &ignore);
-		if (w >= 0)
-			sweep_area(w, held);
-		if (t >= 0)
-			sweep_area(t, held);
-		close(base);
-	}
 }

@@ -1,6 +1,7 @@
 /*
- * Directory volumes (mh_dir.c): the handlers of the MH_REQ_DIR_* requests and
- * the start-up sweep of what dead workers left in the bases' own areas.
+ * Directory volumes: the handlers of the MH_REQ_DIR_* requests (mh_dir.c) and
+ * the start-up sweep of what dead workers left in the bases' own areas
+ * (mh_dir_area.c).
  */
 #ifndef SEPCSI_MH_DIR_H
 #define SEPCSI_MH_DIR_H

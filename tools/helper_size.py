@@ -43,7 +43,7 @@ FEATURES = [
     ("capacity: what is promised", ["mh_space"]),
     ("volume stats and condition", ["mh_stats.c"]),
     ("reconciliation (LIST) and the start-up sweep", ["mh_list.c"]),
-    ("directory volumes", ["mh_dir", "mh_tree"]),
+    ("directory volumes", ["mh_dir", "mh_dir_area", "mh_quota", "mh_tree"]),
 ]
 
 

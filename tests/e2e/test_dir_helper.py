@@ -16,11 +16,12 @@ import errno
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
 from conftest import running
-from hostile import HostileDriver
+from hostile import ChannelClosed, HostileDriver
 from mh_wire import DIR_ARCHIVE, DIR_DELETE, DIR_RETAIN, F_MOUNT_GROUP, SRC_SNAPSHOT, SRC_VOLUME
 from mh_wire import E, Msg, T
 
@@ -397,6 +398,33 @@ def test_tree_too_deep_to_copy(p):
     p.delete(VOL, "deep")
     assert not os.path.exists(os.path.join(p.base, "deep"))
     assert os.listdir(os.path.join(p.base, ".sepcsi-trash")) == []
+
+
+def test_start_sweep_empties_a_crowded_trash(p, hd):
+    """The helper's start-up sweep removes every leftover in the trash and work areas that
+    is an id's (here: 70 empty directories named by ids, what workers killed between mkdir
+    and mark leave), not only the first 64 it reads; and nothing else."""
+    p.create(VOL, "first")  # the areas exist from here on
+    p.delete(VOL, "first")
+    left = ["sv-%032x" % (0xabc000 + i) for i in range(70)]
+    for area in (".sepcsi-trash", ".sepcsi-work"):
+        for vid in left:
+            os.mkdir(os.path.join(p.base, area, vid))
+    os.mkdir(os.path.join(p.base, ".sepcsi-trash", "not-an-id"))
+    old = hd.helper_pid()
+    os.kill(old, 9)
+    deadline = time.monotonic() + 30
+    while hd.helper_pid() in (None, old) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    while True:  # the old channel's end first, then the new helper's answer
+        try:
+            assert p.r.ping(10)  # it has started, and swept
+            break
+        except ChannelClosed:
+            assert time.monotonic() < deadline
+    assert os.listdir(os.path.join(p.base, ".sepcsi-work")) == []
+    assert os.listdir(os.path.join(p.base, ".sepcsi-trash")) == ["not-an-id"]
+    os.rmdir(os.path.join(p.base, ".sepcsi-trash", "not-an-id"))
 
 
 def test_mount_inside_volume_is_not_reached(p, hd):

@@ -1,0 +1,239 @@
+/*
+ * Directory volumes: a base directory and what lies beneath it. The base, the
+ * directories above a volume's, the helper's own areas in the base (work,
+ * trash, snapshots), a directory opened only if it carries an id's mark, a
+ * tree removed only if it proves to be that id's, and the sweep of what dead
+ * workers left in the areas. The handlers and their safety argument are in
+ * mh_dir.c.
+ *
+ * Runs in a helper worker (and the main loop at start and after a worker's
+ * death: the sweep) as root with the helper's capabilities, under seccomp.
+ * Nothing here is fatal.
+ */
+#include "mh_dir_area.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mh_dir.h"
+#include "mh_pause.h"
+#include "mh_tree.h"
+#include "openat2.h"
+#include "pol_view.h"
+
+/* The base (ro: its read-only clone), O_RDONLY: quotactl_fd and fstatvfs want a real fd. */
+int mh_dir_base_open(const struct mh_ctx *c, const char *base, bool ro, struct mh_res *r)
+{
+	size_t i = 0;
+	while (pol_base_dir(c->pol, i) && strcmp(pol_base_dir(c->pol, i), base) != 0)
+		i++;
+	int fd =
+	    open(ro ? pol_view_ro_base(i) : base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "cannot open base directory %s: %s", base,
+		               strerror(errno));
+	if (mh_at_check_dir(fd, "the base directory", r) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * The parent of name's last component beneath base, each directory on the way
+ * root's alone; with create, missing ones are made (0755). at->dir, at->name.
+ */
+int mh_dir_locate(int base, const char *name, bool create, struct mh_at *at, struct mh_res *r)
+{
+	char comp[NAME_MAX + 1];
+	int fd = openat(base, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	at->dir = -1;
+	at->root = NULL;
+	for (const char *s = name;;) {
+		size_t n = strcspn(s, "/");
+		if (fd < 0)
+			return mh_fail(r, mh_kind_of_errno(errno), errno,
+			               "cannot open a directory above the volume's: %s",
+			               strerror(errno));
+		if (s[n] == '\0') {
+			at->dir = fd;
+			at->name = s;
+			return 0;
+		}
+		snprintf(comp, sizeof(comp), "%.*s", (int)n, s);
+		if (create && mkdirat(fd, comp, 0755) < 0 && errno != EEXIST) {
+			close(fd);
+			return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir %s: %s", comp,
+			               strerror(errno));
+		}
+		int next =
+		    openat2_retry(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
+		close(fd);
+		if (next >= 0 && mh_at_check_dir(next, "a directory above the volume's", r) < 0) {
+			close(next);
+			return -1;
+		}
+		fd = next;
+		s += n + 1;
+	}
+}
+
+/* One of the helper's areas in the base, root's alone (0700). */
+int mh_dir_area(int base, const char *which, bool create, struct mh_res *r)
+{
+	if (create && mkdirat(base, which, 0700) < 0 && errno != EEXIST)
+		return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir %s: %s", which,
+		               strerror(errno));
+	int fd =
+	    openat2_retry(base, which, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
+	if (fd < 0)
+		return mh_fail(r, mh_kind_of_errno(errno), errno, "open %s: %s", which,
+		               strerror(errno));
+	if (mh_at_check_dir(fd, which, r) < 0 || fchmod(fd, 0700) < 0) {
+		close(fd);
+		return mh_fail(r, MH_E_FAILED, errno, "%s: not root's alone", which);
+	}
+	return fd;
+}
+
+/*
+ * Open the directory name in dir if it carries id's mark: the fd; -1 with r
+ * NOTFOUND if it is absent, EXISTS if something else is there.
+ */
+int mh_dir_open_marked(int dir, const char *name, const char *id, struct mh_res *r)
+{
+	int fd = openat2_retry(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return mh_fail(r, MH_E_NOTFOUND, ENOENT, "%s does not exist", name);
+		return mh_fail(r, MH_E_EXISTS, errno, "%s is not a directory of sepcsi's", name);
+	}
+	if (!mh_at_marked(fd, id)) {
+		close(fd);
+		return mh_fail(r, MH_E_EXISTS, EEXIST,
+		               "%s exists and is not %s's: it is left as it is", name, id);
+	}
+	return fd;
+}
+
+/* The volume's marked directory; NOTFOUND if it (or a directory above) is missing. */
+int mh_dir_volume_open(int base, const struct mh_req_dir *q, struct mh_res *r)
+{
+	struct mh_at at = {.dir = -1};
+	if (mh_dir_locate(base, q->name, false, &at, r) < 0)
+		return -1;
+	int fd = mh_dir_open_marked(at.dir, at.name, q->volume_id, r);
+	mh_at_close(&at);
+	return fd;
+}
+
+/*
+ * Remove the tree name (a volume or snapshot id) in one of the helper's areas,
+ * if present, and only if it proves to be that id's: its mark (the volume's
+ * directory keeps it through the rename into the trash), or, unmarked, an
+ * empty directory (what a worker killed between mkdir and mark leaves).
+ * Anything else there is left alone (and then blocks that id's next make or
+ * removal, which fails rather than replace it).
+ */
+int mh_dir_purge(int area_fd, const char *name, struct mh_res *r)
+{
+	int fd =
+	    openat2_retry(area_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
+	if (fd < 0)
+		return errno == ENOENT
+		           ? 0
+		           : mh_fail(r, MH_E_FAILED, errno, "open %s: %s", name, strerror(errno));
+	bool ours = mh_at_marked(fd, name);
+	int rc = ours ? mh_tree_empty(fd, r) : 0;
+	close(fd);
+	if (rc == 0 && unlinkat(area_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT &&
+	    (ours || errno != ENOTEMPTY))
+		rc = mh_fail(r, MH_E_FAILED, errno, "remove %s: %s", name, strerror(errno));
+	return rc;
+}
+
+/* Rename name in dir into the trash area and remove it there. */
+int mh_dir_trash(const struct mh_ctx *c, int base, int dir, const char *name, const char *id,
+                 struct mh_res *r)
+{
+	int t = mh_dir_area(base, MH_DIR_TRASH, true, r);
+	if (t < 0)
+		return -1;
+	int rc = mh_dir_purge(t, id, r);
+	if (rc == 0 && renameat2(dir, name, t, id, RENAME_NOREPLACE) < 0)
+		rc = mh_fail(r, mh_kind_of_errno(errno), errno, "move to the trash: %s",
+		             strerror(errno));
+	if (rc == 0) {
+		(void)fsync(dir);
+		mh_pause(c, "trashed", id); /* tests: out of its place, not removed yet */
+		rc = mh_dir_purge(t, id, r);
+	}
+	close(t);
+	return rc;
+}
+
+/* Make id's directory in the work area: marked, mode 0755, then given its quota. */
+int mh_dir_work_make(int work, const char *id, struct mh_res *r)
+{
+	if (mh_dir_purge(work, id, r) < 0)
+		return -1;
+	if (mkdirat(work, id, 0700) < 0)
+		return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir: %s", strerror(errno));
+	int fd = openat2_retry(work, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
+	if (fd < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "open the new directory: %s",
+		               strerror(errno));
+	if (mh_at_mark(fd, id, r) < 0 || fchmod(fd, 0755) < 0) {
+		mh_fail(r, MH_E_FAILED, errno, "mark the new directory: %s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Empty the work and trash areas of every base, but for ids held(). */
+static void sweep_area(int area_fd, bool (*held)(const char *id))
+{
+	DIR *d = fdopendir(area_fd);
+	struct dirent *e;
+	char names[64][POL_ID_LEN + 1];
+	size_t n = 0;
+	if (!d) {
+		close(area_fd);
+		return;
+	}
+	do { /* 64 names at a time, purged before the next are read */
+		n = 0;
+		while (n < 64 && (e = readdir(d)) != NULL)
+			if ((pol_volume_id_valid(e->d_name) || pol_snapshot_id_valid(e->d_name)) &&
+			    (!held || !held(e->d_name)))
+				snprintf(names[n++], sizeof(names[0]), "%.*s", POL_ID_LEN,
+				         e->d_name);
+		for (size_t i = 0; i < n; i++)
+			mh_dir_purge(dirfd(d), names[i], &(struct mh_res){0});
+	} while (n == 64);
+	closedir(d);
+}
+
+void mh_dir_sweep(const struct mh_ctx *c, bool (*held)(const char *id))
+{
+	for (size_t i = 0; pol_base_dir(c->pol, i); i++) {
+		struct mh_res ignore = {0};
+		int base = mh_dir_base_open(c, pol_base_dir(c->pol, i), false, &ignore);
+		if (base < 0)
+			continue;
+		int w = mh_dir_area(base, MH_DIR_WORK, false, &ignore),
+		    t = mh_dir_area(base, MH_DIR_TRASH, false, &ignore);
+		if (w >= 0)
+			sweep_area(w, held);
+		if (t >= 0)
+			sweep_area(t, held);
+		close(base);
+	}
+}
