@@ -117,8 +117,8 @@ int ctl_node_get_volume_stats(struct ctl *, const void *, void **, struct ctl_ar
 int ctl_node_expand_volume(struct ctl *, const void *, void **, struct ctl_arena *,
                            struct ctl_status *);
 
-/* Controller service beyond the skeleton (ctl_controller.c, ctl_publish.c, ctl_volume.c,
- * ctl_list.c, ctl_snapshot.c) and the GroupController service (ctl_group.c). */
+/* Controller service beyond the skeleton (ctl_controller.c, ctl_delete.c, ctl_publish.c,
+ * ctl_volume.c, ctl_list.c, ctl_snapshot.c) and the GroupController service (ctl_group.c). */
 int ctl_validate_volume_capabilities(struct ctl *, const void *, void **, struct ctl_arena *,
                                      struct ctl_status *);
 int ctl_controller_publish_volume(struct ctl *, const void *, void **, struct ctl_arena *,

@@ -1,7 +1,7 @@
 /*
  * Controller service: ValidateVolumeCapabilities and
  * ControllerGetCapabilities. Runs in rpcd, unprivileged; reads the store
- * only. CreateVolume and DeleteVolume are ctl_controller.c.
+ * only. CreateVolume is ctl_controller.c, DeleteVolume ctl_delete.c.
  */
 #include "ctl_cs.h"
 

@@ -1,7 +1,7 @@
 /*
  * Internals of the Controller and GroupController services, shared by
- * ctl_controller.c, ctl_publish.c, ctl_volume.c, ctl_list.c, ctl_snapshot.c
- * and ctl_group.c (implemented in ctl_cs.c). Not used by the Node service.
+ * ctl_controller.c, ctl_delete.c, ctl_publish.c, ctl_volume.c, ctl_list.c,
+ * ctl_snapshot.c and ctl_group.c (implemented in ctl_cs.c). Not used by the Node service.
  * Runs in rpcd, unprivileged.
  */
 #ifndef SEPCSI_CTL_CS_H

@@ -119,8 +119,8 @@ Csi__V1__Topology *ctl_node_topology(struct ctl *c, struct ctl_arena *a);
 
 /*
  * ---- Shared by the Controller and GroupController services ----
- * (ctl_controller.c, ctl_publish.c, ctl_volume.c, ctl_list.c, ctl_snapshot.c,
- * ctl_group.c; their own internals are in ctl_cs.h).
+ * (ctl_controller.c, ctl_delete.c, ctl_publish.c, ctl_volume.c, ctl_list.c,
+ * ctl_snapshot.c, ctl_group.c; their own internals are in ctl_cs.h).
  */
 
 /* New snapshot ids ("ss-" + 32 lowercase hex digits) and group ids ("gs-" + 32). */
