@@ -343,7 +343,15 @@ int mh_tools_size(int fd, uint64_t size, struct mh_res *r)
 int mh_tools_probe(int dir, bool *reflink, uint64_t *max_file, struct mh_res *r)
 {
 	struct rn_answer a = {0};
-	int ret = file_job(RN_PROBE, &dir, 1, 0, &a, r);
+	/* Two unnamed files there, not the directory: the runner reaches no image. */
+	int f[2] = {openat(dir, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600),
+	            openat(dir, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)};
+	int ret = f[0] < 0 || f[1] < 0
+	              ? mh_fail(r, MH_E_FAILED, errno, "unnamed files in the data directory: %s",
+	                        strerror(errno))
+	              : file_job(RN_PROBE, f, 2, 0, &a, r);
+	mh_closep(&f[0]);
+	mh_closep(&f[1]);
 	*reflink = a.reflinked != 0;
 	*max_file = a.bytes;
 	return ret;

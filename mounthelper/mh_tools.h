@@ -72,7 +72,8 @@ int mh_tools_copy(int src, int dst, uint64_t size, bool *reflinked, struct mh_re
 
 /*
  * What the file system of directory dir can do, asked once at start: whether
- * FICLONE works there, and the largest file it takes. 0, or -1 with r.
+ * FICLONE works there, and the largest file it takes. The runner gets two
+ * unnamed files made there (O_TMPFILE), never the directory. 0, or -1 with r.
  */
 int mh_tools_probe(int dir, bool *reflink, uint64_t *max_file, struct mh_res *r);
 

@@ -14,10 +14,10 @@
  *   RN_COPY  fds: answer, source file, new empty destination file
  *            FICLONE, else the source's data extents only (holes stay holes);
  *            then grown to size if that is larger, fsync; err, reflinked
- *   RN_PROBE fds: answer, a directory
- *            with unnamed files there (O_TMPFILE, nothing left behind): does
- *            FICLONE work (reflinked), and the largest size ftruncate takes
- *            (bytes, to 4 KiB); err, or 0
+ *   RN_PROBE fds: answer, two empty unnamed files (O_TMPFILE) the helper
+ *            made in the data directory (nothing left behind): does FICLONE
+ *            work from one to the other (reflinked), and the largest size
+ *            ftruncate takes (bytes, to 4 KiB); err, or 0
  *
  * Served only by the tree runner (sepcsi-runner --tree, runner/tree.c), which
  * holds the file capabilities a directory volume's tree needs:

@@ -67,7 +67,7 @@ static const char *const tool_paths[RN_TOOL_COUNT] = {
 
 /* The descriptors each kind of job carries, the answer socket first. */
 static const uint32_t job_fds[] = {[RN_TOOL] = 3,  [RN_SIZE] = 2,       [RN_COPY] = 3,
-                                   [RN_PROBE] = 2, [RN_TREE_EMPTY] = 2, [RN_TREE_COPY] = 3};
+                                   [RN_PROBE] = 3, [RN_TREE_EMPTY] = 2, [RN_TREE_COPY] = 3};
 
 /* Which runner this is: the tools runner serves RN_TOOL to RN_PROBE, the tree runner the rest. */
 static bool tree_runner;
@@ -244,35 +244,33 @@ int rn_copy_file(int src, int dst, int sock, uint32_t *reflinked)
 }
 
 /*
- * What the directory's file system can do, found with unnamed files in it
- * (O_TMPFILE: nothing is left behind): FICLONE of one block, and the largest
- * size ftruncate accepts (bisection to 4 KiB; a sparse file allocates nothing).
+ * What the data directory's file system can do, found with two empty unnamed
+ * files the helper made there (O_TMPFILE: nothing is left behind): FICLONE of
+ * one block, and the largest size ftruncate accepts (bisection to 4 KiB; a
+ * sparse file allocates nothing).
  */
-static struct rn_answer probe_dir(int dir)
+static struct rn_answer probe_files(int x, int y)
 {
 	static const char block[4096];
 	struct rn_answer a = {0};
-	int x = openat(dir, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	int y = openat(dir, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (x < 0 || y < 0) {
-		a.err = errno;
-	} else {
-		uint64_t lo = 0, hi = (uint64_t)1 << 62;
-		a.reflinked = write(x, block, sizeof(block)) == (ssize_t)sizeof(block) &&
-		              ioctl(y, FICLONE, x) == 0;
-		while (hi - lo > 4096) {
-			uint64_t mid = (lo + (hi - lo) / 2) & ~(uint64_t)4095;
-			if (ftruncate(x, (off_t)mid) == 0)
-				lo = mid;
-			else
-				hi = mid;
-		}
-		a.bytes = lo;
+	struct stat sx, sy;
+	uint64_t lo = 0, hi = (uint64_t)1 << 62;
+	if (fstat(x, &sx) < 0 || fstat(y, &sy) < 0 || !S_ISREG(sx.st_mode) ||
+	    !S_ISREG(sy.st_mode) || sx.st_size != 0 || sy.st_size != 0 || sx.st_nlink != 0 ||
+	    sy.st_nlink != 0) {
+		a.err = EINVAL; /* only empty unnamed files: never one of the volumes' images */
+		return a;
 	}
-	if (x >= 0)
-		close(x);
-	if (y >= 0)
-		close(y);
+	a.reflinked =
+	    write(x, block, sizeof(block)) == (ssize_t)sizeof(block) && ioctl(y, FICLONE, x) == 0;
+	while (hi - lo > 4096) {
+		uint64_t mid = (lo + (hi - lo) / 2) & ~(uint64_t)4095;
+		if (ftruncate(x, (off_t)mid) == 0)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	a.bytes = lo;
 	return a;
 }
 
@@ -360,7 +358,7 @@ static void __attribute__((noreturn)) serve(int sock)
 		bool ok = n == (ssize_t)sizeof(j) && !(m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
 		          job_ok(&j, nfds);
 		if (ok && j.kind == RN_PROBE) {
-			struct rn_answer a = probe_dir(fds[1]); /* once, at the helper's start */
+			struct rn_answer a = probe_files(fds[1], fds[2]); /* once, at the start */
 			send_answer(fds[0], &a);
 		} else if (ok && j.kind == RN_SIZE) {
 			size_job_start(&j, fds); /* takes the fds */
