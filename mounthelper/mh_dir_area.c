@@ -201,7 +201,6 @@ int mh_dir_work_make(int work, const char *id, struct mh_res *r)
 static void sweep_area(int area_fd, bool (*held)(const char *id))
 {
 	DIR *d = fdopendir(area_fd);
-	struct dirent *e;
 	char names[64][POL_ID_LEN + 1];
 	size_t n = 0;
 	if (!d) {
@@ -209,6 +208,7 @@ static void sweep_area(int area_fd, bool (*held)(const char *id))
 		return;
 	}
 	do { /* 64 names at a time, purged before the next are read */
+		struct dirent *e;
 		n = 0;
 		while (n < 64 && (e = readdir(d)) != NULL)
 			if ((pol_volume_id_valid(e->d_name) || pol_snapshot_id_valid(e->d_name)) &&
