@@ -23,6 +23,7 @@
 #include <linux/loop.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -32,7 +33,6 @@
 #include "mh_image.h"
 
 #define UNMOUNT_MAX 8 /* stacked mounts of the same volume we are willing to peel */
-#define LOOPS_MAX   8 /* loop devices of one image: staging, read-only publications */
 
 __attribute__((format(printf, 4, 0))) static int record(struct mh_res *r, enum mh_err_kind kind,
                                                         int err, const char *fmt, va_list ap)
@@ -270,12 +270,10 @@ int mh_verify_mount(const struct mh_ctx *c, const char *path, unsigned roles, in
 static int detach_unused(const struct mh_vol *v, bool all, bool published,
                          const struct mh_loop *checked, struct mh_res *r)
 {
-	struct mh_loop loops[LOOPS_MAX];
+	struct mh_loop *loops;
 	char where[MH_PATH_MAX + 1];
-	int n = mh_loop_find_all(v->st.st_dev, v->st.st_ino, loops, LOOPS_MAX, r);
-	if (published && n == 1)
-		return 0;
-	for (int i = 0; i < n; i++) {
+	int n = mh_loop_list(v->st.st_dev, v->st.st_ino, &loops, r), ret = n < 0 ? -1 : 0;
+	for (int i = 0; i < n && ret == 0 && !(published && n == 1); i++) {
 		if (loops[i].lo_flags & LO_FLAGS_AUTOCLEAR)
 			continue; /* a file system staging's device: it clears itself */
 		if (published && !(loops[i].lo_flags & LO_FLAGS_READ_ONLY))
@@ -283,18 +281,16 @@ static int detach_unused(const struct mh_vol *v, bool all, bool published,
 		bool known =
 		    checked && loops[i].nr == checked->nr && loops[i].rdev == checked->rdev;
 		int used = known ? 0 : mh_loop_in_use(&loops[i], -1, where, sizeof(where), r);
-		if (used < 0)
-			return -1;
-		if (used && all)
-			return mh_fail(r, MH_E_BUSY, EBUSY, "%s is still in use at %s",
-			               loops[i].path, where);
-		if (used)
-			continue;
+		if (used < 0 || (used && all))
+			ret = used < 0 ? -1
+			               : mh_fail(r, MH_E_BUSY, EBUSY, "%s is still in use at %s",
+			                         loops[i].path, where);
 		/* Safety: no mount and no bind of this device exists anywhere in our view. */
-		if (mh_loop_detach(&loops[i], v->st.st_dev, v->st.st_ino, r) < 0)
-			return -1;
+		else if (!used && mh_loop_detach(&loops[i], v->st.st_dev, v->st.st_ino, r) < 0)
+			ret = -1;
 	}
-	return n < 0 ? -1 : 0;
+	free(loops);
+	return ret;
 }
 
 int mh_detach_unused(const struct mh_vol *v, bool all, struct mh_res *r)

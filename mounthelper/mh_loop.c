@@ -444,6 +444,20 @@ int mh_loop_find_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, stru
 	return found;
 }
 
+int mh_loop_list(dev_t dev, ino_t ino, struct mh_loop **out, struct mh_res *r)
+{
+	*out = NULL;
+	for (size_t cap = 8;; cap *= 2) {
+		struct mh_loop *v = realloc(*out, cap * sizeof(*v));
+		if (!v)
+			abort(); /* allocation failure aborts (docs/error-handling.md) */
+		*out = v;
+		int n = mh_loop_find_all(dev, ino, v, cap, r);
+		if (n < 0 || (size_t)n < cap)
+			return n; /* every device: fewer than there was room for */
+	}
+}
+
 static void sleep_ms(long ms)
 {
 	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};

@@ -61,6 +61,12 @@ int mh_loop_find(dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r);
 /* All loop devices backed by (dev, ino), at most max: the count, or -1 with r. */
 int mh_loop_find_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r);
 
+/*
+ * Every loop device backed by (dev, ino), however many: the count, with *out
+ * an array the caller frees (also on -1, with r).
+ */
+int mh_loop_list(dev_t dev, ino_t ino, struct mh_loop **out, struct mh_res *r);
+
 /* N of the loop device /dev/loopN with device number rdev, or -1 (not a loop device). */
 int mh_loop_nr_of_rdev(dev_t rdev);
 

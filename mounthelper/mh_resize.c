@@ -27,6 +27,7 @@
 #include <fcntl.h>
 #include <linux/btrfs.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -39,8 +40,6 @@
 #include "mh_resize.h"
 #include "mh_space.h"
 #include "mh_tools.h"
-
-#define LOOPS_MAX 8 /* loop devices of one image: the staging one and read-only publications */
 
 /* From <linux/ext4.h> (not shipped by linux-libc-dev) and xfsprogs' <xfs/xfs_fs.h>. */
 #define EXT4_IOC_RESIZE_FS _IOW('f', 16, uint64_t)
@@ -69,12 +68,13 @@ _Static_assert(sizeof(struct btrfs_ioctl_vol_args) == 4096, "btrfs_ioctl_vol_arg
 /* LOOP_SET_CAPACITY on every loop device backed by the image (st). */
 static int refresh_loops(const struct stat *st, struct mh_res *r)
 {
-	struct mh_loop loops[LOOPS_MAX];
-	int n = mh_loop_find_all(st->st_dev, st->st_ino, loops, LOOPS_MAX, r);
+	struct mh_loop *loops;
+	int n = mh_loop_list(st->st_dev, st->st_ino, &loops, r);
 	for (int i = 0; i < n; i++)
 		if (mh_loop_set_capacity(&loops[i], r) < 0)
-			return -1;
-	return n < 0 ? -1 : n;
+			n = -1;
+	free(loops);
+	return n;
 }
 
 int mh_answer_resize(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,

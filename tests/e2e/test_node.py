@@ -291,6 +291,36 @@ def test_block_volume_two_targets_same_device(driver):
     assert mounts_under(driver.root) == []
 
 
+def test_block_volume_many_read_only_targets(driver):
+    """A raw block volume staged read-write and published read-only on 12 targets (each
+    such publication has a read-only loop device of its own): every publication refuses
+    writes, resizing reaches every device, and the unpublishes and the unstage leave no
+    loop device behind, however many devices the image has had."""
+    c = driver.client
+    v = Vol(driver, "blk-many", block_cap(), 32 * MiB, target="dev")
+    targets = [os.path.join(os.path.dirname(v.target), "ro-%02d" % i) for i in range(12)]
+    for t in targets:
+        v.publish(t, readonly=True)
+    assert len(loops_backed_by(driver.data)) == 13
+    c.controller("ControllerExpandVolume", volume_id=v.id,
+                 capacity_range=c.pb.CapacityRange(required_bytes=48 * MiB))
+    for t in targets:
+        with open(t, "rb", buffering=0) as f:
+            assert f.seek(0, os.SEEK_END) == 48 * MiB, t  # each device took the new size
+        with pytest.raises(OSError):
+            with open(t, "r+b", buffering=0) as f:
+                f.write(b"must not land")
+                os.fsync(f.fileno())
+    for t in targets[:6]:
+        v.unpublish(t)
+    assert len(loops_backed_by(driver.data)) == 7
+    for t in targets[6:]:
+        v.unpublish(t)
+    v.teardown()
+    assert loops_backed_by(driver.data) == []
+    assert mounts_under(driver.root) == []
+
+
 def usage_by_unit(resp, pb):
     return {u.unit: u for u in resp.usage}
 
