@@ -160,18 +160,19 @@ int mh_vol_lookup(const struct mh_ctx *c, const char *id, struct mh_vol *v, stru
 	return 0;
 }
 
-int mh_loop_ours(const struct mh_ctx *c, int nr, struct mh_loop *l, char *vid)
+int mh_loop_ours(const struct mh_ctx *c, int nr, struct mh_vol *v, char *vid)
 {
 	char img[MH_IMAGE_NAME_MAX];
-	struct stat st;
 	dev_t dev;
 	ino_t ino;
-	if (nr < 0 || mh_loop_status(nr, l, &dev, &ino, vid, MH_ID_MAX + 1) < 0 ||
+	*v = (struct mh_vol){0};
+	if (nr < 0 || mh_loop_status(nr, &v->loop, &dev, &ino, vid, MH_ID_MAX + 1) < 0 ||
 	    !pol_volume_id_valid(vid))
 		return 0;
 	mh_image_name(vid, img, sizeof(img));
-	return fstatat(c->images_fd, img, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == dev &&
-	       st.st_ino == ino;
+	v->attached = fstatat(c->images_fd, img, &v->st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	              v->st.st_dev == dev && v->st.st_ino == ino;
+	return v->attached;
 }
 
 bool mh_vol_owns(const struct mh_vol *v, const struct mh_mnt *m, struct mh_loop *l)

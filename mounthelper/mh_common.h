@@ -33,10 +33,11 @@ int mh_vol_lookup(const struct mh_ctx *c, const char *id, struct mh_vol *v, stru
 
 /*
  * Is loopN one of ours: attached by the helper to a volume's image (named by
- * the volume id, its lo_file_name) and backed by that very file? 1 with *l
- * and vid (MH_ID_MAX + 1 bytes) set, else 0 (nr -1: none).
+ * the volume id, its lo_file_name) and backed by that very file? 1 with *v
+ * (that image's identity, the device as v->loop) and vid (MH_ID_MAX + 1
+ * bytes) set, else 0 (nr -1: none).
  */
-int mh_loop_ours(const struct mh_ctx *c, int nr, struct mh_loop *l, char *vid);
+int mh_loop_ours(const struct mh_ctx *c, int nr, struct mh_vol *v, char *vid);
 
 /*
  * Is what m describes this volume's: a file system mounted from its loop

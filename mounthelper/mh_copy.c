@@ -122,12 +122,12 @@ void mh_copy_thaw_all(const struct mh_ctx *c)
 		if (v[i].src_nr >= 0)
 			nrs[k++] = v[i].src_nr;
 	for (size_t i = 0; i < k; i++) {
-		struct mh_loop l;
+		struct mh_vol ours;
 		char id[MH_ID_MAX + 1];
 		/* Ours only: attached by the helper (named by a volume id) to that very image. */
-		if (mh_loop_ours(c, nrs[i], &l, id) != 1)
+		if (mh_loop_ours(c, nrs[i], &ours, id) != 1)
 			continue;
-		int fd = mh_mount_fs_fd(&l, &r);
+		int fd = mh_mount_fs_fd(&ours.loop, &r);
 		if (fd >= 0 && ioctl(fd, FITHAW, 0) == 0)
 			log_kv(LOG_LVL_WARN, "thawed", "volume_id", id, "why",
 			       "frozen by a helper that died during a copy", NULL);

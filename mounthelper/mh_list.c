@@ -146,12 +146,12 @@ static int by_mount_id(const void *a, const void *b)
  */
 static char mount_of_ours(const struct mh_ctx *c, const struct mh_mount_row *m, char *vid)
 {
-	struct mh_loop l;
-	if (mh_loop_ours(c, m->src_nr, &l, vid) == 1)
+	struct mh_vol v;
+	if (mh_loop_ours(c, m->src_nr, &v, vid) == 1)
 		return 'f';
-	if (mh_loop_ours(c, mh_loop_nr_of_rdev(m->dev), &l, vid) == 1 && l.rdev == m->dev)
+	if (mh_loop_ours(c, mh_loop_nr_of_rdev(m->dev), &v, vid) == 1 && v.loop.rdev == m->dev)
 		return 'f';
-	return mh_loop_ours(c, m->root_nr, &l, vid) == 1 ? 'b' : 0;
+	return mh_loop_ours(c, m->root_nr, &v, vid) == 1 ? 'b' : 0;
 }
 
 static int list_mounts(const struct mh_ctx *c, long after, struct mh_ans_list *out,
@@ -211,15 +211,13 @@ struct sweep {
 static int sweep_loop(int nr, void *arg)
 {
 	const struct sweep *s = arg;
-	struct mh_vol v = {.attached = true};
+	struct mh_vol v;
 	struct mh_res r = {0};
-	char vid[MH_ID_MAX + 1], img[MH_IMAGE_NAME_MAX];
-	if (mh_loop_ours(s->c, nr, &v.loop, vid) != 1 || (s->held && s->held(vid)) ||
+	char vid[MH_ID_MAX + 1];
+	if (mh_loop_ours(s->c, nr, &v, vid) != 1 || (s->held && s->held(vid)) ||
 	    (v.loop.lo_flags & LO_FLAGS_AUTOCLEAR))
 		return 0;
-	mh_image_name(vid, img, sizeof(img));
-	if (fstatat(s->c->images_fd, img, &v.st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    mh_detach_unused(&v, false, &r) < 0)
+	if (mh_detach_unused(&v, false, &r) < 0)
 		log_kv(LOG_LVL_WARN, "sweep_failed", "volume_id", vid, "reason", r.reason, NULL);
 	return 0;
 }
