@@ -441,6 +441,7 @@ def test_helper_killed_mid_snapshot_leaves_nothing_frozen(kdriver):
     t.start()
     worker = d.paused("copy@" + vid)  # the source is frozen now
     helper = d.children()["sepcsi-mounthel"]
+    reconciled = d.logs().count("reconciled result=")
     os.kill(helper, 9)
     deadline = time.monotonic() + 30
     while not gone(worker):  # killed with the helper (PR_SET_PDEATHSIG), still paused
@@ -453,6 +454,12 @@ def test_helper_killed_mid_snapshot_leaves_nothing_frozen(kdriver):
     d.release("copy@" + vid)
     assert write_finishes(os.path.join(tg, "after"))
     assert "frozen by a helper that died during a copy" in d.logs()
+    # rpcd settles the snapshot's intent once the new helper is there, holding the volume's
+    # lock meanwhile: the calls below come after that, not racing it (ABORTED).
+    deadline = time.monotonic() + 30
+    while d.logs().count("reconciled result=") == reconciled:
+        assert time.monotonic() < deadline, "rpcd did not reconcile after the helper restart"
+        time.sleep(0.02)
     c.node("NodeUnpublishVolume", volume_id=vid, target_path=tg)
     c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=st)
     c.controller("DeleteVolume", volume_id=vid)
