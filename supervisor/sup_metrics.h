@@ -34,8 +34,9 @@ void sup_metrics_death(struct sup *s, int role, int wstatus, bool killed);
 /*
  * rpcd sent its report: takes fd. It is used only if it is a memfd sealed
  * against writing, growing and shrinking, at most SUP_METRICS_RPCD_MAX bytes,
- * every line printable ASCII and a sepcsi_ sample or its # HELP / # TYPE line,
- * never one of the supervisor's own names. Otherwise it is logged and dropped.
+ * and well-formed Prometheus text, strictly (sup_metrics.c says what passes):
+ * sepcsi_ families and samples only, never one of the supervisor's own names.
+ * Otherwise it is logged and dropped, and the last accepted report stays.
  */
 #define SUP_METRICS_RPCD_MAX 0x100000 /* 1 MiB */
 void sup_metrics_from_rpcd(struct sup *s, int fd);
@@ -46,7 +47,11 @@ void sup_metrics_rpcd_gone(struct sup *s);
 /* Write the file now (no-op without --metrics-file). Failures are logged. */
 void sup_metrics_write(struct sup *s);
 
-/* The check sup_metrics_from_rpcd() applies, on text of len bytes (for the unit tests). */
-bool sup_metrics_text_ok(const char *text, size_t len, const char **why);
+/*
+ * The check sup_metrics_from_rpcd() applies, on text of len bytes (exported for
+ * the unit tests). On refusal *why is a static reason and *line the line it is
+ * about, from 1 (0: the report as a whole).
+ */
+bool sup_metrics_text_ok(const char *text, size_t len, const char **why, unsigned *line);
 
 #endif

@@ -1,9 +1,12 @@
 """The metrics file (--metrics-file): Prometheus text written by the supervisor
 from its own figures and rpcd's sealed report, read back with an independent
 parser (prometheus_client), after a real volume lifecycle, a refusal by the
-helper and a kill -9 of the helper; and `sepcsictl metrics`."""
+helper and a kill -9 of the helper; reports a compromised rpcd could send
+(metrics_rpcd.py in its place); and `sepcsictl metrics`."""
 import json
+import math
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -12,11 +15,12 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import BIN, Driver, running
+from conftest import BIN, Driver, copy_bin_dir, running
 from csi_client import mount_cap
 
 MiB = 1 << 20
 CTL = os.path.join(BIN, "sepcsictl")
+METRICS_STAND_IN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "metrics_rpcd.py")
 
 
 @pytest.fixture
@@ -216,3 +220,83 @@ def test_wiped_store_keeps_images():
     finally:
         first.stop()
         first.cleanup()
+
+
+# A report in the shape of rpcd's (rpcd/rpcd_metrics.c), then reports that a
+# compromised rpcd could send, each with what the supervisor's refusal says.
+# A check of printable sepcsi_ lines alone lets the first six through; all but
+# the duplicate series then make a parser (node-exporter's, prometheus_client)
+# refuse the whole file, and the supervisor's series with it.
+GOOD_REPORT = (
+    "# HELP sepcsi_csi_calls_total CSI calls answered, by method and gRPC status code.\n"
+    "# TYPE sepcsi_csi_calls_total counter\n"
+    'sepcsi_csi_calls_total{method="CreateVolume",code="OK"} 3\n'
+    "# HELP sepcsi_csi_call_duration_seconds Time from a CSI call's arrival to its answer.\n"
+    "# TYPE sepcsi_csi_call_duration_seconds histogram\n"
+    'sepcsi_csi_call_duration_seconds_bucket{method="CreateVolume",le="0.5"} 2\n'
+    'sepcsi_csi_call_duration_seconds_bucket{method="CreateVolume",le="+Inf"} 3\n'
+    'sepcsi_csi_call_duration_seconds_sum{method="CreateVolume"} 0.75\n'
+    'sepcsi_csi_call_duration_seconds_count{method="CreateVolume"} 3\n'
+    "# TYPE sepcsi_helper_reachable gauge\n"
+    "sepcsi_helper_reachable NaN\n")
+HOSTILE_REPORTS = [
+    (GOOD_REPORT + "# TYPE sepcsi_x gauge\nsepcsi_x abc\n", "not a float"),
+    ("sepcsi_x 1 2 3\n", "after the value"),
+    ('sepcsi_x{a="b} 1\n', "closing quote"),
+    ("sepcsi_x 1 1700000000000\n", "timestamp"),  # node-exporter drops such a file
+    ('sepcsi_x{a="1",b="2"} 1\nsepcsi_x{b="2",a="1"} 1\n', "series written twice"),
+    ("# TYPE sepcsi_x gauge\n# TYPE sepcsi_x counter\nsepcsi_x 1\n", "second TYPE"),
+    ("# TYPE sepcsi_child counter\nsepcsi_child_total 1\n", "supervisor writes itself"),
+    ("sepcsi_child_up{child=\"rpcd\"} 0\n", "supervisor writes itself"),
+]
+
+
+def test_hostile_reports_leave_the_supervisor_series():
+    """rpcd's stand-in sends a good report, then malformed and forging ones: each is
+    dropped whole and logged, the file keeps parsing with the supervisor's series and
+    the good report, and rpcd is not killed for it."""
+    bin_dir = copy_bin_dir()
+    stand_in = os.path.join(bin_dir, "sepcsi-rpcd")
+    shutil.copyfile(METRICS_STAND_IN, stand_in)
+    os.chmod(stand_in, 0o755)
+    with open(stand_in + ".json", "w") as f:
+        json.dump([GOOD_REPORT] + [r for r, _ in HOSTILE_REPORTS], f)
+    os.chmod(stand_in + ".json", 0o644)
+    d = Driver(bin_dir=bin_dir, wait=False)
+    try:
+        deadline = time.monotonic() + 30
+
+        def rejected():
+            return [ln for ln in d.logs().splitlines()
+                    if "metrics_rejected" in ln and "role=rpcd" in ln]
+        while "all reports sent" not in d.logs() or len(rejected()) < len(HOSTILE_REPORTS):
+            assert time.monotonic() < deadline, "the reports were not all refused:\n" + d.logs()
+            time.sleep(0.2)
+        rpcd = d.children()["sepcsi-rpcd"]
+        time.sleep(1)  # nothing else follows: no further refusal, no kill
+        assert len(rejected()) == len(HOSTILE_REPORTS)
+        for (_, why), line in zip(HOSTILE_REPORTS, rejected()):
+            assert why in line, (why, line)
+        assert "child_kill" not in d.logs()
+        assert d.children()["sepcsi-rpcd"] == rpcd
+
+        text, samples = read_metrics(d.metrics)  # raises if it does not parse
+        for child in ("mounthelper", "rpcd"):
+            assert samples[("sepcsi_child_up", frozenset({"child": child}.items()))] == 1
+            assert samples[("sepcsi_child_failed", frozenset({"child": child}.items()))] == 0
+            for reason in ("exit", "signal", "seccomp", "killed"):
+                assert samples[("sepcsi_child_restarts_total",
+                                frozenset({"child": child, "reason": reason}.items()))] == 0
+        assert ("sepcsi_rpcd_report_age_seconds", frozenset()) in samples
+        # The good report stayed, whole; nothing of the others came in.
+        assert text.endswith(GOOD_REPORT)
+        assert value(samples, "sepcsi_csi_calls_total", method="CreateVolume", code="OK") == 3
+        assert value(samples, "sepcsi_csi_call_duration_seconds_bucket", method="CreateVolume",
+                     le="+Inf") == 3
+        assert math.isnan(samples[("sepcsi_helper_reachable", frozenset())])
+        assert "sepcsi_x" not in text and "sepcsi_child_total" not in text
+        assert text.count("sepcsi_child_up{") == 2
+    finally:
+        d.stop()
+        d.cleanup()
+        shutil.rmtree(bin_dir)
