@@ -142,16 +142,22 @@ static int by_mount_id(const void *a, const void *b)
 /*
  * Whose is mount m: a file system on one of ours (its source is /dev/loopN,
  * or its device number that device's): 'f'; a bind of the node of one of
- * ours (its root ends in /loopN): 'b'; 0 if neither. vid: the volume.
+ * ours (the block device node at its root is that device's, whatever it is
+ * called): 'b'; 0 if neither. vid: the volume.
  */
 static char mount_of_ours(const struct mh_ctx *c, const struct mh_mount_row *m, char *vid)
 {
 	struct mh_vol v;
+	dev_t rdev;
 	if (mh_loop_ours(c, m->src_nr, &v, vid) == 1)
 		return 'f';
 	if (mh_loop_ours(c, mh_loop_nr_of_rdev(m->dev), &v, vid) == 1 && v.loop.rdev == m->dev)
 		return 'f';
-	return mh_loop_ours(c, m->root_nr, &v, vid) == 1 ? 'b' : 0;
+	return mh_mount_row_node(m, &rdev) == 1 &&
+	               mh_loop_ours(c, mh_loop_nr_of_rdev(rdev), &v, vid) == 1 &&
+	               v.loop.rdev == rdev
+	           ? 'b'
+	           : 0;
 }
 
 static int list_mounts(const struct mh_ctx *c, long after, struct mh_ans_list *out,

@@ -58,10 +58,14 @@ struct mh_mount_row {
 	int id;       /* its mount id (first field of /proc/self/mountinfo) */
 	dev_t dev;    /* its superblock's device number */
 	int src_nr;   /* N when its source is exactly /dev/loopN, else -1 */
-	int root_nr;  /* N when its root's last component is exactly loopN, else -1 */
+	bool sub;     /* its root is not its file system's root: a bind of a directory or file */
+	bool nodes;   /* a bind from where the helper's loop nodes are: a helper's /dev, devtmpfs */
 	bool sb_ro;   /* the superblock is read-only */
 	char fstype[MH_FSTYPE_MAX + 1];
 	char *target; /* its mount point, when read from mountinfo; else NULL */
+	/* What its root is, once looked at (mh_mount_row_node): kept for the mount's life. */
+	enum { MH_NODE_UNSEEN, MH_NODE_NONE, MH_NODE_BLOCK } node;
+	dev_t rdev; /* MH_NODE_BLOCK: the device number of the block device node at its root */
 };
 
 /*
@@ -72,6 +76,17 @@ int mh_mounts_look(const struct mh_mount_row **table, size_t *n, struct mh_res *
 
 /* The mount point of a row into buf: 1, 0 if the mount is gone, -1 if the kernel cannot say. */
 int mh_mount_row_target(const struct mh_mount_row *m, char *buf, size_t len);
+
+/*
+ * Is the mount of row m (one of the last look's) a bind of a block device
+ * node, and of which: 1 with *rdev, 0 not one, -1 it cannot be looked at now
+ * (hidden beneath another mount, or gone). Never by a name: the object at its
+ * root, reached through its mount point and proved to be that mount's root.
+ * Only binds from where the helper's nodes are (row.nodes) are looked at: a
+ * node elsewhere is not one the helper bound, and a tenant's file system (a
+ * FUSE daemon that does not answer) is never asked.
+ */
+int mh_mount_row_node(const struct mh_mount_row *m, dev_t *rdev);
 
 /*
  * N when s is exactly prefix followed by N in decimal (no sign, no leading

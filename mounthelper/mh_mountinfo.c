@@ -29,6 +29,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "mh_view.h"
+#include "openat2.h"
+
 #define MOUNTINFO "/proc/self/mountinfo"
 
 /*
@@ -271,10 +274,13 @@ static struct mh_mount_row *row_add(struct mh_mount_row **v, size_t *n, size_t *
 static void row_names(struct mh_mount_row *m, const char *source, const char *root,
                       const char *fstype)
 {
-	const char *base = root ? strrchr(root, '/') : NULL;
 	m->src_nr = mh_loop_nr_of(source, "/dev/loop");
-	m->root_nr = mh_loop_nr_of(base ? base + 1 : root, "loop");
+	m->sub = root && strcmp(root, "/") != 0;
 	snprintf(m->fstype, sizeof(m->fstype), "%s", fstype ? fstype : "");
+	m->nodes =
+	    m->sub &&
+	    (strcmp(m->fstype, "devtmpfs") == 0 ||
+	     (strcmp(m->fstype, "tmpfs") == 0 && source && strcmp(source, MH_VIEW_SOURCE) == 0));
 }
 
 /* statmount of the mount with unique id uid into m: 1, 0 if it is gone, -1 if it cannot. */
@@ -384,15 +390,57 @@ int mh_mount_row_target(const struct mh_mount_row *m, char *buf, size_t len)
 	return rc;
 }
 
+int mh_mount_row_node(const struct mh_mount_row *m, dev_t *rdev)
+{
+	struct mh_mount_row *row = &rows[m - rows]; /* one of ours: its finding is kept */
+	char target[MH_PATH_MAX + 1];
+	struct statx stx;
+	const unsigned want = row->uid ? STATX_MNT_ID_UNIQUE : STATX_MNT_ID;
+	if (!row->nodes)
+		return 0; /* a file system's own root is a directory; not a node the helper bound */
+	if (row->node == MH_NODE_UNSEEN && mh_mount_row_target(row, target, sizeof(target)) == 1) {
+		/* Its mount point leads to its root only if no other mount hides it. */
+		int fd = openat2_retry(AT_FDCWD, target, O_PATH | O_NOFOLLOW, 0,
+		                       RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+		/* What the inode holds already: never a request to its file system, which may
+		 * be a tenant's (a FUSE daemon that does not answer). */
+		if (fd >= 0 &&
+		    statx(fd, "",
+		          AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT |
+		              AT_STATX_DONT_SYNC,
+		          want | STATX_TYPE, &stx) == 0 &&
+		    (stx.stx_mask & want) &&
+		    stx.stx_mnt_id == (row->uid ? row->uid : (uint64_t)row->id)) {
+			row->node = S_ISBLK(stx.stx_mode) ? MH_NODE_BLOCK : MH_NODE_NONE;
+			row->rdev = makedev(stx.stx_rdev_major, stx.stx_rdev_minor);
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	*rdev = row->rdev;
+	return row->node == MH_NODE_UNSEEN ? -1 : row->node == MH_NODE_BLOCK;
+}
+
 /* ---- what the table answers ------------------------------------------------ */
 
 /*
  * A file system on the device (its source /dev/loopN, or its device number),
- * or a bind of its node (a mount whose root is a file named loopN, on devtmpfs
- * or the helper's own /dev): wherever it is, whatever its mount point is
- * called. A false match only makes a detach wait; a missed one could hand the
- * device to another volume, so the test is broad.
+ * or a bind of its node, proved by the device number of the node at the
+ * bind's root (mh_mount_row_node): wherever it is, whatever its mount point
+ * or the node is called. A false match only makes a detach wait; a missed one
+ * could hand the device to another volume. So a bind from where the helper's
+ * nodes are whose root cannot be looked at (hidden beneath another mount,
+ * which only root can arrange) is counted as the device's.
  */
+static bool row_uses(const struct mh_mount_row *m, const struct mh_loop *l)
+{
+	dev_t rdev;
+	if (m->src_nr == l->nr || m->dev == l->rdev)
+		return true;
+	int node = mh_mount_row_node(m, &rdev);
+	return node > 0 ? rdev == l->rdev : node < 0;
+}
+
 /* NOLINTNEXTLINE(readability-non-const-parameter): where is written */
 int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t wlen,
                    struct mh_res *r)
@@ -402,8 +450,7 @@ int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t w
 	if (mh_mounts_look(&v, &n, r) < 0)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
-		if (v[i].id == except_id ||
-		    !(v[i].src_nr == l->nr || v[i].dev == l->rdev || v[i].root_nr == l->nr))
+		if (v[i].id == except_id || !row_uses(&v[i], l))
 			continue;
 		if (mh_mount_row_target(&v[i], where, wlen) != 1)
 			snprintf(where, wlen, "?");

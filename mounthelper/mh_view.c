@@ -223,7 +223,7 @@ static int proc_mount(void)
 static int view_tmpfs(void)
 {
 	int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
-	if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "source", "sepcsi-helper", 0) < 0 ||
+	if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "source", MH_VIEW_SOURCE, 0) < 0 ||
 	    fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0755", 0) < 0 ||
 	    fsconfig(fs, FSCONFIG_SET_STRING, "size", "4m", 0) < 0 ||
 	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)

@@ -1,0 +1,95 @@
+"""A FUSE file system whose daemon stops answering, as a tenant's may (a FUSE
+sidecar in a pod): what the helper must never wait for."""
+import ctypes
+import os
+import struct
+import subprocess
+import threading
+import time
+
+
+class StallFuse:
+    """A minimal FUSE server on the raw /dev/fuse protocol: one directory "sub" under its
+    root, attributes never cached (attr_valid 0). stall() makes it stop answering
+    GETATTR, as a daemon a tenant runs (a FUSE sidecar) may; close() aborts it."""
+
+    def __init__(self, mountpoint):
+        self.mp = mountpoint
+        self.fd = os.open("/dev/fuse", os.O_RDWR)
+        libc = ctypes.CDLL(None, use_errno=True)
+        opts = "fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other" % self.fd
+        if libc.mount(b"stallfuse", mountpoint.encode(), b"fuse", 0, opts.encode()) != 0:
+            raise OSError(ctypes.get_errno(), "mount fuse")
+        self.stalled = threading.Event()
+        self.held = []
+        self.t = threading.Thread(target=self._serve, daemon=True)
+        self.t.start()
+        self.conn = os.minor(os.stat(mountpoint).st_dev)  # answered: INIT, then GETATTR
+
+    @staticmethod
+    def _attr(ino, mode):
+        now = int(time.time())
+        return struct.pack("<QQQQQQIIIIIIIIII", ino, 0, 0, now, now, now, 0, 0, 0, mode, 2,
+                           0, 0, 0, 4096, 0)
+
+    def _reply(self, unique, body=b"", err=0):
+        try:
+            os.write(self.fd, struct.pack("<IiQ", 16 + len(body), -err, unique) + body)
+        except OSError:
+            pass
+
+    def _serve(self):
+        while True:
+            try:
+                buf = os.read(self.fd, 1 << 20 | 4096)
+            except OSError:
+                return
+            length, op, unique, node = struct.unpack_from("<IIQQ", buf)
+            if op in (2, 42):  # FORGET, BATCH_FORGET: no answer
+                continue
+            if op == 26:  # INIT
+                self._reply(unique, struct.pack("<IIIIHHIIHHII24x", 7, 31, 0, 0, 16, 12,
+                                                 1 << 17, 1, 0, 0, 0, 0))
+            elif op == 3:  # GETATTR
+                if self.stalled.is_set():
+                    self.held.append(unique)  # never answered while stalled
+                    continue
+                mode = 0o40755
+                self._reply(unique, struct.pack("<QII", 0, 0, 0) +
+                            self._attr(node, mode))
+            elif op == 1:  # LOOKUP
+                name = buf[40:length].split(b"\0")[0]
+                if node == 1 and name == b"sub":
+                    self._reply(unique, struct.pack("<QQQQII", 2, 0, 0, 0, 0, 0) +
+                                self._attr(2, 0o40755))
+                else:
+                    self._reply(unique, err=2)
+            else:
+                self._reply(unique, err=38)  # ENOSYS
+
+    def stall(self):
+        self.stalled.set()
+
+    def close(self):
+        """Abort the connection (every request still waiting fails), then unmount."""
+        ctl = "/sys/fs/fuse/connections"
+        if not os.path.exists(os.path.join(ctl, str(self.conn))):
+            subprocess.run(["mount", "-t", "fusectl", "fusectl", ctl], check=False)
+        try:
+            with open(os.path.join(ctl, str(self.conn), "abort"), "w") as f:
+                f.write("1")
+        except OSError:
+            pass
+        subprocess.run(["umount", "-l", self.mp], check=False)
+
+
+def fuse_subpath(root, pod):
+    """A FUSE volume of a pod (its daemon the tenant's) with a subPath bind of its
+    directory "sub", as kubelet makes one: <pod>/volume-subpaths/v/c/0."""
+    vol = os.path.join(root, "pods", pod, "volumes", "kubernetes.io~csi", "fusepv", "mount")
+    os.makedirs(vol)
+    fs = StallFuse(vol)
+    sub = os.path.join(root, "pods", pod, "volume-subpaths", "v", "c", "0")
+    os.makedirs(sub)
+    subprocess.run(["mount", "--bind", os.path.join(vol, "sub"), sub], check=True)
+    return fs, sub
