@@ -261,6 +261,11 @@ bool mh_at_marked(int fd, const char *id)
 	return fstat(fd, &st) == 0 && marked_ours(fd, &st, id);
 }
 
+bool mh_at_has_mark(int fd)
+{
+	return fgetxattr(fd, MARK_XATTR, NULL, 0) >= 0 || errno != ENODATA;
+}
+
 /* Is the open object fd marked as made for volume_id? */
 static bool marked_ours(int fd, const struct stat *st, const char *volume_id)
 {

@@ -21,11 +21,38 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "mh_dir.h"
 #include "mh_pause.h"
 #include "mh_tree.h"
 #include "openat2.h"
 #include "pol_view.h"
+
+/*
+ * The base is root's alone, and no one else's to enter (0700): what tenants
+ * write in their volumes (set-id programs, device nodes, anything to read) is
+ * reachable only through their pods' nosuid,nodev binds, never through the
+ * host's path to the base, whose mount has neither. A mode that lets others
+ * in is taken back, here as at start (mh_view.c); the read-only clone cannot
+ * be changed, so it is refused instead.
+ */
+static int keep_private(int fd, const char *base, bool ro, struct mh_res *r)
+{
+	struct stat st;
+	char mode[8];
+	if (fstat(fd, &st) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "stat base directory: %s", strerror(errno));
+	if ((st.st_mode & 07777) == 0700)
+		return 0;
+	if (ro || fchmod(fd, 0700) < 0)
+		return mh_fail(r, MH_E_REFUSED, EPERM,
+		               "base directory %s is mode %04o, not 0700: others could reach what "
+		               "tenants write there",
+		               base, (unsigned)(st.st_mode & 07777));
+	snprintf(mode, sizeof(mode), "%04o", (unsigned)(st.st_mode & 07777));
+	log_kv(LOG_LVL_WARN, "base_dir_private", "path", base, "was", mode, NULL);
+	return 0;
+}
 
 /* The base (ro: its read-only clone), O_RDONLY: quotactl_fd and fstatvfs want a real fd. */
 int mh_dir_base_open(const struct mh_ctx *c, const char *base, bool ro, struct mh_res *r)
@@ -38,7 +65,7 @@ int mh_dir_base_open(const struct mh_ctx *c, const char *base, bool ro, struct m
 	if (fd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "cannot open base directory %s: %s", base,
 		               strerror(errno));
-	if (mh_at_check_dir(fd, "the base directory", r) < 0) {
+	if (mh_at_check_dir(fd, "the base directory", r) < 0 || keep_private(fd, base, ro, r) < 0) {
 		close(fd);
 		return -1;
 	}
@@ -47,12 +74,18 @@ int mh_dir_base_open(const struct mh_ctx *c, const char *base, bool ro, struct m
 
 /*
  * The parent of name's last component beneath base, each directory on the way
- * root's alone; with create, missing ones are made (0755). at->dir, at->name.
+ * root's alone and no volume's: a directory that carries a mark (a volume's,
+ * retained, archived or in use, or a snapshot's) is never passed through, so
+ * no volume is ever made, found or removed inside another, whatever names the
+ * patterns render or a client sends. (A volume never contains another
+ * either: its directory is new and empty when it takes its place, and only
+ * this walk leads beneath it.) With create, missing ones are made (0755,
+ * behind the base's 0700). at->dir, at->name.
  */
 int mh_dir_locate(int base, const char *name, bool create, struct mh_at *at, struct mh_res *r)
 {
 	char comp[NAME_MAX + 1];
-	int fd = openat(base, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int fd = openat(base, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	at->dir = -1;
 	at->root = NULL;
 	for (const char *s = name;;) {
@@ -72,12 +105,20 @@ int mh_dir_locate(int base, const char *name, bool create, struct mh_at *at, str
 			return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir %s: %s", comp,
 			               strerror(errno));
 		}
-		int next =
-		    openat2_retry(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
+		int next = openat2_retry(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0,
+		                         RESOLVE_IN_TREE);
 		close(fd);
 		if (next >= 0 && mh_at_check_dir(next, "a directory above the volume's", r) < 0) {
 			close(next);
 			return -1;
+		}
+		if (next >= 0 && mh_at_has_mark(next)) {
+			close(next);
+			return mh_fail(
+			    r, MH_E_EXISTS, EEXIST,
+			    "%.*s is a volume's or a snapshot's directory: no volume lies "
+			    "inside another",
+			    (int)(s + n - name), name);
 		}
 		fd = next;
 		s += n + 1;

@@ -119,6 +119,25 @@ static void share_root(const char *root)
 	       "mounts the helper makes there must reach the host (kubelet does the same)", NULL);
 }
 
+/*
+ * A base is root's alone and no one else's to enter (0700), as every DIR_*
+ * request checks again (mh_dir_area.c): what tenants write in their volumes
+ * is reachable only through their pods' nosuid,nodev binds. One that another
+ * owns is left as it is; every request refuses it.
+ */
+static void private_base(const char *base)
+{
+	struct stat st;
+	char mode[8];
+	if (lstat(base, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
+	    (st.st_mode & 07777) == 0700)
+		return;
+	if (chmod(base, 0700) < 0)
+		die("chmod 0700 %s", base);
+	snprintf(mode, sizeof(mode), "%04o", (unsigned)(st.st_mode & 07777));
+	log_kv(LOG_LVL_WARN, "base_dir_private", "path", base, "was", mode, NULL);
+}
+
 static int clone_tree(const char *path, bool recursive)
 {
 	int fd = (int)syscall(SYS_open_tree, AT_FDCWD, path,
@@ -267,7 +286,8 @@ static void clone_trees(const struct pol *pol, const char *data_dir, const struc
 			errno = EINVAL;
 			die("base directory %s and the data directory overlap", b);
 		}
-		make_path(b, 0755);
+		make_path(b, 0700);
+		private_base(b);
 	}
 	for (size_t i = 0; i < n; i++)
 		if (t[i].kind == POL_VIEW_NODE)
