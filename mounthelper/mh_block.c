@@ -162,10 +162,13 @@ static int stage_loop(const struct mh_ctx *c, const struct mh_req_stage *q, int 
 			               loops[0].path);
 		*l = loops[0];
 		a->note = "re-used the volume's loop device";
-		return 0;
+		return q->readonly ? 0 : mh_image_mark_raw(img, false, r);
 	}
-	/* Safety: the loop device exposes our own image file, opened by us. */
-	if ((*lfd = mh_loop_attach(img, q->volume_id, q->readonly, false, l, r)) < 0)
+	/* Safety: the loop device exposes our own image file, opened by us; when it is
+	 * writable, the image records it first (mh_image.h), and only an image no other
+	 * staging uses (a busy one is refused above, unmarked). */
+	if ((!q->readonly && mh_image_mark_raw(img, true, r) < 0) ||
+	    (*lfd = mh_loop_attach(img, q->volume_id, q->readonly, false, l, r)) < 0)
 		return -1;
 	mh_pause(c, "attached", q->volume_id); /* tests: a device not bound yet */
 	return 0;

@@ -160,6 +160,9 @@ static int copy_to(const struct mh_ctx *c, int src, const char *src_id, off_t si
 		return io_fail(r, errno, "create copy");
 	if (dir == c->images_fd) /* a clone: a new image, which no loop device backs yet */
 		mh_loop_record_new(dst);
+	/* A copy of bytes a pod may have written raw is marked so too, before it has a name. */
+	if (mh_image_raw(src) && mh_image_mark_raw(dst, true, r) < 0)
+		goto out;
 	if (freeze_id && (frozen = freeze_source(c, freeze_id, r)) < 0 && r->kind != MH_E_OK)
 		goto out;
 	if (frozen >= 0)

@@ -17,9 +17,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -180,6 +182,26 @@ int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct 
 		return mh_fail(r, MH_E_FAILED, EINVAL, "image is not a regular file");
 	}
 	return fd;
+}
+
+#define RAW_XATTR "trusted.sepcsi.raw"
+
+bool mh_image_raw(int fd)
+{
+	return fgetxattr(fd, RAW_XATTR, NULL, 0) >= 0 || (errno != ENODATA && errno != ENOTSUP);
+}
+
+int mh_image_mark_raw(int fd, bool durable, struct mh_res *r)
+{
+	if (fgetxattr(fd, RAW_XATTR, NULL, 0) >= 0)
+		return 0;
+	/* Durable before any device exposes the image: a crash keeps the mark with the bytes. */
+	if ((fsetxattr(fd, RAW_XATTR, "1", 1, XATTR_CREATE) < 0 && errno != EEXIST) ||
+	    (durable && fsync(fd) < 0))
+		return mh_fail(r, MH_E_FAILED, errno,
+		               "cannot record on the image that it is exposed raw: %s",
+		               strerror(errno));
+	return 0;
 }
 
 bool mh_image_empty(int fd)

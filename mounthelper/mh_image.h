@@ -39,6 +39,22 @@ void mh_image_sweep(const struct mh_ctx *c, bool (*held)(const char *id));
 int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct mh_res *r);
 
 /*
+ * Raw exposure, recorded on the image itself: trusted.sepcsi.raw, which only
+ * CAP_SYS_ADMIN can set or remove. An image a device ever exposed writable as
+ * a raw block volume holds bytes a pod may have written, so it is never
+ * mounted as a file system again (STAGE refuses it), and its snapshots and
+ * clones inherit the mark.
+ *
+ * mh_image_mark_raw: set the mark on the open image fd if it has none,
+ * durably (fsync) if it is not exposed yet (an fsync of an exposed image
+ * costs what a pod wrote). 0, or -1 with r: then it must not be exposed.
+ * mh_image_raw: does the open image fd carry it? True also when the attribute
+ * cannot be read for any reason but its absence (or no xattr support there).
+ */
+int mh_image_mark_raw(int fd, bool durable, struct mh_res *r);
+bool mh_image_raw(int fd);
+
+/*
  * The open image holds no data: SEEK_DATA finds none, so every byte reads as
  * zero (a new sparse image). False when the file system cannot tell.
  */

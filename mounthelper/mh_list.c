@@ -213,6 +213,20 @@ struct sweep {
 	bool (*held)(const char *id);
 };
 
+/*
+ * A raw block staging's writable device (no autoclear) whose image has no mark
+ * of its exposure: one a helper before this mark made. Marked now, so that it
+ * is never mounted as a file system (mh_image.h).
+ */
+static void mark_raw(const struct mh_ctx *c, const char *vid)
+{
+	struct mh_res r = {0};
+	int img = mh_image_open(c, vid, true, &r);
+	if (img >= 0 && mh_image_mark_raw(img, false, &r) < 0)
+		log_kv(LOG_LVL_WARN, "mark_raw_failed", "volume_id", vid, "reason", r.reason, NULL);
+	mh_closep(&img);
+}
+
 /* A raw block device of ours (no autoclear) that no mount or bind uses: detached. */
 static int sweep_loop(int nr, void *arg)
 {
@@ -223,6 +237,8 @@ static int sweep_loop(int nr, void *arg)
 	if (mh_loop_ours(s->c, nr, &v, vid) != 1 || (s->held && s->held(vid)) ||
 	    (v.loop.lo_flags & LO_FLAGS_AUTOCLEAR))
 		return 0;
+	if (!(v.loop.lo_flags & LO_FLAGS_READ_ONLY))
+		mark_raw(s->c, vid);
 	if (mh_detach_unused(&v, false, &r) < 0)
 		log_kv(LOG_LVL_WARN, "sweep_failed", "volume_id", vid, "reason", r.reason, NULL);
 	return 0;

@@ -23,7 +23,10 @@
  *    the node. The one mount without nodev is the bind of a loop device's own
  *    node for a raw block volume (its safety argument is in mh_block.c);
  *  - only options the policy allows arrive here, and an option this file
- *    cannot classify is refused (fail closed);
+ *    cannot classify is refused (fail closed); ext4 gets errors=remount-ro
+ *    unless the policy let the request name another, so what a file system
+ *    does on an error never comes from its superblock (and no image a pod
+ *    could have written raw is mounted at all: mh_image.h);
  *  - a mount is built detached and attached by the last step; if anything
  *    fails before, closing the fds discards it, so nothing is left mounted.
  */
@@ -266,6 +269,13 @@ int mh_mount_fs(const struct mh_loop *l, const char *fstype, struct mh_mount_opt
 	}
 	if (fs_options(fsfd, o->fs, r) < 0)
 		goto out;
+	/* ext4 acts on errors as the policy says, never as its superblock says (errors=panic). */
+	if (strcmp(fstype, "ext4") == 0 &&
+	    !(o->fs && mnt_optstr_get_option(o->fs, "errors", NULL, NULL) == 0) &&
+	    fsconfig(fsfd, FSCONFIG_SET_STRING, "errors", "remount-ro", 0) < 0) {
+		fs_fail(r, fsfd, errno, "errors");
+		goto out;
+	}
 	if (fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
 		fs_fail(r, fsfd, errno, "mount");
 		goto out;

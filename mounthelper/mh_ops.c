@@ -250,6 +250,14 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
 		goto out;
 	}
+	/* Safety: no file system whose bytes a pod could write raw is ever mounted (mh_image.h). */
+	if (mh_image_raw(img)) {
+		mh_fail(r, MH_E_PRECONDITION, EPERM,
+		        "the volume was exposed as a raw block device, so a pod may have written "
+		        "its bytes: it is never mounted as a file system, only staged as a block "
+		        "volume");
+		goto out;
+	}
 	int found = mh_loop_find(v.st.st_dev, v.st.st_ino, &v.loop, r);
 	if (found < 0)
 		goto out;

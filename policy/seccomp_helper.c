@@ -125,8 +125,9 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("unlinkat", "delete an image; remove a target the helper made; a volume's tree"),
     ALLOW("mkdirat", "create a target directory beneath its root; a directory volume"),
     ALLOW_EQ("fsetxattr", 4, XATTR_CREATE,
-             "mark a directory or file the helper made (trusted.sepcsi.owner), never replace one"),
-    ALLOW("fgetxattr", "read that mark before removing anything"),
+             "mark a directory or file the helper made (trusted.sepcsi.owner), an image exposed "
+             "raw (trusted.sepcsi.raw); never replace one"),
+    ALLOW("fgetxattr", "read those marks before removing or mounting anything"),
     ALLOW_IF2("mknodat", 2, S_IFMT, S_IFBLK, 3, 0xfff00, 0x700, "a block device of major 7 (loop)",
               "the helper's own /dev/loopN node, in its private /dev (CAP_MKNOD)"),
     ALLOW("fchdir", "unmount relative to a verified parent"),
@@ -141,8 +142,9 @@ static const struct sc_rule helper_rules[] = {
     QUOTACTL(Q_GETINFO, "does the base have project quotas"),
     QUOTACTL(Q_GETQUOTA, "a volume's project: usage and limit"),
     QUOTACTL(Q_SETQUOTA, "a volume's project: its limit (CAP_SYS_ADMIN)"),
-    IOCTL(FS_IOC_FSGETXATTR, "a volume directory's project id"),
-    IOCTL(FS_IOC_FSSETXATTR, "give a new volume directory its project id, inherited"),
+    IOCTL(FS_IOC_FSGETXATTR, "a new volume directory's flags, before its project is set"),
+    IOCTL(FS_IOC_FSSETXATTR,
+          "give a new volume directory its project id, inherited (recorded apart: trusted.*)"),
     ALLOW("chdir", "back to / after an unmount"),
 
     /* the sockets: requests (fd 3), the supervisor (fd 4), the tool runner */
