@@ -24,7 +24,9 @@
  * removed. Removal first renames the marked directory into the trash area,
  * then empties it there (mh_tree.c: no symlink followed, no mount crossed);
  * what a killed worker leaves in the work and trash areas is removed by the
- * next request for that id and at start (mh_dir_sweep). A publication binds
+ * next request for that id, and by PURGE, the main loop's own request to a
+ * worker after start and after a worker's death (mh_worker.c): a tree's size
+ * is a tenant's to choose, so it is never emptied by the main loop. A publication binds
  * the marked directory itself (nosuid, nodev; read-only from the read-only
  * clone of its base) on a target of the policy's target patterns, exactly as
  * PUBLISH does for image volumes.
@@ -172,7 +174,7 @@ int mh_answer_dir_create(const struct mh_ctx *c, const struct mh_msg *req, struc
 		goto out;
 	}
 	if ((work = mh_dir_area(base, MH_DIR_WORK, true, r)) < 0 ||
-	    (fd = mh_dir_work_make(work, q->volume_id, r)) < 0)
+	    (fd = mh_dir_work_make(c, work, q->volume_id, r)) < 0)
 		goto out;
 	if (mh_quota_on(base) && mh_quota_start(base, fd, q->volume_id, q->size_bytes, r) < 0)
 		goto out;
@@ -190,13 +192,13 @@ int mh_answer_dir_create(const struct mh_ctx *c, const struct mh_msg *req, struc
 		goto out;
 	}
 	(void)fsync(at.dir);
-	answer_size(base, fd, q->size_bytes, &ans->u.dir_ans);
+	answer_size(base, fd, q, &ans->u.dir_ans);
 	ans->u.dir_ans.reflinked = src >= 0 && copied.reflinked;
 	a->note = copied.skipped ? "device nodes, FIFOs or sockets of the source not copied" : NULL;
 	ret = 0;
 out:
 	if (ret < 0 && work >= 0)
-		mh_dir_purge(work, q->volume_id, &(struct mh_res){0});
+		mh_dir_purge(c, work, q->volume_id, &(struct mh_res){0});
 	mh_closep(&src);
 	mh_closep(&fd);
 	mh_closep(&work);
@@ -237,9 +239,9 @@ int mh_answer_dir_delete(const struct mh_ctx *c, const struct mh_msg *req, struc
 		goto out;
 	/* What a killed create or delete left in the work or trash area goes first. */
 	if ((work = mh_dir_area(base, MH_DIR_WORK, true, r)) < 0 ||
-	    mh_dir_purge(work, q->volume_id, r) < 0 ||
+	    mh_dir_purge(c, work, q->volume_id, r) < 0 ||
 	    (tr = mh_dir_area(base, MH_DIR_TRASH, true, r)) < 0 ||
-	    mh_dir_purge(tr, q->volume_id, r) < 0)
+	    mh_dir_purge(c, tr, q->volume_id, r) < 0)
 		goto out;
 	if (mh_dir_locate(base, q->name, false, &at, r) < 0 ||
 	    (fd = mh_dir_open_marked(at.dir, at.name, q->volume_id, r)) < 0) {
@@ -499,7 +501,7 @@ int mh_answer_dir_snapshot(const struct mh_ctx *c, const struct mh_msg *req, str
 	}
 	if (!mh_absent(r) || (fd = mh_dir_volume_open(base, q, r)) < 0 ||
 	    (work = mh_dir_area(base, MH_DIR_WORK, true, r)) < 0 ||
-	    (wfd = mh_dir_work_make(work, q->snapshot_id, r)) < 0 ||
+	    (wfd = mh_dir_work_make(c, work, q->snapshot_id, r)) < 0 ||
 	    mh_tree_copy(fd, wfd, &copied, r) < 0)
 		goto out;
 	mh_pause(c, "dir-made", q->snapshot_id); /* tests: copied, not in place */
@@ -516,7 +518,7 @@ int mh_answer_dir_snapshot(const struct mh_ctx *c, const struct mh_msg *req, str
 	ret = 0;
 out:
 	if (ret < 0 && work >= 0)
-		mh_dir_purge(work, q->snapshot_id, &(struct mh_res){0});
+		mh_dir_purge(c, work, q->snapshot_id, &(struct mh_res){0});
 	mh_closep(&wfd);
 	mh_closep(&work);
 	mh_closep(&snaps);

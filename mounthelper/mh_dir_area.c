@@ -182,7 +182,7 @@ int mh_dir_volume_open(int base, const struct mh_req_dir *q, struct mh_res *r)
  * Anything else there is left alone (and then blocks that id's next make or
  * removal, which fails rather than replace it).
  */
-int mh_dir_purge(int area_fd, const char *name, struct mh_res *r)
+int mh_dir_purge(const struct mh_ctx *c, int area_fd, const char *name, struct mh_res *r)
 {
 	int fd =
 	    openat2_retry(area_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
@@ -191,6 +191,8 @@ int mh_dir_purge(int area_fd, const char *name, struct mh_res *r)
 		           ? 0
 		           : mh_fail(r, MH_E_FAILED, errno, "open %s: %s", name, strerror(errno));
 	bool ours = mh_at_marked(fd, name);
+	if (ours)
+		mh_pause(c, "purge", name); /* tests: a tree about to be emptied */
 	int rc = ours ? mh_tree_empty(fd, r) : 0;
 	close(fd);
 	if (rc == 0 && unlinkat(area_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT &&
@@ -206,23 +208,23 @@ int mh_dir_trash(const struct mh_ctx *c, int base, int dir, const char *name, co
 	int t = mh_dir_area(base, MH_DIR_TRASH, true, r);
 	if (t < 0)
 		return -1;
-	int rc = mh_dir_purge(t, id, r);
+	int rc = mh_dir_purge(c, t, id, r);
 	if (rc == 0 && renameat2(dir, name, t, id, RENAME_NOREPLACE) < 0)
 		rc = mh_fail(r, mh_kind_of_errno(errno), errno, "move to the trash: %s",
 		             strerror(errno));
 	if (rc == 0) {
 		(void)fsync(dir);
 		mh_pause(c, "trashed", id); /* tests: out of its place, not removed yet */
-		rc = mh_dir_purge(t, id, r);
+		rc = mh_dir_purge(c, t, id, r);
 	}
 	close(t);
 	return rc;
 }
 
 /* Make id's directory in the work area: marked, mode 0755, then given its quota. */
-int mh_dir_work_make(int work, const char *id, struct mh_res *r)
+int mh_dir_work_make(const struct mh_ctx *c, int work, const char *id, struct mh_res *r)
 {
-	if (mh_dir_purge(work, id, r) < 0)
+	if (mh_dir_purge(c, work, id, r) < 0)
 		return -1;
 	if (mkdirat(work, id, 0700) < 0)
 		return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir: %s", strerror(errno));
@@ -238,43 +240,43 @@ int mh_dir_work_make(int work, const char *id, struct mh_res *r)
 	return fd;
 }
 
-/* Empty the work and trash areas of every base, but for ids held(). */
-static void sweep_area(int area_fd, bool (*held)(const char *id))
+void mh_dir_leftovers(const struct mh_ctx *c, void (*found)(size_t base, const char *id))
 {
-	DIR *d = fdopendir(area_fd);
-	char names[64][POL_ID_LEN + 1];
-	size_t n = 0;
-	if (!d) {
-		close(area_fd);
-		return;
-	}
-	do { /* 64 names at a time, purged before the next are read */
-		struct dirent *e;
-		n = 0;
-		while (n < 64 && (e = readdir(d)) != NULL)
-			if ((pol_volume_id_valid(e->d_name) || pol_snapshot_id_valid(e->d_name)) &&
-			    (!held || !held(e->d_name)))
-				snprintf(names[n++], sizeof(names[0]), "%.*s", POL_ID_LEN,
-				         e->d_name);
-		for (size_t i = 0; i < n; i++)
-			mh_dir_purge(dirfd(d), names[i], &(struct mh_res){0});
-	} while (n == 64);
-	closedir(d);
-}
-
-void mh_dir_sweep(const struct mh_ctx *c, bool (*held)(const char *id))
-{
+	static const char *const areas[] = {MH_DIR_WORK, MH_DIR_TRASH};
 	for (size_t i = 0; pol_base_dir(c->pol, i); i++) {
 		struct mh_res ignore = {0};
 		int base = mh_dir_base_open(c, pol_base_dir(c->pol, i), false, &ignore);
-		if (base < 0)
-			continue;
-		int w = mh_dir_area(base, MH_DIR_WORK, false, &ignore),
-		    t = mh_dir_area(base, MH_DIR_TRASH, false, &ignore);
-		if (w >= 0)
-			sweep_area(w, held);
-		if (t >= 0)
-			sweep_area(t, held);
-		close(base);
+		for (size_t k = 0; base >= 0 && k < sizeof(areas) / sizeof(areas[0]); k++) {
+			int fd = mh_dir_area(base, areas[k], false, &ignore);
+			DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+			struct dirent *e;
+			if (!d && fd >= 0)
+				close(fd);
+			while (d && (e = readdir(d)) != NULL)
+				if (pol_volume_id_valid(e->d_name) ||
+				    pol_snapshot_id_valid(e->d_name))
+					found(i, e->d_name);
+			if (d)
+				closedir(d);
+		}
+		if (base >= 0)
+			close(base);
 	}
+}
+
+int mh_dir_purge_id(const struct mh_ctx *c, const char *base_dir, const char *id, struct mh_res *r)
+{
+	int base = mh_dir_base_open(c, base_dir, false, r);
+	if (base < 0)
+		return -1;
+	int work = mh_dir_area(base, MH_DIR_WORK, false, &(struct mh_res){0});
+	int trash = mh_dir_area(base, MH_DIR_TRASH, false, &(struct mh_res){0});
+	int ret = (work < 0 || mh_dir_purge(c, work, id, r) == 0) &&
+	                  (trash < 0 || mh_dir_purge(c, trash, id, r) == 0)
+	              ? 0
+	              : -1;
+	mh_closep(&trash);
+	mh_closep(&work);
+	close(base);
+	return ret;
 }

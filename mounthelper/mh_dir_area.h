@@ -38,13 +38,13 @@ int mh_dir_volume_open(int base, const struct mh_req_dir *q, struct mh_res *r);
  * Remove the tree name (an id) in one of the helper's areas, if present and
  * proved that id's (its mark, or an empty unmarked directory). 0, or -1 with r.
  */
-int mh_dir_purge(int area_fd, const char *name, struct mh_res *r);
+int mh_dir_purge(const struct mh_ctx *c, int area_fd, const char *name, struct mh_res *r);
 
 /* Rename name in dir into the trash area of base, and remove it there. 0, or -1 with r. */
 int mh_dir_trash(const struct mh_ctx *c, int base, int dir, const char *name, const char *id,
                  struct mh_res *r);
 
 /* Make id's directory in the work area: marked, mode 0755. The fd, or -1 with r. */
-int mh_dir_work_make(int work, const char *id, struct mh_res *r);
+int mh_dir_work_make(const struct mh_ctx *c, int work, const char *id, struct mh_res *r);
 
 #endif

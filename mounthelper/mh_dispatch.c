@@ -27,7 +27,8 @@
  * takes (any other is refused before the handler runs), and its safety
  * argument in one line (the whole argument: docs/security.md). Every request
  * also has its ids checked, and a readonly field other than 0 or 1 refused,
- * before its handler runs (precheck below).
+ * before its handler runs (precheck below). The rows past NFROM_RPCD are the
+ * main loop's own requests to its workers: from rpcd, a protocol violation.
  */
 static const struct {
 	uint16_t req, ans;
@@ -107,9 +108,15 @@ static const struct {
      "DIR_DELETE_SNAPSHOT", false, 0,
      "removes only <base>/.sepcsi-snapshots/<id> if marked as that snapshot, as DIR_DELETE "
      "does"},
+    /* The main loop's own: never from rpcd. */
+    {MH_REQ_PURGE, MH_ANS_PURGE, mh_answer_purge, "PURGE", false, 0,
+     "removes what dead operations left of one id: <id>.img.tmp in images/ and snapshots/; "
+     "<base>/.sepcsi-work/<id> and <base>/.sepcsi-trash/<id>, root's alone, only if marked "
+     "as that id's (or an empty directory), emptied as DIR_DELETE empties a tree"},
 };
 
-#define NDISPATCH (sizeof(dispatch) / sizeof(dispatch[0]))
+#define NDISPATCH  (sizeof(dispatch) / sizeof(dispatch[0]))
+#define NFROM_RPCD (NDISPATCH - 1)
 
 static const char *const kind_names[] = {
     [MH_E_OK] = "OK",
@@ -133,7 +140,8 @@ static int find(uint16_t type)
 
 bool mh_ops_known(uint16_t type)
 {
-	return find(type) >= 0;
+	int i = find(type);
+	return i >= 0 && (size_t)i < NFROM_RPCD;
 }
 
 const char *mh_ops_safety(uint16_t type)
@@ -219,7 +227,8 @@ static struct fields fields_of(const struct mh_msg *q)
 	case MH_REQ_DIR_STATS:
 	case MH_REQ_DIR_CAPACITY:
 	case MH_REQ_DIR_SNAPSHOT:
-	case MH_REQ_DIR_DELETE_SNAPSHOT: {
+	case MH_REQ_DIR_DELETE_SNAPSHOT:
+	case MH_REQ_PURGE: {
 		const struct mh_req_dir *d = &q->u.dir;
 		f.a = (struct mh_audit){.volume_id = d->volume_id[0] ? d->volume_id : NULL,
 		                        .snapshot_id = d->snapshot_id[0] ? d->snapshot_id : NULL,

@@ -130,39 +130,48 @@ int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r)
 	return 0;
 }
 
-struct sweep {
-	bool (*held)(const char *id);
-	unsigned removed;
-};
-
-/* "<id>.img.tmp": a half-made image or copy, unless a worker in flight is making it. */
-static void sweep_one(int dirfd, const char *name, void *arg)
+/* The id of a half-made image or copy's temporary file "<id>.img.tmp"; false if not one. */
+static bool temp_id(const char *name, char id[NAME_LEN])
 {
-	struct sweep *sw = arg;
-	char id[NAME_LEN];
 	const char *dot = strchr(name, '.');
 	size_t n = dot ? (size_t)(dot - name) : 0;
-	if (!dot || n >= sizeof(id) || strcmp(dot, ".img.tmp") != 0)
-		return;
+	if (!dot || n >= NAME_LEN || strcmp(dot, ".img.tmp") != 0)
+		return false;
 	memcpy(id, name, n);
 	id[n] = '\0';
-	if (sw->held && sw->held(id))
-		return;
-	if (unlinkat(dirfd, name, 0) == 0) {
-		sw->removed++;
-		log_kv(LOG_LVL_INFO, "temporary_removed", "file", name, NULL);
-	}
+	return pol_volume_id_valid(id) || pol_snapshot_id_valid(id);
 }
 
-void mh_image_sweep(const struct mh_ctx *c, bool (*held)(const char *id))
+static void leftover(int dirfd, const char *name, void *arg)
 {
-	struct sweep sw = {.held = held};
-	(void)mh_dir_each(c->images_fd, sweep_one, &sw);
-	(void)mh_dir_each(c->snaps_fd, sweep_one, &sw);
-	if (sw.removed) {
-		(void)fsync(c->images_fd);
-		(void)fsync(c->snaps_fd);
+	void (*found)(size_t base, const char *id) = *(void (**)(size_t, const char *))arg;
+	char id[NAME_LEN];
+	(void)dirfd;
+	if (temp_id(name, id))
+		found(SIZE_MAX, id);
+}
+
+void mh_image_leftovers(const struct mh_ctx *c, void (*found)(size_t base, const char *id))
+{
+	(void)mh_dir_each(c->images_fd, leftover, &found);
+	(void)mh_dir_each(c->snaps_fd, leftover, &found);
+}
+
+int mh_image_purge(const struct mh_ctx *c, const char *id, struct mh_res *r)
+{
+	const int dirs[] = {c->images_fd, c->snaps_fd};
+	char tmp[NAME_LEN];
+	struct stat st;
+	image_name(id, tmp, sizeof(tmp), true);
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		if (fstatat(dirs[i], tmp, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		mh_pause(c, "purge", id); /* tests: a temporary file about to be removed */
+		if (unlinkat(dirs[i], tmp, 0) < 0 || fsync(dirs[i]) < 0)
+			return io_fail(r, errno, "remove a temporary file");
+		log_kv(LOG_LVL_INFO, "temporary_removed", "file", tmp, NULL);
 	}
+	return 0;
 }
 
 int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct mh_res *r)

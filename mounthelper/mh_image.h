@@ -26,11 +26,14 @@ int mh_image_create(const struct mh_ctx *c, const char *id, uint64_t size, uint6
 int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r);
 
 /*
- * Remove the temporary files ("<id>.img.tmp") a crash or a killed worker left
- * in the images and snapshots directories, except those of ids for which
- * held() is true (a worker in flight is making them); held NULL: every one.
+ * The temporary files ("<id>.img.tmp") a crash or a killed worker left in the
+ * images and snapshots directories: mh_image_leftovers calls found(SIZE_MAX,
+ * id) for each (it only reads the directories' names); mh_image_purge removes
+ * id's, in both (PURGE, in a worker: an unlink costs what the copy's extents,
+ * a tenant's writes, make it). 0, or -1 with r.
  */
-void mh_image_sweep(const struct mh_ctx *c, bool (*held)(const char *id));
+void mh_image_leftovers(const struct mh_ctx *c, void (*found)(size_t base, const char *id));
+int mh_image_purge(const struct mh_ctx *c, const char *id, struct mh_res *r);
 
 /*
  * Open <id>.img (read-only or read-write) for attaching: a regular file, never

@@ -16,9 +16,10 @@
  * node's mounts only by a look at the table (mh_mounts_look) and a sort.
  *
  * Also the sweep (mh_sweep), which needs no rpcd: at start, and whenever a
- * worker dies, the temporary files of half-made images and copies, and the
- * loop devices a raw block staging attached but never bound (no autoclear),
- * are removed, except those of operations still in flight.
+ * worker dies, the loop devices a raw block staging attached but never bound
+ * (no autoclear) are detached, except those of operations still in flight;
+ * and PURGE, which removes the temporary files and trees dead operations
+ * left, in a worker (mh_worker.c finds them).
  *
  * Runs inline in the helper's main loop as root under seccomp. Safety
  * argument: LIST changes nothing, and tells what a rpcd could learn anyway:
@@ -247,7 +248,28 @@ static int sweep_loop(int nr, void *arg)
 void mh_sweep(const struct mh_ctx *c, bool (*held)(const char *id))
 {
 	struct sweep s = {.c = c, .held = held};
-	mh_image_sweep(c, held);
-	mh_dir_sweep(c, held);
 	(void)mh_loop_each(sweep_loop, &s, &(struct mh_res){0});
+}
+
+/*
+ * PURGE, the main loop's own request (rpcd may not send it; mh_worker.c):
+ * what dead operations left of one id, found by the main loop's look at the
+ * names in the data directory and the bases' areas. Without a base: the
+ * image or copy's temporary files; with one: its trees in that base's work
+ * and trash areas. It runs in a worker because what it costs is a tenant's to
+ * choose (a copy's extents, a tree's files); it holds the id as its key, so a
+ * request on that id meanwhile is answered BUSY.
+ */
+int mh_answer_purge(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                    struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_dir *q = &req->u.dir;
+	const char *id = q->volume_id[0] ? q->volume_id : q->snapshot_id;
+	(void)ans;
+	(void)a;
+	if ((q->base[0] && !pol_base_dir_known(c->pol, q->base)) ||
+	    !!q->volume_id[0] == !!q->snapshot_id[0] || q->name[0] || q->path[0] ||
+	    q->source_kind || q->size_bytes || q->mode || q->flags || q->gid)
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "a purge names one id and a base, no more");
+	return q->base[0] ? mh_dir_purge_id(c, q->base, id, r) : mh_image_purge(c, id, r);
 }

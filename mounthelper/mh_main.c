@@ -470,7 +470,7 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	mh_loop_records_rebuild(ctx->images_fd); /* no worker yet: one look at every device */
 	/* Before the helper's filter (no execve), and before the sweep, which empties trees. */
 	mh_tools_start(pol, a->data_dir, a->fmt_name, a->lvl_name);
-	mh_sweep(ctx, NULL); /* no worker yet: what a dead helper's workers left */
+	mh_sweep(ctx, NULL); /* no worker yet: loop devices a dead helper's workers left */
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
 	setup_signals(unblocked);
@@ -500,6 +500,7 @@ static void serve(const struct mh_ctx *ctx, int ctl, const sigset_t *unblocked, 
 {
 	bool closing = false; /* unsupervised and the channel ended: finish, then exit */
 	while (!stop_requested && !closing) {
+		mh_workers_purge(ctx); /* what dead operations left, in a worker (not here) */
 		struct pollfd p[4 + MH_WORKERS_MAX] = {
 		    {.fd = *peer, .events = POLLIN},
 		    {.fd = ctl, .events = POLLIN},
@@ -571,6 +572,7 @@ int main(int argc, char **argv)
 	if (ctl >= 0 && sup_ctl_send(ctl, SUP_CTL_READY, -1) < 0)
 		log_fatal("cannot send READY: %s", strerror(errno));
 	log_kv(LOG_LVL_INFO, "ready", "reflink", ctx.reflink ? "yes" : "no", NULL);
+	mh_workers_find_leftovers(&ctx); /* emptied by workers once serving, never before READY */
 
 	serve(&ctx, ctl, &unblocked, &peer, &gen);
 	if (stop_requested)

@@ -34,6 +34,8 @@ mh_answer_fn mh_answer_ping, mh_answer_create, mh_answer_delete, mh_answer_stage
 mh_answer_fn mh_answer_dir_create, mh_answer_dir_delete, mh_answer_dir_expand,
     mh_answer_dir_publish, mh_answer_dir_unpublish, mh_answer_dir_stats, mh_answer_dir_capacity,
     mh_answer_dir_snapshot, mh_answer_dir_delete_snapshot;
+/* The main loop's own (mh_list.c). */
+mh_answer_fn mh_answer_purge;
 
 /*
  * Answer one decoded message. Returns 0 with *ans filled (the operation's
@@ -43,7 +45,10 @@ mh_answer_fn mh_answer_dir_create, mh_answer_dir_delete, mh_answer_dir_expand,
  */
 int mh_ops_handle(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans);
 
-/* True if type is a request in the dispatch table. */
+/*
+ * True if type is a request rpcd may send: in the dispatch table, and not one
+ * of the main loop's own (PURGE), which from rpcd is a violation.
+ */
 bool mh_ops_known(uint16_t type);
 
 /*

@@ -65,6 +65,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -76,6 +77,8 @@
 #include "clock.h"
 #include "log.h"
 #include "mh_copy.h"
+#include "mh_dir.h"
+#include "mh_image.h"
 #include "mh_ops.h"
 #include "mh_pause.h"
 #include "mh_space.h"
@@ -101,6 +104,7 @@ struct slot {
 	uint32_t gen;      /* the channel generation its request came on */
 	int64_t frozen_ms; /* when it froze a source file system (NOTE_FROZEN), 0 if not frozen */
 	bool overdue;      /* killed for holding a freeze too long */
+	bool internal;     /* its request is the main loop's own (PURGE): answered to nobody */
 	struct mh_space_hold hold; /* its request's claim on the data directory (mh_space.c) */
 	size_t ans_len;            /* its encoded answer, once it has sent one; else 0 */
 	struct slot_io *io;        /* its request and answer, in the main loop's own memory */
@@ -122,6 +126,7 @@ struct slot_io {
 struct main_io {
 	struct slot_io slot[MH_WORKERS_MAX];
 	struct mh_msg ans;           /* an answer the main loop gives itself (BUSY, FAILED) */
+	struct mh_msg purge;         /* a request the main loop gives a worker itself */
 	uint8_t out[MH_MSG_MAX];     /* a request on its way to a worker; an encoded answer */
 	uint8_t scratch[MH_MSG_MAX]; /* answers nobody asked for, read and dropped */
 };
@@ -337,10 +342,20 @@ static pid_t bury(struct slot *s, int *st)
 	return got;
 }
 
-void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer, uint32_t gen,
-                     int ctl)
+/* A request that cannot start: answered at once, unless it is the main loop's own (later). */
+static void refuse(const struct mh_ctx *c, const struct mh_msg *req, int peer, bool internal,
+                   enum mh_err_kind kind, int err, const char *why)
 {
-	struct mh_msg *ans = &mio->ans;
+	if (internal)
+		return;
+	mh_ops_refuse(c, req, &mio->ans, kind, err, why);
+	send_answer(peer, &mio->ans);
+}
+
+/* Hand req to an idle worker, or to a new one; its answer goes to peer, or to nobody. */
+static void start(const struct mh_ctx *c, const struct mh_msg *req, int peer, uint32_t gen, int ctl,
+                  bool internal)
+{
 	size_t len;
 	const struct slot *busy = conflict(req);
 	struct slot *s = busy ? NULL : pick();
@@ -349,22 +364,19 @@ void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer,
 	if (busy) {
 		snprintf(why, sizeof(why), "another operation on this volume is in flight (%s)",
 		         mh_type_name(busy->io->req.type));
-		mh_ops_refuse(c, req, ans, MH_E_BUSY, EBUSY, why);
-		send_answer(peer, ans);
+		refuse(c, req, peer, internal, MH_E_BUSY, EBUSY, why);
 		return;
 	}
 	if (!s) {
-		mh_ops_refuse(c, req, ans, MH_E_BUSY, EAGAIN, "too many operations in flight");
-		send_answer(peer, ans);
+		refuse(c, req, peer, internal, MH_E_BUSY, EAGAIN, "too many operations in flight");
 		return;
 	}
-	/* It was just decoded: failing to encode it again is our own bug. */
+	/* It was just decoded (or made here): failing to encode it is our own bug. */
 	if (mh_msg_encode(req, mio->out, sizeof(mio->out), &len) < 0)
 		log_fatal("cannot encode request %u", req->id);
 	struct mh_space_hold hold;
 	if (mh_space_reserve(c, req, &hold, why, sizeof(why)) < 0) {
-		mh_ops_refuse(c, req, ans, MH_E_NOSPACE, ENOSPC, why);
-		send_answer(peer, ans);
+		refuse(c, req, peer, internal, MH_E_NOSPACE, ENOSPC, why);
 		return;
 	}
 	for (;;) {
@@ -373,11 +385,11 @@ void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer,
 			int err = errno;
 			mh_space_settle(&hold);
 			snprintf(why, sizeof(why), "cannot start a worker: %s", strerror(err));
-			mh_ops_refuse(c, req, ans, MH_E_FAILED, err, why);
-			send_answer(peer, ans);
+			refuse(c, req, peer, internal, MH_E_FAILED, err, why);
 			return;
 		}
 		s->busy = true;
+		s->internal = internal;
 		s->gen = gen;
 		s->frozen_ms = 0;
 		s->overdue = false;
@@ -403,6 +415,89 @@ void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer,
 		log_kv(LOG_LVL_WARN, "worker_ended", "reason", "died while idle", NULL);
 		*s = (struct slot){.pidfd = -1, .fd = -1, .io = s->io};
 		s = pick(); /* at worst this slot again, empty: a new worker */
+	}
+}
+
+void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer, uint32_t gen,
+                     int ctl)
+{
+	start(c, req, peer, gen, ctl, false);
+}
+
+/* ---- what dead operations left ----------------------------------------------- */
+
+/*
+ * Removing what a dead operation left costs what a tenant chose: a tree's
+ * files (a million empty ones fit in a small volume), a copy's extents (the
+ * tenant's scattered writes). So the main loop never does it, and never waits
+ * for it: it only reads the names the helper gave those leftovers (the
+ * temporary files in the data directory, the ids in the bases' work and trash
+ * areas), after start and after a worker's death, and gives one PURGE at a
+ * time to a worker, which holds that id as its key while it runs (a request
+ * on it meanwhile is BUSY; rpcd retries). An id a request in flight holds is
+ * skipped: that request removes what it needs itself, and if its worker
+ * dies, the look is made again.
+ */
+struct leftover {
+	size_t base; /* a base's index, or SIZE_MAX for the data directory's temporary files */
+	char id[MH_ID_MAX + 1];
+};
+static struct leftover *leftovers;
+static size_t nleftovers, leftovers_cap;
+
+static void leftover_found(size_t base, const char *id)
+{
+	for (size_t i = 0; i < nleftovers; i++)
+		if (leftovers[i].base == base && strcmp(leftovers[i].id, id) == 0)
+			return; /* in both areas: one purge empties both */
+	if (nleftovers == leftovers_cap) {
+		size_t cap = leftovers_cap ? 2 * leftovers_cap : 16;
+		struct leftover *v = realloc(leftovers, cap * sizeof(*v));
+		if (!v)
+			abort();
+		leftovers = v;
+		leftovers_cap = cap;
+	}
+	leftovers[nleftovers].base = base;
+	snprintf(leftovers[nleftovers].id, sizeof(leftovers[0].id), "%s", id);
+	nleftovers++;
+}
+
+void mh_workers_find_leftovers(const struct mh_ctx *c)
+{
+	nleftovers = 0;
+	mh_image_leftovers(c, leftover_found);
+	mh_dir_leftovers(c, leftover_found);
+}
+
+static bool purging(void)
+{
+	for (size_t i = 0; i < MH_WORKERS_MAX; i++)
+		if (slots[i].busy && slots[i].internal)
+			return true;
+	return false;
+}
+
+void mh_workers_purge(const struct mh_ctx *c)
+{
+	struct mh_req_dir *q = &mio->purge.u.dir;
+	/* One at a time: the workers are rpcd's first. */
+	while (!purging() && nleftovers > 0) {
+		const struct leftover *l = &leftovers[nleftovers - 1];
+		if (mh_workers_hold(l->id)) {
+			nleftovers--; /* its request removes what it needs itself */
+			continue;
+		}
+		memset(&mio->purge, 0, sizeof(mio->purge));
+		mio->purge.type = MH_REQ_PURGE;
+		if (l->base != SIZE_MAX)
+			snprintf(q->base, sizeof(q->base), "%s", pol_base_dir(c->pol, l->base));
+		snprintf(pol_volume_id_valid(l->id) ? q->volume_id : q->snapshot_id, MH_ID_MAX + 1,
+		         "%s", l->id);
+		start(c, &mio->purge, -1, 0, -1, true);
+		if (!purging())
+			return; /* no worker is free now: when one is */
+		nleftovers--;
 	}
 }
 
@@ -550,7 +645,8 @@ static void answer_for_dead(const struct mh_ctx *c, struct slot *s, pid_t got, i
 	/* A copy may have died with the source volume frozen: thaw it. */
 	if (copy_source(&s->io->req))
 		mh_copy_thaw(c, copy_source(&s->io->req));
-	mh_sweep(c, mh_workers_hold); /* its temporary file or loop device, if it left one */
+	mh_sweep(c, mh_workers_hold); /* the loop device it attached but did not bind */
+	mh_workers_find_leftovers(c); /* its temporary file or tree: purged in a worker */
 	mh_ops_refuse(c, &s->io->req, ans, MH_E_FAILED, 0, why);
 	if (mh_msg_encode(ans, s->io->ans, sizeof(s->io->ans), &s->ans_len) < 0)
 		log_fatal("cannot encode answer to request %u", ans->id); /* our own bug */
@@ -564,10 +660,15 @@ static void release(struct slot *s)
 	mh_space_settle(&s->hold);
 }
 
-/* Its answer to rpcd, if the channel it was asked on is still the current one. */
+/*
+ * Its answer to rpcd, if the channel it was asked on is still the current one;
+ * the main loop's own requests are answered to nobody (their audit records say).
+ */
 static void forward(struct slot *s, int peer, uint32_t gen)
 {
-	if (s->gen == gen)
+	if (s->internal)
+		; /* nothing to send */
+	else if (s->gen == gen)
 		send_encoded(peer, s->io->ans, s->ans_len);
 	else
 		log_kv(LOG_LVL_INFO, "answer_dropped", "op", mh_type_name(s->io->req.type),
@@ -618,7 +719,12 @@ void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen, const struc
 
 void mh_workers_end_all(void)
 {
-	for (size_t i = 0; i < MH_WORKERS_MAX; i++)
-		if (slots[i].pid != 0)
-			end_worker(&slots[i], NULL); /* stopping: the helper says so */
+	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
+		if (slots[i].pid == 0)
+			continue;
+		end_worker(&slots[i], NULL); /* stopping: the helper says so */
+		/* A purge may take long, and the next start purges again: it need not finish. */
+		if (slots[i].busy && slots[i].internal && slots[i].pidfd >= 0)
+			syscall(SYS_pidfd_send_signal, slots[i].pidfd, SIGKILL, NULL, 0);
+	}
 }

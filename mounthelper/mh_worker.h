@@ -35,6 +35,20 @@ void mh_workers_init(void);
 void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer, uint32_t gen,
                      int ctl);
 
+/*
+ * Look at what dead operations left (the names only: temporary files in the
+ * data directory, ids in the bases' work and trash areas), to be purged in
+ * workers (mh_workers_purge); replaces what an earlier look found. After
+ * start, and after a worker's death.
+ */
+void mh_workers_find_leftovers(const struct mh_ctx *c);
+
+/*
+ * Give the next leftover to a worker (PURGE, answered to nobody), if none
+ * is purging now and a worker is free. Call it each time round the main loop.
+ */
+void mh_workers_purge(const struct mh_ctx *c);
+
 /* Fill p with one pollfd per worker (POLLIN: it noted, answered or ended); returns how many. */
 size_t mh_workers_pollfds(struct pollfd *p, size_t max);
 

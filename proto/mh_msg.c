@@ -329,6 +329,8 @@ static const struct codec codecs[] = {
     [MH_ANS_DIR_SNAPSHOT] = {"ANS_DIR_SNAPSHOT", f_copy_ans},
     [MH_REQ_DIR_DELETE_SNAPSHOT] = {"REQ_DIR_DELETE_SNAPSHOT", f_dir},
     [MH_ANS_DIR_DELETE_SNAPSHOT] = {"ANS_DIR_DELETE_SNAPSHOT", NULL},
+    [MH_REQ_PURGE] = {"REQ_PURGE", f_dir},
+    [MH_ANS_PURGE] = {"ANS_PURGE", NULL},
     [MH_ANS_ERROR] = {"ANS_ERROR", f_error},
 };
 

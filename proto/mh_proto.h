@@ -82,6 +82,9 @@ enum mh_type {
 	MH_ANS_DIR_SNAPSHOT = 46,
 	MH_REQ_DIR_DELETE_SNAPSHOT = 47,
 	MH_ANS_DIR_DELETE_SNAPSHOT = 48,
+	/* The helper's own, from its main loop to a worker; from rpcd a protocol violation. */
+	MH_REQ_PURGE = 49, /* remove what dead operations left of one id (struct mh_req_dir) */
+	MH_ANS_PURGE = 50,
 	MH_ANS_ERROR = 100, /* any request may be answered with this */
 };
 

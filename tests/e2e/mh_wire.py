@@ -99,6 +99,8 @@ class T(enum.IntEnum):
     ANS_DIR_SNAPSHOT = 46
     REQ_DIR_DELETE_SNAPSHOT = 47
     ANS_DIR_DELETE_SNAPSHOT = 48
+    REQ_PURGE = 49  # the helper's own, main loop to worker: from rpcd a violation
+    ANS_PURGE = 50
     ANS_ERROR = 100
 
 
@@ -247,11 +249,14 @@ FIELDS = {
     T.ANS_DIR_SNAPSHOT: _COPY_ANS,
     T.REQ_DIR_DELETE_SNAPSHOT: _DIR_REQ,
     T.ANS_DIR_DELETE_SNAPSHOT: (),
+    T.REQ_PURGE: _DIR_REQ,
+    T.ANS_PURGE: (),
     T.ANS_ERROR: (("kind", KIND), ("sys_errno", U32), ("reason", REASON)),
 }
 
-REQUESTS = tuple(t for t in T if t.name.startswith("REQ_"))
-ANSWERS = tuple(t for t in T if t.name.startswith("ANS_"))
+INTERNAL = (T.REQ_PURGE, T.ANS_PURGE)  # never between rpcd and the helper
+REQUESTS = tuple(t for t in T if t.name.startswith("REQ_") and t not in INTERNAL)
+ANSWERS = tuple(t for t in T if t.name.startswith("ANS_") and t not in INTERNAL)
 
 
 def answer_type(req_type):
@@ -433,7 +438,9 @@ VIOLATIONS = {
     "undecodable": GARBAGE,
     "short header": encode(Msg(T.REQ_PING, 1))[:HDR_LEN - 1],
     "wrong version": with_version(encode(Msg(T.REQ_PING, 2)), VERSION + 1),
-    "unknown type": raw(50, 3, b""),
+    "unknown type": raw(77, 3, b""),
+    "the helper's own request": encode(Msg(T.REQ_PURGE, 13, base="/b",
+                                           volume_id="sv-" + "0" * 32)),
     "answer as request": encode(Msg(T.ANS_PING, 4)),
     "error answer as request": encode(Msg(T.ANS_ERROR, 5, kind=E.FAILED, reason="x")),
     "trailing bytes": trailing(encode(Msg(T.REQ_PING, 6))),

@@ -31,6 +31,7 @@ WHAT = {
     "oversized": "oversized datagram",
     "answer as request": "not a request this helper serves",
     "error answer as request": "not a request this helper serves",
+    "the helper's own request": "not a request this helper serves",
 }
 
 

@@ -201,7 +201,7 @@ static void build_samples(void)
 	m->u.stats_ans.abnormal = 1;
 	fill(m->u.stats_ans.message, MH_REASON_MAX, 'm');
 
-	for (int t = MH_REQ_DIR_CREATE; t <= MH_REQ_DIR_DELETE_SNAPSHOT; t += 2) {
+	for (int t = MH_REQ_DIR_CREATE; t <= MH_REQ_PURGE; t += 2) {
 		m = add((uint16_t)t, 300u + (uint32_t)t);
 		strcpy(m->u.dir.volume_id, "sv-5");
 		strcpy(m->u.dir.base, "/srv/volumes");
@@ -323,7 +323,8 @@ static void test_names(void)
 	CHECK(strcmp(mh_type_name(MH_ANS_STATS), "ANS_STATS") == 0);
 	CHECK(strcmp(mh_type_name(MH_REQ_LIST), "REQ_LIST") == 0);
 	CHECK(strcmp(mh_type_name(MH_REQ_DIR_CREATE), "REQ_DIR_CREATE") == 0);
-	CHECK(strcmp(mh_type_name(49), "UNKNOWN") == 0);
+	CHECK(strcmp(mh_type_name(MH_REQ_PURGE), "REQ_PURGE") == 0);
+	CHECK(strcmp(mh_type_name(51), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(99), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(101), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(UINT16_MAX), "UNKNOWN") == 0);
@@ -416,7 +417,7 @@ static void test_header_refusals(void)
 			}
 		}
 	}
-	uint16_t bad_types[] = {0, 49, 50, 99, 101, 0x0100, UINT16_MAX};
+	uint16_t bad_types[] = {0, 51, 52, 99, 101, 0x0100, UINT16_MAX};
 	CHECK(encode(&samples[0])); /* REQ_PING: header only */
 	for (size_t i = 0; i < sizeof(bad_types) / sizeof(bad_types[0]); i++) {
 		memcpy(buf, enc, enclen);
@@ -475,6 +476,7 @@ static const char *layout(uint16_t type)
 	case MH_REQ_DIR_CAPACITY:
 	case MH_REQ_DIR_SNAPSHOT:
 	case MH_REQ_DIR_DELETE_SNAPSHOT:
+	case MH_REQ_PURGE:
 		return "sssssmss8mf4";
 	case MH_ANS_DIR_CREATE:
 	case MH_ANS_DIR_EXPAND:
