@@ -122,13 +122,13 @@ static int check_fields(const struct mh_ctx *c, uint16_t type, const struct mh_r
 	return 0;
 }
 
-static void answer_size(int base, int fd, uint64_t asked, struct mh_ans_dir *ans)
+static void answer_size(int base, int fd, const struct mh_req_dir *q, struct mh_ans_dir *ans)
 {
-	struct dqblk q;
+	struct dqblk dq;
 	uint64_t limit;
 	uint32_t id;
-	ans->quota = mh_quota_of(base, fd, &id, &limit, &q) == 0 && limit > 0;
-	ans->size_bytes = ans->quota ? limit : asked;
+	ans->quota = mh_quota_of(base, fd, q->volume_id, &id, &limit, &dq) == 0 && limit > 0;
+	ans->size_bytes = ans->quota ? limit : q->size_bytes;
 }
 
 /* ---- the handlers ----------------------------------------------------------------- */
@@ -163,7 +163,7 @@ int mh_answer_dir_create(const struct mh_ctx *c, const struct mh_msg *req, struc
 		goto out;
 	if ((fd = mh_dir_open_marked(at.dir, at.name, q->volume_id, r)) >= 0) {
 		a->note = "exists already";
-		answer_size(base, fd, q->size_bytes, &ans->u.dir_ans);
+		answer_size(base, fd, q, &ans->u.dir_ans);
 		ret = 0;
 		goto out;
 	}
@@ -266,7 +266,7 @@ int mh_answer_dir_delete(const struct mh_ctx *c, const struct mh_msg *req, struc
 		a->note = note;
 		break;
 	default:
-		if (mh_quota_of(base, fd, &id, &limit, &dq) < 0)
+		if (mh_quota_of(base, fd, q->volume_id, &id, &limit, &dq) < 0)
 			id = 0;
 		mh_closep(&fd);
 		ret = mh_dir_trash(c, base, at.dir, at.name, q->volume_id, r);
@@ -294,7 +294,7 @@ int mh_answer_dir_expand(const struct mh_ctx *c, const struct mh_msg *req, struc
 	    (base = mh_dir_base_open(c, q->base, false, r)) < 0 ||
 	    (fd = mh_dir_volume_open(base, q, r)) < 0)
 		goto out;
-	if (mh_quota_of(base, fd, &id, &limit, &dq) == 0) {
+	if (mh_quota_of(base, fd, q->volume_id, &id, &limit, &dq) == 0) {
 		if (limit >= q->size_bytes)
 			a->note = "the quota is that large already";
 		else if (mh_quota_set(base, id, q->size_bytes, r) < 0)
@@ -302,7 +302,7 @@ int mh_answer_dir_expand(const struct mh_ctx *c, const struct mh_msg *req, struc
 	} else {
 		a->note = "no project quota: the size is advisory";
 	}
-	answer_size(base, fd, q->size_bytes, &ans->u.dir_ans);
+	answer_size(base, fd, q, &ans->u.dir_ans);
 	ret = 0;
 out:
 	mh_closep(&fd);
@@ -441,7 +441,7 @@ int mh_answer_dir_stats(const struct mh_ctx *c, const struct mh_msg *req, struct
 	}
 	s->inodes_total = vfs.f_files;
 	s->inodes_free = vfs.f_ffree;
-	if (mh_quota_of(base, fd, &id, &limit, &dq) == 0 && limit > 0) {
+	if (mh_quota_of(base, fd, q->volume_id, &id, &limit, &dq) == 0 && limit > 0) {
 		s->bytes_total = limit;
 		s->bytes_used = dq.dqb_curspace;
 		s->bytes_available = limit > dq.dqb_curspace ? limit - dq.dqb_curspace : 0;

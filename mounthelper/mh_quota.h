@@ -19,7 +19,11 @@ int mh_quota_start(int base, int fd, const char *volume_id, uint64_t bytes, stru
 /* Set project id's hard limit to bytes (0: none). 0, or -1 with r. */
 int mh_quota_set(int base, uint32_t id, uint64_t bytes, struct mh_res *r);
 
-/* The quota of the volume directory fd: its project *id and limit in *bytes (0: none); -1 none. */
-int mh_quota_of(int base, int fd, uint32_t *id, uint64_t *bytes, struct dqblk *q);
+/*
+ * The quota of volume volume_id's directory fd: the project the helper gave
+ * it (*id, never what its files say) and its limit in *bytes (0: none); -1 none.
+ */
+int mh_quota_of(int base, int fd, const char *volume_id, uint32_t *id, uint64_t *bytes,
+                struct dqblk *q);
 
 #endif

@@ -17,3 +17,9 @@ foreach(t test_helper_proc test_helper_ops test_helper_block)
   set_tests_properties(${t} PROPERTIES
     SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE LABELS "unit;root")
 endforeach()
+
+# quota_emu: a command run with its quotactl_fd(2) calls answered from a table
+# (seccomp user notification), for the e2e tests of project quotas on kernels
+# without them (tests/e2e/test_isolation.py).
+add_executable(quota_emu ${CMAKE_CURRENT_LIST_DIR}/quota_emu.c)
+sepcsi_target_warnings(quota_emu)
