@@ -82,6 +82,7 @@ static size_t find(uint32_t id)
 static int peek(pid_t pid, uint64_t addr, void *buf, size_t len, int write)
 {
 	struct iovec local = {.iov_base = buf, .iov_len = len};
+	/* NOLINTNEXTLINE(performance-no-int-to-ptr): an address in the other process */
 	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
 	ssize_t n = write ? process_vm_writev(pid, &local, 1, &remote, 1, 0)
 	                  : process_vm_readv(pid, &local, 1, &remote, 1, 0);
@@ -176,7 +177,7 @@ int main(int argc, char **argv)
 	if (pidfd < 0)
 		die("pidfd_open");
 	/* A TERM for this process is for the command (the tests signal the supervisor). */
-	signal(SIGTERM, SIG_IGN);
+	(void)signal(SIGTERM, SIG_IGN);
 	for (;;) {
 		struct pollfd p[2] = {{.fd = listener, .events = POLLIN},
 		                      {.fd = pidfd, .events = POLLIN}};

@@ -320,8 +320,8 @@ static bool plainly_fine(const char *text)
 			char fam[1100];
 			size_t fn = strcspn(l + 7, " ");
 			bool multi = strncmp(l, "# TYPE", 6) == 0 &&
-			             strncmp(l + 8 + fn, "gauge", 5) &&
-			             strncmp(l + 8 + fn, "untyped", 7);
+			             strncmp(l + 8 + fn, "gauge", 5) != 0 &&
+			             strncmp(l + 8 + fn, "untyped", 7) != 0;
 			snprintf(fam, sizeof(fam), "%.*s%s", (int)fn, l + 7, multi ? "_" : "");
 			for (size_t i = 0; i < 3; i++)
 				if (strncmp(fam, own[i], strlen(own[i])) == 0)
