@@ -59,6 +59,30 @@ static int access_mode(const Csi__V1__VolumeCapability *cap)
 	return cap->access_mode ? (int)cap->access_mode->mode : 0;
 }
 
+/*
+ * A new read-write publication of volume id with access mode `mode`: a
+ * SINGLE_NODE_SINGLE_WRITER volume is published read-write at one target at
+ * a time (spec: FAILED_PRECONDITION for the second), so it fails if it is
+ * single-writer and any read-write publication exists, or any existing one
+ * is single-writer. Read-only publications never count.
+ */
+static bool single_writer_taken(struct ctl *c, struct ctl_status *st, const char *id, int mode)
+{
+	const int snsw = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER;
+	size_t n, single;
+	int rc = store_publication_writers(c->st, id, snsw, &n, &single);
+	if (rc != STORE_OK)
+		ctl_fail_store(st, "look up publications", rc);
+	else if (single > 0 || (mode == snsw && n > 0))
+		ctl_fail(st, CTL_FAILED_PRECONDITION,
+		         "volume %s is SINGLE_NODE_SINGLE_WRITER and already published read-write "
+		         "at another target",
+		         id);
+	else
+		return false;
+	return true;
+}
+
 static bool cap_is_block(const Csi__V1__VolumeCapability *cap)
 {
 	return cap->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
@@ -347,6 +371,8 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 		}
 	} else if (rc != STORE_NOTFOUND) {
 		ctl_fail_store(st, "look up publication", rc);
+		goto out;
+	} else if (!ro && single_writer_taken(c, st, v->id, mode)) {
 		goto out;
 	}
 

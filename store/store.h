@@ -163,6 +163,12 @@ int store_publication_get(struct store *st, const char *volume_id, const char *t
                           struct store_publication **out);
 int store_publication_delete(struct store *st, const char *volume_id, const char *target_path);
 int store_publication_count(struct store *st, const char *volume_id, size_t *n);
+/*
+ * The volume's read-write publications: how many (*n), and how many of them
+ * were made with access mode `mode` (*of_mode). For the single-writer rule.
+ */
+int store_publication_writers(struct store *st, const char *volume_id, int mode, size_t *n,
+                              size_t *of_mode);
 /* Every publication, by volume id and target (reconciliation). */
 int store_publication_list(struct store *st, struct store_publication ***out, size_t *n);
 void store_publication_list_free(struct store_publication **list, size_t n);

@@ -8,6 +8,7 @@
  * pthread mutex call failing; everything else is a STORE_* code with the
  * reason in store_last_error(). Statements and locking are in store_sql.c.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "store_int.h"
@@ -215,4 +216,34 @@ int store_publication_count(struct store *st, const char *volume_id, size_t *n)
 	return store_count_by_key(st, STMT_PUBLICATION_COUNT,
 	                          "SELECT count(*) FROM publications WHERE volume_id = ?1",
 	                          "publication count", volume_id, n);
+}
+
+int store_publication_writers(struct store *st, const char *volume_id, int mode, size_t *n,
+                              size_t *of_mode)
+{
+	static const char what[] = "publication writers";
+	char key2[16];
+	sqlite3_stmt *q;
+	int rc;
+
+	if (!st || !volume_id || !n || !of_mode) {
+		store_set_error("%s: invalid argument", what);
+		return STORE_ERROR;
+	}
+	*n = *of_mode = 0;
+	snprintf(key2, sizeof(key2), "%d", mode); /* the column's INTEGER affinity converts it */
+	if (!(q = store_keyed_begin(st, STMT_PUBLICATION_WRITERS,
+	                            "SELECT count(*), count(*) FILTER (WHERE access_mode = ?2) "
+	                            "FROM publications WHERE volume_id = ?1 AND readonly = 0",
+	                            what, volume_id, key2, &rc)))
+		return rc;
+	rc = sqlite3_step(q);
+	if (rc == SQLITE_ROW) {
+		*n = (size_t)sqlite3_column_int64(q, 0);
+		*of_mode = (size_t)sqlite3_column_int64(q, 1);
+		rc = STORE_OK;
+	} else {
+		rc = store_fail(st, rc, what);
+	}
+	return store_keyed_end(st, q, rc);
 }

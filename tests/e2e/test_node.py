@@ -239,6 +239,29 @@ def test_publish_rules(driver):
     c.controller("DeleteVolume", volume_id=v.id)
 
 
+@pytest.mark.parametrize("kind", ["mount", "block"])
+def test_single_node_single_writer_is_published_read_write_once(driver, kind):
+    """SINGLE_NODE_SINGLE_WRITER: one read-write publication at a time (the second is
+    FAILED_PRECONDITION, nothing mounted there); read-only ones beside it are fine, and
+    once the writer is unpublished another target may write."""
+    cap = mount_cap("ext4", "SINGLE_NODE_SINGLE_WRITER") if kind == "mount" else \
+        block_cap("SINGLE_NODE_SINGLE_WRITER")
+    v = Vol(driver, "snsw-" + kind, cap, 32 * MiB, target="t1")
+    second = os.path.join(os.path.dirname(v.target), "t2")
+    v.publish(v.target)  # the same publication again: OK
+    assert code_of(v.publish, second) == grpc.StatusCode.FAILED_PRECONDITION
+    assert mount_entry(second) is None and not os.path.exists(second)
+    ro = os.path.join(os.path.dirname(v.target), "t-ro")
+    v.publish(ro, readonly=True)
+    v.unpublish(v.target)
+    v.publish(second)
+    assert code_of(v.publish, v.target) == grpc.StatusCode.FAILED_PRECONDITION
+    v.unpublish(ro)
+    v.unpublish(second)
+    v.teardown()
+    assert mounts_under(driver.root) == [] and loops_backed_by(driver.data) == []
+
+
 def test_busy_unstage_is_an_error(driver):
     c = driver.client
     vid = create(c, "busy", mount_cap("ext4"))
