@@ -70,12 +70,18 @@ def find_sanity():
     return None
 
 
+HOST_MOUNTS = []  # beneath KUBELET before any run: the host's, never a run's leftovers
+
+
 def mounts_beneath(prefix):
-    out = []
+    """Mount points beneath prefix, but those the host held before the runs."""
+    out, host = [], list(HOST_MOUNTS)
     with open("/proc/self/mountinfo") as f:
         for line in f:
             mp = line.split()[4].encode().decode("unicode_escape")
-            if mp.startswith(prefix + "/"):
+            if mp in host:
+                host.remove(mp)
+            elif mp.startswith(prefix + "/"):
                 out.append(mp)
     return out
 
@@ -235,6 +241,7 @@ def main():
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0750", "sepcsi-sanity", KUBELET],
                    check=True)
     subprocess.run(["mount", "--make-shared", KUBELET], check=True)
+    HOST_MOUNTS.extend(mounts_beneath(KUBELET))
     t0 = time.monotonic()
     ok = True
     for m in modes:

@@ -40,6 +40,18 @@ def mounts_under(prefix):
     return out
 
 
+def mounts_since(prefix, before):
+    """Mount points at or below prefix that are not in before (an earlier mounts_under
+    of it), in mount order: what happened since, whatever the host held then."""
+    rest, out = list(before), []
+    for mp in mounts_under(prefix):
+        if mp in rest:
+            rest.remove(mp)
+        else:
+            out.append(mp)
+    return out
+
+
 def kubelet_paths(kubelet, pv, driver_name="local.sepcsi.io"):
     """A staging directory and a target path for the PV named pv in kubelet's own layout
     beneath kubelet, with what kubelet makes itself (the staging directory, the

@@ -549,14 +549,18 @@ def test_containerfile_builds_as_the_readme_does():
         assert pinned(line.split(" ")[0]) or re.fullmatch(r"debian:[0-9]+", line), line
 
 
-def test_systemd_unit_command_line_serves():
+@pytest.mark.parametrize("kubelet", ["shared", "not-shared", "after-an-earlier-run"])
+def test_systemd_unit_command_line_serves(kubelet):
     """The unit's ExecStart, run for real as systemd would start it: the environment
     file's settings (all empty: the built-in defaults), no_new_privs and the unit's
     bounding set (setpriv), the build's supervisor in place of the installed one. The
     default directories are tmpfs mounts in this test's namespace only; one volume goes
     through its life in kubelet's layout, SIGTERM stops it with status 0, and the
-    metrics file is where the defaults put it."""
-    from conftest import kubelet_paths, loops_backed_by, mounts_under
+    metrics file is where the defaults put it. kubelet's directory is shared (as kubelet
+    makes it), or not (the helper binds it onto itself and makes that shared, and the bind
+    stays after the driver stops), or carries such a bind from an earlier run already
+    (tools/run.sh then tools/test.sh): the same in each."""
+    from conftest import kubelet_paths, loops_backed_by, mounts_since, mounts_under
     import csi_client
     import signal
     import time
@@ -577,15 +581,29 @@ def test_systemd_unit_command_line_serves():
     assert d["NoNewPrivileges"] == ["yes"]
     prefix = ["setpriv", "--no-new-privs", "--bounding-set", bounding]
 
-    mounted = []
+    mounted, kub = [], "/var/lib/kubelet"
     try:
+        if kubelet == "after-an-earlier-run":  # the host's: what an earlier helper left
+            os.makedirs(kub, exist_ok=True)
+            subprocess.run(["mount", "--bind", kub, kub], check=True)
+            subprocess.run(["mount", "--make-shared", kub], check=True)
+            mounted.append(kub)
+        if kubelet == "not-shared":  # a plain directory on a private mount, as on a host
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "sepcsi-unit",
+                            "/var/lib"], check=True)
+            mounted.append("/var/lib")
+            subprocess.run(["mount", "--make-private", "/var/lib"], check=True)
         for path, opts in (("/var/lib/sepcsi", "mode=0755"), ("/run/sepcsi", "mode=0755"),
                            ("/var/lib/kubelet", "mode=0750")):
             os.makedirs(path, exist_ok=True)
+            if path == kub and kubelet == "not-shared":
+                continue
             subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "sepcsi-unit", path],
                            check=True)
             mounted.append(path)
-        subprocess.run(["mount", "--make-shared", "/var/lib/kubelet"], check=True)
+        if kubelet != "not-shared":
+            subprocess.run(["mount", "--make-shared", kub], check=True)
+        before = mounts_under(kub)
         log = tempfile.TemporaryFile()
         proc = subprocess.Popen(prefix + argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -598,7 +616,6 @@ def test_systemd_unit_command_line_serves():
                 vol = c.controller("CreateVolume", name="pvc-unit", volume_capabilities=[cap],
                                    capacity_range=c.pb.CapacityRange(required_bytes=300 << 20))
                 vid = vol.volume.volume_id
-                kub = "/var/lib/kubelet"
                 staging, target = kubelet_paths(kub, "pvc-unit", DRIVER)
                 c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging,
                        volume_capability=cap)
@@ -608,7 +625,8 @@ def test_systemd_unit_command_line_serves():
                 c.node("NodeUnpublishVolume", volume_id=vid, target_path=target)
                 c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
                 c.controller("DeleteVolume", volume_id=vid)
-                assert mounts_under(kub) == [kub]
+                helper_bind = [kub] if kubelet == "not-shared" else []
+                assert mounts_since(kub, before) == helper_bind
                 assert loops_backed_by("/var/lib/sepcsi/data") == []
             deadline = time.monotonic() + 10
             while not os.path.exists("/var/lib/sepcsi/metrics.prom"):
@@ -625,6 +643,11 @@ def test_systemd_unit_command_line_serves():
             out = log.read().decode(errors="replace")
         assert status == 0, out
         assert "SIGSYS" not in out, out
+        if kubelet == "not-shared":  # the helper's bind stays, shared (docs/operations.md)
+            assert mounts_since(kub, before) == [kub]
+            with open("/proc/self/mountinfo") as f:
+                last = [ln.split() for ln in f if ln.split()[4] == kub][-1]
+            assert any(o.startswith("shared:") for o in last[6:last.index("-")]), last
         if os.environ.get("SEPCSI_E2E_SHOW_LOGS"):
             print(out)
     finally:

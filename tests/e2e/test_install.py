@@ -18,7 +18,8 @@ import tempfile
 import pytest
 
 import csi_client
-from conftest import BUILD, REPO, Driver, kubelet_paths, loops_backed_by, mounts_under, running
+from conftest import (BUILD, REPO, Driver, kubelet_paths, loops_backed_by, mounts_since,
+                      mounts_under, running)
 from csi_client import mount_cap
 
 MiB = 1 << 20
@@ -176,6 +177,7 @@ def test_installed_driver_lifecycle(prefix, installed_driver):
     CreateVolume, NodeStage, NodePublish, NodeUnpublish, NodeUnstage,
     DeleteVolume in kubelet's layout, and a clean stop."""
     d = installed_driver
+    before = mounts_under(KUBELET)
     csi_client.wait_ready(d.endpoint, 20)
     d.client = csi_client.CsiClient(d.endpoint)
     libexec = os.path.join(prefix, "libexec", "sepcsi")
@@ -201,7 +203,7 @@ def test_installed_driver_lifecycle(prefix, installed_driver):
     c.node("NodeUnpublishVolume", volume_id=vid, target_path=target)
     c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
     c.controller("DeleteVolume", volume_id=vid)
-    assert mounts_under(KUBELET) == [KUBELET]
+    assert mounts_since(KUBELET, before) == []
     assert loops_backed_by(d.data) == []
     assert os.listdir(os.path.join(d.data, "images")) == []
     assert d.stop() == 0
