@@ -349,7 +349,7 @@ static void test_worker_killed(void)
 	 * by PURGE in a worker, soon after (the main loop does not wait for it). */
 	snprintf(p, sizeof(p), "%s/images/%s.img.tmp", data, VC);
 	for (int i = 0; i < 2000 && access(p, F_OK) == 0; i++)
-		usleep(10000);
+		tap_sleep_ms(10);
 	CHECK(access(p, F_OK) < 0 && errno == ENOENT);
 	/* Thawed: the volume takes writes again (a frozen one would block here). */
 	alarm(20);
@@ -361,7 +361,7 @@ static void test_worker_killed(void)
 	int rc = MH_E_BUSY; /* until the purge of VC has answered */
 	for (int i = 0; i < 2000 && rc == MH_E_BUSY; i++)
 		if ((rc = do_clone(&h, VC, MH_SRC_VOLUME, VA, 64 * MiB, &cp)) == MH_E_BUSY)
-			usleep(10000);
+			tap_sleep_ms(10);
 	CHECK(rc == MH_E_OK); /* retried whole */
 	CHECK(do_unstage(&h, VA, staging) == MH_E_OK);
 	CHECK(do_delete(&h, VA) == MH_E_OK && do_delete(&h, VC) == MH_E_OK);
