@@ -7,6 +7,7 @@ import re
 import stat
 import subprocess
 import threading
+import time
 
 import grpc
 import pytest
@@ -543,10 +544,17 @@ def test_restage_after_reboot(driver):
     for dev in loops_backed_by(driver.data):
         subprocess.run(["losetup", "-d", dev], check=False)
     assert loops_backed_by(driver.data) == []
+    reconciled = driver.logs().count("reconciled result=")
     driver.log = open(driver.log_path, "a")
     driver.proc = subprocess.Popen(driver.args, stdout=driver.log, stderr=subprocess.STDOUT,
                                    start_new_session=True)
     csi_client.wait_ready(driver.endpoint, 20)
+    # rpcd reconciles the store with what the helper finds (nothing staged now), holding
+    # the volume's lock meanwhile: the calls below come after it, not racing it (ABORTED).
+    deadline = time.monotonic() + 30
+    while driver.logs().count("reconciled result=") == reconciled:
+        assert time.monotonic() < deadline, "rpcd did not reconcile after the restart"
+        time.sleep(0.02)
     driver.client = c = csi_client.CsiClient(driver.endpoint)
     v.c = c
     c.node("NodeStageVolume", volume_id=v.id, staging_target_path=v.staging,
