@@ -5,7 +5,9 @@
 # against the real supervisor, rpcd and helper as root inside a private mount
 # namespace, and the CSI conformance suite (csi-sanity, tests/conformance/sanity.py).
 # Then the same suites again with AddressSanitizer and UndefinedBehaviorSanitizer,
-# and last a bounded libFuzzer run of every fuzz harness (clang, build-fuzz).
+# Then the container image and the node plugin's pod under podman
+# (tests/container/container_test.py), and last a bounded libFuzzer run of every fuzz
+# harness (clang, build-fuzz).
 # SEPCSI_TEST_FAST=1 skips the sanitizer pass; SEPCSI_FUZZ_SECONDS sets the time
 # of each fuzz harness (default 30; 0 skips fuzzing).
 set -eu
@@ -47,6 +49,9 @@ if [ "${SEPCSI_TEST_FAST:-0}" != 1 ]; then
 	suite build-asan -DSEPCSI_SANITIZE=ON
 fi
 suite build
+
+echo "== container: the image and the node plugin's pod under podman"
+timeout -k 30 1800 /usr/bin/python3 tests/container/container_test.py
 
 fuzz_seconds=${SEPCSI_FUZZ_SECONDS:-30}
 if [ "$fuzz_seconds" = 0 ]; then
