@@ -202,10 +202,10 @@ bool mh_image_raw(int fd)
 
 int mh_image_mark_raw(int fd, bool durable, struct mh_res *r)
 {
-	if (fgetxattr(fd, RAW_XATTR, NULL, 0) >= 0)
-		return 0;
-	/* Durable before any device exposes the image: a crash keeps the mark with the bytes. */
-	if ((fsetxattr(fd, RAW_XATTR, "1", 1, XATTR_CREATE) < 0 && errno != EEXIST) ||
+	/* Durable before any device exposes the image: a crash keeps the mark with the bytes.
+	 * Also a mark found (the sweep sets its own without an fsync). */
+	if ((fgetxattr(fd, RAW_XATTR, NULL, 0) < 0 &&
+	     fsetxattr(fd, RAW_XATTR, "1", 1, XATTR_CREATE) < 0 && errno != EEXIST) ||
 	    (durable && fsync(fd) < 0))
 		return mh_fail(r, MH_E_FAILED, errno,
 		               "cannot record on the image that it is exposed raw: %s",
