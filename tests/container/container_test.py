@@ -26,8 +26,8 @@ a tmpfs at /var/lib/sepcsi):
     published (livenessprobe then fails), made again: it reconciles ("everything
     settled"), the volumes stay usable and go through the rest of their life;
  6. what an auditor checks: every sepcsi process in the container, by /proc/PID/status
-    and the helper's /proc/PID/mountinfo, against `sepcsi-supervisor
-    --print-privileges` for the manifest's args.
+    and /proc/PID/mountinfo, against `sepcsi-supervisor --print-privileges` for the
+    manifest's args.
 
 Containers, the images the test built, loop devices and mounts are removed whatever
 fails. Prints each step's time. Exit status 0 when every check holds.
@@ -465,7 +465,8 @@ def processes():
         lines = block.splitlines()
         pid, comm = lines[0].split(" ", 1)
         status = dict(ln.split(":", 1) for ln in lines[2:] if ":" in ln)
-        procs[int(pid)] = (comm, lines[1], {k: v.strip() for k, v in status.items()})
+        if "Uid" in status:  # else it ended while it was being read
+            procs[int(pid)] = (comm, lines[1], {k: v.strip() for k, v in status.items()})
     return procs
 
 
@@ -488,24 +489,39 @@ def audit(spec):
         check(got == want, "%s (pid %d) holds %s; --print-privileges says %s" %
               (name, pid, got, want))
         seen.add(name)
-        if name == "sepcsi-mounthelper":
-            view_matches(pid, r["view"])
+        if r["view"] == "host":  # the container's own mount namespace, as the supervisor's
+            got = podman("exec", NAMES["sepcsi"], "readlink", "/proc/1/ns/mnt",
+                         "/proc/%d/ns/mnt" % pid, check_rc=False)
+            ns = got.stdout.split()
+            check(len(ns) == 2 and ns[0] == ns[1] or "No such file" in got.stderr,
+                  "%s (pid %d) is not in the container's mount namespace: %s" % (name, pid, ns))
+        else:
+            view_matches(pid, name, r["view"])
     for name in ("sepcsi-supervisor", "sepcsi-rpcd", "sepcsi-mounthelper", "sepcsi-runner"):
         check(name in seen, "no %s in the container" % name)
     return sorted(seen)
 
 
-def view_matches(pid, view):
-    """The helper's mounts: the view's, plus what is mounted in kubelet's tree."""
-    out = podman("exec", NAMES["sepcsi"], "cat", "/proc/%d/mountinfo" % pid).stdout
+def view_matches(pid, name, view):
+    """A process's mounts: its view's, plus (the helper's) what is mounted in kubelet's
+    tree."""
+    got = podman("exec", NAMES["sepcsi"], "cat", "/proc/%d/mountinfo" % pid, check_rc=False)
+    if got.returncode != 0 and "No such file" in got.stderr:
+        return  # a worker or runner that has just ended
+    check(got.returncode == 0, "cannot read the mounts of %s (pid %d)" % (name, pid))
+    out = got.stdout
     points = [ln.split()[4] for ln in out.splitlines()]
-    extra = [p for p in points if p not in view and not p.startswith(KUBELET + "/")]
+    # Beside the view's own: what is mounted in kubelet's tree (the helper's), and a /dev
+    # of its own holding the view's nodes (the tool runner's: policy/view.c).
+    extra = [p for p in points if p not in view and
+             not (KUBELET in view and p.startswith(KUBELET + "/")) and
+             not (p == "/dev" and any(v.startswith("/dev/") for v in view))]
     # Not mounts: the nodes the helper makes in its /dev, and the host's symlinks
     # (Debian's merged /usr: /bin -> usr/bin), which the view skips.
     missing = [p for p in view if p not in points and not p.startswith("/dev/") and
                podman("exec", NAMES["sepcsi"], "test", "-L", p, check_rc=False).returncode]
-    check(not extra and not missing, "the helper's mounts differ from its view: extra %s, "
-          "missing %s" % (extra, missing))
+    check(not extra and not missing, "the mounts of %s (pid %d) differ from its view: "
+          "extra %s, missing %s" % (name, pid, extra, missing))
 
 
 # ---- the test ------------------------------------------------------------------------
