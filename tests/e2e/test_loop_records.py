@@ -52,8 +52,11 @@ def device_of(d, vid):
     for name in os.listdir("/sys/block"):
         if not name.startswith("loop") or not os.path.exists("/sys/block/%s/loop" % name):
             continue
-        with open("/sys/block/%s/loop/backing_file" % name) as f:
-            back = f.read().strip()
+        try:
+            with open("/sys/block/%s/loop/backing_file" % name) as f:
+                back = f.read().strip()
+        except FileNotFoundError:
+            continue  # detached (by anyone, other tests included) between the two looks
         # The helper attached it in its own view: match by the image's name, then identity.
         if back.endswith("/images/%s.img" % vid) and loops_match(name, st):
             found.append(int(name[4:]))
