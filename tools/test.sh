@@ -50,6 +50,9 @@ if [ "${SEPCSI_TEST_FAST:-0}" != 1 ]; then
 fi
 suite build
 
+echo "== privileged code: each process's capabilities and code lines (debug information)"
+/usr/bin/python3 tools/privsize.py build
+
 echo "== container: the image and the node plugin's pod under podman"
 timeout -k 30 1800 /usr/bin/python3 tests/container/container_test.py
 
