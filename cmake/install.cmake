@@ -8,7 +8,7 @@
 #   share/doc/sepcsi/*.md, examples/policy.ini     the docs and the default policy
 # The supervisor finds its children in ../libexec/sepcsi from its own directory
 # (supervisor/sup_prep.c), so any prefix works as long as sbin and libexec keep
-# their usual places beneath it; the helper finds sepcsi-runner beside itself.
+# their usual places beneath it; the helper finds its runners beside itself.
 # Test programs, fuzzers and sepcsi-privtables (the docs' tables) are not installed.
 include(GNUInstallDirs)
 
@@ -19,7 +19,7 @@ set(CMAKE_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
 
 install(TARGETS sepcsi-supervisor RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
 install(TARGETS sepcsictl sepcsi-bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS sepcsi-rpcd sepcsi-mounthelper sepcsi-runner
+install(TARGETS sepcsi-rpcd sepcsi-mounthelper sepcsi-runner sepcsi-tree-runner
         RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/sepcsi)
 
 install(FILES docs/sepcsictl.1 docs/sepcsi-bench.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)

@@ -1,6 +1,6 @@
 /*
- * Signature probing (libblkid) and formatting (mkfs.*, started by the tool
- * runner, mh_tools.c).
+ * Signature probing (libblkid, in the tools runner: mh_tools_signature) and
+ * formatting (mkfs.*, started by the tools runner, mh_tools.c).
  *
  * Runs in a worker of the helper as root with the helper's capabilities under
  * seccomp; the tool runs with no capability at all, under the tools' filter.
@@ -8,7 +8,10 @@
  *
  * Safety argument. Data loss is the risk here, so formatting needs proof that
  * the device is blank: libblkid's safe probe with superblocks AND partition
- * tables enabled must report nothing. Any signature other than the requested
+ * tables enabled must report nothing. The probe runs in the capability-less
+ * tools runner (runner/signature.c), never here: its parsers read bytes a
+ * tenant may have written. What it answers can at worst be a lie about one
+ * image that the runner could write anyway. Any signature other than the requested
  * filesystem, a partition table, or an ambivalent result (two signatures) is
  * refused with MH_E_EXISTS and the device is left untouched. What is probed
  * is one of our own images (mh_loop.c), as the file or through its loop
@@ -27,7 +30,6 @@
  */
 #include "mh_mkfs.h"
 
-#include <blkid/blkid.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -55,49 +57,27 @@ static const struct {
     {"btrfs", "mkfs.btrfs", RN_MKFS_BTRFS},
 };
 
-int mh_probe(int devfd, const char *want, struct mh_res *r)
+int mh_probe(int devfd, const char *want, struct rn_answer *sig, struct mh_res *r)
 {
-	blkid_probe pr = blkid_new_probe();
-	const char *type = NULL, *pttype = NULL;
-	int ret = -1;
-	if (!pr)
-		return mh_fail(r, MH_E_FAILED, ENOMEM, "blkid_new_probe failed");
-	if (blkid_probe_set_device(pr, devfd, 0, 0) != 0) {
-		mh_fail(r, MH_E_FAILED, errno, "blkid cannot use the device");
-		goto out;
-	}
-	blkid_probe_enable_superblocks(pr, 1);
-	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE | BLKID_SUBLKS_USAGE);
-	blkid_probe_enable_partitions(pr, 1);
-
-	int rc = blkid_do_safeprobe(pr);
-	if (rc == 1) {
-		ret = MH_PROBE_BLANK;
-		goto out;
-	}
-	if (rc == -2) {
-		mh_fail(r, MH_E_EXISTS, 0, "device carries ambivalent signatures; not touched");
-		goto out;
-	}
-	if (rc != 0) {
-		mh_fail(r, MH_E_FAILED, errno, "blkid probe failed");
-		goto out;
-	}
-	blkid_probe_lookup_value(pr, "TYPE", &type, NULL);
-	blkid_probe_lookup_value(pr, "PTTYPE", &pttype, NULL);
-	if (pttype)
-		mh_fail(r, MH_E_EXISTS, 0, "device carries a %s partition table; not touched",
-		        pttype);
-	else if (!type)
-		mh_fail(r, MH_E_EXISTS, 0, "device carries an unidentified signature; not touched");
-	else if (strcmp(type, want) != 0)
-		mh_fail(r, MH_E_EXISTS, 0, "device already holds %s, not %s; not touched", type,
-		        want);
-	else
-		ret = MH_PROBE_MATCH;
-out:
-	blkid_free_probe(pr);
-	return ret;
+	struct rn_answer a;
+	if (mh_tools_signature(devfd, &a, r) < 0)
+		return -1;
+	*sig = a;
+	if (a.status == RN_SIG_BLANK)
+		return MH_PROBE_BLANK;
+	if (a.status == RN_SIG_AMBIVALENT)
+		return mh_fail(r, MH_E_EXISTS, 0,
+		               "device carries ambivalent signatures; not touched");
+	if (a.pttype[0])
+		return mh_fail(r, MH_E_EXISTS, 0,
+		               "device carries a %s partition table; not touched", a.pttype);
+	if (!a.type[0])
+		return mh_fail(r, MH_E_EXISTS, 0,
+		               "device carries an unidentified signature; not touched");
+	if (strcmp(a.type, want) != 0)
+		return mh_fail(r, MH_E_EXISTS, 0, "device already holds %s, not %s; not touched",
+		               a.type, want);
+	return MH_PROBE_MATCH;
 }
 
 /* Squash the tool's output into one printable line for the reason field. */

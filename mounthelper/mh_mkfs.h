@@ -1,4 +1,4 @@
-/* Probing a device with libblkid and formatting a blank one (mh_mkfs.c). */
+/* Probing a device (through the tools runner's libblkid) and formatting a blank one (mh_mkfs.c). */
 #ifndef SEPCSI_MH_MKFS_H
 #define SEPCSI_MH_MKFS_H
 
@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "mh.h"
+#include "rn_job.h"
 
 enum mh_probe_result {
 	MH_PROBE_BLANK = 0, /* no signature at all: safe to format */
@@ -13,12 +14,14 @@ enum mh_probe_result {
 };
 
 /*
- * Probe the open block device devfd for superblocks and partition tables.
+ * Probe the open image or block device devfd for superblocks and partition
+ * tables, in the tools runner.
  * Returns MH_PROBE_BLANK or MH_PROBE_MATCH, or -1 with r filled: MH_E_EXISTS
  * naming what was found (another filesystem, a partition table, an ambivalent
  * result), MH_E_FAILED if probing itself failed. Never writes to the device.
+ * a receives the runner's answer (mh_tools_signature).
  */
-int mh_probe(int devfd, const char *want_fstype, struct mh_res *r);
+int mh_probe(int devfd, const char *want_fstype, struct rn_answer *a, struct mh_res *r);
 
 /*
  * Format the blank image file img (open for reading and writing; name is the

@@ -76,15 +76,15 @@ int mh_answer_delete(const struct mh_ctx *c, const struct mh_msg *req, struct mh
  * once staged. Best effort: the mount stays even if growing fails (ext4
  * without CAP_SYS_RESOURCE); the audit record says so and EXPAND can retry.
  */
-static void grow_after_stage(const struct mh_req_stage *q, int img, const struct mh_loop *l,
-                             struct mh_audit *a)
+static void grow_after_stage(const struct mh_req_stage *q, const struct rn_answer *sig,
+                             const struct mh_loop *l, struct mh_audit *a)
 {
 	struct mh_res r = {0};
 	uint64_t size = 0;
 	bool grown = false;
 	int fd = mh_mount_fs_fd(l, &r);
 	if (fd >= 0 && mh_loop_size(l, &size, &r) == 0 &&
-	    mh_resize_grow_if_smaller(fd, q->fs_type, img, size, &grown, &r) == 0) {
+	    mh_resize_grow_if_smaller(fd, q->fs_type, sig, size, &grown, &r) == 0) {
 		if (grown)
 			a->note = "file system grown to the volume's size";
 	} else if (r.kind != MH_E_OK) {
@@ -192,14 +192,17 @@ static int check_stage(const struct mh_ctx *c, const struct mh_req_stage *q,
  * file does not. libblkid's fifty-odd reads then cost a page cache read each
  * instead of a trip through the loop driver's queue (about 6 ms per blank
  * volume; docs/benchmarks.md). The look after mkfs reads the device: what
- * will be mounted must show the new file system.
+ * will be mounted must show the new file system. Both looks are the tools
+ * runner's (mh_probe): this process parses none of the image's bytes. sig
+ * receives the last look's answer (an ext4's block count, for the growing).
  */
 static int format_if_blank(const struct mh_ctx *c, const struct mh_req_stage *q, int img, int lfd,
-                           bool ro, char **mkfs_args, size_t nargs, struct mh_res *r)
+                           bool ro, char **mkfs_args, size_t nargs, struct rn_answer *sig,
+                           struct mh_res *r)
 {
 	if (mh_loop_flush(lfd, r) < 0)
 		return -1;
-	int probe = mh_probe(img, q->fs_type, r);
+	int probe = mh_probe(img, q->fs_type, sig, r);
 	if (probe != MH_PROBE_BLANK)
 		return probe;
 	if (ro)
@@ -215,7 +218,7 @@ static int format_if_blank(const struct mh_ctx *c, const struct mh_req_stage *q,
 	if (mh_mkfs(q->fs_type, mkfs_args, nargs, mh_image_empty(img), img, name, r) < 0 ||
 	    mh_loop_flush(lfd, r) < 0)
 		return -1;
-	if (mh_probe(lfd, q->fs_type, r) != MH_PROBE_MATCH)
+	if (mh_probe(lfd, q->fs_type, sig, r) != MH_PROBE_MATCH)
 		return mh_fail(r, MH_E_FAILED, 0, "no %s signature after mkfs", q->fs_type);
 	return MH_PROBE_BLANK;
 }
@@ -288,7 +291,8 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	if ((lfd = mh_loop_attach(img, q->volume_id, ro, true, &v.loop, r)) < 0)
 		goto out;
 	v.attached = attached_here = true;
-	int probe = format_if_blank(c, q, img, lfd, ro, mkfs_args, (size_t)nargs, r);
+	struct rn_answer sig;
+	int probe = format_if_blank(c, q, img, lfd, ro, mkfs_args, (size_t)nargs, &sig, r);
 	if (probe < 0)
 		goto out;
 	/* The path is resolved again now, after mkfs, and checked after the mount. */
@@ -298,7 +302,7 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		a->note = "volume root given the mount group";
 	/* An existing file system on a bigger image (a larger restore or clone): grow it. */
 	if (probe == MH_PROBE_MATCH && !ro)
-		grow_after_stage(q, img, &v.loop, a);
+		grow_after_stage(q, &sig, &v.loop, a);
 	ret = 0;
 out:
 	/* The mount holds the device now; without one, closing lfd lets autoclear detach it. */

@@ -155,43 +155,15 @@ static int grow_fs(int fd, const char *fstype, uint64_t dev_size, struct mh_audi
 	return mh_fail(r, MH_E_REFUSED, EINVAL, "cannot grow %s", fstype);
 }
 
-int mh_ext4_sb_blocks(const unsigned char sb[MH_EXT4_SB_LEN], uint64_t *blocks, uint32_t *bsize)
-{
-#define LE32(o)                                                                                    \
-	((uint32_t)sb[o] | (uint32_t)sb[(o) + 1] << 8 | (uint32_t)sb[(o) + 2] << 16 |              \
-	 (uint32_t)sb[(o) + 3] << 24)
-	*blocks = 0;
-	*bsize = 0;
-	if (sb[0x38] != 0x53 || sb[0x39] != 0xef || LE32(0x18) > 6)
-		return -1; /* not an ext4 superblock, or a block size over 64 KiB */
-	*bsize = 1024u << LE32(0x18);
-	*blocks = LE32(0x04);
-	if (LE32(0x60) & 0x80) /* INCOMPAT_64BIT: the high half counts too */
-		*blocks |= (uint64_t)LE32(0x150) << 32;
-#undef LE32
-	return 0;
-}
-
-/* ext4's own block count, from its primary superblock (offset 1024). */
-static int ext4_blocks(int img_fd, uint64_t *blocks, uint32_t *bsize)
-{
-	unsigned char sb[MH_EXT4_SB_LEN];
-	if (pread(img_fd, sb, sizeof(sb), 1024) != (ssize_t)sizeof(sb))
-		return -1;
-	return mh_ext4_sb_blocks(sb, blocks, bsize);
-}
-
-int mh_resize_grow_if_smaller(int mnt_fd, const char *fstype, int img_fd, uint64_t dev_size,
-                              bool *grown, struct mh_res *r)
+int mh_resize_grow_if_smaller(int mnt_fd, const char *fstype, const struct rn_answer *sig,
+                              uint64_t dev_size, bool *grown, struct mh_res *r)
 {
 	struct mh_audit a = {0};
 	*grown = false;
 	if (strcmp(fstype, "ext4") == 0) {
-		uint64_t blocks;
-		uint32_t bsize;
 		/* EXT4_IOC_RESIZE_FS needs CAP_SYS_RESOURCE even for a no-op: ask only if needed.
 		 */
-		if (ext4_blocks(img_fd, &blocks, &bsize) < 0 || dev_size / bsize <= blocks)
+		if (sig->fs_block_size == 0 || dev_size / sig->fs_block_size <= sig->fs_blocks)
 			return 0;
 	}
 	if (grow_fs(mnt_fd, fstype, dev_size, &a, r) < 0)

@@ -1,6 +1,7 @@
 /*
- * The helper's side of sepcsi-runner (runner/runner.c): the one process on the
- * helper's side that may execve, and it holds no capability at all.
+ * The helper's side of its runners (runner/): sepcsi-runner, the one process
+ * on the helper's side that may execve, which holds no capability at all, and
+ * sepcsi-tree-runner.
  *
  * The helper's own seccomp filter has no execve, and a filter can only be
  * narrowed, never widened, by a descendant: so the mkfs tools cannot be
@@ -26,8 +27,13 @@
  * the helper (PR_SET_PDEATHSIG) or when its socket closes; if it dies, the
  * helper exits and is restarted with a new one.
  *
- * With directory volumes the helper starts a second instance the same way,
- * the tree runner (sepcsi-runner --tree, runner/tree.c), which empties and
+ * The tools runner also reads what an image or its device holds (RN_SIGNATURE:
+ * libblkid and the ext4 superblock) for the helper, which links no parser of
+ * bytes a tenant wrote; its answer is read here as tenant-shaped text
+ * (mh_tools_signature).
+ *
+ * With directory volumes the helper starts a second program the same way,
+ * the tree runner (sepcsi-tree-runner, runner/tree.c), which empties and
  * copies a volume's tree on the directory fds the helper checked and passes
  * (mh_tree.c). It holds CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID and
  * CAP_CHOWN (policy/caps.c: pol_caps_confine_tree), carried across its exec
@@ -62,14 +68,15 @@
 #include "pol_view.h"
 #include "policy.h"
 
-static int runner_exe = -1;
+static int runner_exe[MH_RUNNERS] = {-1, -1};
+static const char *const runner_names[MH_RUNNERS] = {"sepcsi-runner", "sepcsi-tree-runner"};
 static struct {
 	int fd, pidfd;
 } runners[MH_RUNNERS] = {{-1, -1}, {-1, -1}};
 
 void mh_tools_locate(void)
 {
-	char self[PATH_MAX], path[PATH_MAX + 16];
+	char self[PATH_MAX], path[PATH_MAX + 32];
 	struct stat st;
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (n <= 0)
@@ -77,12 +84,16 @@ void mh_tools_locate(void)
 	self[n] = '\0';
 	char *slash = strrchr(self, '/');
 	*slash = '\0';
-	snprintf(path, sizeof(path), "%s/sepcsi-runner", self);
-	runner_exe = open(path, O_PATH | O_CLOEXEC);
-	/* As trusted as the helper's own binary: beside it, and nobody else may change it. */
-	if (runner_exe < 0 || fstat(runner_exe, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    st.st_uid != 0 || (st.st_mode & 022))
-		log_fatal("%s: missing, or not a root-owned file only root may write", path);
+	for (int i = 0; i < MH_RUNNERS; i++) {
+		snprintf(path, sizeof(path), "%s/%s", self, runner_names[i]);
+		runner_exe[i] = open(path, O_PATH | O_CLOEXEC);
+		/* As trusted as the helper's own binary: beside it, and nobody else may change it.
+		 */
+		if (runner_exe[i] < 0 || fstat(runner_exe[i], &st) < 0 || !S_ISREG(st.st_mode) ||
+		    st.st_uid != 0 || (st.st_mode & 022))
+			log_fatal("%s: missing, or not a root-owned file only root may write",
+			          path);
+	}
 }
 
 /*
@@ -128,11 +139,9 @@ static void __attribute__((noreturn))
 exec_runner(int sock, pid_t parent, const struct pol *pol, const char *data_dir,
             const char *log_format, const char *log_level, enum mh_runner which)
 {
-	const char *argv[8] = {"sepcsi-runner", "--log-format", log_format, "--log-level",
+	const char *argv[8] = {runner_names[which], "--log-format", log_format, "--log-level",
 	                       log_level};
 	size_t argc = 5;
-	if (which == MH_RUNNER_TREE)
-		argv[argc++] = "--tree";
 	if (pol_seccomp_log_only(pol))
 		argv[argc++] = "--seccomp-log-only";
 	const char *name = which == MH_RUNNER_TREE ? "tree" : "tools";
@@ -144,7 +153,7 @@ exec_runner(int sock, pid_t parent, const struct pol *pol, const char *data_dir,
 		_exit(1);
 	}
 	/* The job socket on fd 3, the program on fd 4 (close-on-exec), nothing else but stdio. */
-	int s = fcntl(sock, F_DUPFD, 10), e = fcntl(runner_exe, F_DUPFD, 11);
+	int s = fcntl(sock, F_DUPFD, 10), e = fcntl(runner_exe[which], F_DUPFD, 11);
 	if (s < 0 || e < 0 || dup2(s, RN_FD_JOBS) < 0 || dup2(e, 4) < 0 ||
 	    fcntl(4, F_SETFD, FD_CLOEXEC) < 0 || close_range(5, ~0U, 0) < 0)
 		_exit(1);
@@ -155,7 +164,7 @@ exec_runner(int sock, pid_t parent, const struct pol *pol, const char *data_dir,
 	}
 	syscall(SYS_execveat, 4, "", (char *const *)argv, environ, AT_EMPTY_PATH);
 	log_kv(LOG_LVL_ERROR, "runner_start_failed", "runner", name, "error",
-	       "cannot exec sepcsi-runner", NULL);
+	       "cannot exec its program", NULL);
 	_exit(127);
 }
 
@@ -187,7 +196,8 @@ void mh_tools_start(const struct pol *pol, const char *data_dir, const char *log
 	start_one(pol, data_dir, log_format, log_level, MH_RUNNER_TOOLS);
 	if (pol_base_dir(pol, 0))
 		start_one(pol, data_dir, log_format, log_level, MH_RUNNER_TREE);
-	mh_closep(&runner_exe);
+	mh_closep(&runner_exe[MH_RUNNER_TOOLS]);
+	mh_closep(&runner_exe[MH_RUNNER_TREE]);
 }
 
 int mh_tools_pidfd(enum mh_runner which)
@@ -363,4 +373,29 @@ int mh_tools_copy(int src, int dst, uint64_t size, bool *reflinked, struct mh_re
 	int ret = file_job(RN_COPY, (int[]){src, dst}, 2, size, &a, r);
 	*reflinked = a.reflinked != 0;
 	return ret;
+}
+
+/* A string of the answer: NUL-terminated within len, printable. */
+static bool answer_text(const char *s, size_t len)
+{
+	size_t n = strnlen(s, len);
+	if (n == len)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f)
+			return false;
+	return true;
+}
+
+int mh_tools_signature(int fd, struct rn_answer *a, struct mh_res *r)
+{
+	memset(a, 0, sizeof(*a));
+	if (mh_tools_job(MH_RUNNER_TOOLS, RN_SIGNATURE, &fd, 1, 0, a, r) < 0)
+		return -1;
+	if (a->err)
+		return mh_fail(r, MH_E_FAILED, a->err, "signature probe: %s", strerror(a->err));
+	if (a->status < RN_SIG_BLANK || a->status > RN_SIG_AMBIVALENT ||
+	    !answer_text(a->type, sizeof(a->type)) || !answer_text(a->pttype, sizeof(a->pttype)))
+		return mh_fail(r, MH_E_FAILED, EPROTO, "signature probe: a malformed answer");
+	return 0;
 }

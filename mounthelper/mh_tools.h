@@ -1,8 +1,9 @@
 /*
- * The helper's side of sepcsi-runner (runner/runner.c): the capability-less
- * tools runner, which runs the mkfs tools and sizes and copies image files
- * for the helper (which itself may not execve and does no file I/O it need
- * not do), and the tree runner, which walks directory volumes' trees.
+ * The helper's side of its runners (runner/): the capability-less tools
+ * runner, sepcsi-runner, which runs the mkfs tools, sizes and copies image
+ * files and reads what an image holds for the helper (which itself may not
+ * execve, does no file I/O it need not do and parses no image), and the tree
+ * runner, sepcsi-tree-runner, which walks directory volumes' trees.
  */
 #ifndef SEPCSI_MH_TOOLS_H
 #define SEPCSI_MH_TOOLS_H
@@ -19,7 +20,10 @@
  */
 enum mh_runner { MH_RUNNER_TOOLS, MH_RUNNER_TREE, MH_RUNNERS };
 
-/* At start, before the helper enters its view: open sepcsi-runner beside the helper's binary. */
+/*
+ * At start, before the helper enters its view: open sepcsi-runner and
+ * sepcsi-tree-runner beside the helper's binary.
+ */
 void mh_tools_locate(void);
 
 /*
@@ -76,5 +80,13 @@ int mh_tools_copy(int src, int dst, uint64_t size, bool *reflinked, struct mh_re
  * unnamed files made there (O_TMPFILE), never the directory. 0, or -1 with r.
  */
 int mh_tools_probe(int dir, bool *reflink, uint64_t *max_file, struct mh_res *r);
+
+/*
+ * What the image or loop device fd holds, read by the tools runner (libblkid's
+ * safe probe, and an ext4 superblock's numbers; proto/rn_job.h RN_SIGNATURE).
+ * The answer's form is checked (status known, strings bounded and printable):
+ * it comes from bytes a tenant may have written. 0 with a, or -1 with r.
+ */
+int mh_tools_signature(int fd, struct rn_answer *a, struct mh_res *r);
 
 #endif

@@ -10,7 +10,7 @@
  *   /usr, /bin, /sbin, /lib*              read-only, for the mkfs tools
  *   /etc/mke2fs.conf, /etc/ld.so.cache    read-only, if the host has them
  *   /sys                                  read-only (loop device numbers,
- *                                         ext4 error counts, blkid)
+ *                                         ext4 error counts)
  *   /proc                                 a new instance showing processes
  *                                         only (subset=pid), and of those only
  *                                         the helper's own (hidepid=invisible)

@@ -12,8 +12,8 @@
 
 /*
  * One process's table. Each confined binary links only its own:
- * sepcsi_seccomp_helper (pol_sc_helper), sepcsi_seccomp_tools (pol_sc_tools and
- * pol_sc_tree, the two modes of sepcsi-runner) or sepcsi_seccomp_rpcd
+ * sepcsi_seccomp_helper (pol_sc_helper), sepcsi_seccomp_tools (pol_sc_tools,
+ * sepcsi-runner), sepcsi_seccomp_tree (pol_sc_tree, sepcsi-tree-runner) or sepcsi_seccomp_rpcd
  * (pol_sc_rpcd); the tools that print tables link them all.
  */
 struct pol_sc_table;

@@ -18,7 +18,6 @@
  * and kills the process (SCMP_FLTATR_ACT_BADARCH), in log_only mode too;
  * libseccomp also rejects x32 numbers on the x86_64 ABI.
  */
-#include "pol_md.h"
 #include "sc_rules.h"
 
 #include <errno.h>
@@ -111,36 +110,4 @@ int pol_seccomp_install(const struct pol_sc_table *table, bool log_only)
 		rc = seccomp_load(ctx);
 	seccomp_release(ctx);
 	return rc == 0 ? 0 : -1;
-}
-
-size_t pol_seccomp_syscall_count(const struct pol_sc_table *table)
-{
-	size_t n = table->n, count = 0;
-	const struct sc_rule *t = table->rules;
-	for (size_t i = 0; i < n; i++) {
-		size_t j;
-		for (j = 0; j < i; j++)
-			if (strcmp(t[j].name, t[i].name) == 0)
-				break;
-		if (j == i)
-			count++;
-	}
-	return count;
-}
-
-void pol_seccomp_print(const struct pol_sc_table *table, FILE *out)
-{
-	size_t n = table->n;
-	const struct sc_rule *t = table->rules;
-	pol_md_head(out, 3, (const char *[]){"syscall", "allowed when", "why"});
-	for (size_t i = 0; i < n; i++) {
-		char when[160];
-		const char *filter = t[i].filter ? t[i].filter : "always";
-		if (t[i].act == SC_ENOSYS)
-			filter = "fails with ENOSYS";
-		snprintf(when, sizeof(when), "%s%s",
-		         t[i].act == SC_EAFNOSUPPORT_NE ? "fails with EAFNOSUPPORT when " : "",
-		         filter);
-		pol_md_row(out, 3, (const char *[]){t[i].name, when, t[i].why});
-	}
 }

@@ -8,9 +8,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/blkzoned.h>
-#include <linux/cdrom.h>
-#include <linux/fd.h>
 #include <linux/loop.h>
 #include <sched.h>
 #include <signal.h>
@@ -96,8 +93,7 @@ static const struct sc_rule helper_rules[] = {
     /* files: the data dir, /dev/loop*, /proc/self/mountinfo, /sys (paths in code) */
     ALLOW("read", NULL),
     ALLOW("write", "log lines, the audit file"),
-    ALLOW("pread64", "blkid probe"),
-    ALLOW("lseek", "blkid probe; re-read mountinfo"),
+    ALLOW("lseek", "SEEK_DATA: does an image hold data; re-read mountinfo"),
     ALLOW("openat", "images, /dev/loop*, /proc/self/mountinfo, /sys"),
     ALLOW("openat2", "staging/target paths beneath their root, no symlinks"),
     ALLOW("close", NULL),
@@ -112,8 +108,6 @@ static const struct sc_rule helper_rules[] = {
              "(kernel 6.8 and later; else mountinfo)"),
     ALLOW("getdents64", "list /sys/block, the images, a directory that must be empty"),
     ALLOW("readlink", "libmount path canonicalisation"),
-    ALLOW("faccessat2", "blkid: sysfs attributes"),
-    ALLOW("fadvise64", "blkid"),
     ALLOW("fcntl", "fdopendir"),
     ALLOW("dup2", "a new request channel on fd 3"),
     ALLOW("pipe2", "a worker's pipe to the main loop"),
@@ -191,12 +185,7 @@ static const struct sc_rule helper_rules[] = {
     IOCTL(LOOP_CLR_FD, "detach a raw block volume's device; if autoclear did not"),
     IOCTL(LOOP_SET_CAPACITY, "RESIZE, EXPAND: the device takes its image's new size"),
     IOCTL(BLKFLSBUF, "drop the loop device's cache after mkfs wrote the image"),
-    IOCTL(BLKGETSIZE64, "device size (EXPAND, STATS); blkid"),
-    IOCTL(BLKSSZGET, "blkid"),
-    IOCTL(BLKGETZONESZ, "blkid: zoned device check"),
-    IOCTL(CDROM_GET_CAPABILITY, "blkid: is it a CD (EINVAL on a loop device)"),
-    IOCTL(CDROM_LAST_WRITTEN, "blkid: CD session (EINVAL on a loop device)"),
-    IOCTL(FDGETFDCSTAT, "blkid: is it a floppy (EINVAL on a loop device)"),
+    IOCTL(BLKGETSIZE64, "device size (EXPAND, STATS)"),
     IOCTL(FIFREEZE, "freeze a mounted source volume for a consistent copy"),
     IOCTL(FITHAW, "thaw it again, always; at start, whatever a dead helper left frozen"),
     IOCTL(EXT4_IOC_RESIZE_FS, "EXPAND: grow a mounted ext4 (CAP_SYS_RESOURCE)"),

@@ -31,8 +31,7 @@ static const struct pol_view_entry view[] = {
     {"/libx32", POL_VIEW_TOP, "merged /usr", true},
     {"/etc/mke2fs.conf", POL_VIEW_RO_FILE, "mkfs.ext4's defaults (features, inode sizes)", true},
     {"/etc/ld.so.cache", POL_VIEW_RO_FILE, "the dynamic loader's library cache", true},
-    {"/sys", POL_VIEW_RO_DIR,
-     "loop device numbers, ext4 error counts, blkid's device attributes; read-only", false},
+    {"/sys", POL_VIEW_RO_DIR, "loop device numbers, ext4 error counts; read-only", false},
     {"/proc", POL_VIEW_PROC,
      "/proc/self/mountinfo (the tools': /proc/self/mounts, and the image as /proc/self/fd/3); "
      "of other processes only the helper's own, which the capability-less tool runner cannot "

@@ -1,9 +1,9 @@
 /*
- * The job format between sepcsi-mounthelper and its runner, sepcsi-runner
- * (runner/): one SOCK_SEQPACKET datagram, a struct rn_job, carrying the job's
- * descriptors (SCM_RIGHTS); the runner answers with one struct rn_answer on
- * the job's own answer socket, always the first descriptor. Both ends are
- * built from this header, so the layout needs no versioning.
+ * The job format between sepcsi-mounthelper and its runners, sepcsi-runner
+ * and sepcsi-tree-runner (runner/): one SOCK_SEQPACKET datagram, a struct rn_job, carrying the
+ * job's descriptors (SCM_RIGHTS); the runner answers with one struct rn_answer on the job's own
+ * answer socket, always the first descriptor. Both ends are built from this header, so the layout
+ * needs no versioning.
  *
  *   RN_TOOL  fds: answer, the image (a regular file, open read-write), write
  *            end of the output pipe
@@ -18,8 +18,14 @@
  *            made in the data directory (nothing left behind): does FICLONE
  *            work from one to the other (reflinked), and the largest size
  *            ftruncate takes (bytes, to 4 KiB); err, or 0
+ *   RN_SIGNATURE fds: answer, an image or its loop device (read, never written)
+ *            libblkid's safe probe, superblocks and partition tables: status
+ *            (enum rn_signature), type and pttype as found; and, when the
+ *            bytes at 1024 are an ext4 superblock, its block count and size
+ *            (fs_blocks, fs_block_size); err, or 0. What it says comes from
+ *            bytes a tenant may have written: the helper reads it as such.
  *
- * Served only by the tree runner (sepcsi-runner --tree, runner/tree.c), which
+ * Served only by the tree runner (sepcsi-tree-runner, runner/tree.c), which
  * holds the file capabilities a directory volume's tree needs:
  *
  *   RN_TREE_EMPTY fds: answer, a directory
@@ -45,6 +51,7 @@ enum rn_kind {
 	RN_PROBE,
 	RN_TREE_EMPTY,
 	RN_TREE_COPY,
+	RN_SIGNATURE,
 };
 
 /* The only programs the runner ever starts. Debian (merged /usr) installs them in /sbin. */
@@ -72,14 +79,29 @@ enum rn_tree_status {
 	RN_TREE_REFUSED,  /* the tree is deeper than the copy goes */
 };
 
+/* RN_SIGNATURE: what the probe found, in status. */
+enum rn_signature {
+	RN_SIG_BLANK = 0, /* no signature at all */
+	RN_SIG_FOUND,     /* one: type (a file system) or pttype (a partition table), or neither */
+	RN_SIG_AMBIVALENT /* more than one */
+};
+
+#define RN_TYPE_LEN 32
+
 struct rn_answer {
-	int32_t status; /* RN_TOOL: waitpid status; RN_TREE_*: enum rn_tree_status or 0 */
+	int32_t status; /* RN_TOOL: waitpid status; RN_TREE_*: enum rn_tree_status or 0;
+	                   RN_SIGNATURE: enum rn_signature */
 	int32_t err;    /* the others: errno of the failed step, 0 on success */
 	uint32_t
 	    reflinked; /* RN_COPY: the copy shares the source's extents; RN_PROBE: FICLONE works */
 	uint32_t skipped; /* RN_TREE_COPY */
 	uint64_t bytes;   /* RN_PROBE: the largest file the directory's file system takes */
 	char reason[RN_REASON_LEN]; /* RN_TREE_*: what failed, on which entry; NUL-terminated */
+	char type[RN_TYPE_LEN];     /* RN_SIGNATURE: blkid's TYPE, or empty */
+	char pttype[RN_TYPE_LEN];   /* RN_SIGNATURE: blkid's PTTYPE, or empty */
+	uint64_t fs_blocks;         /* RN_SIGNATURE: an ext4 superblock's block count, or 0 */
+	uint32_t fs_block_size;     /* RN_SIGNATURE: and its block size, or 0 */
+	uint32_t pad;
 };
 
 /* RN_TOOL: the tool's last argument, naming the image it was given on its fd 3. */

@@ -3,7 +3,7 @@
  * DIR_DELETE_SNAPSHOT) or copied (RN_TREE_COPY: DIR_SNAPSHOT, DIR_CREATE from
  * a source), on the directory descriptors the helper opened and checked.
  *
- * Runs in the tree runner (sepcsi-runner --tree), a job's child: uid 0 with
+ * Runs in the tree runner (sepcsi-tree-runner), a job's child: uid 0 with
  * CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID and CAP_CHOWN only (a volume's
  * files belong to its pods' users, with any mode), under its own seccomp
  * filter (policy/seccomp_tools.c: no mount API, no loop ioctl, no trusted.*
@@ -192,7 +192,7 @@ static int rm_contents(struct rm *t, int fd, int depth, struct job *j)
 	return fail(j, RN_TREE_BUSY, ENOTEMPTY, "the volume is still being written to");
 }
 
-void rn_tree_empty(int sock, int dir, struct rn_answer *a)
+static void tree_empty(int sock, int dir, struct rn_answer *a)
 {
 	struct job j = {.sock = sock, .a = a};
 	struct rm t = {.top = dir};
@@ -446,7 +446,7 @@ static int copy_dir(struct cp *cp, int sfd, int dfd, int depth, struct job *j)
 	return ret;
 }
 
-void rn_tree_copy(int sock, int src, int dst, struct rn_answer *a)
+static void tree_copy(int sock, int src, int dst, struct rn_answer *a)
 {
 	struct stat st;
 	struct job job = {.sock = sock, .a = a}, *j = &job;
@@ -463,4 +463,34 @@ void rn_tree_copy(int sock, int src, int dst, struct rn_answer *a)
 		free(cp.links[i].rel);
 	free(cp.links);
 	free(cp.buf);
+}
+
+/* The descriptors each kind of job carries, the answer socket first; 0: the tools runner's. */
+static const uint32_t job_fds[] = {[RN_TREE_EMPTY] = 2, [RN_TREE_COPY] = 3};
+
+/* Each job in a child of its own: a walk can take long, and a hang-up stops it. */
+static void take(const struct rn_job *j, int fds[RN_FDS_MAX])
+{
+	if (rn_fork_job() != 0)
+		return;
+	struct rn_answer a = {0};
+	if (j->kind == RN_TREE_EMPTY)
+		tree_empty(fds[0], fds[1], &a);
+	else
+		tree_copy(fds[0], fds[1], fds[2], &a);
+	rn_answer_exit(fds[0], &a);
+}
+
+static const struct rn_role tree_role = {
+    .program = "sepcsi-tree-runner",
+    .log_name = "tree-runner",
+    .filter = &pol_sc_tree,
+    .fds = job_fds,
+    .nkinds = sizeof(job_fds) / sizeof(job_fds[0]),
+    .take = take,
+};
+
+int main(int argc, char **argv)
+{
+	return rn_main(argc, argv, &tree_role);
 }

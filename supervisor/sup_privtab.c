@@ -275,10 +275,11 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	     "NO_CAP_AMBIENT_RAISE, all locked; its workers are forks with the same "
 	     "confinement."},
 	    {"sepcsi-runner", 0, 0, 0, 0, 0, 0, true, &pol_sc_tools, "seccomp_tools.c", true,
-	     "The helper's child (runner/runner.c): starts the mkfs tools, sizes and copies "
-	     "image files on descriptors the helper passes; the tools inherit all of this."},
-	    {"sepcsi-runner --tree", 0, 0, tree, tree, tree, tree, true, &pol_sc_tree,
-	     "seccomp_tools.c", true,
+	     "The helper's child (runner/tools.c): starts the mkfs tools, sizes and copies "
+	     "image files, and reads what an image holds (libblkid: the only parser of bytes "
+	     "a tenant wrote), on descriptors the helper passes; the tools inherit all of this."},
+	    {"sepcsi-tree-runner", 0, 0, tree, tree, tree, tree, true, &pol_sc_tree,
+	     "seccomp_tree.c", true,
 	     "The helper's child with directory volumes only (runner/tree.c): empties and "
 	     "copies a volume's tree on the directory descriptors the helper passes; its "
 	     "capabilities are ambient, so that they survive its exec."},

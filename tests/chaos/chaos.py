@@ -20,7 +20,7 @@ error, with backoff): the same arguments, after 10, 20, 40, then 50 ms, until it
 succeeds; a call still failing after SEPCSI_CHAOS_STUCK seconds (60) is "stuck" and
 its client stops. Meanwhile a killer sends SIGKILL, every 0.1-0.5 s, to one of: the
 helper, a helper worker (a child of the helper that holds capabilities), the helper's
-tool runner or its tree runner (children of the helper running sepcsi-runner: without
+tool runner or its tree runner (children of the helper running sepcsi-runner or sepcsi-tree-runner: without
 either the helper exits and is restarted), or rpcd. The schedule of kills (intervals and kinds) comes from a
 seeded generator: SEPCSI_CHAOS_SEED replays it; the seed is always printed.
 
@@ -334,15 +334,15 @@ def status_field(pid, key):
 
 
 def runner_kind(pid):
-    """"runner" or "tree" for a child of the helper running sepcsi-runner, else None."""
+    """"runner" or "tree" for a child of the helper running sepcsi-runner or
+    sepcsi-tree-runner, else None."""
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
             argv = f.read().split(b"\0")
     except OSError:
         return None
-    if os.path.basename(argv[0]) != b"sepcsi-runner":
-        return None
-    return "tree" if b"--tree" in argv else "runner"
+    return {b"sepcsi-runner": "runner",
+            b"sepcsi-tree-runner": "tree"}.get(os.path.basename(argv[0]))
 
 
 def processes(driver):
@@ -359,7 +359,7 @@ def processes(driver):
     if HELPER in kids:
         helper = kids[HELPER]
         found["helper"].append(helper)
-        # The tool runner and the tree runner (sepcsi-runner, the second with --tree)
+        # The tool runner and the tree runner (sepcsi-runner, sepcsi-tree-runner)
         # are started before the helper is ready; a worker is forked for a request, and
         # holds the helper's capabilities for good.
         for p in children(helper):

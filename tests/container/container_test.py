@@ -475,10 +475,9 @@ def audit(spec):
     procs = processes()
     seen = set()
     for pid, (comm, cmdline, st) in sorted(procs.items()):
-        name = ("sepcsi-runner --tree" if "--tree" in cmdline else "sepcsi-runner") \
-            if comm == "sepcsi-runner" else \
-            {"sepcsi-supervis": "sepcsi-supervisor", "sepcsi-rpcd": "sepcsi-rpcd",
-             "sepcsi-mounthel": "sepcsi-mounthelper"}.get(comm)
+        name = {"sepcsi-supervis": "sepcsi-supervisor", "sepcsi-rpcd": "sepcsi-rpcd",
+                "sepcsi-mounthel": "sepcsi-mounthelper", "sepcsi-runner": "sepcsi-runner",
+                "sepcsi-tree-run": "sepcsi-tree-runner"}.get(comm)
         check(name in rows, "process %d (%s) is in no row of --print-privileges" % (pid, comm))
         r = rows[name]
         got = {"uid": int(st["Uid"].split()[1]), "gid": int(st["Gid"].split()[1]),

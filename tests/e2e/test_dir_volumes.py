@@ -199,7 +199,7 @@ def test_refused(dd):
 
 def test_tree_runner_confined(dd):
     """With directory volumes the helper walks no pod's tree itself: the tree runner
-    (sepcsi-runner --tree, the helper's child) empties and copies trees, with exactly four
+    (sepcsi-tree-runner, the helper's child) empties and copies trees, with exactly four
     file capabilities (kept across its exec as ambient ones, no CAP_SYS_ADMIN), no_new_privs,
     a seccomp filter of its own, and a view without kubelet's directory, the base, the data
     directory or /proc, so that it reaches a volume only through the descriptors the helper
@@ -213,10 +213,12 @@ def test_tree_runner_confined(dd):
     for pid in helper_children(helper):
         with open("/proc/%d/cmdline" % pid) as f:
             argv = f.read().split("\0")
-        if os.path.basename(argv[0]) == "sepcsi-runner":
-            kids["tree" if "--tree" in argv else "tools"] = pid
+        kind = {"sepcsi-runner": "tools", "sepcsi-tree-runner": "tree"}.get(
+            os.path.basename(argv[0]))
+        if kind:
+            kids[kind] = pid
     assert set(kids) == {"tree", "tools"}, kids
-    p, s = printed["sepcsi-runner --tree"], status(kids["tree"])
+    p, s = printed["sepcsi-tree-runner"], status(kids["tree"])
     file_caps = (1 << 0) | (1 << 1) | (1 << 3) | (1 << 4)  # CHOWN, DAC_OVERRIDE, FOWNER, FSETID
     for k, want in (("CapEff", "cap_effective"), ("CapPrm", "cap_permitted"),
                     ("CapBnd", "cap_bounding"), ("CapInh", "cap_ambient"),

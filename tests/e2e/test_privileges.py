@@ -130,3 +130,84 @@ def test_running_processes_match_print_privileges(driver):
             {v for v in view if v.startswith("/etc/") or v in ("/bin", "/sbin", "/lib",
                                                              "/lib32", "/lib64", "/libx32")} \
             <= set(points), (name, sorted(points))
+
+
+def printed_processes(policy_text):
+    """--print-privileges --log-format json for a policy, as a list of processes."""
+    import tempfile
+    from conftest import BIN
+    with tempfile.TemporaryDirectory() as d:
+        pol = os.path.join(d, "policy.ini")
+        with open(pol, "w") as f:
+            f.write(policy_text % {"dir": d})
+        out = subprocess.run([os.path.join(BIN, "sepcsi-supervisor"), "--policy", pol,
+                              "--print-privileges", "--log-format", "json"],
+                             capture_output=True, text=True, check=True).stdout
+    return json.loads(out)["processes"]
+
+
+def linked(binary):
+    """The shared libraries binary needs, and every symbol it defines or uses."""
+    dyn = subprocess.run(["readelf", "-d", "-W", binary], capture_output=True, text=True,
+                         check=True).stdout
+    syms = subprocess.run(["nm", "-a", binary], capture_output=True, text=True,
+                          check=True).stdout
+    syms += subprocess.run(["nm", "-D", binary], capture_output=True, text=True,
+                           check=True).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn), \
+        {ln.split()[-1] for ln in syms.splitlines() if ln.split()}
+
+
+def test_no_capable_process_parses_image_content():
+    """Bytes a tenant wrote (superblocks, partition tables) are parsed only by the tools
+    runner, which holds no capability: no binary of a process holding any capability (in
+    its effective, permitted, bounding or ambient set; with directory volumes on, so that
+    the tree runner is one) links libblkid or holds the ext4 superblock reader. The tools
+    runner does, so the check reads the right things."""
+    from conftest import BIN
+    procs = printed_processes("[directories]\nbase_dirs = %(dir)s\n")
+    names = {p["name"] for p in procs}
+    assert {"sepcsi-mounthelper", "sepcsi-runner", "sepcsi-tree-runner"} <= names, names
+    parsers = re.compile(r"^(blkid_|rn_ext4_sb|rn_signature)")
+    for p in procs:
+        libs, syms = linked(os.path.join(BIN, p["name"]))
+        capable = any(int(p[k], 16) for k in ("cap_effective", "cap_permitted",
+                                              "cap_bounding", "cap_ambient"))
+        parses = [lib for lib in libs if lib.startswith("libblkid")] + \
+            sorted(s for s in syms if parsers.match(s))
+        if capable:
+            assert not parses, (p["name"], parses)
+        if p["name"] == "sepcsi-runner":
+            assert not capable, p
+            assert any(lib.startswith("libblkid") for lib in libs), libs
+            assert "rn_ext4_sb_blocks" in syms and "rn_signature" in syms
+
+
+def test_privsize_counts_each_binary_from_its_debug_information():
+    """tools/privsize.py reads what is compiled into each binary: the helper's count has
+    its own units and not the runners', the tools runner's has the signature probe, the
+    tree runner's has neither the probe nor the tools' filter, and each capable process
+    is counted against the budgets."""
+    from conftest import BUILD
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run(["/usr/bin/python3", os.path.join(root, "tools", "privsize.py"),
+                          BUILD, "--files"], capture_output=True, text=True, check=True).stdout
+    blocks, current = {}, None
+    for line in out.splitlines():
+        m = re.match(r"^(sepcsi-\S+)\s+(\d+)\s+(.*)$", line)
+        if m:
+            current = m.group(1)
+            blocks[current] = (int(m.group(2)), m.group(3), set())
+        elif current and re.match(r"^\s+\d+\s+\S+$", line):
+            blocks[current][2].add(line.split()[-1])
+    helper, runner, tree = (blocks[n][2] for n in ("sepcsi-mounthelper", "sepcsi-runner",
+                                                   "sepcsi-tree-runner"))
+    assert "mounthelper/mh_ops.c" in helper and "runner/signature.c" not in helper
+    assert "runner/signature.c" in runner and "runner/tree.c" not in runner
+    assert "runner/tree.c" in tree and "runner/signature.c" not in tree
+    assert "policy/seccomp_tools.c" not in tree and "policy/seccomp_tree.c" in tree
+    assert "sys_admin" in blocks["sepcsi-mounthelper"][1]
+    for name, (lines, _, files) in blocks.items():
+        assert lines > 0 and files, name
+    assert re.search(r"^holding CAP_SYS_ADMIN: sepcsi-mounthelper, \d+ lines", out, re.M)
+    assert re.search(r"^every capable process together: \d+ lines", out, re.M)

@@ -1,6 +1,6 @@
 /*
- * The ext4 superblock reader of the helper (mh_ext4_sb_blocks in
- * mounthelper/mh_resize.c). After STAGE mounts an existing ext4 file system it
+ * The ext4 superblock reader of the tools runner (rn_ext4_sb_blocks in
+ * runner/signature.c). Before STAGE mounts an existing ext4 file system it
  * reads the block count from the image's primary superblock, whose bytes the
  * volume's user wrote. The input is those 1024 bytes (shorter inputs are
  * padded with zeros). Checks: the function reads only its 1024 bytes (the
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "mh_resize.h"
+#include "runner.h"
 
 static uint32_t le32_at(const unsigned char *sb, size_t off)
 {
@@ -25,14 +25,14 @@ static uint32_t le32_at(const unsigned char *sb, size_t off)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	unsigned char *sb = calloc(1, MH_EXT4_SB_LEN);
+	unsigned char *sb = calloc(1, RN_EXT4_SB_LEN);
 	uint64_t blocks = 1;
 	uint32_t bsize = 1;
 	if (!sb)
 		abort();
-	memcpy(sb, data, size < MH_EXT4_SB_LEN ? size : MH_EXT4_SB_LEN);
+	memcpy(sb, data, size < RN_EXT4_SB_LEN ? size : RN_EXT4_SB_LEN);
 
-	int rc = mh_ext4_sb_blocks(sb, &blocks, &bsize);
+	int rc = rn_ext4_sb_blocks(sb, &blocks, &bsize);
 	bool magic = sb[0x38] == 0x53 && sb[0x39] == 0xef;
 	uint32_t log_bs = le32_at(sb, 0x18);
 	FUZZ_CHECK((rc == 0) == (magic && log_bs <= 6));
