@@ -6,9 +6,9 @@
  * seccomp filter is installed; and in each runner's child before its exec. Any failure is fatal for
  * the caller: a helper that cannot prove it dropped what it should must not serve a request.
  *
- * Why each capability is kept or dropped: helper_caps[] (kept) and
- * helper_dropped[] (dropped, where the reason is not obvious) below, printed
- * into docs/helper.md by pol_caps_print_helper().
+ * Why each capability is kept: helper_caps[] below; why some are dropped:
+ * helper_dropped[] in caps_print.c, which prints both into docs/helper.md
+ * (pol_caps_print_helper; linked only by what prints tables).
  *
  * The helper itself execs nothing; its tool runner (pol_caps_confine_tools)
  * empties every set and the mkfs tools it execs get none: with SECBIT_NOROOT
@@ -21,7 +21,6 @@
  * test_seccomp's tree exec test checks that too.
  */
 #include "pol_caps.h"
-#include "pol_md.h"
 
 #include <cap-ng.h>
 #include <errno.h>
@@ -81,38 +80,6 @@ static const struct pol_cap_entry tree_caps[] = {
      POL_CAP_DIRS},
 };
 
-/* Capabilities the helper drops although one might expect it to need them. */
-static const struct {
-	const char *caps, *kept, *why;
-} helper_dropped[] = {
-    {"CAP_SETPCAP", "during confinement only",
-     "securebits and the bounding set, both set by pol_caps_confine_helper(), which drops it "
-     "in the same call"},
-    {"CAP_FSETID", "no",
-     "only copies keep set-group-ID bits of other groups, and the tree runner makes them; the "
-     "helper sets a mount group's setgid bit while the group is still its own"},
-    {"CAP_FOWNER", "no",
-     "every directory whose entries the helper changes is root's: the base and each "
-     "directory on the way (checked), its work and trash areas; a mount group is set only on "
-     "a root directory owned by root; a volume's contents, owned by its pods, are the tree "
-     "runner's"},
-    {"CAP_DAC_OVERRIDE", "only with base_dirs",
-     "without directory volumes everything the helper opens is owned by root, which passes "
-     "owner checks without them: the data dir (0700, checked at start), its own "
-     "/dev/loop-control and /dev/loopN (made by root), kubelet's directories, a fresh volume "
-     "root; a directory on a path the helper walks that is not owned by root is refused, not "
-     "overridden (fail closed), with or without them"},
-    {"CAP_DAC_READ_SEARCH", "no",
-     "the tree runner's CAP_DAC_OVERRIDE covers reading and searching a volume's tree; hard "
-     "links are copied by name (linkat without AT_EMPTY_PATH)"},
-    {"CAP_SYS_RAWIO", "no",
-     "the loop ioctls (LOOP_CTL_GET_FREE, LOOP_CONFIGURE, LOOP_GET_STATUS64, LOOP_CLR_FD, "
-     "LOOP_SET_CAPACITY) need only an open fd"},
-    {"CAP_KILL", "no", "it signals only its own workers, through pidfds (same uid)"},
-    {"CAP_NET_*", "no", "no network at all (the seccomp filter has no socket())"},
-    {"every other", "no", "nothing the helper does needs them"},
-};
-
 #define NCAPS (sizeof(helper_caps) / sizeof(helper_caps[0]))
 
 #define HELPER_SECUREBITS                                                                          \
@@ -164,13 +131,6 @@ uint64_t pol_caps_tree_mask(void)
 	return m;
 }
 
-void pol_caps_print_tree(FILE *out)
-{
-	pol_md_head(out, 2, (const char *[]){"capability", "why"});
-	for (size_t i = 0; i < sizeof(tree_caps) / sizeof(tree_caps[0]); i++)
-		pol_md_row(out, 2, (const char *[]){tree_caps[i].name, tree_caps[i].why});
-}
-
 const char *pol_caps_name(unsigned int cap, char *buf, size_t len)
 {
 	const char *n = capng_capability_to_name(cap);
@@ -179,23 +139,6 @@ const char *pol_caps_name(unsigned int cap, char *buf, size_t len)
 		if (*c >= 'a' && *c <= 'z')
 			*c = (char)(*c - 'a' + 'A');
 	return buf;
-}
-
-void pol_caps_print_helper(FILE *out)
-{
-	pol_md_head(out, 3, (const char *[]){"capability", "kept", "why"});
-	for (size_t i = 0; i < NCAPS; i++)
-		pol_md_row(out, 3,
-		           (const char *[]){helper_caps[i].name,
-		                            helper_caps[i].optional == POL_CAP_DIRS
-		                                ? "with base_dirs"
-		                            : helper_caps[i].optional ? "optional"
-		                                                      : "yes",
-		                            helper_caps[i].why});
-	for (size_t i = 0; i < sizeof(helper_dropped) / sizeof(helper_dropped[0]); i++)
-		pol_md_row(out, 3,
-		           (const char *[]){helper_dropped[i].caps, helper_dropped[i].kept,
-		                            helper_dropped[i].why});
 }
 
 /*

@@ -21,7 +21,6 @@
 
 #include "log.h"
 #include "pol_caps.h"
-#include "pol_md.h"
 
 #include <cap-ng.h>
 #include <errno.h>
@@ -162,15 +161,15 @@ void sup_caps_table_masks(uint64_t *effective, uint64_t *permitted_only, uint64_
 	}
 }
 
-void sup_caps_print(FILE *out)
+bool sup_caps_entry(size_t i, unsigned *cap, bool *effective, const char **why)
 {
-	char name[32];
 	build_table();
-	pol_md_head(out, 3, (const char *[]){"capability", "effective", "why"});
-	for (size_t i = 0; i < nkept; i++)
-		pol_md_row(out, 3,
-		           (const char *[]){pol_caps_name(kept[i].cap, name, sizeof(name)),
-		                            kept[i].effective ? "yes" : "no", kept[i].why});
+	if (i >= nkept)
+		return false;
+	*cap = kept[i].cap;
+	*effective = kept[i].effective;
+	*why = kept[i].why;
+	return true;
 }
 
 /*

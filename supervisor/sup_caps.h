@@ -6,6 +6,7 @@
 #ifndef SEPCSI_SUP_CAPS_H
 #define SEPCSI_SUP_CAPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,7 +49,10 @@ void sup_caps_table_masks(uint64_t *effective, uint64_t *permitted_only, uint64_
  */
 void sup_caps_expected(uint64_t *effective, uint64_t *permitted);
 
-/* Print the kept table as a Markdown table (capability, effective, why). */
-void sup_caps_print(FILE *out);
+/*
+ * Entry i of the kept table (for the printed tables, sup_privtab.c): false
+ * past its end.
+ */
+bool sup_caps_entry(size_t i, unsigned *cap, bool *effective, const char **why);
 
 #endif

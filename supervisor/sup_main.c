@@ -22,7 +22,6 @@
  */
 #include "log.h"
 #include "sepcsi_version.h"
-#include "sup_privtab.h"
 #include "sup_caps.h"
 #include "sup_child.h"
 #include "sup_config.h"
@@ -146,6 +145,22 @@ static int run(struct sup *s)
 	return status;
 }
 
+/*
+ * --print-privileges: the tables are printed by sepcsi-privileges, found
+ * beside the children and given the same arguments, so that this process, which
+ * holds capabilities, links no printer and no other process's tables.
+ */
+static int print_privileges(char **argv, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	if (sup_prep_program("sepcsi-privileges", path, err, errlen) < 0)
+		return usage_error(err);
+	fflush(NULL);
+	execv(path, argv);
+	snprintf(err, errlen, "cannot run sepcsi-privileges: %s", strerror(errno));
+	return usage_error(err);
+}
+
 int main(int argc, char **argv)
 {
 	static struct sup_config cfg;
@@ -164,12 +179,8 @@ int main(int argc, char **argv)
 	case SUP_PARSE_ERROR:
 		return usage_error(err);
 	}
-	if (cfg.print_privileges) {
-		if (sup_print_privileges(&cfg, cfg.log_format == LOG_FMT_JSON, stdout, err,
-		                         sizeof(err)) < 0)
-			return usage_error(err);
-		return SUP_EXIT_OK;
-	}
+	if (cfg.print_privileges)
+		return print_privileges(argv, err, sizeof(err));
 	/* Both ids: a set-user-ID install would let anyone pick the directories. */
 	if (getuid() != 0 || geteuid() != 0)
 		return usage_error("must be run as root (it spawns the privileged mount helper)");

@@ -160,6 +160,15 @@ static int children_dir(char out[PATH_MAX], char *err, size_t errlen)
 	return -1;
 }
 
+int sup_prep_program(const char *name, char out[PATH_MAX], char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	if (children_dir(dir, err, errlen) < 0 ||
+	    check_root_owned(dir, "program directory", true, err, errlen) < 0)
+		return -1;
+	return find_sibling(dir, name, out, err, errlen);
+}
+
 int sup_prep_binaries(char rpcd[PATH_MAX], char helper[PATH_MAX], char *err, size_t errlen)
 {
 	char dir[PATH_MAX];

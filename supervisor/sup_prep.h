@@ -22,6 +22,12 @@ void sup_prep_stdio(void);
  */
 int sup_prep_binaries(char rpcd[PATH_MAX], char helper[PATH_MAX], char *err, size_t errlen);
 
+/*
+ * Find the program name in the children's directory, with the same checks:
+ * sepcsi-privileges, which prints --print-privileges for the supervisor.
+ */
+int sup_prep_program(const char *name, char out[PATH_MAX], char *err, size_t errlen);
+
 /* The policy file, if any, must be a regular file owned by root, writable only by root. */
 int sup_prep_policy(const struct sup_config *cfg, char *err, size_t errlen);
 

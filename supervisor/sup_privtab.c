@@ -97,12 +97,26 @@ static void print_seccomp_rpcd(FILE *out)
 	pol_seccomp_print(&pol_sc_rpcd, out);
 }
 
+/* The supervisor's kept capabilities as a Markdown table (capability, effective, why). */
+static void caps_print(FILE *out)
+{
+	char name[32];
+	unsigned cap;
+	bool eff;
+	const char *why;
+	pol_md_head(out, 3, (const char *[]){"capability", "effective", "why"});
+	for (size_t i = 0; sup_caps_entry(i, &cap, &eff, &why); i++)
+		pol_md_row(out, 3,
+		           (const char *[]){pol_caps_name(cap, name, sizeof(name)),
+		                            eff ? "yes" : "no", why});
+}
+
 static const struct {
 	const char *name;
 	void (*print)(FILE *out);
 } tables[] = {
     {"privileges", print_privileges},         /* docs/design.md */
-    {"caps-supervisor", sup_caps_print},      /* docs/supervisor.md */
+    {"caps-supervisor", caps_print},          /* docs/supervisor.md */
     {"caps-helper", pol_caps_print_helper},   /* docs/helper.md */
     {"seccomp-helper", print_seccomp_helper}, /* docs/helper.md */
     {"seccomp-tools", print_seccomp_tools},   /* docs/helper.md */

@@ -211,3 +211,23 @@ def test_privsize_counts_each_binary_from_its_debug_information():
         assert lines > 0 and files, name
     assert re.search(r"^holding CAP_SYS_ADMIN: sepcsi-mounthelper, \d+ lines", out, re.M)
     assert re.search(r"^every capable process together: \d+ lines", out, re.M)
+
+
+def test_supervisor_links_no_printer_nor_other_tables():
+    """The supervisor holds capabilities, so it links only what it runs: --print-privileges
+    is printed by sepcsi-privileges, which it execs with its own arguments; its binary has
+    no printer, no process's seccomp table and no policy parser, and the flag still prints
+    every process (and refuses a bad option as the supervisor does)."""
+    from conftest import BIN
+    _, syms = linked(os.path.join(BIN, "sepcsi-supervisor"))
+    for name in ("sup_print_privileges", "pol_seccomp_print", "pol_sc_helper", "pol_sc_rpcd",
+                 "pol_sc_tools", "pol_sc_tree", "pol_load", "pol_md_row"):
+        assert name not in syms, name
+    _, syms = linked(os.path.join(BIN, "sepcsi-privileges"))
+    assert "sup_print_privileges" in syms and "pol_sc_helper" in syms
+    names = [p["name"] for p in printed_processes("[directories]\nbase_dirs = %(dir)s\n")]
+    assert names == ["sepcsi-supervisor", "sepcsi-rpcd", "sepcsi-mounthelper", "sepcsi-runner",
+                     "sepcsi-tree-runner"], names
+    bad = subprocess.run([os.path.join(BIN, "sepcsi-supervisor"), "--print-privileges",
+                          "--no-such-flag"], capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "sepcsi-supervisor: unknown option" in bad.stderr, bad
