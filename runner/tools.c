@@ -18,8 +18,8 @@
  * a child, so a long one never holds up the next job; the child answers on
  * the job's own answer socket. If the requester goes away (the helper's
  * worker gave up, or died), that socket hangs up: the child kills its tool,
- * or stops its copy. Sizing a file (two calls) and reading a signature run in
- * a thread instead: a fork would cost more than the job. It ends with the
+ * or stops its copy. Sizing a file (two calls) runs in a thread instead, and
+ * reading a signature in the loop itself: a fork would cost more than either. It ends with the
  * helper (PR_SET_PDEATHSIG, set before the exec) or when fd 3 closes.
  *
  * Why a program of its own: none of this needs the helper's CAP_SYS_ADMIN, so
@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -164,11 +165,7 @@ struct thread_job {
 static void *thread_job(void *arg)
 {
 	struct thread_job *t = arg;
-	struct rn_answer a = {0};
-	if (t->j.kind == RN_SIGNATURE)
-		rn_signature(t->fds[1], &a);
-	else
-		a = file_job(&t->j, t->fds);
+	struct rn_answer a = file_job(&t->j, t->fds);
 	rn_send_answer(t->fds[0], &a);
 	close(t->fds[0]);
 	close(t->fds[1]);
@@ -186,7 +183,17 @@ static void take(const struct rn_job *j, int fds[RN_FDS_MAX])
 	if (j->kind == RN_PROBE) {
 		struct rn_answer a = probe_files(fds[1], fds[2]); /* once, at the start */
 		rn_send_answer(fds[0], &a);
-	} else if (j->kind == RN_SIZE || j->kind == RN_SIGNATURE) {
+	} else if (j->kind == RN_SIGNATURE) {
+		/*
+		 * Here, in the loop: a probe is a few reads from the page cache.
+		 * Threads reading beside the forks of tool jobs cost more than the
+		 * probe itself (each fork makes their heap pages copy-on-write):
+		 * measured, 8 concurrent stages took twice as long (benchmarks.md).
+		 */
+		struct rn_answer a;
+		rn_signature(fds[1], &a);
+		rn_send_answer(fds[0], &a);
+	} else if (j->kind == RN_SIZE) {
 		struct thread_job *t = malloc(sizeof(*t));
 		if (!t)
 			abort();
@@ -214,5 +221,11 @@ static const struct rn_role tools_role = {
 
 int main(int argc, char **argv)
 {
+	/*
+	 * libblkid reads in buffers of up to 256 KiB: from the heap, kept for the
+	 * next probe, rather than an mmap and munmap (and their page faults) each.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 4 << 20);
+	mallopt(M_TRIM_THRESHOLD, 16 << 20);
 	return rn_main(argc, argv, &tools_role);
 }
