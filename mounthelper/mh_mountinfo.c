@@ -398,7 +398,11 @@ int mh_mount_row_node(const struct mh_mount_row *m, dev_t *rdev)
 	const unsigned want = row->uid ? STATX_MNT_ID_UNIQUE : STATX_MNT_ID;
 	if (!row->nodes)
 		return 0; /* a file system's own root is a directory; not a node the helper bound */
-	if (row->node == MH_NODE_UNSEEN && mh_mount_row_target(row, target, sizeof(target)) == 1) {
+	int seen =
+	    row->node == MH_NODE_UNSEEN ? mh_mount_row_target(row, target, sizeof(target)) : -1;
+	if (seen == 0)
+		row->node = MH_NODE_NONE; /* unmounted since the listing: it holds nothing now */
+	if (seen == 1) {
 		/* Its mount point leads to its root only if no other mount hides it. */
 		int fd = openat2_retry(AT_FDCWD, target, O_PATH | O_NOFOLLOW, 0,
 		                       RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
@@ -416,6 +420,14 @@ int mh_mount_row_node(const struct mh_mount_row *m, dev_t *rdev)
 		}
 		if (fd >= 0)
 			close(fd);
+		/*
+		 * Not seen at its mount point: hidden, or unmounted meanwhile (a
+		 * concurrent unpublish of another volume). Only a mount the kernel
+		 * no longer knows by its unique id is proved to hold nothing.
+		 */
+		if (row->node == MH_NODE_UNSEEN && row->uid &&
+		    mh_mount_row_target(row, target, sizeof(target)) == 0)
+			row->node = MH_NODE_NONE;
 	}
 	*rdev = row->rdev;
 	return row->node == MH_NODE_UNSEEN ? -1 : row->node == MH_NODE_BLOCK;
