@@ -12,7 +12,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include "mh_proto.h"
+#include "mh_limits.h"
 
 /* ---- identifiers -------------------------------------------------------- */
 

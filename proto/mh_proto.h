@@ -19,16 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mh_limits.h"
+
 #define MH_PROTO_VERSION 5
 #define MH_HDR_LEN       12
 #define MH_MSG_MAX       16384
-#define MH_ID_MAX        64   /* volume and snapshot ids */
-#define MH_PATH_MAX      4095 /* staging and target paths */
-#define MH_FSTYPE_MAX    16
-#define MH_OPTS_MAX      4096 /* comma-separated mount options */
-#define MH_REASON_MAX    255
-#define MH_LIST_TEXT_MAX 12288 /* one page of a LIST answer */
-#define MH_DIRNAME_MAX   255   /* a directory volume's name beneath its base (pol_dir_name_ok) */
 
 enum mh_type {
 	MH_REQ_PING = 1,
