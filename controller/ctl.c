@@ -69,6 +69,15 @@ int ctl_fail_mh(struct ctl_status *st, const char *what, const struct mh_err *e)
 	enum ctl_code code = CTL_INTERNAL;
 	if ((unsigned)e->kind < sizeof(map) / sizeof(map[0]))
 		code = map[e->kind];
+	/*
+	 * The helper's own refusals of concurrency (it trusts none of rpcd's
+	 * locks): another operation on the volume in flight is the spec's
+	 * ABORTED, all its workers taken is UNAVAILABLE; either is retried.
+	 */
+	if (e->kind == MH_E_BUSY && e->sys_errno == EINPROGRESS)
+		code = CTL_ABORTED;
+	else if (e->kind == MH_E_BUSY && e->sys_errno == EAGAIN)
+		code = CTL_UNAVAILABLE;
 	return ctl_fail(st, code, "%s: %s", what, e->reason[0] ? e->reason : "helper error");
 }
 

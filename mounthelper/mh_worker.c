@@ -364,7 +364,7 @@ static void start(const struct mh_ctx *c, const struct mh_msg *req, int peer, ui
 	if (busy) {
 		snprintf(why, sizeof(why), "another operation on this volume is in flight (%s)",
 		         mh_type_name(busy->io->req.type));
-		refuse(c, req, peer, internal, MH_E_BUSY, EBUSY, why);
+		refuse(c, req, peer, internal, MH_E_BUSY, EINPROGRESS, why);
 		return;
 	}
 	if (!s) {

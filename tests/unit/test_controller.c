@@ -4,6 +4,7 @@
  * it was asked, and answers as the test tells it. The store is a real sqlite
  * file in a temporary directory.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@ struct fake {
 	int fd;
 	atomic_int requests[MH_ANS_ERROR + 1];
 	atomic_int fail_kind;   /* answer every request with this error kind when non-zero */
+	atomic_int fail_errno;  /* and this errno */
 	atomic_int block_stage; /* hold STAGE answers while set */
 	atomic_int in_stage;
 	pthread_t thr;
@@ -52,6 +54,7 @@ static void *fake_helper(void *arg)
 		if (atomic_load(&f->fail_kind)) {
 			ans.type = MH_ANS_ERROR;
 			ans.u.error.kind = (uint32_t)atomic_load(&f->fail_kind);
+			ans.u.error.sys_errno = (uint32_t)atomic_load(&f->fail_errno);
 			snprintf(ans.u.error.reason, sizeof(ans.u.error.reason), "fake refusal");
 		} else if (req.type == MH_REQ_CREATE) {
 			ans.u.size_ans.size_bytes = req.u.create.size_bytes;
@@ -184,6 +187,25 @@ int main(void)
 	atomic_store(&fake.fail_kind, 0);
 	struct store_volume *v = NULL;
 	CHECK(store_volume_get_by_name(st, "full", &v) == STORE_NOTFOUND);
+
+	/*
+	 * The helper's BUSY: in use is FAILED_PRECONDITION; another operation on
+	 * the volume in flight there (EINPROGRESS) is ABORTED; every worker taken
+	 * (EAGAIN) is UNAVAILABLE.
+	 */
+	static const struct {
+		int err;
+		enum ctl_code want;
+	} busy[] = {{EBUSY, CTL_FAILED_PRECONDITION},
+	            {EINPROGRESS, CTL_ABORTED},
+	            {EAGAIN, CTL_UNAVAILABLE}};
+	for (size_t i = 0; i < sizeof(busy) / sizeof(busy[0]); i++) {
+		atomic_store(&fake.fail_errno, busy[i].err);
+		atomic_store(&fake.fail_kind, MH_E_BUSY);
+		CHECK(create("busy", 0, 0, NULL) == (int)busy[i].want);
+		atomic_store(&fake.fail_kind, 0);
+		atomic_store(&fake.fail_errno, 0);
+	}
 
 	/* A second operation on a volume with one in flight is ABORTED. */
 	atomic_store(&fake.block_stage, 1);
