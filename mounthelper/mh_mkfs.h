@@ -19,9 +19,9 @@ enum mh_probe_result {
  * Returns MH_PROBE_BLANK or MH_PROBE_MATCH, or -1 with r filled: MH_E_EXISTS
  * naming what was found (another filesystem, a partition table, an ambivalent
  * result), MH_E_FAILED if probing itself failed. Never writes to the device.
- * a receives the runner's answer (mh_tools_signature).
+ * sig receives the runner's answer (mh_tools_signature).
  */
-int mh_probe(int devfd, const char *want_fstype, struct rn_answer *a, struct mh_res *r);
+int mh_probe(int devfd, const char *want_fstype, struct rn_answer *sig, struct mh_res *r);
 
 /*
  * Format the blank image file img (open for reading and writing; name is the

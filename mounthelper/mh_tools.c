@@ -139,11 +139,13 @@ static void __attribute__((noreturn))
 exec_runner(int sock, pid_t parent, const struct pol *pol, const char *data_dir,
             const char *log_format, const char *log_level, enum mh_runner which)
 {
-	const char *argv[8] = {runner_names[which], "--log-format", log_format, "--log-level",
-	                       log_level};
-	size_t argc = 5;
-	if (pol_seccomp_log_only(pol))
-		argv[argc++] = "--seccomp-log-only";
+	const char *argv[] = {runner_names[which],
+	                      "--log-format",
+	                      log_format,
+	                      "--log-level",
+	                      log_level,
+	                      pol_seccomp_log_only(pol) ? "--seccomp-log-only" : NULL,
+	                      NULL};
 	const char *name = which == MH_RUNNER_TREE ? "tree" : "tools";
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 		_exit(1);
