@@ -186,15 +186,16 @@ static int check_stage(const struct mh_ctx *c, const struct mh_req_stage *q,
  * Probe the volume; format it if, and only if, it is blank. The probe's
  * answer (MH_PROBE_MATCH: it held the file system already), or -1.
  *
- * The first look reads the image file img, which is what the volume holds:
- * the device lfd, attached by this worker a moment ago, is a view of the
- * whole file, and its cache is flushed first so that it holds nothing the
- * file does not. libblkid's fifty-odd reads then cost a page cache read each
- * instead of a trip through the loop driver's queue (about 6 ms per blank
- * volume; docs/benchmarks.md). The look after mkfs reads the device: what
- * will be mounted must show the new file system. Both looks are the tools
- * runner's (mh_probe): this process parses none of the image's bytes. sig
- * receives the last look's answer (an ext4's block count, for the growing).
+ * An image that holds no data at all (SEEK_DATA finds none: a new sparse
+ * image) reads as zeros everywhere, so it carries no signature: blank,
+ * without a look. Any other image is looked at by the tools runner, in a
+ * child of its own (mh_probe): this process parses none of the image's bytes.
+ * The look reads the image file img, which is what the volume holds: the
+ * device lfd, attached by this worker a moment ago, is a view of the whole
+ * file, and its cache is flushed first so that it holds nothing the file does
+ * not. sig receives its answer (an ext4's block count, for the growing).
+ * After mkfs the device's cache is flushed again, and the mount, which names
+ * its file system type, is what checks the new file system.
  */
 static int format_if_blank(const struct mh_ctx *c, const struct mh_req_stage *q, int img, int lfd,
                            bool ro, char **mkfs_args, size_t nargs, struct rn_answer *sig,
@@ -202,24 +203,24 @@ static int format_if_blank(const struct mh_ctx *c, const struct mh_req_stage *q,
 {
 	if (mh_loop_flush(lfd, r) < 0)
 		return -1;
-	int probe = mh_probe(img, q->fs_type, sig, r);
+	bool empty = mh_image_empty(img);
+	int probe = empty ? MH_PROBE_BLANK : mh_probe(img, q->fs_type, sig, r);
 	if (probe != MH_PROBE_BLANK)
 		return probe;
 	if (ro)
 		return mh_fail(r, MH_E_PRECONDITION, 0, "blank volume cannot be staged read-only");
 	/*
-	 * Safety: blkid found no signature of any kind, so no data is lost. mkfs
-	 * writes the image file (see mh_mkfs.c); the loop device's cache still
-	 * holds what the probe read, so drop it, and check.
+	 * Safety: the image holds no data, or blkid found no signature of any
+	 * kind in it, so no data is lost. mkfs writes the image file (see
+	 * mh_mkfs.c); the loop device's cache may hold what was read before, so
+	 * drop it.
 	 */
 	char name[MH_IMAGE_NAME_MAX];
 	mh_image_name(q->volume_id, name, sizeof(name));
 	mh_pause(c, "mkfs", q->volume_id); /* tests: the device attached, blank, unformatted */
-	if (mh_mkfs(q->fs_type, mkfs_args, nargs, mh_image_empty(img), img, name, r) < 0 ||
+	if (mh_mkfs(q->fs_type, mkfs_args, nargs, empty, img, name, r) < 0 ||
 	    mh_loop_flush(lfd, r) < 0)
 		return -1;
-	if (mh_probe(lfd, q->fs_type, sig, r) != MH_PROBE_MATCH)
-		return mh_fail(r, MH_E_FAILED, 0, "no %s signature after mkfs", q->fs_type);
 	return MH_PROBE_BLANK;
 }
 
@@ -291,7 +292,7 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	if ((lfd = mh_loop_attach(img, q->volume_id, ro, true, &v.loop, r)) < 0)
 		goto out;
 	v.attached = attached_here = true;
-	struct rn_answer sig;
+	struct rn_answer sig = {0};
 	int probe = format_if_blank(c, q, img, lfd, ro, mkfs_args, (size_t)nargs, &sig, r);
 	if (probe < 0)
 		goto out;

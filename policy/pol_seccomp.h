@@ -20,7 +20,8 @@ struct pol_sc_table;
 extern const struct pol_sc_table pol_sc_helper; /* sepcsi-mounthelper and its workers */
 extern const struct pol_sc_table pol_sc_tools;  /* its tool runner and the mkfs tools */
 extern const struct pol_sc_table pol_sc_tree;   /* its tree runner */
-extern const struct pol_sc_table pol_sc_rpcd;   /* sepcsi-rpcd */
+extern const struct pol_sc_table pol_sc_probe; /* a tools runner's probe child, over pol_sc_tools */
+extern const struct pol_sc_table pol_sc_rpcd;  /* sepcsi-rpcd */
 
 /*
  * Install the table's filter on the calling process (all threads: TSYNC).

@@ -16,7 +16,7 @@
  * value (used so that gRPC's probes for IPv4/IPv6 support get a clean error
  * instead of a kill, while only AF_UNIX sockets can be made).
  */
-enum sc_act { SC_ALLOW, SC_ENOSYS, SC_EAFNOSUPPORT_NE };
+enum sc_act { SC_ALLOW, SC_ENOSYS, SC_EAFNOSUPPORT_NE, SC_EACCES };
 
 struct sc_rule {
 	const char *name;
@@ -68,6 +68,11 @@ struct pol_sc_table {
 #define ENOSYS_(n, w)                                                                              \
 	{                                                                                          \
 		.name = (n), .act = SC_ENOSYS, .arg = -1, .why = (w)                               \
+	}
+/* The call fails with EACCES: a library's attempt gets a clean refusal, not a kill. */
+#define EACCES_(n, w)                                                                              \
+	{                                                                                          \
+		.name = (n), .act = SC_EACCES, .arg = -1, .why = (w)                               \
 	}
 /* ioctl's request is an unsigned int in the kernel: compare the low 32 bits only. */
 #define IOCTL(cmd, w) ALLOW_IF("ioctl", 1, 0xffffffffULL, (uint64_t)(cmd), #cmd, w)

@@ -60,6 +60,7 @@ static int add_rules(scmp_filter_ctx ctx, const struct sc_rule *t, size_t n)
 		if (nr == __NR_SCMP_ERROR && t[i].nr > 0)
 			nr = t[i].nr; /* newer than libseccomp's table: by number */
 		uint32_t act = t[i].act == SC_ENOSYS            ? SCMP_ACT_ERRNO(ENOSYS)
+		               : t[i].act == SC_EACCES          ? SCMP_ACT_ERRNO(EACCES)
 		               : t[i].act == SC_EAFNOSUPPORT_NE ? SCMP_ACT_ERRNO(EAFNOSUPPORT)
 		                                                : SCMP_ACT_ALLOW;
 		if (nr == __NR_SCMP_ERROR)

@@ -35,6 +35,8 @@ void pol_seccomp_print(const struct pol_sc_table *table, FILE *out)
 		const char *filter = t[i].filter ? t[i].filter : "always";
 		if (t[i].act == SC_ENOSYS)
 			filter = "fails with ENOSYS";
+		if (t[i].act == SC_EACCES)
+			filter = "fails with EACCES";
 		snprintf(when, sizeof(when), "%s%s",
 		         t[i].act == SC_EAFNOSUPPORT_NE ? "fails with EAFNOSUPPORT when " : "",
 		         filter);

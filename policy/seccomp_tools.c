@@ -66,8 +66,13 @@ static const struct sc_rule tools_rules[] = {
     ALLOW("sched_getaffinity", "thread count (tools)"),
     ALLOW("clock_gettime", NULL),
     ALLOW("clock_nanosleep", NULL),
+    ALLOW("alarm", "runner: a probe child's time limit"),
     ALLOW_EQ("prctl", 0, PR_SET_PDEATHSIG, "runner and its children: die with the helper"),
     ALLOW_EQ("prctl", 0, PR_GET_DUMPABLE, "secure_getenv check (tools: mkfs.ext4)"),
+    ALLOW_EQ("prctl", 0, PR_SET_NO_NEW_PRIVS,
+             "runner's probe child: libseccomp sets it (already set) before the probe filter"),
+    ALLOW("seccomp", "runner's probe child: installs the probe filter over this one (a filter "
+                     "only ever narrows)"),
     ALLOW("read", NULL),
     ALLOW("write", NULL),
     ALLOW("pread64", "(tools)"),
@@ -119,3 +124,39 @@ static const struct sc_rule tools_rules[] = {
 };
 
 const struct pol_sc_table pol_sc_tools = SC_TABLE("sepcsi-runner, mkfs", tools_rules);
+
+/*
+ * A probe child of the tools runner (runner/tools.c, RN_SIGNATURE): forked for
+ * one probe, holding only its answer socket and a read-only descriptor of the
+ * one image or device, it installs this filter over the tools' own before
+ * libblkid reads a byte. libblkid parses what a tenant wrote, so a subverted
+ * parser must find nothing to do but read that descriptor and answer: no
+ * write, no shared writable mapping, no exec, no signal, no other file, no
+ * process, and it dies with its time (an alarm set before the filter).
+ */
+static const struct sc_rule probe_rules[] = {
+    ALLOW("read", "libblkid reads the image or device"),
+    ALLOW("pread64", "the ext4 superblock"),
+    ALLOW("lseek", "libblkid"),
+    ALLOW("newfstatat", "libblkid: the descriptor's type and size"),
+    ALLOW("fadvise64", "libblkid: random access"),
+    EACCES_("openat", "libblkid's look at sysfs and its config: refused, it goes on without"),
+    ALLOW_IF("mmap", 4, 0xffffffffULL, 0xffffffffULL, "fd -1",
+             "malloc: anonymous memory only, never a mapping of the image"),
+    ALLOW("munmap", "malloc"),
+    ALLOW("brk", "malloc"),
+    ALLOW("mremap", "malloc"),
+    ALLOW("madvise", "malloc"),
+    ALLOW("sendto", "the answer"),
+    ALLOW("close", NULL),
+    ALLOW("exit_group", NULL),
+    ALLOW("rt_sigreturn", NULL),
+    IOCTL(BLKGETSIZE64, "libblkid: a device's size"),
+    IOCTL(BLKSSZGET, "libblkid: a device's sector size"),
+    IOCTL(BLKGETZONESZ, "libblkid: is the device zoned"),
+    IOCTL(CDROM_GET_CAPABILITY, "libblkid: is the device a CD"),
+    IOCTL(CDROM_LAST_WRITTEN, "libblkid: the same"),
+    IOCTL(FDGETFDCSTAT, "libblkid: is the device a floppy"),
+};
+
+const struct pol_sc_table pol_sc_probe = SC_TABLE("sepcsi-runner probe child", probe_rules);

@@ -50,6 +50,9 @@ void __attribute__((noreturn)) rn_answer_exit(int sock, const struct rn_answer *
  */
 int rn_fork_job(void);
 
+/* Was --seccomp-log-only given (a filter a job installs logs too)? */
+bool rn_seccomp_log_only(void);
+
 /* Run fn(arg) in a detached thread (or here, when no thread is to be had). */
 void rn_thread(void *(*fn)(void *), void *arg);
 

@@ -63,6 +63,12 @@ bool rn_hung_up(int sock)
 }
 
 static pid_t runner_pid;
+static bool log_only;
+
+bool rn_seccomp_log_only(void)
+{
+	return log_only;
+}
 
 int rn_fork_job(void)
 {
@@ -133,7 +139,6 @@ int rn_main(int argc, char **argv, const struct rn_role *role)
 	};
 	enum log_format fmt = LOG_FMT_TEXT;
 	enum log_level lvl = LOG_LVL_INFO;
-	bool log_only = false;
 	int c;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if ((c == 'f' && log_parse_format(optarg, &fmt) == 0) ||

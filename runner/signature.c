@@ -3,10 +3,13 @@
  * by the tools runner. This is the only code of sepcsi that parses bytes a
  * tenant may have written (libblkid's probes of every known file system and
  * partition table, and ext4's superblock fields), and it runs here, in a
- * thread of a process that holds no capability, sees no other image and no
- * kubelet directory, under the tools' filter; never in the helper, which
- * holds CAP_SYS_ADMIN and links no libblkid. A subverted parser gains the
- * descriptor it was given and nothing else. Nothing here is fatal.
+ * child the tools runner forks for each probe (tools.c: probe_child), which
+ * holds no capability, only a read-only descriptor of the one image and its
+ * answer socket, sees no kubelet directory, and runs under the probe filter
+ * stacked on the tools' (reads, anonymous memory, the answer); never in the
+ * helper, which holds CAP_SYS_ADMIN and links no libblkid. A subverted parser
+ * can read that one image and answer, nothing else, and no later job reaches
+ * it. Nothing here is fatal.
  *
  * What the answer says is itself tenant-shaped: the helper checks its form
  * (bounded, printable) and decides from it only whether to format (blank:

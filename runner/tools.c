@@ -18,8 +18,9 @@
  * a child, so a long one never holds up the next job; the child answers on
  * the job's own answer socket. If the requester goes away (the helper's
  * worker gave up, or died), that socket hangs up: the child kills its tool,
- * or stops its copy. Sizing a file (two calls) runs in a thread instead, and
- * reading a signature in the loop itself: a fork would cost more than either. It ends with the
+ * or stops its copy. Sizing a file (two calls) runs in a thread instead: a
+ * fork would cost more than the job. Reading a signature runs in a child of
+ * its own under a narrower filter still (probe_child). It ends with the
  * helper (PR_SET_PDEATHSIG, set before the exec) or when fd 3 closes.
  *
  * Why a program of its own: none of this needs the helper's CAP_SYS_ADMIN, so
@@ -29,10 +30,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
-#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -156,6 +157,43 @@ static struct rn_answer file_job(const struct rn_job *j, const int *fds)
 	return a;
 }
 
+/*
+ * RN_SIGNATURE, in a child of its own for each probe: libblkid parses bytes a
+ * tenant wrote, so what it runs in keeps nothing of any other job. The child
+ * holds only the answer socket and a read-only descriptor of the one image or
+ * device (opened again through /proc/self/fd, the job's own closed), has an
+ * alarm of PROBE_SECONDS, and installs the probe filter (policy/seccomp_tools.c:
+ * reads, anonymous memory, the answer) over the tools' before the first read.
+ * Not a thread: threads reading beside the forks of tool jobs fault on every
+ * page each fork makes copy-on-write (twice the time for 8 concurrent stages,
+ * docs/benchmarks.md); nor the loop itself: one stuck probe would hold up every
+ * volume's jobs.
+ */
+#define PROBE_SECONDS 60
+
+static void __attribute__((noreturn)) probe_child(int sock, int fd)
+{
+	struct rn_answer a = {0};
+	char self[32];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	int ro = open(self, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (ro < 0) {
+		a.err = errno;
+		rn_answer_exit(sock, &a);
+	}
+	close(fd);
+	/* Every descriptor above stdio but these two closed (each range only if not empty). */
+	unsigned lo = (unsigned)(sock < ro ? sock : ro), hi = (unsigned)(sock < ro ? ro : sock);
+	if ((lo > 3 && close_range(3, lo - 1, 0) < 0) ||
+	    (hi > lo + 1 && close_range(lo + 1, hi - 1, 0) < 0) || close_range(hi + 1, ~0U, 0) < 0)
+		_exit(1);
+	alarm(PROBE_SECONDS);
+	if (pol_seccomp_install(&pol_sc_probe, rn_seccomp_log_only()) < 0)
+		_exit(1);
+	rn_signature(ro, &a);
+	rn_answer_exit(sock, &a);
+}
+
 /* A job run in a thread: a copy of the job and its descriptors. */
 struct thread_job {
 	struct rn_job j;
@@ -184,15 +222,8 @@ static void take(const struct rn_job *j, int fds[RN_FDS_MAX])
 		struct rn_answer a = probe_files(fds[1], fds[2]); /* once, at the start */
 		rn_send_answer(fds[0], &a);
 	} else if (j->kind == RN_SIGNATURE) {
-		/*
-		 * Here, in the loop: a probe is a few reads from the page cache.
-		 * Threads reading beside the forks of tool jobs cost more than the
-		 * probe itself (each fork makes their heap pages copy-on-write):
-		 * measured, 8 concurrent stages took twice as long (benchmarks.md).
-		 */
-		struct rn_answer a;
-		rn_signature(fds[1], &a);
-		rn_send_answer(fds[0], &a);
+		if (rn_fork_job() == 0)
+			probe_child(fds[0], fds[1]);
 	} else if (j->kind == RN_SIZE) {
 		struct thread_job *t = malloc(sizeof(*t));
 		if (!t)
@@ -221,11 +252,5 @@ static const struct rn_role tools_role = {
 
 int main(int argc, char **argv)
 {
-	/*
-	 * libblkid reads in buffers of up to 256 KiB: from the heap, kept for the
-	 * next probe, rather than an mmap and munmap (and their page faults) each.
-	 */
-	mallopt(M_MMAP_THRESHOLD, 4 << 20);
-	mallopt(M_TRIM_THRESHOLD, 16 << 20);
 	return rn_main(argc, argv, &tools_role);
 }

@@ -87,6 +87,11 @@ static void print_seccomp_tools(FILE *out)
 	pol_seccomp_print(&pol_sc_tools, out);
 }
 
+static void print_seccomp_probe(FILE *out)
+{
+	pol_seccomp_print(&pol_sc_probe, out);
+}
+
 static void print_seccomp_tree(FILE *out)
 {
 	pol_seccomp_print(&pol_sc_tree, out);
@@ -120,6 +125,7 @@ static const struct {
     {"caps-helper", pol_caps_print_helper},   /* docs/helper.md */
     {"seccomp-helper", print_seccomp_helper}, /* docs/helper.md */
     {"seccomp-tools", print_seccomp_tools},   /* docs/helper.md */
+    {"seccomp-probe", print_seccomp_probe},   /* docs/helper.md */
     {"caps-tree", pol_caps_print_tree},       /* docs/helper.md */
     {"seccomp-tree", print_seccomp_tree},     /* docs/helper.md */
     {"seccomp-rpcd", print_seccomp_rpcd},     /* docs/rpcd.md */

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -70,6 +71,11 @@ enum probe {
 	P_ABORT,
 	P_RESTART_SYSCALL,
 	P_SCHED_YIELD,
+	P_WRITE,
+	P_PIDFD_OPEN,
+	P_MMAP_FILE,
+	P_MMAP_ANON,
+	P_OPENAT,
 };
 
 /* Leave the child without libc or sanitizer exit hooks (LeakSanitizer would need ptrace). */
@@ -163,6 +169,22 @@ static int do_probe(enum probe p)
 		return syscall(SYS_pivot_root, "/nonexistent", "/nonexistent") == 0;
 	case P_FTRUNCATE: /* allowed: EBADF */
 		return syscall(SYS_ftruncate, -1, 0) == -1 && errno == EBADF ? 0 : 1;
+	case P_WRITE: /* to stderr: killed under the probe filter */
+		return syscall(SYS_write, 2, "", 0) == 0 ? 0 : 1;
+	case P_PIDFD_OPEN: /* the pid of the test itself */
+		return syscall(SYS_pidfd_open, getppid(), 0) >= 0 ? 0 : 1;
+	case P_MMAP_FILE: /* a mapping of a descriptor (stdin): killed under the probe filter */
+		return mmap(NULL, 4096, PROT_READ, MAP_SHARED, 0, 0) != MAP_FAILED ? 0 : 1;
+	case P_MMAP_ANON:
+		return mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		            0) != MAP_FAILED
+		           ? 0
+		           : 1;
+	case P_OPENAT: /* 4: refused cleanly with EACCES */
+		/* cppcheck-suppress leakReturnValNotUsed ; a probe in a child that exits at once */
+		if (open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0)
+			return 0;
+		return errno == EACCES ? 4 : 1;
 	case P_KILL_TERM:
 		return kill(getpid(), 0) == 0 ? 0 : 1;
 	case P_I386_GETPID:
@@ -218,6 +240,44 @@ static void test_tools_filter(void)
 	CHECK(probe(&pol_sc_tools, false, P_FORK) == 0);
 	CHECK(probe(&pol_sc_tools, false, P_FTRUNCATE) == 0);   /* sizing an image file */
 	CHECK(probe(&pol_sc_tools, false, P_SCHED_YIELD) == 0); /* a lock's back-off */
+}
+
+/*
+ * A probe child of the tools runner: the probe filter over the tools' (as
+ * runner/tools.c installs it). libblkid's reads and anonymous memory and the
+ * answer; no write, no exec, no fork, no pidfd, no mapping of a file, no open
+ * (EACCES, so that libblkid goes on without sysfs).
+ */
+static int probe_stacked(enum probe p)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (pol_seccomp_install(&pol_sc_tools, false) < 0 ||
+		    pol_seccomp_install(&pol_sc_probe, false) < 0)
+			raw_exit(3);
+		raw_exit(do_probe(p));
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	return WIFSIGNALED(st) ? WTERMSIG(st) : -WEXITSTATUS(st);
+}
+
+static void test_probe_filter(void)
+{
+	const enum probe killed[] = {P_WRITE,     P_EXECVE,     P_FORK,        P_FTRUNCATE,
+	                             P_KILL_KILL, P_PIDFD_OPEN, P_SOCKET_UNIX, P_MOUNT,
+	                             P_PTRACE,    P_UNSHARE_NS, P_GETPID,      P_MMAP_FILE};
+	for (size_t i = 0; i < sizeof(killed) / sizeof(killed[0]); i++) {
+		int r = probe_stacked(killed[i]);
+		if (r != SIGSYS)
+			fprintf(stderr, "probe child %d: got %d, want SIGSYS\n", (int)killed[i], r);
+		CHECK(r == SIGSYS);
+	}
+	CHECK(probe_stacked(P_MMAP_ANON) == 0);
+	CHECK(probe_stacked(P_OPENAT) == -4);
+	/* The tools' own filter lets the runner install it, and keeps its pidfd for tools. */
+	CHECK(probe(&pol_sc_tools, false, P_PIDFD_OPEN) == 0);
 }
 
 /* The tree runner's filter: fork and file calls, but no exec, mount, namespace or node call. */
@@ -454,6 +514,7 @@ int main(void)
 	test_helper_filter();
 	test_tools_filter();
 	test_tree_filter();
+	test_probe_filter();
 	test_rpcd_filter();
 	if (geteuid() == 0)
 		test_exec_gets_no_caps();
