@@ -21,7 +21,9 @@ extern const struct pol_sc_table pol_sc_helper; /* sepcsi-mounthelper and its wo
 extern const struct pol_sc_table pol_sc_tools;  /* its tool runner and the mkfs tools */
 extern const struct pol_sc_table pol_sc_tree;   /* its tree runner */
 extern const struct pol_sc_table pol_sc_probe; /* a tools runner's probe child, over pol_sc_tools */
-extern const struct pol_sc_table pol_sc_rpcd;  /* sepcsi-rpcd */
+/* The only descriptor a probe child may send on: its answer socket (runner/tools.c). */
+#define POL_SC_PROBE_ANSWER_FD 3
+extern const struct pol_sc_table pol_sc_rpcd; /* sepcsi-rpcd */
 
 /*
  * Install the table's filter on the calling process (all threads: TSYNC).

@@ -19,9 +19,10 @@
  *            work from one to the other (reflinked), and the largest size
  *            ftruncate takes (bytes, to 4 KiB); err, or 0
  *   RN_SIGNATURE fds: answer, an image or its loop device (read, never written)
- *            in a child of its own under the probe filter: libblkid's safe probe, superblocks and partition tables: status
- *            (enum rn_signature), type and pttype as found; and, when the
- *            bytes at 1024 are an ext4 superblock, its block count and size
+ *            in a child of its own under the probe filter: libblkid's safe
+ *            probe, superblocks and partition tables: status (enum
+ *            rn_signature), type and pttype as found; and, when the bytes
+ *            at 1024 are an ext4 superblock, its block count and size
  *            (fs_blocks, fs_block_size); err, or 0. What it says comes from
  *            bytes a tenant may have written: the helper reads it as such.
  *

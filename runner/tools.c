@@ -160,16 +160,20 @@ static struct rn_answer file_job(const struct rn_job *j, const int *fds)
 /*
  * RN_SIGNATURE, in a child of its own for each probe: libblkid parses bytes a
  * tenant wrote, so what it runs in keeps nothing of any other job. The child
- * holds only the answer socket and a read-only descriptor of the one image or
- * device (opened again through /proc/self/fd, the job's own closed), has an
- * alarm of PROBE_SECONDS, and installs the probe filter (policy/seccomp_tools.c:
- * reads, anonymous memory, the answer) over the tools' before the first read.
+ * holds only the answer socket, on PROBE_ANSWER_FD, and a read-only descriptor
+ * of the one image or device (opened again through /proc/self/fd, the job's
+ * own closed), on PROBE_IMAGE_FD: nothing else, not even stdio. It has an alarm
+ * of PROBE_SECONDS, and installs the probe filter (policy/seccomp_tools.c:
+ * reads, anonymous memory, the answer on its fixed descriptor) over the
+ * tools' before the first read.
  * Not a thread: threads reading beside the forks of tool jobs fault on every
  * page each fork makes copy-on-write (twice the time for 8 concurrent stages,
  * docs/benchmarks.md); nor the loop itself: one stuck probe would hold up every
  * volume's jobs.
  */
-#define PROBE_SECONDS 60
+#define PROBE_SECONDS   60
+#define PROBE_ANSWER_FD POL_SC_PROBE_ANSWER_FD
+#define PROBE_IMAGE_FD  (POL_SC_PROBE_ANSWER_FD + 1)
 
 static void __attribute__((noreturn)) probe_child(int sock, int fd)
 {
@@ -182,16 +186,17 @@ static void __attribute__((noreturn)) probe_child(int sock, int fd)
 		rn_answer_exit(sock, &a);
 	}
 	close(fd);
-	/* Every descriptor above stdio but these two closed (each range only if not empty). */
-	unsigned lo = (unsigned)(sock < ro ? sock : ro), hi = (unsigned)(sock < ro ? ro : sock);
-	if ((lo > 3 && close_range(3, lo - 1, 0) < 0) ||
-	    (hi > lo + 1 && close_range(lo + 1, hi - 1, 0) < 0) || close_range(hi + 1, ~0U, 0) < 0)
+	/* The two on their fixed numbers (moved above them first), every other one closed. */
+	int s = fcntl(sock, F_DUPFD, 16), i = fcntl(ro, F_DUPFD, 16);
+	if (s < 0 || i < 0 || dup2(s, PROBE_ANSWER_FD) < 0 || dup2(i, PROBE_IMAGE_FD) < 0 ||
+	    close_range(0, PROBE_ANSWER_FD - 1, 0) < 0 ||
+	    close_range(PROBE_IMAGE_FD + 1, ~0U, 0) < 0)
 		_exit(1);
 	alarm(PROBE_SECONDS);
 	if (pol_seccomp_install(&pol_sc_probe, rn_seccomp_log_only()) < 0)
 		_exit(1);
-	rn_signature(ro, &a);
-	rn_answer_exit(sock, &a);
+	rn_signature(PROBE_IMAGE_FD, &a);
+	rn_answer_exit(PROBE_ANSWER_FD, &a);
 }
 
 /* A job run in a thread: a copy of the job and its descriptors. */
