@@ -174,10 +174,10 @@ static int do_probe(enum probe p)
 	case P_PIDFD_OPEN: /* the pid of the test itself */
 		return syscall(SYS_pidfd_open, getppid(), 0) >= 0 ? 0 : 1;
 	case P_MMAP_FILE: /* a mapping of a descriptor (stdin): killed under the probe filter */
-		return mmap(NULL, 4096, PROT_READ, MAP_SHARED, 0, 0) != MAP_FAILED ? 0 : 1;
+		return syscall(SYS_mmap, NULL, 4096, PROT_READ, MAP_SHARED, 0, 0) != -1 ? 0 : 1;
 	case P_MMAP_ANON:
-		return mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		            0) != MAP_FAILED
+		return syscall(SYS_mmap, NULL, 4096, PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) != -1
 		           ? 0
 		           : 1;
 	case P_OPENAT: /* 4: refused cleanly with EACCES */
