@@ -55,8 +55,8 @@ def device_of(d, vid):
         try:
             with open("/sys/block/%s/loop/backing_file" % name) as f:
                 back = f.read().strip()
-        except FileNotFoundError:
-            continue  # detached (by anyone, other tests included) between the two looks
+        except OSError:  # ENOENT or ENODEV: detached (by anyone) between the two looks
+            continue
         # The helper attached it in its own view: match by the image's name, then identity.
         if back.endswith("/images/%s.img" % vid) and loops_match(name, st):
             found.append(int(name[4:]))
