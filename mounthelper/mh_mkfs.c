@@ -10,8 +10,9 @@
  * the device is blank: libblkid's safe probe with superblocks AND partition
  * tables enabled must report nothing. The probe runs in the capability-less
  * tools runner (runner/signature.c), never here: its parsers read bytes a
- * tenant may have written. What it answers can at worst be a lie about one
- * image that the runner could write anyway. Any signature other than the requested
+ * tenant may have written, each probe in a child of its own that can only
+ * read its one image and answer. What it answers can at worst be a lie about
+ * that image, its own tenant's. Any signature other than the requested
  * filesystem, a partition table, or an ambivalent result (two signatures) is
  * refused with MH_E_EXISTS and the device is left untouched. What is probed
  * is one of our own images (mh_loop.c), as the file or through its loop

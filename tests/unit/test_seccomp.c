@@ -209,18 +209,25 @@ static int do_probe(enum probe p)
  * the signal that killed the child, or -(exit status) (so 0 = allowed and
  * succeeded, -1 = allowed but failed, -3 = the filter could not be installed).
  */
-static int probe(const struct pol_sc_table *table, bool log_only, enum probe p)
+static int probe_with(const struct pol_sc_table *table, const struct pol_sc_table *over,
+                      bool log_only, enum probe p)
 {
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
-		if (table && pol_seccomp_install(table, log_only) < 0)
+		if ((table && pol_seccomp_install(table, log_only) < 0) ||
+		    (over && pol_seccomp_install(over, log_only) < 0))
 			raw_exit(3);
 		raw_exit(do_probe(p));
 	}
 	int st = 0;
 	waitpid(pid, &st, 0);
 	return WIFSIGNALED(st) ? WTERMSIG(st) : -WEXITSTATUS(st);
+}
+
+static int probe(const struct pol_sc_table *table, bool log_only, enum probe p)
+{
+	return probe_with(table, NULL, log_only, p);
 }
 
 /* The tool runner's filter: exec and fork, but no mount, namespace, node or network call. */
@@ -250,17 +257,7 @@ static void test_tools_filter(void)
  */
 static int probe_stacked(enum probe p)
 {
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid == 0) {
-		if (pol_seccomp_install(&pol_sc_tools, false) < 0 ||
-		    pol_seccomp_install(&pol_sc_probe, false) < 0)
-			raw_exit(3);
-		raw_exit(do_probe(p));
-	}
-	int st = 0;
-	waitpid(pid, &st, 0);
-	return WIFSIGNALED(st) ? WTERMSIG(st) : -WEXITSTATUS(st);
+	return probe_with(&pol_sc_tools, &pol_sc_probe, false, p);
 }
 
 static void test_probe_filter(void)
