@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "mh_proto.h"
 #include "policy.h"
@@ -21,6 +22,8 @@ struct mh_ctx {
 	int audit_fd;  /* <data-dir>/audit.log, O_WRONLY|O_APPEND, 0600; -1 if none */
 	bool reflink;  /* FICLONE works in the data directory (the runner's probe at start) */
 	uint64_t max_file_bytes; /* the largest file the data directory takes (the same probe) */
+	uid_t owner; /* who owns the images: root for the helper, the orchestrator's uid for the
+	                core */
 };
 
 /* Why an operation was not done; becomes MH_ANS_ERROR and the audit line. */

@@ -44,6 +44,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "mh_mount.h"
 #include "mh_pause.h"
 #include "openat2.h"
 #include "policy.h"
@@ -108,7 +109,8 @@ int mh_at_open(const struct mh_ctx *c, const char *path, unsigned roles, struct 
 	if (fd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "cannot open allowed root %s: %s", at->root,
 		               strerror(errno));
-	if (mh_at_check_dir(fd, "the allowed root", r) < 0)
+	if (mh_mount_check_local(fd, "the allowed root", r) < 0 ||
+	    mh_at_check_dir(fd, "the allowed root", r) < 0)
 		goto fail;
 	/* pol_path_check: path is "<root>/a/b/.../name", canonical, at least one component. */
 	const char *s = path + strlen(at->root) + 1;
@@ -128,7 +130,8 @@ int mh_at_open(const struct mh_ctx *c, const char *path, unsigned roles, struct 
 		}
 		close(fd);
 		fd = next;
-		if (mh_at_check_dir(fd, "a parent directory", r) < 0)
+		if (mh_mount_check_local(fd, "a parent directory", r) < 0 ||
+		    mh_at_check_dir(fd, "a parent directory", r) < 0)
 			goto fail;
 		s += n + 1;
 	}
@@ -144,7 +147,8 @@ int mh_at_descend(const struct mh_at *at, const char *name, struct mh_at *sub, s
 	sub->root = at->root;
 	if (sub->dir < 0)
 		return resolve_fail(r, errno, "the path");
-	if (mh_at_check_dir(sub->dir, "the path", r) < 0) {
+	if (mh_mount_check_local(sub->dir, "the path", r) < 0 ||
+	    mh_at_check_dir(sub->dir, "the path", r) < 0) {
 		mh_closep(&sub->dir);
 		return -1;
 	}
@@ -158,10 +162,25 @@ void mh_at_close(struct mh_at *at)
 
 int mh_at_child(const struct mh_at *at, int flags, struct mh_res *r)
 {
-	int fd = open_beneath(at->dir, at->name, flags, 0);
+	char self[32];
+	/* O_PATH first: what is there is looked at before anything asks its file system. */
+	int fd = open_beneath(at->dir, at->name, O_PATH | (flags & O_DIRECTORY), 0), opened;
 	if (fd < 0)
 		return resolve_fail(r, errno, "the path");
-	return fd;
+	if (mh_mount_check_local(fd, "the path", r) < 0) {
+		close(fd);
+		return -1;
+	}
+	if (flags & O_PATH)
+		return fd;
+	/* Then opened as asked: the same object again, not the name looked up twice. */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	opened = open(self, flags | O_CLOEXEC);
+	int err = errno;
+	close(fd);
+	if (opened < 0)
+		return resolve_fail(r, err, "the path");
+	return opened;
 }
 
 static void mark_value(const char *volume_id, ino_t ino, char *buf, size_t len)

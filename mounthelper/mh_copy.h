@@ -10,11 +10,4 @@
  */
 void mh_copy_thaw(const struct mh_ctx *c, const char *volume_id);
 
-/*
- * At start: thaw every mounted file system of the helper's images, in case a
- * helper killed during a copy left one frozen (a freeze outlives the process
- * that made it). Best effort; each thaw is logged.
- */
-void mh_copy_thaw_all(const struct mh_ctx *c);
-
 #endif

@@ -1,13 +1,14 @@
 /*
- * The helper's whole privileged surface in one table: which request types it
- * serves, the handler of each, whether it only reads (answered at once by the
- * main loop) or changes something (run in a worker, mh_worker.c), and which
- * ids and paths it acts on (two requests sharing one never run at once). Also
- * the audit record every request leaves, written by the helper itself: one
- * line on stderr and one JSON object appended to <data-dir>/audit.log, which
- * rpcd can neither forge nor suppress.
+ * How a request meets its row of the dispatch table (the helper's in
+ * mh_table.c, the capable core's in core/core_table.c: each binary links
+ * one): the checks every row declares (ids, flags, readonly), which ids and
+ * paths it acts on (two requests sharing one never run at once), and the
+ * audit record every request leaves, written by the process itself: one line
+ * on stderr and one JSON object appended to <data-dir>/audit.log, which its
+ * peer can neither forge nor suppress.
  *
- * Runs in the helper (main process and workers) as root under seccomp.
+ * Runs in the helper (main process and workers) and in the core, as root
+ * under seccomp.
  * Nothing here is fatal; a request type outside the table is reported to the
  * caller, which ends the helper (protocol violation).
  */
@@ -21,102 +22,6 @@
 
 #include "log.h"
 #include "mh_common.h"
-
-/*
- * One row per operation: its handler, whether it only reads, the flags it
- * takes (any other is refused before the handler runs), and its safety
- * argument in one line (the whole argument: docs/security.md). Every request
- * also has its ids checked, and a readonly field other than 0 or 1 refused,
- * before its handler runs (precheck below). The rows past NFROM_RPCD are the
- * main loop's own requests to its workers: from rpcd, a protocol violation.
- */
-static const struct {
-	uint16_t req, ans;
-	mh_answer_fn *answer;
-	const char *name;
-	bool read_only;
-	uint8_t flags;
-	const char *safety;
-} dispatch[] = {
-    {MH_REQ_PING, MH_ANS_PING, mh_answer_ping, "PING", true, 0, "changes nothing"},
-    {MH_REQ_CREATE, MH_ANS_CREATE, mh_answer_create, "CREATE", false, 0,
-     "makes only images/<id>.img, under a temporary name renamed without replacing; the id "
-     "is the name's only variable part; the size is bounded and counted against the disk"},
-    {MH_REQ_DELETE, MH_ANS_DELETE, mh_answer_delete, "DELETE", false, 0,
-     "unlinks only images/<id>.img, and not while a loop device backs it"},
-    {MH_REQ_STAGE, MH_ANS_STAGE, mh_answer_stage, "STAGE", false,
-     MH_F_BLOCK | MH_F_CREATE_DIR | MH_F_MOUNT_GROUP,
-     "mounts only this volume's image, through a loop device it attached itself, on an "
-     "empty root-only directory of a staging pattern, resolved again after mkfs and checked "
-     "after; formats only a device with no signature at all"},
-    {MH_REQ_UNSTAGE, MH_ANS_UNSTAGE, mh_answer_unstage, "UNSTAGE", false,
-     MH_F_BLOCK | MH_F_REMOVE_DIR,
-     "unmounts only a mount proved this volume's (its loop device backed by the image); "
-     "detaches only when no mount or bind of the device is left anywhere"},
-    {MH_REQ_PUBLISH, MH_ANS_PUBLISH, mh_answer_publish, "PUBLISH", false, MH_F_BLOCK,
-     "a second mount of the staged file system (a bind of its loop node for raw block), "
-     "nosuid,nodev, on an empty target of a target pattern it made and marked or found "
-     "empty; checked after"},
-    {MH_REQ_UNPUBLISH, MH_ANS_UNPUBLISH, mh_answer_unpublish, "UNPUBLISH", false, 0,
-     "unmounts only this volume's mounts at the target; removes the target only if its "
-     "mark says the helper made it for this volume, and checks the unlink after"},
-    {MH_REQ_RESIZE, MH_ANS_RESIZE, mh_answer_resize, "RESIZE", false, 0,
-     "grows only images/<id>.img, never shrinks it; bounded and counted"},
-    {MH_REQ_SNAPSHOT, MH_ANS_SNAPSHOT, mh_answer_snapshot, "SNAPSHOT", false, 0,
-     "copies images/<id>.img to snapshots/<id>.img under a temporary name; freezes only "
-     "this volume's verified mount, within freeze_max_seconds"},
-    {MH_REQ_DELETE_SNAPSHOT, MH_ANS_DELETE_SNAPSHOT, mh_answer_delete_snapshot, "DELETE_SNAPSHOT",
-     false, 0, "unlinks only snapshots/<id>.img"},
-    {MH_REQ_CLONE, MH_ANS_CLONE, mh_answer_clone, "CLONE", false, 0,
-     "copies a snapshot or volume image into a new images/<id>.img under a temporary "
-     "name; freezes as SNAPSHOT does"},
-    {MH_REQ_CAPACITY, MH_ANS_CAPACITY, mh_answer_capacity, "CAPACITY", true, 0,
-     "reads its own counts"},
-    {MH_REQ_EXPAND, MH_ANS_EXPAND, mh_answer_expand, "EXPAND", false, MH_F_BLOCK,
-     "grows only a file system proved to be this volume's mount, with that file system's "
-     "own ioctl on the verified mount"},
-    {MH_REQ_STATS, MH_ANS_STATS, mh_answer_stats, "STATS", true, MH_F_BLOCK,
-     "statvfs of a mount proved to be this volume's; changes nothing"},
-    {MH_REQ_LIST, MH_ANS_LIST, mh_answer_list, "LIST", true, 0,
-     "reads the helper's own files and the mounts of its own loop devices; changes nothing"},
-    /* Directory volumes: the whole argument is at the top of mh_dir.c and mh_tree.c. */
-    {MH_REQ_DIR_CREATE, MH_ANS_DIR_CREATE, mh_answer_dir_create, "DIR_CREATE", false, 0,
-     "makes only <base>/<name> (a plain name, never leaving the base), marked and whole "
-     "before it takes its name, never over anything; copies only a marked snapshot or "
-     "volume of the same base; mkdir of missing parents, each root's alone"},
-    {MH_REQ_DIR_DELETE, MH_ANS_DIR_DELETE, mh_answer_dir_delete, "DIR_DELETE", false, 0,
-     "removes, archives or keeps only a directory marked as this volume's; removal renames "
-     "it into the trash first and empties it on fds, never following a symlink or crossing "
-     "a mount"},
-    {MH_REQ_DIR_EXPAND, MH_ANS_DIR_EXPAND, mh_answer_dir_expand, "DIR_EXPAND", false, 0,
-     "raises the project quota of a directory marked as this volume's; never lowers it"},
-    {MH_REQ_DIR_PUBLISH, MH_ANS_DIR_PUBLISH, mh_answer_dir_publish, "DIR_PUBLISH", false,
-     MH_F_MOUNT_GROUP,
-     "binds only the directory marked as this volume's, nosuid,nodev (read-only from the "
-     "base's read-only clone), on an empty target of a target pattern; checked after"},
-    {MH_REQ_DIR_UNPUBLISH, MH_ANS_DIR_UNPUBLISH, mh_answer_dir_unpublish, "DIR_UNPUBLISH", false, 0,
-     "unmounts only binds whose root is this volume's marked directory; removes the target "
-     "only if its mark says the helper made it for this volume"},
-    {MH_REQ_DIR_STATS, MH_ANS_DIR_STATS, mh_answer_dir_stats, "DIR_STATS", true, 0,
-     "statvfs and the project quota of this volume's marked directory; changes nothing"},
-    {MH_REQ_DIR_CAPACITY, MH_ANS_DIR_CAPACITY, mh_answer_dir_capacity, "DIR_CAPACITY", true, 0,
-     "statvfs of a base the policy names; changes nothing"},
-    {MH_REQ_DIR_SNAPSHOT, MH_ANS_DIR_SNAPSHOT, mh_answer_dir_snapshot, "DIR_SNAPSHOT", false, 0,
-     "copies this volume's marked directory into <base>/.sepcsi-snapshots/<id>, root's "
-     "alone, whole and marked before it takes its name"},
-    {MH_REQ_DIR_DELETE_SNAPSHOT, MH_ANS_DIR_DELETE_SNAPSHOT, mh_answer_dir_delete_snapshot,
-     "DIR_DELETE_SNAPSHOT", false, 0,
-     "removes only <base>/.sepcsi-snapshots/<id> if marked as that snapshot, as DIR_DELETE "
-     "does"},
-    /* The main loop's own: never from rpcd. */
-    {MH_REQ_PURGE, MH_ANS_PURGE, mh_answer_purge, "PURGE", false, 0,
-     "removes what dead operations left of one id: <id>.img.tmp in images/ and snapshots/; "
-     "<base>/.sepcsi-work/<id> and <base>/.sepcsi-trash/<id>, root's alone, only if marked "
-     "as that id's (or an empty directory), emptied as DIR_DELETE empties a tree"},
-};
-
-#define NDISPATCH  (sizeof(dispatch) / sizeof(dispatch[0]))
-#define NFROM_RPCD (NDISPATCH - 1)
 
 static const char *const kind_names[] = {
     [MH_E_OK] = "OK",
@@ -132,8 +37,8 @@ static const char *const kind_names[] = {
 
 static int find(uint16_t type)
 {
-	for (size_t i = 0; i < NDISPATCH; i++)
-		if (dispatch[i].req == type)
+	for (size_t i = 0; i < mh_op_nrows; i++)
+		if (mh_op_rows[i].req == type)
 			return (int)i;
 	return -1;
 }
@@ -141,19 +46,19 @@ static int find(uint16_t type)
 bool mh_ops_known(uint16_t type)
 {
 	int i = find(type);
-	return i >= 0 && (size_t)i < NFROM_RPCD;
+	return i >= 0 && (size_t)i < mh_op_npeer;
 }
 
 const char *mh_ops_safety(uint16_t type)
 {
 	int i = find(type);
-	return i >= 0 ? dispatch[i].safety : "";
+	return i >= 0 ? mh_op_rows[i].safety : "";
 }
 
 bool mh_ops_read_only(uint16_t type)
 {
 	int i = find(type);
-	return i >= 0 && dispatch[i].read_only;
+	return i >= 0 && mh_op_rows[i].read_only;
 }
 
 /* What a request names and carries that every operation checks the same way. */
@@ -171,7 +76,11 @@ static struct fields fields_of(const struct mh_msg *q)
 		f.a.volume_id = q->u.create.volume_id;
 		break;
 	case MH_REQ_DELETE:
+	case MH_REQ_THAW:
 		f.a.volume_id = q->u.del.volume_id;
+		break;
+	case MH_REQ_FREEZE:
+		f.a.volume_id = q->u.freeze.volume_id;
 		break;
 	case MH_REQ_STAGE:
 		f.a = (struct mh_audit){.volume_id = q->u.stage.volume_id,
@@ -273,8 +182,9 @@ static int precheck(int i, const struct fields *f, struct mh_res *r)
 		return -1;
 	if (f->readonly > 1)
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "readonly must be 0 or 1");
-	if (f->flags > 0 && (f->flags & ~dispatch[i].flags))
-		return mh_fail(r, MH_E_REFUSED, EINVAL, "flag not valid for %s", dispatch[i].name);
+	if (f->flags > 0 && (f->flags & ~mh_op_rows[i].flags))
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "flag not valid for %s",
+		               mh_op_rows[i].name);
 	return 0;
 }
 
@@ -336,14 +246,14 @@ int mh_ops_handle(const struct mh_ctx *c, const struct mh_msg *req, struct mh_ms
 	struct mh_audit a = f.a;
 	memset(ans, 0, sizeof(*ans));
 	ans->id = req->id;
-	ans->type = dispatch[i].ans;
-	int rc = precheck(i, &f, &r) < 0 ? -1 : dispatch[i].answer(c, req, ans, &a, &r);
+	ans->type = mh_op_rows[i].ans;
+	int rc = precheck(i, &f, &r) < 0 ? -1 : mh_op_rows[i].answer(c, req, ans, &a, &r);
 	if (rc < 0 && r.kind == MH_E_OK)
 		mh_fail(&r, MH_E_FAILED, 0,
 		        "internal error"); /* never report success by accident */
 	if (rc < 0 || r.kind != MH_E_OK)
 		to_error(ans, &r);
-	audit(c, req, dispatch[i].name, &a, &r);
+	audit(c, req, mh_op_rows[i].name, &a, &r);
 	return 0;
 }
 
@@ -357,5 +267,5 @@ void mh_ops_refuse(const struct mh_ctx *c, const struct mh_msg *req, struct mh_m
 	memset(ans, 0, sizeof(*ans));
 	ans->id = req->id;
 	to_error(ans, &r);
-	audit(c, req, i >= 0 ? dispatch[i].name : "UNKNOWN", &a, &r);
+	audit(c, req, i >= 0 ? mh_op_rows[i].name : "UNKNOWN", &a, &r);
 }

@@ -1,17 +1,19 @@
 /*
- * Backing images: one sparse file <data-dir>/images/<volume-id>.img per volume.
+ * A volume's backing image, <data-dir>/images/<volume-id>.img, opened for a
+ * loop device, and the raw-exposure mark on it (its files' lifecycle:
+ * mh_image_life.c).
  *
- * Runs in the helper as root with CAP_SYS_ADMIN under seccomp (nothing here
- * needs the capability). Nothing here is fatal.
+ * Runs in the helper and in the capable core, as root under seccomp. Nothing
+ * here is fatal.
  *
- * Safety argument. The file name is built by the helper from a volume id that
- * passed pol_volume_id_valid ("sv-" + 32 hex digits): it has no '/', no "..",
- * so every name stays inside the images directory, which is opened once at
- * start (root-owned, mode 0700) and used only through *at() calls with
- * O_NOFOLLOW. A CVE-style "../../etc" id cannot reach here. Creation goes
- * through a temporary name, fsync and renameat2(RENAME_NOREPLACE), so a crash
- * never leaves a half-made image under the final name and an existing image is
- * never replaced. Deletion refuses while a loop device still uses the image.
+ * Safety argument. The file name is built from a volume id that passed
+ * pol_volume_id_valid ("sv-" + 32 hex digits): it has no '/', no "..", so
+ * every name stays inside the images directory, opened once at start and used
+ * only through *at() calls with O_NOFOLLOW. What is opened must be a regular
+ * file owned by the images' owner (c->owner): root for the helper; for the
+ * core, the orchestrating side, which can then only have the core attach a
+ * file it could read and write itself. O_NONBLOCK: a FIFO planted under the
+ * name cannot hold the open; it is refused as not a regular file.
  */
 #include "mh_image.h"
 
@@ -24,32 +26,11 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "mh_loop.h"
-#include "mh_pause.h"
-#include "mh_tools.h"
-
 #define NAME_LEN MH_IMAGE_NAME_MAX
-
-static void image_name(const char *id, char *buf, size_t len, bool tmp)
-{
-	snprintf(buf, len, "%s.img%s", id, tmp ? ".tmp" : "");
-}
 
 void mh_image_name(const char *id, char *buf, size_t len)
 {
-	image_name(id, buf, len, false);
-}
-
-static int check_existing(const struct stat *st, uint64_t size, uint64_t *real, struct mh_res *r)
-{
-	if (!S_ISREG(st->st_mode))
-		return mh_fail(r, MH_E_EXISTS, EEXIST, "image exists and is not a regular file");
-	if ((uint64_t)st->st_size != size)
-		return mh_fail(r, MH_E_EXISTS, EEXIST, "image exists with size %lld, not %llu",
-		               (long long)st->st_size, (unsigned long long)size);
-	*real = size;
-	return 0;
+	snprintf(buf, len, "%s.img", id);
 }
 
 static int io_fail(struct mh_res *r, int err, const char *step)
@@ -60,127 +41,13 @@ static int io_fail(struct mh_res *r, int err, const char *step)
 	return mh_fail(r, k, err, "%s: %s", step, strerror(err));
 }
 
-int mh_image_create(const struct mh_ctx *c, const char *id, uint64_t size, uint64_t *real,
-                    struct mh_res *r)
-{
-	char name[NAME_LEN], tmp[NAME_LEN];
-	struct stat st;
-	image_name(id, name, sizeof(name), false);
-	image_name(id, tmp, sizeof(tmp), true);
-
-	if (fstatat(c->images_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-		return check_existing(&st, size, real, r);
-	if (errno != ENOENT)
-		return io_fail(r, errno, "stat image");
-
-	/* A temporary file left by a crash mid-create is ours to remove. */
-	if (unlinkat(c->images_fd, tmp, 0) < 0 && errno != ENOENT)
-		return io_fail(r, errno, "remove stale temporary");
-	int fd =
-	    openat(c->images_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return io_fail(r, errno, "create image");
-	/* Sized (sparse) and made durable by the runner, which needs no capability for it. */
-	int sized = mh_tools_size(fd, size, r);
-	if (sized == 0)
-		mh_loop_record_new(fd); /* no loop device backs it yet */
-	close(fd);
-	if (sized < 0) {
-		unlinkat(c->images_fd, tmp, 0);
-		return -1;
-	}
-	mh_pause(c, "image", id); /* tests: killed with the temporary file made */
-	if (renameat2(c->images_fd, tmp, c->images_fd, name, RENAME_NOREPLACE) < 0) {
-		int err = errno;
-		unlinkat(c->images_fd, tmp, 0);
-		if (err == EEXIST && fstatat(c->images_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-			return check_existing(&st, size, real, r);
-		return io_fail(r, err, "rename image");
-	}
-	if (fsync(c->images_fd) < 0)
-		return io_fail(r, errno, "sync images directory");
-	*real = size;
-	return 0;
-}
-
-int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r)
-{
-	char name[NAME_LEN];
-	struct stat st;
-	struct mh_loop l;
-	image_name(id, name, sizeof(name), false);
-
-	if (fstatat(c->images_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		if (errno == ENOENT)
-			return 0; /* already gone: idempotent */
-		return io_fail(r, errno, "stat image");
-	}
-	if (!S_ISREG(st.st_mode))
-		return mh_fail(r, MH_E_FAILED, EINVAL, "image is not a regular file; not removed");
-	int found = mh_loop_find(st.st_dev, st.st_ino, &l, r);
-	if (found < 0)
-		return -1;
-	if (found)
-		return mh_fail(r, MH_E_BUSY, EBUSY, "image is attached as %s", l.path);
-	if (unlinkat(c->images_fd, name, 0) < 0 && errno != ENOENT)
-		return io_fail(r, errno, "remove image");
-	mh_loop_record_forget(st.st_dev, st.st_ino);
-	if (fsync(c->images_fd) < 0)
-		return io_fail(r, errno, "sync images directory");
-	return 0;
-}
-
-/* The id of a half-made image or copy's temporary file "<id>.img.tmp"; false if not one. */
-static bool temp_id(const char *name, char id[NAME_LEN])
-{
-	const char *dot = strchr(name, '.');
-	size_t n = dot ? (size_t)(dot - name) : 0;
-	if (!dot || n >= NAME_LEN || strcmp(dot, ".img.tmp") != 0)
-		return false;
-	memcpy(id, name, n);
-	id[n] = '\0';
-	return pol_volume_id_valid(id) || pol_snapshot_id_valid(id);
-}
-
-static void leftover(int dirfd, const char *name, void *arg)
-{
-	void (*found)(size_t base, const char *id) = *(void (**)(size_t, const char *))arg;
-	char id[NAME_LEN];
-	(void)dirfd;
-	if (temp_id(name, id))
-		found(SIZE_MAX, id);
-}
-
-void mh_image_leftovers(const struct mh_ctx *c, void (*found)(size_t base, const char *id))
-{
-	(void)mh_dir_each(c->images_fd, leftover, &found);
-	(void)mh_dir_each(c->snaps_fd, leftover, &found);
-}
-
-int mh_image_purge(const struct mh_ctx *c, const char *id, struct mh_res *r)
-{
-	const int dirs[] = {c->images_fd, c->snaps_fd};
-	char tmp[NAME_LEN];
-	struct stat st;
-	image_name(id, tmp, sizeof(tmp), true);
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		if (fstatat(dirs[i], tmp, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
-			continue;
-		mh_pause(c, "purge", id); /* tests: a temporary file about to be removed */
-		if (unlinkat(dirs[i], tmp, 0) < 0 || fsync(dirs[i]) < 0)
-			return io_fail(r, errno, "remove a temporary file");
-		log_kv(LOG_LVL_INFO, "temporary_removed", "file", tmp, NULL);
-	}
-	return 0;
-}
-
 int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct mh_res *r)
 {
 	char name[NAME_LEN];
 	struct stat st;
-	image_name(id, name, sizeof(name), false);
-	int fd =
-	    openat(c->images_fd, name, (readonly ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_CLOEXEC);
+	mh_image_name(id, name, sizeof(name));
+	int fd = openat(c->images_fd, name,
+	                (readonly ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return mh_fail(r, MH_E_NOTFOUND, ENOENT, "volume image does not exist");
@@ -189,6 +56,15 @@ int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct 
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
 		return mh_fail(r, MH_E_FAILED, EINVAL, "image is not a regular file");
+	}
+	if (st.st_uid != c->owner) {
+		close(fd);
+		return mh_fail(r, MH_E_REFUSED, EPERM, "image is not owned by the images' owner");
+	}
+	/* Back to blocking I/O: O_NONBLOCK was only for the open. */
+	if (fcntl(fd, F_SETFL, readonly ? O_RDONLY : O_RDWR) < 0) {
+		close(fd);
+		return io_fail(r, errno, "open image");
 	}
 	return fd;
 }

@@ -326,7 +326,12 @@ int mh_loop_flush(int loop_fd, struct mh_res *r)
 	return 0;
 }
 
-/* 1 if /dev/loopN is bound to (dev, ino), 0 if not (or unbound), -1 on error. */
+/*
+ * 1 if /dev/loopN is bound to (dev, ino) and was attached by us (its
+ * lo_file_name a volume id), 0 if not (or unbound), -1 on error. A device
+ * someone else attached to one of our images (losetup names it by its path)
+ * is never taken for the volume's: not unmounted, detached, grown or bound.
+ */
 static int loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out)
 {
 	struct mh_loop l;
@@ -338,8 +343,12 @@ static int loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out)
 	struct stat st;
 	int rc = 0;
 	if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0) {
+		char name[sizeof(info.lo_file_name) + 1];
+		snprintf(name, sizeof(name), "%.*s", (int)sizeof(info.lo_file_name),
+		         (const char *)info.lo_file_name);
+		/* Ours only: named by a volume id when attached (mh_loop_attach); not root's. */
 		if (info.lo_device == (uint64_t)dev && info.lo_inode == (uint64_t)ino &&
-		    fstat(fd, &st) == 0) {
+		    pol_volume_id_valid(name) && fstat(fd, &st) == 0) {
 			l.rdev = st.st_rdev;
 			l.lo_flags = info.lo_flags;
 			*out = l;

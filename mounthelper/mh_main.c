@@ -58,7 +58,7 @@
 
 #include "log.h"
 #include "mh.h"
-#include "mh_copy.h"
+#include "mh_freeze.h"
 #include "mh_loop.h"
 #include "mh_ops.h"
 #include "mh_pause.h"
@@ -466,7 +466,7 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	mh_view_enter(pol, a->data_dir);
 	open_data_dir(a->data_dir, ctx);
 	mh_pause_init();
-	mh_copy_thaw_all(ctx);
+	mh_thaw_all(ctx);
 	mh_loop_records_rebuild(ctx->images_fd); /* no worker yet: one look at every device */
 	/* Before the helper's filter (no execve), and before the sweep, which empties trees. */
 	mh_tools_start(pol, a->data_dir, a->fmt_name, a->lvl_name);

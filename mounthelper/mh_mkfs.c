@@ -44,6 +44,10 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mh_image.h"
+#include "mh_loop.h"
+#include "mh_ops.h"
+#include "mh_pause.h"
 #include "mh_tools.h"
 
 #define MKFS_TIMEOUT_MS (15L * 60 * 1000) /* a huge sparse xfs can discard for a while */
@@ -183,4 +187,53 @@ int mh_mkfs(const char *fstype, char *const *args, size_t nargs, bool zeroed, in
 		               WTERMSIG(status), out);
 	return mh_fail(r, MH_E_FAILED, 0, "%s exited with status %d: %s", argv[0],
 	               WEXITSTATUS(status), out);
+}
+
+/*
+ * Probe the volume; format it if, and only if, it is blank. The probe's
+ * answer (MH_PROBE_MATCH: it held the file system already), or -1.
+ *
+ * An image that holds no data at all (SEEK_DATA finds none: a new sparse
+ * image) reads as zeros everywhere, so it carries no signature: blank,
+ * without a look. Any other image is looked at by the tools runner, in a
+ * child of its own (mh_probe): this process parses none of the image's bytes.
+ * The look reads the image file img, which is what the volume holds: the
+ * device lfd, attached by this worker a moment ago, is a view of the whole
+ * file, and its cache is flushed first so that it holds nothing the file does
+ * not. sig receives its answer (an ext4's block count, for the growing).
+ * After mkfs the device's cache is flushed again, and the mount, which names
+ * its file system type, is what checks the new file system.
+ */
+static int format_if_blank(const struct mh_ctx *c, const struct mh_req_stage *q, int img, int lfd,
+                           bool ro, char **mkfs_args, size_t nargs, struct rn_answer *sig,
+                           struct mh_res *r)
+{
+	if (mh_loop_flush(lfd, r) < 0)
+		return -1;
+	bool empty = mh_image_empty(img);
+	int probe = empty ? MH_PROBE_BLANK : mh_probe(img, q->fs_type, sig, r);
+	if (probe != MH_PROBE_BLANK)
+		return probe;
+	if (ro)
+		return mh_fail(r, MH_E_PRECONDITION, 0, "blank volume cannot be staged read-only");
+	/*
+	 * Safety: the image holds no data, or blkid found no signature of any
+	 * kind in it, so no data is lost. mkfs writes the image file (see
+	 * mh_mkfs.c); the loop device's cache may hold what was read before, so
+	 * drop it.
+	 */
+	char name[MH_IMAGE_NAME_MAX];
+	mh_image_name(q->volume_id, name, sizeof(name));
+	mh_pause(c, "mkfs", q->volume_id); /* tests: the device attached, blank, unformatted */
+	if (mh_mkfs(q->fs_type, mkfs_args, nargs, empty, img, name, r) < 0 ||
+	    mh_loop_flush(lfd, r) < 0)
+		return -1;
+	return MH_PROBE_BLANK;
+}
+
+int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                    struct mh_audit *a, struct mh_res *r)
+{
+	(void)ans;
+	return mh_stage_volume(c, req, a, format_if_blank, r);
 }

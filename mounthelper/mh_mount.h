@@ -26,6 +26,16 @@ struct mh_mnt {
 	char root[64]; /* the mount's root inside its file system ("/" for a whole one) */
 };
 
+/*
+ * Is fd (O_PATH) on a file system that answers for itself? 0; or -1 with r,
+ * REFUSED for one whose answers come from a daemon or a server (FUSE, NFS,
+ * CIFS, Ceph, 9p, ...), which a tenant may run and stall: the helper and the
+ * core never stat, open or walk into one, so no request waits on it. Asked
+ * without a call into that file system (statx with AT_STATX_DONT_SYNC, and
+ * the mount's type from statmount or mountinfo). what names fd in the reason.
+ */
+int mh_mount_check_local(int fd, const char *what, struct mh_res *r);
+
 /* Describe fd (O_PATH or open, of a directory or a file); 0, or -1 with r. */
 int mh_mount_info(int fd, struct mh_mnt *out, struct mh_res *r);
 

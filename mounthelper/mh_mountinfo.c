@@ -172,6 +172,43 @@ static int by_mountinfo(int id, struct mh_mnt *out, struct mh_res *r)
 	return fs != NULL;
 }
 
+/* File systems whose answers come from a daemon or a server, which may never answer. */
+static bool answered_elsewhere(const char *fstype)
+{
+	static const char *const types[] = {"fuse", "fuseblk", "nfs",     "nfs4",      "cifs",
+	                                    "smb3", "smbfs",   "ceph",    "glusterfs", "9p",
+	                                    "afs",  "lustre",  "virtiofs"};
+	if (strncmp(fstype, "fuse.", 5) == 0)
+		return true;
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (strcmp(fstype, types[i]) == 0)
+			return true;
+	return false;
+}
+
+int mh_mount_check_local(int fd, const char *what, struct mh_res *r)
+{
+	struct statx stx;
+	struct mh_mnt m = {0};
+	/* The cached attributes only: nothing here waits on the file system itself. */
+	const int how = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC;
+	if (statx(fd, "", how, STATX_MNT_ID_UNIQUE, &stx) == 0 &&
+	    (stx.stx_mask & STATX_MNT_ID_UNIQUE) && by_statmount(stx.stx_mnt_id, &m) == 0) {
+		/* m.fstype from statmount */
+	} else if (statx(fd, "", how, STATX_MNT_ID, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID)) {
+		return mh_fail(r, MH_E_FAILED, errno, "which file system holds %s: %s", what,
+		               strerror(errno));
+	} else if (by_mountinfo((int)stx.stx_mnt_id, &m, r) != 1) {
+		return mh_fail(r, MH_E_FAILED, ENOENT, "the mount of %s is gone", what);
+	}
+	if (answered_elsewhere(m.fstype))
+		return mh_fail(r, MH_E_REFUSED, EREMOTE,
+		               "%s is on a %s file system, whose answers come from a daemon or a "
+		               "server that may never answer: never looked into",
+		               what, m.fstype);
+	return 0;
+}
+
 int mh_mount_info(int fd, struct mh_mnt *out, struct mh_res *r)
 {
 	struct statx stx;

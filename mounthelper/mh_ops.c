@@ -1,7 +1,8 @@
 /*
- * The image and filesystem lifecycle handlers: PING, CREATE, DELETE, STAGE,
- * UNSTAGE, PUBLISH, UNPUBLISH (raw block variants in mh_block.c; the dispatch
- * table and the audit record in mh_dispatch.c).
+ * The file system lifecycle handlers: PING, STAGE, UNSTAGE, PUBLISH,
+ * UNPUBLISH (raw block variants in mh_block.c; the dispatch table and the
+ * audit record in mh_dispatch.c; CREATE and DELETE in mh_image_life.c; what
+ * STAGE does to a blank image before its mount in mh_mkfs.c).
  *
  * Runs in a worker process of the helper (PING inline) as root with the
  * helper's capabilities under seccomp. Nothing here is fatal: a well-formed
@@ -38,11 +39,9 @@
 #include "mh_common.h"
 #include "mh_image.h"
 #include "mh_loop.h"
-#include "mh_mkfs.h"
 #include "mh_mount.h"
 #include "mh_pause.h"
 #include "mh_resize.h"
-#include "mh_space.h"
 
 /* ---- handlers ----------------------------------------------------------- */
 
@@ -50,25 +49,6 @@ int mh_answer_ping(const struct mh_ctx *c, const struct mh_msg *req, struct mh_m
                    struct mh_audit *a, struct mh_res *r)
 {
 	return 0;
-}
-
-int mh_answer_create(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
-                     struct mh_audit *a, struct mh_res *r)
-{
-	const struct mh_req_create *q = &req->u.create;
-	uint64_t size;
-	(void)a;
-	if (mh_space_size_ok(c, q->size_bytes, &size, r) < 0)
-		return -1;
-	return mh_image_create(c, q->volume_id, size, &ans->u.size_ans.size_bytes, r);
-}
-
-int mh_answer_delete(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
-                     struct mh_audit *a, struct mh_res *r)
-{
-	(void)ans;
-	(void)a;
-	return mh_image_delete(c, req->u.del.volume_id, r);
 }
 
 /*
@@ -182,50 +162,8 @@ static int check_stage(const struct mh_ctx *c, const struct mh_req_stage *q,
 	return nargs;
 }
 
-/*
- * Probe the volume; format it if, and only if, it is blank. The probe's
- * answer (MH_PROBE_MATCH: it held the file system already), or -1.
- *
- * An image that holds no data at all (SEEK_DATA finds none: a new sparse
- * image) reads as zeros everywhere, so it carries no signature: blank,
- * without a look. Any other image is looked at by the tools runner, in a
- * child of its own (mh_probe): this process parses none of the image's bytes.
- * The look reads the image file img, which is what the volume holds: the
- * device lfd, attached by this worker a moment ago, is a view of the whole
- * file, and its cache is flushed first so that it holds nothing the file does
- * not. sig receives its answer (an ext4's block count, for the growing).
- * After mkfs the device's cache is flushed again, and the mount, which names
- * its file system type, is what checks the new file system.
- */
-static int format_if_blank(const struct mh_ctx *c, const struct mh_req_stage *q, int img, int lfd,
-                           bool ro, char **mkfs_args, size_t nargs, struct rn_answer *sig,
-                           struct mh_res *r)
-{
-	if (mh_loop_flush(lfd, r) < 0)
-		return -1;
-	bool empty = mh_image_empty(img);
-	int probe = empty ? MH_PROBE_BLANK : mh_probe(img, q->fs_type, sig, r);
-	if (probe != MH_PROBE_BLANK)
-		return probe;
-	if (ro)
-		return mh_fail(r, MH_E_PRECONDITION, 0, "blank volume cannot be staged read-only");
-	/*
-	 * Safety: the image holds no data, or blkid found no signature of any
-	 * kind in it, so no data is lost. mkfs writes the image file (see
-	 * mh_mkfs.c); the loop device's cache may hold what was read before, so
-	 * drop it.
-	 */
-	char name[MH_IMAGE_NAME_MAX];
-	mh_image_name(q->volume_id, name, sizeof(name));
-	mh_pause(c, "mkfs", q->volume_id); /* tests: the device attached, blank, unformatted */
-	if (mh_mkfs(q->fs_type, mkfs_args, nargs, empty, img, name, r) < 0 ||
-	    mh_loop_flush(lfd, r) < 0)
-		return -1;
-	return MH_PROBE_BLANK;
-}
-
-int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
-                    struct mh_audit *a, struct mh_res *r)
+int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_audit *a,
+                    mh_stage_prep_fn *prep, struct mh_res *r)
 {
 	const struct mh_req_stage *q = &req->u.stage;
 	char mkfs_buf[MH_OPTS_MAX + POL_MKFS_ARGS_MAX + 1];
@@ -293,7 +231,7 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		goto out;
 	v.attached = attached_here = true;
 	struct rn_answer sig = {0};
-	int probe = format_if_blank(c, q, img, lfd, ro, mkfs_args, (size_t)nargs, &sig, r);
+	int probe = prep ? prep(c, q, img, lfd, ro, mkfs_args, (size_t)nargs, &sig, r) : 0;
 	if (probe < 0)
 		goto out;
 	/* The path is resolved again now, after mkfs, and checked after the mount. */
@@ -302,7 +240,7 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	if (o.group_changed)
 		a->note = "volume root given the mount group";
 	/* An existing file system on a bigger image (a larger restore or clone): grow it. */
-	if (probe == MH_PROBE_MATCH && !ro)
+	if (probe == 1 && !ro)
 		grow_after_stage(q, &sig, &v.loop, a);
 	ret = 0;
 out:

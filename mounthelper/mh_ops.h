@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "mh.h"
+#include "rn_job.h"
 
 /* What the audit record names; set by each handler as soon as it knows. */
 struct mh_audit {
@@ -34,8 +35,82 @@ mh_answer_fn mh_answer_ping, mh_answer_create, mh_answer_delete, mh_answer_stage
 mh_answer_fn mh_answer_dir_create, mh_answer_dir_delete, mh_answer_dir_expand,
     mh_answer_dir_publish, mh_answer_dir_unpublish, mh_answer_dir_stats, mh_answer_dir_capacity,
     mh_answer_dir_snapshot, mh_answer_dir_delete_snapshot;
+/*
+ * STAGE of an image volume, in two halves. What readies the attached image
+ * before its mount: the helper's probes it and formats it if blank
+ * (mh_mkfs.c, the STAGE handler there); the core passes NULL and never looks
+ * inside an image, so a blank one fails at the mount. prep returns 0 (blank,
+ * now formatted) or 1 (it held the file system: sig says what the look read,
+ * for growing it), or -1 with r. lfd is the loop device just attached to img.
+ */
+typedef int mh_stage_prep_fn(const struct mh_ctx *c, const struct mh_req_stage *q, int img, int lfd,
+                             bool ro, char **mkfs_args, size_t nargs, struct rn_answer *sig,
+                             struct mh_res *r);
+int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_audit *a,
+                    mh_stage_prep_fn *prep, struct mh_res *r);
 /* The main loop's own (mh_list.c). */
 mh_answer_fn mh_answer_purge;
+
+/*
+ * One row per operation: its handler, whether it only reads, the flags it
+ * takes (any other is refused before the handler runs), and its safety
+ * argument in one line. Each binary links one table: the helper's
+ * (mh_table.c) or the core's (core/core_table.c). The first mh_op_npeer rows
+ * are the requests its peer may send; any after are its own (the helper's
+ * PURGE, from its main loop to a worker).
+ */
+struct mh_op_row {
+	uint16_t req, ans;
+	mh_answer_fn *answer;
+	const char *name;
+	bool read_only;
+	uint8_t flags;
+	const char *safety;
+};
+extern const struct mh_op_row mh_op_rows[];
+
+/* The rows both tables hold, with the helper's handlers: one text for their arguments. */
+#define MH_ROW_PING                                                                                \
+	{                                                                                          \
+		MH_REQ_PING, MH_ANS_PING, mh_answer_ping, "PING", true, 0, "changes nothing"       \
+	}
+#define MH_ROW_UNSTAGE                                                                             \
+	{                                                                                          \
+		MH_REQ_UNSTAGE, MH_ANS_UNSTAGE, mh_answer_unstage, "UNSTAGE", false,               \
+		    MH_F_BLOCK | MH_F_REMOVE_DIR,                                                  \
+		    "unmounts only a mount proved this volume's (its loop device backed by the "   \
+		    "image); "                                                                     \
+		    "detaches only when no mount or bind of the device is left anywhere"           \
+	}
+#define MH_ROW_PUBLISH                                                                             \
+	{                                                                                          \
+		MH_REQ_PUBLISH, MH_ANS_PUBLISH, mh_answer_publish, "PUBLISH", false, MH_F_BLOCK,   \
+		    "a second mount of the staged file system (a bind of its loop node for raw "   \
+		    "block), "                                                                     \
+		    "nosuid,nodev, on an empty target of a target pattern it made and marked or "  \
+		    "found "                                                                       \
+		    "empty; checked after"                                                         \
+	}
+#define MH_ROW_UNPUBLISH                                                                           \
+	{                                                                                          \
+		MH_REQ_UNPUBLISH, MH_ANS_UNPUBLISH, mh_answer_unpublish, "UNPUBLISH", false, 0,    \
+		    "unmounts only this volume's mounts at the target; removes the target only "   \
+		    "if its "                                                                      \
+		    "mark says it made it for this volume, and checks the unlink after"            \
+	}
+#define MH_ROW_EXPAND                                                                              \
+	{                                                                                          \
+		MH_REQ_EXPAND, MH_ANS_EXPAND, mh_answer_expand, "EXPAND", false, MH_F_BLOCK,       \
+		    "grows only a file system proved to be this volume's mount, with that file "   \
+		    "system's "                                                                    \
+		    "own ioctl on the verified mount"                                              \
+	}
+#define MH_ROW_STATS                                                                               \
+	{                                                                                          \
+		MH_REQ_STATS, MH_ANS_STATS, mh_answer_stats, "STATS", true, MH_F_BLOCK,            \
+		    "statvfs of a mount proved to be this volume's; changes nothing"               \
+	}
+extern const size_t mh_op_nrows, mh_op_npeer;
 
 /*
  * Answer one decoded message. Returns 0 with *ans filled (the operation's

@@ -1,6 +1,6 @@
 /*
- * RESIZE (grow a backing image, never shrink it) and EXPAND (grow a staged
- * volume's file system online to the size of its image).
+ * EXPAND (grow a staged volume's file system online to the size of its
+ * image) and the loop devices' new size after RESIZE (mh_image_life.c).
  *
  * Runs in a worker of the helper as root under seccomp. Nothing here is fatal.
  *
@@ -38,8 +38,6 @@
 #include "mh_image.h"
 #include "mh_ops.h"
 #include "mh_resize.h"
-#include "mh_space.h"
-#include "mh_tools.h"
 
 /* From <linux/ext4.h> (not shipped by linux-libc-dev) and xfsprogs' <xfs/xfs_fs.h>. */
 #define EXT4_IOC_RESIZE_FS _IOW('f', 16, uint64_t)
@@ -65,8 +63,7 @@ _Static_assert(sizeof(struct btrfs_ioctl_vol_args) == 4096, "btrfs_ioctl_vol_arg
 #define XFS_IOC_FSGEOMETRY_V1 _IOR('X', 100, struct xfs_fsop_geom_v1)
 #define XFS_IOC_FSGROWFSDATA  _IOW('X', 110, struct xfs_growfs_data)
 
-/* LOOP_SET_CAPACITY on every loop device backed by the image (st). */
-static int refresh_loops(const struct stat *st, struct mh_res *r)
+int mh_resize_refresh_loops(const struct stat *st, struct mh_res *r)
 {
 	struct mh_loop *loops;
 	int n = mh_loop_list(st->st_dev, st->st_ino, &loops, r);
@@ -75,43 +72,6 @@ static int refresh_loops(const struct stat *st, struct mh_res *r)
 			n = -1;
 	free(loops);
 	return n;
-}
-
-int mh_answer_resize(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
-                     struct mh_audit *a, struct mh_res *r)
-{
-	const struct mh_req_resize *q = &req->u.resize;
-	struct stat st;
-	int ret = -1;
-	/* Below the smallest size there is nothing to grow: answered below as "never smaller". */
-	uint64_t size = q->size_bytes;
-	if (size >= pol_min_volume_bytes(c->pol) && mh_space_size_ok(c, size, &size, r) < 0)
-		return -1;
-	int fd = mh_image_open(c, q->volume_id, false, r);
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, &st) < 0) {
-		mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
-		goto out;
-	}
-	if (size < (uint64_t)st.st_size) {
-		mh_fail(r, MH_E_REFUSED, EINVAL, "image is %lld bytes; it is never shrunk",
-		        (long long)st.st_size);
-		goto out;
-	}
-	if (size == (uint64_t)st.st_size) {
-		a->note = "already that size";
-	} else if (mh_tools_size(fd, size, r) < 0) {
-		goto out; /* grown by the runner, which needs no capability for it */
-	}
-	/* An attached image: its loop device(s) take the new size now. */
-	if (refresh_loops(&st, r) < 0)
-		goto out;
-	ans->u.size_ans.size_bytes = size;
-	ret = 0;
-out:
-	close(fd);
-	return ret;
 }
 
 /* Grow the file system mounted at fd (type fstype) to dev_size bytes. */
@@ -207,7 +167,7 @@ int mh_answer_expand(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 		goto out;
 	}
 	uint64_t size = 0;
-	if (refresh_loops(&v.st, r) < 0 || mh_loop_size(&v.loop, &size, r) < 0)
+	if (mh_resize_refresh_loops(&v.st, r) < 0 || mh_loop_size(&v.loop, &size, r) < 0)
 		goto out;
 	/* Safety: the file system just proved to be this volume's, grown to its device's size. */
 	if (!block && grow_fs(fd, m.fstype, size, a, r) < 0)

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "mh.h"
 #include "rn_job.h"
@@ -18,5 +19,8 @@
  */
 int mh_resize_grow_if_smaller(int mnt_fd, const char *fstype, const struct rn_answer *sig,
                               uint64_t dev_size, bool *grown, struct mh_res *r);
+
+/* LOOP_SET_CAPACITY on every loop device backed by the image st: the count, or -1 with r. */
+int mh_resize_refresh_loops(const struct stat *st, struct mh_res *r);
 
 #endif

@@ -36,6 +36,14 @@ void pol_seterr(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* strdup that aborts on allocation failure (error-handling contract). */
 char *pol_xstrdup(const char *s);
+/* The compiled form (compiled.c): its first bytes, and the longest entry it carries. */
+#define POL_COMPILED_MAGIC "SEPCSIPOL1\n"
+#define POL_ENTRY_MAX      4096
+/* The i-th list of p in the compiled form's order; NULL past the last. */
+struct pol_list *pol_list_at(struct pol *p, size_t i);
+
+/* Free every entry of the list; it is empty afterwards. */
+void pol_list_clear(struct pol_list *l);
 /* Does the list (or table) hold the n bytes at s as one whole entry? */
 bool pol_list_has(const struct pol_list *l, const char *s, size_t n);
 bool pol_in_table(const char *const *t, size_t n, const char *s, size_t len);

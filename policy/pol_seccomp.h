@@ -12,12 +12,14 @@
 
 /*
  * One process's table. Each confined binary links only its own:
- * sepcsi_seccomp_helper (pol_sc_helper), sepcsi_seccomp_tools (pol_sc_tools,
+ * sepcsi_seccomp_core (pol_sc_core, sepcsi-core), sepcsi_seccomp_helper
+ * (pol_sc_helper, which is pol_sc_core's rows and its own), sepcsi_seccomp_tools (pol_sc_tools,
  * sepcsi-runner), sepcsi_seccomp_tree (pol_sc_tree, sepcsi-tree-runner) or sepcsi_seccomp_rpcd
  * (pol_sc_rpcd); the tools that print tables link them all.
  */
 struct pol_sc_table;
-extern const struct pol_sc_table pol_sc_helper; /* sepcsi-mounthelper and its workers */
+extern const struct pol_sc_table pol_sc_core;   /* sepcsi-core */
+extern const struct pol_sc_table pol_sc_helper; /* sepcsi-mounthelper and its workers: core's + */
 extern const struct pol_sc_table pol_sc_tools;  /* its tool runner and the mkfs tools */
 extern const struct pol_sc_table pol_sc_tree;   /* its tree runner */
 extern const struct pol_sc_table pol_sc_probe; /* a tools runner's probe child, over pol_sc_tools */

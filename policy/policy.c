@@ -424,3 +424,25 @@ const char *pol_mkfs_option(const struct pol *p, const char *fstype, size_t i)
 	int fi = fs_index(fstype);
 	return fi < 0 ? NULL : list_at(&p->mkfs[fi], i);
 }
+
+void pol_list_clear(struct pol_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	l->n = 0;
+}
+
+void pol_free(struct pol *p)
+{
+	if (!p)
+		return;
+	pol_list_clear(&p->roots);
+	pol_list_clear(&p->bases);
+	pol_list_clear(&p->staging);
+	pol_list_clear(&p->targets);
+	pol_list_clear(&p->fstypes);
+	pol_list_clear(&p->opts);
+	for (size_t i = 0; i < POL_NFS; i++)
+		pol_list_clear(&p->mkfs[i]);
+	free(p);
+}

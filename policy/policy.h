@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define POL_ROOTS_MAX    16 /* allowed_roots entries */
 #define POL_BASES_MAX    8  /* base_dirs entries */
@@ -44,6 +45,15 @@ int pol_load(const char *path, struct pol **out, char *err, size_t errlen);
 int pol_load_buffer(const char *name, const char *buf, size_t len, struct pol **out, char *err,
                     size_t errlen);
 void pol_free(struct pol *p); /* NULL is fine */
+
+/*
+ * The policy in compiled form (compiled.c), for a process that links no
+ * parser of the policy file: pol_compile writes a loaded policy to out;
+ * pol_load_compiled reads one from fd (to its end), 0 with *out, or -1 with
+ * err. The compiled form is bounded and checked whole, not re-validated.
+ */
+int pol_compile(const struct pol *p, FILE *out);
+int pol_load_compiled(int fd, struct pol **out, char *err, size_t errlen);
 
 /* "sv-" + 32 lowercase hex digits; anything else (NULL, '/', "..", upper case) is false. */
 bool pol_volume_id_valid(const char *id);

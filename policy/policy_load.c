@@ -62,13 +62,6 @@ static const char *const default_opts[] = {
     "noexec", "sync", "dirsync", "discard",  "nodiscard",  "nouuid",
 };
 
-static void list_clear(struct pol_list *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i]);
-	l->n = 0;
-}
-
 static int list_add(struct pol_list *l, const char *s)
 {
 	for (size_t i = 0; i < l->n; i++)
@@ -323,7 +316,7 @@ static int handler(void *user, const char *section, const char *name, const char
 	if (keys[k].is_list) {
 		if (!ld->seen[k]) {
 			/* The file's value replaces the default list; repeats append. */
-			list_clear(key_list(ld->p, k));
+			pol_list_clear(key_list(ld->p, k));
 			ld->seen[k] = true;
 		}
 		handle_list(ld, k, value);
@@ -497,17 +490,33 @@ int pol_load(const char *path, struct pol **out, char *err, size_t errlen)
 	return rc;
 }
 
-void pol_free(struct pol *p)
+/* ---- the compiled form (compiled.c says what it is) ---- */
+
+static void put(FILE *f, uint64_t v, size_t bytes)
 {
-	if (!p)
-		return;
-	list_clear(&p->roots);
-	list_clear(&p->bases);
-	list_clear(&p->staging);
-	list_clear(&p->targets);
-	list_clear(&p->fstypes);
-	list_clear(&p->opts);
-	for (size_t i = 0; i < POL_NFS; i++)
-		list_clear(&p->mkfs[i]);
-	free(p);
+	while (bytes--)
+		(void)fputc((int)(v >> (8 * bytes)) & 0xff, f);
+}
+
+int pol_compile(const struct pol *p, FILE *out)
+{
+	struct pol *q = (struct pol *)p; /* list_at only reads through it here */
+	(void)fputs(POL_COMPILED_MAGIC, out);
+	for (size_t i = 0; pol_list_at(q, i); i++) {
+		const struct pol_list *l = pol_list_at(q, i);
+		put(out, l->n, 1);
+		for (size_t j = 0; j < l->n; j++) {
+			size_t n = strlen(l->v[j]);
+			if (n > POL_ENTRY_MAX)
+				return -1;
+			put(out, n, 2);
+			(void)fwrite(l->v[j], 1, n, out);
+		}
+	}
+	put(out, p->min_bytes, 8);
+	put(out, p->max_bytes, 8);
+	put(out, p->overcommit_pct, 4);
+	put(out, p->freeze_max_s, 4);
+	put(out, p->log_only, 1);
+	return fflush(out) == 0 && !ferror(out) ? 0 : -1;
 }

@@ -36,6 +36,7 @@ struct pol_sc_table {
 	const char *process;
 	const struct sc_rule *rules;
 	size_t n;
+	const struct pol_sc_table *base; /* rows allowed too, before these; NULL: none */
 };
 
 #define ALLOW(n, w)                                                                                \
@@ -87,6 +88,12 @@ struct pol_sc_table {
 #define SC_TABLE(proc, table)                                                                      \
 	{                                                                                          \
 		.process = (proc), .rules = (table), .n = sizeof(table) / sizeof((table)[0])       \
+	}
+/* A table that is another's rows (base) and its own. */
+#define SC_TABLE_ON(proc, table, on)                                                               \
+	{                                                                                          \
+		.process = (proc), .rules = (table), .n = sizeof(table) / sizeof((table)[0]),      \
+		.base = (on)                                                                       \
 	}
 
 #endif

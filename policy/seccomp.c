@@ -102,6 +102,8 @@ int pol_seccomp_install(const struct pol_sc_table *table, bool log_only)
 	rc |= seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	rc |= seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
 	rc |= seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1);
+	if (rc == 0 && table->base)
+		rc = add_rules(ctx, table->base->rules, table->base->n);
 	if (rc == 0)
 		rc = add_rules(ctx, t, n);
 	if (rc == 0 && SANITIZER_RULES)

@@ -10,14 +10,22 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Row i of the table, its base's rows first; NULL past the last. */
+static const struct sc_rule *row(const struct pol_sc_table *table, size_t i)
+{
+	size_t nb = table->base ? table->base->n : 0;
+	if (i < nb)
+		return &table->base->rules[i];
+	return i - nb < table->n ? &table->rules[i - nb] : NULL;
+}
+
 size_t pol_seccomp_syscall_count(const struct pol_sc_table *table)
 {
-	size_t n = table->n, count = 0;
-	const struct sc_rule *t = table->rules;
-	for (size_t i = 0; i < n; i++) {
+	size_t count = 0;
+	for (size_t i = 0; row(table, i); i++) {
 		size_t j;
 		for (j = 0; j < i; j++)
-			if (strcmp(t[j].name, t[i].name) == 0)
+			if (strcmp(row(table, j)->name, row(table, i)->name) == 0)
 				break;
 		if (j == i)
 			count++;
@@ -25,11 +33,8 @@ size_t pol_seccomp_syscall_count(const struct pol_sc_table *table)
 	return count;
 }
 
-void pol_seccomp_print(const struct pol_sc_table *table, FILE *out)
+static void print_rows(const struct sc_rule *t, size_t n, FILE *out)
 {
-	size_t n = table->n;
-	const struct sc_rule *t = table->rules;
-	pol_md_head(out, 3, (const char *[]){"syscall", "allowed when", "why"});
 	for (size_t i = 0; i < n; i++) {
 		char when[160];
 		const char *filter = t[i].filter ? t[i].filter : "always";
@@ -42,4 +47,12 @@ void pol_seccomp_print(const struct pol_sc_table *table, FILE *out)
 		         filter);
 		pol_md_row(out, 3, (const char *[]){t[i].name, when, t[i].why});
 	}
+}
+
+void pol_seccomp_print(const struct pol_sc_table *table, FILE *out)
+{
+	pol_md_head(out, 3, (const char *[]){"syscall", "allowed when", "why"});
+	if (table->base)
+		print_rows(table->base->rules, table->base->n, out);
+	print_rows(table->rules, table->n, out);
 }

@@ -1,11 +1,10 @@
 /*
  * The helper's view of the file system (see pol_view.h): everything else of
  * the host (/etc, /home, /root, the host's /dev with its disks, other
- * processes' roots) is simply not there. Pure data and a printer.
+ * processes' roots) is simply not there. Pure data (printed by view_print.c).
  */
 #include "pol_view.h"
 
-#include "pol_md.h"
 #include "policy.h"
 
 static const struct pol_view_entry view[] = {
@@ -58,47 +57,7 @@ const struct pol_view_entry *pol_view_table(size_t *n)
 	return view;
 }
 
-static const char *kind_text(enum pol_view_kind k)
-{
-	switch (k) {
-	case POL_VIEW_TMPFS:
-		return "tmpfs, nosuid, noexec";
-	case POL_VIEW_ROOTS:
-		return "the host's, shared, read-write";
-	case POL_VIEW_BASES:
-		return "the host's (its own mount only), read-write, nosuid, nodev; and read-only";
-	case POL_VIEW_DATA:
-		return "the host's, read-write, nosuid, nodev, noexec";
-	case POL_VIEW_RO_DIR:
-		return "read-only, nosuid, nodev";
-	case POL_VIEW_TOP:
-		return "the host's symlink, or a read-only bind";
-	case POL_VIEW_RO_FILE:
-		return "the host's file, read-only, if present";
-	case POL_VIEW_PROC:
-		return "a new procfs: subset=pid, hidepid=invisible";
-	case POL_VIEW_NODE:
-		return "a device node, the host's number";
-	case POL_VIEW_LOOPS:
-		return "block device nodes of the loop major";
-	}
-	return "?";
-}
-
 bool pol_view_tree(const struct pol_view_entry *e)
 {
 	return e->tools && e->kind != POL_VIEW_PROC;
-}
-
-void pol_view_print(FILE *out)
-{
-	size_t n;
-	const struct pol_view_entry *t = pol_view_table(&n);
-	pol_md_head(out, 5, (const char *[]){"path", "what", "tool runner", "tree runner", "why"});
-	for (size_t i = 0; i < n; i++) {
-		pol_md_row(out, 5,
-		           (const char *[]){t[i].path, kind_text(t[i].kind),
-		                            t[i].tools ? "yes" : "no",
-		                            pol_view_tree(&t[i]) ? "yes" : "no", t[i].why});
-	}
 }

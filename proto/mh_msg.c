@@ -140,6 +140,8 @@ struct field {
 static const struct field f_create[] = {STR(create.volume_id, MH_ID_MAX), U64(create.size_bytes),
                                         END};
 static const struct field f_delete[] = {STR(del.volume_id, MH_ID_MAX), END};
+static const struct field f_freeze[] = {STR(freeze.volume_id, MH_ID_MAX),
+                                        U32(freeze.seconds, 0, UINT32_MAX), END};
 static const struct field f_stage[] = {STR(stage.volume_id, MH_ID_MAX),
                                        STR(stage.staging_path, MH_PATH_MAX),
                                        STR(stage.fs_type, MH_FSTYPE_MAX),
@@ -331,6 +333,10 @@ static const struct codec codecs[] = {
     [MH_ANS_DIR_DELETE_SNAPSHOT] = {"ANS_DIR_DELETE_SNAPSHOT", NULL},
     [MH_REQ_PURGE] = {"REQ_PURGE", f_dir},
     [MH_ANS_PURGE] = {"ANS_PURGE", NULL},
+    [MH_REQ_FREEZE] = {"REQ_FREEZE", f_freeze},
+    [MH_ANS_FREEZE] = {"ANS_FREEZE", NULL},
+    [MH_REQ_THAW] = {"REQ_THAW", f_delete},
+    [MH_ANS_THAW] = {"ANS_THAW", NULL},
     [MH_ANS_ERROR] = {"ANS_ERROR", f_error},
 };
 

@@ -80,6 +80,11 @@ enum mh_type {
 	/* The helper's own, from its main loop to a worker; from rpcd a protocol violation. */
 	MH_REQ_PURGE = 49, /* remove what dead operations left of one id (struct mh_req_dir) */
 	MH_ANS_PURGE = 50,
+	/* The capable core's own, from the orchestrating side; from rpcd a protocol violation. */
+	MH_REQ_FREEZE = 51, /* freeze a staged volume's file system, for at most seconds */
+	MH_ANS_FREEZE = 52,
+	MH_REQ_THAW = 53, /* thaw it (struct mh_req_delete: the volume id) */
+	MH_ANS_THAW = 54,
 	MH_ANS_ERROR = 100, /* any request may be answered with this */
 };
 
@@ -104,9 +109,15 @@ struct mh_req_create {
 	uint64_t size_bytes;
 };
 
-struct mh_req_delete { /* MH_REQ_DELETE */
+struct mh_req_delete { /* MH_REQ_DELETE, MH_REQ_THAW */
 	char volume_id[MH_ID_MAX + 1];
 };
+
+struct mh_req_freeze {
+	char volume_id[MH_ID_MAX + 1];
+	uint32_t seconds; /* 1..MH_FREEZE_MAX_S; the core also holds it to the policy's limit */
+};
+#define MH_FREEZE_MAX_S 3600
 
 /*
  * Flags of STAGE/UNSTAGE/PUBLISH/EXPAND/STATS (a u8 bit set on the wire; unknown
@@ -284,7 +295,8 @@ struct mh_msg {
 	uint32_t id;
 	union {
 		struct mh_req_create create;
-		struct mh_req_delete del;
+		struct mh_req_delete del; /* REQ_DELETE, REQ_THAW */
+		struct mh_req_freeze freeze;
 		struct mh_req_stage stage;
 		struct mh_req_unstage unstage;
 		struct mh_req_publish publish;

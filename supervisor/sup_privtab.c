@@ -82,6 +82,11 @@ static void print_seccomp_helper(FILE *out)
 	pol_seccomp_print(&pol_sc_helper, out);
 }
 
+static void print_seccomp_core(FILE *out)
+{
+	pol_seccomp_print(&pol_sc_core, out);
+}
+
 static void print_seccomp_tools(FILE *out)
 {
 	pol_seccomp_print(&pol_sc_tools, out);
@@ -124,6 +129,7 @@ static const struct {
     {"caps-supervisor", caps_print},          /* docs/supervisor.md */
     {"caps-helper", pol_caps_print_helper},   /* docs/helper.md */
     {"seccomp-helper", print_seccomp_helper}, /* docs/helper.md */
+    {"seccomp-core", print_seccomp_core},     /* docs/helper.md */
     {"seccomp-tools", print_seccomp_tools},   /* docs/helper.md */
     {"seccomp-probe", print_seccomp_probe},   /* docs/helper.md */
     {"caps-tree", pol_caps_print_tree},       /* docs/helper.md */

@@ -36,6 +36,9 @@ CAP_NAMES = ["chown", "dac_override", "dac_read_search", "fowner", "fsetid", "ki
              "audit_control", "setfcap", "mac_override", "mac_admin", "syslog", "wake_alarm",
              "block_suspend", "audit_read", "perfmon", "bpf", "checkpoint_restore"]
 SYS_ADMIN = 21
+# Built, but not yet a process of the running driver (the split of the helper is under way):
+# counted and printed, outside the budgets' sums.
+NOT_YET_STARTED = ["sepcsi-core"]
 
 
 def caps(mask):
@@ -182,6 +185,15 @@ def main():
         if args.files:
             for f in sorted(files):
                 print("%30s %5d  %s" % ("", code_lines(f), os.path.relpath(f, ROOT)))
+    for name in NOT_YET_STARTED:
+        binary = os.path.join(build, "bin", name)
+        if os.path.exists(binary):
+            files = project_closure(units(binary) + sorted(line_table_files(binary)), build)
+            print("%-22s %7d  (built, not yet started by the driver)" %
+                  (name, sum(code_lines(f) for f in files)))
+            if args.files:
+                for f in sorted(files):
+                    print("%30s %5d  %s" % ("", code_lines(f), os.path.relpath(f, ROOT)))
     print("holding CAP_SYS_ADMIN: %s, %d lines (budget %d)" % (core[0], core[1], CORE_BUDGET))
     print("every capable process together: %d lines (budget %d)" %
           (capable, CAPABLE_BUDGET))

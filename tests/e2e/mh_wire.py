@@ -101,6 +101,10 @@ class T(enum.IntEnum):
     ANS_DIR_DELETE_SNAPSHOT = 48
     REQ_PURGE = 49  # the helper's own, main loop to worker: from rpcd a violation
     ANS_PURGE = 50
+    REQ_FREEZE = 51  # the capable core's own: from rpcd a violation
+    ANS_FREEZE = 52
+    REQ_THAW = 53
+    ANS_THAW = 54
     ANS_ERROR = 100
 
 
@@ -251,10 +255,15 @@ FIELDS = {
     T.ANS_DIR_DELETE_SNAPSHOT: (),
     T.REQ_PURGE: _DIR_REQ,
     T.ANS_PURGE: (),
+    T.REQ_FREEZE: (("volume_id", ID), ("seconds", U32)),
+    T.ANS_FREEZE: (),
+    T.REQ_THAW: (("volume_id", ID),),
+    T.ANS_THAW: (),
     T.ANS_ERROR: (("kind", KIND), ("sys_errno", U32), ("reason", REASON)),
 }
 
-INTERNAL = (T.REQ_PURGE, T.ANS_PURGE)  # never between rpcd and the helper
+# Never between rpcd and the helper: the helper's own, and the capable core's.
+INTERNAL = (T.REQ_PURGE, T.ANS_PURGE, T.REQ_FREEZE, T.ANS_FREEZE, T.REQ_THAW, T.ANS_THAW)
 REQUESTS = tuple(t for t in T if t.name.startswith("REQ_") and t not in INTERNAL)
 ANSWERS = tuple(t for t in T if t.name.startswith("ANS_") and t not in INTERNAL)
 

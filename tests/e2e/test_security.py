@@ -453,7 +453,7 @@ def test_helper_killed_mid_snapshot_leaves_nothing_frozen(kdriver):
         time.sleep(0.02)
     d.release("copy@" + vid)
     assert write_finishes(os.path.join(tg, "after"))
-    assert "frozen by a helper that died during a copy" in d.logs()
+    assert "frozen by a process that died during a copy" in d.logs()
     # rpcd settles the snapshot's intent once the new helper is there, holding the volume's
     # lock meanwhile: the calls below come after that, not racing it (ABORTED).
     deadline = time.monotonic() + 30

@@ -201,6 +201,18 @@ static void build_samples(void)
 	m->u.stats_ans.abnormal = 1;
 	fill(m->u.stats_ans.message, MH_REASON_MAX, 'm');
 
+	/* The capable core's own. */
+	m = add(MH_REQ_FREEZE, 51);
+	strcpy(m->u.freeze.volume_id, "sv-6");
+	m->u.freeze.seconds = 30;
+	m = add(MH_REQ_FREEZE, 52);
+	fill(m->u.freeze.volume_id, MH_ID_MAX, 'f');
+	m->u.freeze.seconds = UINT32_MAX;
+	add(MH_ANS_FREEZE, 53);
+	m = add(MH_REQ_THAW, 54);
+	strcpy(m->u.del.volume_id, "sv-6");
+	add(MH_ANS_THAW, 55);
+
 	for (int t = MH_REQ_DIR_CREATE; t <= MH_REQ_PURGE; t += 2) {
 		m = add((uint16_t)t, 300u + (uint32_t)t);
 		strcpy(m->u.dir.volume_id, "sv-5");
@@ -324,7 +336,9 @@ static void test_names(void)
 	CHECK(strcmp(mh_type_name(MH_REQ_LIST), "REQ_LIST") == 0);
 	CHECK(strcmp(mh_type_name(MH_REQ_DIR_CREATE), "REQ_DIR_CREATE") == 0);
 	CHECK(strcmp(mh_type_name(MH_REQ_PURGE), "REQ_PURGE") == 0);
-	CHECK(strcmp(mh_type_name(51), "UNKNOWN") == 0);
+	CHECK(strcmp(mh_type_name(MH_REQ_FREEZE), "REQ_FREEZE") == 0);
+	CHECK(strcmp(mh_type_name(MH_ANS_THAW), "ANS_THAW") == 0);
+	CHECK(strcmp(mh_type_name(55), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(99), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(101), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(UINT16_MAX), "UNKNOWN") == 0);
@@ -417,7 +431,7 @@ static void test_header_refusals(void)
 			}
 		}
 	}
-	uint16_t bad_types[] = {0, 51, 52, 99, 101, 0x0100, UINT16_MAX};
+	uint16_t bad_types[] = {0, 55, 56, 99, 101, 0x0100, UINT16_MAX};
 	CHECK(encode(&samples[0])); /* REQ_PING: header only */
 	for (size_t i = 0; i < sizeof(bad_types) / sizeof(bad_types[0]); i++) {
 		memcpy(buf, enc, enclen);
@@ -441,7 +455,10 @@ static const char *layout(uint16_t type)
 	case MH_ANS_CREATE:
 		return "8";
 	case MH_REQ_DELETE:
+	case MH_REQ_THAW:
 		return "s";
+	case MH_REQ_FREEZE:
+		return "s4";
 	case MH_REQ_STAGE:
 		return "sssssbf4";
 	case MH_REQ_UNSTAGE:

@@ -448,6 +448,91 @@ static void test_mkfs_options(void)
 	broken("[filesystems]\nmkfs_options_vfat = -F32\n", 2, "unknown key");
 }
 
+/* Compile p, read it back through a pipe-less file: the same answers to every query. */
+static struct pol *round_trip(const struct pol *p, size_t cut, const char *append)
+{
+	char err[256];
+	struct pol *q = NULL;
+	FILE *f = tmpfile();
+	if (!f)
+		abort();
+	CHECK(pol_compile(p, f) == 0);
+	long len = ftell(f);
+	if (cut)
+		CHECK(ftruncate(fileno(f), len - (long)cut) == 0);
+	if (append)
+		CHECK(fputs(append, f) >= 0);
+	CHECK(fflush(f) == 0);
+	lseek(fileno(f), 0, SEEK_SET);
+	if (pol_load_compiled(fileno(f), &q, err, sizeof(err)) < 0)
+		CHECK(strstr(err, "compiled policy") != NULL);
+	(void)fclose(f);
+	return q;
+}
+
+static void test_compiled(void)
+{
+	char err[256] = "";
+	struct pol *p =
+	    load_text("[paths]\nallowed_roots = /var/lib/kubelet /srv/csi\n"
+	              "staging_paths = plugins/x/*\ntarget_paths = pods/*/**\n"
+	              "[filesystems]\ntypes = xfs ext4\nmount_options = noatime nouuid\n"
+	              "mkfs_options_ext4 = -m0\n[directories]\nbase_dirs = /srv/vols\n"
+	              "[volumes]\nmin_bytes = 4Mi\nmax_bytes = 2Ti\n"
+	              "overcommit_ratio = 1.5\nfreeze_max_seconds = 30\n"
+	              "[seccomp]\nlog_only = true\n",
+	              err, sizeof(err));
+	CHECK(p != NULL);
+	if (!p) {
+		fprintf(stderr, "  %s\n", err);
+		return;
+	}
+	struct pol *q = round_trip(p, 0, NULL);
+	CHECK(q != NULL);
+	for (size_t i = 0; q && i < 20; i++) {
+		const char *a[] = {pol_root(p, i),
+		                   pol_base_dir(p, i),
+		                   pol_fstype(p, i),
+		                   pol_mount_option(p, i),
+		                   pol_path_pattern(p, POL_STAGING, i),
+		                   pol_path_pattern(p, POL_TARGET, i),
+		                   pol_mkfs_option(p, "ext4", i)};
+		const char *b[] = {pol_root(q, i),
+		                   pol_base_dir(q, i),
+		                   pol_fstype(q, i),
+		                   pol_mount_option(q, i),
+		                   pol_path_pattern(q, POL_STAGING, i),
+		                   pol_path_pattern(q, POL_TARGET, i),
+		                   pol_mkfs_option(q, "ext4", i)};
+		for (size_t k = 0; k < sizeof(a) / sizeof(a[0]); k++)
+			CHECK(a[k] == b[k] || (a[k] && b[k] && strcmp(a[k], b[k]) == 0));
+	}
+	CHECK(q && pol_min_volume_bytes(q) == 4ULL << 20 && pol_max_volume_bytes(q) == 2ULL << 40);
+	CHECK(q && pol_overcommit_percent(q) == 150 && pol_freeze_max_seconds(q) == 30);
+	CHECK(q && pol_seccomp_log_only(q));
+	pol_free(q);
+	/* Cut short anywhere, or followed by anything: refused whole. */
+	for (size_t cut = 1; cut < 40; cut++)
+		CHECK(round_trip(p, cut, NULL) == NULL);
+	CHECK(round_trip(p, 0, "x") == NULL);
+	pol_free(p);
+	/* The defaults compile too. */
+	CHECK(pol_load(NULL, &p, err, sizeof(err)) == 0);
+	q = round_trip(p, 0, NULL);
+	CHECK(q && strcmp(pol_root(q, 0), "/var/lib/kubelet") == 0 && pol_fs_allowed(q, "btrfs"));
+	pol_free(q);
+	pol_free(p);
+	/* Not a compiled policy at all. */
+	FILE *f = tmpfile();
+	if (!f)
+		abort();
+	CHECK(fputs("[paths]\nallowed_roots = /\n", f) >= 0);
+	CHECK(fflush(f) == 0);
+	lseek(fileno(f), 0, SEEK_SET);
+	CHECK(pol_load_compiled(fileno(f), &q, err, sizeof(err)) < 0 && q == NULL);
+	(void)fclose(f);
+}
+
 int main(void)
 {
 	snprintf(dir, sizeof(dir), "/tmp/sepcsi-policy-XXXXXX");
@@ -461,6 +546,7 @@ int main(void)
 	test_default_patterns();
 	test_options();
 	test_mkfs_options();
+	test_compiled();
 	nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
 	return tap_done("test_policy");
 }

@@ -296,26 +296,36 @@ static void test_tree_filter(void)
 	CHECK(probe(&pol_sc_tree, false, P_SCHED_YIELD) == 0); /* a lock's back-off */
 }
 
-static void test_helper_filter(void)
+/* What neither the helper nor the capable core may do. */
+static const enum probe mounter_killed[] = {
+    P_SOCKET_INET,   P_SOCKET_UNIX,
+    P_PTRACE,        P_KEXEC_LOAD,
+    P_INIT_MODULE,   P_BPF,
+    P_UNSHARE_USER,  P_UNSHARE_NS,
+    P_SETNS,         P_MOUNT,
+    P_UMOUNT_DETACH, P_CLONE_NEWNS,
+    P_TIOCSTI,       P_OPEN_TREE_RECURSIVE,
+    P_KILL_TERM,     P_KILL_KILL,
+    P_EXECVE,        P_MOUNT_SETATTR,
+    P_MKNOD_CHAR,    P_MKNOD_DISK,
+    P_PIVOT_ROOT,    P_X32_GETPID,
+    P_FTRUNCATE, /* image files are sized by the runner */
+};
+
+static void check_killed(const struct pol_sc_table *t, const enum probe *p, size_t n)
 {
-	const enum probe killed[] = {P_SOCKET_INET,   P_SOCKET_UNIX,
-	                             P_PTRACE,        P_KEXEC_LOAD,
-	                             P_INIT_MODULE,   P_BPF,
-	                             P_UNSHARE_USER,  P_UNSHARE_NS,
-	                             P_SETNS,         P_MOUNT,
-	                             P_UMOUNT_DETACH, P_CLONE_NEWNS,
-	                             P_TIOCSTI,       P_OPEN_TREE_RECURSIVE,
-	                             P_KILL_TERM,     P_KILL_KILL,
-	                             P_EXECVE,        P_MOUNT_SETATTR,
-	                             P_MKNOD_CHAR,    P_MKNOD_DISK,
-	                             P_PIVOT_ROOT,    P_X32_GETPID,
-	                             P_FTRUNCATE}; /* image files are sized by the runner */
-	for (size_t i = 0; i < sizeof(killed) / sizeof(killed[0]); i++) {
-		int r = probe(&pol_sc_helper, false, killed[i]);
+	for (size_t i = 0; i < n; i++) {
+		int r = probe(t, false, p[i]);
 		if (r != SIGSYS)
-			fprintf(stderr, "probe %d: got %d, want SIGSYS\n", (int)killed[i], r);
+			fprintf(stderr, "probe %d: got %d, want SIGSYS\n", (int)p[i], r);
 		CHECK(r == SIGSYS);
 	}
+}
+
+static void test_helper_filter(void)
+{
+	check_killed(&pol_sc_helper, mounter_killed,
+	             sizeof(mounter_killed) / sizeof(mounter_killed[0]));
 	CHECK(probe(&pol_sc_helper, false, P_GETPID) == 0);
 	CHECK(probe(&pol_sc_helper, false, P_FORK) == 0);            /* a worker */
 	CHECK(probe(&pol_sc_helper, false, P_MKNOD_LOOP) != SIGSYS); /* its own /dev/loopN */
@@ -339,6 +349,22 @@ static void test_helper_filter(void)
 	CHECK(pol_seccomp_syscall_count(&pol_sc_helper) < 90);
 	printf("# helper filter allows %zu system calls\n",
 	       pol_seccomp_syscall_count(&pol_sc_helper));
+}
+
+/* The capable core: the helper's dangers, and no process of its own either. */
+static void test_core_filter(void)
+{
+	const enum probe no_process[] = {P_FORK, P_CLONE3, P_PIDFD_OPEN};
+	check_killed(&pol_sc_core, mounter_killed,
+	             sizeof(mounter_killed) / sizeof(mounter_killed[0]));
+	check_killed(&pol_sc_core, no_process, sizeof(no_process) / sizeof(no_process[0]));
+	CHECK(probe(&pol_sc_core, false, P_GETPID) == 0);
+	CHECK(probe(&pol_sc_core, false, P_MKNOD_LOOP) != SIGSYS); /* its own /dev/loopN */
+	int aborted = probe(&pol_sc_core, false, P_ABORT);
+	CHECK(aborted > 0 && aborted != SIGSYS);
+	/* Every row of the core's is the helper's too: the helper is the core and more. */
+	CHECK(pol_seccomp_syscall_count(&pol_sc_core) < pol_seccomp_syscall_count(&pol_sc_helper));
+	printf("# core filter allows %zu system calls\n", pol_seccomp_syscall_count(&pol_sc_core));
 }
 
 static void test_rpcd_filter(void)
@@ -504,11 +530,12 @@ int main(void)
 	test_caps_table();
 	/* Every process survives SIGSTOP and SIGCONT during a sleep: restart_syscall is allowed. */
 	for (const struct pol_sc_table *const *t =
-	         (const struct pol_sc_table *const[]){&pol_sc_helper, &pol_sc_tools, &pol_sc_tree,
-	                                              &pol_sc_rpcd, NULL};
+	         (const struct pol_sc_table *const[]){&pol_sc_core, &pol_sc_helper, &pol_sc_tools,
+	                                              &pol_sc_tree, &pol_sc_rpcd, NULL};
 	     *t; t++)
 		CHECK(probe(*t, false, P_RESTART_SYSCALL) == 0);
 	test_helper_filter();
+	test_core_filter();
 	test_tools_filter();
 	test_tree_filter();
 	test_probe_filter();

@@ -1,0 +1,302 @@
+/*
+ * sepcsi-core: the capable core of sepcsi. It holds CAP_SYS_ADMIN and serves
+ * the closed table of core/core_table.c, one request at a time, to the
+ * orchestrating side over one SOCK_SEQPACKET socket (fd 3), and nothing else.
+ * It trusts nothing it is told: every row re-checks the ids, the policy's
+ * paths, the ownership of what it touches (marks, device and inode, mount
+ * ids) itself, exactly as the helper's rows do (it runs the same handlers).
+ *
+ * What it never does: look inside an image (no probe, no mkfs: a blank image
+ * fails at its mount), run a tool, fork or exec after start, keep a worker.
+ * The images belong to the orchestrating side (--owner): the core attaches
+ * only a regular file that uid owns, so it can never be made to expose a file
+ * its peer could not already read and write (mh_image.c).
+ *
+ * Start-up, in this order (docs/helper.md, "The capable core"):
+ *   1. parse arguments; refuse unless uid 0; read the compiled policy from its
+ *      descriptor (the file's parser is not linked here: sepcsi-policy compiles);
+ *   2. enter the helper's view of the file system (mh_view.c);
+ *   3. open the data directory (root's: the peer cannot replace what lies in
+ *      it), images/ and snapshots/ (the owner's, group root, 0750), loops/
+ *      and audit.log (root's); thaw what a dead process left frozen;
+ *   4. confine: capabilities (the helper's table), then its own seccomp
+ *      allowlist (policy/seccomp_core.c: no fork, exec, signal or socketpair);
+ *   5. READY on fd 4 if it is open; then one datagram, one answer, in order.
+ *
+ * A protocol violation (an empty, malformed or oversized datagram, a type
+ * outside the table) ends the core with exit 3; the end of the channel, or
+ * SIGTERM between requests, with exit 0, after thawing what it froze. Start-up failures exit 1, a
+ * broken policy 2.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "log.h"
+#include "mh.h"
+#include "mh_freeze.h"
+#include "mh_loop.h"
+#include "mh_pause.h"
+#include "mh_view.h"
+#include "pol_caps.h"
+#include "pol_seccomp.h"
+#include "supctl.h"
+
+#define EXIT_POLICY   2
+#define EXIT_PROTOCOL 3
+
+struct args {
+	int policy_fd;
+	const char *data_dir;
+	uid_t owner;
+	enum log_format fmt;
+	enum log_level lvl;
+};
+
+static void __attribute__((noreturn)) usage(int status)
+{
+	fprintf(status ? stderr : stdout,
+	        "usage: sepcsi-core --data-dir DIR --owner UID --policy-fd N [options]\n"
+	        "The capable core of sepcsi: mounts, loop devices and marks in kubelet's\n"
+	        "CSI directories, for the orchestrating side on fd 3; not for manual use.\n"
+	        "\n"
+	        "  --policy-fd N          the compiled policy on descriptor N (sepcsi-policy)\n"
+	        "  --data-dir DIR         where the volume images live\n"
+	        "  --owner UID            the uid owning images/ and snapshots/ there\n"
+	        "  --log-format text|json log line format (default text)\n"
+	        "  --log-level LEVEL      error, warn, info or debug (default info)\n"
+	        "\n"
+	        "Exit status: 0 channel closed or SIGTERM, 1 start-up failure, 2 broken\n"
+	        "policy, 3 protocol violation.\n");
+	exit(status);
+}
+
+static void parse_args(int argc, char **argv, struct args *a)
+{
+	static const struct option opts[] = {
+	    {"policy-fd", required_argument, NULL, 'p'},
+	    {"data-dir", required_argument, NULL, 'd'},
+	    {"owner", required_argument, NULL, 'o'},
+	    {"log-format", required_argument, NULL, 'f'},
+	    {"log-level", required_argument, NULL, 'l'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	char *end;
+	long v;
+	int c;
+	bool owner = false;
+	*a = (struct args){.policy_fd = -1, .fmt = LOG_FMT_TEXT, .lvl = LOG_LVL_INFO};
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || v < 5 || v >= INT_MAX)
+				usage(1); /* 0-2 are stdio, 3 and 4 the channels */
+			a->policy_fd = (int)v;
+			break;
+		case 'd':
+			a->data_dir = optarg;
+			break;
+		case 'o':
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || v < 0 || v >= INT_MAX)
+				usage(1);
+			a->owner = (uid_t)v;
+			owner = true;
+			break;
+		case 'f':
+			if (log_parse_format(optarg, &a->fmt) < 0)
+				usage(1);
+			break;
+		case 'l':
+			if (log_parse_level(optarg, &a->lvl) < 0)
+				usage(1);
+			break;
+		case 'h':
+			usage(0);
+		default:
+			usage(1);
+		}
+	}
+	if (optind != argc || !owner || a->policy_fd < 0 || !a->data_dir ||
+	    !pol_path_syntax_ok(a->data_dir))
+		usage(1);
+}
+
+/*
+ * A directory of the data directory: made if missing, owned by uid, group
+ * root, mode mode. The core holds no CAP_DAC_OVERRIDE: it reaches the images
+ * through the group (0750 here, 0660 each image, as their owner makes them).
+ */
+static int open_owned(int dfd, const char *name, uid_t uid, mode_t mode)
+{
+	struct stat st;
+	if (mkdirat(dfd, name, 0700) < 0 && errno != EEXIST)
+		log_fatal("cannot create %s: %s", name, strerror(errno));
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0)
+		log_fatal("cannot open %s: %s", name, strerror(errno));
+	/* A fresh directory is root's: handed to its owner; one already handed is kept. */
+	if (st.st_uid != uid && (st.st_uid != 0 || fchown(fd, uid, 0) < 0))
+		log_fatal("%s must be owned by uid %u", name, (unsigned)uid);
+	if (st.st_gid != 0 && fchown(fd, (uid_t)-1, 0) < 0)
+		log_fatal("cannot give %s to group root: %s", name, strerror(errno));
+	if (fchmod(fd, mode) < 0)
+		log_fatal("cannot chmod %s: %s", name, strerror(errno));
+	return fd;
+}
+
+static void open_data_dir(const char *data_dir, uid_t owner, struct mh_ctx *ctx)
+{
+	struct stat st;
+	int dfd = open(data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fstat(dfd, &st) < 0)
+		log_fatal("cannot open data dir %s: %s", data_dir, strerror(errno));
+	/* Root's, so that its owner cannot rename images/ away or replace audit.log. */
+	if (st.st_uid != 0 || (st.st_mode & 022))
+		log_fatal("%s must be owned by root and not group/other writable", data_dir);
+	ctx->data_fd = dfd;
+	ctx->owner = owner;
+	ctx->images_fd = open_owned(dfd, "images", owner, 0750);
+	ctx->snaps_fd = open_owned(dfd, "snapshots", owner, 0750);
+	mh_loop_records_open(open_owned(dfd, "loops", 0, 0700));
+	ctx->audit_fd =
+	    openat(dfd, "audit.log", O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (ctx->audit_fd < 0 || fstat(ctx->audit_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != 0 || (st.st_mode & 077) != 0)
+		log_fatal("%s/audit.log: cannot open, or not a root-only regular file", data_dir);
+}
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop(int sig)
+{
+	stop_requested = sig;
+}
+
+/* SIGTERM and SIGINT only note the request; they are let in only while waiting. */
+static void setup_signals(sigset_t *unblocked)
+{
+	struct sigaction sa = {.sa_handler = on_stop};
+	sigset_t block;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	if (sigprocmask(SIG_BLOCK, &block, unblocked) < 0 || sigaction(SIGTERM, &sa, NULL) < 0 ||
+	    sigaction(SIGINT, &sa, NULL) < 0)
+		log_fatal("cannot set up signal handling: %s", strerror(errno));
+	sigdelset(unblocked, SIGTERM);
+	sigdelset(unblocked, SIGINT);
+}
+
+static void __attribute__((noreturn)) violation(const char *what, const struct mh_msg *q)
+{
+	char id[16], type[16];
+	snprintf(id, sizeof(id), "%u", q ? q->id : 0U);
+	snprintf(type, sizeof(type), "%u", q ? (unsigned)q->type : 0U);
+	log_kv(LOG_LVL_ERROR, "protocol_violation", "what", what, "req", id, "type", type, NULL);
+	exit(EXIT_PROTOCOL);
+}
+
+struct bufs {
+	uint8_t in[MH_MSG_MAX + 1], out[MH_MSG_MAX];
+	struct mh_msg req, ans;
+};
+
+/* One datagram, one answer. false: the channel has ended. */
+static bool serve_one(const struct mh_ctx *ctx, int peer, struct bufs *b)
+{
+	size_t len;
+	ssize_t n = recv(peer, b->in, sizeof(b->in), MSG_TRUNC | MSG_DONTWAIT);
+	if (n < 0)
+		return errno == EINTR || errno == EAGAIN;
+	if (n == 0) {
+		/* End of file, or an empty datagram from a peer still there (mh_main.c). */
+		struct pollfd p = {.fd = peer, .events = POLLRDHUP};
+		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			return false;
+		violation("empty datagram", NULL);
+	}
+	if ((size_t)n > MH_MSG_MAX)
+		violation("oversized datagram", NULL);
+	if (mh_msg_decode(b->in, (size_t)n, &b->req) < 0)
+		violation("undecodable message", NULL);
+	if (!mh_ops_known(b->req.type) || mh_ops_handle(ctx, &b->req, &b->ans) < 0)
+		violation("not a request the core serves", &b->req);
+	if (mh_msg_encode(&b->ans, b->out, sizeof(b->out), &len) < 0)
+		log_fatal("cannot encode answer to request %u", b->req.id); /* our own bug */
+	return send(peer, b->out, len, MSG_NOSIGNAL) == (ssize_t)len;
+}
+
+int main(int argc, char **argv)
+{
+	static struct bufs b;
+	struct mh_ctx ctx = {0};
+	struct pol *pol = NULL;
+	struct args a;
+	sigset_t unblocked;
+	char err[512];
+
+	parse_args(argc, argv, &a);
+	log_init("core", a.fmt, a.lvl);
+	if (getuid() != 0 || geteuid() != 0)
+		log_fatal("must run as root (uid 0)");
+	if (pol_load_compiled(a.policy_fd, &pol, err, sizeof(err)) < 0) {
+		log_kv(LOG_LVL_ERROR, "policy_error", "error", err, NULL);
+		return EXIT_POLICY;
+	}
+	close(a.policy_fd);
+	ctx.pol = pol;
+	struct stat st;
+	if (fstat(SEPCSI_FD_PEER, &st) < 0 || !S_ISSOCK(st.st_mode))
+		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
+	int ctl =
+	    fstat(SEPCSI_FD_CONTROL, &st) == 0 && S_ISSOCK(st.st_mode) ? SEPCSI_FD_CONTROL : -1;
+
+	if (mkdir(a.data_dir, 0700) < 0 && errno != EEXIST)
+		log_fatal("cannot create %s: %s", a.data_dir, strerror(errno));
+	mh_view_enter(pol, a.data_dir);
+	open_data_dir(a.data_dir, a.owner, &ctx);
+	mh_pause_init();
+	mh_thaw_all(&ctx);
+	mh_loop_records_rebuild(ctx.images_fd);
+	setup_signals(&unblocked);
+	if (pol_caps_confine_helper(false) < 0)
+		log_fatal("cannot confine capabilities: %s", strerror(errno));
+	if (pol_seccomp_install(&pol_sc_core, pol_seccomp_log_only(pol)) < 0)
+		log_fatal("cannot install the seccomp filter");
+	if (ctl >= 0 && sup_ctl_send(ctl, SUP_CTL_READY, -1) < 0)
+		log_fatal("cannot send READY: %s", strerror(errno));
+	log_kv(LOG_LVL_INFO, "ready", "data_dir", a.data_dir, NULL);
+
+	while (!stop_requested) {
+		struct pollfd p = {.fd = SEPCSI_FD_PEER, .events = POLLIN};
+		int wait_ms = core_freeze_wait_ms();
+		struct timespec ts = {.tv_sec = wait_ms / 1000,
+		                      .tv_nsec = (wait_ms % 1000) * 1000000L};
+		int n = ppoll(&p, 1, wait_ms < 0 ? NULL : &ts, &unblocked);
+		if (n < 0 && errno != EINTR)
+			log_fatal("ppoll: %s", strerror(errno));
+		core_freeze_expire(false); /* before any request: a deadline never waits for one */
+		if (n > 0 && !serve_one(&ctx, SEPCSI_FD_PEER, &b))
+			break;
+	}
+	core_freeze_expire(true);
+	log_info(stop_requested ? "signal received; exiting" : "channel closed; exiting");
+	pol_free(pol);
+	return 0;
+}

@@ -1,0 +1,42 @@
+/*
+ * The capable core's whole surface in one table (the rows of the helper it
+ * serves, with the helper's own handlers, re-checking everything they are
+ * given, and its own FREEZE and THAW): every row mounts, unmounts, attaches,
+ * detaches, marks or freezes only what it proves this volume's, in kubelet's
+ * CSI directories. What it does not
+ * serve is not here: creating, deleting, resizing or copying images, probing
+ * and formatting them, capacity, listing, directory volumes. How a request
+ * meets its row: mh_dispatch.c.
+ */
+#include "core.h"
+
+/* STAGE without a look inside the image: a blank one fails at the mount. */
+static int answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                        struct mh_audit *a, struct mh_res *r)
+{
+	(void)ans;
+	return mh_stage_volume(c, req, a, NULL, r);
+}
+
+const struct mh_op_row mh_op_rows[] = {
+    MH_ROW_PING,
+    {MH_REQ_STAGE, MH_ANS_STAGE, answer_stage, "STAGE", false,
+     MH_F_BLOCK | MH_F_CREATE_DIR | MH_F_MOUNT_GROUP,
+     "attaches only images/<id>.img, a regular file its owner could read and write itself, "
+     "and mounts it, nosuid,nodev, on an empty root-only directory of a staging pattern, "
+     "resolved again right before and checked after; never formats"},
+    MH_ROW_UNSTAGE,
+    MH_ROW_PUBLISH,
+    MH_ROW_UNPUBLISH,
+    MH_ROW_EXPAND,
+    MH_ROW_STATS,
+    {MH_REQ_FREEZE, MH_ANS_FREEZE, core_answer_freeze, "FREEZE", false, 0,
+     "freezes only the file system mounted from this volume's own loop device, and thaws it "
+     "itself at the deadline (the policy's freeze_max_seconds at most), at its end, or at "
+     "the next start"},
+    {MH_REQ_THAW, MH_ANS_THAW, core_answer_thaw, "THAW", false, 0,
+     "thaws only what the core froze for this volume"},
+};
+
+const size_t mh_op_nrows = sizeof(mh_op_rows) / sizeof(mh_op_rows[0]);
+const size_t mh_op_npeer = sizeof(mh_op_rows) / sizeof(mh_op_rows[0]);

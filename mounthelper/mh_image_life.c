@@ -1,0 +1,231 @@
+/*
+ * The lifecycle of the backing image files: CREATE, DELETE and RESIZE of
+ * <data-dir>/images/<volume-id>.img, and the removal of the temporary files a
+ * crash left. None of it needs a capability (the orchestrating side's part of
+ * the helper; the capable core never links it).
+ *
+ * Runs in a worker of the helper under seccomp. Nothing here is fatal.
+ *
+ * Safety argument. The file name is built from a volume id that passed
+ * pol_volume_id_valid (mh_image.c): every name stays inside the images
+ * directory. Creation goes through a temporary name, fsync and
+ * renameat2(RENAME_NOREPLACE), so a crash never leaves a half-made image
+ * under the final name and an existing image is never replaced. Deletion
+ * refuses while a loop device still uses the image. RESIZE grows the file,
+ * never shrinks it, within the policy's bounds and the space counted.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "mh_image.h"
+#include "mh_loop.h"
+#include "mh_ops.h"
+#include "mh_pause.h"
+#include "mh_resize.h"
+#include "mh_space.h"
+#include "mh_tools.h"
+
+#define NAME_LEN MH_IMAGE_NAME_MAX
+
+static void image_name(const char *id, char *buf, size_t len, bool tmp)
+{
+	snprintf(buf, len, "%s.img%s", id, tmp ? ".tmp" : "");
+}
+
+static int io_fail(struct mh_res *r, int err, const char *step)
+{
+	enum mh_err_kind k = (err == ENOSPC || err == EDQUOT) ? MH_E_NOSPACE
+	                     : err == EFBIG                   ? MH_E_REFUSED
+	                                                      : MH_E_FAILED;
+	return mh_fail(r, k, err, "%s: %s", step, strerror(err));
+}
+
+static int check_existing(const struct stat *st, uint64_t size, uint64_t *real, struct mh_res *r)
+{
+	if (!S_ISREG(st->st_mode))
+		return mh_fail(r, MH_E_EXISTS, EEXIST, "image exists and is not a regular file");
+	if ((uint64_t)st->st_size != size)
+		return mh_fail(r, MH_E_EXISTS, EEXIST, "image exists with size %lld, not %llu",
+		               (long long)st->st_size, (unsigned long long)size);
+	*real = size;
+	return 0;
+}
+
+int mh_image_create(const struct mh_ctx *c, const char *id, uint64_t size, uint64_t *real,
+                    struct mh_res *r)
+{
+	char name[NAME_LEN], tmp[NAME_LEN];
+	struct stat st;
+	image_name(id, name, sizeof(name), false);
+	image_name(id, tmp, sizeof(tmp), true);
+
+	if (fstatat(c->images_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return check_existing(&st, size, real, r);
+	if (errno != ENOENT)
+		return io_fail(r, errno, "stat image");
+
+	/* A temporary file left by a crash mid-create is ours to remove. */
+	if (unlinkat(c->images_fd, tmp, 0) < 0 && errno != ENOENT)
+		return io_fail(r, errno, "remove stale temporary");
+	int fd =
+	    openat(c->images_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return io_fail(r, errno, "create image");
+	/* Sized (sparse) and made durable by the runner, which needs no capability for it. */
+	int sized = mh_tools_size(fd, size, r);
+	if (sized == 0)
+		mh_loop_record_new(fd); /* no loop device backs it yet */
+	close(fd);
+	if (sized < 0) {
+		unlinkat(c->images_fd, tmp, 0);
+		return -1;
+	}
+	mh_pause(c, "image", id); /* tests: killed with the temporary file made */
+	if (renameat2(c->images_fd, tmp, c->images_fd, name, RENAME_NOREPLACE) < 0) {
+		int err = errno;
+		unlinkat(c->images_fd, tmp, 0);
+		if (err == EEXIST && fstatat(c->images_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			return check_existing(&st, size, real, r);
+		return io_fail(r, err, "rename image");
+	}
+	if (fsync(c->images_fd) < 0)
+		return io_fail(r, errno, "sync images directory");
+	*real = size;
+	return 0;
+}
+
+int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r)
+{
+	char name[NAME_LEN];
+	struct stat st;
+	struct mh_loop l;
+	image_name(id, name, sizeof(name), false);
+
+	if (fstatat(c->images_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			return 0; /* already gone: idempotent */
+		return io_fail(r, errno, "stat image");
+	}
+	if (!S_ISREG(st.st_mode))
+		return mh_fail(r, MH_E_FAILED, EINVAL, "image is not a regular file; not removed");
+	int found = mh_loop_find(st.st_dev, st.st_ino, &l, r);
+	if (found < 0)
+		return -1;
+	if (found)
+		return mh_fail(r, MH_E_BUSY, EBUSY, "image is attached as %s", l.path);
+	if (unlinkat(c->images_fd, name, 0) < 0 && errno != ENOENT)
+		return io_fail(r, errno, "remove image");
+	mh_loop_record_forget(st.st_dev, st.st_ino);
+	if (fsync(c->images_fd) < 0)
+		return io_fail(r, errno, "sync images directory");
+	return 0;
+}
+
+/* The id of a half-made image or copy's temporary file "<id>.img.tmp"; false if not one. */
+static bool temp_id(const char *name, char id[NAME_LEN])
+{
+	const char *dot = strchr(name, '.');
+	size_t n = dot ? (size_t)(dot - name) : 0;
+	if (!dot || n >= NAME_LEN || strcmp(dot, ".img.tmp") != 0)
+		return false;
+	memcpy(id, name, n);
+	id[n] = '\0';
+	return pol_volume_id_valid(id) || pol_snapshot_id_valid(id);
+}
+
+static void leftover(int dirfd, const char *name, void *arg)
+{
+	void (*found)(size_t base, const char *id) = *(void (**)(size_t, const char *))arg;
+	char id[NAME_LEN];
+	(void)dirfd;
+	if (temp_id(name, id))
+		found(SIZE_MAX, id);
+}
+
+void mh_image_leftovers(const struct mh_ctx *c, void (*found)(size_t base, const char *id))
+{
+	(void)mh_dir_each(c->images_fd, leftover, &found);
+	(void)mh_dir_each(c->snaps_fd, leftover, &found);
+}
+
+int mh_image_purge(const struct mh_ctx *c, const char *id, struct mh_res *r)
+{
+	const int dirs[] = {c->images_fd, c->snaps_fd};
+	char tmp[NAME_LEN];
+	struct stat st;
+	image_name(id, tmp, sizeof(tmp), true);
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		if (fstatat(dirs[i], tmp, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		mh_pause(c, "purge", id); /* tests: a temporary file about to be removed */
+		if (unlinkat(dirs[i], tmp, 0) < 0 || fsync(dirs[i]) < 0)
+			return io_fail(r, errno, "remove a temporary file");
+		log_kv(LOG_LVL_INFO, "temporary_removed", "file", tmp, NULL);
+	}
+	return 0;
+}
+
+/* ---- handlers ----------------------------------------------------------- */
+
+int mh_answer_create(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                     struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_create *q = &req->u.create;
+	uint64_t size;
+	(void)a;
+	if (mh_space_size_ok(c, q->size_bytes, &size, r) < 0)
+		return -1;
+	return mh_image_create(c, q->volume_id, size, &ans->u.size_ans.size_bytes, r);
+}
+
+int mh_answer_delete(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                     struct mh_audit *a, struct mh_res *r)
+{
+	(void)ans;
+	(void)a;
+	return mh_image_delete(c, req->u.del.volume_id, r);
+}
+
+int mh_answer_resize(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                     struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_resize *q = &req->u.resize;
+	struct stat st;
+	int ret = -1;
+	/* Below the smallest size there is nothing to grow: answered below as "never smaller". */
+	uint64_t size = q->size_bytes;
+	if (size >= pol_min_volume_bytes(c->pol) && mh_space_size_ok(c, size, &size, r) < 0)
+		return -1;
+	int fd = mh_image_open(c, q->volume_id, false, r);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0) {
+		mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
+		goto out;
+	}
+	if (size < (uint64_t)st.st_size) {
+		mh_fail(r, MH_E_REFUSED, EINVAL, "image is %lld bytes; it is never shrunk",
+		        (long long)st.st_size);
+		goto out;
+	}
+	if (size == (uint64_t)st.st_size) {
+		a->note = "already that size";
+	} else if (mh_tools_size(fd, size, r) < 0) {
+		goto out; /* grown by the runner, which needs no capability for it */
+	}
+	/* An attached image: its loop device(s) take the new size now. */
+	if (mh_resize_refresh_loops(&st, r) < 0)
+		goto out;
+	ans->u.size_ans.size_bytes = size;
+	ret = 0;
+out:
+	close(fd);
+	return ret;
+}

@@ -1,0 +1,119 @@
+/*
+ * The policy in compiled form: what a loaded policy holds, as a flat binary
+ * record, for a process that must not link the policy file's parser (the
+ * capable core). pol_compile writes it (policy_load.c, beside the parser,
+ * for the program that compiles: tools/policy/policy_main.c);
+ * pol_load_compiled reads it (here).
+ *
+ *   "SEPCSIPOL1\n"
+ *   9 lists, in the order of struct pol (roots, fstypes, opts, bases, staging,
+ *   targets, mkfs ext4, xfs, btrfs): u8 count, then each entry u16 length and
+ *   its bytes (no NUL);
+ *   u64 min_bytes, u64 max_bytes, u32 overcommit_pct, u32 freeze_max_s,
+ *   u8 log_only; and nothing after.
+ * All integers are big-endian. The reader holds each list to its bound and
+ * each entry to POL_ENTRY_MAX, and checks the record is whole and nothing
+ * follows it; it trusts the compiler for the rest, as a process trusts the
+ * policy file its administrator wrote.
+ *
+ * Pure code, no privilege needed.
+ */
+#include "pol_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define COMPILED_MAX (64 * 1024)
+
+struct pol_list *pol_list_at(struct pol *p, size_t i)
+{
+	struct pol_list *all[] = {&p->roots,   &p->fstypes, &p->opts,    &p->bases,  &p->staging,
+	                          &p->targets, &p->mkfs[0], &p->mkfs[1], &p->mkfs[2]};
+	_Static_assert(POL_NFS == 3, "one list per file system");
+	return i < sizeof(all) / sizeof(all[0]) ? all[i] : NULL;
+}
+
+struct reader {
+	const uint8_t *p, *end;
+};
+
+static int get(struct reader *r, uint64_t *v, size_t bytes)
+{
+	if ((size_t)(r->end - r->p) < bytes)
+		return -1;
+	for (*v = 0; bytes--; r->p++)
+		*v = *v << 8 | *r->p;
+	return 0;
+}
+
+static int get_list(struct reader *r, struct pol_list *l)
+{
+	uint64_t n, len;
+	if (get(r, &n, 1) < 0 || n > l->cap)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (get(r, &len, 2) < 0 || len > POL_ENTRY_MAX || (size_t)(r->end - r->p) < len ||
+		    memchr(r->p, '\0', len))
+			return -1;
+		char *s = malloc(len + 1);
+		if (!s)
+			abort();
+		memcpy(s, r->p, len);
+		s[len] = '\0';
+		l->v[l->n++] = s;
+		r->p += len;
+	}
+	return 0;
+}
+
+int pol_load_compiled(int fd, struct pol **out, char *err, size_t errlen)
+{
+	static uint8_t buf[COMPILED_MAX + 1];
+	size_t len = 0;
+	ssize_t n;
+	*out = NULL;
+	while ((n = read(fd, buf + len, sizeof(buf) - len)) > 0 && len + (size_t)n < sizeof(buf))
+		len += (size_t)n;
+	if (n < 0 || n > 0) {
+		pol_seterr(err, errlen, "compiled policy: %s",
+		           n < 0 ? strerror(errno) : "too large");
+		return -1;
+	}
+	struct pol *p = calloc(1, sizeof(*p));
+	if (!p)
+		abort();
+	const size_t caps[] = {POL_ROOTS_MAX, POL_FSTYPES_MAX,  POL_OPTS_MAX,
+	                       POL_BASES_MAX, POL_PATTERNS_MAX, POL_PATTERNS_MAX,
+	                       POL_OPTS_MAX,  POL_OPTS_MAX,     POL_OPTS_MAX};
+	struct reader r = {buf, buf + len};
+	uint64_t min, max, pct, freeze, log_only;
+	int ok = len >= strlen(POL_COMPILED_MAGIC) &&
+	         memcmp(buf, POL_COMPILED_MAGIC, strlen(POL_COMPILED_MAGIC)) == 0;
+	r.p += strlen(POL_COMPILED_MAGIC);
+	for (size_t i = 0; ok && pol_list_at(p, i); i++) {
+		pol_list_at(p, i)->cap = caps[i];
+		ok = get_list(&r, pol_list_at(p, i)) == 0;
+	}
+	ok = ok && get(&r, &min, 8) == 0 && get(&r, &max, 8) == 0 && get(&r, &pct, 4) == 0 &&
+	     get(&r, &freeze, 4) == 0 && get(&r, &log_only, 1) == 0 && r.p == r.end &&
+	     log_only <= 1 && min >= 4096 && min <= max && max <= (uint64_t)INT64_MAX / 2;
+	for (size_t i = 0; ok && i < p->roots.n; i++)
+		ok = pol_path_syntax_ok(p->roots.v[i]);
+	for (size_t i = 0; ok && i < p->bases.n; i++)
+		ok = pol_path_syntax_ok(p->bases.v[i]);
+	if (!ok) {
+		pol_seterr(err, errlen, "compiled policy: malformed");
+		pol_free(p);
+		return -1;
+	}
+	p->min_bytes = min;
+	p->max_bytes = max;
+	p->overcommit_pct = (unsigned)pct;
+	p->freeze_max_s = (unsigned)freeze;
+	p->log_only = log_only == 1;
+	*out = p;
+	return 0;
+}
