@@ -204,10 +204,17 @@ int mh_mkfs(const char *fstype, char *const *args, size_t nargs, bool zeroed, in
  * After mkfs the device's cache is flushed again, and the mount, which names
  * its file system type, is what checks the new file system.
  */
+/* STAGE's mkfs options, checked against the policy before anything is touched. */
+struct mkfs_args {
+	char buf[MH_OPTS_MAX + POL_MKFS_ARGS_MAX + 1];
+	char *v[POL_MKFS_ARGS_MAX];
+	size_t n;
+};
+
 static int format_if_blank(const struct mh_ctx *c, const struct mh_req_stage *q, int img, int lfd,
-                           bool ro, char **mkfs_args, size_t nargs, struct rn_answer *sig,
-                           struct mh_res *r)
+                           bool ro, void *arg, struct rn_answer *sig, struct mh_res *r)
 {
+	const struct mkfs_args *mk = arg;
 	if (mh_loop_flush(lfd, r) < 0)
 		return -1;
 	bool empty = mh_image_empty(img);
@@ -225,8 +232,7 @@ static int format_if_blank(const struct mh_ctx *c, const struct mh_req_stage *q,
 	char name[MH_IMAGE_NAME_MAX];
 	mh_image_name(q->volume_id, name, sizeof(name));
 	mh_pause(c, "mkfs", q->volume_id); /* tests: the device attached, blank, unformatted */
-	if (mh_mkfs(q->fs_type, mkfs_args, nargs, empty, img, name, r) < 0 ||
-	    mh_loop_flush(lfd, r) < 0)
+	if (mh_mkfs(q->fs_type, mk->v, mk->n, empty, img, name, r) < 0 || mh_loop_flush(lfd, r) < 0)
 		return -1;
 	return MH_PROBE_BLANK;
 }
@@ -234,6 +240,17 @@ static int format_if_blank(const struct mh_ctx *c, const struct mh_req_stage *q,
 int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                     struct mh_audit *a, struct mh_res *r)
 {
+	const struct mh_req_stage *q = &req->u.stage;
+	struct mkfs_args mk = {0};
 	(void)ans;
-	return mh_stage_volume(c, req, a, format_if_blank, r);
+	if (!(q->flags & MH_F_BLOCK)) {
+		char why[200];
+		int n = pol_mkfs_options_check(c->pol, q->fs_type, q->mkfs_options, mk.buf,
+		                               sizeof(mk.buf), mk.v, POL_MKFS_ARGS_MAX, why,
+		                               sizeof(why));
+		if (n < 0)
+			return mh_fail(r, MH_E_REFUSED, EPERM, "%s", why);
+		mk.n = (size_t)n;
+	}
+	return mh_stage_volume(c, req, a, format_if_blank, &mk, r);
 }

@@ -188,13 +188,18 @@ static bool answered_elsewhere(const char *fstype)
 
 int mh_mount_check_local(int fd, const char *what, struct mh_res *r)
 {
+	static uint64_t last_local; /* a unique mount id is never reused: one look each */
 	struct statx stx;
 	struct mh_mnt m = {0};
 	/* The cached attributes only: nothing here waits on the file system itself. */
 	const int how = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC;
-	if (statx(fd, "", how, STATX_MNT_ID_UNIQUE, &stx) == 0 &&
-	    (stx.stx_mask & STATX_MNT_ID_UNIQUE) && by_statmount(stx.stx_mnt_id, &m) == 0) {
-		/* m.fstype from statmount */
+	bool unique = statx(fd, "", how, STATX_MNT_ID_UNIQUE, &stx) == 0 &&
+	              (stx.stx_mask & STATX_MNT_ID_UNIQUE);
+	if (unique && stx.stx_mnt_id == last_local)
+		return 0;
+	if (unique && by_statmount(stx.stx_mnt_id, &m) == 0) {
+		if (!answered_elsewhere(m.fstype))
+			last_local = stx.stx_mnt_id;
 	} else if (statx(fd, "", how, STATX_MNT_ID, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID)) {
 		return mh_fail(r, MH_E_FAILED, errno, "which file system holds %s: %s", what,
 		               strerror(errno));

@@ -139,19 +139,14 @@ static int mount_checked(const struct mh_ctx *c, const char *path, unsigned role
 	return mh_verify_mount(c, path, role, id, r);
 }
 
-/* A file-system STAGE's own checks: type, mount and mkfs options, group. nargs, or -1 with r. */
+/* A file-system STAGE's own checks: type, mount options, group. 0, or -1 with r. */
 static int check_stage(const struct mh_ctx *c, const struct mh_req_stage *q,
-                       struct mh_mount_opts *o, char *mkfs_buf, size_t buflen, char **mkfs_args,
-                       struct mh_res *r)
+                       struct mh_mount_opts *o, struct mh_res *r)
 {
 	char why[200];
 	if (!pol_fs_allowed(c->pol, q->fs_type))
 		return mh_fail(r, MH_E_REFUSED, EPERM, "filesystem type not allowed by policy");
 	if (pol_mount_options_check(c->pol, q->mount_flags, why, sizeof(why)) < 0)
-		return mh_fail(r, MH_E_REFUSED, EPERM, "%s", why);
-	int nargs = pol_mkfs_options_check(c->pol, q->fs_type, q->mkfs_options, mkfs_buf, buflen,
-	                                   mkfs_args, POL_MKFS_ARGS_MAX, why, sizeof(why));
-	if (nargs < 0)
 		return mh_fail(r, MH_E_REFUSED, EPERM, "%s", why);
 	if ((q->flags & MH_F_MOUNT_GROUP) && q->gid == UINT32_MAX)
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "group id out of range");
@@ -159,15 +154,13 @@ static int check_stage(const struct mh_ctx *c, const struct mh_req_stage *q,
 		return -1;
 	o->set_group = (q->flags & MH_F_MOUNT_GROUP) != 0;
 	o->gid = (gid_t)q->gid;
-	return nargs;
+	return 0;
 }
 
 int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_audit *a,
-                    mh_stage_prep_fn *prep, struct mh_res *r)
+                    mh_stage_prep_fn *prep, void *arg, struct mh_res *r)
 {
 	const struct mh_req_stage *q = &req->u.stage;
-	char mkfs_buf[MH_OPTS_MAX + POL_MKFS_ARGS_MAX + 1];
-	char *mkfs_args[POL_MKFS_ARGS_MAX];
 	struct mh_mount_opts o = {0};
 	struct mh_vol v = {0};
 	struct mh_mnt m;
@@ -179,8 +172,7 @@ int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 
 	if (q->flags & MH_F_BLOCK)
 		return mh_block_stage(c, q, role, a, r);
-	int nargs = check_stage(c, q, &o, mkfs_buf, sizeof(mkfs_buf), mkfs_args, r);
-	if (nargs < 0) {
+	if (check_stage(c, q, &o, r) < 0) {
 		mh_mount_opts_free(&o);
 		return -1;
 	}
@@ -231,7 +223,7 @@ int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		goto out;
 	v.attached = attached_here = true;
 	struct rn_answer sig = {0};
-	int probe = prep ? prep(c, q, img, lfd, ro, mkfs_args, (size_t)nargs, &sig, r) : 0;
+	int probe = prep ? prep(c, q, img, lfd, ro, arg, &sig, r) : 0;
 	if (probe < 0)
 		goto out;
 	/* The path is resolved again now, after mkfs, and checked after the mount. */

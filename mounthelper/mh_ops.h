@@ -38,16 +38,16 @@ mh_answer_fn mh_answer_dir_create, mh_answer_dir_delete, mh_answer_dir_expand,
 /*
  * STAGE of an image volume, in two halves. What readies the attached image
  * before its mount: the helper's probes it and formats it if blank
- * (mh_mkfs.c, the STAGE handler there); the core passes NULL and never looks
- * inside an image, so a blank one fails at the mount. prep returns 0 (blank,
- * now formatted) or 1 (it held the file system: sig says what the look read,
- * for growing it), or -1 with r. lfd is the loop device just attached to img.
+ * (mh_mkfs.c, the STAGE handler there, whose arg is the checked mkfs
+ * options); the core passes NULL and never looks inside an image, so a blank
+ * one fails at the mount. prep returns 0 (blank, now formatted) or 1 (it held
+ * the file system: sig says what the look read, for growing it), or -1 with
+ * r. lfd is the loop device just attached to img.
  */
 typedef int mh_stage_prep_fn(const struct mh_ctx *c, const struct mh_req_stage *q, int img, int lfd,
-                             bool ro, char **mkfs_args, size_t nargs, struct rn_answer *sig,
-                             struct mh_res *r);
+                             bool ro, void *arg, struct rn_answer *sig, struct mh_res *r);
 int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_audit *a,
-                    mh_stage_prep_fn *prep, struct mh_res *r);
+                    mh_stage_prep_fn *prep, void *arg, struct mh_res *r);
 /* The main loop's own (mh_list.c). */
 mh_answer_fn mh_answer_purge;
 

@@ -28,14 +28,6 @@
 
 #define COMPILED_MAX (64 * 1024)
 
-struct pol_list *pol_list_at(struct pol *p, size_t i)
-{
-	struct pol_list *all[] = {&p->roots,   &p->fstypes, &p->opts,    &p->bases,  &p->staging,
-	                          &p->targets, &p->mkfs[0], &p->mkfs[1], &p->mkfs[2]};
-	_Static_assert(POL_NFS == 3, "one list per file system");
-	return i < sizeof(all) / sizeof(all[0]) ? all[i] : NULL;
-}
-
 struct reader {
 	const uint8_t *p, *end;
 };

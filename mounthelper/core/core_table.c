@@ -15,7 +15,7 @@ static int answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct
                         struct mh_audit *a, struct mh_res *r)
 {
 	(void)ans;
-	return mh_stage_volume(c, req, a, NULL, r);
+	return mh_stage_volume(c, req, a, NULL, NULL, r);
 }
 
 const struct mh_op_row mh_op_rows[] = {

@@ -23,6 +23,7 @@ own namespace and in the core's), the loop devices backed by its files (or by
 /etc/passwd), and the files of its tree; a baseline lifecycle shows the same
 core doing its job.
 """
+import fcntl
 import os
 import signal
 import socket
@@ -105,9 +106,11 @@ class Core:
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.log = open(self.path("core.log"), "w")
 
-        def fds():
-            os.dup2(b.fileno(), 3)
-            os.dup2(policy_fd, 5)
+        def fds():  # either may be 3 or 5 already: both out of the way first
+            chan, pol = fcntl.fcntl(b.fileno(), fcntl.F_DUPFD, 10), fcntl.fcntl(
+                policy_fd, fcntl.F_DUPFD, 10)
+            os.dup2(chan, 3)
+            os.dup2(pol, 5)
         self.proc = subprocess.Popen(
             [os.path.join(BIN, "sepcsi-core"), "--data-dir", self.data, "--owner", str(OWNER),
              "--policy-fd", "5", "--log-level", "debug"],

@@ -231,3 +231,26 @@ def test_supervisor_links_no_printer_nor_other_tables():
     bad = subprocess.run([os.path.join(BIN, "sepcsi-supervisor"), "--print-privileges",
                           "--no-such-flag"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "sepcsi-supervisor: unknown option" in bad.stderr, bad
+
+
+def test_the_core_links_no_parser_no_printer_no_other_filter():
+    """sepcsi-core, the capable half of the split helper, parses no byte a tenant wrote
+    (no libblkid, no superblock reader), no policy file (it reads the compiled form: no
+    inih, no pol_load), prints no table and holds no other process's filter or worker,
+    runner or image-copy code; privsize counts it from its own units."""
+    from conftest import BIN, BUILD
+    libs, syms = linked(os.path.join(BIN, "sepcsi-core"))
+    assert not [lib for lib in libs if lib.startswith(("libblkid", "libinih"))], libs
+    banned = re.compile(r"^(blkid_|rn_ext4_sb|rn_signature|ini_parse|pol_load$|pol_md_|"
+                        r"pol_seccomp_print|pol_sc_(helper|tools|tree|probe|rpcd)$|"
+                        r"mh_worker|mh_tools_|mh_mkfs|mh_space_|mh_image_create|mh_tree_)")
+    assert not sorted(s for s in syms if banned.match(s))
+    assert "pol_load_compiled" in syms and "pol_sc_core" in syms
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run(["/usr/bin/python3", os.path.join(root, "tools", "privsize.py"),
+                          BUILD, "--files"], capture_output=True, text=True, check=True).stdout
+    block = out.split("\nsepcsi-core ", 1)[1].split("\nholding", 1)[0]
+    assert "mounthelper/core/core_main.c" in block and "policy/compiled.c" in block
+    for unit in ("policy/policy_load.c", "mounthelper/mh_worker.c", "mounthelper/mh_tools.c",
+                 "common/units.c", "policy/seccomp_helper.c", "policy/md.c"):
+        assert unit not in block, unit

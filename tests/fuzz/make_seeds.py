@@ -51,7 +51,8 @@ T = dict(
     ANS_DIR_DELETE=34, REQ_DIR_EXPAND=35, ANS_DIR_EXPAND=36, REQ_DIR_PUBLISH=37,
     ANS_DIR_PUBLISH=38, REQ_DIR_UNPUBLISH=39, ANS_DIR_UNPUBLISH=40, REQ_DIR_STATS=41,
     ANS_DIR_STATS=42, REQ_DIR_CAPACITY=43, ANS_DIR_CAPACITY=44, REQ_DIR_SNAPSHOT=45,
-    ANS_DIR_SNAPSHOT=46, REQ_DIR_DELETE_SNAPSHOT=47, ANS_DIR_DELETE_SNAPSHOT=48, ANS_ERROR=100)
+    ANS_DIR_SNAPSHOT=46, REQ_DIR_DELETE_SNAPSHOT=47, ANS_DIR_DELETE_SNAPSHOT=48,
+    REQ_FREEZE=51, ANS_FREEZE=52, REQ_THAW=53, ANS_THAW=54, ANS_ERROR=100)
 
 
 def s(b):
@@ -126,6 +127,9 @@ def requests():
         "stats": msg("REQ_STATS", s(VOL) + s(TARGET) + u8(0)),
         "list-images": msg("REQ_LIST", u32(1) + s(b"")),
         "list-mounts-after": msg("REQ_LIST", u32(3) + s(b"417")),
+        # The capable core's own (from rpcd, a violation).
+        "freeze": msg("REQ_FREEZE", s(VOL) + u32(30)),
+        "thaw": msg("REQ_THAW", s(VOL)),
         # Decodable, but refused by the helper's own checks.
         "hostile-traversal": msg("REQ_UNPUBLISH", s(VOL) + s(b"/var/lib/kubelet/../../etc")),
         "hostile-id-path": msg("REQ_DELETE", s(b"../../etc/passwd")),

@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""Benchmark: what one request at a time costs in sepcsi-core, the capable core, which
+serves its peer's requests in order on one thread. Run as root inside a private mount
+namespace:
+
+    SEPCSI_BUILD_DIR=$PWD/build unshare -m --propagation private \\
+        /usr/bin/python3 tests/bench/core_serial.py [--dirty-mib N] [--rounds R]
+
+The core is started alone, as tests/e2e/test_core.py starts it (its peer is this
+script). Two figures, each over R rounds:
+  - a slow request in front of a quick one: a volume (ext4, 2 GiB image) holds N MiB
+    written and not yet synced when UNSTAGE is sent, and a PING is sent right after it on
+    the same channel; the PING waits for the unmount's flush. Printed: UNSTAGE's time,
+    and how long the PING waited beyond it, against a PING alone. The same with FREEZE
+    (which flushes too) in place of UNSTAGE.
+  - the same figures when the volume was synced first (syncfs through the staging path,
+    by this script as root; a peer without capabilities cannot reach the mount, so this
+    is what a flush outside the core's one thread, or a second thread, would buy).
+Asserts no timing; exit status 0 when every request was answered as expected.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+
+from mh_wire import Msg, T, decode, encode  # noqa: E402
+from test_core import VOL, Core, freeze, stage, unstage  # noqa: E402
+from conftest import cleanup_tree  # noqa: E402
+
+MiB = 1 << 20
+
+
+def timed(core, msg):
+    """Send msg, then a PING at once; return (msg's answer time, PING's extra wait), s."""
+    msg.id, core.next_id = core.next_id, core.next_id + 2
+    ping = Msg(T.REQ_PING, msg.id + 1)
+    t0 = time.monotonic()
+    core.sock.send(encode(msg))
+    core.sock.send(encode(ping))
+    core.sock.settimeout(600)
+    a = decode(core.sock.recv(1 << 16))
+    t1 = time.monotonic()
+    b = decode(core.sock.recv(1 << 16))
+    t2 = time.monotonic()
+    assert a.id == msg.id and a.type == T(msg.type + 1), a
+    assert b.id == ping.id and b.type == T.ANS_PING, b
+    return t1 - t0, t2 - t0
+
+
+def dirty(path, mib):
+    with open(os.path.join(path, "data"), "wb") as f:
+        chunk = os.urandom(MiB)
+        for _ in range(mib):
+            f.write(chunk)
+
+
+def syncfs(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.syncfs(fd) if hasattr(os, "syncfs") else subprocess.run(["sync", "-f", path],
+                                                                     check=True)
+    finally:
+        os.close(fd)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dirty-mib", type=int, default=512)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    core = Core()
+    rows = {}
+    try:
+        core.start()
+        core.image(VOL, size=2048 * MiB)
+        st = core.dir("staging/v1")
+        alone = []
+        for _ in range(20):
+            t = time.monotonic()
+            core.ok(Msg(T.REQ_PING))
+            alone.append(time.monotonic() - t)
+        for synced in (False, True):
+            for what in ("UNSTAGE", "FREEZE"):
+                key = "%s, %s" % (what, "synced first" if synced else "dirty")
+                rows[key] = []
+                for _ in range(args.rounds):
+                    core.ok(stage(VOL, st))
+                    dirty(st, args.dirty_mib)
+                    t_sync = time.monotonic()
+                    if synced:
+                        syncfs(st)
+                    t_sync = time.monotonic() - t_sync
+                    if what == "UNSTAGE":
+                        rows[key].append(timed(core, unstage(VOL, st)) + (t_sync,))
+                    else:
+                        rows[key].append(timed(core, freeze(VOL, 60)) + (t_sync,))
+                        core.ok(Msg(T.REQ_THAW, volume_id=VOL))
+                        core.ok(unstage(VOL, st))
+        print("sepcsi-core, one request at a time: %d MiB written, not synced, then a slow "
+              "request and a PING behind it (%d rounds, medians)" % (args.dirty_mib,
+                                                                     args.rounds))
+        print("  PING alone: %.2f ms" % (1000 * statistics.median(alone)))
+        print("  %-38s %12s %16s %14s" % ("", "sync first", "request", "PING answered"))
+        for key, v in rows.items():
+            print("  %-38s %10.0f ms %13.0f ms %11.0f ms" % (
+                key, 1000 * statistics.median(x[2] for x in v),
+                1000 * statistics.median(x[0] for x in v),
+                1000 * statistics.median(x[1] for x in v)))
+    except Exception:
+        if os.path.exists(core.path("core.log")):
+            print(core.logs(), file=sys.stderr)
+        raise
+    finally:
+        core.stop()
+        cleanup_tree(core.tmp)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
