@@ -15,18 +15,15 @@
  * only, in mount id order, and stops when it is full: its cost grows with the
  * node's mounts only by a look at the table (mh_mounts_look) and a sort.
  *
- * Also the sweep (mh_sweep), which needs no rpcd: at start, and whenever a
- * worker dies, the loop devices a raw block staging attached but never bound
- * (no autoclear) are detached, except those of operations still in flight;
- * and PURGE, which removes the temporary files and trees dead operations
- * left, in a worker (mh_worker.c finds them).
+ * Also PURGE, which removes the temporary files and trees dead operations
+ * left, in a worker (mh_worker.c finds them); the sweep of loop devices is
+ * mh_sweep.c's.
  *
  * Runs inline in the helper's main loop as root under seccomp. Safety
  * argument: LIST changes nothing, and tells what a rpcd could learn anyway:
  * ids it made, sizes it asked for, and mount points in kubelet's CSI
- * directories it named itself. The sweep acts only on the helper's own files
- * and on loop devices backed by them that no mount or bind uses anywhere
- * (mh_detach_unused). Nothing here is fatal.
+ * directories it named itself. PURGE removes only temporary files and marked
+ * trees of the id it names. Nothing here is fatal.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -205,50 +202,6 @@ int mh_answer_list(const struct mh_ctx *c, const struct mh_msg *req, struct mh_m
 	if (end && *end)
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "a mount cursor is a mount id");
 	return list_mounts(c, after, out, r);
-}
-
-/* ---- the sweep ----------------------------------------------------------------- */
-
-struct sweep {
-	const struct mh_ctx *c;
-	bool (*held)(const char *id);
-};
-
-/*
- * A raw block staging's writable device (no autoclear) whose image has no mark
- * of its exposure: one a helper before this mark made. Marked now, so that it
- * is never mounted as a file system (mh_image.h).
- */
-static void mark_raw(const struct mh_ctx *c, const char *vid)
-{
-	struct mh_res r = {0};
-	int img = mh_image_open(c, vid, true, &r);
-	if (img >= 0 && mh_image_mark_raw(img, false, &r) < 0)
-		log_kv(LOG_LVL_WARN, "mark_raw_failed", "volume_id", vid, "reason", r.reason, NULL);
-	mh_closep(&img);
-}
-
-/* A raw block device of ours (no autoclear) that no mount or bind uses: detached. */
-static int sweep_loop(int nr, void *arg)
-{
-	const struct sweep *s = arg;
-	struct mh_vol v;
-	struct mh_res r = {0};
-	char vid[MH_ID_MAX + 1];
-	if (mh_loop_ours(s->c, nr, &v, vid) != 1 || (s->held && s->held(vid)) ||
-	    (v.loop.lo_flags & LO_FLAGS_AUTOCLEAR))
-		return 0;
-	if (!(v.loop.lo_flags & LO_FLAGS_READ_ONLY))
-		mark_raw(s->c, vid);
-	if (mh_detach_unused(&v, false, &r) < 0)
-		log_kv(LOG_LVL_WARN, "sweep_failed", "volume_id", vid, "reason", r.reason, NULL);
-	return 0;
-}
-
-void mh_sweep(const struct mh_ctx *c, bool (*held)(const char *id))
-{
-	struct sweep s = {.c = c, .held = held};
-	(void)mh_loop_each(sweep_loop, &s, &(struct mh_res){0});
 }
 
 /*

@@ -145,9 +145,9 @@ const char *mh_ops_safety(uint16_t type);
 size_t mh_ops_keys(const struct mh_msg *req, const char *keys[MH_OPS_KEYS_MAX]);
 
 /*
- * Remove what dead operations left: temporary files of images and copies, and
- * unused loop devices of raw block volumes (mh_list.c), except those of ids
- * for which held() is true (held NULL: no operation is in flight).
+ * Detach what dead operations left: unused loop devices of raw block volumes
+ * (mh_sweep.c), except those of ids for which held() is true (held NULL: no
+ * operation is in flight).
  */
 void mh_sweep(const struct mh_ctx *c, bool (*held)(const char *id));
 

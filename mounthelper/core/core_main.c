@@ -18,7 +18,8 @@
  *   2. enter the helper's view of the file system (mh_view.c);
  *   3. open the data directory (root's: the peer cannot replace what lies in
  *      it), images/ and snapshots/ (the owner's, group root, 0750), loops/
- *      and audit.log (root's); thaw what a dead process left frozen;
+ *      and audit.log (root's); thaw what a dead process left frozen, detach
+ *      the raw block devices it left that nothing uses (mh_sweep.c);
  *   4. confine: capabilities (the helper's table), then its own seccomp
  *      allowlist (policy/seccomp_core.c: no fork, exec, signal or socketpair);
  *   5. READY on fd 4 if it is open; then one datagram, one answer, in order.
@@ -274,6 +275,7 @@ int main(int argc, char **argv)
 	mh_pause_init();
 	mh_thaw_all(&ctx);
 	mh_loop_records_rebuild(ctx.images_fd);
+	mh_sweep(&ctx, NULL); /* raw block devices a dead core attached and nothing uses */
 	setup_signals(&unblocked);
 	if (pol_caps_confine_helper(false) < 0)
 		log_fatal("cannot confine capabilities: %s", strerror(errno));

@@ -815,3 +815,28 @@ def test_a_policy_it_cannot_read_whole_is_no_start(fresh):
         fresh.log.close()
         assert "compiled policy" in fresh.logs()
     fresh.proc = None
+
+
+def test_a_raw_device_left_unused_is_detached_by_the_next_core(fresh):
+    """A core killed with a raw block volume's loop device attached and nothing using it
+    any more (here root took the bind away, as a crash between the attach and the bind
+    leaves it): the next core detaches it at start, and only that one, never a device
+    still bound."""
+    fresh.image(VOL, fs=None)
+    fresh.image(VOL2, fs=None)
+    core = fresh.start()
+    st, st2 = core.dir("blk/v1"), core.dir("blk/v2")
+    core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
+    core.ok(stage(VOL2, st2, fs="", flags=F_BLOCK))
+    os.killpg(core.proc.pid, signal.SIGKILL)
+    core.proc.wait(10)
+    core.sock.close()
+    core.log.close()
+    subprocess.run(["umount", os.path.join(st, "dev")], check=True)
+    assert len(loops_of(core.img(VOL))) == 1
+    core.start()
+    assert loops_of(core.img(VOL)) == []
+    assert len(loops_of(core.img(VOL2))) == 1  # still bound: kept
+    core.ok(unstage(VOL, st, flags=F_BLOCK))
+    core.ok(unstage(VOL2, st2, flags=F_BLOCK))
+    assert loops_of(core.img(VOL2)) == []

@@ -1,0 +1,59 @@
+/*
+ * The sweep, at start (and in the helper after a worker died): a raw block
+ * volume's loop device of ours (attached by us to one of our images, named by
+ * its volume id, no autoclear) that no mount or bind uses anywhere in our view
+ * is detached: a process killed between the attach and the bind, or a bind
+ * gone with its mount, leaves nothing attached for good. A writable one's
+ * image gets the raw mark first if a version before the mark made it.
+ *
+ * Runs in the helper and in the core, as root under seccomp. Nothing here is
+ * fatal.
+ */
+#include <linux/loop.h>
+
+#include "log.h"
+#include "mh_common.h"
+#include "mh_image.h"
+#include "mh_ops.h"
+
+struct sweep {
+	const struct mh_ctx *c;
+	bool (*held)(const char *id);
+};
+
+/*
+ * A raw block staging's writable device (no autoclear) whose image has no mark
+ * of its exposure: one a helper before this mark made. Marked now, so that it
+ * is never mounted as a file system (mh_image.h).
+ */
+static void mark_raw(const struct mh_ctx *c, const char *vid)
+{
+	struct mh_res r = {0};
+	int img = mh_image_open(c, vid, true, &r);
+	if (img >= 0 && mh_image_mark_raw(img, false, &r) < 0)
+		log_kv(LOG_LVL_WARN, "mark_raw_failed", "volume_id", vid, "reason", r.reason, NULL);
+	mh_closep(&img);
+}
+
+/* A raw block device of ours (no autoclear) that no mount or bind uses: detached. */
+static int sweep_loop(int nr, void *arg)
+{
+	const struct sweep *s = arg;
+	struct mh_vol v;
+	struct mh_res r = {0};
+	char vid[MH_ID_MAX + 1];
+	if (mh_loop_ours(s->c, nr, &v, vid) != 1 || (s->held && s->held(vid)) ||
+	    (v.loop.lo_flags & LO_FLAGS_AUTOCLEAR))
+		return 0;
+	if (!(v.loop.lo_flags & LO_FLAGS_READ_ONLY))
+		mark_raw(s->c, vid);
+	if (mh_detach_unused(&v, false, &r) < 0)
+		log_kv(LOG_LVL_WARN, "sweep_failed", "volume_id", vid, "reason", r.reason, NULL);
+	return 0;
+}
+
+void mh_sweep(const struct mh_ctx *c, bool (*held)(const char *id))
+{
+	struct sweep s = {.c = c, .held = held};
+	(void)mh_loop_each(sweep_loop, &s, &(struct mh_res){0});
+}
