@@ -51,6 +51,8 @@ int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct 
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return mh_fail(r, MH_E_NOTFOUND, ENOENT, "volume image does not exist");
+		if (errno == ELOOP)
+			return mh_fail(r, MH_E_REFUSED, ELOOP, "volume image is a symlink");
 		return io_fail(r, errno, "open image");
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {

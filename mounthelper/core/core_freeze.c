@@ -106,6 +106,13 @@ int core_answer_thaw(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	return 0;
 }
 
+void core_thaw_volume(const char *volume_id)
+{
+	struct frozen *f = slot_of(volume_id);
+	if (f)
+		thaw_slot(f, "the volume is being unstaged");
+}
+
 int core_freeze_wait_ms(void)
 {
 	int64_t now = mono_ms(), wait = -1;

@@ -18,6 +18,15 @@ static int answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct
 	return mh_stage_volume(c, req, a, NULL, NULL, r);
 }
 
+/* UNSTAGE, after thawing what the core froze of it: an unmount would wait for the thaw. */
+static int answer_unstage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                          struct mh_audit *a, struct mh_res *r)
+{
+	if (pol_volume_id_valid(req->u.unstage.volume_id))
+		core_thaw_volume(req->u.unstage.volume_id);
+	return mh_answer_unstage(c, req, ans, a, r);
+}
+
 const struct mh_op_row mh_op_rows[] = {
     MH_ROW_PING,
     {MH_REQ_STAGE, MH_ANS_STAGE, answer_stage, "STAGE", false,
@@ -25,7 +34,10 @@ const struct mh_op_row mh_op_rows[] = {
      "attaches only images/<id>.img, a regular file its owner could read and write itself, "
      "and mounts it, nosuid,nodev, on an empty root-only directory of a staging pattern, "
      "resolved again right before and checked after; never formats"},
-    MH_ROW_UNSTAGE,
+    {MH_REQ_UNSTAGE, MH_ANS_UNSTAGE, answer_unstage, "UNSTAGE", false, MH_F_BLOCK | MH_F_REMOVE_DIR,
+     "thaws what the core froze of this volume, then unmounts only a mount proved this "
+     "volume's (its loop device backed by the image); detaches only when no mount or bind "
+     "of the device is left anywhere"},
     MH_ROW_PUBLISH,
     MH_ROW_UNPUBLISH,
     MH_ROW_EXPAND,

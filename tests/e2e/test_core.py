@@ -359,9 +359,10 @@ def _hostile_image(c, name):
         os.chown(img, OWNER, 0)
 
 
-HOSTILE_IMAGES = {  # and what the core answers: REFUSED (not the owner's) or FAILED (open)
-    "symlink to a root file": E.FAILED, "symlink to an owned file": E.FAILED,
-    "symlink to /etc/passwd": E.FAILED, "hard link to a root file": E.REFUSED,
+HOSTILE_IMAGES = {  # and what the core answers: REFUSED (a symlink, not the owner's) or
+    # FAILED (not a regular file)
+    "symlink to a root file": E.REFUSED, "symlink to an owned file": E.REFUSED,
+    "symlink to /etc/passwd": E.REFUSED, "hard link to a root file": E.REFUSED,
     "fifo": E.FAILED, "directory": E.FAILED, "owned by another uid": E.REFUSED,
     "owned by root": E.REFUSED, "loop0 block node": E.FAILED, "null char node": E.FAILED,
 }
@@ -547,7 +548,7 @@ def test_image_swapped_after_stage(core, block):
     os.symlink(moved, img)  # a symlink to the real one
     for msg in (unstage(VOL, st, flags=flags), expand(VOL, st, flags=flags),
                 stats(VOL, st, flags=flags), publish(VOL, st, pods + "/t", flags=flags)):
-        core.unchanged(msg, E.FAILED, E.PRECONDITION)
+        core.unchanged(msg, E.REFUSED, E.PRECONDITION)
     os.unlink(img)  # no image at all: refused, never guessed
     core.unchanged(unstage(VOL, st, flags=flags), E.REFUSED)
     os.link(core.image(None, path=os.path.join(core.out, "root.img"), uid=0), img)
@@ -840,3 +841,18 @@ def test_a_raw_device_left_unused_is_detached_by_the_next_core(fresh):
     core.ok(unstage(VOL, st, flags=F_BLOCK))
     core.ok(unstage(VOL2, st2, flags=F_BLOCK))
     assert loops_of(core.img(VOL2)) == []
+
+
+def test_unstage_thaws_what_the_core_froze(core):
+    """UNSTAGE of a volume the core froze thaws it first: otherwise the frozen
+    superblock would keep the loop device attached until the freeze's deadline."""
+    core.image(VOL)
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st))
+    core.ok(freeze(VOL, 60))
+    core.ok(unstage(VOL, st))
+    deadline = time.monotonic() + 10
+    while loops_of(core.img(VOL)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert loops_of(core.img(VOL)) == []
+    assert "the volume is being unstaged" in core.logs()
