@@ -210,6 +210,7 @@ static void __attribute__((noreturn)) violation(const char *what, const struct m
 	snprintf(id, sizeof(id), "%u", q ? q->id : 0U);
 	snprintf(type, sizeof(type), "%u", q ? (unsigned)q->type : 0U);
 	log_kv(LOG_LVL_ERROR, "protocol_violation", "what", what, "req", id, "type", type, NULL);
+	core_freeze_expire(true); /* a peer's bad datagram leaves nothing frozen behind */
 	exit(EXIT_PROTOCOL);
 }
 

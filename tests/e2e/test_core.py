@@ -856,3 +856,17 @@ def test_unstage_thaws_what_the_core_froze(core):
         time.sleep(0.05)
     assert loops_of(core.img(VOL)) == []
     assert "the volume is being unstaged" in core.logs()
+
+
+def test_a_violation_leaves_nothing_frozen(core):
+    """A peer that freezes a volume and then breaks the protocol ends the core (exit 3),
+    and the core thaws what it froze before it goes."""
+    core.image(VOL)
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st))
+    core.ok(freeze(VOL, 60))
+    w = writer(os.path.join(st, "f"))
+    assert held(w)
+    core.sock.send(mh_wire.VIOLATIONS["empty"])
+    assert core.proc.wait(20) == 3
+    assert w.wait(30) == 0
