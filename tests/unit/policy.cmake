@@ -3,7 +3,7 @@
 # bubblewrap's tests/try-syscall.c: each probe runs in its own child).
 sepcsi_unit_test(test_policy
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_policy.c
-  LIBS sepcsi_policy)
+  LIBS sepcsi_policy_file)
 
 # A tiny program the seccomp test execs under the helper's confinement to show
 # what an exec'd tool really gets. Built without sanitizers: their runtime
@@ -23,6 +23,6 @@ add_dependencies(test_seccomp helper_capdump)
 # The example policy cmake --install ships is the built-in defaults, exactly.
 sepcsi_unit_test(test_policy_example
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_policy_example.c
-  LIBS sepcsi_policy)
+  LIBS sepcsi_policy_file)
 target_compile_definitions(test_policy_example PRIVATE
   SEPCSI_POLICY_EXAMPLE="${PROJECT_SOURCE_DIR}/policy/policy.example.ini")
