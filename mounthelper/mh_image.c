@@ -33,7 +33,7 @@ void mh_image_name(const char *id, char *buf, size_t len)
 	snprintf(buf, len, "%s.img", id);
 }
 
-static int io_fail(struct mh_res *r, int err, const char *step)
+int mh_image_fail(struct mh_res *r, int err, const char *step)
 {
 	enum mh_err_kind k = (err == ENOSPC || err == EDQUOT) ? MH_E_NOSPACE
 	                     : err == EFBIG                   ? MH_E_REFUSED
@@ -53,7 +53,7 @@ int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct 
 			return mh_fail(r, MH_E_NOTFOUND, ENOENT, "volume image does not exist");
 		if (errno == ELOOP)
 			return mh_fail(r, MH_E_REFUSED, ELOOP, "volume image is a symlink");
-		return io_fail(r, errno, "open image");
+		return mh_image_fail(r, errno, "open image");
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
@@ -66,7 +66,7 @@ int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct 
 	/* Back to blocking I/O: O_NONBLOCK was only for the open. */
 	if (fcntl(fd, F_SETFL, readonly ? O_RDONLY : O_RDWR) < 0) {
 		close(fd);
-		return io_fail(r, errno, "open image");
+		return mh_image_fail(r, errno, "open image");
 	}
 	return fd;
 }

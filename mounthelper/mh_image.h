@@ -13,6 +13,9 @@
 /* The image's file name inside the images directory: "<id>.img". */
 void mh_image_name(const char *id, char *buf, size_t len);
 
+/* A failed step on an image file: ENOSPC/EDQUOT -> NOSPACE, EFBIG -> REFUSED, else FAILED. */
+int mh_image_fail(struct mh_res *r, int err, const char *step);
+
 /*
  * Create <id>.img of size bytes (rounded up to 4 KiB), sparse and durable.
  * Idempotent: an existing image of the same size is success, of another size

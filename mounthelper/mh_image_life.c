@@ -34,17 +34,12 @@
 
 #define NAME_LEN MH_IMAGE_NAME_MAX
 
+/* "<id>.img", or its temporary name "<id>.img.tmp". */
 static void image_name(const char *id, char *buf, size_t len, bool tmp)
 {
-	snprintf(buf, len, "%s.img%s", id, tmp ? ".tmp" : "");
-}
-
-static int io_fail(struct mh_res *r, int err, const char *step)
-{
-	enum mh_err_kind k = (err == ENOSPC || err == EDQUOT) ? MH_E_NOSPACE
-	                     : err == EFBIG                   ? MH_E_REFUSED
-	                                                      : MH_E_FAILED;
-	return mh_fail(r, k, err, "%s: %s", step, strerror(err));
+	mh_image_name(id, buf, len);
+	if (tmp)
+		strncat(buf, ".tmp", len - strlen(buf) - 1);
 }
 
 static int check_existing(const struct stat *st, uint64_t size, uint64_t *real, struct mh_res *r)
@@ -69,15 +64,15 @@ int mh_image_create(const struct mh_ctx *c, const char *id, uint64_t size, uint6
 	if (fstatat(c->images_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		return check_existing(&st, size, real, r);
 	if (errno != ENOENT)
-		return io_fail(r, errno, "stat image");
+		return mh_image_fail(r, errno, "stat image");
 
 	/* A temporary file left by a crash mid-create is ours to remove. */
 	if (unlinkat(c->images_fd, tmp, 0) < 0 && errno != ENOENT)
-		return io_fail(r, errno, "remove stale temporary");
+		return mh_image_fail(r, errno, "remove stale temporary");
 	int fd =
 	    openat(c->images_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
-		return io_fail(r, errno, "create image");
+		return mh_image_fail(r, errno, "create image");
 	/* Sized (sparse) and made durable by the runner, which needs no capability for it. */
 	int sized = mh_tools_size(fd, size, r);
 	if (sized == 0)
@@ -93,10 +88,10 @@ int mh_image_create(const struct mh_ctx *c, const char *id, uint64_t size, uint6
 		unlinkat(c->images_fd, tmp, 0);
 		if (err == EEXIST && fstatat(c->images_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			return check_existing(&st, size, real, r);
-		return io_fail(r, err, "rename image");
+		return mh_image_fail(r, err, "rename image");
 	}
 	if (fsync(c->images_fd) < 0)
-		return io_fail(r, errno, "sync images directory");
+		return mh_image_fail(r, errno, "sync images directory");
 	*real = size;
 	return 0;
 }
@@ -111,7 +106,7 @@ int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r)
 	if (fstatat(c->images_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno == ENOENT)
 			return 0; /* already gone: idempotent */
-		return io_fail(r, errno, "stat image");
+		return mh_image_fail(r, errno, "stat image");
 	}
 	if (!S_ISREG(st.st_mode))
 		return mh_fail(r, MH_E_FAILED, EINVAL, "image is not a regular file; not removed");
@@ -121,10 +116,10 @@ int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r)
 	if (found)
 		return mh_fail(r, MH_E_BUSY, EBUSY, "image is attached as %s", l.path);
 	if (unlinkat(c->images_fd, name, 0) < 0 && errno != ENOENT)
-		return io_fail(r, errno, "remove image");
+		return mh_image_fail(r, errno, "remove image");
 	mh_loop_record_forget(st.st_dev, st.st_ino);
 	if (fsync(c->images_fd) < 0)
-		return io_fail(r, errno, "sync images directory");
+		return mh_image_fail(r, errno, "sync images directory");
 	return 0;
 }
 
@@ -166,7 +161,7 @@ int mh_image_purge(const struct mh_ctx *c, const char *id, struct mh_res *r)
 			continue;
 		mh_pause(c, "purge", id); /* tests: a temporary file about to be removed */
 		if (unlinkat(dirs[i], tmp, 0) < 0 || fsync(dirs[i]) < 0)
-			return io_fail(r, errno, "remove a temporary file");
+			return mh_image_fail(r, errno, "remove a temporary file");
 		log_kv(LOG_LVL_INFO, "temporary_removed", "file", tmp, NULL);
 	}
 	return 0;

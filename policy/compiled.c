@@ -82,9 +82,10 @@ int pol_load_compiled(int fd, struct pol **out, char *err, size_t errlen)
 	                       POL_OPTS_MAX,  POL_OPTS_MAX,     POL_OPTS_MAX};
 	struct reader r = {buf, buf + len};
 	uint64_t min, max, pct, freeze, log_only;
-	int ok = len >= strlen(POL_COMPILED_MAGIC) &&
-	         memcmp(buf, POL_COMPILED_MAGIC, strlen(POL_COMPILED_MAGIC)) == 0;
-	r.p += strlen(POL_COMPILED_MAGIC);
+	size_t magic = strlen(POL_COMPILED_MAGIC);
+	int ok = len >= magic && memcmp(buf, POL_COMPILED_MAGIC, magic) == 0;
+	if (ok)
+		r.p += magic;
 	for (size_t i = 0; ok && pol_list_at(p, i); i++) {
 		pol_list_at(p, i)->cap = caps[i];
 		ok = get_list(&r, pol_list_at(p, i)) == 0;

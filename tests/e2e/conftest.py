@@ -112,6 +112,10 @@ def copy_bin_dir():
 
 
 def cleanup_tree(tmp):
+    # A file system a failed test left frozen would keep its loop device for good once
+    # detached: thaw every mount first (harmless where nothing is frozen).
+    for mp in mounts_under(tmp):
+        subprocess.run(["fsfreeze", "-u", mp], stderr=subprocess.DEVNULL, check=False)
     for mp in reversed(mounts_under(tmp)):
         subprocess.run(["umount", "-l", mp], check=False)
     for dev in loops_backed_by(tmp):
