@@ -12,9 +12,10 @@
  *   u64 min_bytes, u64 max_bytes, u32 overcommit_pct, u32 freeze_max_s,
  *   u8 log_only; and nothing after.
  * All integers are big-endian. The reader holds each list to its bound and
- * each entry to POL_ENTRY_MAX, and checks the record is whole and nothing
- * follows it; it trusts the compiler for the rest, as a process trusts the
- * policy file its administrator wrote.
+ * each entry to POL_ENTRY_MAX, checks the record is whole and nothing follows
+ * it, and refuses what the file's loader would have refused (paths, file
+ * system types, mount options, patterns, bases inside a root, the numbers'
+ * ranges); the mkfs words, which the core never uses, are only bounded.
  *
  * Pure code, no privilege needed.
  */
@@ -61,6 +62,35 @@ static int get_list(struct reader *r, struct pol_list *l)
 	return 0;
 }
 
+/* What the file's loader would have refused is refused here too (mkfs words aside: unused). */
+static bool valid(const struct pol *p)
+{
+	char why[128];
+	for (size_t i = 0; i < p->roots.n; i++)
+		for (size_t j = 0; j < p->bases.n; j++)
+			if (pol_paths_nested(p->bases.v[j], p->roots.v[i]))
+				return false;
+	for (size_t i = 0; i < p->roots.n; i++)
+		if (!pol_path_syntax_ok(p->roots.v[i]))
+			return false;
+	for (size_t i = 0; i < p->bases.n; i++)
+		if (!pol_path_syntax_ok(p->bases.v[i]))
+			return false;
+	for (size_t i = 0; i < p->fstypes.n; i++)
+		if (!pol_fs_known(p->fstypes.v[i]))
+			return false;
+	for (size_t i = 0; i < p->opts.n; i++)
+		if (pol_opt_entry_ok(p->opts.v[i], why, sizeof(why)) < 0)
+			return false;
+	for (size_t i = 0; i < p->staging.n; i++)
+		if (!pol_pattern_ok(p->staging.v[i]))
+			return false;
+	for (size_t i = 0; i < p->targets.n; i++)
+		if (!pol_pattern_ok(p->targets.v[i]))
+			return false;
+	return true;
+}
+
 int pol_load_compiled(int fd, struct pol **out, char *err, size_t errlen)
 {
 	static uint8_t buf[COMPILED_MAX + 1];
@@ -93,10 +123,7 @@ int pol_load_compiled(int fd, struct pol **out, char *err, size_t errlen)
 	ok = ok && get(&r, &min, 8) == 0 && get(&r, &max, 8) == 0 && get(&r, &pct, 4) == 0 &&
 	     get(&r, &freeze, 4) == 0 && get(&r, &log_only, 1) == 0 && r.p == r.end &&
 	     log_only <= 1 && min >= 4096 && min <= max && max <= (uint64_t)INT64_MAX / 2;
-	for (size_t i = 0; ok && i < p->roots.n; i++)
-		ok = pol_path_syntax_ok(p->roots.v[i]);
-	for (size_t i = 0; ok && i < p->bases.n; i++)
-		ok = pol_path_syntax_ok(p->bases.v[i]);
+	ok = ok && freeze >= 1 && freeze <= 3600 && pct >= 1 && pct <= 10000 && valid(p);
 	if (!ok) {
 		pol_seterr(err, errlen, "compiled policy: malformed");
 		pol_free(p);

@@ -26,7 +26,8 @@
  *
  * A protocol violation (an empty, malformed or oversized datagram, a type
  * outside the table) ends the core with exit 3; the end of the channel, or
- * SIGTERM between requests, with exit 0, after thawing what it froze. Start-up failures exit 1, a
+ * SIGTERM between requests, or a peer that stops reading its answers (a send
+ * never waits), with exit 0, after thawing what it froze. Start-up failures exit 1, a
  * broken policy 2.
  */
 #include <errno.h>
@@ -241,7 +242,11 @@ static bool serve_one(const struct mh_ctx *ctx, int peer, struct bufs *b)
 		violation("not a request the core serves", &b->req);
 	if (mh_msg_encode(&b->ans, b->out, sizeof(b->out), &len) < 0)
 		log_fatal("cannot encode answer to request %u", b->req.id); /* our own bug */
-	return send(peer, b->out, len, MSG_NOSIGNAL) == (ssize_t)len;
+	/* Never blocks: a peer that stops reading must not hold the loop (and a freeze's end). */
+	if (send(peer, b->out, len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len)
+		return true;
+	log_kv(LOG_LVL_ERROR, "answer_not_sent", "why", strerror(errno), NULL);
+	return false;
 }
 
 int main(int argc, char **argv)

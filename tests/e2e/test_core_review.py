@@ -2,15 +2,17 @@
 the same handlers): attacks by a hostile orchestrator (the core's peer on fd 3),
 together with a tenant whose FUSE daemon stops answering.
 
-Each test asserts what must hold; a failing test is a weakness found (see the
-docstring of each for the reproduction and the code path).
+Each test asserts what must hold. Those marked xfail (strict: they fail the run the day
+they pass, so the mark goes with the fix) are weaknesses found and not yet fixed: a
+stalled FUSE mount reached by a stat before the look at its file system's type, or
+hidden beneath an overlay. They hold the helper's requests the same way (before the look
+at the type was added, every path did); the docstring of each says the code path.
 """
-import errno
 import os
 import random
 import select
 import signal
-import socket
+import struct
 import subprocess
 import time
 
@@ -20,7 +22,7 @@ import mh_wire
 from conftest import BIN  # noqa: F401  (the build the fixtures use)
 from mh_wire import F_BLOCK, F_CREATE_DIR, E, Msg, T, encode
 from stallfuse import StallFuse
-from test_core import (VOL, core, freeze, fresh, held, loops_of, publish, stage,  # noqa: F401
+from test_core import (VOL, core, freeze, fresh, publish, stage,  # noqa: F401
                        stats, unstage, writer)
 
 HANG = 10  # seconds the core is given to answer before it is called hung
@@ -46,6 +48,7 @@ def _answered(c, msg):
 
 # ---- 1. a stalled FUSE mount still holds the single-threaded core ----------------------
 
+@pytest.mark.xfail(strict=True, reason="known, not fixed yet: mh_at_remove_ours stats <staging>/dev before asking its file system's type")
 def test_block_unstage_with_a_fuse_mount_at_dev_does_not_hang(core):
     """UNSTAGE F_BLOCK of a staging whose "dev" is a FUSE mount of a tenant's.
     look() (mh_block.c) refuses "dev" through mh_at_child's check, but its answer is
@@ -62,6 +65,7 @@ def test_block_unstage_with_a_fuse_mount_at_dev_does_not_hang(core):
         fs.close()
 
 
+@pytest.mark.xfail(strict=True, reason="known, not fixed yet: mh_stats.c fstatat()s the path before asking its file system's type")
 def test_block_stats_on_a_fuse_mount_does_not_hang(core):
     """STATS F_BLOCK of a path that is a FUSE mount: mh_answer_stats (mh_stats.c) first
     fstatat()s the path's last component (is it a block staging directory?) with no
@@ -77,6 +81,7 @@ def test_block_stats_on_a_fuse_mount_does_not_hang(core):
         fs.close()
 
 
+@pytest.mark.xfail(strict=True, reason="known, not fixed yet: mh_at_make fstatat()s the target before asking its file system's type")
 def test_publish_onto_a_fuse_mount_does_not_hang(core):
     """PUBLISH (file system) whose target path is a FUSE mount: mh_mount_point
     (mh_ops.c) calls mh_at_make, whose first step is fstatat(parent, name) with no
@@ -92,6 +97,7 @@ def test_publish_onto_a_fuse_mount_does_not_hang(core):
     core.ok(unstage(VOL, st))
 
 
+@pytest.mark.xfail(strict=True, reason="known, not fixed yet: mh_at_make fstatat()s the target before asking its file system's type")
 @pytest.mark.parametrize("block", [False, True], ids=["fs", "block"])
 def test_ephemeral_stage_onto_a_fuse_mount_does_not_hang(core, block):
     """STAGE with F_CREATE_DIR (an ephemeral volume, staged at a target path the core
@@ -111,8 +117,8 @@ def test_ephemeral_stage_onto_a_fuse_mount_does_not_hang(core, block):
 
 def _stop_reading(sock):
     """The peer sends PINGs and never reads an answer, until the core no longer reads
-    either (it is blocked sending an answer into the peer's full queue). Returns how
-    many were sent."""
+    them: blocked sending an answer into the peer's full queue, or gone (a core that
+    never blocks ends the channel instead). Returns how many were sent."""
     sock.setblocking(False)
     sent = 0
     ping = encode(Msg(T.REQ_PING, 1))
@@ -123,6 +129,8 @@ def _stop_reading(sock):
             continue
         except BlockingIOError:
             pass
+        except OSError:  # the core has ended the channel
+            return sent
         # Full for now: once the core stops reading, it stays full.
         _, w, _ = select.select([], [sock], [], 2)
         if not w:
@@ -132,12 +140,10 @@ def _stop_reading(sock):
 
 def test_a_peer_that_stops_reading_does_not_keep_a_volume_frozen(core):
     """FREEZE for 1 s, then a flood of PINGs whose answers the peer never reads: the
-    core blocks in send() (fd 3 is a blocking socket; MSG_NOSIGNAL but not
-    MSG_DONTWAIT) once the peer's receive queue is full, and its loop never reaches
-    core_freeze_expire: the volume stays frozen as long as the peer likes (and
-    SIGTERM, blocked outside ppoll, cannot end it either). The deadline the core
-    promises to keep "without trusting the orchestrator to ever come back" is kept
-    only while the orchestrator reads."""
+    freeze still ends at its deadline. The core's answers never wait (MSG_DONTWAIT):
+    an answer the peer's full queue cannot take ends the channel, and the core thaws
+    what it froze as it ends. (A blocking send held the loop, and the freeze, for as
+    long as the peer liked.)"""
     core.image(VOL)
     st = core.dir("staging/v1")
     core.ok(stage(VOL, st))
@@ -156,8 +162,8 @@ def test_a_peer_that_stops_reading_does_not_keep_a_volume_frozen(core):
         # Let the core go: read what it sent, then end the channel (it thaws at exit).
         core.sock.setblocking(False)
         try:
-            while True:
-                core.sock.recv(mh_wire.MSG_MAX + 1)
+            while core.sock.recv(mh_wire.MSG_MAX + 1):
+                pass
         except (BlockingIOError, OSError):
             pass
         core.sock.close()
@@ -204,7 +210,9 @@ def _run_policy(fresh, fd):
     rc = None
     while rc is None and time.monotonic() < deadline:
         rc = fresh.proc.poll()
-        if rc is None and "ready" in fresh.logs():
+        with open(fresh.path("core.log"), "rb") as f:
+            log = f.read()
+        if rc is None and b"ready" in log:
             fresh.alive()
             break
         time.sleep(0.02)
@@ -240,10 +248,134 @@ def test_compiled_policy_fuzz_never_crashes(fresh):
     cases += [magic, magic + b"\xff" * 9, magic + b"\x00" * 9 + b"\x00" * 25,
               magic + b"\xff\xff\xff" + b"A" * 70000, whole * 2, b"\0" * 70000]
     fresh.proc = None
-    for data in cases:
-        p = fresh.path("fuzz.bin")  # a file, not a pipe: any size
-        with open(p, "wb") as f:
-            f.write(data)
-        rc = _run_policy(fresh, os.open(p, os.O_RDONLY))
-        assert rc in (0, 2), (rc, data[:80])
+    # A mutated allowed root the core accepts is made by it (mkdir -p, mh_view.c):
+    # new empty directories beside the tree, removed at the end.
+    tops = ("/", "/tmp")
+    before = {t: set(os.listdir(t)) for t in tops}
+    try:
+        for data in cases:
+            p = fresh.path("fuzz.bin")  # a file, not a pipe: any size
+            with open(p, "wb") as f:
+                f.write(data)
+            rc = _run_policy(fresh, os.open(p, os.O_RDONLY))
+            assert rc in (0, 2), (rc, data[:80])
+    finally:
+        for t in tops:
+            for n in set(os.listdir(t)) - before[t]:
+                subprocess.run(["find", os.path.join(t, n), "-xdev", "-depth", "-type", "d",
+                                "-empty", "-delete"], stderr=subprocess.DEVNULL, check=False)
+    fresh.proc = None
+
+
+class StatfsFuse(StallFuse):
+    """StallFuse that also answers STATFS (overlayfs asks it of each layer at mount);
+    the rest as StallFuse."""
+
+    def _serve(self):
+        while True:
+            try:
+                buf = os.read(self.fd, 1 << 20 | 4096)
+            except OSError:
+                return
+            length, op, unique, node = struct.unpack_from("<IIQQ", buf)
+            if op in (2, 42):
+                continue
+            if op == 17:  # STATFS: struct fuse_kstatfs
+                self._reply(unique, struct.pack("<QQQQQIIII24x", 1024, 512, 512, 100, 50,
+                                                4096, 255, 4096, 0))
+            elif op == 26:
+                self._reply(unique, struct.pack("<IIIIHHIIHHII24x", 7, 31, 0, 0, 16, 12,
+                                                 1 << 17, 1, 0, 0, 0, 0))
+            elif op == 3:
+                if self.stalled.is_set():
+                    self.held.append(unique)
+                    continue
+                self._reply(unique, struct.pack("<QII", 0, 0, 0) + self._attr(node, 0o40755))
+            elif op == 1:
+                name = buf[40:length].split(b"\0")[0]
+                if node == 1 and name == b"sub":
+                    self._reply(unique, struct.pack("<QQQQII", 2, 0, 0, 0, 0, 0) +
+                                self._attr(2, 0o40755))
+                else:
+                    self._reply(unique, err=2)
+            else:
+                self._reply(unique, err=38)
+
+
+@pytest.mark.xfail(strict=True, reason="known, not fixed yet: an overlay reports its own type; its lower layers are not looked at")
+def test_an_overlay_on_a_stalled_fuse_lower_does_not_hang(core):
+    """A file system whose type is not on the list but whose answers still come from a
+    FUSE daemon: an overlay with a tenant's FUSE mount as its lower layer (as a lazy-
+    pulling snapshotter stacks a container's root). mh_mount_check_local reads the type
+    "overlay", finds it local, and mh_at_check_dir's fstat() then asks overlayfs, which
+    asks the lower FUSE file system (GETATTR): the type list is no proof that a mount
+    answers for itself."""
+    core.image(VOL)
+    lower = core.path("outside/lower")
+    os.makedirs(lower)
+    other = core.path("outside/other")
+    os.makedirs(other)
+    fs = StatfsFuse(lower)  # answering while the overlay is mounted, stalled after
+    ov = core.path("root/pods/p1/ov")
+    os.makedirs(ov, mode=0o750)
+    try:
+        subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        "lowerdir=%s:%s" % (lower, other), ov],
+                       check=True, timeout=HANG)
+        fs.stall()
+        _answered(core, stats(VOL, os.path.join(ov, "sub")))
+    finally:
+        fs.close()
+
+
+def _lists(blob):
+    """A compiled policy split: its 9 lists and the fixed tail (compiled.c's format)."""
+    p, out = len(b"SEPCSIPOL1\n"), []
+    for _ in range(9):
+        n, p = blob[p], p + 1
+        items = []
+        for _ in range(n):
+            ln = struct.unpack_from(">H", blob, p)[0]
+            items.append(blob[p + 2:p + 2 + ln])
+            p += 2 + ln
+        out.append(items)
+    return out, blob[p:]
+
+
+def _build(lists, tail):
+    b = bytearray(b"SEPCSIPOL1\n")
+    for items in lists:
+        b.append(len(items))
+        for it in items:
+            b += struct.pack(">H", len(it)) + it
+    return bytes(b + tail)
+
+
+@pytest.mark.parametrize("what", ["fs type tmpfs", "mount option suid", "freeze_max 0",
+                                  "staging pattern with ..", "base inside the root"])
+def test_compiled_policy_the_compiler_would_refuse_is_no_start(fresh, what):
+    """pol_load_compiled checks only the record's shape and the roots' and bases' syntax;
+    it "trusts the compiler for the rest". A record sepcsi-policy would never write
+    (a file system type, a mount option, a pattern, a freeze limit or a base the
+    policy file's parser refuses) is taken as the policy. Only root (the supervisor)
+    hands the core its policy, so this is defence in depth, not a peer's attack."""
+    good = fresh.compiled()
+    whole = os.read(good, 1 << 16)
+    os.close(good)
+    lists, tail = _lists(whole)
+    assert _build(lists, tail) == whole
+    if what == "fs type tmpfs":
+        lists[1] = lists[1] + [b"tmpfs"]
+    elif what == "mount option suid":
+        lists[2] = lists[2] + [b"suid"]
+    elif what == "freeze_max 0":
+        tail = tail[:20] + b"\0\0\0\0" + tail[24:]
+    elif what == "staging pattern with ..":
+        lists[4] = [b"../../**"]
+    else:
+        lists[3] = [(fresh.root + "/bases").encode()]
+    p = fresh.path("bad.bin")
+    with open(p, "wb") as f:
+        f.write(_build(lists, tail))
+    assert _run_policy(fresh, os.open(p, os.O_RDONLY)) == 2
     fresh.proc = None
