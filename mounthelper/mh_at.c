@@ -96,6 +96,7 @@ int mh_at_open(const struct mh_ctx *c, const char *path, unsigned roles, struct 
 	char comp[MH_PATH_MAX + 1];
 	at->dir = -1;
 	at->name = NULL;
+	at->root_mnt = 0;
 	int rc = pol_path_check(c->pol, path, roles, &at->root);
 	if (rc == -EINVAL)
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "malformed path");
@@ -109,7 +110,7 @@ int mh_at_open(const struct mh_ctx *c, const char *path, unsigned roles, struct 
 	if (fd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "cannot open allowed root %s: %s", at->root,
 		               strerror(errno));
-	if (mh_mount_check_local(fd, "the allowed root", r) < 0 ||
+	if (mh_mount_check_local(fd, "the allowed root", &at->root_mnt, r) < 0 ||
 	    mh_at_check_dir(fd, "the allowed root", r) < 0)
 		goto fail;
 	/* pol_path_check: path is "<root>/a/b/.../name", canonical, at least one component. */
@@ -130,7 +131,7 @@ int mh_at_open(const struct mh_ctx *c, const char *path, unsigned roles, struct 
 		}
 		close(fd);
 		fd = next;
-		if (mh_mount_check_local(fd, "a parent directory", r) < 0 ||
+		if (mh_mount_check_local(fd, "a parent directory", &at->root_mnt, r) < 0 ||
 		    mh_at_check_dir(fd, "a parent directory", r) < 0)
 			goto fail;
 		s += n + 1;
@@ -145,9 +146,10 @@ int mh_at_descend(const struct mh_at *at, const char *name, struct mh_at *sub, s
 	sub->dir = open_beneath(at->dir, at->name, O_PATH | O_DIRECTORY, 0);
 	sub->name = name;
 	sub->root = at->root;
+	sub->root_mnt = at->root_mnt;
 	if (sub->dir < 0)
 		return resolve_fail(r, errno, "the path");
-	if (mh_mount_check_local(sub->dir, "the path", r) < 0 ||
+	if (mh_mount_check_local(sub->dir, "the path", &sub->root_mnt, r) < 0 ||
 	    mh_at_check_dir(sub->dir, "the path", r) < 0) {
 		mh_closep(&sub->dir);
 		return -1;
@@ -167,7 +169,8 @@ int mh_at_child(const struct mh_at *at, int flags, struct mh_res *r)
 	int fd = open_beneath(at->dir, at->name, O_PATH | (flags & O_DIRECTORY), 0), opened;
 	if (fd < 0)
 		return resolve_fail(r, errno, "the path");
-	if (mh_mount_check_local(fd, "the path", r) < 0) {
+	uint64_t root_mnt = at->root_mnt;
+	if (mh_mount_check_local(fd, "the path", &root_mnt, r) < 0) {
 		close(fd);
 		return -1;
 	}
@@ -181,6 +184,16 @@ int mh_at_child(const struct mh_at *at, int flags, struct mh_res *r)
 	if (opened < 0)
 		return resolve_fail(r, err, "the path");
 	return opened;
+}
+
+int mh_at_look(const struct mh_at *at, struct stat *st, struct mh_res *r)
+{
+	int fd = mh_at_child(at, O_PATH, r);
+	if (fd >= 0 && fstat(fd, st) < 0) {
+		mh_fail(r, MH_E_FAILED, errno, "stat the path: %s", strerror(errno));
+		mh_closep(&fd);
+	}
+	return fd;
 }
 
 static void mark_value(const char *volume_id, ino_t ino, char *buf, size_t len)
@@ -203,9 +216,14 @@ void mh_at_remove_temp(const struct mh_at *at, const char *volume_id)
 {
 	char tmp[NAME_MAX + 1];
 	struct stat st;
-	if (temp_name(at, volume_id, tmp, sizeof(tmp)) < 0 ||
-	    fstatat(at->dir, tmp, &st, AT_SYMLINK_NOFOLLOW) < 0)
+	struct mh_at t = *at;
+	if (temp_name(at, volume_id, tmp, sizeof(tmp)) < 0)
 		return;
+	t.name = tmp;
+	int fd = mh_at_look(&t, &st, &(struct mh_res){0});
+	if (fd < 0)
+		return;
+	close(fd);
 	if (S_ISDIR(st.st_mode))
 		(void)unlinkat(at->dir, tmp, AT_REMOVEDIR); /* fails unless empty */
 	else if (S_ISREG(st.st_mode) && st.st_size == 0)
@@ -217,12 +235,13 @@ int mh_at_make(const struct mh_ctx *c, const struct mh_at *at, bool dir, const c
 {
 	char tmp[NAME_MAX + 1];
 	struct stat st;
-	int fd, ret = 1;
-	if (fstatat(at->dir, at->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+	int ret = 1, fd = mh_at_look(at, &st, r);
+	if (fd >= 0) {
+		close(fd);
 		return 0;
-	if (errno != ENOENT)
-		return mh_fail(r, mh_kind_of_errno(errno), errno, "cannot look at the path: %s",
-		               strerror(errno));
+	}
+	if (!mh_absent(r))
+		return -1;
 	if (temp_name(at, volume_id, tmp, sizeof(tmp)) < 0)
 		return mh_fail(r, MH_E_REFUSED, ENAMETOOLONG, "the last component is too long");
 	/*
@@ -302,14 +321,10 @@ int mh_at_remove_ours(const struct mh_at *at, const char *volume_id, struct mh_r
 	struct stat st, st2;
 	mh_at_remove_temp(at, volume_id); /* left by an attempt killed while making the object */
 	/* First only look: opening a device node or a FIFO for real could act on it. */
-	int fd = open_beneath(at->dir, at->name, O_PATH, 0);
+	int fd = mh_at_look(at, &st, r);
 	if (fd < 0)
-		return errno == ENOENT ? 1 : resolve_fail(r, errno, "the path");
+		return mh_absent(r) ? 1 : -1;
 	int ret = 0;
-	if (fstat(fd, &st) < 0) {
-		ret = mh_fail(r, MH_E_FAILED, errno, "stat: %s", strerror(errno));
-		goto out;
-	}
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
 		goto out; /* not a kind of object the helper makes */
 	close(fd);

@@ -8,15 +8,17 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "mh.h"
 
 /* A path's parent directory, resolved and checked, and its last component. */
 struct mh_at {
-	int dir;          /* O_PATH|O_DIRECTORY fd of the parent; -1 when closed */
-	const char *name; /* the last component (points into the path given) */
-	const char *root; /* the allowed root the path lies beneath (owned by the policy) */
+	int dir;           /* O_PATH|O_DIRECTORY fd of the parent; -1 when closed */
+	const char *name;  /* the last component (points into the path given) */
+	const char *root;  /* the allowed root the path lies beneath (owned by the policy) */
+	uint64_t root_mnt; /* the mount id of the allowed root (mh_mount_check_local) */
 };
 
 /*
@@ -42,9 +44,17 @@ int mh_at_descend(const struct mh_at *at, const char *name, struct mh_at *sub, s
 /*
  * Open the last component with flags (O_PATH, O_RDONLY|O_DIRECTORY, ...),
  * never following a symlink; returns the fd, or -1 with r (NOTFOUND if it
- * does not exist).
+ * does not exist). It is first opened O_PATH and its file system's type
+ * looked at (mh_mount_check_local) before anything asks that file system.
  */
 int mh_at_child(const struct mh_at *at, int flags, struct mh_res *r);
+
+/*
+ * What the last component is, as mh_at_child(at, O_PATH) finds it, its
+ * stat in st: the one way the helper looks at a name in kubelet's tree.
+ * Returns the O_PATH fd, or -1 with r (NOTFOUND if it does not exist).
+ */
+int mh_at_look(const struct mh_at *at, struct stat *st, struct mh_res *r);
 
 /*
  * Remove what a killed mh_at_make for volume_id left under its temporary

@@ -252,7 +252,8 @@ int mh_verify_mount(const struct mh_ctx *c, const char *path, unsigned roles, in
 	struct statx stx;
 	bool ok = false;
 	if (mh_at_open(c, path, roles, &at, r) == 0) {
-		ok = statx(at.dir, at.name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID,
+		ok = statx(at.dir, at.name,
+		           AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC, STATX_MNT_ID,
 		           &stx) == 0 &&
 		     (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) && (int)stx.stx_mnt_id == mnt_id;
 		mh_at_close(&at);

@@ -334,7 +334,8 @@ int mh_umount(int parent_fd, const char *name, int mnt_id, struct mh_res *r)
 	/* umount2 has no *at form: make the verified parent our cwd, and name one component. */
 	if (fchdir(parent_fd) < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "fchdir: %s", strerror(errno));
-	if (statx(parent_fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID, &stx) < 0) {
+	if (statx(parent_fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC,
+	          STATX_MNT_ID, &stx) < 0) {
 		ret = mh_fail(r, MH_E_FAILED, errno, "statx: %s", strerror(errno));
 	} else if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) || (int)stx.stx_mnt_id != mnt_id) {
 		/* Something changed since we looked: unmount nothing we did not check. */

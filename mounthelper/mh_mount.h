@@ -33,8 +33,16 @@ struct mh_mnt {
  * core never stat, open or walk into one, so no request waits on it. Asked
  * without a call into that file system (statx with AT_STATX_DONT_SYNC, and
  * the mount's type from statmount or mountinfo). what names fd in the reason.
+ *
+ * A stacked file system (overlay and its kind) passes on each question to
+ * layers whose types its own does not show, so it is refused too, except
+ * the one mount that holds the allowed root itself (a node whose kubelet
+ * directory lies on its container's overlay: the node's, not a tenant's).
+ * root_mnt: 0 when fd is the allowed root (its mount id is then stored
+ * there), else the id stored then: a stacked mount is accepted only if it is
+ * that one.
  */
-int mh_mount_check_local(int fd, const char *what, struct mh_res *r);
+int mh_mount_check_local(int fd, const char *what, uint64_t *root_mnt, struct mh_res *r);
 
 /* Describe fd (O_PATH or open, of a directory or a file); 0, or -1 with r. */
 int mh_mount_info(int fd, struct mh_mnt *out, struct mh_res *r);

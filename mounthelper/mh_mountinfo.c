@@ -186,31 +186,50 @@ static bool answered_elsewhere(const char *fstype)
 	return false;
 }
 
-int mh_mount_check_local(int fd, const char *what, struct mh_res *r)
+/* File systems that answer by asking layers beneath them, of types they do not show. */
+static bool stacked(const char *fstype)
 {
-	static uint64_t last_local; /* a unique mount id is never reused: one look each */
+	static const char *const types[] = {"overlay", "aufs", "ecryptfs", "shiftfs", "unionfs"};
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (strcmp(fstype, types[i]) == 0)
+			return true;
+	return false;
+}
+
+int mh_mount_check_local(int fd, const char *what, uint64_t *root_mnt, struct mh_res *r)
+{
+	static _Atomic uint64_t last_local; /* a unique mount id is never reused: one look each */
 	struct statx stx;
 	struct mh_mnt m = {0};
 	/* The cached attributes only: nothing here waits on the file system itself. */
 	const int how = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC;
 	bool unique = statx(fd, "", how, STATX_MNT_ID_UNIQUE, &stx) == 0 &&
 	              (stx.stx_mask & STATX_MNT_ID_UNIQUE);
-	if (unique && stx.stx_mnt_id == last_local)
-		return 0;
-	if (unique && by_statmount(stx.stx_mnt_id, &m) == 0) {
-		if (!answered_elsewhere(m.fstype))
-			last_local = stx.stx_mnt_id;
-	} else if (statx(fd, "", how, STATX_MNT_ID, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID)) {
+	bool known =
+	    unique && (stx.stx_mnt_id == last_local || by_statmount(stx.stx_mnt_id, &m) == 0);
+	if (!known &&
+	    (statx(fd, "", how, STATX_MNT_ID, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID)))
 		return mh_fail(r, MH_E_FAILED, errno, "which file system holds %s: %s", what,
 		               strerror(errno));
-	} else if (by_mountinfo((int)stx.stx_mnt_id, &m, r) != 1) {
+	if (!known && by_mountinfo((int)stx.stx_mnt_id, &m, r) != 1)
 		return mh_fail(r, MH_E_FAILED, ENOENT, "the mount of %s is gone", what);
-	}
+	uint64_t id = stx.stx_mnt_id;
+	if (*root_mnt == 0)
+		*root_mnt = id;
+	if (id == last_local)
+		return 0; /* looked at before: neither answered elsewhere nor stacked */
 	if (answered_elsewhere(m.fstype))
 		return mh_fail(r, MH_E_REFUSED, EREMOTE,
 		               "%s is on a %s file system, whose answers come from a daemon or a "
 		               "server that may never answer: never looked into",
 		               what, m.fstype);
+	if (stacked(m.fstype) && id != *root_mnt)
+		return mh_fail(r, MH_E_REFUSED, EREMOTE,
+		               "%s is on a %s file system mounted beneath the allowed root, whose "
+		               "answers come from layers of any type: never looked into",
+		               what, m.fstype);
+	if (unique && !stacked(m.fstype))
+		last_local = id;
 	return 0;
 }
 

@@ -125,14 +125,16 @@ int mh_answer_stats(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		return -1;
 	/* A block staging directory holds the device file "dev"; a target is the file itself. */
 	const struct mh_at *where = &at;
-	if (block && fstatat(at.dir, at.name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    S_ISDIR(st.st_mode)) {
+	if (block && (fd = mh_at_look(&at, &st, r)) >= 0 && S_ISDIR(st.st_mode)) {
+		mh_closep(&fd);
 		if (mh_at_descend(&at, "dev", &sub, r) < 0)
 			goto out;
 		where = &sub;
 	}
+	mh_closep(&fd);
 	/* A directory is opened for statvfs; a block target may be a file. */
-	fd = mh_at_child(where, block ? O_PATH : O_RDONLY | O_DIRECTORY, r);
+	if (r->kind == MH_E_OK)
+		fd = mh_at_child(where, block ? O_PATH : O_RDONLY | O_DIRECTORY, r);
 	if (fd < 0) {
 		if (r->kind == MH_E_REFUSED && r->sys_errno == ENOTDIR) /* a file, not a mount */
 			mh_refail(r, MH_E_NOTFOUND, ENOTDIR, "not a sepcsi mount of this volume");

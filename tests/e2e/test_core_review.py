@@ -2,11 +2,12 @@
 the same handlers): attacks by a hostile orchestrator (the core's peer on fd 3),
 together with a tenant whose FUSE daemon stops answering.
 
-Each test asserts what must hold. Those marked xfail (strict: they fail the run the day
-they pass, so the mark goes with the fix) are weaknesses found and not yet fixed: a
-stalled FUSE mount reached by a stat before the look at its file system's type, or
-hidden beneath an overlay. They hold the helper's requests the same way (before the look
-at the type was added, every path did); the docstring of each says the code path.
+Each test asserts what must hold. The FUSE tests were weaknesses when found: a stalled
+FUSE mount reached by a stat before the look at its file system's type, or hidden
+beneath an overlay; the docstring of each says the code path it took. Every name in
+kubelet's tree is now looked at through mh_at_look (mh_at.c): opened O_PATH, its mount's
+type read without a call into it, and only then stat'ed; a stacked file system mounted
+beneath the allowed root is refused. They held the helper's requests the same way.
 """
 import os
 import random
@@ -23,7 +24,7 @@ from conftest import BIN  # noqa: F401  (the build the fixtures use)
 from mh_wire import F_BLOCK, F_CREATE_DIR, E, Msg, T, encode
 from stallfuse import StallFuse
 from test_core import (VOL, core, freeze, fresh, publish, stage,  # noqa: F401
-                       stats, unstage, writer)
+                       stats, unpublish, unstage, writer)
 
 HANG = 10  # seconds the core is given to answer before it is called hung
 
@@ -46,9 +47,8 @@ def _answered(c, msg):
     return ans
 
 
-# ---- 1. a stalled FUSE mount still holds the single-threaded core ----------------------
+# ---- 1. a stalled FUSE mount never holds the single-threaded core ------------------------
 
-@pytest.mark.xfail(strict=True, reason="known, not fixed yet: mh_at_remove_ours stats <staging>/dev before asking its file system's type")
 def test_block_unstage_with_a_fuse_mount_at_dev_does_not_hang(core):
     """UNSTAGE F_BLOCK of a staging whose "dev" is a FUSE mount of a tenant's.
     look() (mh_block.c) refuses "dev" through mh_at_child's check, but its answer is
@@ -65,7 +65,6 @@ def test_block_unstage_with_a_fuse_mount_at_dev_does_not_hang(core):
         fs.close()
 
 
-@pytest.mark.xfail(strict=True, reason="known, not fixed yet: mh_stats.c fstatat()s the path before asking its file system's type")
 def test_block_stats_on_a_fuse_mount_does_not_hang(core):
     """STATS F_BLOCK of a path that is a FUSE mount: mh_answer_stats (mh_stats.c) first
     fstatat()s the path's last component (is it a block staging directory?) with no
@@ -81,7 +80,6 @@ def test_block_stats_on_a_fuse_mount_does_not_hang(core):
         fs.close()
 
 
-@pytest.mark.xfail(strict=True, reason="known, not fixed yet: mh_at_make fstatat()s the target before asking its file system's type")
 def test_publish_onto_a_fuse_mount_does_not_hang(core):
     """PUBLISH (file system) whose target path is a FUSE mount: mh_mount_point
     (mh_ops.c) calls mh_at_make, whose first step is fstatat(parent, name) with no
@@ -97,7 +95,6 @@ def test_publish_onto_a_fuse_mount_does_not_hang(core):
     core.ok(unstage(VOL, st))
 
 
-@pytest.mark.xfail(strict=True, reason="known, not fixed yet: mh_at_make fstatat()s the target before asking its file system's type")
 @pytest.mark.parametrize("block", [False, True], ids=["fs", "block"])
 def test_ephemeral_stage_onto_a_fuse_mount_does_not_hang(core, block):
     """STAGE with F_CREATE_DIR (an ephemeral volume, staged at a target path the core
@@ -302,7 +299,6 @@ class StatfsFuse(StallFuse):
                 self._reply(unique, err=38)
 
 
-@pytest.mark.xfail(strict=True, reason="known, not fixed yet: an overlay reports its own type; its lower layers are not looked at")
 def test_an_overlay_on_a_stalled_fuse_lower_does_not_hang(core):
     """A file system whose type is not on the list but whose answers still come from a
     FUSE daemon: an overlay with a tenant's FUSE mount as its lower layer (as a lazy-
@@ -326,6 +322,47 @@ def test_an_overlay_on_a_stalled_fuse_lower_does_not_hang(core):
         _answered(core, stats(VOL, os.path.join(ov, "sub")))
     finally:
         fs.close()
+
+
+def _overlay(c, where):
+    """An overlay of local layers (made in outside/) mounted at where."""
+    layers = [c.path("outside", n) for n in ("lower", "upper", "work")]
+    for d in layers:
+        os.makedirs(d, exist_ok=True)
+    os.makedirs(where, mode=0o750, exist_ok=True)
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    "lowerdir=%s,upperdir=%s,workdir=%s" % tuple(layers), where],
+                   check=True, timeout=HANG)
+
+
+def test_an_overlay_beneath_the_root_is_refused_even_when_it_answers(core):
+    """A stacked file system mounted beneath the allowed root is never looked into,
+    whatever its layers are now: they are not the mount's own type, and may be a
+    tenant's. Refused with a reason that says so, nothing changed."""
+    core.image(VOL)
+    ov = core.path("root/pods/p1/ov")
+    _overlay(core, ov)
+    os.makedirs(os.path.join(ov, "sub"), mode=0o750)
+    for msg in (stats(VOL, os.path.join(ov, "sub")),
+                stage(VOL, os.path.join(ov, "sub"), flags=F_CREATE_DIR)):
+        ans = core.harmless(msg, E.REFUSED)
+        assert "overlay" in ans.reason, ans
+
+
+def test_an_allowed_root_on_an_overlay_is_served(fresh):
+    """A node whose kubelet directory lies on its container's overlay (the node's own,
+    the mount that holds the allowed root): volumes are staged, published and
+    unstaged there as anywhere."""
+    _overlay(fresh, fresh.root)
+    core = fresh.start()
+    core.image(VOL)
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st))
+    tgt = core.dir("pods/p1/volumes/pv/mount")
+    core.ok(publish(VOL, st, tgt))
+    core.ok(stats(VOL, tgt))
+    core.ok(unpublish(VOL, tgt))
+    core.ok(unstage(VOL, st))
 
 
 def _lists(blob):
