@@ -4,6 +4,7 @@ its workers and runners and rpcd are killed at random) against a real driver; no
 left over. SEPCSI_CHAOS_SEED replays a run's kill schedule; SEPCSI_CHAOS_SECONDS
 and SEPCSI_CHAOS_CLIENTS change its size (docs/testing.md)."""
 import os
+import re
 import sys
 
 import pytest
@@ -25,6 +26,15 @@ def chaos_driver():
 def test_kills_during_lifecycles(chaos_driver):
     result = chaos.run(chaos_driver, chaos.Settings.from_env())
     print(result.details())
+    if result.problems():
+        # What the driver said, for a run that CI cannot replay: its warnings and
+        # errors, then its last lines (pytest shows this output for a failed test).
+        lines = chaos_driver.logs().splitlines()
+        loud = [ln for ln in lines if re.search(r'Z (error|warn) |"level":"(error|warn)"', ln)]
+        print("driver log, warnings and errors (%d, last 300):" % len(loud))
+        print("\n".join(loud[-300:]))
+        print("driver log, last 300 lines of %d:" % len(lines))
+        print("\n".join(lines[-300:]))
     assert result.problems() == [], result.summary()
 
 
