@@ -96,7 +96,7 @@ int mh_at_open(const struct mh_ctx *c, const char *path, unsigned roles, struct 
 	char comp[MH_PATH_MAX + 1];
 	at->dir = -1;
 	at->name = NULL;
-	at->root_mnt = 0;
+	at->root_sb = 0;
 	int rc = pol_path_check(c->pol, path, roles, &at->root);
 	if (rc == -EINVAL)
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "malformed path");
@@ -110,7 +110,7 @@ int mh_at_open(const struct mh_ctx *c, const char *path, unsigned roles, struct 
 	if (fd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "cannot open allowed root %s: %s", at->root,
 		               strerror(errno));
-	if (mh_mount_check_local(fd, "the allowed root", &at->root_mnt, r) < 0 ||
+	if (mh_mount_check_local(fd, "the allowed root", &at->root_sb, r) < 0 ||
 	    mh_at_check_dir(fd, "the allowed root", r) < 0)
 		goto fail;
 	/* pol_path_check: path is "<root>/a/b/.../name", canonical, at least one component. */
@@ -131,7 +131,7 @@ int mh_at_open(const struct mh_ctx *c, const char *path, unsigned roles, struct 
 		}
 		close(fd);
 		fd = next;
-		if (mh_mount_check_local(fd, "a parent directory", &at->root_mnt, r) < 0 ||
+		if (mh_mount_check_local(fd, "a parent directory", &at->root_sb, r) < 0 ||
 		    mh_at_check_dir(fd, "a parent directory", r) < 0)
 			goto fail;
 		s += n + 1;
@@ -146,10 +146,10 @@ int mh_at_descend(const struct mh_at *at, const char *name, struct mh_at *sub, s
 	sub->dir = open_beneath(at->dir, at->name, O_PATH | O_DIRECTORY, 0);
 	sub->name = name;
 	sub->root = at->root;
-	sub->root_mnt = at->root_mnt;
+	sub->root_sb = at->root_sb;
 	if (sub->dir < 0)
 		return resolve_fail(r, errno, "the path");
-	if (mh_mount_check_local(sub->dir, "the path", &sub->root_mnt, r) < 0 ||
+	if (mh_mount_check_local(sub->dir, "the path", &sub->root_sb, r) < 0 ||
 	    mh_at_check_dir(sub->dir, "the path", r) < 0) {
 		mh_closep(&sub->dir);
 		return -1;
@@ -162,23 +162,29 @@ void mh_at_close(struct mh_at *at)
 	mh_closep(&at->dir);
 }
 
-int mh_at_child(const struct mh_at *at, int flags, struct mh_res *r)
+/* The object of the O_PATH fd opened as asked: the same object again, not its name looked up twice.
+ */
+static int reopen(int fd, int flags)
 {
 	char self[32];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	return open(self, flags | O_CLOEXEC);
+}
+
+int mh_at_child(const struct mh_at *at, int flags, struct mh_res *r)
+{
 	/* O_PATH first: what is there is looked at before anything asks its file system. */
-	int fd = open_beneath(at->dir, at->name, O_PATH | (flags & O_DIRECTORY), 0), opened;
+	int fd = open_beneath(at->dir, at->name, O_PATH | (flags & O_DIRECTORY), 0);
 	if (fd < 0)
 		return resolve_fail(r, errno, "the path");
-	uint64_t root_mnt = at->root_mnt;
-	if (mh_mount_check_local(fd, "the path", &root_mnt, r) < 0) {
+	dev_t root_sb = at->root_sb;
+	if (mh_mount_check_local(fd, "the path", &root_sb, r) < 0) {
 		close(fd);
 		return -1;
 	}
 	if (flags & O_PATH)
 		return fd;
-	/* Then opened as asked: the same object again, not the name looked up twice. */
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-	opened = open(self, flags | O_CLOEXEC);
+	int opened = reopen(fd, flags);
 	int err = errno;
 	close(fd);
 	if (opened < 0)
@@ -327,9 +333,10 @@ int mh_at_remove_ours(const struct mh_at *at, const char *volume_id, struct mh_r
 	int ret = 0;
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
 		goto out; /* not a kind of object the helper makes */
+	int opened =
+	    reopen(fd, S_ISDIR(st.st_mode) ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NONBLOCK);
 	close(fd);
-	fd = open_beneath(at->dir, at->name,
-	                  S_ISDIR(st.st_mode) ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NONBLOCK, 0);
+	fd = opened;
 	if (fd < 0) {
 		ret = errno == ENOENT ? 1 : resolve_fail(r, errno, "the path");
 		goto out;

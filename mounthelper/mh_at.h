@@ -15,10 +15,10 @@
 
 /* A path's parent directory, resolved and checked, and its last component. */
 struct mh_at {
-	int dir;           /* O_PATH|O_DIRECTORY fd of the parent; -1 when closed */
-	const char *name;  /* the last component (points into the path given) */
-	const char *root;  /* the allowed root the path lies beneath (owned by the policy) */
-	uint64_t root_mnt; /* the mount id of the allowed root (mh_mount_check_local) */
+	int dir;          /* O_PATH|O_DIRECTORY fd of the parent; -1 when closed */
+	const char *name; /* the last component (points into the path given) */
+	const char *root; /* the allowed root the path lies beneath (owned by the policy) */
+	dev_t root_sb;    /* the superblock of the allowed root (mh_mount_check_local) */
 };
 
 /*

@@ -371,12 +371,11 @@ int mh_umount_id(int mnt_id, struct mh_res *r)
 	if (!slash || slash[1] == '\0')
 		return mh_fail(r, MH_E_FAILED, EINVAL, "cannot undo the mount at %.100s", target);
 	*slash = '\0';
-	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-	                       .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-	long dir = syscall(SYS_openat2, AT_FDCWD, target[0] ? target : "/", &how, sizeof(how));
+	/* Its parent reached through file systems that answer for themselves only. */
+	int dir = mh_open_local(target[0] ? target : "/", r);
 	if (dir < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "cannot undo the mount: %s", strerror(errno));
-	int ret = mh_umount((int)dir, slash + 1, mnt_id, r);
-	close((int)dir);
+		return -1;
+	int ret = mh_umount(dir, slash + 1, mnt_id, r);
+	close(dir);
 	return ret;
 }

@@ -35,14 +35,29 @@ struct mh_mnt {
  * the mount's type from statmount or mountinfo). what names fd in the reason.
  *
  * A stacked file system (overlay and its kind) passes on each question to
- * layers whose types its own does not show, so it is refused too, except
- * the one mount that holds the allowed root itself (a node whose kubelet
- * directory lies on its container's overlay: the node's, not a tenant's).
- * root_mnt: 0 when fd is the allowed root (its mount id is then stored
- * there), else the id stored then: a stacked mount is accepted only if it is
- * that one.
+ * layers whose types its own does not show, so it is refused too.
+ *
+ * Neither is refused on a superblock the node's administrator put there:
+ * that of the allowed root the walk started from (a node whose kubelet
+ * directory lies in its container's overlay), or a base's (mh_mount_trust),
+ * which a directory volume's bind shows. root_sb: 0 when fd is the allowed
+ * root (its superblock is then stored there, MH_SB_PLAIN for a file system
+ * that is neither), else what was stored then.
  */
-int mh_mount_check_local(int fd, const char *what, uint64_t *root_mnt, struct mh_res *r);
+#define MH_SB_PLAIN ((dev_t)-1)
+int mh_mount_check_local(int fd, const char *what, dev_t *root_sb, struct mh_res *r);
+
+/*
+ * Open the absolute path O_PATH from "/", one component at a time, no
+ * symlink, each component's file system checked by mh_mount_check_local
+ * before the walk goes through it (the superblock of "/" standing for the
+ * allowed root's). The fd, or -1 with r (REFUSED: a component on a file
+ * system the helper never looks into).
+ */
+int mh_open_local(const char *path, struct mh_res *r);
+
+/* At start, before any request: fd (a base) is on a superblock of the administrator's. */
+void mh_mount_trust(int fd);
 
 /* Describe fd (O_PATH or open, of a directory or a file); 0, or -1 with r. */
 int mh_mount_info(int fd, struct mh_mnt *out, struct mh_res *r);

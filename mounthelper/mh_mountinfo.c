@@ -196,41 +196,99 @@ static bool stacked(const char *fstype)
 	return false;
 }
 
-int mh_mount_check_local(int fd, const char *what, uint64_t *root_mnt, struct mh_res *r)
+/* Superblocks the node's administrator put there: the bases' (mh_mount_trust, at start). */
+static dev_t trusted[POL_BASES_MAX];
+static size_t ntrusted;
+
+void mh_mount_trust(int fd)
 {
-	static _Atomic uint64_t last_local; /* a unique mount id is never reused: one look each */
+	struct statx stx;
+	if (ntrusted < sizeof(trusted) / sizeof(trusted[0]) &&
+	    statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_TYPE,
+	          &stx) == 0)
+		trusted[ntrusted++] = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+}
+
+static bool admins(dev_t sb, dev_t root_sb)
+{
+	if (sb == root_sb)
+		return true;
+	for (size_t i = 0; i < ntrusted; i++)
+		if (trusted[i] == sb)
+			return true;
+	return false;
+}
+
+int mh_mount_check_local(int fd, const char *what, dev_t *root_sb, struct mh_res *r)
+{
+	/* A unique mount id (from statmount) is never reused: one look at each. */
+	static _Atomic uint64_t last_local;
 	struct statx stx;
 	struct mh_mnt m = {0};
 	/* The cached attributes only: nothing here waits on the file system itself. */
 	const int how = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC;
 	bool unique = statx(fd, "", how, STATX_MNT_ID_UNIQUE, &stx) == 0 &&
 	              (stx.stx_mask & STATX_MNT_ID_UNIQUE);
-	bool known =
-	    unique && (stx.stx_mnt_id == last_local || by_statmount(stx.stx_mnt_id, &m) == 0);
-	if (!known &&
+	if (unique && stx.stx_mnt_id == last_local) {
+		if (*root_sb == 0)
+			*root_sb = MH_SB_PLAIN;
+		return 0; /* looked at before: neither answered elsewhere nor stacked */
+	}
+	unique = unique && by_statmount(stx.stx_mnt_id, &m) == 0;
+	if (!unique &&
 	    (statx(fd, "", how, STATX_MNT_ID, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID)))
 		return mh_fail(r, MH_E_FAILED, errno, "which file system holds %s: %s", what,
 		               strerror(errno));
-	if (!known && by_mountinfo((int)stx.stx_mnt_id, &m, r) != 1)
+	if (!unique && by_mountinfo((int)stx.stx_mnt_id, &m, r) != 1)
 		return mh_fail(r, MH_E_FAILED, ENOENT, "the mount of %s is gone", what);
-	uint64_t id = stx.stx_mnt_id;
-	if (*root_mnt == 0)
-		*root_mnt = id;
-	if (id == last_local)
-		return 0; /* looked at before: neither answered elsewhere nor stacked */
-	if (answered_elsewhere(m.fstype))
+	if (*root_sb == 0)
+		*root_sb = m.dev;
+	bool elsewhere = answered_elsewhere(m.fstype), layered = stacked(m.fstype);
+	if ((elsewhere || layered) && !admins(m.dev, *root_sb))
 		return mh_fail(r, MH_E_REFUSED, EREMOTE,
-		               "%s is on a %s file system, whose answers come from a daemon or a "
-		               "server that may never answer: never looked into",
+		               elsewhere
+		                   ? "%s is on a %s file system, whose answers come from a "
+		                     "daemon or a server that may never answer: never looked into"
+		                   : "%s is on a %s file system mounted beneath the allowed "
+		                     "root, whose answers come from layers of any type: never "
+		                     "looked into",
 		               what, m.fstype);
-	if (stacked(m.fstype) && id != *root_mnt)
-		return mh_fail(r, MH_E_REFUSED, EREMOTE,
-		               "%s is on a %s file system mounted beneath the allowed root, whose "
-		               "answers come from layers of any type: never looked into",
-		               what, m.fstype);
-	if (unique && !stacked(m.fstype))
-		last_local = id;
+	if (unique && !elsewhere && !layered)
+		last_local = stx.stx_mnt_id;
 	return 0;
+}
+
+int mh_open_local(const char *path, struct mh_res *r)
+{
+	char comp[MH_PATH_MAX + 1];
+	dev_t root_sb = 0;
+	if (path[0] != '/' || strlen(path) > MH_PATH_MAX)
+		return mh_fail(r, MH_E_FAILED, EINVAL, "not an absolute path: %.100s", path);
+	int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || mh_mount_check_local(fd, "/", &root_sb, r) < 0)
+		goto fail;
+	for (const char *s = path + 1; *s != '\0';) {
+		size_t n = strcspn(s, "/");
+		memcpy(comp, s, n);
+		comp[n] = '\0';
+		s += n + (s[n] == '/');
+		if (n == 0)
+			continue;
+		int next =
+		    openat2_retry(fd, comp, O_PATH | O_NOFOLLOW, 0,
+		                  RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+		close(fd);
+		fd = next;
+		if (fd < 0 || mh_mount_check_local(fd, "a mount point's path", &root_sb, r) < 0)
+			goto fail;
+	}
+	return fd;
+fail:
+	if (fd < 0)
+		mh_fail(r, mh_kind_of_errno(errno), errno, "cannot open %.100s: %s", path,
+		        strerror(errno));
+	mh_closep(&fd);
+	return -1;
 }
 
 int mh_mount_info(int fd, struct mh_mnt *out, struct mh_res *r)
@@ -465,10 +523,9 @@ int mh_mount_row_node(const struct mh_mount_row *m, dev_t *rdev)
 		row->node = MH_NODE_NONE; /* unmounted since the listing: it holds nothing now */
 	if (seen == 1) {
 		/* Its mount point leads to its root only if no other mount hides it. */
-		int fd = openat2_retry(AT_FDCWD, target, O_PATH | O_NOFOLLOW, 0,
-		                       RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
-		/* What the inode holds already: never a request to its file system, which may
-		 * be a tenant's (a FUSE daemon that does not answer). */
+		/* Each component's file system looked at before it is walked through: never a
+		 * request to one that may be a tenant's (a FUSE daemon that does not answer). */
+		int fd = mh_open_local(target, &(struct mh_res){0});
 		if (fd >= 0 &&
 		    statx(fd, "",
 		          AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT |

@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mh_mount.h"
 #include "mh_proto.h"
 #include "pol_view.h"
 #include "policy.h"
@@ -288,6 +289,11 @@ static void clone_trees(const struct pol *pol, const char *data_dir, const struc
 		}
 		make_path(b, 0700);
 		private_base(b);
+		int fd = open(b, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			die("open %s", b);
+		mh_mount_trust(fd); /* its binds are the administrator's file system */
+		close(fd);
 	}
 	for (size_t i = 0; i < n; i++)
 		if (t[i].kind == POL_VIEW_NODE)

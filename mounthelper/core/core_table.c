@@ -27,6 +27,15 @@ static int answer_unstage(const struct mh_ctx *c, const struct mh_msg *req, stru
 	return mh_answer_unstage(c, req, ans, a, r);
 }
 
+/* EXPAND, after thawing what the core froze of it: the grow ioctl would wait for the thaw. */
+static int answer_expand(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                         struct mh_audit *a, struct mh_res *r)
+{
+	if (pol_volume_id_valid(req->u.expand.volume_id))
+		core_thaw_volume(req->u.expand.volume_id);
+	return mh_answer_expand(c, req, ans, a, r);
+}
+
 const struct mh_op_row mh_op_rows[] = {
     MH_ROW_PING,
     {MH_REQ_STAGE, MH_ANS_STAGE, answer_stage, "STAGE", false,
@@ -40,7 +49,9 @@ const struct mh_op_row mh_op_rows[] = {
      "of the device is left anywhere"},
     MH_ROW_PUBLISH,
     MH_ROW_UNPUBLISH,
-    MH_ROW_EXPAND,
+    {MH_REQ_EXPAND, MH_ANS_EXPAND, answer_expand, "EXPAND", false, MH_F_BLOCK,
+     "thaws what the core froze of this volume, then grows only a file system proved to be "
+     "this volume's mount, with that file system's own ioctl on the verified mount"},
     MH_ROW_STATS,
     {MH_REQ_FREEZE, MH_ANS_FREEZE, core_answer_freeze, "FREEZE", false, 0,
      "freezes only the file system mounted from this volume's own loop device, and thaws it "

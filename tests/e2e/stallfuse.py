@@ -11,7 +11,7 @@ import time
 class StallFuse:
     """A minimal FUSE server on the raw /dev/fuse protocol: one directory "sub" under its
     root, attributes never cached (attr_valid 0). stall() makes it stop answering
-    GETATTR, as a daemon a tenant runs (a FUSE sidecar) may; close() aborts it."""
+    GETATTR (and LOOKUP: stall(lookups=True), a walk through it to a name inside), as a daemon a tenant runs (a FUSE sidecar) may; close() aborts it."""
 
     def __init__(self, mountpoint):
         self.mp = mountpoint
@@ -21,6 +21,7 @@ class StallFuse:
         if libc.mount(b"stallfuse", mountpoint.encode(), b"fuse", 0, opts.encode()) != 0:
             raise OSError(ctypes.get_errno(), "mount fuse")
         self.stalled = threading.Event()
+        self.lookups = False  # stall(lookups=True): LOOKUP is held too
         self.held = []
         self.t = threading.Thread(target=self._serve, daemon=True)
         self.t.start()
@@ -57,6 +58,8 @@ class StallFuse:
                 mode = 0o40755
                 self._reply(unique, struct.pack("<QII", 0, 0, 0) +
                             self._attr(node, mode))
+            elif op == 1 and self.stalled.is_set() and self.lookups:  # LOOKUP
+                self.held.append(unique)
             elif op == 1:  # LOOKUP
                 name = buf[40:length].split(b"\0")[0]
                 if node == 1 and name == b"sub":
@@ -67,7 +70,8 @@ class StallFuse:
             else:
                 self._reply(unique, err=38)  # ENOSYS
 
-    def stall(self):
+    def stall(self, lookups=False):
+        self.lookups = lookups
         self.stalled.set()
 
     def close(self):

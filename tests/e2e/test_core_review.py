@@ -23,7 +23,7 @@ import mh_wire
 from conftest import BIN  # noqa: F401  (the build the fixtures use)
 from mh_wire import F_BLOCK, F_CREATE_DIR, E, Msg, T, encode
 from stallfuse import StallFuse
-from test_core import (VOL, core, freeze, fresh, publish, stage,  # noqa: F401
+from test_core import (VOL, VOL2, MiB, core, expand, freeze, fresh, publish, stage,  # noqa: F401
                        stats, unpublish, unstage, writer)
 
 HANG = 10  # seconds the core is given to answer before it is called hung
@@ -108,6 +108,59 @@ def test_ephemeral_stage_onto_a_fuse_mount_does_not_hang(core, block):
                               flags=F_CREATE_DIR | (F_BLOCK if block else 0)))
     finally:
         fs.close()
+
+
+def test_a_raw_bind_hidden_by_a_stalled_fuse_mount_holds_nothing_up(fresh):
+    """A raw block volume staged (F_CREATE_DIR) at a path where a tenant's FUSE volume
+    is mounted later, over the staging directory, its daemon then stalled: the bind of
+    the loop device is hidden beneath it. Every look at every mount (UNSTAGE of any
+    volume asks whether a loop device is still used; the start-up sweep) reaches that
+    bind's mount point one checked component at a time (mh_open_local), never through
+    the FUSE mount: before, the walk of its path string asked the daemon, and the core
+    hung, and hung again at every start. A bind it cannot see is counted as a user."""
+    fresh.image(VOL, fs=None)
+    fresh.image(VOL2)
+    core = fresh.start()
+    path = os.path.join(core.dir("pods/p1/volumes/kubernetes.io~csi/fv"), "mount")
+    core.ok(stage(VOL, path, fs="", flags=F_BLOCK | F_CREATE_DIR))
+    fs = StallFuse(path)
+    fs.stall(lookups=True)  # the walk to <path>/dev would ask it for "dev"
+    try:
+        st2 = core.dir("staging/v2")
+        core.ok(stage(VOL2, st2))
+        _answered(core, unstage(VOL2, st2))
+        os.killpg(core.proc.pid, signal.SIGKILL)
+        core.proc.wait(10)
+        core.sock.close()
+        core.log.close()
+        core.start()  # its sweep looks at every mount before it is ready
+        assert len(mh_wire_loops(core.img(VOL))) == 1  # hidden, still attached
+    finally:
+        fs.close()
+    core.ok(unstage(VOL, path, flags=F_BLOCK))
+
+
+def mh_wire_loops(img):
+    out = subprocess.run(["losetup", "-n", "-O", "NAME", "-j", img], capture_output=True,
+                         text=True, check=True).stdout
+    return out.split()
+
+
+def test_expand_of_a_frozen_volume_thaws_it_first(core):
+    """EXPAND of a volume the core froze: the grow ioctl waits for the thaw, and the
+    core's only thread is the one that would thaw it. The core thaws what it froze of
+    the volume first, as UNSTAGE does, and the file system grows."""
+    core.image(VOL, fs="xfs", size=320 * MiB)
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st, fs="xfs"))
+    core.ok(freeze(VOL, 60))
+    os.truncate(core.img(VOL), 640 * MiB)
+    ans = _answered(core, expand(VOL, st))
+    assert ans.type == T.ANS_EXPAND, ans
+    assert os.statvfs(st).f_blocks * os.statvfs(st).f_frsize > 400 * MiB
+    w = writer(os.path.join(st, "f"))
+    assert w.wait(30) == 0
+    core.ok(unstage(VOL, st))
 
 
 # ---- 3. a freeze past its deadline --------------------------------------------------------

@@ -5,6 +5,7 @@ restore with the content compared, and the requests the spec says to refuse.
 The base is a real xfs (with project quotas where the kernel has them)."""
 import errno
 import os
+import subprocess
 
 import grpc
 import pytest
@@ -272,3 +273,50 @@ def test_volume_root_taken_over_by_a_pod(dd):
     assert sorted(n for n in os.listdir(dd.base) if not n.startswith(".")) == []
     for area in (".sepcsi-snapshots", ".sepcsi-trash", ".sepcsi-work"):
         assert os.listdir(os.path.join(dd.base, area)) == [], area
+
+
+def overlay_base(d):
+    """The base on an overlay of local layers (a kind or k3d node keeps its /srv in its
+    container's overlay): the administrator's file system, which binds of its
+    directories show as their type."""
+    d.base = os.path.join(d.tmp, "base")
+    layers = [os.path.join(d.tmp, n) for n in ("lower", "upper", "work")]
+    for p in layers + [d.base]:
+        os.makedirs(p)
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    "lowerdir=%s,upperdir=%s,workdir=%s" % tuple(layers), d.base], check=True)
+    os.chmod(d.base, 0o755)
+    with open(d.policy, "a") as f:
+        f.write("[directories]\nbase_dirs = %s\n" % d.base)
+
+
+@pytest.fixture
+def od():
+    yield from running(Driver(setup=overlay_base))
+
+
+def test_a_base_on_an_overlay_is_published_and_unpublished(od):
+    """A bind of a directory volume on an overlay base is an overlay mount beneath the
+    allowed root, which the helper refuses to look into when it is anyone else's; the
+    base's own superblock is the administrator's (trusted at start), so a retried
+    publish, stats and unpublish of it are served, and nothing is left mounted."""
+    d, cap = od, dir_cap()
+    c = d.client
+    v = create(d, "ov", parameters=params(d))
+    staging = os.path.join(d.root, "staging", "ov")
+    os.makedirs(staging)
+    c.node("NodeStageVolume", volume_id=v.volume_id, staging_target_path=staging,
+           volume_capability=cap, volume_context=dict(v.volume_context))
+    t = pod_target(d, "pod1", "ov")
+    for _ in range(2):
+        c.node("NodePublishVolume", volume_id=v.volume_id, staging_target_path=staging,
+               target_path=t, volume_capability=cap, readonly=False,
+               volume_context=dict(v.volume_context))
+    open(os.path.join(t, "a"), "w").write("x")
+    assert c.node("NodeGetVolumeStats", volume_id=v.volume_id, volume_path=t).usage
+    for _ in range(2):
+        c.node("NodeUnpublishVolume", volume_id=v.volume_id, target_path=t)
+    assert not os.path.exists(t)
+    c.node("NodeUnstageVolume", volume_id=v.volume_id, staging_target_path=staging)
+    c.controller("DeleteVolume", volume_id=v.volume_id)
+    assert mounts_under(d.root) == []
