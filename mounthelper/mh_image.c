@@ -63,6 +63,10 @@ int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct 
 		close(fd);
 		return mh_fail(r, MH_E_REFUSED, EPERM, "image is not owned by the images' owner");
 	}
+	if (st.st_nlink != 1) { /* another name is another volume id for the same device */
+		close(fd);
+		return mh_fail(r, MH_E_REFUSED, EMLINK, "image has another name (a hard link)");
+	}
 	/* Back to blocking I/O: O_NONBLOCK was only for the open. */
 	if (fcntl(fd, F_SETFL, readonly ? O_RDONLY : O_RDWR) < 0) {
 		close(fd);

@@ -18,13 +18,16 @@
  * (pol_sc_rpcd); the tools that print tables link them all.
  */
 struct pol_sc_table;
-extern const struct pol_sc_table pol_sc_core;   /* sepcsi-core */
-extern const struct pol_sc_table pol_sc_helper; /* sepcsi-mounthelper and its workers: core's + */
-extern const struct pol_sc_table pol_sc_tools;  /* its tool runner and the mkfs tools */
-extern const struct pol_sc_table pol_sc_tree;   /* its tree runner */
+extern const struct pol_sc_table pol_sc_core;    /* sepcsi-core */
+extern const struct pol_sc_table pol_sc_flusher; /* sepcsi-core's flusher child */
+extern const struct pol_sc_table pol_sc_helper;  /* sepcsi-mounthelper and its workers: core's + */
+extern const struct pol_sc_table pol_sc_tools;   /* its tool runner and the mkfs tools */
+extern const struct pol_sc_table pol_sc_tree;    /* its tree runner */
 extern const struct pol_sc_table pol_sc_probe; /* a tools runner's probe child, over pol_sc_tools */
 /* The only descriptor a probe child may send on: its answer socket (runner/tools.c). */
 #define POL_SC_PROBE_ANSWER_FD 3
+/* The core flusher's socket (pol_sc_flusher pins its recvmsg and sendto to it). */
+#define POL_SC_FLUSH_FD 6
 extern const struct pol_sc_table pol_sc_rpcd; /* sepcsi-rpcd */
 
 /*

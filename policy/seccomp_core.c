@@ -18,6 +18,7 @@
  * ioctl is filtered by request number.
  */
 #include "sc_rules.h"
+#include "pol_seccomp.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -96,7 +97,8 @@ static const struct sc_rule core_rules[] = {
     /* the sockets: requests (fd 3), the supervisor (fd 4); the helper's tool runner */
     ALLOW("recvfrom", "one request datagram"),
     ALLOW("sendto", "one answer datagram"),
-    ALLOW("sendmsg", "READY and PEER_VIOLATION to the supervisor; a job to the tool runner"),
+    ALLOW("sendmsg", "READY and PEER_VIOLATION to the supervisor; a job to the tool runner; a "
+                     "file system's descriptor to the core's flusher"),
     ALLOW("poll", "wait on mkfs output; on workers at shutdown; a new worker finds its open fds"),
     ALLOW("ppoll", "wait on the channels and workers, SIGTERM/SIGINT unblocked only there"),
 
@@ -134,3 +136,21 @@ static const struct sc_rule core_rules[] = {
 };
 
 const struct pol_sc_table pol_sc_core = SC_TABLE("sepcsi-core", core_rules);
+
+/*
+ * The core's flusher (mounthelper/core/core_flush.c): a child without
+ * capabilities that receives a file system's descriptor on its socket,
+ * writes it back, closes it and answers. Nothing else: no open, no path,
+ * no memory it did not have before its filter.
+ */
+static const struct sc_rule flusher_rules[] = {
+    ALLOW_EQ("recvmsg", 0, POL_SC_FLUSH_FD, "a descriptor from the core, on its socket only"),
+    ALLOW("syncfs", "write back the file system the core handed over"),
+    ALLOW("close", "that descriptor, once written back"),
+    ALLOW_EQ("sendto", 0, POL_SC_FLUSH_FD, "the answer, on its socket only"),
+    ALLOW("exit_group", "its socket has ended"),
+    ALLOW("rt_sigreturn", NULL),
+    ALLOW("restart_syscall", "a wait resumed after SIGSTOP and SIGCONT"),
+};
+
+const struct pol_sc_table pol_sc_flusher = SC_TABLE("sepcsi-core flusher", flusher_rules);

@@ -87,6 +87,11 @@ static void print_seccomp_core(FILE *out)
 	pol_seccomp_print(&pol_sc_core, out);
 }
 
+static void print_seccomp_flusher(FILE *out)
+{
+	pol_seccomp_print(&pol_sc_flusher, out);
+}
+
 static void print_seccomp_tools(FILE *out)
 {
 	pol_seccomp_print(&pol_sc_tools, out);
@@ -125,17 +130,18 @@ static const struct {
 	const char *name;
 	void (*print)(FILE *out);
 } tables[] = {
-    {"privileges", print_privileges},         /* docs/design.md */
-    {"caps-supervisor", caps_print},          /* docs/supervisor.md */
-    {"caps-helper", pol_caps_print_helper},   /* docs/helper.md */
-    {"seccomp-helper", print_seccomp_helper}, /* docs/helper.md */
-    {"seccomp-core", print_seccomp_core},     /* docs/helper.md */
-    {"seccomp-tools", print_seccomp_tools},   /* docs/helper.md */
-    {"seccomp-probe", print_seccomp_probe},   /* docs/helper.md */
-    {"caps-tree", pol_caps_print_tree},       /* docs/helper.md */
-    {"seccomp-tree", print_seccomp_tree},     /* docs/helper.md */
-    {"seccomp-rpcd", print_seccomp_rpcd},     /* docs/rpcd.md */
-    {"view-helper", pol_view_print},          /* docs/helper.md */
+    {"privileges", print_privileges},           /* docs/design.md */
+    {"caps-supervisor", caps_print},            /* docs/supervisor.md */
+    {"caps-helper", pol_caps_print_helper},     /* docs/helper.md */
+    {"seccomp-helper", print_seccomp_helper},   /* docs/helper.md */
+    {"seccomp-core", print_seccomp_core},       /* docs/helper.md */
+    {"seccomp-flusher", print_seccomp_flusher}, /* docs/helper.md */
+    {"seccomp-tools", print_seccomp_tools},     /* docs/helper.md */
+    {"seccomp-probe", print_seccomp_probe},     /* docs/helper.md */
+    {"caps-tree", pol_caps_print_tree},         /* docs/helper.md */
+    {"seccomp-tree", print_seccomp_tree},       /* docs/helper.md */
+    {"seccomp-rpcd", print_seccomp_rpcd},       /* docs/rpcd.md */
+    {"view-helper", pol_view_print},            /* docs/helper.md */
 };
 
 #define NTABLES (sizeof(tables) / sizeof(tables[0]))

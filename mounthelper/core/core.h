@@ -3,16 +3,41 @@
 #define SEPCSI_CORE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "mh_ops.h"
+#include "pol_seccomp.h"
 
 mh_answer_fn core_answer_freeze, core_answer_thaw;
 
+/* Has the core frozen volume_id? */
+bool core_frozen(const char *volume_id);
 /* Thaw volume_id if the core froze it (before its unmount, which would wait for the thaw). */
 void core_thaw_volume(const char *volume_id);
 /* Milliseconds until the nearest freeze runs out (0: one has), -1 when nothing is frozen. */
 int core_freeze_wait_ms(void);
 /* Thaw every freeze that has run out; with all, every one (the core is ending). */
 void core_freeze_expire(bool all);
+
+/*
+ * The flusher (core_flush.c): a child without capabilities that writes back a
+ * volume's file system before its UNSTAGE or FREEZE runs, so that the core's
+ * one thread does not wait for it. Its socket is at CORE_FD_FLUSH.
+ */
+#define CORE_FD_FLUSH POL_SC_FLUSH_FD
+/* Fork it (at start, before the core's own filter); 0, or -1 with errno. */
+int core_flush_start(bool log_only);
+/* The socket to wait on for its answers; -1 when there is no flusher. */
+int core_flush_fd(void);
+/*
+ * Hand the flusher the file system of req's volume (UNSTAGE of a file
+ * system, FREEZE), if the core's own loop device of that volume's image has
+ * one mounted; true when it was sent (its answer will carry tag).
+ */
+bool core_flush_begin(const struct mh_ctx *c, const struct mh_msg *req, uint32_t tag);
+/* One answer if there is one: 1 with *tag, 0 none yet, -1 the flusher is gone. */
+int core_flush_done(uint32_t *tag);
+/* The flusher is of no more use: its socket closed, every flush done in the thread. */
+void core_flush_lost(int err);
 
 #endif

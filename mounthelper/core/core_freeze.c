@@ -106,6 +106,11 @@ int core_answer_thaw(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	return 0;
 }
 
+bool core_frozen(const char *volume_id)
+{
+	return slot_of(volume_id) != NULL;
+}
+
 void core_thaw_volume(const char *volume_id)
 {
 	struct frozen *f = slot_of(volume_id);

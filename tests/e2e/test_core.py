@@ -102,21 +102,31 @@ class Core:
                            stdout=f, check=True)
         return os.open(self.path("policy.bin"), os.O_RDONLY)
 
-    def spawn(self, policy_fd):
+    def spawn(self, policy_fd, control=False):
+        """With control, fd 4 is a supervisor's control channel (self.ctl: READY on it),
+        as the supervisor starts its children."""
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        c, d = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) if control else \
+            (None, None)
         self.log = open(self.path("core.log"), "w")
 
-        def fds():  # either may be 3 or 5 already: both out of the way first
+        def fds():  # any may be 3, 4 or 5 already: all out of the way first
             chan, pol = fcntl.fcntl(b.fileno(), fcntl.F_DUPFD, 10), fcntl.fcntl(
                 policy_fd, fcntl.F_DUPFD, 10)
+            ctl = fcntl.fcntl(d.fileno(), fcntl.F_DUPFD, 10) if d else None
             os.dup2(chan, 3)
             os.dup2(pol, 5)
+            if ctl is not None:
+                os.dup2(ctl, 4)
         self.proc = subprocess.Popen(
             [os.path.join(BIN, "sepcsi-core"), "--data-dir", self.data, "--owner", str(OWNER),
              "--policy-fd", "5", "--log-level", "debug"],
-            pass_fds=(3, 5), preexec_fn=fds,
+            pass_fds=(3, 4, 5) if control else (3, 5), preexec_fn=fds,
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         b.close()
+        if d:
+            d.close()
+        self.ctl = c
         os.close(policy_fd)
         self.sock = a
 

@@ -469,3 +469,135 @@ def test_compiled_policy_the_compiler_would_refuse_is_no_start(fresh, what):
         f.write(_build(lists, tail))
     assert _run_policy(fresh, os.open(p, os.O_RDONLY)) == 2
     fresh.proc = None
+
+
+# ---- the flusher: write-back out of the core's one thread -----------------------------
+
+def _dirty(path, mib, name="data"):
+    """mib MiB written at path/name and not synced; returns the first MiB."""
+    chunk = os.urandom(MiB)
+    with open(os.path.join(path, name), "wb") as f:
+        for _ in range(mib):
+            f.write(chunk)
+    return chunk
+
+
+def _race(c, first, second):
+    """Send first, then second at once; return both answers in the order they came."""
+    first.id, second.id, c.next_id = c.next_id, c.next_id + 1, c.next_id + 2
+    c.sock.send(encode(first))
+    c.sock.send(encode(second))
+    c.sock.settimeout(120)
+    return [mh_wire.decode(c.sock.recv(1 << 16)) for _ in range(2)]
+
+
+def _flusher(c):
+    kids = subprocess.run(["pgrep", "-P", str(c.proc.pid)], capture_output=True,
+                          text=True).stdout.split()
+    assert len(kids) == 1, kids
+    return int(kids[0])
+
+
+@pytest.mark.parametrize("what", ["UNSTAGE", "FREEZE"])
+def test_a_write_back_holds_no_other_request(core, what):
+    """UNSTAGE or FREEZE of a volume holding 256 MiB not yet written back: the write-back
+    is its flusher's (the core's child), so a PING sent right behind it is answered first,
+    and the request then does what it always did, the data kept."""
+    core.image(VOL, size=1024 * MiB)
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st))
+    chunk = _dirty(st, 256)
+    msg = unstage(VOL, st) if what == "UNSTAGE" else freeze(VOL, 60)
+    a, b = _race(core, msg, Msg(T.REQ_PING))
+    assert (a.type, b.type) == (T.ANS_PING, T(msg.type + 1)), (a, b)
+    if what == "FREEZE":
+        core.ok(Msg(T.REQ_THAW, volume_id=VOL))
+        core.ok(unstage(VOL, st))
+    core.ok(stage(VOL, st))
+    with open(os.path.join(st, "data"), "rb") as f:
+        assert f.read(MiB) == chunk
+        assert os.fstat(f.fileno()).st_size == 256 * MiB
+    core.ok(unstage(VOL, st))
+
+
+def test_a_request_of_a_volume_being_written_back_is_busy(core):
+    """While UNSTAGE of a volume waits for its write-back, another request naming the
+    same volume is answered BUSY (as the helper answers overlapping requests), never run
+    in between; a read-only STATS is answered."""
+    core.image(VOL, size=1024 * MiB)
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st))
+    _dirty(st, 256)
+    a, b = _race(core, unstage(VOL, st), publish(VOL, st, core.dir("pods/p/mount")))
+    assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
+    assert b.type == T.ANS_UNSTAGE, b
+    assert not os.path.ismount(st)
+
+
+def test_the_flusher_holds_nothing_and_is_not_needed(core):
+    """The flusher has no capability, its own filter, no_new_privs and no descriptor but
+    its socket; killed, the core notices, writes back in its own thread and serves on."""
+    pid = _flusher(core)
+    with open("/proc/%d/status" % pid) as f:
+        status = dict(ln.split(":", 1) for ln in f.read().splitlines() if ":" in ln)
+    for k in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+        assert int(status[k].strip(), 16) == 0, (k, status[k])
+    assert status["Seccomp"].strip() == "2" and status["NoNewPrivs"].strip() == "1"
+    assert os.listdir("/proc/%d/fd" % pid) == ["6"]
+    os.kill(pid, signal.SIGKILL)
+    core.image(VOL)
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st))
+    _dirty(st, 16)
+    core.ok(unstage(VOL, st))
+    core.alive()
+    assert "flusher_lost" in core.logs()
+
+
+def test_a_core_started_with_its_control_channel_keeps_its_own_descriptors(fresh):
+    """Started as the supervisor starts it (fd 4 its control channel, READY sent there),
+    the flusher's socket takes no descriptor of the core's: a volume with data to write
+    back is staged, unstaged through the flusher and staged again."""
+    fresh.spawn(fresh.compiled(), control=True)
+    fresh.ctl.settimeout(20)
+    assert fresh.ctl.recv(64)  # READY
+    fresh.alive()
+    fresh.image(VOL, size=256 * MiB)
+    st = fresh.dir("staging/v1")
+    fresh.ok(stage(VOL, st))
+    _dirty(st, 32)
+    fresh.ok(unstage(VOL, st))
+    fresh.ok(stage(VOL, st))
+    fresh.ok(unstage(VOL, st))
+    fresh.ctl.close()
+
+
+def test_a_thaw_cancels_the_freeze_still_waiting_for_its_write_back(core):
+    """FREEZE set aside while its file system is written back, then THAW of the volume
+    (a peer that gave up waiting): the FREEZE is answered FAILED and never happens, the
+    THAW is answered, and the volume takes writes."""
+    core.image(VOL, size=1024 * MiB)
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st))
+    _dirty(st, 256)
+    a, b = _race(core, freeze(VOL, 60), Msg(T.REQ_THAW, volume_id=VOL))
+    assert a.type == T.ANS_ERROR and a.kind == E.FAILED and "THAW" in a.reason, a
+    assert b.type == T.ANS_THAW, b
+    time.sleep(0.5)  # the flusher's answer, dropped
+    core.alive()
+    w = writer(os.path.join(st, "after"))
+    assert w.wait(30) == 0
+    core.ok(unstage(VOL, st))
+
+
+def test_an_image_with_a_second_name_is_refused(core):
+    """A hard link in images/ (the owner can make one) would give one loop device and
+    file system two volume ids, and every check keyed by id two answers: refused."""
+    core.image(VOL)
+    os.link(core.img(VOL), core.img(VOL2))
+    st = core.dir("staging/v1")
+    ans = core.harmless(stage(VOL, st), E.REFUSED)
+    assert "hard link" in ans.reason, ans
+    os.unlink(core.img(VOL2))
+    core.ok(stage(VOL, st))
+    core.ok(unstage(VOL, st))

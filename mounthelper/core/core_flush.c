@@ -1,0 +1,212 @@
+/*
+ * The flusher: the slow half of an unmount or a freeze, out of the core's
+ * one thread. Unmounting or freezing a file system first writes back what it
+ * holds dirty, which can take seconds (tests/bench/core_serial.py); done by
+ * the core itself, every other volume's request would wait behind it. So
+ * before it runs UNSTAGE or FREEZE of a volume whose file system is mounted,
+ * the core hands that file system to the flusher, a child it forks at start,
+ * sets the request aside (core_main.c) and goes on serving others; when the
+ * flusher says it is done, the request runs as it would have, and finds
+ * little left to write (unless a tenant kept writing meanwhile: FREEZE writes
+ * back what came since in the core's thread, bounded by the kernel's dirty
+ * limits). One flusher, in order: a volume with much to write back delays
+ * the others' UNSTAGE and FREEZE, never their other requests.
+ *
+ * The flusher runs as root WITHOUT any capability (dropped right after the
+ * fork), under a filter of its own (pol_sc_flusher: receive a descriptor,
+ * syncfs, close, answer, exit), with no descriptor but its socket. It is
+ * killed with the core (PR_SET_PDEATHSIG) and ends when its socket does.
+ *
+ * Safety argument. syncfs writes back what a file system already holds; it
+ * changes nothing a user would see. The core hands over only a detached clone
+ * of the file system mounted from the loop device it attached to that
+ * volume's own image (mh_vol_lookup, mh_mount_fs_fd: never a path, never a
+ * file system a tenant runs), so nothing the flusher waits on is anyone
+ * else's; and only when the row's first checks would pass (a request refused
+ * at first sight writes nothing back; one refused later, a still-published
+ * UNSTAGE, has cost a write-back and nothing else). Whatever the flusher does or does not
+ * answer, the request then runs with every check of its row, from the start.
+ */
+#include "core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cap-ng.h>
+
+#include "log.h"
+#include "mh_at.h"
+#include "mh_common.h"
+#include "mh_mount.h"
+#include "pol_seccomp.h"
+
+static int flusher = -1; /* the core's end of the socket; -1 without a flusher */
+
+static void __attribute__((noreturn)) serve(void)
+{
+	for (;;) {
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} ctl;
+		uint32_t tag;
+		struct iovec iov = {.iov_base = &tag, .iov_len = sizeof(tag)};
+		struct msghdr m = {.msg_iov = &iov,
+		                   .msg_iovlen = 1,
+		                   .msg_control = ctl.buf,
+		                   .msg_controllen = sizeof(ctl.buf)};
+		ssize_t n = recvmsg(CORE_FD_FLUSH, &m, MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			_exit(0);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		if (n != sizeof(tag) || !c || c->cmsg_type != SCM_RIGHTS ||
+		    c->cmsg_len != CMSG_LEN(sizeof(int)))
+			_exit(3); /* only the core writes here */
+		int fd;
+		memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+		int32_t err = syncfs(fd) < 0 ? errno : 0;
+		close(fd); /* before the answer: the request finds the file system as it left it */
+		uint8_t out[8];
+		memcpy(out, &tag, 4);
+		memcpy(out + 4, &err, 4);
+		if (send(CORE_FD_FLUSH, out, sizeof(out), MSG_NOSIGNAL) != sizeof(out))
+			_exit(0);
+	}
+}
+
+int core_flush_start(bool log_only)
+{
+	int sv[2];
+	/* A dead flusher is reaped by the kernel: the core's filter has no wait4. */
+	if (signal(SIGCHLD, SIG_IGN) == SIG_ERR ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -1;
+	pid_t core = getpid(), pid = fork();
+	if (pid < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		/* Every set but the bounding one (that needs CAP_SETPCAP): it never execs. */
+		capng_clear(CAPNG_SELECT_CAPS);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != core ||
+		    capng_apply(CAPNG_SELECT_CAPS) < 0 || dup2(sv[1], CORE_FD_FLUSH) < 0 ||
+		    close_range(0, CORE_FD_FLUSH - 1, 0) < 0 ||
+		    close_range(CORE_FD_FLUSH + 1, ~0U, 0) < 0 ||
+		    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+		    pol_seccomp_install(&pol_sc_flusher, log_only) < 0)
+			_exit(1);
+		serve();
+	}
+	close(sv[1]);
+	flusher = sv[0]; /* where it is: only the child's end has a number of its own */
+	log_kv(LOG_LVL_DEBUG, "flusher_started", NULL);
+	return 0;
+}
+
+int core_flush_fd(void)
+{
+	return flusher;
+}
+
+/*
+ * The file system req's row would act on, opened, if the row's own first
+ * checks pass: FREEZE with valid seconds of a volume not frozen yet, its
+ * file system mounted from its own loop device; UNSTAGE of a file system
+ * whose staging path (resolved as the row resolves it) is that mount. -1
+ * otherwise: the row runs at once and answers for itself.
+ */
+static int target_of(const struct mh_ctx *c, const struct mh_msg *req)
+{
+	struct mh_vol v = {0};
+	struct mh_res r = {0};
+	struct mh_mnt m;
+	struct mh_at at;
+	const struct mh_req_freeze *f = &req->u.freeze;
+	const struct mh_req_unstage *u = &req->u.unstage;
+	if (req->type == MH_REQ_FREEZE) {
+		if (f->seconds == 0 || f->seconds > MH_FREEZE_MAX_S ||
+		    !pol_volume_id_valid(f->volume_id) || core_frozen(f->volume_id) ||
+		    mh_vol_lookup(c, f->volume_id, &v, &r) < 0 || !v.attached)
+			return -1;
+		return mh_mount_fs_fd(&v.loop, &r);
+	}
+	/* A frozen file system has nothing to write back; its UNSTAGE thaws it first. */
+	if (req->type != MH_REQ_UNSTAGE || (u->flags & MH_F_BLOCK) ||
+	    !pol_volume_id_valid(u->volume_id) || core_frozen(u->volume_id) ||
+	    mh_vol_lookup(c, u->volume_id, &v, &r) < 0 || !v.attached ||
+	    mh_at_open(c, u->staging_path, (u->flags & MH_F_REMOVE_DIR) ? POL_TARGET : POL_STAGING,
+	               &at, &r) < 0)
+		return -1;
+	int fd = mh_at_child(&at, O_RDONLY | O_DIRECTORY, &r);
+	mh_at_close(&at);
+	if (fd >= 0 && (mh_mount_info(fd, &m, &r) < 0 || !mh_mount_is_loop(&m, &v.loop)))
+		mh_closep(&fd);
+	return fd;
+}
+
+bool core_flush_begin(const struct mh_ctx *c, const struct mh_msg *req, uint32_t tag)
+{
+	int fd = flusher < 0 ? -1 : target_of(c, req);
+	if (fd < 0)
+		return false;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl = {0};
+	struct iovec iov = {.iov_base = &tag, .iov_len = sizeof(tag)};
+	struct msghdr m = {.msg_iov = &iov,
+	                   .msg_iovlen = 1,
+	                   .msg_control = ctl.buf,
+	                   .msg_controllen = sizeof(ctl.buf)};
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &fd, sizeof(fd));
+	bool sent = sendmsg(flusher, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == sizeof(tag);
+	int err = errno;
+	close(fd);
+	if (!sent &&
+	    err != EAGAIN) /* EAGAIN: as many as it can hold already; this one waits here */
+		core_flush_lost(err);
+	return sent;
+}
+
+int core_flush_done(uint32_t *tag)
+{
+	uint8_t in[8];
+	ssize_t n = recv(flusher, in, sizeof(in), MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (n != sizeof(in)) {
+		core_flush_lost(n < 0 ? errno : EPIPE);
+		return -1;
+	}
+	int32_t err;
+	memcpy(tag, in, 4);
+	memcpy(&err, in + 4, 4);
+	if (err)
+		log_kv(LOG_LVL_WARN, "flush_failed", "error", strerror(err), NULL);
+	return 1;
+}
+
+void core_flush_lost(int err)
+{
+	if (flusher < 0)
+		return;
+	log_kv(LOG_LVL_ERROR, "flusher_lost", "error", strerror(err), "then",
+	       "unmounts and freezes write back in the core's own thread", NULL);
+	close(flusher);
+	flusher = -1;
+}
