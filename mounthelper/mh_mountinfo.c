@@ -175,9 +175,10 @@ static int by_mountinfo(int id, struct mh_mnt *out, struct mh_res *r)
 /* File systems whose answers come from a daemon or a server, which may never answer. */
 static bool answered_elsewhere(const char *fstype)
 {
-	static const char *const types[] = {"fuse", "fuseblk", "nfs",     "nfs4",      "cifs",
-	                                    "smb3", "smbfs",   "ceph",    "glusterfs", "9p",
-	                                    "afs",  "lustre",  "virtiofs"};
+	static const char *const types[] = {
+	    "fuse",      "fuseblk", "nfs",   "nfs4",   "cifs",     "smb3",   "smbfs",    "ceph",
+	    "glusterfs", "9p",      "afs",   "lustre", "virtiofs", "autofs", "orangefs", "pvfs2",
+	    "coda",      "gfs2",    "ocfs2", "beegfs", "gpfs",     "ncpfs",  "vboxsf",   "vmhgfs"};
 	if (strncmp(fstype, "fuse.", 5) == 0)
 		return true;
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
