@@ -77,6 +77,7 @@ static struct fields fields_of(const struct mh_msg *q)
 		break;
 	case MH_REQ_DELETE:
 	case MH_REQ_THAW:
+	case MH_REQ_REFRESH:
 		f.a.volume_id = q->u.del.volume_id;
 		break;
 	case MH_REQ_FREEZE:

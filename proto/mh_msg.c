@@ -337,6 +337,8 @@ static const struct codec codecs[] = {
     [MH_ANS_FREEZE] = {"ANS_FREEZE", NULL},
     [MH_REQ_THAW] = {"REQ_THAW", f_delete},
     [MH_ANS_THAW] = {"ANS_THAW", NULL},
+    [MH_REQ_REFRESH] = {"REQ_REFRESH", f_delete},
+    [MH_ANS_REFRESH] = {"ANS_REFRESH", f_size_ans},
     [MH_ANS_ERROR] = {"ANS_ERROR", f_error},
 };
 

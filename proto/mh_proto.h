@@ -85,7 +85,10 @@ enum mh_type {
 	MH_ANS_FREEZE = 52,
 	MH_REQ_THAW = 53, /* thaw it (struct mh_req_delete: the volume id) */
 	MH_ANS_THAW = 54,
-	MH_ANS_ERROR = 100, /* any request may be answered with this */
+	MH_REQ_REFRESH =
+	    55, /* the core's loop devices of an image take its new size (mh_req_delete) */
+	MH_ANS_REFRESH = 56, /* struct mh_ans_size: the image's size */
+	MH_ANS_ERROR = 100,  /* any request may be answered with this */
 };
 
 /* Why an operation was not done; carried in MH_ANS_ERROR. */
@@ -109,7 +112,7 @@ struct mh_req_create {
 	uint64_t size_bytes;
 };
 
-struct mh_req_delete { /* MH_REQ_DELETE, MH_REQ_THAW */
+struct mh_req_delete { /* MH_REQ_DELETE, MH_REQ_THAW, MH_REQ_REFRESH */
 	char volume_id[MH_ID_MAX + 1];
 };
 
@@ -295,13 +298,13 @@ struct mh_msg {
 	uint32_t id;
 	union {
 		struct mh_req_create create;
-		struct mh_req_delete del; /* REQ_DELETE, REQ_THAW */
+		struct mh_req_delete del; /* REQ_DELETE, REQ_THAW, REQ_REFRESH */
 		struct mh_req_freeze freeze;
 		struct mh_req_stage stage;
 		struct mh_req_unstage unstage;
 		struct mh_req_publish publish;
 		struct mh_req_unpublish unpublish;
-		struct mh_ans_size size_ans; /* ANS_CREATE, ANS_RESIZE, ANS_EXPAND */
+		struct mh_ans_size size_ans; /* ANS_CREATE, ANS_RESIZE, ANS_EXPAND, ANS_REFRESH */
 		struct mh_req_resize resize;
 		struct mh_req_snapshot snapshot;
 		struct mh_req_snapshot_id del_snapshot;

@@ -4,11 +4,22 @@
  * given, and its own FREEZE and THAW): every row mounts, unmounts, attaches,
  * detaches, marks or freezes only what it proves this volume's, in kubelet's
  * CSI directories. What it does not
- * serve is not here: creating, deleting, resizing or copying images, probing
- * and formatting them, capacity, listing, directory volumes. How a request
+ * serve is not here: creating, deleting, resizing or copying images (REFRESH
+ * only gives its loop devices an image's new size), probing and formatting
+ * them, capacity, listing, directory volumes. How a request
  * meets its row: mh_dispatch.c.
  */
 #include "core.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mh_common.h"
+#include "mh_image.h"
+#include "mh_loop.h"
 
 /* STAGE without a look inside the image: a blank one fails at the mount. */
 static int answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
@@ -36,6 +47,46 @@ static int answer_expand(const struct mh_ctx *c, const struct mh_msg *req, struc
 	return mh_answer_expand(c, req, ans, a, r);
 }
 
+/*
+ * REFRESH: the orchestrating side grew images/<id>.img (a controller's
+ * expansion of a raw block volume in use); the core's loop devices of it take
+ * the new size. Never a smaller one: a device is never shrunk under what uses it.
+ */
+static int answer_refresh(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                          struct mh_audit *a, struct mh_res *r)
+{
+	struct mh_loop *loops = NULL;
+	struct stat st;
+	int img = mh_image_open(c, req->u.del.volume_id, true, r), n = -1;
+	if (img < 0)
+		return -1;
+	if (fstat(img, &st) < 0) {
+		mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
+		goto out;
+	}
+	n = mh_loop_list(st.st_dev, st.st_ino, &loops, r); /* the core's own: named by an id */
+	for (int i = 0; i < n; i++) {
+		uint64_t size;
+		if (mh_loop_size(&loops[i], &size, r) < 0)
+			n = -1;
+		else if (size > (uint64_t)st.st_size)
+			n = mh_fail(r, MH_E_PRECONDITION, EINVAL,
+			            "the image is smaller than %s: a device is never shrunk",
+			            loops[i].path);
+	}
+	/* Safety: every device checked first; each grows to its own image's size only. */
+	for (int i = 0; i < n; i++)
+		if (mh_loop_set_capacity(&loops[i], r) < 0)
+			n = -1;
+	if (n > 0)
+		a->note = "loop devices refreshed";
+	ans->u.size_ans.size_bytes = (uint64_t)st.st_size;
+out:
+	free(loops);
+	close(img);
+	return n < 0 ? -1 : 0;
+}
+
 const struct mh_op_row mh_op_rows[] = {
     MH_ROW_PING,
     {MH_REQ_STAGE, MH_ANS_STAGE, answer_stage, "STAGE", false,
@@ -59,6 +110,9 @@ const struct mh_op_row mh_op_rows[] = {
      "the next start"},
     {MH_REQ_THAW, MH_ANS_THAW, core_answer_thaw, "THAW", false, 0,
      "thaws only what the core froze for this volume"},
+    {MH_REQ_REFRESH, MH_ANS_REFRESH, answer_refresh, "REFRESH", false, 0,
+     "sets the size of only the core's own loop devices of images/<id>.img (a regular file "
+     "of the owner's, one name) to that image's size, and never to a smaller one"},
 };
 
 const size_t mh_op_nrows = sizeof(mh_op_rows) / sizeof(mh_op_rows[0]);

@@ -105,6 +105,8 @@ class T(enum.IntEnum):
     ANS_FREEZE = 52
     REQ_THAW = 53
     ANS_THAW = 54
+    REQ_REFRESH = 55
+    ANS_REFRESH = 56
     ANS_ERROR = 100
 
 
@@ -259,11 +261,14 @@ FIELDS = {
     T.ANS_FREEZE: (),
     T.REQ_THAW: (("volume_id", ID),),
     T.ANS_THAW: (),
+    T.REQ_REFRESH: (("volume_id", ID),),
+    T.ANS_REFRESH: (("size_bytes", U64),),
     T.ANS_ERROR: (("kind", KIND), ("sys_errno", U32), ("reason", REASON)),
 }
 
 # Never between rpcd and the helper: the helper's own, and the capable core's.
-INTERNAL = (T.REQ_PURGE, T.ANS_PURGE, T.REQ_FREEZE, T.ANS_FREEZE, T.REQ_THAW, T.ANS_THAW)
+INTERNAL = (T.REQ_PURGE, T.ANS_PURGE, T.REQ_FREEZE, T.ANS_FREEZE, T.REQ_THAW, T.ANS_THAW,
+            T.REQ_REFRESH, T.ANS_REFRESH)
 REQUESTS = tuple(t for t in T if t.name.startswith("REQ_") and t not in INTERNAL)
 ANSWERS = tuple(t for t in T if t.name.startswith("ANS_") and t not in INTERNAL)
 

@@ -284,6 +284,10 @@ def expand(vid, path, flags=0):
     return Msg(T.REQ_EXPAND, volume_id=vid, staging_path=path, flags=flags)
 
 
+def refresh(vid):
+    return Msg(T.REQ_REFRESH, volume_id=vid)
+
+
 def stats(vid, path, flags=0):
     return Msg(T.REQ_STATS, volume_id=vid, path=path, flags=flags)
 
@@ -388,6 +392,7 @@ def test_hostile_image_is_never_attached(core, name):
     core.unchanged(publish(VOL, st, os.path.join(pods, "t"), flags=F_BLOCK), kind)
     core.unchanged(expand(VOL, st), kind)
     core.unchanged(stats(VOL, st), kind)
+    core.unchanged(refresh(VOL), kind)
     assert loops_of("/etc/passwd") == []
 
 

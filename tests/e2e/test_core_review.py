@@ -23,7 +23,7 @@ import mh_wire
 from conftest import BIN  # noqa: F401  (the build the fixtures use)
 from mh_wire import F_BLOCK, F_CREATE_DIR, E, Msg, T, encode
 from stallfuse import StallFuse
-from test_core import (VOL, VOL2, MiB, core, expand, freeze, fresh, publish, stage,  # noqa: F401
+from test_core import (VOL, VOL2, MiB, core, expand, refresh, freeze, fresh, publish, stage,  # noqa: F401
                        stats, unpublish, unstage, writer)
 
 HANG = 10  # seconds the core is given to answer before it is called hung
@@ -601,3 +601,38 @@ def test_an_image_with_a_second_name_is_refused(core):
     os.unlink(core.img(VOL2))
     core.ok(stage(VOL, st))
     core.ok(unstage(VOL, st))
+
+
+# ---- REFRESH: an image grown by its owner, its devices told ---------------------------
+
+def _size(dev):
+    return int(subprocess.run(["blockdev", "--getsize64", dev], capture_output=True,
+                              text=True, check=True).stdout)
+
+
+def test_refresh_grows_only_the_cores_own_devices_and_never_shrinks(core):
+    """The orchestrator grew a raw block volume's image (a controller's expansion while
+    it is staged): REFRESH gives the core's own loop device of it the new size. Root's
+    own loop device of the same image (not named by a volume id) keeps its size; an
+    image made smaller than its device is refused with nothing changed (a device is
+    never shrunk under what uses it); a volume with no device is answered its size."""
+    img = core.image(VOL, fs=None)
+    st = core.dir("blk/v1")
+    core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
+    dev = os.path.join(st, "dev")
+    roots = subprocess.run(["losetup", "-f", "--show", img], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    try:
+        os.truncate(img, 128 * MiB)
+        assert core.ok(refresh(VOL)).size_bytes == 128 * MiB
+        assert _size(dev) == 128 * MiB and _size(roots) == 64 * MiB
+        os.truncate(img, 96 * MiB)
+        ans = core.harmless(refresh(VOL), E.PRECONDITION)
+        assert "never shrunk" in ans.reason, ans
+        assert _size(dev) == 128 * MiB and _size(roots) == 64 * MiB
+    finally:
+        subprocess.run(["losetup", "-d", roots], check=False)
+    core.image(VOL2, fs=None, size=32 * MiB)
+    assert core.ok(refresh(VOL2)).size_bytes == 32 * MiB
+    core.harmless(Msg(T.REQ_REFRESH, volume_id="sv-../../x"), E.REFUSED)
+    core.ok(unstage(VOL, st, flags=F_BLOCK))

@@ -212,6 +212,10 @@ static void build_samples(void)
 	m = add(MH_REQ_THAW, 54);
 	strcpy(m->u.del.volume_id, "sv-6");
 	add(MH_ANS_THAW, 55);
+	m = add(MH_REQ_REFRESH, 56);
+	strcpy(m->u.del.volume_id, "sv-6");
+	m = add(MH_ANS_REFRESH, 57);
+	m->u.size_ans.size_bytes = UINT64_MAX;
 
 	for (int t = MH_REQ_DIR_CREATE; t <= MH_REQ_PURGE; t += 2) {
 		m = add((uint16_t)t, 300u + (uint32_t)t);
@@ -338,7 +342,8 @@ static void test_names(void)
 	CHECK(strcmp(mh_type_name(MH_REQ_PURGE), "REQ_PURGE") == 0);
 	CHECK(strcmp(mh_type_name(MH_REQ_FREEZE), "REQ_FREEZE") == 0);
 	CHECK(strcmp(mh_type_name(MH_ANS_THAW), "ANS_THAW") == 0);
-	CHECK(strcmp(mh_type_name(55), "UNKNOWN") == 0);
+	CHECK(strcmp(mh_type_name(MH_REQ_REFRESH), "REQ_REFRESH") == 0);
+	CHECK(strcmp(mh_type_name(57), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(99), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(101), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(UINT16_MAX), "UNKNOWN") == 0);
@@ -456,6 +461,7 @@ static const char *layout(uint16_t type)
 		return "8";
 	case MH_REQ_DELETE:
 	case MH_REQ_THAW:
+	case MH_REQ_REFRESH:
 		return "s";
 	case MH_REQ_FREEZE:
 		return "s4";
@@ -471,6 +477,7 @@ static const char *layout(uint16_t type)
 		return "s8";
 	case MH_ANS_RESIZE:
 	case MH_ANS_EXPAND:
+	case MH_ANS_REFRESH:
 		return "8";
 	case MH_REQ_SNAPSHOT:
 		return "ss";
