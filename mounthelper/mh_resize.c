@@ -66,10 +66,31 @@ _Static_assert(sizeof(struct btrfs_ioctl_vol_args) == 4096, "btrfs_ioctl_vol_arg
 int mh_resize_refresh_loops(const struct stat *st, struct mh_res *r)
 {
 	struct mh_loop *loops;
+	uint64_t before, after;
 	int n = mh_loop_list(st->st_dev, st->st_ino, &loops, r);
+	/* Never a device shrunk under what uses it: each checked against the image first. */
 	for (int i = 0; i < n; i++)
-		if (mh_loop_set_capacity(&loops[i], r) < 0)
+		if (mh_loop_size(&loops[i], &before, r) < 0)
 			n = -1;
+		else if (before > (uint64_t)st->st_size)
+			n = mh_fail(r, MH_E_PRECONDITION, EINVAL,
+			            "the image is smaller than %s: a device is never shrunk",
+			            loops[i].path);
+	/*
+	 * The kernel reads the file's size again at LOOP_SET_CAPACITY, and the
+	 * image's owner may have truncated it meanwhile: a device found smaller
+	 * after is reported, never answered as a success.
+	 */
+	for (int i = 0; i < n; i++)
+		if (mh_loop_size(&loops[i], &before, r) < 0 ||
+		    mh_loop_set_capacity(&loops[i], r) < 0 ||
+		    mh_loop_size(&loops[i], &after, r) < 0)
+			n = -1;
+		else if (after < before)
+			n = mh_fail(
+			    r, MH_E_FAILED, EINVAL,
+			    "the image shrank while %s took its size: the device is smaller now",
+			    loops[i].path);
 	free(loops);
 	return n;
 }

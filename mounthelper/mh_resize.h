@@ -20,7 +20,12 @@
 int mh_resize_grow_if_smaller(int mnt_fd, const char *fstype, const struct rn_answer *sig,
                               uint64_t dev_size, bool *grown, struct mh_res *r);
 
-/* LOOP_SET_CAPACITY on every loop device backed by the image st: the count, or -1 with r. */
+/*
+ * LOOP_SET_CAPACITY on every loop device of ours backed by the image st, grow
+ * only: PRECONDITION if the image is smaller than one of them (nothing
+ * changed), FAILED if one came out smaller (its image truncated meanwhile).
+ * The count, or -1 with r.
+ */
 int mh_resize_refresh_loops(const struct stat *st, struct mh_res *r);
 
 #endif

@@ -12,8 +12,11 @@ mh_answer_fn core_answer_freeze, core_answer_thaw;
 
 /* Has the core frozen volume_id? */
 bool core_frozen(const char *volume_id);
-/* Thaw volume_id if the core froze it (before its unmount, which would wait for the thaw). */
-void core_thaw_volume(const char *volume_id);
+/*
+ * Thaw volume_id if the core froze it: before its unmount or its growth, which
+ * would wait for a thaw only the core's one thread can do. why goes to the log.
+ */
+void core_thaw_volume(const char *volume_id, const char *why);
 /* Milliseconds until the nearest freeze runs out (0: one has), -1 when nothing is frozen. */
 int core_freeze_wait_ms(void);
 /* Thaw every freeze that has run out; with all, every one (the core is ending). */

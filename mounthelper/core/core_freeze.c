@@ -108,14 +108,14 @@ int core_answer_thaw(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 
 bool core_frozen(const char *volume_id)
 {
-	return slot_of(volume_id) != NULL;
+	return volume_id[0] && slot_of(volume_id) != NULL; /* "" names the free slots */
 }
 
-void core_thaw_volume(const char *volume_id)
+void core_thaw_volume(const char *volume_id, const char *why)
 {
-	struct frozen *f = slot_of(volume_id);
+	struct frozen *f = volume_id[0] ? slot_of(volume_id) : NULL;
 	if (f)
-		thaw_slot(f, "the volume is being unstaged");
+		thaw_slot(f, why);
 }
 
 int core_freeze_wait_ms(void)

@@ -12,14 +12,13 @@
 #include "core.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "mh_common.h"
 #include "mh_image.h"
-#include "mh_loop.h"
+#include "mh_resize.h"
 
 /* STAGE without a look inside the image: a blank one fails at the mount. */
 static int answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
@@ -33,8 +32,7 @@ static int answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct
 static int answer_unstage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                           struct mh_audit *a, struct mh_res *r)
 {
-	if (pol_volume_id_valid(req->u.unstage.volume_id))
-		core_thaw_volume(req->u.unstage.volume_id);
+	core_thaw_volume(req->u.unstage.volume_id, "the volume is being unstaged");
 	return mh_answer_unstage(c, req, ans, a, r);
 }
 
@@ -42,8 +40,7 @@ static int answer_unstage(const struct mh_ctx *c, const struct mh_msg *req, stru
 static int answer_expand(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                          struct mh_audit *a, struct mh_res *r)
 {
-	if (pol_volume_id_valid(req->u.expand.volume_id))
-		core_thaw_volume(req->u.expand.volume_id);
+	core_thaw_volume(req->u.expand.volume_id, "the volume is being grown");
 	return mh_answer_expand(c, req, ans, a, r);
 }
 
@@ -55,34 +52,15 @@ static int answer_expand(const struct mh_ctx *c, const struct mh_msg *req, struc
 static int answer_refresh(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                           struct mh_audit *a, struct mh_res *r)
 {
-	struct mh_loop *loops = NULL;
 	struct stat st;
 	int img = mh_image_open(c, req->u.del.volume_id, true, r), n = -1;
 	if (img < 0)
 		return -1;
-	if (fstat(img, &st) < 0) {
+	if (fstat(img, &st) < 0)
 		mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
-		goto out;
-	}
-	n = mh_loop_list(st.st_dev, st.st_ino, &loops, r); /* the core's own: named by an id */
-	for (int i = 0; i < n; i++) {
-		uint64_t size;
-		if (mh_loop_size(&loops[i], &size, r) < 0)
-			n = -1;
-		else if (size > (uint64_t)st.st_size)
-			n = mh_fail(r, MH_E_PRECONDITION, EINVAL,
-			            "the image is smaller than %s: a device is never shrunk",
-			            loops[i].path);
-	}
-	/* Safety: every device checked first; each grows to its own image's size only. */
-	for (int i = 0; i < n; i++)
-		if (mh_loop_set_capacity(&loops[i], r) < 0)
-			n = -1;
-	if (n > 0)
+	else if ((n = mh_resize_refresh_loops(&st, r)) > 0) /* the core's own devices only */
 		a->note = "loop devices refreshed";
-	ans->u.size_ans.size_bytes = (uint64_t)st.st_size;
-out:
-	free(loops);
+	ans->u.size_ans.size_bytes = (uint64_t)st.st_size & ~511ULL; /* what a device holds */
 	close(img);
 	return n < 0 ? -1 : 0;
 }
@@ -112,7 +90,8 @@ const struct mh_op_row mh_op_rows[] = {
      "thaws only what the core froze for this volume"},
     {MH_REQ_REFRESH, MH_ANS_REFRESH, answer_refresh, "REFRESH", false, 0,
      "sets the size of only the core's own loop devices of images/<id>.img (a regular file "
-     "of the owner's, one name) to that image's size, and never to a smaller one"},
+     "of the owner's, one name) to that image's size, never smaller than it checked; a "
+     "device shrunk by a truncation meanwhile is reported"},
 };
 
 const size_t mh_op_nrows = sizeof(mh_op_rows) / sizeof(mh_op_rows[0]);

@@ -10,7 +10,7 @@ import time
 
 class StallFuse:
     """A minimal FUSE server on the raw /dev/fuse protocol: one directory "sub" under its
-    root, attributes never cached (attr_valid 0). stall() makes it stop answering
+    root, attributes never cached (attr_valid 0), STATFS answered. stall() makes it stop answering
     GETATTR (and LOOKUP: stall(lookups=True), a walk through it to a name inside), as a daemon a tenant runs (a FUSE sidecar) may; close() aborts it."""
 
     def __init__(self, mountpoint):
@@ -58,6 +58,9 @@ class StallFuse:
                 mode = 0o40755
                 self._reply(unique, struct.pack("<QII", 0, 0, 0) +
                             self._attr(node, mode))
+            elif op == 17:  # STATFS (overlayfs asks it of each layer at mount)
+                self._reply(unique, struct.pack("<QQQQQIIII24x", 1024, 512, 512, 100, 50,
+                                                4096, 255, 4096, 0))
             elif op == 1 and self.stalled.is_set() and self.lookups:  # LOOKUP
                 self.held.append(unique)
             elif op == 1:  # LOOKUP

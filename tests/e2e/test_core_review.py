@@ -317,41 +317,6 @@ def test_compiled_policy_fuzz_never_crashes(fresh):
     fresh.proc = None
 
 
-class StatfsFuse(StallFuse):
-    """StallFuse that also answers STATFS (overlayfs asks it of each layer at mount);
-    the rest as StallFuse."""
-
-    def _serve(self):
-        while True:
-            try:
-                buf = os.read(self.fd, 1 << 20 | 4096)
-            except OSError:
-                return
-            length, op, unique, node = struct.unpack_from("<IIQQ", buf)
-            if op in (2, 42):
-                continue
-            if op == 17:  # STATFS: struct fuse_kstatfs
-                self._reply(unique, struct.pack("<QQQQQIIII24x", 1024, 512, 512, 100, 50,
-                                                4096, 255, 4096, 0))
-            elif op == 26:
-                self._reply(unique, struct.pack("<IIIIHHIIHHII24x", 7, 31, 0, 0, 16, 12,
-                                                 1 << 17, 1, 0, 0, 0, 0))
-            elif op == 3:
-                if self.stalled.is_set():
-                    self.held.append(unique)
-                    continue
-                self._reply(unique, struct.pack("<QII", 0, 0, 0) + self._attr(node, 0o40755))
-            elif op == 1:
-                name = buf[40:length].split(b"\0")[0]
-                if node == 1 and name == b"sub":
-                    self._reply(unique, struct.pack("<QQQQII", 2, 0, 0, 0, 0, 0) +
-                                self._attr(2, 0o40755))
-                else:
-                    self._reply(unique, err=2)
-            else:
-                self._reply(unique, err=38)
-
-
 def test_an_overlay_on_a_stalled_fuse_lower_does_not_hang(core):
     """A file system whose type is not on the list but whose answers still come from a
     FUSE daemon: an overlay with a tenant's FUSE mount as its lower layer (as a lazy-
@@ -364,7 +329,7 @@ def test_an_overlay_on_a_stalled_fuse_lower_does_not_hang(core):
     os.makedirs(lower)
     other = core.path("outside/other")
     os.makedirs(other)
-    fs = StatfsFuse(lower)  # answering while the overlay is mounted, stalled after
+    fs = StallFuse(lower)  # answering while the overlay is mounted, stalled after
     ov = core.path("root/pods/p1/ov")
     os.makedirs(ov, mode=0o750)
     try:
@@ -482,15 +447,6 @@ def _dirty(path, mib, name="data"):
     return chunk
 
 
-def _race(c, first, second):
-    """Send first, then second at once; return both answers in the order they came."""
-    first.id, second.id, c.next_id = c.next_id, c.next_id + 1, c.next_id + 2
-    c.sock.send(encode(first))
-    c.sock.send(encode(second))
-    c.sock.settimeout(120)
-    return [mh_wire.decode(c.sock.recv(1 << 16)) for _ in range(2)]
-
-
 def _flusher(c):
     kids = subprocess.run(["pgrep", "-P", str(c.proc.pid)], capture_output=True,
                           text=True).stdout.split()
@@ -498,25 +454,47 @@ def _flusher(c):
     return int(kids[0])
 
 
+def _set_aside(c, msg):
+    """With the core's flusher stopped (SIGSTOP: its write-back cannot end, however fast
+    the disk), send msg; it is set aside, so the core answers a PING meanwhile and
+    nothing for msg. Returns the flusher's pid, still stopped."""
+    pid = _flusher(c)
+    os.kill(pid, signal.SIGSTOP)
+    msg.id, c.next_id = c.next_id, c.next_id + 1
+    c.sock.send(encode(msg))
+    assert c.call(Msg(T.REQ_PING)).type == T.ANS_PING  # before msg: it waits
+    return pid
+
+
+def _resumed(c, pid, msg):
+    """Let the flusher go on; msg's answer comes now."""
+    os.kill(pid, signal.SIGCONT)
+    c.sock.settimeout(60)
+    ans = mh_wire.decode(c.sock.recv(1 << 16))
+    assert ans.id == msg.id, (ans, msg)
+    return ans
+
+
 @pytest.mark.parametrize("what", ["UNSTAGE", "FREEZE"])
 def test_a_write_back_holds_no_other_request(core, what):
-    """UNSTAGE or FREEZE of a volume holding 256 MiB not yet written back: the write-back
-    is its flusher's (the core's child), so a PING sent right behind it is answered first,
-    and the request then does what it always did, the data kept."""
-    core.image(VOL, size=1024 * MiB)
+    """UNSTAGE or FREEZE of a volume with data not yet written back: the write-back is
+    its flusher's (the core's child), so while the flusher is held, the core answers
+    other requests; then the request does what it always did, the data kept."""
+    core.image(VOL, size=256 * MiB)
     st = core.dir("staging/v1")
     core.ok(stage(VOL, st))
-    chunk = _dirty(st, 256)
+    chunk = _dirty(st, 16)
     msg = unstage(VOL, st) if what == "UNSTAGE" else freeze(VOL, 60)
-    a, b = _race(core, msg, Msg(T.REQ_PING))
-    assert (a.type, b.type) == (T.ANS_PING, T(msg.type + 1)), (a, b)
+    pid = _set_aside(core, msg)
+    assert os.path.ismount(st)  # not run yet
+    assert _resumed(core, pid, msg).type == T(msg.type + 1)
     if what == "FREEZE":
         core.ok(Msg(T.REQ_THAW, volume_id=VOL))
         core.ok(unstage(VOL, st))
     core.ok(stage(VOL, st))
     with open(os.path.join(st, "data"), "rb") as f:
         assert f.read(MiB) == chunk
-        assert os.fstat(f.fileno()).st_size == 256 * MiB
+        assert os.fstat(f.fileno()).st_size == 16 * MiB
     core.ok(unstage(VOL, st))
 
 
@@ -524,13 +502,15 @@ def test_a_request_of_a_volume_being_written_back_is_busy(core):
     """While UNSTAGE of a volume waits for its write-back, another request naming the
     same volume is answered BUSY (as the helper answers overlapping requests), never run
     in between; a read-only STATS is answered."""
-    core.image(VOL, size=1024 * MiB)
+    core.image(VOL)
     st = core.dir("staging/v1")
     core.ok(stage(VOL, st))
-    _dirty(st, 256)
-    a, b = _race(core, unstage(VOL, st), publish(VOL, st, core.dir("pods/p/mount")))
-    assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
-    assert b.type == T.ANS_UNSTAGE, b
+    msg = unstage(VOL, st)
+    pid = _set_aside(core, msg)
+    ans = core.call(publish(VOL, st, core.dir("pods/p/mount")))
+    assert ans.type == T.ANS_ERROR and ans.kind == E.BUSY, ans
+    assert core.call(stats(VOL, st)).type == T.ANS_STATS
+    assert _resumed(core, pid, msg).type == T.ANS_UNSTAGE
     assert not os.path.ismount(st)
 
 
@@ -575,19 +555,26 @@ def test_a_core_started_with_its_control_channel_keeps_its_own_descriptors(fresh
 def test_a_thaw_cancels_the_freeze_still_waiting_for_its_write_back(core):
     """FREEZE set aside while its file system is written back, then THAW of the volume
     (a peer that gave up waiting): the FREEZE is answered FAILED and never happens, the
-    THAW is answered, and the volume takes writes."""
-    core.image(VOL, size=1024 * MiB)
+    THAW is answered, and the flusher's late answer for it is dropped: the next request
+    through the flusher (its queue is in order) gets its own answer, and the volume
+    takes writes."""
+    core.image(VOL)
     st = core.dir("staging/v1")
     core.ok(stage(VOL, st))
-    _dirty(st, 256)
-    a, b = _race(core, freeze(VOL, 60), Msg(T.REQ_THAW, volume_id=VOL))
-    assert a.type == T.ANS_ERROR and a.kind == E.FAILED and "THAW" in a.reason, a
-    assert b.type == T.ANS_THAW, b
-    time.sleep(0.5)  # the flusher's answer, dropped
-    core.alive()
+    fr = freeze(VOL, 60)
+    pid = _set_aside(core, fr)
+    thaw = Msg(T.REQ_THAW, volume_id=VOL)
+    thaw.id, core.next_id = core.next_id, core.next_id + 1
+    core.sock.send(encode(thaw))
+    a, b = (mh_wire.decode(core.sock.recv(1 << 16)) for _ in range(2))
+    assert a.id == fr.id and a.type == T.ANS_ERROR and a.kind == E.FAILED, a
+    assert "THAW" in a.reason, a
+    assert b.id == thaw.id and b.type == T.ANS_THAW, b
+    os.kill(pid, signal.SIGCONT)
     w = writer(os.path.join(st, "after"))
     assert w.wait(30) == 0
-    core.ok(unstage(VOL, st))
+    core.ok(unstage(VOL, st))  # behind the dropped answer in the flusher's queue
+    core.alive()
 
 
 def test_an_image_with_a_second_name_is_refused(core):
@@ -635,4 +622,19 @@ def test_refresh_grows_only_the_cores_own_devices_and_never_shrinks(core):
     core.image(VOL2, fs=None, size=32 * MiB)
     assert core.ok(refresh(VOL2)).size_bytes == 32 * MiB
     core.harmless(Msg(T.REQ_REFRESH, volume_id="sv-../../x"), E.REFUSED)
+    core.ok(unstage(VOL, st, flags=F_BLOCK))
+
+
+def test_expand_never_shrinks_a_device_either(core):
+    """EXPAND gives a volume's devices its image's size the way REFRESH does: an image
+    its owner made smaller than the device is refused, nothing changed (before, EXPAND
+    shrank the device under the pod, and then asked the file system to fit it)."""
+    img = core.image(VOL, fs=None)
+    st = core.dir("blk/v1")
+    core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
+    os.truncate(img, 32 * MiB)
+    ans = core.harmless(expand(VOL, st, flags=F_BLOCK), E.PRECONDITION)
+    assert "never shrunk" in ans.reason, ans
+    assert _size(os.path.join(st, "dev")) == 64 * MiB
+    os.truncate(img, 64 * MiB)
     core.ok(unstage(VOL, st, flags=F_BLOCK))
