@@ -549,11 +549,13 @@ def test_a_raw_staging_from_before_the_mark_is_marked_at_start(driver):
     img = os.path.join(d.data, "images", vid + ".img")
     assert os.getxattr(img, "trusted.sepcsi.raw") == b"1"
     os.removexattr(img, "trusted.sepcsi.raw")  # as a helper before the mark left it
-    helper, started = d.children()["sepcsi-mounthel"], d.logs().count('mounthelper: ready')
+    helper, settled = d.children()["sepcsi-mounthel"], d.logs().count(" reconciled ")
     os.kill(helper, 9)
+    # The helper restarted, and rpcd's reconciliation after it (which holds each volume
+    # while it looks) done: only then is the volume free for the next call.
     deadline = time.monotonic() + 30
-    while d.logs().count('mounthelper: ready') == started:
-        assert time.monotonic() < deadline, "the helper was not restarted"
+    while d.logs().count(" reconciled ") == settled:
+        assert time.monotonic() < deadline, "the helper was not restarted and reconciled"
         time.sleep(0.02)
     assert os.getxattr(img, "trusted.sepcsi.raw") == b"1"
     c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=bst)
