@@ -24,6 +24,7 @@ struct mh_ctx {
 	uint64_t max_file_bytes; /* the largest file the data directory takes (the same probe) */
 	uid_t owner; /* who owns the images: root for the helper, the orchestrator's uid for the
 	                core */
+	bool core;   /* the helper asks the capable core to mount, unmount, grow and look */
 };
 
 /* Why an operation was not done; becomes MH_ANS_ERROR and the audit line. */

@@ -76,6 +76,7 @@
 
 struct args {
 	const char *policy, *data_dir;
+	int core_fd;                     /* the capable core's channel, -1 without one */
 	const char *fmt_name, *lvl_name; /* for the runner */
 	enum log_format fmt;
 	enum log_level lvl;
@@ -92,6 +93,8 @@ static void usage(FILE *f)
 	        "  --data-dir DIR         where volume images live (default " DEFAULT_DATA_DIR ")\n"
 	        "  --log-format text|json log line format (default text)\n"
 	        "  --log-level LEVEL      error, warn, info or debug (default info)\n"
+	        "  --core-fd N            the capable core's channel (sepcsi-core): it mounts,\n"
+	        "                         unmounts, grows and looks at volumes for the helper\n"
 	        "  --help                 this text\n"
 	        "\n"
 	        "Exit status: 0 channel closed, 1 start-up failure, 2 broken policy,\n"
@@ -105,11 +108,14 @@ static void parse_args(int argc, char **argv, struct args *a)
 	    {"data-dir", required_argument, NULL, 'd'},
 	    {"log-format", required_argument, NULL, 'f'},
 	    {"log-level", required_argument, NULL, 'l'},
+	    {"core-fd", required_argument, NULL, 'c'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
+	char *end;
 	*a = (struct args){.data_dir = DEFAULT_DATA_DIR,
+	                   .core_fd = -1,
 	                   .fmt_name = "text",
 	                   .lvl_name = "info",
 	                   .fmt = LOG_FMT_TEXT,
@@ -135,6 +141,15 @@ static void parse_args(int argc, char **argv, struct args *a)
 			if (log_parse_level(optarg, &a->lvl) < 0) {
 				fprintf(stderr, "sepcsi-mounthelper: bad --log-level '%s'\n",
 				        optarg);
+				exit(1);
+			}
+			break;
+		case 'c':
+			errno = 0;
+			long fd = strtol(optarg, &end, 10);
+			a->core_fd = errno || *end || fd > 1024 ? -1 : (int)fd;
+			if (a->core_fd <= SEPCSI_FD_CONTROL) {
+				fprintf(stderr, "sepcsi-mounthelper: bad --core-fd '%s'\n", optarg);
 				exit(1);
 			}
 			break;
@@ -318,7 +333,8 @@ static enum served serve_one(const struct mh_ctx *ctx, int peer, uint32_t gen, i
 		return rpcd_violation("undecodable message", 0, 0);
 	if (!mh_ops_known(m->req.type))
 		return rpcd_violation("not a request this helper serves", m->req.id, m->req.type);
-	if (!mh_ops_read_only(m->req.type)) {
+	/* With a core, what it answers is asked by a worker, never by this loop. */
+	if (!mh_ops_read_only(m->req.type) || (ctx->core && m->req.type == MH_REQ_STATS)) {
 		mh_worker_start(ctx, &m->req, peer, gen, ctl); /* answered when it is done */
 		return SERVED;
 	}
@@ -428,11 +444,15 @@ static void drain_workers(const struct mh_ctx *ctx, int peer, uint32_t gen)
 {
 	mh_workers_end_all();
 	while (mh_workers_count() > 0) {
-		struct pollfd p[MH_WORKERS_MAX];
-		size_t n = mh_workers_pollfds(p, MH_WORKERS_MAX);
-		if (poll(p, n, mh_workers_timeout_ms(ctx)) < 0 && errno != EINTR)
+		struct pollfd p[1 + MH_WORKERS_MAX] = {
+		    {.fd = mh_workers_core_fd(), .events = POLLIN}};
+		size_t n = mh_workers_pollfds(p + 1, MH_WORKERS_MAX);
+		if (poll(p, 1 + n, mh_workers_timeout_ms(ctx)) < 0 && errno != EINTR)
 			log_fatal("poll: %s", strerror(errno));
-		mh_workers_reap(ctx, peer, gen, p, n);
+		if (p[0].revents)
+			mh_workers_core_answer(); /* work in flight finishes, with the core's part
+			                           */
+		mh_workers_reap(ctx, peer, gen, p + 1, n);
 		mh_workers_enforce(ctx);
 	}
 }
@@ -453,6 +473,9 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	       a->data_dir, NULL);
 	if (getuid() != 0 || geteuid() != 0)
 		log_fatal("must run as root (uid 0)");
+	/* Neither the runners nor a tool inherit the core's channel. */
+	if (a->core_fd >= 0 && fcntl(a->core_fd, F_SETFD, FD_CLOEXEC) < 0)
+		log_fatal("fd %d: %s", a->core_fd, strerror(errno));
 	if (pol_load(a->policy, &pol, err, sizeof(err)) < 0) {
 		log_kv(LOG_LVL_ERROR, "policy_error", "error", err, NULL);
 		exit(EXIT_POLICY);
@@ -473,6 +496,10 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	mh_sweep(ctx, NULL); /* no worker yet: loop devices a dead helper's workers left */
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
+	if (a->core_fd >= 0 && !is_socket(a->core_fd))
+		log_fatal("fd %d is not the capable core's channel", a->core_fd);
+	ctx->core = a->core_fd >= 0;
+	mh_workers_set_core(a->core_fd);
 	setup_signals(unblocked);
 
 	if (pol_caps_confine_helper(pol_base_dir(pol, 0) != NULL) < 0)
@@ -501,22 +528,25 @@ static void serve(const struct mh_ctx *ctx, int ctl, const sigset_t *unblocked, 
 	bool closing = false; /* unsupervised and the channel ended: finish, then exit */
 	while (!stop_requested && !closing) {
 		mh_workers_purge(ctx); /* what dead operations left, in a worker (not here) */
-		struct pollfd p[4 + MH_WORKERS_MAX] = {
+		struct pollfd p[5 + MH_WORKERS_MAX] = {
 		    {.fd = *peer, .events = POLLIN},
 		    {.fd = ctl, .events = POLLIN},
 		    {.fd = mh_tools_pidfd(MH_RUNNER_TOOLS), .events = POLLIN},
-		    {.fd = mh_tools_pidfd(MH_RUNNER_TREE), .events = POLLIN}}; /* -1: none */
-		size_t nw = mh_workers_pollfds(p + 4, MH_WORKERS_MAX);
+		    {.fd = mh_tools_pidfd(MH_RUNNER_TREE), .events = POLLIN},
+		    {.fd = mh_workers_core_fd(), .events = POLLIN}}; /* -1: none */
+		size_t nw = mh_workers_pollfds(p + 5, MH_WORKERS_MAX);
 		int wait_ms = mh_workers_timeout_ms(ctx);
 		struct timespec ts = {.tv_sec = wait_ms / 1000,
 		                      .tv_nsec = (wait_ms % 1000) * 1000000L};
-		if (ppoll(p, 4 + nw, wait_ms < 0 ? NULL : &ts, unblocked) < 0) {
+		if (ppoll(p, 5 + nw, wait_ms < 0 ? NULL : &ts, unblocked) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_fatal("ppoll: %s", strerror(errno));
 		}
 		/* Before a request is read: answered workers release their ids first. */
-		mh_workers_reap(ctx, *peer, *gen, p + 4, nw);
+		if (p[4].revents)
+			mh_workers_core_answer(); /* to the worker waiting for it */
+		mh_workers_reap(ctx, *peer, *gen, p + 5, nw);
 		mh_workers_enforce(ctx); /* a freeze that ran out is ended now */
 		if (p[2].revents)
 			log_fatal(

@@ -39,16 +39,20 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "mh_at.h"
 #include "mh_image.h"
 #include "mh_loop.h"
+#include "mh_mount.h"
 #include "mh_ops.h"
 #include "mh_pause.h"
 #include "mh_tools.h"
+#include "mh_worker.h"
 
 #define MKFS_TIMEOUT_MS (15L * 60 * 1000) /* a huge sparse xfs can discard for a while */
 #define MKFS_OUTPUT_MAX 4096
@@ -237,6 +241,78 @@ static int format_if_blank(const struct mh_ctx *c, const struct mh_req_stage *q,
 	return MH_PROBE_BLANK;
 }
 
+/*
+ * STAGE of a file system when the capable core mounts: the image file probed
+ * and formatted here, if blank and attached nowhere, then the core's STAGE;
+ * an existing file system on a bigger image (a larger restore or clone) then
+ * grown by the core's EXPAND, as grow_after_stage does.
+ */
+static int stage_by_core(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                         struct mh_audit *a, const struct mkfs_args *mk, struct mh_res *r)
+{
+	const struct mh_req_stage *q = &req->u.stage;
+	struct rn_answer sig = {0};
+	struct mh_loop l;
+	struct stat st;
+	struct mh_mount_opts o = {0};
+	int probe = MH_PROBE_MATCH;
+	struct mh_at at;
+	/*
+	 * Everything the core would refuse the request for, before the image is
+	 * touched: the policy's checks, and the path (a look only, nothing made).
+	 * Read-only as the mount will be: asked, or "ro" among the mount options.
+	 */
+	unsigned role = (q->flags & MH_F_CREATE_DIR) ? POL_TARGET : POL_STAGING;
+	int checked = mh_stage_check(c, q, &o, r);
+	bool ro = (o.sb & POL_SB_RO) != 0;
+	mh_mount_opts_free(&o);
+	if (checked < 0 || mh_at_open(c, q->staging_path, role, &at, r) < 0)
+		return -1;
+	mh_at_close(&at);
+	int img = mh_image_open(c, q->volume_id, ro, r);
+	if (img < 0)
+		return -1;
+	int found = fstat(img, &st) < 0
+	                ? mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno))
+	                : mh_loop_find(st.st_dev, st.st_ino, &l, r);
+	/* Attached: staged already (the core answers so), or busy; never formatted under it. */
+	if (found == 0 && !mh_image_raw(img)) {
+		bool empty = mh_image_empty(img);
+		probe = empty ? MH_PROBE_BLANK : mh_probe(img, q->fs_type, &sig, r);
+		if (probe == MH_PROBE_BLANK && ro)
+			probe = mh_fail(r, MH_E_PRECONDITION, 0,
+			                "blank volume cannot be staged read-only");
+		else if (probe == MH_PROBE_BLANK) {
+			char name[MH_IMAGE_NAME_MAX];
+			mh_image_name(q->volume_id, name, sizeof(name));
+			mh_pause(c, "mkfs", q->volume_id); /* tests: blank, unformatted */
+			if (mh_mkfs(q->fs_type, mk->v, mk->n, empty, img, name, r) < 0)
+				probe = -1;
+		}
+	}
+	close(img);
+	if (found < 0 || probe < 0 || mh_relay(c, req, ans, a, r) < 0)
+		return -1;
+	/* EXT4_IOC_RESIZE_FS needs CAP_SYS_RESOURCE even for a no-op: asked only if needed. */
+	bool smaller =
+	    strcmp(q->fs_type, "ext4") != 0 ||
+	    (sig.fs_block_size && (uint64_t)st.st_size / sig.fs_block_size > sig.fs_blocks);
+	if (probe != MH_PROBE_MATCH || found != 0 || ro || !smaller)
+		return 0;
+	struct mh_msg grow = {.type = MH_REQ_EXPAND, .id = req->id}, grown;
+	struct mh_res why = {0};
+	snprintf(grow.u.expand.volume_id, sizeof(grow.u.expand.volume_id), "%s", q->volume_id);
+	snprintf(grow.u.expand.staging_path, sizeof(grow.u.expand.staging_path), "%s",
+	         q->staging_path);
+	snprintf(grow.u.expand.fs_type, sizeof(grow.u.expand.fs_type), "%s", q->fs_type);
+	if (mh_core_ask(&grow, &grown, &why) < 0 || grown.type != MH_ANS_EXPAND) {
+		log_kv(LOG_LVL_WARN, "grow_after_stage", "volume_id", q->volume_id, "reason",
+		       why.reason, NULL);
+		a->note = "staged; file system NOT grown to the volume's size (see log)";
+	}
+	return 0;
+}
+
 int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                     struct mh_audit *a, struct mh_res *r)
 {
@@ -252,5 +328,8 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 			return mh_fail(r, MH_E_REFUSED, EPERM, "%s", why);
 		mk.n = (size_t)n;
 	}
-	return mh_stage_volume(c, req, a, format_if_blank, &mk, r);
+	if (c->core && !(q->flags & MH_F_BLOCK))
+		return stage_by_core(c, req, ans, a, &mk, r);
+	return c->core ? mh_relay(c, req, ans, a, r)
+	               : mh_stage_volume(c, req, a, format_if_blank, &mk, r);
 }

@@ -140,8 +140,8 @@ static int mount_checked(const struct mh_ctx *c, const char *path, unsigned role
 }
 
 /* A file-system STAGE's own checks: type, mount options, group. 0, or -1 with r. */
-static int check_stage(const struct mh_ctx *c, const struct mh_req_stage *q,
-                       struct mh_mount_opts *o, struct mh_res *r)
+int mh_stage_check(const struct mh_ctx *c, const struct mh_req_stage *q, struct mh_mount_opts *o,
+                   struct mh_res *r)
 {
 	char why[200];
 	if (!pol_fs_allowed(c->pol, q->fs_type))
@@ -172,7 +172,7 @@ int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 
 	if (q->flags & MH_F_BLOCK)
 		return mh_block_stage(c, q, role, a, r);
-	if (check_stage(c, q, &o, r) < 0) {
+	if (mh_stage_check(c, q, &o, r) < 0) {
 		mh_mount_opts_free(&o);
 		return -1;
 	}

@@ -31,6 +31,13 @@ mh_answer_fn mh_answer_ping, mh_answer_create, mh_answer_delete, mh_answer_stage
     mh_answer_publish, mh_answer_unpublish, mh_answer_resize, mh_answer_snapshot,
     mh_answer_delete_snapshot, mh_answer_clone, mh_answer_capacity, mh_answer_expand,
     mh_answer_stats, mh_answer_list;
+/*
+ * With a capable core (mh_ctx.core): the request asked of it as it came
+ * (mh_relay), and the rows that are only that, else the helper's own handler
+ * (mh_relay.c).
+ */
+mh_answer_fn mh_relay, mh_relay_unstage, mh_relay_publish, mh_relay_unpublish, mh_relay_expand,
+    mh_relay_stats;
 /* Directory volumes (mh_dir.c). */
 mh_answer_fn mh_answer_dir_create, mh_answer_dir_delete, mh_answer_dir_expand,
     mh_answer_dir_publish, mh_answer_dir_unpublish, mh_answer_dir_stats, mh_answer_dir_capacity,
@@ -46,6 +53,10 @@ mh_answer_fn mh_answer_dir_create, mh_answer_dir_delete, mh_answer_dir_expand,
  */
 typedef int mh_stage_prep_fn(const struct mh_ctx *c, const struct mh_req_stage *q, int img, int lfd,
                              bool ro, void *arg, struct rn_answer *sig, struct mh_res *r);
+/* A file-system STAGE's own checks: type, mount options (parsed into *o), group; 0 or -1. */
+struct mh_mount_opts;
+int mh_stage_check(const struct mh_ctx *c, const struct mh_req_stage *q, struct mh_mount_opts *o,
+                   struct mh_res *r);
 int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_audit *a,
                     mh_stage_prep_fn *prep, void *arg, struct mh_res *r);
 /* The main loop's own (mh_list.c). */
@@ -74,40 +85,40 @@ extern const struct mh_op_row mh_op_rows[];
 	{                                                                                          \
 		MH_REQ_PING, MH_ANS_PING, mh_answer_ping, "PING", true, 0, "changes nothing"       \
 	}
-#define MH_ROW_UNSTAGE                                                                             \
+#define MH_ROW_UNSTAGE(handler)                                                                    \
 	{                                                                                          \
-		MH_REQ_UNSTAGE, MH_ANS_UNSTAGE, mh_answer_unstage, "UNSTAGE", false,               \
+		MH_REQ_UNSTAGE, MH_ANS_UNSTAGE, handler, "UNSTAGE", false,                         \
 		    MH_F_BLOCK | MH_F_REMOVE_DIR,                                                  \
 		    "unmounts only a mount proved this volume's (its loop device backed by the "   \
 		    "image); "                                                                     \
 		    "detaches only when no mount or bind of the device is left anywhere"           \
 	}
-#define MH_ROW_PUBLISH                                                                             \
+#define MH_ROW_PUBLISH(handler)                                                                    \
 	{                                                                                          \
-		MH_REQ_PUBLISH, MH_ANS_PUBLISH, mh_answer_publish, "PUBLISH", false, MH_F_BLOCK,   \
+		MH_REQ_PUBLISH, MH_ANS_PUBLISH, handler, "PUBLISH", false, MH_F_BLOCK,             \
 		    "a second mount of the staged file system (a bind of its loop node for raw "   \
 		    "block), "                                                                     \
 		    "nosuid,nodev, on an empty target of a target pattern it made and marked or "  \
 		    "found "                                                                       \
 		    "empty; checked after"                                                         \
 	}
-#define MH_ROW_UNPUBLISH                                                                           \
+#define MH_ROW_UNPUBLISH(handler)                                                                  \
 	{                                                                                          \
-		MH_REQ_UNPUBLISH, MH_ANS_UNPUBLISH, mh_answer_unpublish, "UNPUBLISH", false, 0,    \
+		MH_REQ_UNPUBLISH, MH_ANS_UNPUBLISH, handler, "UNPUBLISH", false, 0,                \
 		    "unmounts only this volume's mounts at the target; removes the target only "   \
 		    "if its "                                                                      \
 		    "mark says it made it for this volume, and checks the unlink after"            \
 	}
-#define MH_ROW_EXPAND                                                                              \
+#define MH_ROW_EXPAND(handler)                                                                     \
 	{                                                                                          \
-		MH_REQ_EXPAND, MH_ANS_EXPAND, mh_answer_expand, "EXPAND", false, MH_F_BLOCK,       \
+		MH_REQ_EXPAND, MH_ANS_EXPAND, handler, "EXPAND", false, MH_F_BLOCK,                \
 		    "grows only a file system proved to be this volume's mount, with that file "   \
 		    "system's "                                                                    \
 		    "own ioctl on the verified mount"                                              \
 	}
-#define MH_ROW_STATS                                                                               \
+#define MH_ROW_STATS(handler)                                                                      \
 	{                                                                                          \
-		MH_REQ_STATS, MH_ANS_STATS, mh_answer_stats, "STATS", true, MH_F_BLOCK,            \
+		MH_REQ_STATS, MH_ANS_STATS, handler, "STATS", true, MH_F_BLOCK,                    \
 		    "statvfs of a mount proved to be this volume's; changes nothing"               \
 	}
 extern const size_t mh_op_nrows, mh_op_npeer;

@@ -25,9 +25,9 @@ const struct mh_op_row mh_op_rows[] = {
      "mounts only this volume's image, through a loop device it attached itself, on an "
      "empty root-only directory of a staging pattern, resolved again after mkfs and checked "
      "after; formats only a device with no signature at all"},
-    MH_ROW_UNSTAGE,
-    MH_ROW_PUBLISH,
-    MH_ROW_UNPUBLISH,
+    MH_ROW_UNSTAGE(mh_relay_unstage),
+    MH_ROW_PUBLISH(mh_relay_publish),
+    MH_ROW_UNPUBLISH(mh_relay_unpublish),
     {MH_REQ_RESIZE, MH_ANS_RESIZE, mh_answer_resize, "RESIZE", false, 0,
      "grows only images/<id>.img, never shrinks it; bounded and counted"},
     {MH_REQ_SNAPSHOT, MH_ANS_SNAPSHOT, mh_answer_snapshot, "SNAPSHOT", false, 0,
@@ -40,8 +40,8 @@ const struct mh_op_row mh_op_rows[] = {
      "name; freezes as SNAPSHOT does"},
     {MH_REQ_CAPACITY, MH_ANS_CAPACITY, mh_answer_capacity, "CAPACITY", true, 0,
      "reads its own counts"},
-    MH_ROW_EXPAND,
-    MH_ROW_STATS,
+    MH_ROW_EXPAND(mh_relay_expand),
+    MH_ROW_STATS(mh_relay_stats),
     {MH_REQ_LIST, MH_ANS_LIST, mh_answer_list, "LIST", true, 0,
      "reads the helper's own files and the mounts of its own loop devices; changes nothing"},
     /* Directory volumes: the whole argument is at the top of mh_dir.c and mh_tree.c. */

@@ -107,6 +107,9 @@ struct slot {
 	bool internal;     /* its request is the main loop's own (PURGE): answered to nobody */
 	struct mh_space_hold hold; /* its request's claim on the data directory (mh_space.c) */
 	size_t ans_len;            /* its encoded answer, once it has sent one; else 0 */
+	uint32_t core_id;          /* its question to the core in flight, by the core's id; 0 */
+	uint32_t core_ask;         /* that question's id as the worker asked it */
+	bool retire;               /* ends once it has answered (a stop, with a core) */
 	struct slot_io *io;        /* its request and answer, in the main loop's own memory */
 };
 
@@ -134,6 +137,8 @@ struct main_io {
 static struct slot slots[MH_WORKERS_MAX];
 static struct main_io *mio;
 static int note_fd = -1; /* in a worker: its end of the pair */
+static int core_fd = -1; /* in the main loop: the capable core's channel, -1 without one */
+static uint32_t core_next = 1;
 
 void *mh_main_only(size_t size)
 {
@@ -258,6 +263,9 @@ worker_main(const struct mh_ctx *c, int peer, int ctl, int sock, pid_t parent)
 		close(peer);
 	if (ctl >= 0)
 		close(ctl);
+	if (core_fd >= 0)
+		close(core_fd); /* its questions go through the main loop */
+	core_fd = -1;
 	note_fd = sock;
 	int top = worker_fill_fds();
 	for (;;) {
@@ -604,6 +612,97 @@ size_t mh_workers_pollfds(struct pollfd *p, size_t max)
 	return n;
 }
 
+/* ---- the capable core's questions ------------------------------------------------ */
+
+static uint32_t id_at(const uint8_t *msg)
+{
+	return (uint32_t)msg[4] << 24 | (uint32_t)msg[5] << 16 | (uint32_t)msg[6] << 8 | msg[7];
+}
+
+static void set_id(uint8_t *msg, uint32_t id)
+{
+	for (int i = 0; i < 4; i++)
+		msg[4 + i] = (uint8_t)(id >> (24 - 8 * i));
+}
+
+void mh_workers_set_core(int fd)
+{
+	core_fd = fd;
+}
+
+/*
+ * A worker's question to the core, under an id of the main loop's own: the
+ * core answers out of order, and the workers' ids are not unique.
+ */
+static void relay_to_core(struct slot *s, uint8_t *msg, size_t len)
+{
+	uint16_t type = (uint16_t)(msg[2] << 8 | msg[3]);
+	bool relayed = type == MH_REQ_STAGE || type == MH_REQ_UNSTAGE || type == MH_REQ_PUBLISH ||
+	               type == MH_REQ_UNPUBLISH || type == MH_REQ_EXPAND || type == MH_REQ_STATS;
+	if (core_fd < 0 || len < MH_HDR_LEN || s->core_id != 0 || !s->busy || !relayed)
+		log_fatal("a worker asked the core out of turn"); /* our own bug */
+	s->core_ask = id_at(msg);
+	s->core_id = core_next++;
+	if (core_next == 0)
+		core_next = 1;
+	set_id(msg, s->core_id);
+	if (send(core_fd, msg, len, MSG_NOSIGNAL) != (ssize_t)len)
+		log_fatal("the capable core's channel broke: %s", strerror(errno));
+}
+
+int mh_workers_core_fd(void)
+{
+	return core_fd;
+}
+
+void mh_workers_core_answer(void)
+{
+	uint8_t *buf = mio->scratch;
+	ssize_t n = recv(core_fd, buf, MH_MSG_MAX, MSG_DONTWAIT | MSG_TRUNC);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0)
+		log_fatal("the capable core ended its channel");
+	if ((size_t)n < MH_HDR_LEN || (size_t)n > MH_MSG_MAX)
+		log_fatal("the capable core sent a datagram of %zd bytes", n);
+	uint32_t id = id_at(buf);
+	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
+		struct slot *s = &slots[i];
+		if (s->pid == 0 || !s->busy || s->core_id == 0 || s->core_id != id)
+			continue;
+		set_id(buf, s->core_ask);
+		s->core_id = 0;
+		(void)send(s->fd, buf, (size_t)n, MSG_NOSIGNAL); /* a dead worker is reaped */
+		return;
+	}
+	log_kv(LOG_LVL_INFO, "core_answer_dropped", "reason", "the worker that asked has ended",
+	       NULL);
+}
+
+int mh_core_ask(const struct mh_msg *req, struct mh_msg *ans, struct mh_res *r)
+{
+	static uint8_t buf[1 + MH_MSG_MAX];
+	size_t len;
+	ssize_t n;
+	buf[0] = MH_NOTE_CORE;
+	if (note_fd < 0 || mh_msg_encode(req, buf + 1, MH_MSG_MAX, &len) < 0)
+		return mh_fail(r, MH_E_FAILED, 0, "cannot ask the capable core");
+	if (send(note_fd, buf, len + 1, MSG_NOSIGNAL) != (ssize_t)len + 1)
+		return mh_fail(r, MH_E_FAILED, errno, "cannot ask the capable core: %s",
+		               strerror(errno));
+	do
+		n = recv(note_fd, buf, MH_MSG_MAX, 0);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0 || mh_msg_decode(buf, (size_t)n, ans) < 0)
+		_exit(3); /* the main loop ended this worker, or broke the pair */
+	if (ans->type != MH_ANS_ERROR)
+		return 0;
+	enum mh_err_kind kind = (enum mh_err_kind)ans->u.error.kind;
+	if (kind == MH_E_OK || kind > MH_E_PRECONDITION)
+		kind = MH_E_FAILED; /* not a kind the core may answer */
+	return mh_fail(r, kind, (int)ans->u.error.sys_errno, "%s", ans->u.error.reason);
+}
+
 /* What the worker sent so far: notes, and its answer. Returns recv's last result. */
 static ssize_t read_worker(struct slot *s)
 {
@@ -618,6 +717,8 @@ static ssize_t read_worker(struct slot *s)
 			s->held = false;
 		else if (n == 1)
 			s->frozen_ms = buf[0] == MH_NOTE_FROZEN ? mono_ms() : 0;
+		else if (n > 1 && buf[0] == MH_NOTE_CORE)
+			relay_to_core(s, buf + 1, (size_t)n - 1);
 		else if (n > 1 && want)
 			s->ans_len = (size_t)n;
 		else if (n <= 0 && !(n < 0 && errno == EINTR))
@@ -657,6 +758,7 @@ static void release(struct slot *s)
 {
 	s->busy = false;
 	s->frozen_ms = 0;
+	s->core_id = 0; /* a late answer of the core goes to nobody */
 	mh_space_settle(&s->hold);
 }
 
@@ -700,6 +802,8 @@ void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen, const struc
 			forward(s, peer, gen);
 			if (++s->served >= MH_WORKER_REQUESTS)
 				end_worker(s, "served");
+			else if (s->retire)
+				end_worker(s, NULL);
 		}
 		if (last != 0)
 			continue; /* running, or waiting for a request (EAGAIN) */
@@ -722,6 +826,11 @@ void mh_workers_end_all(void)
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		if (slots[i].pid == 0)
 			continue;
+		/* One that may still wait for the core's answer ends after its own. */
+		if (slots[i].busy && !slots[i].internal && core_fd >= 0) {
+			slots[i].retire = true;
+			continue;
+		}
 		end_worker(&slots[i], NULL); /* stopping: the helper says so */
 		/* A purge may take long, and the next start purges again: it need not finish. */
 		if (slots[i].busy && slots[i].internal && slots[i].pidfd >= 0)

@@ -71,6 +71,22 @@ bool mh_workers_hold(const char *key);
 #define MH_NOTE_THAWED 'T' /* and thawed again */
 #define MH_NOTE_HELD   'H' /* tests: held at "answered" after the answer that follows */
 #define MH_NOTE_READY  'R' /* tests: no longer held, it waits for its next request */
+#define MH_NOTE_CORE   'C' /* followed by a request for the capable core, relayed */
+
+/*
+ * The capable core (sepcsi-core) on fd, which the main loop relays its
+ * workers' questions to (mh_core_ask), each under an id of its own.
+ */
+void mh_workers_set_core(int fd);
+/* Its fd, for the main loop's wait; -1 without one. */
+int mh_workers_core_fd(void);
+/* In the main loop: one answer of the core, to the worker that asked. */
+void mh_workers_core_answer(void);
+/*
+ * In a worker: ask the core req and wait for its answer. 0 with *ans (the
+ * core's answer, id as asked), or -1 with r (its error, or a failure to ask).
+ */
+int mh_core_ask(const struct mh_msg *req, struct mh_msg *ans, struct mh_res *r);
 
 /* In a worker: tell the main loop (no-op in the main process). */
 void mh_worker_note(char what);

@@ -76,12 +76,12 @@ const struct mh_op_row mh_op_rows[] = {
      "thaws what the core froze of this volume, then unmounts only a mount proved this "
      "volume's (its loop device backed by the image); detaches only when no mount or bind "
      "of the device is left anywhere"},
-    MH_ROW_PUBLISH,
-    MH_ROW_UNPUBLISH,
+    MH_ROW_PUBLISH(mh_answer_publish),
+    MH_ROW_UNPUBLISH(mh_answer_unpublish),
     {MH_REQ_EXPAND, MH_ANS_EXPAND, answer_expand, "EXPAND", false, MH_F_BLOCK,
      "thaws what the core froze of this volume, then grows only a file system proved to be "
      "this volume's mount, with that file system's own ioctl on the verified mount"},
-    MH_ROW_STATS,
+    MH_ROW_STATS(mh_answer_stats),
     {MH_REQ_FREEZE, MH_ANS_FREEZE, core_answer_freeze, "FREEZE", false, 0,
      "freezes only the file system mounted from this volume's own loop device, and thaws it "
      "itself at the deadline (the policy's freeze_max_seconds at most), at its end, or at "
