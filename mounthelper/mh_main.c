@@ -440,18 +440,30 @@ static void setup_signals(sigset_t *unblocked)
 }
 
 /* Wait until every worker has finished its request and ended, and send their answers. */
+/* What the core's channel is watched for: answers, and room for questions waiting. */
+static short core_events(void)
+{
+	return (short)(POLLIN | (mh_workers_core_waiting() ? POLLOUT : 0));
+}
+
+static void core_io(short revents)
+{
+	if (revents & POLLOUT)
+		mh_workers_core_send();
+	if (revents & ~POLLOUT)
+		mh_workers_core_answer(); /* an answer, or the end of the channel */
+}
+
 static void drain_workers(const struct mh_ctx *ctx, int peer, uint32_t gen)
 {
 	mh_workers_end_all();
 	while (mh_workers_count() > 0) {
 		struct pollfd p[1 + MH_WORKERS_MAX] = {
-		    {.fd = mh_workers_core_fd(), .events = POLLIN}};
+		    {.fd = mh_workers_core_fd(), .events = core_events()}};
 		size_t n = mh_workers_pollfds(p + 1, MH_WORKERS_MAX);
 		if (poll(p, 1 + n, mh_workers_timeout_ms(ctx)) < 0 && errno != EINTR)
 			log_fatal("poll: %s", strerror(errno));
-		if (p[0].revents)
-			mh_workers_core_answer(); /* work in flight finishes, with the core's part
-			                           */
+		core_io(p[0].revents); /* work in flight finishes, with the core's part */
 		mh_workers_reap(ctx, peer, gen, p + 1, n);
 		mh_workers_enforce(ctx);
 	}
@@ -533,7 +545,7 @@ static void serve(const struct mh_ctx *ctx, int ctl, const sigset_t *unblocked, 
 		    {.fd = ctl, .events = POLLIN},
 		    {.fd = mh_tools_pidfd(MH_RUNNER_TOOLS), .events = POLLIN},
 		    {.fd = mh_tools_pidfd(MH_RUNNER_TREE), .events = POLLIN},
-		    {.fd = mh_workers_core_fd(), .events = POLLIN}}; /* -1: none */
+		    {.fd = mh_workers_core_fd(), .events = core_events()}}; /* -1: none */
 		size_t nw = mh_workers_pollfds(p + 5, MH_WORKERS_MAX);
 		int wait_ms = mh_workers_timeout_ms(ctx);
 		struct timespec ts = {.tv_sec = wait_ms / 1000,
@@ -544,8 +556,7 @@ static void serve(const struct mh_ctx *ctx, int ctl, const sigset_t *unblocked, 
 			log_fatal("ppoll: %s", strerror(errno));
 		}
 		/* Before a request is read: answered workers release their ids first. */
-		if (p[4].revents)
-			mh_workers_core_answer(); /* to the worker waiting for it */
+		core_io(p[4].revents); /* answers to the workers waiting for them */
 		mh_workers_reap(ctx, *peer, *gen, p + 5, nw);
 		mh_workers_enforce(ctx); /* a freeze that ran out is ended now */
 		if (p[2].revents)

@@ -124,6 +124,9 @@ struct slot {
 struct slot_io {
 	struct mh_msg req; /* what the worker is doing (its keys point in here) */
 	uint8_t ans[MH_MSG_MAX];
+	uint8_t question[MH_MSG_MAX]; /* its question to the core, until the core's channel takes
+	                                 it */
+	size_t question_len;          /* 0 once sent (or when there is none) */
 };
 
 struct main_io {
@@ -333,7 +336,7 @@ static struct slot *pick(void)
 		struct slot *s = &slots[i];
 		if (s->pid != 0 && !s->held && !s->busy && !s->ending)
 			return s;
-		if (s->pid == 0 && !empty)
+		if (s->pid == 0 && !s->busy && !empty)
 			empty = s;
 	}
 	return empty;
@@ -646,13 +649,50 @@ static void relay_to_core(struct slot *s, uint8_t *msg, size_t len)
 	if (core_next == 0)
 		core_next = 1;
 	set_id(msg, s->core_id);
-	if (send(core_fd, msg, len, MSG_NOSIGNAL) != (ssize_t)len)
-		log_fatal("the capable core's channel broke: %s", strerror(errno));
+	memcpy(s->io->question, msg, len);
+	s->io->question_len = len;
+	mh_workers_core_send();
 }
 
 int mh_workers_core_fd(void)
 {
 	return core_fd;
+}
+
+/* The slot whose question waits longest for the core's channel; NULL if none waits. */
+static struct slot *next_question(void)
+{
+	struct slot *first = NULL;
+	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
+		struct slot *s = &slots[i];
+		if (s->io && s->io->question_len &&
+		    (!first || s->core_id - first->core_id > (1U << 31)))
+			first = s;
+	}
+	return first;
+}
+
+bool mh_workers_core_waiting(void)
+{
+	return next_question() != NULL;
+}
+
+/*
+ * Never a blocking send: a core busy with a long mount must not stop this
+ * loop, which answers PING, reaps workers and ends freezes that ran out.
+ */
+void mh_workers_core_send(void)
+{
+	struct slot *s;
+	while ((s = next_question()) != NULL) {
+		ssize_t n = send(core_fd, s->io->question, s->io->question_len,
+		                 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return; /* the rest when the channel can take it (POLLOUT) */
+		if (n != (ssize_t)s->io->question_len)
+			log_fatal("the capable core's channel broke: %s", strerror(errno));
+		s->io->question_len = 0;
+	}
 }
 
 void mh_workers_core_answer(void)
@@ -668,8 +708,14 @@ void mh_workers_core_answer(void)
 	uint32_t id = id_at(buf);
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		struct slot *s = &slots[i];
-		if (s->pid == 0 || !s->busy || s->core_id == 0 || s->core_id != id)
+		if (!s->busy || s->core_id == 0 || s->core_id != id)
 			continue;
+		if (s->pid == 0) { /* its worker died: the keys it held are free only now */
+			log_kv(LOG_LVL_INFO, "core_answer_dropped", "reason",
+			       "the worker that asked has ended", NULL);
+			*s = (struct slot){.pidfd = -1, .fd = -1, .io = s->io};
+			return;
+		}
 		set_id(buf, s->core_ask);
 		s->core_id = 0;
 		(void)send(s->fd, buf, (size_t)n, MSG_NOSIGNAL); /* a dead worker is reaped */
@@ -809,15 +855,24 @@ void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen, const struc
 			continue; /* running, or waiting for a request (EAGAIN) */
 		/* End of file: the worker has exited; once reaped it holds nothing at all. */
 		pid_t got = bury(s, &st);
+		/* A question the core has (not one still waiting here) may still act. */
+		uint32_t asked = s->io->question_len ? 0 : s->core_id;
+		s->io->question_len = 0;
 		if (s->busy) {
-			/* Released before the sweep, which spares what requests in flight hold. */
+			/*
+			 * Released before the sweep, which spares what requests in flight
+			 * hold; one whose question the core still works on keeps holding
+			 * its keys until the core answers (mh_workers_core_answer).
+			 */
 			release(s);
+			s->busy = asked != 0;
 			answer_for_dead(c, s, got, st);
 			forward(s, peer, gen);
 		} else if (!s->ending) {
 			log_kv(LOG_LVL_WARN, "worker_ended", "reason", "died while idle", NULL);
 		}
-		*s = (struct slot){.pidfd = -1, .fd = -1, .io = s->io};
+		*s = (struct slot){
+		    .pidfd = -1, .fd = -1, .io = s->io, .busy = asked != 0, .core_id = asked};
 	}
 }
 

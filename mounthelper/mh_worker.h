@@ -82,6 +82,10 @@ void mh_workers_set_core(int fd);
 int mh_workers_core_fd(void);
 /* In the main loop: one answer of the core, to the worker that asked. */
 void mh_workers_core_answer(void);
+/* Questions wait for the core's channel (poll it for POLLOUT)? */
+bool mh_workers_core_waiting(void);
+/* Send what waits, as far as the channel takes it without blocking. */
+void mh_workers_core_send(void);
 /*
  * In a worker: ask the core req and wait for its answer. 0 with *ans (the
  * core's answer, id as asked), or -1 with r (its error, or a failure to ask).

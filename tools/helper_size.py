@@ -32,9 +32,10 @@ TREE = ["runner/tree.c"]  # the tree runner's own part of runner/
 
 # What each file of mounthelper/ serves (a .c and its .h together).
 FEATURES = [
-    ("serving requests: main loop, worker pool, dispatch table, audit, test pauses",
+    ("serving requests: main loop, worker pool, dispatch table, audit, test pauses, "
+     "questions to the capable core",
      ["mh.h", "mh_main.c", "mh_worker", "mh_dispatch.c", "mh_table.c", "mh_pause",
-      "mh_ops.h"]),
+      "mh_ops.h", "mh_relay.c"]),
     ("re-validation and ownership: ids, this volume, careful unmount", ["mh_common"]),
     ("paths beneath kubelet's roots, and the helper's own view", ["mh_at", "mh_view"]),
     ("mounts and what is mounted where", ["mh_mount", "mh_mountinfo.c"]),

@@ -11,9 +11,10 @@ the id the test asked with, even when several workers ask at once.
 """
 import fcntl
 import os
+import signal
 import socket
 import subprocess
-import threading
+import time
 
 import pytest
 
@@ -95,6 +96,11 @@ def pair():
         cleanup_tree(p.tmp)
 
 
+def fs_type(path):
+    return subprocess.run(["blkid", "-o", "value", "-s", "TYPE", path], capture_output=True,
+                          text=True).stdout.strip()
+
+
 def core_did(pair, op, vid):
     """The core's own audit line of op for vid, with its result."""
     lines = [ln for ln in pair.logs().splitlines()
@@ -113,10 +119,7 @@ def test_lifecycle_through_the_core(pair):
     assert "result=ok" in core_did(pair, "STAGE", VOL)
     assert "done by the capable core" in pair.helper_logs()
     assert [m for m in mounts(pair.proc.pid, pair.root) if m[1] == staging]
-    blkid = subprocess.run(["blkid", "-o", "value", "-s", "TYPE", pair.path("data/images",
-                                                                            VOL + ".img")],
-                           capture_output=True, text=True).stdout.strip()
-    assert blkid == "ext4"  # formatted by the helper's tool, on the file
+    assert fs_type(pair.path("data/images", VOL + ".img")) == "ext4"  # by the helper's tool
     pair.ok(publish(VOL, staging, target))
     assert "result=ok" in core_did(pair, "PUBLISH", VOL)
     st = pair.ok(stats(VOL, target))
@@ -207,3 +210,51 @@ def test_core_gone_ends_the_helper(pair):
     pair.helper.wait(20)
     assert pair.helper.returncode != 0
     assert "capable core" in pair.helper_logs()
+
+
+def test_stalled_core_leaves_the_main_loop_serving(pair):
+    """The core busy (stopped here) with questions filling its channel: the helper's main
+    loop still answers at once (it never blocks sending to the core), and every question
+    is answered once the core goes on, each under its own id."""
+    pair.proc.send_signal(signal.SIGSTOP)
+    try:
+        long = "/" + "/".join(["x" * 250] * 16)  # about 4 KB each way
+        sent = []
+        for i in range(16):
+            m = publish("sv-%032x" % (0x100 + i), long + "%02d" % i, long + "t%02d" % i)
+            m.id = 2000 + i
+            pair.sock.send(encode(m))
+            sent.append(m.id)
+        time.sleep(1)  # the main loop has relayed what the channel takes
+        pair.alive()
+    finally:
+        pair.proc.send_signal(signal.SIGCONT)
+    pair.sock.settimeout(60)
+    got = [decode(pair.sock.recv(mh_wire.MSG_MAX + 1)) for _ in sent]
+    assert sorted(a.id for a in got) == sent
+    assert all(a.type == T.ANS_ERROR for a in got), got  # no such volumes
+
+
+def test_stop_finishes_what_the_core_does(pair):
+    """SIGTERM while a worker waits for the core: the helper waits for the core's answer
+    and gives it, rather than FAILED for work the core then does."""
+    staging = pair.dir("staging/f")
+    pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=64 * MiB))
+    pair.proc.send_signal(signal.SIGSTOP)
+    try:
+        m = stage(VOL, staging)
+        m.id = 3000
+        pair.sock.send(encode(m))
+        img, deadline = pair.path("data/images", VOL + ".img"), time.monotonic() + 30
+        while fs_type(img) != "ext4" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # formatted, the question is with the core
+        pair.helper.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+    finally:
+        pair.proc.send_signal(signal.SIGCONT)
+    pair.sock.settimeout(60)
+    ans = decode(pair.sock.recv(mh_wire.MSG_MAX + 1))
+    assert ans.id == 3000 and ans.type == T.ANS_STAGE, ans
+    assert "result=ok" in core_did(pair, "STAGE", VOL)
+    pair.helper.wait(30)
