@@ -91,6 +91,40 @@ static int freeze_source(const struct mh_ctx *c, const char *volume_id, struct m
 	return fd;
 }
 
+/*
+ * With a core, the core freezes (its FREEZE holds the freeze to the policy's
+ * bound itself, whatever becomes of this worker) and thaws. 1 frozen, 0
+ * nothing mounted to freeze (copied as it is), -1 with r.
+ */
+static int freeze_by_core(const struct mh_ctx *c, const char *volume_id, struct mh_res *r)
+{
+	struct mh_msg q = {.type = MH_REQ_FREEZE}, ans;
+	struct mh_res why = {0};
+	snprintf(q.u.freeze.volume_id, sizeof(q.u.freeze.volume_id), "%s", volume_id);
+	q.u.freeze.seconds = pol_freeze_max_seconds(c->pol);
+	if (mh_core_ask(&q, &ans, &why) == 0)
+		return ans.type == MH_ANS_FREEZE ? 1
+		                                 : mh_fail(r, MH_E_FAILED, 0, "no FREEZE answer");
+	if (why.kind == MH_E_PRECONDITION || why.kind == MH_E_NOTFOUND)
+		return 0; /* not staged, or no file system mounted: nothing is written meanwhile */
+	*r = why;
+	return -1;
+}
+
+static void thaw_by_core(const char *volume_id, bool *frozen)
+{
+	struct mh_msg q = {.type = MH_REQ_THAW}, ans;
+	struct mh_res why = {0};
+	if (!*frozen)
+		return;
+	*frozen = false;
+	snprintf(q.u.del.volume_id, sizeof(q.u.del.volume_id), "%s", volume_id);
+	if (mh_core_ask(&q, &ans, &why) < 0) /* the core's deadline thaws it anyway */
+		log_kv(LOG_LVL_ERROR, "thaw_failed", "volume_id", volume_id, "reason", why.reason,
+		       NULL);
+	mh_worker_note(MH_NOTE_THAWED);
+}
+
 static void thaw(int *fd)
 {
 	if (*fd >= 0) {
@@ -104,7 +138,8 @@ void mh_copy_thaw(const struct mh_ctx *c, const char *volume_id)
 {
 	struct mh_res r = {0};
 	struct mh_vol v = {0};
-	if (!pol_volume_id_valid(volume_id) || mh_vol_lookup(c, volume_id, &v, &r) < 0 ||
+	/* What the core froze, it thaws at its deadline, which the worker's bound matches. */
+	if (c->core || !pol_volume_id_valid(volume_id) || mh_vol_lookup(c, volume_id, &v, &r) < 0 ||
 	    !v.attached)
 		return;
 	int fd = mh_mount_fs_fd(&v.loop, &r);
@@ -125,6 +160,7 @@ static int copy_to(const struct mh_ctx *c, int src, const char *src_id, off_t si
 {
 	char tmp[MH_ID_MAX + 24];
 	int dst = -1, frozen = -1, ret = -1;
+	bool by_core = false; /* the core froze freeze_id */
 	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
 	/* A temporary file left by a crash mid-copy is ours to remove. */
 	if (unlinkat(dir, tmp, 0) < 0 && errno != ENOENT)
@@ -137,14 +173,22 @@ static int copy_to(const struct mh_ctx *c, int src, const char *src_id, off_t si
 	/* A copy of bytes a pod may have written raw is marked so too, before it has a name. */
 	if (mh_image_raw(src) && mh_image_mark_raw(dst, true, r) < 0)
 		goto out;
-	if (freeze_id && (frozen = freeze_source(c, freeze_id, r)) < 0 && r->kind != MH_E_OK)
+	if (freeze_id && c->core) {
+		int rc = freeze_by_core(c, freeze_id, r);
+		if (rc < 0)
+			goto out;
+		by_core = rc == 1;
+	} else if (freeze_id && (frozen = freeze_source(c, freeze_id, r)) < 0 &&
+	           r->kind != MH_E_OK) {
 		goto out;
-	if (frozen >= 0)
+	}
+	if (frozen >= 0 || by_core)
 		mh_worker_note(MH_NOTE_FROZEN); /* the main loop bounds the freeze in time */
 	mh_pause(c, "copy", src_id); /* tests: a copy in flight, its source frozen if mounted */
 	/* Copied, grown and made durable by the runner, which needs no capability for it. */
 	int rc = mh_tools_copy(src, dst, (uint64_t)size, reflinked, r);
 	thaw(&frozen); /* always, and as early as possible */
+	thaw_by_core(freeze_id, &by_core);
 	if (rc < 0)
 		goto out;
 	if (renameat2(dir, tmp, dir, name, RENAME_NOREPLACE) < 0) {
@@ -158,6 +202,7 @@ static int copy_to(const struct mh_ctx *c, int src, const char *src_id, off_t si
 	ret = 0;
 out:
 	thaw(&frozen);
+	thaw_by_core(freeze_id, &by_core);
 	mh_closep(&dst);
 	if (ret < 0)
 		unlinkat(dir, tmp, 0);

@@ -31,6 +31,7 @@
 #include "mh_resize.h"
 #include "mh_space.h"
 #include "mh_tools.h"
+#include "mh_worker.h"
 
 #define NAME_LEN MH_IMAGE_NAME_MAX
 
@@ -188,6 +189,15 @@ int mh_answer_delete(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	return mh_image_delete(c, req->u.del.volume_id, r);
 }
 
+static int refresh_by_core(const char *volume_id, struct mh_res *r)
+{
+	struct mh_msg q = {.type = MH_REQ_REFRESH}, ans;
+	snprintf(q.u.del.volume_id, sizeof(q.u.del.volume_id), "%s", volume_id);
+	if (mh_core_ask(&q, &ans, r) < 0)
+		return -1;
+	return ans.type == MH_ANS_REFRESH ? 0 : mh_fail(r, MH_E_FAILED, 0, "no REFRESH answer");
+}
+
 int mh_answer_resize(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                      struct mh_audit *a, struct mh_res *r)
 {
@@ -215,8 +225,9 @@ int mh_answer_resize(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	} else if (mh_tools_size(fd, size, r) < 0) {
 		goto out; /* grown by the runner, which needs no capability for it */
 	}
-	/* An attached image: its loop device(s) take the new size now. */
-	if (mh_resize_refresh_loops(&st, r) < 0)
+	/* An attached image: its loop device(s) take the new size now (the core's, with one). */
+	if (c->core ? refresh_by_core(req->u.resize.volume_id, r) < 0
+	            : mh_resize_refresh_loops(&st, r) < 0)
 		goto out;
 	ans->u.size_ans.size_bytes = size;
 	ret = 0;

@@ -501,20 +501,27 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	mh_view_enter(pol, a->data_dir);
 	open_data_dir(a->data_dir, ctx);
 	mh_pause_init();
-	mh_thaw_all(ctx);
-	mh_loop_records_rebuild(ctx->images_fd); /* no worker yet: one look at every device */
+	ctx->core = a->core_fd >= 0;
+	if (ctx->core && pol_base_dir(pol, 0) != NULL)
+		log_fatal("directory volumes are served by the helper alone: not with --core-fd");
+	/* With a core, the core thaws, records and sweeps the devices, at its own start. */
+	if (!ctx->core) {
+		mh_thaw_all(ctx);
+		mh_loop_records_rebuild(ctx->images_fd); /* no worker yet: one look at every one */
+	}
 	/* Before the helper's filter (no execve), and before the sweep, which empties trees. */
 	mh_tools_start(pol, a->data_dir, a->fmt_name, a->lvl_name);
-	mh_sweep(ctx, NULL); /* no worker yet: loop devices a dead helper's workers left */
+	if (!ctx->core)
+		mh_sweep(ctx, NULL); /* no worker yet: loop devices a dead helper's workers left */
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
 	if (a->core_fd >= 0 && !is_socket(a->core_fd))
 		log_fatal("fd %d is not the capable core's channel", a->core_fd);
-	ctx->core = a->core_fd >= 0;
 	mh_workers_set_core(a->core_fd);
 	setup_signals(unblocked);
 
-	if (pol_caps_confine_helper(pol_base_dir(pol, 0) != NULL) < 0)
+	if ((ctx->core ? pol_caps_confine_helper_core()
+	               : pol_caps_confine_helper(pol_base_dir(pol, 0) != NULL)) < 0)
 		log_fatal("cannot confine capabilities: %s", strerror(errno));
 	if (pol_seccomp_install(&pol_sc_helper, pol_seccomp_log_only(pol)) < 0)
 		log_fatal("cannot install the seccomp filter");

@@ -641,7 +641,8 @@ static void relay_to_core(struct slot *s, uint8_t *msg, size_t len)
 {
 	uint16_t type = (uint16_t)(msg[2] << 8 | msg[3]);
 	bool relayed = type == MH_REQ_STAGE || type == MH_REQ_UNSTAGE || type == MH_REQ_PUBLISH ||
-	               type == MH_REQ_UNPUBLISH || type == MH_REQ_EXPAND || type == MH_REQ_STATS;
+	               type == MH_REQ_UNPUBLISH || type == MH_REQ_EXPAND || type == MH_REQ_STATS ||
+	               type == MH_REQ_FREEZE || type == MH_REQ_THAW || type == MH_REQ_REFRESH;
 	if (core_fd < 0 || len < MH_HDR_LEN || s->core_id != 0 || !s->busy || !relayed)
 		log_fatal("a worker asked the core out of turn"); /* our own bug */
 	s->core_ask = id_at(msg);
@@ -792,8 +793,9 @@ static void answer_for_dead(const struct mh_ctx *c, struct slot *s, pid_t got, i
 	/* A copy may have died with the source volume frozen: thaw it. */
 	if (copy_source(&s->io->req))
 		mh_copy_thaw(c, copy_source(&s->io->req));
-	mh_sweep(c, mh_workers_hold); /* the loop device it attached but did not bind */
-	mh_workers_find_leftovers(c); /* its temporary file or tree: purged in a worker */
+	if (!c->core) /* the core undoes its own failed STAGE; nothing here attaches */
+		mh_sweep(c, mh_workers_hold); /* the loop device it attached but did not bind */
+	mh_workers_find_leftovers(c);         /* its temporary file or tree: purged in a worker */
 	mh_ops_refuse(c, &s->io->req, ans, MH_E_FAILED, 0, why);
 	if (mh_msg_encode(ans, s->io->ans, sizeof(s->io->ans), &s->ans_len) < 0)
 		log_fatal("cannot encode answer to request %u", ans->id); /* our own bug */

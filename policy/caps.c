@@ -262,6 +262,11 @@ int pol_caps_confine_helper(bool directories)
 	return confine(want, 0);
 }
 
+int pol_caps_confine_helper_core(void)
+{
+	return confine(1ULL << CAP_MKNOD, 0);
+}
+
 int pol_caps_confine_tools(void)
 {
 	return confine(0, 0);

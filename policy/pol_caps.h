@@ -62,6 +62,12 @@ void pol_caps_print_helper(FILE *out);
  * Returns 0, or -1 with errno set (the caller must then exit: fail closed).
  */
 int pol_caps_confine_helper(bool directories);
+/*
+ * The helper with a capable core (--core-fd), which mounts, unmounts, freezes
+ * and grows for it: CAP_MKNOD alone, for its own /dev/loopN nodes (to see which
+ * devices back an image before DELETE and a format). Same contract.
+ */
+int pol_caps_confine_helper_core(void);
 
 /*
  * The same for the helper's tool runner and the tools it execs: securebits

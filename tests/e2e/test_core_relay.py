@@ -258,3 +258,60 @@ def test_stop_finishes_what_the_core_does(pair):
     assert ans.id == 3000 and ans.type == T.ANS_STAGE, ans
     assert "result=ok" in core_did(pair, "STAGE", VOL)
     pair.helper.wait(30)
+
+
+def test_copies_freeze_through_the_core_and_resize_refreshes(pair):
+    """A snapshot and a clone of a staged volume are cut while the core holds its file
+    system frozen (its FREEZE and THAW), and hold what was written before; RESIZE of a
+    raw block volume in use gives the core's device the new size (its REFRESH)."""
+    snap = "ss-" + "5" * 32
+    staging = pair.dir("staging/g")
+    pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=64 * MiB))
+    pair.ok(stage(VOL, staging))
+    with open(os.path.join(staging, "data"), "w") as f:
+        f.write("before the snapshot")
+    pair.ok(Msg(T.REQ_SNAPSHOT, snapshot_id=snap, volume_id=VOL))
+    assert "result=ok" in core_did(pair, "FREEZE", VOL)
+    assert "result=ok" in core_did(pair, "THAW", VOL)
+    pair.ok(Msg(T.REQ_CLONE, volume_id=VOL2, source_kind=mh_wire.SRC_VOLUME, source_id=VOL,
+                size_bytes=64 * MiB))
+    assert len([ln for ln in pair.logs().splitlines() if "op=FREEZE" in ln]) == 2
+    with open(os.path.join(staging, "data"), "w") as f:
+        f.write("after")  # the volume is not frozen any more
+    clone = pair.dir("staging/h")
+    pair.ok(stage(VOL2, clone))
+    with open(os.path.join(clone, "data")) as f:
+        assert f.read() == "before the snapshot"
+    for v, p in ((VOL, staging), (VOL2, clone)):
+        pair.ok(unstage(v, p))
+    # A raw block volume in use grows under its pod.
+    vol3 = "sv-" + "3" * 32
+    pair.ok(Msg(T.REQ_CREATE, volume_id=vol3, size_bytes=64 * MiB))
+    node = pair.dir("staging/blk")
+    pair.ok(stage(vol3, node, fs="", flags=mh_wire.F_BLOCK))
+    pair.ok(Msg(T.REQ_RESIZE, volume_id=vol3, size_bytes=128 * MiB))
+    assert "result=ok" in core_did(pair, "REFRESH", vol3)
+    dev = [ln.split()[0] for ln in loops("NAME,BACK-FILE") if vol3 in ln]
+    assert dev and all(int(subprocess.run(["blockdev", "--getsize64", d], capture_output=True,
+                                          text=True, check=True).stdout) == 128 * MiB
+                       for d in dev)
+    pair.ok(unstage(vol3, node, flags=mh_wire.F_BLOCK))
+
+
+def test_helper_holds_no_sys_admin_and_lists(pair):
+    """With a core, the helper keeps CAP_MKNOD alone (its own loop nodes, to see which
+    devices back an image) and still lists what it made and where the core mounted it,
+    deletes what nothing uses, and refuses to delete what a device backs."""
+    with open("/proc/%d/status" % pair.helper.pid) as f:
+        eff = [int(ln.split()[1], 16) for ln in f if ln.startswith("CapEff:")][0]
+    assert eff == 1 << 27, hex(eff)  # CAP_MKNOD
+    staging = pair.dir("staging/l")
+    pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=64 * MiB))
+    pair.ok(stage(VOL, staging))
+    images = pair.ok(Msg(T.REQ_LIST, what=mh_wire.LIST_IMAGES, after="")).text
+    mounted = pair.ok(Msg(T.REQ_LIST, what=mh_wire.LIST_MOUNTS, after="")).text
+    assert VOL in images and VOL in mounted and staging in mounted, (images, mounted)
+    ans = pair.call(Msg(T.REQ_DELETE, volume_id=VOL))
+    assert ans.type == T.ANS_ERROR and ans.kind == E.BUSY, ans
+    pair.ok(unstage(VOL, staging))
+    pair.ok(Msg(T.REQ_DELETE, volume_id=VOL))
