@@ -1,7 +1,7 @@
 # What `cmake --install BUILD [--prefix DIR]` puts where (GNUInstallDirs):
 #   sbin/sepcsi-supervisor                         the one command an operator runs
 #   bin/sepcsictl, bin/sepcsi-bench                tools for anyone (no privilege of their own)
-#   libexec/sepcsi/sepcsi-rpcd, -mounthelper, -runner
+#   libexec/sepcsi/sepcsi-rpcd, -mounthelper, -core, -runner
 #                                                  run only by the supervisor and the helper,
 #                                                  never by hand: out of PATH
 #   share/man/man{1,5,8}/                          a page for every command and the policy file
@@ -19,7 +19,8 @@ set(CMAKE_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
 
 install(TARGETS sepcsi-supervisor RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
 install(TARGETS sepcsictl sepcsi-bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS sepcsi-rpcd sepcsi-mounthelper sepcsi-runner sepcsi-tree-runner sepcsi-privileges
+install(TARGETS sepcsi-rpcd sepcsi-mounthelper sepcsi-core sepcsi-runner sepcsi-tree-runner
+                sepcsi-privileges
         RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/sepcsi)
 
 install(FILES docs/sepcsictl.1 docs/sepcsi-bench.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)

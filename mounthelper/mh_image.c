@@ -75,11 +75,23 @@ int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct 
 	return fd;
 }
 
-#define RAW_XATTR "trusted.sepcsi.raw"
+/*
+ * The mark, under two names: user.* is the one that counts, which the helper
+ * reads and writes without a capability (only the images' owner can, and no
+ * tenant or rpcd reaches the files); trusted.* is the name an earlier release
+ * read, set too where the process may (CAP_SYS_ADMIN), and honoured when found.
+ */
+#define RAW_XATTR     "user.sepcsi.raw"
+#define RAW_XATTR_OLD "trusted.sepcsi.raw"
+
+static bool marked(int fd, const char *name)
+{
+	return fgetxattr(fd, name, NULL, 0) >= 0 || (errno != ENODATA && errno != ENOTSUP);
+}
 
 bool mh_image_raw(int fd)
 {
-	return fgetxattr(fd, RAW_XATTR, NULL, 0) >= 0 || (errno != ENODATA && errno != ENOTSUP);
+	return marked(fd, RAW_XATTR) || marked(fd, RAW_XATTR_OLD);
 }
 
 int mh_image_mark_raw(int fd, bool durable, struct mh_res *r)
@@ -92,7 +104,15 @@ int mh_image_mark_raw(int fd, bool durable, struct mh_res *r)
 		return mh_fail(r, MH_E_FAILED, errno,
 		               "cannot record on the image that it is exposed raw: %s",
 		               strerror(errno));
+	(void)fsetxattr(fd, RAW_XATTR_OLD, "1", 1, XATTR_CREATE); /* for an older release */
 	return 0;
+}
+
+int mh_image_mark_upgrade(int fd)
+{
+	if (fgetxattr(fd, RAW_XATTR_OLD, NULL, 0) < 0 || fgetxattr(fd, RAW_XATTR, NULL, 0) >= 0)
+		return 0;
+	return fsetxattr(fd, RAW_XATTR, "1", 1, XATTR_CREATE) < 0 || fsync(fd) < 0 ? -1 : 1;
 }
 
 bool mh_image_empty(int fd)

@@ -36,6 +36,9 @@ int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r);
  * a tenant's writes, make it). 0, or -1 with r.
  */
 void mh_image_leftovers(const struct mh_ctx *c, void (*found)(size_t base, const char *id));
+
+/* At start, with CAP_SYS_ADMIN: every image and snapshot gets mh_image_mark_upgrade. */
+void mh_image_marks_upgrade(const struct mh_ctx *c);
 int mh_image_purge(const struct mh_ctx *c, const char *id, struct mh_res *r);
 
 /*
@@ -59,6 +62,12 @@ int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct 
  */
 int mh_image_mark_raw(int fd, bool durable, struct mh_res *r);
 bool mh_image_raw(int fd);
+/*
+ * An image an earlier release marked (trusted.* only) gets the mark the helper
+ * reads without a capability; run with CAP_SYS_ADMIN, which trusted.* needs to
+ * be seen. 1 marked now, 0 nothing to do, -1 with errno.
+ */
+int mh_image_mark_upgrade(int fd);
 
 /*
  * The open image holds no data: SEEK_DATA finds none, so every byte reads as

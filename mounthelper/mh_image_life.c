@@ -151,6 +151,32 @@ void mh_image_leftovers(const struct mh_ctx *c, void (*found)(size_t base, const
 	(void)mh_dir_each(c->snaps_fd, leftover, &found);
 }
 
+static void upgrade_mark(int dirfd, const char *name, void *arg)
+{
+	size_t *n = arg;
+	size_t len = strlen(name);
+	if (len < 5 || strcmp(name + len - 4, ".img") != 0)
+		return;
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && mh_image_mark_upgrade(fd) > 0)
+		(*n)++;
+	if (fd >= 0)
+		close(fd);
+}
+
+void mh_image_marks_upgrade(const struct mh_ctx *c)
+{
+	size_t n = 0;
+	mh_dir_each(c->images_fd, upgrade_mark, &n);
+	mh_dir_each(c->snaps_fd, upgrade_mark, &n);
+	if (n > 0) {
+		char count[24];
+		snprintf(count, sizeof(count), "%zu", n);
+		log_kv(LOG_LVL_INFO, "raw_marks_upgraded", "images", count, NULL);
+	}
+}
+
 int mh_image_purge(const struct mh_ctx *c, const char *id, struct mh_res *r)
 {
 	const int dirs[] = {c->images_fd, c->snaps_fd};

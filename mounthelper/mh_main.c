@@ -59,6 +59,7 @@
 #include "log.h"
 #include "mh.h"
 #include "mh_freeze.h"
+#include "mh_image.h"
 #include "mh_loop.h"
 #include "mh_ops.h"
 #include "mh_pause.h"
@@ -496,12 +497,21 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	if (!pol_path_syntax_ok(a->data_dir))
 		log_fatal("--data-dir must be a canonical absolute path");
 	make_dirs(a->data_dir);
+	/*
+	 * Without directory bases, the capable core does what needs CAP_SYS_ADMIN
+	 * (started here, before the helper's view, as the supervisor would start it);
+	 * with them, the helper keeps doing it all itself, for now (docs/helper.md).
+	 */
+	int core_fd = a->core_fd;
+	if (core_fd < 0 && pol_base_dir(pol, 0) == NULL)
+		core_fd = mh_core_start(pol, a->data_dir, a->fmt_name, a->lvl_name);
 	mh_tools_locate(); /* beside the helper's binary, which its view does not show */
 	/* From here on the helper sees only its own view of the file system. */
 	mh_view_enter(pol, a->data_dir);
 	open_data_dir(a->data_dir, ctx);
+	mh_image_marks_upgrade(ctx); /* before the helper loses sight of trusted.* marks */
 	mh_pause_init();
-	ctx->core = a->core_fd >= 0;
+	ctx->core = core_fd >= 0;
 	if (ctx->core && pol_base_dir(pol, 0) != NULL)
 		log_fatal("directory volumes are served by the helper alone: not with --core-fd");
 	/* With a core, the core thaws, records and sweeps the devices, at its own start. */
@@ -515,9 +525,9 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 		mh_sweep(ctx, NULL); /* no worker yet: loop devices a dead helper's workers left */
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
-	if (a->core_fd >= 0 && !is_socket(a->core_fd))
-		log_fatal("fd %d is not the capable core's channel", a->core_fd);
-	mh_workers_set_core(a->core_fd);
+	if (core_fd >= 0 && !is_socket(core_fd))
+		log_fatal("fd %d is not the capable core's channel", core_fd);
+	mh_workers_set_core(core_fd);
 	setup_signals(unblocked);
 
 	if ((ctx->core ? pol_caps_confine_helper_core()

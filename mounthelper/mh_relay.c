@@ -9,9 +9,84 @@
  */
 #include "mh_ops.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "log.h"
 #include "mh_worker.h"
+
+/*
+ * The child, before exec: dies with the helper; its channel on fd 3, the
+ * compiled policy on fd 5, and nothing else of the helper's (not rpcd's
+ * channel, not the supervisor's: fd 4 closed, so it has no supervisor).
+ */
+static void __attribute__((noreturn))
+exec_core(int exe, int chan, int policy, pid_t parent, char *const argv[])
+{
+	extern char **environ;
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+		_exit(127);
+	int c = fcntl(chan, F_DUPFD, 10), p = fcntl(policy, F_DUPFD, 10),
+	    e = fcntl(exe, F_DUPFD_CLOEXEC, 10);
+	if (c < 0 || p < 0 || e < 0 || dup2(c, 3) != 3 || dup2(p, 5) != 5)
+		_exit(127);
+	close(4);
+	if (close_range(6, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		_exit(127);
+	fexecve(e, argv, environ);
+	_exit(127);
+}
+
+int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, const char *lvl)
+{
+	char self[PATH_MAX], path[PATH_MAX + 16];
+	struct stat st;
+	int sv[2];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0 || !memchr(self, '/', (size_t)n))
+		log_fatal("cannot find the helper's own binary: %s", strerror(errno));
+	self[n] = '\0';
+	*strrchr(self, '/') = '\0';
+	snprintf(path, sizeof(path), "%s/sepcsi-core", self);
+	/* As trusted as the helper's own binary: beside it, and nobody else may change it. */
+	int exe = open(path, O_PATH | O_CLOEXEC);
+	if (exe < 0 || fstat(exe, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
+	    (st.st_mode & 022))
+		log_fatal("%s: missing, or not a root-owned file only root may write", path);
+	/* The policy as the core reads it: compiled, in a file of no name. */
+	int policy = memfd_create("sepcsi-policy", MFD_CLOEXEC);
+	FILE *f = policy < 0 ? NULL : fdopen(fcntl(policy, F_DUPFD_CLOEXEC, 0), "w");
+	if (!f || pol_compile(pol, f) < 0 || fclose(f) != 0 || lseek(policy, 0, SEEK_SET) != 0)
+		log_fatal("cannot compile the policy for the core: %s", strerror(errno));
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		log_fatal("socketpair: %s", strerror(errno));
+	char *argv[] = {"sepcsi-core", "--data-dir", (char *)data_dir, "--owner",   "0",
+	                "--policy-fd", "5",          "--log-format",   (char *)fmt, "--log-level",
+	                (char *)lvl,   NULL};
+	pid_t parent = getpid();
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0)
+		exec_core(exe, sv[1], policy, parent, argv);
+	if (pid < 0)
+		log_fatal("cannot start the capable core: %s", strerror(errno));
+	close(sv[1]);
+	close(policy);
+	close(exe);
+	char pidbuf[16];
+	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)pid);
+	log_kv(LOG_LVL_INFO, "core_started", "pid", pidbuf, NULL);
+	return sv[0];
+}
 
 int mh_relay(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
              struct mh_audit *a, struct mh_res *r)

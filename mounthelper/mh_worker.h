@@ -78,6 +78,13 @@ bool mh_workers_hold(const char *key);
  * workers' questions to (mh_core_ask), each under an id of its own.
  */
 void mh_workers_set_core(int fd);
+/*
+ * Start sepcsi-core (beside the helper's binary) as the helper's child, with
+ * the policy compiled on its fd 5 and its channel on fd 3: the channel's other
+ * end. Before the helper's view and confinement; fatal if it cannot.
+ */
+struct pol;
+int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, const char *lvl);
 /* Its fd, for the main loop's wait; -1 without one. */
 int mh_workers_core_fd(void);
 /* In the main loop: one answer of the core, to the worker that asked. */

@@ -262,9 +262,14 @@ int pol_caps_confine_helper(bool directories)
 	return confine(want, 0);
 }
 
+uint64_t pol_caps_helper_core_mask(void)
+{
+	return 1ULL << CAP_MKNOD;
+}
+
 int pol_caps_confine_helper_core(void)
 {
-	return confine(1ULL << CAP_MKNOD, 0);
+	return confine(pol_caps_helper_core_mask(), 0);
 }
 
 int pol_caps_confine_tools(void)

@@ -38,6 +38,8 @@ uint64_t pol_caps_helper_optional_mask(void);
 
 /* The mask of the entries kept only with directory volumes. */
 uint64_t pol_caps_helper_dirs_mask(void);
+/* What the helper keeps beside a capable core: CAP_MKNOD (pol_caps_confine_helper_core). */
+uint64_t pol_caps_helper_core_mask(void);
 
 /* The name of capability cap ("CAP_SYS_ADMIN") in buf (len bytes), which is returned. */
 const char *pol_caps_name(unsigned int cap, char *buf, size_t len);

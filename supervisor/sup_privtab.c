@@ -47,7 +47,7 @@ static const char *seccomp_cell(const struct pol_sc_table *t, const char *file, 
 /* One row per process: uid, capabilities, no_new_privs, seccomp (docs/design.md). */
 static void print_privileges(FILE *out)
 {
-	char a[2048], b[2048], c[2048], d[2048], caps[10240], sc[128];
+	char a[2048], b[2048], c[2048], d[2048], e[2048], caps[10240], sc[128];
 	uint64_t eff, prm, opt;
 
 	pol_md_head(out, 5,
@@ -66,15 +66,23 @@ static void print_privileges(FILE *out)
 
 	opt = pol_caps_helper_optional_mask();
 	snprintf(caps, sizeof(caps),
-	         "%s%s%s%s (+ %s with directory volumes); securebits locked; its tool runner and "
-	         "the tools hold none; its tree runner (directory volumes) %s only",
-	         cap_list(pol_caps_helper_mask(), a), opt ? " (+ " : "",
-	         opt ? cap_list(opt, b) : "", opt ? " if present)" : "",
-	         cap_list(pol_caps_helper_dirs_mask(), c), cap_list(pol_caps_tree_mask(), d));
+	         "%s alone; with directory volumes (no core) %s%s%s%s, %s; securebits locked; its "
+	         "tool runner and the tools hold none; its tree runner (directory volumes) %s only",
+	         cap_list(pol_caps_helper_core_mask(), d), cap_list(pol_caps_helper_mask(), a),
+	         opt ? " (+ " : "", opt ? cap_list(opt, b) : "", opt ? " if present)" : "",
+	         cap_list(pol_caps_helper_dirs_mask(), c), cap_list(pol_caps_tree_mask(), e));
 	pol_md_row(
 	    out, 5,
 	    (const char *[]){"mounthelper", "0", caps, "yes",
 	                     seccomp_cell(&pol_sc_helper, "seccomp_helper.c", sc, sizeof(sc))});
+	snprintf(caps, sizeof(caps),
+	         "%s%s%s%s; securebits locked; the helper's child, without directory volumes; its "
+	         "flusher holds none",
+	         cap_list(pol_caps_helper_mask(), a), opt ? " (+ " : "",
+	         opt ? cap_list(opt, b) : "", opt ? " if present)" : "");
+	pol_md_row(out, 5,
+	           (const char *[]){"core", "0", caps, "yes",
+	                            seccomp_cell(&pol_sc_core, "seccomp_core.c", sc, sizeof(sc))});
 }
 
 static void print_seccomp_helper(FILE *out)
@@ -289,11 +297,13 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 		return -1;
 	uint64_t eff, prm;
 	sup_caps_expected(&eff, &prm);
-	/* The helper keeps an optional capability only if the supervisor can hand it over. */
-	uint64_t helper = pol_caps_helper_mask() | (pol_caps_helper_optional_mask() & prm) |
-	                  (pol_base_dir(pol, 0) ? pol_caps_helper_dirs_mask() : 0);
+	/* The capable one keeps an optional capability only if the supervisor can hand it over. */
+	bool dirs = pol_base_dir(pol, 0) != NULL;
+	uint64_t capable = pol_caps_helper_mask() | (pol_caps_helper_optional_mask() & prm);
+	uint64_t helper =
+	    dirs ? capable | pol_caps_helper_dirs_mask() : pol_caps_helper_core_mask();
 	uint64_t tree = pol_caps_tree_mask();
-	const struct proc_priv p[] = {
+	const struct proc_priv all[] = {
 	    {"sepcsi-supervisor", 0, 0, eff, prm, prm, 0, true, NULL, NULL, false,
 	     "Starts, confines and restarts the other two; no network, no request parsing. "
 	     "Holds its permitted-only capabilities for the helper alone."},
@@ -303,9 +313,20 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	     "exec, its filter installed before gRPC starts."},
 	    {"sepcsi-mounthelper", 0, 0, helper, helper, helper, 0, true, &pol_sc_helper,
 	     "seccomp_helper.c", true,
-	     "The only process that mounts. Securebits NOROOT, NO_SETUID_FIXUP, "
-	     "NO_CAP_AMBIENT_RAISE, all locked; its workers are forks with the same "
-	     "confinement."},
+	     dirs ? "The only process that mounts (directory volumes on: no capable core). "
+	            "Securebits NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, all locked; its "
+	            "workers are forks with the same confinement."
+	          : "Serves rpcd's protocol: images, probes and mkfs (through its runner), "
+	            "copies, capacity, records; asks its child sepcsi-core for every mount, "
+	            "unmount, freeze and growth. Securebits locked as the core's; its workers are "
+	            "forks with the same confinement."},
+	    {"sepcsi-core", 0, 0, capable, capable, capable, 0, true, &pol_sc_core,
+	     "seccomp_core.c", true,
+	     "The helper's child without directory volumes (mounthelper/core/): the only "
+	     "process that mounts, attaches loop devices, freezes and grows, one request at a "
+	     "time, re-checking each; parses no byte a tenant wrote and execs nothing. "
+	     "Securebits NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, all locked; its "
+	     "flusher child holds no capability."},
 	    {"sepcsi-runner", 0, 0, 0, 0, 0, 0, true, &pol_sc_tools, "seccomp_tools.c", true,
 	     "The helper's child (runner/tools.c): starts the mkfs tools, sizes and copies "
 	     "image files, and reads what an image holds (libblkid: the only parser of bytes "
@@ -316,8 +337,12 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	     "copies a volume's tree on the directory descriptors the helper passes; its "
 	     "capabilities are ambient, so that they survive its exec."},
 	};
-	/* The tree runner exists only with directory volumes. */
-	size_t np = sizeof(p) / sizeof(p[0]) - (pol_base_dir(pol, 0) ? 0 : 1);
+	/* The core runs without directory volumes, the tree runner with them. */
+	struct proc_priv p[sizeof(all) / sizeof(all[0])];
+	size_t np = 0;
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (strcmp(all[i].name, dirs ? "sepcsi-core" : "sepcsi-tree-runner") != 0)
+			p[np++] = all[i];
 	if (json)
 		print_json(out, p, np, pol, cfg);
 	else

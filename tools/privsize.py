@@ -4,15 +4,16 @@ its capabilities and the lines of C compiled into its binary.
 
 The processes and their capabilities come from `sepcsi-supervisor --print-privileges
 --log-format json` (the tables the code installs; the container test checks them against
-the running processes), asked with a directory base in the policy so that the tree runner
-starts too. The code of a binary is read from the build's debug information, never from
+the running processes), asked twice: for the default policy (no directory volumes: the helper
+starts sepcsi-core, which mounts) and with a directory base (the helper mounts itself, and
+its tree runner starts too). The code of a binary is read from the build's debug information, never from
 folder names: every compile unit linked into it (its own, and each object a static library
 gave it) and every project header those units include (the line tables' file lists, and the
 headers' own includes), counted once. A line counts when it is neither blank nor comment.
 
-Budgets: the process holding CAP_SYS_ADMIN in its effective set, and all processes with any
-effective capability together (the sum of their counts: a file two of them hold counts in
-each). With
+Budgets, in each configuration: the process holding CAP_SYS_ADMIN in its effective set, and
+all processes with any effective capability together (the sum of their counts: a file two of
+them hold counts in each). With
 --check, exits 1 when one is exceeded; without it, says so and exits 0.
 
 Usage: tools/privsize.py [BUILD_DIR] [--check] [--files]
@@ -36,9 +37,6 @@ CAP_NAMES = ["chown", "dac_override", "dac_read_search", "fowner", "fsetid", "ki
              "audit_control", "setfcap", "mac_override", "mac_admin", "syslog", "wake_alarm",
              "block_suspend", "audit_read", "perfmon", "bpf", "checkpoint_restore"]
 SYS_ADMIN = 21
-# Built, but not yet a process of the running driver (the split of the helper is under way):
-# counted and printed, outside the budgets' sums.
-NOT_YET_STARTED = ["sepcsi-core"]
 
 
 def caps(mask):
@@ -143,12 +141,12 @@ def project_closure(paths, build):
     return seen
 
 
-def processes(build):
+def processes(build, directories):
     bindir = os.path.join(build, "bin")
     with tempfile.TemporaryDirectory() as base:
         pol = os.path.join(base, "policy.ini")
         with open(pol, "w") as f:
-            f.write("[directories]\nbase_dirs = %s\n" % base)
+            f.write("[directories]\nbase_dirs = %s\n" % base if directories else "")
         out = subprocess.run([os.path.join(bindir, "sepcsi-supervisor"), "--policy", pol,
                               "--print-privileges", "--log-format", "json"],
                              capture_output=True, text=True, check=True).stdout
@@ -158,16 +156,10 @@ def processes(build):
     return procs
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("build", nargs="?", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--check", action="store_true", help="exit 1 when a budget is exceeded")
-    ap.add_argument("--files", action="store_true", help="list each binary's counted files")
-    args = ap.parse_args()
-    build = os.path.abspath(args.build)
-
+def report(build, directories, show_files):
+    """One configuration's table and budgets; the budgets it exceeds."""
     rows, capable, core = [], 0, None
-    for p in processes(build):
+    for p in processes(build, directories):
         files = project_closure(units(p["binary"]) + sorted(line_table_files(p["binary"])), build)
         if not any(f.endswith(".c") for f in files):
             sys.exit("privsize: %s has no debug information (build with -g)" % p["binary"])
@@ -179,21 +171,14 @@ def main():
         if int(p["cap_effective"], 16) >> SYS_ADMIN & 1:
             core = (p["name"], lines)
 
+    print("== %s" % ("with directory volumes (the helper mounts; no core)" if directories else
+                     "without directory volumes (the default: the core mounts)"))
     print("%-22s %7s  %s" % ("process", "lines", "effective capabilities"))
     for name, eff, lines, files in rows:
         print("%-22s %7d  %s" % (name, lines, ", ".join(eff) or "none"))
-        if args.files:
+        if show_files:
             for f in sorted(files):
                 print("%30s %5d  %s" % ("", code_lines(f), os.path.relpath(f, ROOT)))
-    for name in NOT_YET_STARTED:
-        binary = os.path.join(build, "bin", name)
-        if os.path.exists(binary):
-            files = project_closure(units(binary) + sorted(line_table_files(binary)), build)
-            print("%-22s %7d  (built, not yet started by the driver)" %
-                  (name, sum(code_lines(f) for f in files)))
-            if args.files:
-                for f in sorted(files):
-                    print("%30s %5d  %s" % ("", code_lines(f), os.path.relpath(f, ROOT)))
     print("holding CAP_SYS_ADMIN: %s, %d lines (budget %d)" % (core[0], core[1], CORE_BUDGET))
     print("every capable process together: %d lines (budget %d)" %
           (capable, CAPABLE_BUDGET))
@@ -201,9 +186,20 @@ def main():
                                          ("capable", capable, CAPABLE_BUDGET)) if n > budget]
     if over:
         print("over budget: %s" % ", ".join(over))
-        if args.check:
-            return 1
-    return 0
+    return over
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("build", nargs="?", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--check", action="store_true", help="exit 1 when a budget is exceeded")
+    ap.add_argument("--files", action="store_true", help="list each binary's counted files")
+    args = ap.parse_args()
+    build = os.path.abspath(args.build)
+    over = report(build, False, args.files)
+    print()
+    over += report(build, True, args.files)
+    return 1 if over and args.check else 0
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ MIN_KILLS = 20
 KILL_INTERVAL = (0.1, 0.5)  # seconds between two kills, uniform
 CALL_TIMEOUT = 15  # gRPC deadline of one attempt (the external sidecars' default is 10 s)
 BACKOFF = (0.01, 0.05)  # first retry delay, doubling up to the second
-KINDS = ("helper", "worker", "runner", "tree", "rpcd")
+KINDS = ("helper", "worker", "runner", "tree", "core", "rpcd")
 WORKER_WAIT = 0.5  # how long a turn that drew "worker" first looks for one
 HELPER, RPCD = "sepcsi-mounthel", "sepcsi-rpcd"  # /proc/<pid>/comm keeps 15 characters
 STORE_FILE = "sepcsi.db"
@@ -238,7 +238,9 @@ class Lifecycles(threading.Thread):
         super().__init__(name="client-%d" % index, daemon=True)
         self.chaos = run
         self.index = index
-        self.kind = ("ext4", "block", "directory")[index % 3]
+        kinds = ("ext4", "block", "directory") if getattr(run.driver, "base", None) else \
+            ("ext4", "block")  # without a base, the core mounts: image volumes only
+        self.kind = kinds[index % len(kinds)]
         self.block = self.kind == "block"
 
     def run(self):
@@ -341,8 +343,8 @@ def runner_kind(pid):
             argv = f.read().split(b"\0")
     except OSError:
         return None
-    return {b"sepcsi-runner": "runner",
-            b"sepcsi-tree-runner": "tree"}.get(os.path.basename(argv[0]))
+    return {b"sepcsi-runner": "runner", b"sepcsi-tree-runner": "tree",
+            b"sepcsi-core": "core"}.get(os.path.basename(argv[0]))
 
 
 def processes(driver):
@@ -429,7 +431,8 @@ class Killer(threading.Thread):
                 if not pids:
                     continue
                 pid = pids[int(pick * len(pids))]
-                parent = found["helper"][0] if kind in ("worker", "runner", "tree") else sup
+                parent = found["helper"][0] if kind in ("worker", "runner", "tree", "core") \
+                    else sup
                 if kill(pid, parent):
                     r.tally.add("kills", kind)
                     r.tally.note("kill_log", "%s %s %d" % (utc_now(), kind, pid))
@@ -559,9 +562,11 @@ def kubelet_layout(driver):
     return k
 
 
-def start_driver(bin_dir=None):
-    """A driver that restarts its children up to 100 times a second, in kubelet's layout."""
-    d = conftest.Driver(kubelet=True, bin_dir=bin_dir, setup=xfs_base,
+def start_driver(bin_dir=None, directories=True):
+    """A driver that restarts its children up to 100 times a second, in kubelet's layout;
+    with directories, a base for directory volumes (the helper mounts), else none (the
+    helper's capable core mounts)."""
+    d = conftest.Driver(kubelet=True, bin_dir=bin_dir, setup=xfs_base if directories else None,
                         extra_args=["--restart-limit", "100", "--restart-window", "1"])
     d.kubelet = kubelet_layout(d)
     return d

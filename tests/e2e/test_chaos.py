@@ -1,6 +1,7 @@
 """Crash consistency under a CO's retries: the chaos run of tests/chaos/chaos.py
 (lifecycles from 10 clients, ext4, raw block and directory volumes, while the helper,
-its workers and runners and rpcd are killed at random) against a real driver; nothing may be stuck, lost or
+its workers and runners and rpcd are killed at random; and again without directory
+volumes, where the helper's capable core mounts and is killed too) against a real driver; nothing may be stuck, lost or
 left over. SEPCSI_CHAOS_SEED replays a run's kill schedule; SEPCSI_CHAOS_SECONDS
 and SEPCSI_CHAOS_CLIENTS change its size (docs/testing.md)."""
 import os
@@ -22,8 +23,16 @@ def chaos_driver():
     yield from running(chaos.start_driver())
 
 
+@pytest.fixture(params=[True, False], ids=["directories", "core"])
+def any_chaos_driver(request):
+    """With a directory base (the helper mounts, its tree runner walks), and without (the
+    helper's capable core mounts, and is among those killed)."""
+    yield from running(chaos.start_driver(directories=request.param))
+
+
 @pytest.mark.timeout(chaos.TIMEOUT)
-def test_kills_during_lifecycles(chaos_driver):
+def test_kills_during_lifecycles(any_chaos_driver):
+    chaos_driver = any_chaos_driver
     result = chaos.run(chaos_driver, chaos.Settings.from_env())
     print(result.details())
     if result.problems():

@@ -315,3 +315,26 @@ def test_helper_holds_no_sys_admin_and_lists(pair):
     assert ans.type == T.ANS_ERROR and ans.kind == E.BUSY, ans
     pair.ok(unstage(VOL, staging))
     pair.ok(Msg(T.REQ_DELETE, volume_id=VOL))
+
+
+def test_raw_bytes_never_formatted(pair):
+    """A volume a pod wrote raw (bytes no probe recognises) is never formatted by the
+    helper nor mounted by the core when staged as a file system later; neither is its
+    clone, which carries the mark the helper reads without a capability."""
+    blk = pair.dir("staging/raw")
+    pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=64 * MiB))
+    pair.ok(stage(VOL, blk, fs="", flags=mh_wire.F_BLOCK))
+    with open(os.path.join(blk, "dev"), "r+b") as f:
+        f.seek(1 << 20)
+        f.write(b"a database's own pages" * 100)
+        os.fsync(f.fileno())
+    pair.ok(unstage(VOL, blk, flags=mh_wire.F_BLOCK))
+    pair.ok(Msg(T.REQ_CLONE, volume_id=VOL2, source_kind=mh_wire.SRC_VOLUME, source_id=VOL,
+                size_bytes=64 * MiB))
+    for v in (VOL, VOL2):
+        img = pair.path("data/images", v + ".img")
+        assert os.getxattr(img, "user.sepcsi.raw") == b"1"
+        before = open(img, "rb").read()
+        ans = pair.call(stage(v, pair.dir("staging/fs-" + v[-1])))
+        assert ans.type == T.ANS_ERROR and ans.kind == E.PRECONDITION, ans
+        assert open(img, "rb").read() == before

@@ -29,8 +29,8 @@ EXAMPLE = "share/doc/sepcsi/examples/policy.ini"
 PROGRAMS = {
     "sbin": {"sepcsi-supervisor"},
     "bin": {"sepcsictl", "sepcsi-bench"},
-    "libexec/sepcsi": {"sepcsi-rpcd", "sepcsi-mounthelper", "sepcsi-runner", "sepcsi-tree-runner",
-                       "sepcsi-privileges"},
+    "libexec/sepcsi": {"sepcsi-rpcd", "sepcsi-mounthelper", "sepcsi-core", "sepcsi-runner",
+                       "sepcsi-tree-runner", "sepcsi-privileges"},
 }
 MAN_PAGES = {
     "share/man/man1": {"sepcsictl.1", "sepcsi-bench.1"},

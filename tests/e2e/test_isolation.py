@@ -547,18 +547,28 @@ def test_a_raw_staging_from_before_the_mark_is_marked_at_start(driver):
     os.makedirs(bst)
     c.node("NodeStageVolume", volume_id=vid, staging_target_path=bst, volume_capability=blk)
     img = os.path.join(d.data, "images", vid + ".img")
-    assert os.getxattr(img, "trusted.sepcsi.raw") == b"1"
-    os.removexattr(img, "trusted.sepcsi.raw")  # as a helper before the mark left it
-    helper, settled = d.children()["sepcsi-mounthel"], d.logs().count(" reconciled ")
-    os.kill(helper, 9)
-    # The helper restarted, and rpcd's reconciliation after it (which holds each volume
-    # while it looks) done: only then is the volume free for the next call.
-    deadline = time.monotonic() + 30
-    while d.logs().count(" reconciled ") == settled:
-        assert time.monotonic() < deadline, "the helper was not restarted and reconciled"
-        time.sleep(0.02)
-    assert os.getxattr(img, "trusted.sepcsi.raw") == b"1"
+    marks = ("user.sepcsi.raw", "trusted.sepcsi.raw")  # the mark, and an older release's
+    assert [os.getxattr(img, m) for m in marks] == [b"1", b"1"]
+    for m in marks:
+        os.removexattr(img, m)  # as a helper before the mark left it
+
+    def restart_helper():
+        helper, settled = d.children()["sepcsi-mounthel"], d.logs().count(" reconciled ")
+        os.kill(helper, 9)
+        # The helper restarted, and rpcd's reconciliation after it (which holds each volume
+        # while it looks) done: only then is the volume free for the next call.
+        deadline = time.monotonic() + 30
+        while d.logs().count(" reconciled ") == settled:
+            assert time.monotonic() < deadline, "the helper was not restarted and reconciled"
+            time.sleep(0.02)
+    restart_helper()
+    assert [os.getxattr(img, m) for m in marks] == [b"1", b"1"]
     c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=bst)
+    # An image an older release marked (trusted.* alone, which a process without
+    # CAP_SYS_ADMIN cannot see) gets the mark the helper reads, at the helper's start.
+    os.removexattr(img, marks[0])
+    restart_helper()
+    assert os.getxattr(img, marks[0]) == b"1"
     st = os.path.join(d.root, "staging", "old-raw-fs")
     os.makedirs(st)
     code, msg = code_of(c.node, "NodeStageVolume", volume_id=vid, staging_target_path=st,

@@ -29,24 +29,35 @@ def test_rpcd_unprivileged(driver):
 
 
 def test_helper_confined(driver):
+    """Without directory volumes the helper keeps CAP_MKNOD alone (its own loop nodes), and
+    its child sepcsi-core holds what mounting needs: SYS_ADMIN (mounts, freeze, xfs/btrfs
+    grow), CHOWN (volume mount group), MKNOD (its own loop nodes), and SYS_RESOURCE (ext4
+    online expand) only if the supervisor's bounding set passes it on (policy/caps.c)."""
     driver.client.identity("Probe")
-    s = status(driver.children()["sepcsi-mounthel"])
+    helper = driver.children()["sepcsi-mounthel"]
+    core = [pid for pid in helper_children(helper) if comm(pid) == "sepcsi-core"]
+    assert len(core) == 1, helper_children(helper)
     CAP_CHOWN = 1 << 0
     CAP_SYS_ADMIN = 1 << 21
     CAP_SYS_RESOURCE = 1 << 24
     CAP_MKNOD = 1 << 27
-    # Required: SYS_ADMIN (mounts, freeze, xfs/btrfs grow), CHOWN (volume mount group) and
-    # MKNOD (loop nodes in the helper's own /dev). Optional: SYS_RESOURCE (ext4 online
-    # expand), kept only if the supervisor's bounding set passes it on (policy/caps.c).
     sup = status(driver.sup_pid())
-    want = CAP_SYS_ADMIN | CAP_CHOWN | CAP_MKNOD | (int(sup["CapBnd"], 16) & CAP_SYS_RESOURCE)
-    assert int(s["CapEff"], 16) == want, s["CapEff"]
-    assert int(s["CapPrm"], 16) == want, s["CapPrm"]
-    assert int(s["CapBnd"], 16) == want, s["CapBnd"]
-    assert int(s["CapInh"], 16) == 0
-    assert int(s["CapAmb"], 16) == 0
-    assert s["NoNewPrivs"] == "1"
-    assert s["Seccomp"] == "2"
+    for pid, want in ((helper, CAP_MKNOD),
+                      (core[0], CAP_SYS_ADMIN | CAP_CHOWN | CAP_MKNOD |
+                       (int(sup["CapBnd"], 16) & CAP_SYS_RESOURCE))):
+        s = status(pid)
+        assert int(s["CapEff"], 16) == want, s["CapEff"]
+        assert int(s["CapPrm"], 16) == want, s["CapPrm"]
+        assert int(s["CapBnd"], 16) == want, s["CapBnd"]
+        assert int(s["CapInh"], 16) == 0
+        assert int(s["CapAmb"], 16) == 0
+        assert s["NoNewPrivs"] == "1"
+        assert s["Seccomp"] == "2"
+
+
+def comm(pid):
+    with open("/proc/%d/comm" % pid) as f:
+        return f.read().strip()
 
 
 def test_rpcd_has_no_route_to_privilege(driver):
@@ -79,10 +90,10 @@ def test_running_processes_match_print_privileges(driver):
     driver.client.identity("Probe")
     printed = printed_privileges(driver)
     helper = driver.children()["sepcsi-mounthel"]
-    runner = helper_children(helper)  # idle: the tool runner is its only child
-    assert len(runner) == 1, runner
+    kids = {comm(pid): pid for pid in helper_children(helper)}  # idle: no worker
+    assert sorted(kids) == ["sepcsi-core", "sepcsi-runner"], kids
     pids = {"sepcsi-supervisor": driver.sup_pid(), "sepcsi-rpcd": driver.children()["sepcsi-rpcd"],
-            "sepcsi-mounthelper": helper, "sepcsi-runner": runner[0]}
+            "sepcsi-mounthelper": helper, **kids}
     assert set(pids) == set(printed)
     host_root = os.stat("/")
     for name, pid in pids.items():
@@ -104,22 +115,23 @@ def test_running_processes_match_print_privileges(driver):
         # Its own view: the printed paths (and the directories leading to them).
         view = p["view"]
         tops = {v.strip("/").split("/")[0] for v in view if v != "/"}
-        if name == "sepcsi-mounthelper":
+        mounters = ("sepcsi-mounthelper", "sepcsi-core")  # both see kubelet's tree and data
+        if name in mounters:
             assert set(os.listdir(root)) == tops, (name, sorted(os.listdir(root)), sorted(tops))
         etc = {v.split("/")[2] for v in view if v.startswith("/etc/")}
         assert set(os.listdir(root + "/etc")) == etc, name
         devs = {v.split("/")[2] for v in view if v.startswith("/dev/")}
         dev = set(os.listdir(root + "/dev"))
-        assert devs <= dev and all(d in devs or (name == "sepcsi-mounthelper" and
+        assert devs <= dev and all(d in devs or (name in mounters and
                                                 re.fullmatch(r"loop\d+", d)) for d in dev), dev
         for secret in ("/etc/shadow", "/etc/passwd", "/root", "/home", "/var/lib/sepcsi/state",
                        driver.state):
             assert not os.path.exists(root + secret), (name, secret)
         # The data directory: the helper's; the tool runner has its mount point only, empty,
         # and reaches an image only through the descriptor a job carries.
-        assert bool(os.listdir(root + driver.data)) == (name == "sepcsi-mounthelper"), name
+        assert bool(os.listdir(root + driver.data)) == (name in mounters), name
         roots = [v for v in view if v == driver.root]
-        assert bool(roots) == (name == "sepcsi-mounthelper")
+        assert bool(roots) == (name in mounters)
         # Its mounts: the view's, and (the helper's) whatever lies beneath the allowed roots.
         with open("/proc/%d/mountinfo" % pid) as f:
             points = [ln.split()[4] for ln in f]
@@ -210,6 +222,7 @@ def test_privsize_counts_each_binary_from_its_debug_information():
     for name, (lines, _, files) in blocks.items():
         assert lines > 0 and files, name
     assert re.search(r"^holding CAP_SYS_ADMIN: sepcsi-mounthelper, \d+ lines", out, re.M)
+    assert re.search(r"^holding CAP_SYS_ADMIN: sepcsi-core, \d+ lines", out, re.M)
     assert re.search(r"^every capable process together: \d+ lines", out, re.M)
 
 
@@ -249,7 +262,7 @@ def test_the_core_links_no_parser_no_printer_no_other_filter():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run(["/usr/bin/python3", os.path.join(root, "tools", "privsize.py"),
                           BUILD, "--files"], capture_output=True, text=True, check=True).stdout
-    block = out.split("\nsepcsi-core ", 1)[1].split("\nholding", 1)[0]
+    block = re.split(r"\n(?:sepcsi-|holding)", out.split("\nsepcsi-core ", 1)[1], 1)[0]
     assert "mounthelper/core/core_main.c" in block and "policy/compiled.c" in block
     for unit in ("policy/policy_load.c", "mounthelper/mh_worker.c", "mounthelper/mh_tools.c",
                  "common/units.c", "policy/seccomp_helper.c", "policy/md.c"):
