@@ -110,7 +110,9 @@ int mh_image_mark_raw(int fd, bool durable, struct mh_res *r)
 
 int mh_image_mark_upgrade(int fd)
 {
-	if (fgetxattr(fd, RAW_XATTR_OLD, NULL, 0) < 0 || fgetxattr(fd, RAW_XATTR, NULL, 0) >= 0)
+	if (fgetxattr(fd, RAW_XATTR_OLD, NULL, 0) < 0)
+		return errno == ENODATA || errno == ENOTSUP ? 0 : -1; /* else: cannot tell */
+	if (fgetxattr(fd, RAW_XATTR, NULL, 0) >= 0)
 		return 0;
 	return fsetxattr(fd, RAW_XATTR, "1", 1, XATTR_CREATE) < 0 || fsync(fd) < 0 ? -1 : 1;
 }

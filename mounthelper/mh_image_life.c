@@ -159,8 +159,16 @@ static void upgrade_mark(int dirfd, const char *name, void *arg)
 		return;
 	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
-	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && mh_image_mark_upgrade(fd) > 0)
-		(*n)++;
+	int rc =
+	    fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? mh_image_mark_upgrade(fd) : 0;
+	/*
+	 * Without the mark it can read, the helper would take a raw volume's bytes for a
+	 * blank image and format them: better not to start (the supervisor retries).
+	 */
+	if (rc < 0)
+		log_fatal("%s: cannot give it the raw mark the helper reads (user.sepcsi.raw): %s",
+		          name, strerror(errno));
+	*n += rc > 0;
 	if (fd >= 0)
 		close(fd);
 }

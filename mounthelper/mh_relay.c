@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -32,7 +33,6 @@
 static void __attribute__((noreturn))
 exec_core(int exe, int chan, int policy, pid_t parent, char *const argv[])
 {
-	extern char **environ;
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 		_exit(127);
 	int c = fcntl(chan, F_DUPFD, 10), p = fcntl(policy, F_DUPFD, 10),
@@ -42,7 +42,24 @@ exec_core(int exe, int chan, int policy, pid_t parent, char *const argv[])
 	close(4);
 	if (close_range(6, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
 		_exit(127);
-	fexecve(e, argv, environ);
+	/*
+	 * Its environment: nothing of the helper's but the tests' switch of pause
+	 * points and the sanitizer builds' options (those the supervisor passes on).
+	 */
+	static const char *const keep[] = {"SEPCSI_TEST_PAUSE", "ASAN_OPTIONS", "UBSAN_OPTIONS",
+	                                   "LSAN_OPTIONS"};
+	static char vars[4][512];
+	char *envp[5] = {NULL};
+	size_t n = 0;
+	for (size_t i = 0; i < 4; i++) {
+		const char *v = getenv(keep[i]);
+		int w = v ? snprintf(vars[n], sizeof(vars[n]), "%s=%s", keep[i], v) : -1;
+		if (w > 0 && (size_t)w < sizeof(vars[n])) {
+			envp[n] = vars[n];
+			n++;
+		}
+	}
+	fexecve(e, argv, envp);
 	_exit(127);
 }
 
@@ -69,14 +86,16 @@ int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, 
 		log_fatal("cannot compile the policy for the core: %s", strerror(errno));
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		log_fatal("socketpair: %s", strerror(errno));
-	char *argv[] = {"sepcsi-core", "--data-dir", (char *)data_dir, "--owner",   "0",
-	                "--policy-fd", "5",          "--log-format",   (char *)fmt, "--log-level",
-	                (char *)lvl,   NULL};
 	pid_t parent = getpid();
 	fflush(NULL);
 	pid_t pid = fork();
-	if (pid == 0)
+	if (pid == 0) {
+		char *argv[] = {
+		    "sepcsi-core", "--data-dir", (char *)data_dir, "--owner",   "0",
+		    "--policy-fd", "5",          "--log-format",   (char *)fmt, "--log-level",
+		    (char *)lvl,   NULL};
 		exec_core(exe, sv[1], policy, parent, argv);
+	}
 	if (pid < 0)
 		log_fatal("cannot start the capable core: %s", strerror(errno));
 	close(sv[1]);

@@ -178,8 +178,9 @@ static void open_data_dir(const char *data_dir, uid_t owner, struct mh_ctx *ctx)
 		log_fatal("%s must be owned by root and not group/other writable", data_dir);
 	ctx->data_fd = dfd;
 	ctx->owner = owner;
-	ctx->images_fd = open_owned(dfd, "images", owner, 0750);
-	ctx->snaps_fd = open_owned(dfd, "snapshots", owner, 0750);
+	mode_t mode = owner == 0 ? 0700 : 0750; /* group root only for another owner */
+	ctx->images_fd = open_owned(dfd, "images", owner, mode);
+	ctx->snaps_fd = open_owned(dfd, "snapshots", owner, mode);
 	mh_loop_records_open(open_owned(dfd, "loops", 0, 0700));
 	ctx->audit_fd =
 	    openat(dfd, "audit.log", O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);

@@ -338,3 +338,74 @@ def test_raw_bytes_never_formatted(pair):
         ans = pair.call(stage(v, pair.dir("staging/fs-" + v[-1])))
         assert ans.type == T.ANS_ERROR and ans.kind == E.PRECONDITION, ans
         assert open(img, "rb").read() == before
+
+
+class OwnCore(Pair):
+    """The helper alone, as the supervisor starts it: it starts its own core."""
+
+    def start(self, expect_ready=True):
+        os.chown(self.images, 0, 0)
+        test_end, helper_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        peer = helper_peer.fileno()
+
+        def helper_fds():
+            os.dup2(fcntl.fcntl(peer, fcntl.F_DUPFD, 10), 3)
+        self.log = open(self.path("core.log"), "w")  # the core logs with the helper here
+        self.hlog = open(self.path("helper.log"), "w")
+        self.helper = subprocess.Popen(
+            [os.path.join(BIN, "sepcsi-mounthelper"), "--policy", self.policy, "--data-dir",
+             self.data, "--log-level", "debug"],
+            pass_fds=(3,), preexec_fn=helper_fds, stdout=self.hlog, stderr=subprocess.STDOUT,
+            start_new_session=True, env={"SEPCSI_TEST_PAUSE": "1", "LD_DEBUG_OUTPUT": "/x"})
+        helper_peer.close()
+        self.sock = test_end
+        if expect_ready:
+            self.alive()
+            with open("/proc/%d/task/%d/children" % (self.helper.pid, self.helper.pid)) as f:
+                kids = [int(p) for p in f.read().split()]
+            self.proc = None
+            for pid in kids:
+                with open("/proc/%d/comm" % pid) as f:
+                    if f.read().strip() == "sepcsi-core":
+                        self.core_pid = pid
+        return self
+
+
+def test_helper_starts_its_core_private_and_bare():
+    """Started as the supervisor starts it, the helper starts its core: the core gets no
+    environment of the helper's but the tests' pause switch, and the images stay root's
+    alone (0700), whichever of the two set their mode last."""
+    p = OwnCore()
+    try:
+        p.start()
+        with open("/proc/%d/environ" % p.core_pid, "rb") as f:
+            assert f.read().split(b"\0") == [b"SEPCSI_TEST_PAUSE=1", b""]
+        for d in ("images", "snapshots"):
+            st = os.stat(p.path("data", d))
+            assert (st.st_uid, st.st_mode & 0o777) == (0, 0o700), (d, oct(st.st_mode))
+        p.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=64 * MiB))
+        staging = p.dir("staging/own")
+        p.ok(stage(VOL, staging))
+        assert "done by the capable core" in p.helper_logs()
+        p.ok(unstage(VOL, staging))
+    finally:
+        p.stop()
+        cleanup_tree(p.tmp)
+
+
+def test_an_old_mark_it_cannot_upgrade_stops_the_helper():
+    """An image an earlier release marked raw (trusted.* alone) that cannot get the mark
+    the helper reads (immutable here): the helper does not start, rather than take its
+    bytes for a blank image later."""
+    p = OwnCore()
+    img = p.image(VOL, fs=None, uid=0)
+    os.setxattr(img, "trusted.sepcsi.raw", b"1")
+    subprocess.run(["chattr", "+i", img], check=True)
+    try:
+        p.start(expect_ready=False)
+        assert p.helper.wait(30) != 0
+        assert "cannot give it the raw mark" in p.helper_logs() and VOL in p.helper_logs()
+    finally:
+        subprocess.run(["chattr", "-i", img], check=False)
+        p.stop()
+        cleanup_tree(p.tmp)
