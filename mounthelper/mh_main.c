@@ -77,7 +77,8 @@
 
 struct args {
 	const char *policy, *data_dir;
-	int core_fd;                     /* the capable core's channel, -1 without one */
+	int core_fd;  /* the capable core's channel, -1 without one */
+	bool no_core; /* serve everything itself, as with directory volumes (tests) */
 	const char *fmt_name, *lvl_name; /* for the runner */
 	enum log_format fmt;
 	enum log_level lvl;
@@ -96,6 +97,8 @@ static void usage(FILE *f)
 	        "  --log-level LEVEL      error, warn, info or debug (default info)\n"
 	        "  --core-fd N            the capable core's channel (sepcsi-core): it mounts,\n"
 	        "                         unmounts, grows and looks at volumes for the helper\n"
+	        "  --no-core              start no core: mount itself, as with directory volumes\n"
+	        "                         (tests of the helper's own handlers)\n"
 	        "  --help                 this text\n"
 	        "\n"
 	        "Exit status: 0 channel closed, 1 start-up failure, 2 broken policy,\n"
@@ -110,6 +113,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	    {"log-format", required_argument, NULL, 'f'},
 	    {"log-level", required_argument, NULL, 'l'},
 	    {"core-fd", required_argument, NULL, 'c'},
+	    {"no-core", no_argument, NULL, 'n'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -153,6 +157,9 @@ static void parse_args(int argc, char **argv, struct args *a)
 				fprintf(stderr, "sepcsi-mounthelper: bad --core-fd '%s'\n", optarg);
 				exit(1);
 			}
+			break;
+		case 'n':
+			a->no_core = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -503,7 +510,7 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	 * with them, the helper keeps doing it all itself, for now (docs/helper.md).
 	 */
 	int core_fd = a->core_fd;
-	if (core_fd < 0 && pol_base_dir(pol, 0) == NULL)
+	if (core_fd < 0 && pol_base_dir(pol, 0) == NULL && !a->no_core)
 		core_fd = mh_core_start(pol, a->data_dir, a->fmt_name, a->lvl_name);
 	mh_tools_locate(); /* beside the helper's binary, which its view does not show */
 	/* From here on the helper sees only its own view of the file system. */

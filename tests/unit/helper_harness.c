@@ -115,11 +115,12 @@ void helper_start_ctl(struct helper *h, const char *policy_file, int ctl_fd)
 			const char *argv[] = {"strace",    "-f",         "-qq",      "-o",
 			                      strace,      "-A",         helper_bin, "--policy",
 			                      policy_file, "--data-dir", data,       "--log-level",
-			                      "debug",     NULL};
+			                      "debug",     "--no-core",  NULL};
 			execvp("strace", (char *const *)argv);
 		}
-		const char *argv[] = {helper_bin, "--policy",    policy_file, "--data-dir",
-		                      data,       "--log-level", "debug",     NULL};
+		/* The helper's own handlers: no core (tests/e2e/test_core_relay.py has it). */
+		const char *argv[] = {helper_bin,    "--policy", policy_file, "--data-dir", data,
+		                      "--log-level", "debug",    "--no-core", NULL};
 		if (helper_without_listmount)
 			deny_listmount();
 		execv(helper_bin, (char *const *)argv);
