@@ -409,3 +409,27 @@ def test_an_old_mark_it_cannot_upgrade_stops_the_helper():
         subprocess.run(["chattr", "-i", img], check=False)
         p.stop()
         cleanup_tree(p.tmp)
+
+
+def test_stats_holds_no_key(pair):
+    """STATS, given to a worker when the core answers it, neither waits for nor blocks
+    another request on its volume: it is never BUSY for one in flight, nor makes one BUSY
+    (the main loop answered it at once before the core, holding nothing)."""
+    staging = pair.dir("staging/s")
+    pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=64 * MiB))
+    pair.ok(stage(VOL, staging))
+    for first, second in ((stats(VOL, staging), expand(VOL, staging)),
+                          (expand(VOL, staging), stats(VOL, staging))):
+        pair.proc.send_signal(signal.SIGSTOP)  # both wait at the core
+        try:
+            for i, m in enumerate((first, second)):
+                m.id = 4000 + i
+                pair.sock.send(encode(m))
+            time.sleep(0.5)
+        finally:
+            pair.proc.send_signal(signal.SIGCONT)
+        pair.sock.settimeout(60)
+        got = {a.id: a for a in (decode(pair.sock.recv(mh_wire.MSG_MAX + 1)) for _ in "ab")}
+        assert sorted(got) == [4000, 4001]
+        assert not any(a.type == T.ANS_ERROR and a.kind == E.BUSY for a in got.values()), got
+    pair.ok(unstage(VOL, staging))
