@@ -105,6 +105,8 @@ def volume(driver):
 def snapshot_tree(top):
     out = []
     for dirpath, dirnames, filenames in os.walk(top):
+        if os.path.basename(dirpath) == "metrics":  # the file the supervisor is rewriting
+            filenames = [f for f in filenames if not (f.startswith(".") and f.endswith(".tmp"))]
         out.append((dirpath, sorted(dirnames), sorted(filenames)))
     return sorted(out)
 
