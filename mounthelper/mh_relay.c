@@ -1,11 +1,13 @@
 /*
- * The rows the helper hands to the capable core when it has one (--core-fd):
- * each asks the core the request as rpcd sent it, and answers what the core
- * answered. The core checks everything again itself (mounthelper/core/); the
- * helper's own checks (ids, flags: mh_dispatch.c) ran before. Without a core,
- * the helper's own handler runs, as it always did.
+ * The helper's capable core: started here (mh_core_start, at the helper's
+ * start, without directory volumes), or given (--core-fd). The rows the helper
+ * hands to it each ask the core the request as rpcd sent it, and answer what
+ * the core answered. The core checks everything again itself
+ * (mounthelper/core/); the helper's own checks (ids, flags: mh_dispatch.c) ran
+ * before. Without a core, the helper's own handler runs, as it always did.
  *
- * Runs in a worker of the helper. Nothing here is fatal.
+ * The rows run in a worker of the helper and nothing there is fatal;
+ * mh_core_start runs in the main process before confinement and is fatal.
  */
 #include "mh_ops.h"
 

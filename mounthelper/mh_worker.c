@@ -26,7 +26,8 @@
  * not fork and end workers over and over.
  *
  * How it works: the main loop reads a request; if it only reads (PING,
- * CAPACITY, STATS) it answers at once; otherwise mh_worker_start() checks the
+ * CAPACITY, STATS) it answers at once (STATS goes to a worker when the core
+ * answers it, holding no key: mh_relay.c); otherwise mh_worker_start() checks the
  * request's ids and paths (mh_ops_keys) against those of the requests in
  * flight: any overlap, or MH_WORKERS_MAX in flight, is answered MH_E_BUSY at
  * once (the helper trusts nothing rpcd says, including its own locks). Else
