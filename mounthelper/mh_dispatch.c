@@ -78,12 +78,14 @@ static struct fields fields_of(const struct mh_msg *q)
 	case MH_REQ_DELETE:
 	case MH_REQ_THAW:
 	case MH_REQ_REFRESH:
+	case MH_REQ_ATTACHED:
 		f.a.volume_id = q->u.del.volume_id;
 		break;
 	case MH_REQ_FREEZE:
 		f.a.volume_id = q->u.freeze.volume_id;
 		break;
 	case MH_REQ_STAGE:
+	case MH_REQ_STAGE_CHECK:
 		f.a = (struct mh_audit){.volume_id = q->u.stage.volume_id,
 		                        .path = q->u.stage.staging_path};
 		f.flags = q->u.stage.flags;

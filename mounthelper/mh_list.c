@@ -5,15 +5,11 @@
  *
  *  - images and snapshots: the "<id>.img" files of the images and snapshots
  *    directories, with their sizes;
- *  - mounts: every mount, anywhere in the helper's view, of a loop device that
- *    its image backs (a file system), or a bind of such a device's node (a raw
- *    block staging or publication), with the volume id and the mount point.
+ *  - mounts: mh_list_mounts.c's, asked of the core when there is one (in a
+ *    worker then: mh_main.c).
  *
  * Pages are in id order (mount id for mounts) and start after the caller's
  * cursor, so an entry that appears or goes between pages moves nothing else.
- * A page of mounts asks the kernel about the loop devices of its own entries
- * only, in mount id order, and stops when it is full: its cost grows with the
- * node's mounts only by a look at the table (mh_mounts_look) and a sort.
  *
  * Also PURGE, which removes the temporary files and trees dead operations
  * left, in a worker (mh_worker.c finds them); the sweep of loop devices is
@@ -37,22 +33,10 @@
 #include "mh_common.h"
 #include "mh_dir.h"
 #include "mh_image.h"
+#include "mh_list.h"
 #include "mh_loop.h"
 #include "mh_mount.h"
 #include "mh_ops.h"
-
-/* Append line to the page if it fits; else the page is full ("more"). */
-static bool put(struct mh_ans_list *out, size_t *used, const char *line)
-{
-	size_t len = strlen(line);
-	if (*used + len > MH_LIST_TEXT_MAX) {
-		out->more = 1;
-		return false;
-	}
-	memcpy(out->text + *used, line, len + 1);
-	*used += len;
-	return true;
-}
 
 /* ---- images and snapshots ------------------------------------------------------ */
 
@@ -116,74 +100,11 @@ static int list_files(int dirfd, const char *after, struct mh_ans_list *out, str
 		qsort(f.v, f.n, sizeof(f.v[0]), by_id);
 	for (size_t i = 0; ret == 0 && i < f.n; i++) {
 		snprintf(line, sizeof(line), "%s %lld\n", f.v[i].id, f.v[i].size);
-		if (!put(out, &used, line))
+		if (!mh_list_put(out, &used, line))
 			break;
 	}
 	free(f.v);
 	return ret;
-}
-
-/* ---- mounts -------------------------------------------------------------------- */
-
-/* A mount after the cursor, to be sorted by its id. */
-struct pick {
-	int id;
-	const struct mh_mount_row *m;
-};
-
-static int by_mount_id(const void *a, const void *b)
-{
-	int x = ((const struct pick *)a)->id, y = ((const struct pick *)b)->id;
-	return (x > y) - (x < y);
-}
-
-/*
- * Whose is mount m: a file system on one of ours (its source is /dev/loopN,
- * or its device number that device's): 'f'; a bind of the node of one of
- * ours (the block device node at its root is that device's, whatever it is
- * called): 'b'; 0 if neither. vid: the volume.
- */
-static char mount_of_ours(const struct mh_ctx *c, const struct mh_mount_row *m, char *vid)
-{
-	struct mh_vol v;
-	dev_t rdev;
-	if (mh_loop_ours(c, m->src_nr, &v, vid) == 1)
-		return 'f';
-	if (mh_loop_ours(c, mh_loop_nr_of_rdev(m->dev), &v, vid) == 1 && v.loop.rdev == m->dev)
-		return 'f';
-	return mh_mount_row_node(m, &rdev) == 1 &&
-	               mh_loop_ours(c, mh_loop_nr_of_rdev(rdev), &v, vid) == 1 &&
-	               v.loop.rdev == rdev
-	           ? 'b'
-	           : 0;
-}
-
-static int list_mounts(const struct mh_ctx *c, long after, struct mh_ans_list *out,
-                       struct mh_res *r)
-{
-	const struct mh_mount_row *v;
-	struct pick *o;
-	char vid[MH_ID_MAX + 1], target[MH_PATH_MAX + 1], line[MH_PATH_MAX + MH_ID_MAX + 32];
-	size_t n, k = 0, used = 0;
-	if (mh_mounts_look(&v, &n, r) < 0)
-		return -1;
-	if (!(o = calloc(n ? n : 1, sizeof(*o))))
-		return mh_fail(r, MH_E_FAILED, ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++)
-		if (v[i].id > after)
-			o[k++] = (struct pick){.id = v[i].id, .m = &v[i]};
-	if (k)
-		qsort(o, k, sizeof(*o), by_mount_id);
-	for (size_t i = 0; i < k; i++) {
-		char kind = mount_of_ours(c, o[i].m, vid);
-		if (!kind || mh_mount_row_target(o[i].m, target, sizeof(target)) != 1)
-			continue;
-		snprintf(line, sizeof(line), "%d %c %s %s\n", o[i].id, kind, vid, target);
-		if (!put(out, &used, line))
-			break;
-	}
-	free(o);
-	return 0;
 }
 
 int mh_answer_list(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
@@ -191,17 +112,11 @@ int mh_answer_list(const struct mh_ctx *c, const struct mh_msg *req, struct mh_m
 {
 	const struct mh_req_list *q = &req->u.list;
 	struct mh_ans_list *out = &ans->u.list_ans;
-	char *end = NULL;
-	(void)a;
 	out->more = 0;
 	out->text[0] = '\0';
-	if (q->what != MH_LIST_MOUNTS)
-		return list_files(q->what == MH_LIST_IMAGES ? c->images_fd : c->snaps_fd, q->after,
-		                  out, r);
-	long after = q->after[0] ? strtol(q->after, &end, 10) : 0;
-	if (end && *end)
-		return mh_fail(r, MH_E_REFUSED, EINVAL, "a mount cursor is a mount id");
-	return list_mounts(c, after, out, r);
+	if (q->what == MH_LIST_MOUNTS) /* with a core, asked in a worker (mh_main.c) */
+		return c->core ? mh_relay(c, req, ans, a, r) : mh_list_mounts(c, q->after, out, r);
+	return list_files(q->what == MH_LIST_IMAGES ? c->images_fd : c->snaps_fd, q->after, out, r);
 }
 
 /*

@@ -342,7 +342,9 @@ static enum served serve_one(const struct mh_ctx *ctx, int peer, uint32_t gen, i
 	if (!mh_ops_known(m->req.type))
 		return rpcd_violation("not a request this helper serves", m->req.id, m->req.type);
 	/* With a core, what it answers is asked by a worker, never by this loop. */
-	if (!mh_ops_read_only(m->req.type) || (ctx->core && m->req.type == MH_REQ_STATS)) {
+	bool asks_core = m->req.type == MH_REQ_STATS ||
+	                 (m->req.type == MH_REQ_LIST && m->req.u.list.what == MH_LIST_MOUNTS);
+	if (!mh_ops_read_only(m->req.type) || (ctx->core && asks_core)) {
 		mh_worker_start(ctx, &m->req, peer, gen, ctl); /* answered when it is done */
 		return SERVED;
 	}
@@ -506,17 +508,22 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	make_dirs(a->data_dir);
 	/*
 	 * Without directory bases, the capable core does what needs CAP_SYS_ADMIN
-	 * (started here, before the helper's view, as the supervisor would start it);
-	 * with them, the helper keeps doing it all itself, for now (docs/helper.md).
+	 * (started below, in the helper's view); with them, the helper keeps doing
+	 * it all itself, for now (docs/helper.md).
 	 */
 	int core_fd = a->core_fd;
-	if (core_fd < 0 && pol_base_dir(pol, 0) == NULL && !a->no_core)
-		core_fd = mh_core_start(pol, a->data_dir, a->fmt_name, a->lvl_name);
+	bool start_core = core_fd < 0 && pol_base_dir(pol, 0) == NULL && !a->no_core;
 	mh_tools_locate(); /* beside the helper's binary, which its view does not show */
+	if (start_core)
+		mh_core_locate();
 	/* From here on the helper sees only its own view of the file system. */
 	mh_view_enter(pol, a->data_dir);
 	open_data_dir(a->data_dir, ctx);
 	mh_image_marks_upgrade(ctx); /* before the helper loses sight of trusted.* marks */
+	if (start_core)
+		core_fd = mh_core_start(pol, a->data_dir, a->fmt_name, a->lvl_name);
+	if (core_fd >= 0)
+		mh_view_leave_to_core(pol); /* before the runners: they see none of it either */
 	mh_pause_init();
 	ctx->core = core_fd >= 0;
 	if (ctx->core && pol_base_dir(pol, 0) != NULL)

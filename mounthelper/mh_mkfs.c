@@ -45,7 +45,6 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "mh_at.h"
 #include "mh_image.h"
 #include "mh_loop.h"
 #include "mh_mount.h"
@@ -252,29 +251,30 @@ static int stage_by_core(const struct mh_ctx *c, const struct mh_msg *req, struc
 {
 	const struct mh_req_stage *q = &req->u.stage;
 	struct rn_answer sig = {0};
-	struct mh_loop l;
 	struct stat st;
 	struct mh_mount_opts o = {0};
 	int probe = MH_PROBE_MATCH;
-	struct mh_at at;
+	struct mh_msg look = *req, seen;
 	/*
 	 * Everything the core would refuse the request for, before the image is
-	 * touched: the policy's checks, and the path (a look only, nothing made).
-	 * Read-only as the mount will be: asked, or "ro" among the mount options.
+	 * touched: the policy's checks here, then the core's (the path too, which
+	 * the helper cannot see: a look only, nothing made). Read-only as the mount
+	 * will be: asked, or "ro" among the mount options.
 	 */
-	unsigned role = (q->flags & MH_F_CREATE_DIR) ? POL_TARGET : POL_STAGING;
 	int checked = mh_stage_check(c, q, &o, r);
 	bool ro = (o.sb & POL_SB_RO) != 0;
 	mh_mount_opts_free(&o);
-	if (checked < 0 || mh_at_open(c, q->staging_path, role, &at, r) < 0)
+	look.type = MH_REQ_STAGE_CHECK;
+	if (checked < 0 || mh_core_ask(&look, &seen, r) < 0)
 		return -1;
-	mh_at_close(&at);
+	if (seen.type != MH_ANS_STAGE_CHECK)
+		return mh_fail(r, MH_E_FAILED, 0, "no STAGE_CHECK answer");
 	int img = mh_image_open(c, q->volume_id, ro, r);
 	if (img < 0)
 		return -1;
 	int found = fstat(img, &st) < 0
 	                ? mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno))
-	                : mh_loop_find(st.st_dev, st.st_ino, &l, r);
+	                : mh_core_attached(q->volume_id, r);
 	/* Attached: staged already (the core answers so), or busy; never formatted under it. */
 	if (found == 0 && !mh_image_raw(img)) {
 		bool empty = mh_image_empty(img);

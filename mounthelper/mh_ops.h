@@ -38,6 +38,8 @@ mh_answer_fn mh_answer_ping, mh_answer_create, mh_answer_delete, mh_answer_stage
  */
 mh_answer_fn mh_relay, mh_relay_unstage, mh_relay_publish, mh_relay_unpublish, mh_relay_expand,
     mh_relay_stats;
+/* 1 if a loop device backs images/<id>.img, asked of the core (which alone can look); 0; -1. */
+int mh_core_attached(const char *volume_id, struct mh_res *r);
 /* Directory volumes (mh_dir.c). */
 mh_answer_fn mh_answer_dir_create, mh_answer_dir_delete, mh_answer_dir_expand,
     mh_answer_dir_publish, mh_answer_dir_unpublish, mh_answer_dir_stats, mh_answer_dir_capacity,

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mh_view.h"
 #include "mh_worker.h"
 
 /*
@@ -37,6 +38,7 @@ exec_core(int exe, int chan, int policy, pid_t parent, char *const argv[])
 {
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 		_exit(127);
+	mh_view_own_dev();
 	int c = fcntl(chan, F_DUPFD, 10), p = fcntl(policy, F_DUPFD, 10),
 	    e = fcntl(exe, F_DUPFD_CLOEXEC, 10);
 	if (c < 0 || p < 0 || e < 0 || dup2(c, 3) != 3 || dup2(p, 5) != 5)
@@ -65,11 +67,12 @@ exec_core(int exe, int chan, int policy, pid_t parent, char *const argv[])
 	_exit(127);
 }
 
-int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, const char *lvl)
+static int core_exe = -1;
+
+void mh_core_locate(void)
 {
 	char self[PATH_MAX], path[PATH_MAX + 16];
 	struct stat st;
-	int sv[2];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (n <= 0 || !memchr(self, '/', (size_t)n))
 		log_fatal("cannot find the helper's own binary: %s", strerror(errno));
@@ -81,13 +84,23 @@ int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, 
 	if (exe < 0 || fstat(exe, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
 	    (st.st_mode & 022))
 		log_fatal("%s: missing, or not a root-owned file only root may write", path);
+	core_exe = exe;
+}
+
+int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, const char *lvl)
+{
+	int sv[2], exe = core_exe;
+	if (exe < 0)
+		log_fatal("the capable core's binary was not located"); /* our own bug */
 	/* The policy as the core reads it: compiled, in a file of no name. */
 	int policy = memfd_create("sepcsi-policy", MFD_CLOEXEC);
 	FILE *f = policy < 0 ? NULL : fdopen(fcntl(policy, F_DUPFD_CLOEXEC, 0), "w");
 	if (!f || pol_compile(pol, f) < 0 || fclose(f) != 0 || lseek(policy, 0, SEEK_SET) != 0)
 		log_fatal("cannot compile the policy for the core: %s", strerror(errno));
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		log_fatal("socketpair: %s", strerror(errno));
+	int started[2]; /* its end closes at the exec: the core has its namespace by then */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
+	    pipe2(started, O_CLOEXEC) < 0)
+		log_fatal("cannot make the core's channel: %s", strerror(errno));
 	pid_t parent = getpid();
 	fflush(NULL);
 	pid_t pid = fork();
@@ -100,6 +113,11 @@ int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, 
 	}
 	if (pid < 0)
 		log_fatal("cannot start the capable core: %s", strerror(errno));
+	close(started[1]);
+	char byte;
+	while (read(started[0], &byte, 1) < 0 && errno == EINTR)
+		; /* the helper must not change its view before the core has its own */
+	close(started[0]);
 	close(sv[1]);
 	close(policy);
 	close(exe);
@@ -124,6 +142,17 @@ int mh_relay(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *an
 		               mh_type_name(ans->type), mh_type_name(req->type));
 	a->note = "done by the capable core";
 	return 0;
+}
+
+int mh_core_attached(const char *volume_id, struct mh_res *r)
+{
+	struct mh_msg q = {.type = MH_REQ_ATTACHED}, ans;
+	snprintf(q.u.del.volume_id, sizeof(q.u.del.volume_id), "%s", volume_id);
+	if (mh_core_ask(&q, &ans, r) < 0)
+		return -1;
+	if (ans.type != MH_ANS_ATTACHED)
+		return mh_fail(r, MH_E_FAILED, 0, "no ATTACHED answer");
+	return ans.u.attached.devices > 0;
 }
 
 #define RELAYED(name, own)                                                                         \

@@ -402,3 +402,38 @@ void mh_view_enter(const struct pol *pol, const char *data_dir)
 	log_kv(LOG_LVL_INFO, "view", "root", "sepcsi-helper tmpfs", "roots", pol_root(pol, 0),
 	       "data_dir", data_dir, NULL);
 }
+
+void mh_view_own_dev(void)
+{
+	struct stat null, ctl;
+	if (stat("/dev/null", &null) < 0 || stat("/dev/loop-control", &ctl) < 0)
+		die("the view's /dev");
+	if (unshare(CLONE_NEWNS) < 0)
+		die("unshare");
+	int m = view_tmpfs(); /* the same source: binds of its loop nodes are known as ours */
+	if (mknodat(m, "null", S_IFCHR | 0666, null.st_rdev) < 0 ||
+	    mknodat(m, "loop-control", S_IFCHR | 0600, ctl.st_rdev) < 0)
+		die("mknod in a /dev of its own");
+	if (move_mount(m, "", AT_FDCWD, "/dev", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		die("attach a /dev of its own");
+	close(m);
+}
+
+void mh_view_leave_to_core(const struct pol *pol)
+{
+	/*
+	 * Private first, each mount beneath too: an unmount of a mount whose parent
+	 * is shared propagates to that parent's peers, which would unmount the
+	 * volumes staged and published beneath the roots on the host and in the
+	 * core's namespace. Made private, the helper's copies leave their peer groups
+	 * and nothing that happens to them reaches anyone else.
+	 */
+	for (size_t i = 0; pol_root(pol, i) != NULL; i++)
+		if (mount(NULL, pol_root(pol, i), NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+		    umount2(pol_root(pol, i), MNT_DETACH) < 0)
+			die("detach %s from the view", pol_root(pol, i));
+	if (unlink("/dev/loop-control") < 0)
+		die("remove /dev/loop-control from the view");
+	log_kv(LOG_LVL_INFO, "view_narrowed", "why",
+	       "the capable core alone acts in kubelet's directories and on loop devices", NULL);
+}

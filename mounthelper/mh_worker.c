@@ -26,13 +26,12 @@
  * not fork and end workers over and over.
  *
  * How it works: the main loop reads a request; if it only reads (PING,
- * CAPACITY, STATS) it answers at once (STATS goes to a worker when the core
- * answers it, holding no key: mh_relay.c); otherwise mh_worker_start() checks the
- * request's ids and paths (mh_ops_keys) against those of the requests in
- * flight: any overlap, or MH_WORKERS_MAX in flight, is answered MH_E_BUSY at
- * once (the helper trusts nothing rpcd says, including its own locks). Else
- * the request goes to an idle worker, or to one forked for it, with one end of
- * a SOCK_SEQPACKET pair and nothing else of the helper's: not the request
+ * CAPACITY, STATS, LIST) it answers at once (STATS and LIST of mounts go to a
+ * worker when the core answers them, holding no key: mh_relay.c); otherwise mh_worker_start()
+ * checks the request's ids and paths (mh_ops_keys) against those of the requests in flight: any
+ * overlap, or MH_WORKERS_MAX in flight, is answered MH_E_BUSY at once (the helper trusts nothing
+ * rpcd says, including its own locks). Else the request goes to an idle worker, or to one forked
+ * for it, with one end of a SOCK_SEQPACKET pair and nothing else of the helper's: not the request
  * channel, not the supervisor's. The worker handles it (audit record
  * included), sends its answer on the pair and waits for the next one, which
  * the main loop may send as soon as it has the answer. (A test holding the
@@ -643,7 +642,8 @@ static void relay_to_core(struct slot *s, uint8_t *msg, size_t len)
 	uint16_t type = (uint16_t)(msg[2] << 8 | msg[3]);
 	bool relayed = type == MH_REQ_STAGE || type == MH_REQ_UNSTAGE || type == MH_REQ_PUBLISH ||
 	               type == MH_REQ_UNPUBLISH || type == MH_REQ_EXPAND || type == MH_REQ_STATS ||
-	               type == MH_REQ_FREEZE || type == MH_REQ_THAW || type == MH_REQ_REFRESH;
+	               type == MH_REQ_FREEZE || type == MH_REQ_THAW || type == MH_REQ_REFRESH ||
+	               type == MH_REQ_ATTACHED || type == MH_REQ_LIST || type == MH_REQ_STAGE_CHECK;
 	if (core_fd < 0 || len < MH_HDR_LEN || s->core_id != 0 || !s->busy || !relayed)
 		log_fatal("a worker asked the core out of turn"); /* our own bug */
 	s->core_ask = id_at(msg);

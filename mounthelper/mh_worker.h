@@ -79,9 +79,15 @@ bool mh_workers_hold(const char *key);
  */
 void mh_workers_set_core(int fd);
 /*
- * Start sepcsi-core (beside the helper's binary) as the helper's child, with
- * the policy compiled on its fd 5 and its channel on fd 3: the channel's other
- * end. Before the helper's view and confinement; fatal if it cannot.
+ * Find sepcsi-core beside the helper's binary (root's, only root may write
+ * it), before the view, which does not show it; fatal if it cannot.
+ */
+void mh_core_locate(void);
+/*
+ * Then start it as the helper's child, in the helper's view with a /dev of
+ * its own (mh_view_own_dev), the policy compiled on its fd 5 and its channel
+ * on fd 3: the channel's other end. Before the helper's confinement; fatal if
+ * it cannot.
  */
 struct pol;
 int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, const char *lvl);

@@ -264,7 +264,7 @@ int pol_caps_confine_helper(bool directories)
 
 uint64_t pol_caps_helper_core_mask(void)
 {
-	return 1ULL << CAP_MKNOD;
+	return 0;
 }
 
 int pol_caps_confine_helper_core(void)

@@ -38,7 +38,7 @@ uint64_t pol_caps_helper_optional_mask(void);
 
 /* The mask of the entries kept only with directory volumes. */
 uint64_t pol_caps_helper_dirs_mask(void);
-/* What the helper keeps beside a capable core: CAP_MKNOD (pol_caps_confine_helper_core). */
+/* What the helper keeps beside a capable core: nothing (pol_caps_confine_helper_core). */
 uint64_t pol_caps_helper_core_mask(void);
 
 /* The name of capability cap ("CAP_SYS_ADMIN") in buf (len bytes), which is returned. */
@@ -65,9 +65,9 @@ void pol_caps_print_helper(FILE *out);
  */
 int pol_caps_confine_helper(bool directories);
 /*
- * The helper with a capable core (--core-fd), which mounts, unmounts, freezes
- * and grows for it: CAP_MKNOD alone, for its own /dev/loopN nodes (to see which
- * devices back an image before DELETE and a format). Same contract.
+ * The helper with a capable core (--core-fd), which mounts, unmounts, freezes,
+ * grows, opens loop devices and lists mounts for it: no capability at all.
+ * Same contract.
  */
 int pol_caps_confine_helper_core(void);
 

@@ -46,6 +46,8 @@ static const struct sc_rule core_rules[] = {
     ALLOW("mprotect", "malloc arenas (code path)"),
     ALLOW("madvise", "malloc trimming (code path); MADV_DONTFORK on the main loop's buffers"),
     ALLOW("getrandom", "libc malloc"),
+    ALLOW("sysinfo", "glibc's qsort asks the memory size before its first sort of more than 1 KiB "
+                     "(LIST of many mounts, or images in the helper)"),
     ALLOW("futex", "libc locks"),
     ALLOW("exit_group", NULL),
     ALLOW("rt_sigaction", "signal handlers"),

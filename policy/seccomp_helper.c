@@ -58,8 +58,6 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("set_robust_list", "fork"),
     ALLOW("rseq", "fork"),
     ALLOW("getppid", "worker: is the helper still its parent"),
-    ALLOW("sysinfo", "glibc's qsort asks the memory size before its first sort of more than 1 KiB "
-                     "(LIST of many entries)"),
     ALLOW_EQ("prctl", 0, PR_SET_PDEATHSIG, "worker: die with the helper"),
 
     /* files: the data dir and the images */

@@ -163,6 +163,7 @@ static const struct field f_publish[] = {STR(publish.volume_id, MH_ID_MAX),
 static const struct field f_unpublish[] = {STR(unpublish.volume_id, MH_ID_MAX),
                                            STR(unpublish.target_path, MH_PATH_MAX), END};
 static const struct field f_size_ans[] = {U64(size_ans.size_bytes), END};
+static const struct field f_attached_ans[] = {U32(attached.devices, 0, UINT32_MAX), END};
 static const struct field f_resize[] = {STR(resize.volume_id, MH_ID_MAX), U64(resize.size_bytes),
                                         END};
 static const struct field f_snapshot[] = {STR(snapshot.snapshot_id, MH_ID_MAX),
@@ -339,6 +340,10 @@ static const struct codec codecs[] = {
     [MH_ANS_THAW] = {"ANS_THAW", NULL},
     [MH_REQ_REFRESH] = {"REQ_REFRESH", f_delete},
     [MH_ANS_REFRESH] = {"ANS_REFRESH", f_size_ans},
+    [MH_REQ_ATTACHED] = {"REQ_ATTACHED", f_delete},
+    [MH_ANS_ATTACHED] = {"ANS_ATTACHED", f_attached_ans},
+    [MH_REQ_STAGE_CHECK] = {"REQ_STAGE_CHECK", f_stage},
+    [MH_ANS_STAGE_CHECK] = {"ANS_STAGE_CHECK", NULL},
     [MH_ANS_ERROR] = {"ANS_ERROR", f_error},
 };
 

@@ -87,8 +87,13 @@ enum mh_type {
 	MH_ANS_THAW = 54,
 	MH_REQ_REFRESH =
 	    55, /* the core's loop devices of an image take its new size (mh_req_delete) */
-	MH_ANS_REFRESH = 56, /* struct mh_ans_size: the image's size */
-	MH_ANS_ERROR = 100,  /* any request may be answered with this */
+	MH_ANS_REFRESH = 56,  /* struct mh_ans_size: the image's size */
+	MH_REQ_ATTACHED = 57, /* how many loop devices back an image (mh_req_delete) */
+	MH_ANS_ATTACHED = 58, /* struct mh_ans_attached */
+	MH_REQ_STAGE_CHECK =
+	    59, /* what STAGE would refuse its request for, nothing done (mh_req_stage) */
+	MH_ANS_STAGE_CHECK = 60,
+	MH_ANS_ERROR = 100, /* any request may be answered with this */
 };
 
 /* Why an operation was not done; carried in MH_ANS_ERROR. */
@@ -112,7 +117,7 @@ struct mh_req_create {
 	uint64_t size_bytes;
 };
 
-struct mh_req_delete { /* MH_REQ_DELETE, MH_REQ_THAW, MH_REQ_REFRESH */
+struct mh_req_delete { /* MH_REQ_DELETE, MH_REQ_THAW, MH_REQ_REFRESH, MH_REQ_ATTACHED */
 	char volume_id[MH_ID_MAX + 1];
 };
 
@@ -174,6 +179,10 @@ struct mh_req_unpublish {
 
 struct mh_ans_size {         /* the answer of CREATE, RESIZE and EXPAND */
 	uint64_t size_bytes; /* the image's real size */
+};
+
+struct mh_ans_attached {
+	uint32_t devices; /* loop devices backing images/<id>.img now */
 };
 
 struct mh_req_resize {
@@ -298,7 +307,8 @@ struct mh_msg {
 	uint32_t id;
 	union {
 		struct mh_req_create create;
-		struct mh_req_delete del; /* REQ_DELETE, REQ_THAW, REQ_REFRESH */
+		struct mh_req_delete del; /* REQ_DELETE, REQ_THAW, REQ_REFRESH, REQ_ATTACHED */
+		struct mh_ans_attached attached;
 		struct mh_req_freeze freeze;
 		struct mh_req_stage stage;
 		struct mh_req_unstage unstage;

@@ -66,10 +66,12 @@ static void print_privileges(FILE *out)
 
 	opt = pol_caps_helper_optional_mask();
 	snprintf(caps, sizeof(caps),
-	         "%s alone; with directory volumes (no core) %s%s%s%s, %s; securebits locked; its "
-	         "tool runner and the tools hold none; its tree runner (directory volumes) %s only",
-	         cap_list(pol_caps_helper_core_mask(), d), cap_list(pol_caps_helper_mask(), a),
-	         opt ? " (+ " : "", opt ? cap_list(opt, b) : "", opt ? " if present)" : "",
+	         "%s with its core; with directory volumes (no core) %s%s%s%s, %s; securebits "
+	         "locked; its tool runner and the tools hold none; its tree runner (directory "
+	         "volumes) %s only",
+	         pol_caps_helper_core_mask() ? cap_list(pol_caps_helper_core_mask(), d) : "none",
+	         cap_list(pol_caps_helper_mask(), a), opt ? " (+ " : "",
+	         opt ? cap_list(opt, b) : "", opt ? " if present)" : "",
 	         cap_list(pol_caps_helper_dirs_mask(), c), cap_list(pol_caps_tree_mask(), e));
 	pol_md_row(
 	    out, 5,
@@ -184,9 +186,13 @@ struct proc_priv {
 	const char *note;
 };
 
-/* The paths in a view: the helper's (tools false), the tool runner's, or the tree runner's. */
+/*
+ * The paths in a view: the helper's (tools false), the tool runner's, or the
+ * tree runner's; narrowed: the helper's beside a core, without the allowed
+ * roots and /dev/loop-control (mh_view_leave_to_core).
+ */
 static void view_json(FILE *out, const struct pol *pol, const struct sup_config *cfg, bool tools,
-                      bool tree)
+                      bool tree, bool narrowed)
 {
 	size_t n;
 	const struct pol_view_entry *t = pol_view_table(&n);
@@ -194,7 +200,9 @@ static void view_json(FILE *out, const struct pol *pol, const struct sup_config 
 	fputs("[", out);
 	for (size_t i = 0; i < n; i++) {
 		if (t[i].kind == POL_VIEW_LOOPS || (tools && !t[i].tools) ||
-		    (tree && !pol_view_tree(&t[i])))
+		    (tree && !pol_view_tree(&t[i])) ||
+		    (narrowed &&
+		     (t[i].kind == POL_VIEW_ROOTS || strcmp(t[i].path, "/dev/loop-control") == 0)))
 			continue;
 		if (t[i].kind == POL_VIEW_ROOTS) {
 			for (size_t k = 0; pol_root(pol, k); k++, first = false)
@@ -234,7 +242,8 @@ static void print_json(FILE *out, const struct proc_priv *p, size_t np, const st
 		        p[i].seccomp ? pol_seccomp_syscall_count(p[i].seccomp) : 0);
 		if (p[i].own_view)
 			view_json(out, pol, cfg, p[i].seccomp == &pol_sc_tools,
-			          p[i].seccomp == &pol_sc_tree);
+			          p[i].seccomp == &pol_sc_tree,
+			          p[i].seccomp == &pol_sc_helper && pol_base_dir(pol, 0) == NULL);
 		else
 			fputs("\"host\"", out);
 		fputs("}", out);
@@ -270,9 +279,13 @@ static void print_text(FILE *out, const struct proc_priv *p, size_t np, const st
 		                                    ? seccomp_cell(p[i].seccomp, p[i].seccomp_file,
 		                                                   sc, sizeof(sc))
 		                                    : "none"});
+		bool narrowed = p[i].seccomp == &pol_sc_helper && pol_base_dir(pol, 0) == NULL;
 		pol_md_row(out, 2,
 		           (const char *[]){"file-system view",
-		                            p[i].own_view ? "its own (below)" : "the host's"});
+		                            !p[i].own_view ? "the host's"
+		                            : narrowed ? "its own (below), less the allowed roots "
+		                                         "and /dev/loop-control once its core runs"
+		                                       : "its own (below)"});
 		fputs("\n", out);
 		if (p[i].seccomp) {
 			pol_seccomp_print(p[i].seccomp, out);

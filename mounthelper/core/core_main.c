@@ -18,7 +18,9 @@
  * Start-up, in this order (docs/helper.md, "The capable core"):
  *   1. parse arguments; refuse unless uid 0; read the compiled policy from its
  *      descriptor (the file's parser is not linked here: sepcsi-policy compiles);
- *   2. enter the helper's view of the file system (mh_view.c);
+ *   2. nothing of its own for its view: it runs in the one it is started in
+ *      (the helper's view of the file system, with a /dev of the core's own:
+ *      mh_view_own_dev, before the exec);
  *   3. open the data directory (root's: the peer cannot replace what lies in
  *      it), images/ and snapshots/ (the owner's, group root, 0750), loops/
  *      and audit.log (root's); thaw what a dead process left frozen, detach
@@ -55,7 +57,6 @@
 #include "mh_freeze.h"
 #include "mh_loop.h"
 #include "mh_pause.h"
-#include "mh_view.h"
 #include "pol_caps.h"
 #include "pol_seccomp.h"
 #include "supctl.h"
@@ -412,7 +413,6 @@ int main(int argc, char **argv)
 
 	if (mkdir(a.data_dir, 0700) < 0 && errno != EEXIST)
 		log_fatal("cannot create %s: %s", a.data_dir, strerror(errno));
-	mh_view_enter(pol, a.data_dir);
 	open_data_dir(a.data_dir, a.owner, &ctx);
 	mh_pause_init();
 	mh_thaw_all(&ctx);

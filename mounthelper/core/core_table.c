@@ -6,7 +6,7 @@
  * CSI directories. What it does not
  * serve is not here: creating, deleting, resizing or copying images (REFRESH
  * only gives its loop devices an image's new size), probing and formatting
- * them, capacity, listing, directory volumes. How a request
+ * them, capacity, listing files, directory volumes. How a request
  * meets its row: mh_dispatch.c.
  */
 #include "core.h"
@@ -16,8 +16,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mh_at.h"
 #include "mh_common.h"
 #include "mh_image.h"
+#include "mh_list.h"
+#include "mh_loop.h"
 #include "mh_resize.h"
 
 /* STAGE without a look inside the image: a blank one fails at the mount. */
@@ -65,6 +68,56 @@ static int answer_refresh(const struct mh_ctx *c, const struct mh_msg *req, stru
 	return n < 0 ? -1 : 0;
 }
 
+/*
+ * ATTACHED: whether a loop device backs images/<id>.img, for the orchestrating
+ * side, which never opens one: it formats an image, or removes it, only while
+ * none does (the volume's key held meanwhile, so none comes).
+ */
+static int answer_attached(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                           struct mh_audit *a, struct mh_res *r)
+{
+	struct mh_vol v;
+	(void)a;
+	if (mh_vol_lookup(c, req->u.del.volume_id, &v, r) < 0)
+		return -1;
+	ans->u.attached.devices = v.attached;
+	return 0;
+}
+
+/*
+ * STAGE_CHECK: what STAGE would refuse its request for before it acts (the
+ * policy, the options, the path), with nothing done, for the orchestrating
+ * side, which formats a blank image only for a STAGE that can go on and sees
+ * no path of kubelet's itself.
+ */
+static int answer_stage_check(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                              struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_stage *q = &req->u.stage;
+	struct mh_mount_opts o = {0};
+	struct mh_at at;
+	(void)ans;
+	(void)a;
+	int checked = (q->flags & MH_F_BLOCK) ? 0 : mh_stage_check(c, q, &o, r);
+	mh_mount_opts_free(&o);
+	if (checked < 0 ||
+	    mh_at_open(c, q->staging_path, (q->flags & MH_F_CREATE_DIR) ? POL_TARGET : POL_STAGING,
+	               &at, r) < 0)
+		return -1;
+	mh_at_close(&at);
+	return 0;
+}
+
+/* LIST of mounts; the images and snapshots are the orchestrating side's to list. */
+static int answer_list(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                       struct mh_audit *a, struct mh_res *r)
+{
+	(void)a;
+	if (req->u.list.what != MH_LIST_MOUNTS)
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "the core lists mounts only");
+	return mh_list_mounts(c, req->u.list.after, &ans->u.list_ans, r);
+}
+
 const struct mh_op_row mh_op_rows[] = {
     MH_ROW_PING,
     {MH_REQ_STAGE, MH_ANS_STAGE, answer_stage, "STAGE", false,
@@ -92,6 +145,14 @@ const struct mh_op_row mh_op_rows[] = {
      "sets the size of only the core's own loop devices of images/<id>.img (a regular file "
      "of the owner's, one name) to that image's size, never smaller than it checked; a "
      "device shrunk by a truncation meanwhile is reported"},
+    {MH_REQ_STAGE_CHECK, MH_ANS_STAGE_CHECK, answer_stage_check, "STAGE_CHECK", true,
+     MH_F_BLOCK | MH_F_CREATE_DIR | MH_F_MOUNT_GROUP,
+     "STAGE's checks of the policy, the options and the path, nothing made or changed"},
+    {MH_REQ_ATTACHED, MH_ANS_ATTACHED, answer_attached, "ATTACHED", true, 0,
+     "tells whether a loop device backs images/<id>.img; changes nothing"},
+    {MH_REQ_LIST, MH_ANS_LIST, answer_list, "LIST", true, 0,
+     "lists only the mounts of its own loop devices and binds of their nodes, with volume "
+     "ids; changes nothing"},
 };
 
 const size_t mh_op_nrows = sizeof(mh_op_rows) / sizeof(mh_op_rows[0]);

@@ -107,6 +107,10 @@ class T(enum.IntEnum):
     ANS_THAW = 54
     REQ_REFRESH = 55
     ANS_REFRESH = 56
+    REQ_ATTACHED = 57
+    ANS_ATTACHED = 58
+    REQ_STAGE_CHECK = 59
+    ANS_STAGE_CHECK = 60
     ANS_ERROR = 100
 
 
@@ -188,6 +192,9 @@ DIRNAME = _Str(DIRNAME_MAX)
 
 _CREATE_ANS = (("size_bytes", U64),)
 _COPY_ANS = (("size_bytes", U64), ("reflinked", BOOL))
+_STAGE_REQ = (("volume_id", ID), ("staging_path", PATH), ("fs_type", FSTYPE),
+              ("mount_flags", OPTS), ("mkfs_options", OPTS), ("readonly", BOOL),
+              ("flags", FLAGS), ("gid", U32))
 _CAPACITY_ANS = (("available_bytes", U64), ("total_bytes", U64), ("max_volume_bytes", U64),
                  ("reflink", BOOL), ("quota", BOOL))
 _STATS_ANS = (("bytes_total", U64), ("bytes_available", U64), ("bytes_used", U64),
@@ -208,9 +215,7 @@ FIELDS = {
     T.ANS_CREATE: _CREATE_ANS,
     T.REQ_DELETE: (("volume_id", ID),),
     T.ANS_DELETE: (),
-    T.REQ_STAGE: (("volume_id", ID), ("staging_path", PATH), ("fs_type", FSTYPE),
-                  ("mount_flags", OPTS), ("mkfs_options", OPTS), ("readonly", BOOL),
-                  ("flags", FLAGS), ("gid", U32)),
+    T.REQ_STAGE: _STAGE_REQ,
     T.ANS_STAGE: (),
     T.REQ_UNSTAGE: (("volume_id", ID), ("staging_path", PATH), ("flags", FLAGS)),
     T.ANS_UNSTAGE: (),
@@ -263,12 +268,17 @@ FIELDS = {
     T.ANS_THAW: (),
     T.REQ_REFRESH: (("volume_id", ID),),
     T.ANS_REFRESH: (("size_bytes", U64),),
+    T.REQ_ATTACHED: (("volume_id", ID),),
+    T.ANS_ATTACHED: (("devices", U32),),
+    T.REQ_STAGE_CHECK: _STAGE_REQ,
+    T.ANS_STAGE_CHECK: (),
     T.ANS_ERROR: (("kind", KIND), ("sys_errno", U32), ("reason", REASON)),
 }
 
 # Never between rpcd and the helper: the helper's own, and the capable core's.
 INTERNAL = (T.REQ_PURGE, T.ANS_PURGE, T.REQ_FREEZE, T.ANS_FREEZE, T.REQ_THAW, T.ANS_THAW,
-            T.REQ_REFRESH, T.ANS_REFRESH)
+            T.REQ_REFRESH, T.ANS_REFRESH, T.REQ_ATTACHED, T.ANS_ATTACHED, T.REQ_STAGE_CHECK,
+            T.ANS_STAGE_CHECK)
 REQUESTS = tuple(t for t in T if t.name.startswith("REQ_") and t not in INTERNAL)
 ANSWERS = tuple(t for t in T if t.name.startswith("ANS_") and t not in INTERNAL)
 

@@ -267,6 +267,13 @@ def stage(vid, path, fs="ext4", flags=0, readonly=0, mount_flags=""):
                readonly=readonly, mount_flags=mount_flags)
 
 
+def stage_check(vid, path, **kw):
+    """STAGE's checks alone, as the orchestrator asks them before it formats an image."""
+    msg = stage(vid, path, **kw)
+    msg.type = T.REQ_STAGE_CHECK
+    return msg
+
+
 def unstage(vid, path, flags=0):
     return Msg(T.REQ_UNSTAGE, volume_id=vid, staging_path=path, flags=flags)
 
@@ -290,6 +297,14 @@ def refresh(vid):
 
 def stats(vid, path, flags=0):
     return Msg(T.REQ_STATS, volume_id=vid, path=path, flags=flags)
+
+
+def attached(vid):
+    return Msg(T.REQ_ATTACHED, volume_id=vid)
+
+
+def list_mounts(after=""):
+    return Msg(T.REQ_LIST, what=mh_wire.LIST_MOUNTS, after=after)
 
 
 def loops_of(path):
@@ -393,6 +408,7 @@ def test_hostile_image_is_never_attached(core, name):
     core.unchanged(expand(VOL, st), kind)
     core.unchanged(stats(VOL, st), kind)
     core.unchanged(refresh(VOL), kind)
+    core.unchanged(attached(VOL), kind)
     assert loops_of("/etc/passwd") == []
 
 
@@ -438,9 +454,18 @@ def test_hostile_paths_are_refused(core):
         for msg in (stage(VOL, p), stage(VOL, p, flags=F_CREATE_DIR),
                     stage(VOL, p, fs="", flags=F_BLOCK)):
             core.unchanged(msg, E.REFUSED, E.FAILED, E.EXISTS, E.NOTFOUND)
+        # Its checks stop at the parent (what lies at the path is STAGE's to refuse).
+        for msg in (stage_check(VOL, p), stage_check(VOL, p, flags=F_CREATE_DIR)):
+            core.harmless(msg)
         for msg in (unstage(VOL, p), unstage(VOL, p, flags=F_REMOVE_DIR),
                     unstage(VOL, p, flags=F_BLOCK), unpublish(VOL, p), stats(VOL, p)):
             core.harmless(msg)
+    # STAGE_CHECK passes what STAGE would take, and makes nothing.
+    for msg in (stage_check(VOL, good), stage_check(VOL, good + "/new", flags=F_CREATE_DIR)):
+        assert core.harmless(msg).type == T.ANS_STAGE_CHECK
+    assert not os.path.exists(good + "/new")
+    core.unchanged(stage_check(VOL, good, fs="vfat"), E.REFUSED)
+    core.unchanged(stage_check(VOL, good, mount_flags="suid"), E.REFUSED)
     # Staged for real: a hostile target is still refused, and the staging stays.
     core.ok(stage(VOL, good))
     for name, p in paths.items():
@@ -485,6 +510,38 @@ def test_foreign_mount_is_never_unmounted(core, kind, vid):
     core.harmless(unstage(vid, p, flags=F_BLOCK))  # no <p>/dev: nothing to do
     if vid == VOL:
         core.unchanged(stage(VOL, p), E.EXISTS)
+
+
+def test_attached_and_list_tell_what_is_its_own_and_change_nothing(core):
+    """ATTACHED says whether any loop device backs an image (the orchestrator formats or
+    deletes one only while none does); LIST names only mounts of the
+    core's own devices and binds of their nodes, after a cursor; the core lists no files
+    (the orchestrator's own), and neither request changes anything."""
+    core.image(VOL)
+    core.image(VOL2, fs=None)
+    assert core.harmless(attached(VOL)).devices == 0
+    st, blk = core.dir("staging/v1"), core.dir("blk/v2")
+    core.ok(stage(VOL, st))
+    core.ok(stage(VOL2, blk, fs="", flags=F_BLOCK))
+    _foreign_mount(core, "root image", core.dir("staging/foreign"))
+    _foreign_mount(core, "tmpfs", core.dir("staging/tmp"))
+    assert core.harmless(attached(VOL)).devices == 1
+    assert core.harmless(attached(VOL2)).devices == 1
+    rows = [ln.split() for ln in core.harmless(list_mounts()).text.splitlines()]
+    assert sorted((k, v, p) for _, k, v, p in rows) == [
+        ("b", VOL2, os.path.join(blk, "dev")), ("f", VOL, st)], rows
+    first = min(rows, key=lambda r: int(r[0]))
+    rest = [ln.split() for ln in core.harmless(list_mounts(first[0])).text.splitlines()]
+    assert rest == [r for r in rows if r is not first], (rows, rest)
+    for msg, kind in ((Msg(T.REQ_LIST, what=mh_wire.LIST_IMAGES, after=""), E.REFUSED),
+                      (Msg(T.REQ_LIST, what=mh_wire.LIST_SNAPSHOTS, after=""), E.REFUSED),
+                      (list_mounts("12x"), E.REFUSED), (attached(NOIMG), E.NOTFOUND),
+                      (attached("sv-../../etc"), E.REFUSED)):
+        core.unchanged(msg, kind)
+    core.ok(unstage(VOL, st))
+    core.ok(unstage(VOL2, blk, flags=F_BLOCK))
+    assert core.harmless(attached(VOL)).devices == 0
+    assert core.harmless(attached(VOL2)).devices == 0
 
 
 def test_targets_it_did_not_make_survive(core):
@@ -621,7 +678,7 @@ PROTOCOL = dict(mh_wire.VIOLATIONS, **{  # and the rows the core does not serve
         (T.REQ_SNAPSHOT, dict(snapshot_id=SNAP, volume_id=VOL)),
         (T.REQ_DELETE_SNAPSHOT, dict(snapshot_id=SNAP)),
         (T.REQ_CLONE, dict(volume_id=VOL2, source_kind=mh_wire.SRC_VOLUME, source_id=VOL)),
-        (T.REQ_CAPACITY, {}), (T.REQ_LIST, dict(what=mh_wire.LIST_IMAGES)),
+        (T.REQ_CAPACITY, {}),
         (T.REQ_DIR_CREATE, dict(volume_id=VOL, base="/b", name="d")),
         (T.REQ_DIR_DELETE, dict(volume_id=VOL, base="/b", name="d")),
         (T.REQ_DIR_PUBLISH, dict(volume_id=VOL, base="/b", name="d", path="/t")),

@@ -147,8 +147,9 @@ def test_existing_file_system_kept_and_grown(pair):
 
 
 def test_blank_read_only_and_foreign_signature_refused(pair):
-    """The helper's own refusals come before the core is asked: a blank image staged
-    read-only, and an image holding another file system's signature (never formatted)."""
+    """The helper's own refusals come before the core is asked to stage: a blank image
+    staged read-only, and an image holding another file system's signature (never
+    formatted); the core only checked the request (STAGE_CHECK)."""
     staging = pair.dir("staging/c")
     pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=320 * MiB))
     for how in (dict(readonly=1), dict(mount_flags="ro")):
@@ -161,20 +162,36 @@ def test_blank_read_only_and_foreign_signature_refused(pair):
     ans = pair.call(stage(VOL, staging, fs="ext4"))
     assert ans.type == T.ANS_ERROR and ans.kind == E.EXISTS, ans
     assert open(img, "rb").read(4096) == before
-    assert "op=STAGE" not in pair.logs()
+    assert "op=STAGE " not in pair.logs() and "op=STAGE_CHECK " in pair.logs()
 
 
 def test_refused_stage_formats_nothing(pair):
-    """What the core would refuse (a path outside the patterns, a file system or mount
-    option outside the policy) is refused before the helper formats a blank image."""
+    """What the core would refuse (a path outside the patterns or through a directory
+    others may write to, a file system or mount option outside the policy) is refused
+    before the helper formats a blank image."""
     pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=320 * MiB))
     img = pair.path("data/images", VOL + ".img")
-    for msg in (stage(VOL, "/etc/not-allowed", fs="xfs"),
+    pair.dir("gw", mode=0o770)
+    for msg in (stage(VOL, "/etc/not-allowed", fs="xfs"), stage(VOL, pair.dir("gw/st")),
                 stage(VOL, pair.dir("staging/e"), fs="vfat"),
                 stage(VOL, pair.dir("staging/e"), mount_flags="suid")):
         ans = pair.call(msg)
         assert ans.type == T.ANS_ERROR and ans.kind == E.REFUSED, (msg, ans)
         assert not open(img, "rb").read(1 << 16).strip(b"\0"), msg
+
+
+def test_helper_sees_no_kubelet_directory(pair):
+    """With a core, the allowed roots are detached from the helper's view: nothing of
+    kubelet's (nor any mount beneath) is in its sight, its /dev holds no loop-control, and
+    a stage still works, the core checking the path."""
+    seen = "/proc/%d/root%s" % (pair.helper.pid, pair.root)
+    assert os.path.isdir(pair.path("root/pki")) and os.listdir(seen) == [], os.listdir(seen)
+    assert os.listdir("/proc/%d/root/dev" % pair.helper.pid) == ["null"]
+    pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=64 * MiB))
+    staging = pair.dir("staging/v")
+    pair.ok(stage(VOL, staging))
+    assert os.listdir(seen) == [] and os.path.ismount(staging)
+    pair.ok(unstage(VOL, staging))
 
 
 def test_core_errors_and_concurrent_questions(pair):
@@ -299,12 +316,12 @@ def test_copies_freeze_through_the_core_and_resize_refreshes(pair):
 
 
 def test_helper_holds_no_sys_admin_and_lists(pair):
-    """With a core, the helper keeps CAP_MKNOD alone (its own loop nodes, to see which
-    devices back an image) and still lists what it made and where the core mounted it,
-    deletes what nothing uses, and refuses to delete what a device backs."""
+    """With a core, the helper holds no capability and opens no loop device: it still lists
+    what it made and where the core mounted it (the core lists the mounts), deletes what
+    nothing uses, and refuses to delete what a device backs (the core tells it so)."""
     with open("/proc/%d/status" % pair.helper.pid) as f:
         eff = [int(ln.split()[1], 16) for ln in f if ln.startswith("CapEff:")][0]
-    assert eff == 1 << 27, hex(eff)  # CAP_MKNOD
+    assert eff == 0, hex(eff)
     staging = pair.dir("staging/l")
     pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=64 * MiB))
     pair.ok(stage(VOL, staging))

@@ -366,6 +366,52 @@ def test_reboot_restages_and_republishes(kd):
     assert_nothing_left(kd)
 
 
+def mount_ids_under(prefix):
+    """(mount id, mount point) of the mounts at or below prefix, as the host sees them."""
+    with open("/proc/self/mountinfo") as f:
+        rows = [ln.split() for ln in f]
+    return sorted((r[0], r[4]) for r in rows if r[4].startswith(prefix + "/"))
+
+
+@pytest.mark.parametrize("victim", [chaos.HELPER, "sepcsi-core"])
+def test_restart_leaves_every_mount_where_it_was(kd, victim):
+    """The helper (or its core) killed and started again with a file-system and a raw
+    block volume staged and published: every staging and publication is still the same
+    mount on the host (its mount id unchanged), never unmounted and made again. The new
+    helper narrows its own view (kubelet's tree detached from it): a detach that reached
+    the host's peers would unmount them all, and rpcd's reconciliation would hide it by
+    staging them again."""
+    k, c = kd.kubelet, kd.client
+    for name, cap, st, tg in (
+            ("pvc-kept-fs", mount_cap("ext4"), k.staging("pvc-kept-fs"), k.target("pvc-kept-fs")),
+            ("pvc-kept-blk", block_cap(), k.block_staging("pvc-kept-blk"),
+             k.block_target("pvc-kept-blk"))):
+        vid = c.controller("CreateVolume", name=name, volume_capabilities=[cap],
+                           capacity_range=c.pb.CapacityRange(required_bytes=SIZE)
+                           ).volume.volume_id
+        stage = dict(volume_id=vid, staging_target_path=st, volume_capability=cap)
+        c.node("NodeStageVolume", **stage)
+        c.node("NodePublishVolume", target_path=tg, readonly=False, **stage)
+    before = mount_ids_under(kd.root)
+    assert len(before) == 4, before
+    helper = kd.children()[chaos.HELPER]
+    started = kd.logs().count("core_started")
+    settled = kd.logs().count("reconciled result=")
+    if victim == chaos.HELPER:
+        os.kill(helper, signal.SIGKILL)
+    else:
+        with open("/proc/%d/task/%d/children" % (helper, helper)) as f:
+            for pid in f.read().split():
+                with open("/proc/%s/comm" % pid) as g:
+                    if g.read().strip() == victim:
+                        os.kill(int(pid), signal.SIGKILL)
+    wait_until(lambda: kd.logs().count("core_started") > started and
+               kd.children().get(chaos.HELPER) not in (None, helper), "a new helper and core")
+    wait_until(lambda: kd.logs().count("reconciled result=") > settled, "reconciled")
+    assert mount_ids_under(kd.root) == before
+    assert "reconcile_restore" not in kd.logs()
+
+
 def test_rpcd_killed_with_many_volumes_published(kd):
     """rpcd killed on a node with 70 raw block volumes staged and published: its
     reconciliation LISTs 70 images and 140 binds, which the helper sorts (glibc's qsort

@@ -216,6 +216,16 @@ static void build_samples(void)
 	strcpy(m->u.del.volume_id, "sv-6");
 	m = add(MH_ANS_REFRESH, 57);
 	m->u.size_ans.size_bytes = UINT64_MAX;
+	m = add(MH_REQ_ATTACHED, 58);
+	strcpy(m->u.del.volume_id, "sv-6");
+	m = add(MH_ANS_ATTACHED, 59);
+	m->u.attached.devices = UINT32_MAX;
+	m = add(MH_REQ_STAGE_CHECK, 60);
+	strcpy(m->u.stage.volume_id, "sv-7");
+	strcpy(m->u.stage.staging_path, "/var/lib/kubelet/plugins/x/globalmount");
+	strcpy(m->u.stage.fs_type, "xfs");
+	m->u.stage.flags = MH_F_CREATE_DIR;
+	add(MH_ANS_STAGE_CHECK, 61);
 
 	for (int t = MH_REQ_DIR_CREATE; t <= MH_REQ_PURGE; t += 2) {
 		m = add((uint16_t)t, 300u + (uint32_t)t);
@@ -343,7 +353,9 @@ static void test_names(void)
 	CHECK(strcmp(mh_type_name(MH_REQ_FREEZE), "REQ_FREEZE") == 0);
 	CHECK(strcmp(mh_type_name(MH_ANS_THAW), "ANS_THAW") == 0);
 	CHECK(strcmp(mh_type_name(MH_REQ_REFRESH), "REQ_REFRESH") == 0);
-	CHECK(strcmp(mh_type_name(57), "UNKNOWN") == 0);
+	CHECK(strcmp(mh_type_name(MH_ANS_ATTACHED), "ANS_ATTACHED") == 0);
+	CHECK(strcmp(mh_type_name(MH_REQ_STAGE_CHECK), "REQ_STAGE_CHECK") == 0);
+	CHECK(strcmp(mh_type_name(61), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(99), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(101), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(UINT16_MAX), "UNKNOWN") == 0);
@@ -462,10 +474,12 @@ static const char *layout(uint16_t type)
 	case MH_REQ_DELETE:
 	case MH_REQ_THAW:
 	case MH_REQ_REFRESH:
+	case MH_REQ_ATTACHED:
 		return "s";
 	case MH_REQ_FREEZE:
 		return "s4";
 	case MH_REQ_STAGE:
+	case MH_REQ_STAGE_CHECK:
 		return "sssssbf4";
 	case MH_REQ_UNSTAGE:
 		return "ssf";
@@ -479,6 +493,8 @@ static const char *layout(uint16_t type)
 	case MH_ANS_EXPAND:
 	case MH_ANS_REFRESH:
 		return "8";
+	case MH_ANS_ATTACHED:
+		return "4";
 	case MH_REQ_SNAPSHOT:
 		return "ss";
 	case MH_REQ_DELETE_SNAPSHOT:
