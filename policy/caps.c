@@ -1,6 +1,7 @@
 /*
  * Capability confinement of sepcsi-mounthelper and its two runners (see
- * pol_caps.h).
+ * pol_caps.h): their tables, and what each confines itself to, with
+ * caps_confine.c's pol_caps_confine.
  *
  * Runs once in the helper, as uid 0 with full capabilities, before the
  * seccomp filter is installed; and in each runner's child before its exec. Any failure is fatal for
@@ -23,11 +24,8 @@
 #include "pol_caps.h"
 
 #include <cap-ng.h>
-#include <errno.h>
-#include <linux/securebits.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <sys/prctl.h>
 
 static const struct pol_cap_entry helper_caps[] = {
     {CAP_SYS_ADMIN, "CAP_SYS_ADMIN",
@@ -81,11 +79,6 @@ static const struct pol_cap_entry tree_caps[] = {
 };
 
 #define NCAPS (sizeof(helper_caps) / sizeof(helper_caps[0]))
-
-#define HELPER_SECUREBITS                                                                          \
-	(SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |                           \
-	 SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |   \
-	 SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED)
 
 const struct pol_cap_entry *pol_caps_helper_table(size_t *n)
 {
@@ -141,125 +134,11 @@ const char *pol_caps_name(unsigned int cap, char *buf, size_t len)
 	return buf;
 }
 
-/*
- * Read the result back from the kernel; true only if it is exactly what we
- * asked: want in the bounding, effective and permitted sets, carried (the
- * capabilities kept across exec) in the inheritable and ambient sets.
- */
-static bool confinement_verified(uint64_t want, uint64_t carried)
-{
-	if (prctl(PR_GET_SECUREBITS, 0, 0, 0, 0) != HELPER_SECUREBITS)
-		return false;
-	if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
-		return false;
-	capng_clear(CAPNG_SELECT_BOTH);
-	if (capng_get_caps_process() != 0)
-		return false;
-	for (unsigned int cap = 0; cap < 64; cap++) {
-		int in_bset = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
-		if (in_bset < 0)
-			break; /* past the kernel's last capability */
-		bool keep = (want >> cap) & 1;
-		if ((in_bset == 1) != keep)
-			return false;
-		if (capng_have_capability(CAPNG_EFFECTIVE, cap) != keep ||
-		    capng_have_capability(CAPNG_PERMITTED, cap) != keep ||
-		    capng_have_capability(CAPNG_INHERITABLE, cap) != (int)((carried >> cap) & 1))
-			return false;
-		if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap, 0, 0) !=
-		    (int)((carried >> cap) & 1))
-			return false;
-	}
-	return true;
-}
-
-/*
- * Securebits, then exactly the capabilities in want, of which carried (a
- * subset) also inheritable and ambient, so that they survive the exec that
- * follows; then no_new_privs, then verify.
- */
-static int confine(uint64_t want, uint64_t carried)
-{
-	/*
-	 * 1. Securebits first: setting them needs CAP_SETPCAP, which step 2 drops.
-	 * NOROOT: exec by uid 0 no longer fills the permitted set. NO_SETUID_FIXUP:
-	 * uid changes do not touch capabilities. KEEP_CAPS stays off. The _LOCKED
-	 * bits make all of it irreversible for us and every descendant.
-	 */
-	unsigned long bits = HELPER_SECUREBITS;
-	if (carried) /* ambient raising is locked out only once it is done (step 2) */
-		bits &= ~(unsigned long)(SECBIT_NO_CAP_AMBIENT_RAISE |
-		                         SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED);
-	if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
-		return -1;
-	/*
-	 * 2. Bounding, effective and permitted = want; inheritable and ambient
-	 * empty. capng_apply drops the bounding set first (while CAP_SETPCAP is
-	 * still effective), then calls capset.
-	 */
-	capng_clear(CAPNG_SELECT_ALL);
-	for (unsigned int cap = 0; cap < 64; cap++) {
-		if (!((want >> cap) & 1))
-			continue;
-		capng_type_t sets = CAPNG_EFFECTIVE | CAPNG_PERMITTED | CAPNG_BOUNDING_SET;
-		if (capng_update(CAPNG_ADD, sets | ((carried >> cap) & 1 ? CAPNG_INHERITABLE : 0),
-		                 cap) != 0) {
-			errno = EINVAL;
-			return -1;
-		}
-	}
-	/* Carried capabilities: CAP_SETPCAP is kept (not in the bounding set) for step 2b. */
-	if (carried &&
-	    capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED, CAP_SETPCAP) != 0) {
-		errno = EINVAL;
-		return -1;
-	}
-	if (capng_apply(CAPNG_SELECT_ALL) != 0) {
-		errno = EPERM;
-		return -1;
-	}
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
-		return -1;
-	/* 2b. The carried ones made ambient, then ambient raising locked, then CAP_SETPCAP gone. */
-	if (carried) {
-		for (unsigned int cap = 0; cap < 64; cap++)
-			if ((carried >> cap) & 1 &&
-			    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) < 0)
-				return -1;
-		if (prctl(PR_SET_SECUREBITS, HELPER_SECUREBITS, 0, 0, 0) < 0)
-			return -1;
-		if (capng_update(CAPNG_DROP, CAPNG_EFFECTIVE | CAPNG_PERMITTED, CAP_SETPCAP) != 0 ||
-		    capng_apply(CAPNG_SELECT_CAPS) != 0) {
-			errno = EPERM;
-			return -1;
-		}
-	}
-
-	/* 3. No exec can gain privilege again (set-uid bits, file capabilities). */
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return -1;
-
-	/* 4. Trust the kernel's answer, not our intent. */
-	if (!confinement_verified(want, carried)) {
-		errno = EPERM;
-		return -1;
-	}
-	return 0;
-}
-
 int pol_caps_confine_helper(bool directories)
 {
-	uint64_t want = pol_caps_helper_mask() | (directories ? pol_caps_helper_dirs_mask() : 0);
-	capng_clear(CAPNG_SELECT_BOTH);
-	if (capng_get_caps_process() != 0) {
-		errno = EPERM;
-		return -1;
-	}
-	for (size_t i = 0; i < NCAPS; i++)
-		if (helper_caps[i].optional == POL_CAP_OPTIONAL &&
-		    capng_have_capability(CAPNG_PERMITTED, helper_caps[i].cap))
-			want |= 1ULL << helper_caps[i].cap;
-	return confine(want, 0);
+	return pol_caps_confine(pol_caps_helper_mask() |
+	                            (directories ? pol_caps_helper_dirs_mask() : 0),
+	                        pol_caps_helper_optional_mask(), 0);
 }
 
 uint64_t pol_caps_helper_core_mask(void)
@@ -269,15 +148,15 @@ uint64_t pol_caps_helper_core_mask(void)
 
 int pol_caps_confine_helper_core(void)
 {
-	return confine(pol_caps_helper_core_mask(), 0);
+	return pol_caps_confine(pol_caps_helper_core_mask(), 0, 0);
 }
 
 int pol_caps_confine_tools(void)
 {
-	return confine(0, 0);
+	return pol_caps_confine(0, 0, 0);
 }
 
 int pol_caps_confine_tree(void)
 {
-	return confine(pol_caps_tree_mask(), pol_caps_tree_mask());
+	return pol_caps_confine(pol_caps_tree_mask(), 0, pol_caps_tree_mask());
 }

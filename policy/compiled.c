@@ -10,12 +10,20 @@
  *   targets, mkfs ext4, xfs, btrfs): u8 count, then each entry u16 length and
  *   its bytes (no NUL);
  *   u64 min_bytes, u64 max_bytes, u32 overcommit_pct, u32 freeze_max_s,
- *   u8 log_only; and nothing after.
+ *   u8 log_only;
+ *   the core's confinement: u64 its capabilities, u64 those it keeps if
+ *   permitted, then its seccomp filter and its flusher's, each a u16 count of
+ *   BPF instructions (1 to 4096) and the instructions (pol_seccomp_export);
+ *   u32 the FNV-1a hash of the confinement's bytes; and nothing after.
  * All integers are big-endian. The reader holds each list to its bound and
  * each entry to POL_ENTRY_MAX, checks the record is whole and nothing follows
  * it, and refuses what the file's loader would have refused (paths, file
  * system types, mount options, patterns, bases inside a root, the numbers'
- * ranges); the mkfs words, which the core never uses, are only bounded.
+ * ranges); the mkfs words, which the core never uses, are only bounded. The
+ * confinement is the compiler's, from the core's tables: the reader checks
+ * its bounds and its hash (a record damaged on the way, or a fuzzer's, never
+ * loads a filter no table made; a record forged whole is its starter's, root,
+ * who could start anything), and the kernel the filters' programs.
  *
  * Pure code, no privilege needed.
  */
@@ -60,6 +68,46 @@ static int get_list(struct reader *r, struct pol_list *l)
 		r->p += len;
 	}
 	return 0;
+}
+
+uint32_t pol_hash(const void *buf, size_t len)
+{
+	uint32_t h = 2166136261u;
+	for (const uint8_t *b = buf; len--; b++)
+		h = (h ^ *b) * 16777619u;
+	return h;
+}
+
+/* The confinement: capabilities, two filters, their hash. */
+static int get_confinement(struct reader *r, struct pol *p)
+{
+	const uint8_t *start = r->p;
+	uint64_t n, hash;
+	if (get(r, &p->core_caps, 8) < 0 || get(r, &p->core_caps_optional, 8) < 0)
+		return -1;
+	for (size_t i = 0; i < POL_FILTERS; i++) {
+		if (get(r, &n, 2) < 0 || n == 0 || n > 4096 || (size_t)(r->end - r->p) < n * 8)
+			return -1;
+		if (!(p->filter[i] = malloc(n * 8)))
+			abort();
+		memcpy(p->filter[i], r->p, n * 8);
+		p->filter_len[i] = n * 8;
+		r->p += n * 8;
+	}
+	size_t len = (size_t)(r->p - start);
+	return get(r, &hash, 4) == 0 && hash == pol_hash(start, len) ? 0 : -1;
+}
+
+void pol_core_caps(const struct pol *p, uint64_t *caps, uint64_t *optional)
+{
+	*caps = p->core_caps;
+	*optional = p->core_caps_optional;
+}
+
+const void *pol_core_filter(const struct pol *p, enum pol_filter which, size_t *len)
+{
+	*len = p->filter_len[which];
+	return p->filter[which];
 }
 
 /* What the file's loader would have refused is refused here too (mkfs words aside: unused). */
@@ -121,8 +169,9 @@ int pol_load_compiled(int fd, struct pol **out, char *err, size_t errlen)
 		ok = get_list(&r, pol_list_at(p, i)) == 0;
 	}
 	ok = ok && get(&r, &min, 8) == 0 && get(&r, &max, 8) == 0 && get(&r, &pct, 4) == 0 &&
-	     get(&r, &freeze, 4) == 0 && get(&r, &log_only, 1) == 0 && r.p == r.end &&
-	     log_only <= 1 && min >= 4096 && min <= max && max <= (uint64_t)INT64_MAX / 2;
+	     get(&r, &freeze, 4) == 0 && get(&r, &log_only, 1) == 0 &&
+	     get_confinement(&r, p) == 0 && r.p == r.end && log_only <= 1 && min >= 4096 &&
+	     min <= max && max <= (uint64_t)INT64_MAX / 2;
 	ok = ok && freeze >= 1 && freeze <= 3600 && pct >= 1 && pct <= 10000 && valid(p);
 	if (!ok) {
 		pol_seterr(err, errlen, "compiled policy: malformed");

@@ -65,6 +65,12 @@ void pol_caps_print_helper(FILE *out);
  */
 int pol_caps_confine_helper(bool directories);
 /*
+ * The same with the sets given (caps_confine.c, which links no table): want,
+ * plus those of optional the process holds permitted now; carried also
+ * inheritable and ambient, for an exec that follows.
+ */
+int pol_caps_confine(uint64_t want, uint64_t optional, uint64_t carried);
+/*
  * The helper with a capable core (--core-fd), which mounts, unmounts, freezes,
  * grows, opens loop devices and lists mounts for it: no capability at all.
  * Same contract.

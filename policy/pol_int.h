@@ -27,6 +27,10 @@ struct pol {
 	uint64_t min_bytes, max_bytes;
 	unsigned overcommit_pct, freeze_max_s;
 	bool log_only;
+	/* The compiled form only: the core's confinement (compiled.c). */
+	uint64_t core_caps, core_caps_optional;
+	uint8_t *filter[POL_FILTERS];
+	size_t filter_len[POL_FILTERS];
 };
 
 #define TABLE_LEN(t) (sizeof(t) / sizeof((t)[0]))
@@ -36,6 +40,8 @@ void pol_seterr(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* strdup that aborts on allocation failure (error-handling contract). */
 char *pol_xstrdup(const char *s);
+/* FNV-1a, 32 bits: the compiled confinement arrived whole (not a proof against a forger). */
+uint32_t pol_hash(const void *buf, size_t len);
 /* The compiled form (compiled.c): its first bytes, and the longest entry it carries. */
 #define POL_COMPILED_MAGIC "SEPCSIPOL1\n"
 #define POL_ENTRY_MAX      4096

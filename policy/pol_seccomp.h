@@ -40,6 +40,20 @@ extern const struct pol_sc_table pol_sc_rpcd; /* sepcsi-rpcd */
  */
 int pol_seccomp_install(const struct pol_sc_table *table, bool log_only);
 
+/*
+ * Write the table's filter, as pol_seccomp_install would load it, to out: a
+ * big-endian u16 count of BPF instructions, then the instructions as the
+ * kernel takes them (for the compiled policy, compiled.c). 0 or -1.
+ */
+int pol_seccomp_export(const struct pol_sc_table *table, bool log_only, FILE *out);
+
+/*
+ * Load a filter exported so (len bytes) on the calling process, all threads,
+ * after setting no_new_privs: for a process that links no table and no
+ * libseccomp (the capable core). 0, or -1 (fail closed).
+ */
+int pol_seccomp_load(const void *bpf, size_t len);
+
 /* Number of distinct system calls the table allows (with or without an argument filter). */
 size_t pol_seccomp_syscall_count(const struct pol_sc_table *table);
 

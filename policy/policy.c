@@ -364,5 +364,7 @@ void pol_free(struct pol *p)
 	pol_list_clear(&p->opts);
 	for (size_t i = 0; i < POL_NFS; i++)
 		pol_list_clear(&p->mkfs[i]);
+	for (size_t i = 0; i < POL_FILTERS; i++)
+		free(p->filter[i]);
 	free(p);
 }

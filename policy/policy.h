@@ -55,6 +55,17 @@ void pol_free(struct pol *p); /* NULL is fine */
 int pol_compile(const struct pol *p, FILE *out);
 int pol_load_compiled(int fd, struct pol **out, char *err, size_t errlen);
 
+/*
+ * What a compiled policy also carries, for the capable core, which links
+ * neither its own capability table nor its seccomp tables: the capabilities it
+ * keeps (and those it keeps if permitted), and its filters and its flusher's,
+ * built by the compiler from policy/seccomp_core.c (pol_seccomp_load loads
+ * one). A policy loaded from its file has none (0, NULL).
+ */
+enum pol_filter { POL_FILTER_CORE, POL_FILTER_FLUSHER, POL_FILTERS };
+void pol_core_caps(const struct pol *p, uint64_t *caps, uint64_t *optional);
+const void *pol_core_filter(const struct pol *p, enum pol_filter which, size_t *len);
+
 /* "sv-" + 32 lowercase hex digits; anything else (NULL, '/', "..", upper case) is false. */
 bool pol_volume_id_valid(const char *id);
 /* "ss-" + 32 lowercase hex digits. */

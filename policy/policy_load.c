@@ -16,7 +16,9 @@
 #include <string.h>
 
 #include "mh_proto.h"
+#include "pol_caps.h"
 #include "pol_int.h"
+#include "pol_seccomp.h"
 #include "units.h"
 
 #define MiB          (1024ULL * 1024)
@@ -518,5 +520,24 @@ int pol_compile(const struct pol *p, FILE *out)
 	put(out, p->overcommit_pct, 4);
 	put(out, p->freeze_max_s, 4);
 	put(out, p->log_only, 1);
+	/* The core's confinement, and its hash: what pol_core_confinement reads. */
+	char *conf = NULL;
+	size_t len = 0;
+	FILE *c = open_memstream(&conf, &len);
+	if (!c)
+		return -1;
+	put(c, pol_caps_helper_mask(), 8);
+	put(c, pol_caps_helper_optional_mask(), 8);
+	int rc = pol_seccomp_export(&pol_sc_core, p->log_only, c) == 0 &&
+	                 pol_seccomp_export(&pol_sc_flusher, p->log_only, c) == 0
+	             ? 0
+	             : -1;
+	if (fclose(c) != 0 || rc < 0) {
+		free(conf);
+		return -1;
+	}
+	(void)fwrite(conf, 1, len, out);
+	put(out, pol_hash(conf, len), 4);
+	free(conf);
 	return fflush(out) == 0 && !ferror(out) ? 0 : -1;
 }

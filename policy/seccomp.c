@@ -33,9 +33,11 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/xattr.h>
 #include <termios.h>
+#include <unistd.h>
 
 /*
  * Sanitizer builds only (-DSEPCSI_SANITIZE=ON): the ASan runtime sets up an
@@ -87,16 +89,17 @@ static int add_rules(scmp_filter_ctx ctx, const struct sc_rule *t, size_t n)
 	return 0;
 }
 
-int pol_seccomp_install(const struct pol_sc_table *table, bool log_only)
+/* The table's filter, ready to load or export; NULL if it cannot be built. */
+static scmp_filter_ctx build(const struct pol_sc_table *table, bool log_only)
 {
 	size_t n = table->n;
 	const struct sc_rule *t = table->rules;
 	if (seccomp_arch_native() != SCMP_ARCH_X86_64)
-		return -1; /* the tables were derived on x86_64 only */
+		return NULL; /* the tables were derived on x86_64 only */
 
 	scmp_filter_ctx ctx = seccomp_init(log_only ? SCMP_ACT_LOG : SCMP_ACT_KILL_PROCESS);
 	if (!ctx)
-		return -1;
+		return NULL;
 	int rc = 0;
 	/* Another ABI (i386 int 0x80, x32) never matches: kill, even in log_only mode. */
 	rc |= seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
@@ -109,8 +112,42 @@ int pol_seccomp_install(const struct pol_sc_table *table, bool log_only)
 	if (rc == 0 && SANITIZER_RULES)
 		rc = add_rules(ctx, sanitizer_rules,
 		               sizeof(sanitizer_rules) / sizeof(sanitizer_rules[0]));
-	if (rc == 0)
-		rc = seccomp_load(ctx);
-	seccomp_release(ctx);
+	if (rc != 0) {
+		seccomp_release(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+int pol_seccomp_install(const struct pol_sc_table *table, bool log_only)
+{
+	scmp_filter_ctx ctx = build(table, log_only);
+	int rc = ctx ? seccomp_load(ctx) : -1;
+	if (ctx)
+		seccomp_release(ctx);
 	return rc == 0 ? 0 : -1;
+}
+
+int pol_seccomp_export(const struct pol_sc_table *table, bool log_only, FILE *out)
+{
+	scmp_filter_ctx ctx = build(table, log_only);
+	int fd = memfd_create("sepcsi-filter", MFD_CLOEXEC), rc = -1;
+	off_t len;
+	char buf[4096];
+	if (ctx && fd >= 0 && seccomp_export_bpf(ctx, fd) == 0 &&
+	    (len = lseek(fd, 0, SEEK_CUR)) > 0 && len % 8 == 0 && len / 8 <= 4096 &&
+	    lseek(fd, 0, SEEK_SET) == 0) {
+		/* u16 instructions, then the program as the kernel takes it (host order) */
+		(void)fputc((int)(len / 8) >> 8, out);
+		(void)fputc((int)(len / 8) & 0xff, out);
+		ssize_t n;
+		rc = 0;
+		while (rc == 0 && (n = read(fd, buf, sizeof(buf))) != 0)
+			rc = n > 0 && fwrite(buf, 1, (size_t)n, out) == (size_t)n ? 0 : -1;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (ctx)
+		seccomp_release(ctx);
+	return rc;
 }

@@ -28,8 +28,11 @@ void core_freeze_expire(bool all);
  * one thread does not wait for it. Its socket is at CORE_FD_FLUSH.
  */
 #define CORE_FD_FLUSH POL_SC_FLUSH_FD
-/* Fork it (at start, before the core's own filter); 0, or -1 with errno. */
-int core_flush_start(bool log_only);
+/*
+ * Fork it (at start, before the core's own filter), under filter (len bytes,
+ * its compiled policy's: pol_core_filter); 0, or -1 with errno.
+ */
+int core_flush_start(const void *filter, size_t len);
 /* The socket to wait on for its answers; -1 when there is no flusher. */
 int core_flush_fd(void);
 /*

@@ -13,7 +13,8 @@
  * the others' UNSTAGE and FREEZE, never their other requests.
  *
  * The flusher runs as root WITHOUT any capability (dropped right after the
- * fork), under a filter of its own (pol_sc_flusher: receive a descriptor,
+ * fork), under a filter of its own (pol_sc_flusher, compiled into the core's
+ * policy by its starter: receive a descriptor,
  * syncfs, close, answer, exit), with no descriptor but its socket. It is
  * killed with the core (PR_SET_PDEATHSIG) and ends when its socket does.
  *
@@ -83,7 +84,7 @@ static void __attribute__((noreturn)) serve(void)
 	}
 }
 
-int core_flush_start(bool log_only)
+int core_flush_start(const void *filter, size_t len)
 {
 	int sv[2];
 	/* A dead flusher is reaped by the kernel: the core's filter has no wait4. */
@@ -103,8 +104,7 @@ int core_flush_start(bool log_only)
 		    capng_apply(CAPNG_SELECT_CAPS) < 0 || dup2(sv[1], CORE_FD_FLUSH) < 0 ||
 		    close_range(0, CORE_FD_FLUSH - 1, 0) < 0 ||
 		    close_range(CORE_FD_FLUSH + 1, ~0U, 0) < 0 ||
-		    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-		    pol_seccomp_install(&pol_sc_flusher, log_only) < 0)
+		    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || pol_seccomp_load(filter, len) < 0)
 			_exit(1);
 		serve();
 	}

@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -399,6 +400,10 @@ int main(int argc, char **argv)
 	log_init("core", a.fmt, a.lvl);
 	if (getuid() != 0 || geteuid() != 0)
 		log_fatal("must run as root (uid 0)");
+	/* Not dumpable, nor its flusher (uid 0, no capability): no /proc/<pid>/root into its view.
+	 */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		log_fatal("PR_SET_DUMPABLE: %s", strerror(errno));
 	if (pol_load_compiled(a.policy_fd, &pol, err, sizeof(err)) < 0) {
 		log_kv(LOG_LVL_ERROR, "policy_error", "error", err, NULL);
 		return EXIT_POLICY;
@@ -419,12 +424,17 @@ int main(int argc, char **argv)
 	mh_loop_records_rebuild(ctx.images_fd);
 	mh_sweep(&ctx, NULL); /* raw block devices a dead core attached and nothing uses */
 	setup_signals(&unblocked);
-	if (core_flush_start(pol_seccomp_log_only(pol)) < 0)
+	size_t flen, clen;
+	const void *flusher = pol_core_filter(pol, POL_FILTER_FLUSHER, &flen),
+	           *filter = pol_core_filter(pol, POL_FILTER_CORE, &clen);
+	if (core_flush_start(flusher, flen) < 0)
 		log_kv(LOG_LVL_ERROR, "flusher_not_started", "error", strerror(errno), "then",
 		       "unmounts and freezes write back in the core's own thread", NULL);
-	if (pol_caps_confine_helper(false) < 0)
+	uint64_t caps, optional;
+	pol_core_caps(pol, &caps, &optional);
+	if (pol_caps_confine(caps, optional, 0) < 0)
 		log_fatal("cannot confine capabilities: %s", strerror(errno));
-	if (pol_seccomp_install(&pol_sc_core, pol_seccomp_log_only(pol)) < 0)
+	if (pol_seccomp_load(filter, clen) < 0)
 		log_fatal("cannot install the seccomp filter");
 	if (ctl >= 0 && sup_ctl_send(ctl, SUP_CTL_READY, -1) < 0)
 		log_fatal("cannot send READY: %s", strerror(errno));

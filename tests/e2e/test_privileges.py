@@ -30,9 +30,10 @@ def test_rpcd_unprivileged(driver):
 
 def test_helper_confined(driver):
     """Without directory volumes the helper holds no capability at all (its core opens every
-    loop device and lists every mount for it), and its child sepcsi-core holds what mounting needs: SYS_ADMIN (mounts, freeze, xfs/btrfs
-    grow), CHOWN (volume mount group), MKNOD (its own loop nodes), and SYS_RESOURCE (ext4
-    online expand) only if the supervisor's bounding set passes it on (policy/caps.c)."""
+    loop device and lists every mount for it), and its child sepcsi-core holds what mounting
+    needs: SYS_ADMIN (mounts, freeze, xfs/btrfs grow), CHOWN (volume mount group), MKNOD (its
+    own loop nodes), and SYS_RESOURCE (ext4 online expand) only if the supervisor's bounding
+    set passes it on (from its compiled policy, written from policy/caps.c's table)."""
     driver.client.identity("Probe")
     helper = driver.children()["sepcsi-mounthel"]
     core = [pid for pid in helper_children(helper) if comm(pid) == "sepcsi-core"]
@@ -250,21 +251,28 @@ def test_supervisor_links_no_printer_nor_other_tables():
 def test_the_core_links_no_parser_no_printer_no_other_filter():
     """sepcsi-core, the capable half of the split helper, parses no byte a tenant wrote
     (no libblkid, no superblock reader), no policy file (it reads the compiled form: no
-    inih, no pol_load), prints no table and holds no other process's filter or worker,
-    runner or image-copy code; privsize counts it from its own units."""
+    inih, no pol_load), prints no table and holds no worker, runner or image-copy code;
+    its confinement comes compiled with its policy, so it links no capability table, no
+    seccomp table (its own either) and no libseccomp; privsize counts it from its own
+    units."""
     from conftest import BIN, BUILD
     libs, syms = linked(os.path.join(BIN, "sepcsi-core"))
-    assert not [lib for lib in libs if lib.startswith(("libblkid", "libinih"))], libs
+    assert not [lib for lib in libs if lib.startswith(("libblkid", "libinih", "libseccomp"))], \
+        libs
     banned = re.compile(r"^(blkid_|rn_ext4_sb|rn_signature|ini_parse|pol_load$|pol_md_|"
-                        r"pol_seccomp_print|pol_sc_(helper|tools|tree|probe|rpcd)$|"
+                        r"pol_seccomp_print|pol_seccomp_install|pol_sc_[a-z]+$|"
+                        r"seccomp_(init|rule_add)$|"
+                        r"pol_caps_helper_table|pol_caps_tree_table|mh_view_enter|"
                         r"mh_worker|mh_tools_|mh_mkfs|mh_space_|mh_image_create|mh_tree_)")
     assert not sorted(s for s in syms if banned.match(s))
-    assert "pol_load_compiled" in syms and "pol_sc_core" in syms
+    assert "pol_load_compiled" in syms and "pol_seccomp_load" in syms
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run(["/usr/bin/python3", os.path.join(root, "tools", "privsize.py"),
                           BUILD, "--files"], capture_output=True, text=True, check=True).stdout
     block = re.split(r"\n(?:sepcsi-|holding)", out.split("\nsepcsi-core ", 1)[1], 1)[0]
     assert "mounthelper/core/core_main.c" in block and "policy/compiled.c" in block
     for unit in ("policy/policy_load.c", "mounthelper/mh_worker.c", "mounthelper/mh_tools.c",
-                 "common/units.c", "policy/seccomp_helper.c", "policy/md.c"):
+                 "common/units.c", "policy/seccomp_helper.c", "policy/md.c",
+                 "policy/seccomp_core.c", "policy/seccomp.c", "policy/caps.c",
+                 "mounthelper/mh_view.c", "policy/view.c"):
         assert unit not in block, unit

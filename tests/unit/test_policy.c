@@ -5,13 +5,20 @@
  */
 #include <errno.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mh_proto.h"
+#include "pol_caps.h"
+#include "pol_seccomp.h"
 #include "policy.h"
 #include "tap.h"
 
@@ -470,6 +477,53 @@ static struct pol *round_trip(const struct pol *p, size_t cut, const char *appen
 	return q;
 }
 
+/*
+ * The core's confinement in its compiled policy: its capabilities, and filters
+ * that are the core's own tables' (one allows what the core does, kills what
+ * it never does); one byte changed anywhere in it refuses the whole record.
+ */
+static void test_compiled_confinement(struct pol *file, struct pol *q)
+{
+	uint64_t caps, optional;
+	size_t len, flen;
+	pol_core_caps(file, &caps, &optional);
+	CHECK(caps == 0 && optional == 0 && pol_core_filter(file, POL_FILTER_CORE, &len) == NULL);
+	pol_core_caps(q, &caps, &optional);
+	CHECK(caps == pol_caps_helper_mask() && optional == pol_caps_helper_optional_mask());
+	const void *core = pol_core_filter(q, POL_FILTER_CORE, &len);
+	CHECK(core && len >= 8 && len % 8 == 0 && pol_core_filter(q, POL_FILTER_FLUSHER, &flen) &&
+	      flen < len);
+	for (int allowed = 0; core && allowed < 2; allowed++) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			if (pol_seccomp_load(core, len) < 0)
+				_exit(3);
+			if (allowed)
+				_exit(getpid() > 0 ? 0 : 4);                /* getpid: the core's */
+			(void)syscall(SYS_socket, AF_INET, SOCK_STREAM, 0); /* never the core's */
+			_exit(5);
+		}
+		int st = 0;
+		CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+		CHECK(allowed ? WIFEXITED(st) && WEXITSTATUS(st) == 0
+		              : WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS);
+	}
+	char *buf = NULL, err[256];
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	CHECK(f && pol_compile(q, f) == 0 && fclose(f) == 0);
+	for (size_t at = n - 4 - len - flen - 16; buf && at < n; at += 97) {
+		int fd = memfd_create("compiled", 0);
+		buf[at] ^= 0x20;
+		CHECK(fd >= 0 && write(fd, buf, n) == (ssize_t)n && lseek(fd, 0, SEEK_SET) == 0);
+		struct pol *bad = NULL;
+		CHECK(pol_load_compiled(fd, &bad, err, sizeof(err)) < 0 && bad == NULL);
+		buf[at] ^= 0x20;
+		close(fd);
+	}
+	free(buf);
+}
+
 static void test_compiled(void)
 {
 	char err[256] = "";
@@ -520,6 +574,8 @@ static void test_compiled(void)
 	CHECK(pol_load(NULL, &p, err, sizeof(err)) == 0);
 	q = round_trip(p, 0, NULL);
 	CHECK(q && strcmp(pol_root(q, 0), "/var/lib/kubelet") == 0 && pol_fs_allowed(q, "btrfs"));
+	if (q)
+		test_compiled_confinement(p, q);
 	pol_free(q);
 	pol_free(p);
 	/* Not a compiled policy at all. */
