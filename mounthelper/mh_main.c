@@ -51,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -495,6 +496,13 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	       a->data_dir, NULL);
 	if (getuid() != 0 || geteuid() != 0)
 		log_fatal("must run as root (uid 0)");
+	/*
+	 * Not dumpable: beside a core it holds no capability, and any other process
+	 * of uid 0 without one (its runners, the tools, a root pod on the host's pid
+	 * namespace) could otherwise open its /proc/<pid>/mem, fds and root.
+	 */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		log_fatal("PR_SET_DUMPABLE: %s", strerror(errno));
 	/* Neither the runners nor a tool inherit the core's channel. */
 	if (a->core_fd >= 0 && fcntl(a->core_fd, F_SETFD, FD_CLOEXEC) < 0)
 		log_fatal("fd %d: %s", a->core_fd, strerror(errno));

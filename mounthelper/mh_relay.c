@@ -29,16 +29,20 @@
 #include "mh_worker.h"
 
 /*
- * The child, before exec: dies with the helper; its channel on fd 3, the
- * compiled policy on fd 5, and nothing else of the helper's (not rpcd's
- * channel, not the supervisor's: fd 4 closed, so it has no supervisor).
+ * The child, before exec: dies with the helper; a view of its own, built as
+ * the helper's was but from inside the helper's (a tmpfs root no other process
+ * shares: the helper could otherwise rename what lies in the core's root,
+ * its /dev or the directories leading to the allowed roots); its channel on
+ * fd 3, the compiled policy on fd 5, and nothing else of the helper's (not
+ * rpcd's channel, not the supervisor's: fd 4 closed, so it has no supervisor).
  */
 static void __attribute__((noreturn))
-exec_core(int exe, int chan, int policy, pid_t parent, char *const argv[])
+exec_core(int exe, int chan, int policy, pid_t parent, const struct pol *pol, const char *data_dir,
+          char *const argv[])
 {
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 		_exit(127);
-	mh_view_own_dev();
+	mh_view_enter(pol, data_dir);
 	int c = fcntl(chan, F_DUPFD, 10), p = fcntl(policy, F_DUPFD, 10),
 	    e = fcntl(exe, F_DUPFD_CLOEXEC, 10);
 	if (c < 0 || p < 0 || e < 0 || dup2(c, 3) != 3 || dup2(p, 5) != 5)
@@ -109,7 +113,7 @@ int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, 
 		    "sepcsi-core", "--data-dir", (char *)data_dir, "--owner",   "0",
 		    "--policy-fd", "5",          "--log-format",   (char *)fmt, "--log-level",
 		    (char *)lvl,   NULL};
-		exec_core(exe, sv[1], policy, parent, argv);
+		exec_core(exe, sv[1], policy, parent, pol, data_dir, argv);
 	}
 	if (pid < 0)
 		log_fatal("cannot start the capable core: %s", strerror(errno));

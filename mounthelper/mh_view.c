@@ -403,22 +403,6 @@ void mh_view_enter(const struct pol *pol, const char *data_dir)
 	       "data_dir", data_dir, NULL);
 }
 
-void mh_view_own_dev(void)
-{
-	struct stat null, ctl;
-	if (stat("/dev/null", &null) < 0 || stat("/dev/loop-control", &ctl) < 0)
-		die("the view's /dev");
-	if (unshare(CLONE_NEWNS) < 0)
-		die("unshare");
-	int m = view_tmpfs(); /* the same source: binds of its loop nodes are known as ours */
-	if (mknodat(m, "null", S_IFCHR | 0666, null.st_rdev) < 0 ||
-	    mknodat(m, "loop-control", S_IFCHR | 0600, ctl.st_rdev) < 0)
-		die("mknod in a /dev of its own");
-	if (move_mount(m, "", AT_FDCWD, "/dev", MOVE_MOUNT_F_EMPTY_PATH) < 0)
-		die("attach a /dev of its own");
-	close(m);
-}
-
 void mh_view_leave_to_core(const struct pol *pol)
 {
 	/*
@@ -428,12 +412,17 @@ void mh_view_leave_to_core(const struct pol *pol)
 	 * core's namespace. Made private, the helper's copies leave their peer groups
 	 * and nothing that happens to them reaches anyone else.
 	 */
-	for (size_t i = 0; pol_root(pol, i) != NULL; i++)
-		if (mount(NULL, pol_root(pol, i), NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-		    umount2(pol_root(pol, i), MNT_DETACH) < 0)
+	for (size_t i = 0; pol_root(pol, i) != NULL; i++) /* EINVAL: gone with an outer root */
+		if ((mount(NULL, pol_root(pol, i), NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+		     umount2(pol_root(pol, i), MNT_DETACH) < 0) &&
+		    errno != EINVAL)
 			die("detach %s from the view", pol_root(pol, i));
 	if (unlink("/dev/loop-control") < 0)
 		die("remove /dev/loop-control from the view");
+	/* Its root read-only: nothing in the view's tmpfs is renamed, replaced or added. */
+	struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+	if (syscall(SYS_mount_setattr, AT_FDCWD, "/", 0, &ro, sizeof(ro)) < 0)
+		die("make the view's root read-only");
 	log_kv(LOG_LVL_INFO, "view_narrowed", "why",
 	       "the capable core alone acts in kubelet's directories and on loop devices", NULL);
 }

@@ -17,20 +17,13 @@
 void mh_view_enter(const struct pol *pol, const char *data_dir);
 
 /*
- * Inside the view, for the capable core before its exec: a mount namespace
- * of its own with a /dev of its own (null, loop-control, and the loop nodes
- * it makes), so that its loop nodes are in no other process's view. The
- * allowed roots stay shared with the host. Fatal on any failure.
- */
-void mh_view_own_dev(void);
-
-/*
  * The helper's view once its core runs in a namespace of its own: the
  * allowed roots detached (kubelet's directories, and every mount beneath
  * them, out of its sight and reach) and /dev/loop-control removed (no loop
- * device added, removed or found free). The roots are made private first
- * (with every mount beneath them) and the core's /dev is its own, so neither
- * change reaches another namespace. Fatal on any failure.
+ * device added, removed or found free), then its root tmpfs made read-only.
+ * The roots are made private first (with every mount beneath them) and the
+ * core's view is its own (mh_view_enter again, in the core's child), so none
+ * of this reaches another namespace. Fatal on any failure.
  */
 void mh_view_leave_to_core(const struct pol *pol);
 

@@ -84,10 +84,10 @@ void mh_workers_set_core(int fd);
  */
 void mh_core_locate(void);
 /*
- * Then start it as the helper's child, in the helper's view with a /dev of
- * its own (mh_view_own_dev), the policy compiled on its fd 5 and its channel
- * on fd 3: the channel's other end. Before the helper's confinement; fatal if
- * it cannot.
+ * Then start it as the helper's child, in a view of its own built from inside
+ * the helper's (mh_view_enter in the child, before its exec), the policy
+ * compiled on its fd 5 and its channel on fd 3: the channel's other end.
+ * Before the helper's confinement; fatal if it cannot.
  */
 struct pol;
 int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, const char *lvl);

@@ -21,8 +21,8 @@ import pytest
 import mh_wire
 from conftest import BIN, cleanup_tree
 from mh_wire import E, Msg, T, decode, encode
-from test_core import (MiB, Core, expand, loops, mounts, publish, stage, stats, unpublish,
-                       unstage)
+from test_core import (SECRETS, MiB, Core, expand, loops, mounts, publish, stage, stats,
+                       unpublish, unstage)
 
 VOL = "sv-" + "0" * 31 + "a"
 VOL2 = "sv-" + "0" * 31 + "b"
@@ -405,6 +405,57 @@ def test_helper_starts_its_core_private_and_bare():
         p.ok(stage(VOL, staging))
         assert "done by the capable core" in p.helper_logs()
         p.ok(unstage(VOL, staging))
+    finally:
+        p.stop()
+        cleanup_tree(p.tmp)
+
+
+# What a process of uid 0 without any capability tries, inside another's mount namespace
+# (a compromised helper or runner): each line prints "refused" or what it reached.
+CAPLESS_PROBE = """
+import os, sys
+def attempt(what, fn):
+    try:
+        fn()
+        print(what, "DONE")
+    except OSError as e:
+        print(what, "refused", e.errno)
+flusher, helper, root = sys.argv[1], sys.argv[2], sys.argv[3]
+attempt("kubelet key through the flusher's root",
+        lambda: open("/proc/%s/root%s/pki/kubelet.key" % (flusher, root)).read())
+attempt("the helper's memory", lambda: open("/proc/%s/mem" % helper, "r+b").close())
+attempt("the helper's descriptors", lambda: os.readlink("/proc/%s/fd/3" % helper))
+attempt("the helper's root", lambda: os.listdir("/proc/%s/root/" % helper))
+attempt("rename /dev", lambda: os.rename("/dev", "/dev.h"))
+attempt("mkdir in the root", lambda: os.mkdir("/x"))
+"""
+
+
+def test_no_capability_less_root_process_reaches_the_core_or_the_helper():
+    """uid 0 without capabilities is all a compromised helper, its runner or a tool is: from
+    their views, nothing of the core's (its view, through its flusher's /proc/<pid>/root),
+    the helper's (memory, descriptors) or of the helper's root tmpfs (its /dev, which the
+    core once shared) is reachable, and the core's root is a tmpfs of its own."""
+    p = OwnCore()
+    try:
+        p.start()
+        with open("/proc/%d/task/%d/children" % (p.core_pid, p.core_pid)) as f:
+            flusher = f.read().split()[0]
+        kids = [int(k) for k in open("/proc/%d/task/%d/children" % (p.helper.pid,
+                                                                    p.helper.pid)).read().split()]
+        runner = [k for k in kids if open("/proc/%d/comm" % k).read().strip() == "sepcsi-runner"]
+        assert os.stat("/proc/%d/root/" % p.core_pid).st_dev != \
+            os.stat("/proc/%d/root/" % p.helper.pid).st_dev
+        for pid in [p.helper.pid] + runner:
+            out = subprocess.run(
+                ["nsenter", "-t", str(pid), "-m", "--", "setpriv", "--bounding-set=-all",
+                 "--inh-caps=-all", "--ambient-caps=-all", "/usr/bin/python3", "-c",
+                 CAPLESS_PROBE, flusher, str(p.helper.pid), p.root],
+                capture_output=True, text=True, timeout=60)
+            lines = out.stdout.splitlines()
+            assert len(lines) == 6 and all(" refused " in ln for ln in lines), (pid, out)
+        with open(p.path("root", "pki/kubelet.key"), "rb") as f:
+            assert f.read() == SECRETS["pki/kubelet.key"]
     finally:
         p.stop()
         cleanup_tree(p.tmp)
