@@ -545,6 +545,8 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	mh_tools_start(pol, a->data_dir, a->fmt_name, a->lvl_name);
 	if (!ctx->core)
 		mh_sweep(ctx, NULL); /* no worker yet: loop devices a dead helper's workers left */
+	else
+		mh_view_drop_proc(); /* its runner keeps its own (it reopens images by fd there) */
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
 	if (core_fd >= 0 && !is_socket(core_fd))

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mh_tools.h"
 #include "mh_view.h"
 #include "mh_worker.h"
 
@@ -117,11 +118,7 @@ int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, 
 	}
 	if (pid < 0)
 		log_fatal("cannot start the capable core: %s", strerror(errno));
-	close(started[1]);
-	char byte;
-	while (read(started[0], &byte, 1) < 0 && errno == EINTR)
-		; /* the helper must not change its view before the core has its own */
-	close(started[0]);
+	mh_wait_for_exec(started); /* the helper changes its view next: the core's is its own */
 	close(sv[1]);
 	close(policy);
 	close(exe);

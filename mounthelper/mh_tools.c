@@ -170,11 +170,21 @@ exec_runner(int sock, pid_t parent, const struct pol *pol, const char *data_dir,
 	_exit(127);
 }
 
+void mh_wait_for_exec(int started[2])
+{
+	char byte;
+	close(started[1]);
+	while (read(started[0], &byte, 1) < 0 && errno == EINTR)
+		;
+	close(started[0]);
+}
+
 static void start_one(const struct pol *pol, const char *data_dir, const char *log_format,
                       const char *log_level, enum mh_runner which)
 {
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+	int sv[2], started[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
+	    pipe2(started, O_CLOEXEC) < 0)
 		log_fatal("runner socket: %s", strerror(errno));
 	pid_t parent = getpid();
 	fflush(NULL);
@@ -185,6 +195,7 @@ static void start_one(const struct pol *pol, const char *data_dir, const char *l
 		close(sv[0]);
 		exec_runner(sv[1], parent, pol, data_dir, log_format, log_level, which);
 	}
+	mh_wait_for_exec(started);
 	close(sv[1]);
 	runners[which].fd = sv[0];
 	runners[which].pidfd = (int)syscall(SYS_pidfd_open, pid, 0);

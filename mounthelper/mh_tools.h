@@ -27,6 +27,14 @@ enum mh_runner { MH_RUNNER_TOOLS, MH_RUNNER_TREE, MH_RUNNERS };
 void mh_tools_locate(void);
 
 /*
+ * After a fork whose child execs (a runner, the core): wait until it has, or
+ * has died (started: a close-on-exec pipe made before the fork), so that what
+ * its parent changes in its own view next (mh_view.c) is after the child's
+ * view is its own.
+ */
+void mh_wait_for_exec(int started[2]);
+
+/*
  * At start, before the helper confines itself: fork a child that leaves the
  * helper's view, drops every capability and execs the tools runner with the
  * job socket on fd 3, in a view without data_dir; with directory volumes (the

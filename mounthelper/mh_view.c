@@ -412,10 +412,9 @@ void mh_view_leave_to_core(const struct pol *pol)
 	 * core's namespace. Made private, the helper's copies leave their peer groups
 	 * and nothing that happens to them reaches anyone else.
 	 */
-	for (size_t i = 0; pol_root(pol, i) != NULL; i++) /* EINVAL: gone with an outer root */
-		if ((mount(NULL, pol_root(pol, i), NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-		     umount2(pol_root(pol, i), MNT_DETACH) < 0) &&
-		    errno != EINVAL)
+	for (size_t i = 0; pol_root(pol, i) != NULL; i++) /* never nested: the policy's rule */
+		if (mount(NULL, pol_root(pol, i), NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+		    umount2(pol_root(pol, i), MNT_DETACH) < 0)
 			die("detach %s from the view", pol_root(pol, i));
 	if (unlink("/dev/loop-control") < 0)
 		die("remove /dev/loop-control from the view");
@@ -425,4 +424,10 @@ void mh_view_leave_to_core(const struct pol *pol)
 		die("make the view's root read-only");
 	log_kv(LOG_LVL_INFO, "view_narrowed", "why",
 	       "the capable core alone acts in kubelet's directories and on loop devices", NULL);
+}
+
+void mh_view_drop_proc(void)
+{
+	if (umount2("/proc", MNT_DETACH) < 0)
+		die("detach /proc from the view");
 }

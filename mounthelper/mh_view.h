@@ -27,4 +27,13 @@ void mh_view_enter(const struct pol *pol, const char *data_dir);
  */
 void mh_view_leave_to_core(const struct pol *pol);
 
+/*
+ * And, once its runners are started, /proc detached from it: a procfs shows
+ * every process of the host's pid namespace that its reader may ptrace-read,
+ * and a process without capabilities may read every other one of its uid
+ * without capabilities (a root pod that dropped them all, say). The helper
+ * reads nothing there after its start (capabilities are read with capget).
+ */
+void mh_view_drop_proc(void);
+
 #endif

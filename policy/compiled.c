@@ -114,10 +114,14 @@ const void *pol_core_filter(const struct pol *p, enum pol_filter which, size_t *
 static bool valid(const struct pol *p)
 {
 	char why[128];
-	for (size_t i = 0; i < p->roots.n; i++)
+	for (size_t i = 0; i < p->roots.n; i++) {
 		for (size_t j = 0; j < p->bases.n; j++)
 			if (pol_paths_nested(p->bases.v[j], p->roots.v[i]))
 				return false;
+		for (size_t j = 0; j < i; j++)
+			if (pol_paths_nested(p->roots.v[j], p->roots.v[i]))
+				return false;
+	}
 	for (size_t i = 0; i < p->roots.n; i++)
 		if (!pol_path_syntax_ok(p->roots.v[i]))
 			return false;

@@ -456,6 +456,18 @@ int pol_load_buffer(const char *name, const char *buf, size_t len, struct pol **
 		           "%s: [volumes] needs 4096 <= min_bytes <= max_bytes <= 2^62", name);
 		goto fail;
 	}
+	for (size_t i = 0; i < p->roots.n; i++) {
+		for (size_t j = 0; j < i; j++) {
+			if (pol_paths_nested(p->roots.v[i], p->roots.v[j])) {
+				pol_seterr(
+				    err, errlen,
+				    "%s: [paths] allowed roots %s and %s overlap: name the outer "
+				    "one alone",
+				    name, p->roots.v[j], p->roots.v[i]);
+				goto fail;
+			}
+		}
+	}
 	for (size_t i = 0; i < p->bases.n; i++) {
 		for (size_t j = 0; j < p->roots.n; j++) {
 			if (pol_paths_nested(p->bases.v[i], p->roots.v[j])) {

@@ -133,13 +133,13 @@ int pol_seccomp_export(const struct pol_sc_table *table, bool log_only, FILE *ou
 	scmp_filter_ctx ctx = build(table, log_only);
 	int fd = memfd_create("sepcsi-filter", MFD_CLOEXEC), rc = -1;
 	off_t len;
-	char buf[4096];
 	if (ctx && fd >= 0 && seccomp_export_bpf(ctx, fd) == 0 &&
 	    (len = lseek(fd, 0, SEEK_CUR)) > 0 && len % 8 == 0 && len / 8 <= 4096 &&
 	    lseek(fd, 0, SEEK_SET) == 0) {
 		/* u16 instructions, then the program as the kernel takes it (host order) */
 		(void)fputc((int)(len / 8) >> 8, out);
 		(void)fputc((int)(len / 8) & 0xff, out);
+		char buf[4096];
 		ssize_t n;
 		rc = 0;
 		while (rc == 0 && (n = read(fd, buf, sizeof(buf))) != 0)

@@ -182,7 +182,7 @@ struct mh_ans_size {         /* the answer of CREATE, RESIZE and EXPAND */
 };
 
 struct mh_ans_attached {
-	uint32_t devices; /* loop devices backing images/<id>.img now */
+	uint32_t devices; /* 1 if a loop device backs images/<id>.img now, else 0 */
 };
 
 struct mh_req_resize {

@@ -160,6 +160,9 @@ int rn_main(int argc, char **argv, const struct rn_role *role)
 	if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1 || fstat(RN_FD_JOBS, &st) < 0 ||
 	    !S_ISSOCK(st.st_mode))
 		log_fatal("not started by sepcsi-mounthelper (no_new_privs and fd 3 expected)");
+	/* Not dumpable (its exec made it so again): no other root process opens its memory. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		log_fatal("PR_SET_DUMPABLE: %s", strerror(errno));
 	runner_pid = getpid();
 	(void)signal(SIGCHLD, SIG_IGN); /* job children reap themselves */
 	if (pol_seccomp_install(role->filter, log_only) < 0)

@@ -189,7 +189,7 @@ struct proc_priv {
 /*
  * The paths in a view: the helper's (tools false), the tool runner's, or the
  * tree runner's; narrowed: the helper's beside a core, without the allowed
- * roots and /dev/loop-control (mh_view_leave_to_core).
+ * roots, /dev/loop-control and /proc (mh_view_leave_to_core, mh_view_drop_proc).
  */
 static void view_json(FILE *out, const struct pol *pol, const struct sup_config *cfg, bool tools,
                       bool tree, bool narrowed)
@@ -201,8 +201,8 @@ static void view_json(FILE *out, const struct pol *pol, const struct sup_config 
 	for (size_t i = 0; i < n; i++) {
 		if (t[i].kind == POL_VIEW_LOOPS || (tools && !t[i].tools) ||
 		    (tree && !pol_view_tree(&t[i])) ||
-		    (narrowed &&
-		     (t[i].kind == POL_VIEW_ROOTS || strcmp(t[i].path, "/dev/loop-control") == 0)))
+		    (narrowed && (t[i].kind == POL_VIEW_ROOTS || t[i].kind == POL_VIEW_PROC ||
+		                  strcmp(t[i].path, "/dev/loop-control") == 0)))
 			continue;
 		if (t[i].kind == POL_VIEW_ROOTS) {
 			for (size_t k = 0; pol_root(pol, k); k++, first = false)
@@ -283,9 +283,11 @@ static void print_text(FILE *out, const struct proc_priv *p, size_t np, const st
 		pol_md_row(out, 2,
 		           (const char *[]){"file-system view",
 		                            !p[i].own_view ? "the host's"
-		                            : narrowed ? "its own (below), less the allowed roots "
-		                                         "and /dev/loop-control once its core runs"
-		                                       : "its own (below)"});
+		                            : narrowed
+		                                ? "its own (below), less the allowed roots, "
+		                                  "/dev/loop-control and /proc once its core "
+		                                  "runs"
+		                                : "its own (below)"});
 		fputs("\n", out);
 		if (p[i].seccomp) {
 			pol_seccomp_print(p[i].seccomp, out);

@@ -19,8 +19,8 @@
  *   1. parse arguments; refuse unless uid 0; read the compiled policy from its
  *      descriptor (the file's parser is not linked here: sepcsi-policy compiles);
  *   2. nothing of its own for its view: it runs in the one it is started in
- *      (the helper's view of the file system, with a /dev of the core's own:
- *      mh_view_own_dev, before the exec);
+ *      (a view like the helper's, built by the helper's mh_view_enter in the
+ *      core's child before the exec);
  *   3. open the data directory (root's: the peer cannot replace what lies in
  *      it), images/ and snapshots/ (the owner's, group root, 0750), loops/
  *      and audit.log (root's); thaw what a dead process left frozen, detach

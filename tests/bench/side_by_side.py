@@ -99,6 +99,17 @@ def process_tree(pid):
     return out
 
 
+def helper_worker(pid):
+    """A worker of sepcsi's helper: the helper's fork, so its name, under a parent of it."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        with open("/proc/%d/comm" % pid) as f, open("/proc/%d/comm" % ppid) as g:
+            return f.read().strip() == g.read().strip() == "sepcsi-mounthel"
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        return True  # gone already: not long-lived either
+
+
 class Driver:
     """One of the two drivers, started in a directory of its own under tmp."""
 
@@ -116,9 +127,10 @@ class Driver:
             raise
         self.name, self.version = info.name, info.vendor_version
         # The long-lived processes, taken while the driver is idle. Children that come and
-        # go (the helper's workers, the tools they run) are counted in the PSS total by
-        # sepcsi-bench, which adds every descendant of these at each sample.
-        self.pids = process_tree(self.proc.pid)
+        # go (the helper's workers, idle ones too: rpcd's first LIST of mounts runs in one,
+        # and the tools they run) are counted in the PSS total by sepcsi-bench, which adds
+        # every descendant of these at each sample.
+        self.pids = [p for p in process_tree(self.proc.pid) if not helper_worker(p)]
         self.reports = {}
 
     def wait_probe_ready(self, timeout=30):

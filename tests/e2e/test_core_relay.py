@@ -257,15 +257,19 @@ def test_stop_finishes_what_the_core_does(pair):
     and gives it, rather than FAILED for work the core then does."""
     staging = pair.dir("staging/f")
     pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=64 * MiB))
+    m = stage(VOL, staging)
+    m.id = 3000
+    pair.sock.send(encode(m))
+    img, deadline = pair.path("data/images", VOL + ".img"), time.monotonic() + 30
+    # The core answers STAGE_CHECK, then the helper formats (longer than this look takes).
+    while "op=STAGE_CHECK " not in pair.logs() and time.monotonic() < deadline:
+        time.sleep(0.002)
     pair.proc.send_signal(signal.SIGSTOP)
     try:
-        m = stage(VOL, staging)
-        m.id = 3000
-        pair.sock.send(encode(m))
-        img, deadline = pair.path("data/images", VOL + ".img"), time.monotonic() + 30
         while fs_type(img) != "ext4" and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.5)  # formatted, the question is with the core
+        assert fs_type(img) == "ext4" and "op=STAGE " not in pair.logs()
         pair.helper.send_signal(signal.SIGTERM)
         time.sleep(0.5)
     finally:
@@ -420,7 +424,7 @@ def attempt(what, fn):
         print(what, "DONE")
     except OSError as e:
         print(what, "refused", e.errno)
-flusher, helper, root = sys.argv[1], sys.argv[2], sys.argv[3]
+flusher, helper, root, other = sys.argv[1:5]
 attempt("kubelet key through the flusher's root",
         lambda: open("/proc/%s/root%s/pki/kubelet.key" % (flusher, root)).read())
 attempt("the helper's memory", lambda: open("/proc/%s/mem" % helper, "r+b").close())
@@ -428,6 +432,8 @@ attempt("the helper's descriptors", lambda: os.readlink("/proc/%s/fd/3" % helper
 attempt("the helper's root", lambda: os.listdir("/proc/%s/root/" % helper))
 attempt("rename /dev", lambda: os.rename("/dev", "/dev.h"))
 attempt("mkdir in the root", lambda: os.mkdir("/x"))
+if other != "-":
+    attempt("another root process's root", lambda: os.listdir("/proc/%s/root/" % other))
 """
 
 
@@ -435,28 +441,40 @@ def test_no_capability_less_root_process_reaches_the_core_or_the_helper():
     """uid 0 without capabilities is all a compromised helper, its runner or a tool is: from
     their views, nothing of the core's (its view, through its flusher's /proc/<pid>/root),
     the helper's (memory, descriptors) or of the helper's root tmpfs (its /dev, which the
-    core once shared) is reachable, and the core's root is a tmpfs of its own."""
+    core once shared) is reachable, and the core's root is a tmpfs of its own; nor, from
+    the helper's, any other root process without capabilities (a root pod that dropped
+    them all): its view has no /proc. (The tool runner keeps one: it reopens the images it
+    is handed through /proc/self/fd.)"""
     p = OwnCore()
+    other = subprocess.Popen(["setpriv", "--bounding-set=-all", "--inh-caps=-all",
+                              "--ambient-caps=-all", "sleep", "60"])
     try:
         p.start()
-        with open("/proc/%d/task/%d/children" % (p.core_pid, p.core_pid)) as f:
-            flusher = f.read().split()[0]
+        deadline, flusher = time.monotonic() + 20, None
+        while not flusher:  # the core forks it once its start-up is done
+            assert time.monotonic() < deadline, "the core started no flusher"
+            with open("/proc/%d/task/%d/children" % (p.core_pid, p.core_pid)) as f:
+                flusher = (f.read().split() or [None])[0]
+            time.sleep(0.02)
         kids = [int(k) for k in open("/proc/%d/task/%d/children" % (p.helper.pid,
                                                                     p.helper.pid)).read().split()]
         runner = [k for k in kids if open("/proc/%d/comm" % k).read().strip() == "sepcsi-runner"]
         assert os.stat("/proc/%d/root/" % p.core_pid).st_dev != \
             os.stat("/proc/%d/root/" % p.helper.pid).st_dev
-        for pid in [p.helper.pid] + runner:
+        for pid, victim in [(p.helper.pid, str(other.pid))] + [(r, "-") for r in runner]:
             out = subprocess.run(
                 ["nsenter", "-t", str(pid), "-m", "--", "setpriv", "--bounding-set=-all",
                  "--inh-caps=-all", "--ambient-caps=-all", "/usr/bin/python3", "-c",
-                 CAPLESS_PROBE, flusher, str(p.helper.pid), p.root],
+                 CAPLESS_PROBE, flusher, str(p.helper.pid), p.root, victim],
                 capture_output=True, text=True, timeout=60)
             lines = out.stdout.splitlines()
-            assert len(lines) == 6 and all(" refused " in ln for ln in lines), (pid, out)
+            assert len(lines) == (7 if victim != "-" else 6), (pid, out)
+            assert all(" refused " in ln for ln in lines), (pid, out)
         with open(p.path("root", "pki/kubelet.key"), "rb") as f:
             assert f.read() == SECRETS["pki/kubelet.key"]
     finally:
+        other.kill()
+        other.wait()
         p.stop()
         cleanup_tree(p.tmp)
 

@@ -294,7 +294,7 @@ def test_compiled_policy_fuzz_never_crashes(fresh):
             b[i] = rnd.choice([0, 0xFF, 0x7F, 0x80, b[i] ^ (1 << rnd.randrange(8)),
                                rnd.randrange(256)])
         cases.append(bytes(b))
-    magic = b"SEPCSIPOL1\n"
+    magic = b"SEPCSIPOL2\n"
     cases += [magic, magic + b"\xff" * 9, magic + b"\x00" * 9 + b"\x00" * 25,
               magic + b"\xff\xff\xff" + b"A" * 70000, whole * 2, b"\0" * 70000]
     fresh.proc = None
@@ -385,7 +385,7 @@ def test_an_allowed_root_on_an_overlay_is_served(fresh):
 
 def _lists(blob):
     """A compiled policy split: its 9 lists and the fixed tail (compiled.c's format)."""
-    p, out = len(b"SEPCSIPOL1\n"), []
+    p, out = len(b"SEPCSIPOL2\n"), []
     for _ in range(9):
         n, p = blob[p], p + 1
         items = []
@@ -398,7 +398,7 @@ def _lists(blob):
 
 
 def _build(lists, tail):
-    b = bytearray(b"SEPCSIPOL1\n")
+    b = bytearray(b"SEPCSIPOL2\n")
     for items in lists:
         b.append(len(items))
         for it in items:

@@ -187,6 +187,8 @@ static void test_broken(void)
 	broken("[paths]\nallowed_roots = var/lib\n", 2, "canonical");
 	broken("[paths]\nallowed_roots = /var/../etc\n", 2, "canonical");
 	broken("[paths]\nallowed_roots = /var/lib/\n", 2, "canonical");
+	broken("[paths]\nallowed_roots = /var/lib/kubelet /var/lib/kubelet/pods\n", 0, "overlap");
+	broken("[paths]\nallowed_roots = /srv/k/p /srv/k\n", 0, "overlap");
 
 	char longline[400];
 	snprintf(longline, sizeof(longline), "[paths]\nallowed_roots = /%0250d\n", 0);
@@ -485,7 +487,7 @@ static struct pol *round_trip(const struct pol *p, size_t cut, const char *appen
 static void test_compiled_confinement(struct pol *file, struct pol *q)
 {
 	uint64_t caps, optional;
-	size_t len, flen;
+	size_t len = 0, flen = 0;
 	pol_core_caps(file, &caps, &optional);
 	CHECK(caps == 0 && optional == 0 && pol_core_filter(file, POL_FILTER_CORE, &len) == NULL);
 	pol_core_caps(q, &caps, &optional);
