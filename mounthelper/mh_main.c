@@ -513,6 +513,15 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	ctx->pol = pol;
 	if (!pol_path_syntax_ok(a->data_dir))
 		log_fatal("--data-dir must be a canonical absolute path");
+	/* The images never in kubelet's tree: the view (and the runners') takes them apart. */
+	for (size_t i = 0; pol_root(pol, i) != NULL; i++) {
+		if (pol_paths_nested(a->data_dir, pol_root(pol, i))) {
+			snprintf(err, sizeof(err), "--data-dir %s and allowed root %s overlap",
+			         a->data_dir, pol_root(pol, i));
+			log_kv(LOG_LVL_ERROR, "policy_error", "error", err, NULL);
+			exit(EXIT_POLICY);
+		}
+	}
 	make_dirs(a->data_dir);
 	/*
 	 * Without directory bases, the capable core does what needs CAP_SYS_ADMIN

@@ -479,6 +479,27 @@ def test_no_capability_less_root_process_reaches_the_core_or_the_helper():
         cleanup_tree(p.tmp)
 
 
+def test_a_data_directory_in_kubelets_tree_is_refused():
+    """--data-dir inside an allowed root (or one inside it): the helper refuses to start,
+    as for a broken policy (exit 2, saying why), before it makes anything there."""
+    c = Core()
+    try:
+        for data in (c.path("root", "sepcsi"), os.path.dirname(c.root)):
+            a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            fd = b.fileno()
+            res = subprocess.run(
+                [os.path.join(BIN, "sepcsi-mounthelper"), "--policy", c.policy, "--data-dir",
+                 data], pass_fds=(3,), preexec_fn=lambda: os.dup2(fcntl.fcntl(fd, fcntl.F_DUPFD,
+                                                                             10), 3),
+                capture_output=True, text=True, timeout=60)
+            a.close()
+            b.close()
+            assert res.returncode == 2 and "overlap" in res.stderr, res
+        assert not os.path.exists(c.path("root", "sepcsi"))
+    finally:
+        cleanup_tree(c.tmp)
+
+
 def test_an_old_mark_it_cannot_upgrade_stops_the_helper():
     """An image an earlier release marked raw (trusted.* alone) that cannot get the mark
     the helper reads (immutable here): the helper does not start, rather than take its
