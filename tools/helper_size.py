@@ -47,7 +47,8 @@ FEATURES = [
     ("expansion", ["mh_resize"]),
     ("capacity: what is promised", ["mh_space"]),
     ("volume stats and condition", ["mh_stats.c"]),
-    ("reconciliation (LIST) and the start-up sweep", ["mh_list.c", "mh_list_mounts.c", "mh_sweep.c"]),
+    ("reconciliation (LIST) and the start-up sweep",
+     ["mh_list", "mh_list_mounts.c", "mh_sweep.c"]),
     ("directory volumes", ["mh_dir", "mh_dir_area", "mh_quota", "mh_tree"]),
 ]
 

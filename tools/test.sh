@@ -6,7 +6,8 @@
 # namespace, and the CSI conformance suite (csi-sanity, tests/conformance/sanity.py).
 # Then the same suites again with AddressSanitizer and UndefinedBehaviorSanitizer,
 # Then the container image and the node plugin's pod under podman
-# (tests/container/container_test.py), and last a bounded libFuzzer run of every fuzz
+# (tests/container/container_test.py, with the shipped policy and again --core,
+# without directory volumes), and last a bounded libFuzzer run of every fuzz
 # harness (clang, build-fuzz).
 # SEPCSI_TEST_FAST=1 skips the sanitizer pass; SEPCSI_FUZZ_SECONDS sets the time
 # of each fuzz harness (default 30; 0 skips fuzzing).
@@ -55,6 +56,8 @@ echo "== privileged code: each process's capabilities and code lines (debug info
 
 echo "== container: the image and the node plugin's pod under podman"
 timeout -k 30 1800 /usr/bin/python3 tests/container/container_test.py
+echo "== container, without directory volumes: the helper beside its capable core"
+timeout -k 30 1800 /usr/bin/python3 tests/container/container_test.py --core
 
 fuzz_seconds=${SEPCSI_FUZZ_SECONDS:-30}
 if [ "$fuzz_seconds" = 0 ]; then

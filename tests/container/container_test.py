@@ -29,6 +29,10 @@ a tmpfs at /var/lib/sepcsi):
     and /proc/PID/mountinfo, against `sepcsi-supervisor --print-privileges` for the
     manifest's args.
 
+With --core, the policy's [directories] section is left out of the ConfigMap as it is
+written: the helper then starts its capable core (no directory volumes), holds no
+capability itself, and the auditor's step checks the core too.
+
 Containers, the images the test built, loop devices and mounts are removed whatever
 fails. Prints each step's time. Exit status 0 when every check holds.
 SEPCSI_CONTAINER_WORK: the work directory (default /var/tmp/sepcsi-container).
@@ -215,6 +219,20 @@ def pod_spec():
     return ds["spec"]["template"]["spec"]
 
 
+CORE = "--core" in sys.argv[1:]
+
+
+def without_directories(policy):
+    """The policy text less its [directories] section (--core)."""
+    out, skip = [], False
+    for line in policy.splitlines(keepends=True):
+        if line.strip().startswith("["):
+            skip = line.strip() == "[directories]"
+        if not skip:
+            out.append(line)
+    return "".join(out)
+
+
 def config_map_dir(name, mode):
     """The ConfigMap's files as kubelet writes them: one file per key."""
     (cm,) = [c for c in load("policy.yaml", "ConfigMap") if c["metadata"]["name"] == name]
@@ -222,6 +240,9 @@ def config_map_dir(name, mode):
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d, mode=0o755)
     for k, v in cm["data"].items():
+        if CORE and "[directories]" in v:
+            v = without_directories(v)
+            check("base_dirs" not in v, "the policy still names a base directory")
         with open(os.path.join(d, k), "w") as f:
             f.write(v)
         os.chmod(os.path.join(d, k), mode)
@@ -477,7 +498,12 @@ def audit(spec):
     for pid, (comm, cmdline, st) in sorted(procs.items()):
         name = {"sepcsi-supervis": "sepcsi-supervisor", "sepcsi-rpcd": "sepcsi-rpcd",
                 "sepcsi-mounthel": "sepcsi-mounthelper", "sepcsi-runner": "sepcsi-runner",
-                "sepcsi-tree-run": "sepcsi-tree-runner"}.get(comm)
+                "sepcsi-tree-run": "sepcsi-tree-runner", "sepcsi-core": "sepcsi-core"}.get(comm)
+        parent = procs.get(int(st["PPid"]), ("",))[0]
+        if comm == "sepcsi-core" and parent == "sepcsi-core":
+            check(st["CapEff"] == st["CapPrm"] == "0000000000000000",
+                  "the core's flusher (pid %d) holds %s" % (pid, st["CapEff"]))
+            continue  # its flusher: no row of its own, no capability
         check(name in rows, "process %d (%s) is in no row of --print-privileges" % (pid, comm))
         r = rows[name]
         got = {"uid": int(st["Uid"].split()[1]), "gid": int(st["Gid"].split()[1]),
@@ -496,7 +522,8 @@ def audit(spec):
                   "%s (pid %d) is not in the container's mount namespace: %s" % (name, pid, ns))
         else:
             view_matches(pid, name, r["view"])
-    for name in ("sepcsi-supervisor", "sepcsi-rpcd", "sepcsi-mounthelper", "sepcsi-runner"):
+    for name in ("sepcsi-supervisor", "sepcsi-rpcd", "sepcsi-mounthelper", "sepcsi-runner") + \
+            (("sepcsi-core",) if CORE else ()):
         check(name in seen, "no %s in the container" % name)
     return sorted(seen)
 
