@@ -19,7 +19,7 @@ Every call is retried as a CO retries (kubelet and the external sidecars retry a
 error, with backoff): the same arguments, after 10, 20, 40, then 50 ms, until it
 succeeds; a call still failing after SEPCSI_CHAOS_STUCK seconds (60) is "stuck" and
 its client stops. Meanwhile a killer sends SIGKILL, every 0.1-0.5 s, to one of: the
-helper, a helper worker (a child of the helper that holds capabilities), the helper's
+helper, a helper worker (a child of the helper under its filter), the helper's
 tool runner or its tree runner (children of the helper running sepcsi-runner or sepcsi-tree-runner: without
 either the helper exits and is restarted), or rpcd. The schedule of kills (intervals and kinds) comes from a
 seeded generator: SEPCSI_CHAOS_SEED replays it; the seed is always printed.
@@ -362,13 +362,14 @@ def processes(driver):
         helper = kids[HELPER]
         found["helper"].append(helper)
         # The tool runner and the tree runner (sepcsi-runner, sepcsi-tree-runner)
-        # are started before the helper is ready; a worker is forked for a request, and
-        # holds the helper's capabilities for good.
+        # are started before the helper is ready; a worker is forked for a request, under
+        # the helper's filter (beside a core it holds no capability: the filter tells a
+        # worker from a child still on its way to an exec at the helper's start).
         for p in children(helper):
             kind = runner_kind(p)
             if kind:
                 found[kind].append(p)
-            elif status_field(p, "CapEff") not in (None, "0000000000000000"):
+            elif status_field(p, "Seccomp") == "2":
                 found["worker"].append(p)
     return found
 
