@@ -120,7 +120,24 @@ def cleanup_tree(tmp):
         subprocess.run(["umount", "-l", mp], check=False)
     for dev in loops_backed_by(tmp):
         subprocess.run(["losetup", "-d", dev], check=False)
+        release_orphan(dev)
     subprocess.run(["rm", "-rf", "--one-file-system", tmp], check=False)
+
+
+def release_orphan(dev):
+    """A loop device still bound after its detach, with no mount left to thaw through:
+    a file system frozen when its last mount went (a process killed mid-freeze whose
+    mounts a failed test lost) keeps its superblock, and so the device, for good.
+    Mounted again in a namespace of its own, the same superblock is reached: thawed,
+    unmounted, and the device goes."""
+    if not os.path.exists("/sys/block/%s/loop" % os.path.basename(dev)):
+        return
+    subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                    'd=$(mktemp -d) && mount "$0" "$d" && fsfreeze -u "$d"; '
+                    'umount "$d"; rmdir "$d"', dev],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60,
+                   check=False)
+    subprocess.run(["losetup", "-d", dev], stderr=subprocess.DEVNULL, check=False)
 
 
 class Driver:
