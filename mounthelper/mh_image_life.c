@@ -228,9 +228,7 @@ static int refresh_by_core(const char *volume_id, struct mh_res *r)
 {
 	struct mh_msg q = {.type = MH_REQ_REFRESH}, ans;
 	snprintf(q.u.del.volume_id, sizeof(q.u.del.volume_id), "%s", volume_id);
-	if (mh_core_ask(&q, &ans, r) < 0)
-		return -1;
-	return ans.type == MH_ANS_REFRESH ? 0 : mh_fail(r, MH_E_FAILED, 0, "no REFRESH answer");
+	return mh_core_ask(&q, &ans, r);
 }
 
 int mh_answer_resize(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,

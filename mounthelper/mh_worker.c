@@ -742,9 +742,12 @@ int mh_core_ask(const struct mh_msg *req, struct mh_msg *ans, struct mh_res *r)
 		n = recv(note_fd, buf, MH_MSG_MAX, 0);
 	while (n < 0 && errno == EINTR);
 	if (n <= 0 || mh_msg_decode(buf, (size_t)n, ans) < 0)
-		_exit(3); /* the main loop ended this worker, or broke the pair */
-	if (ans->type != MH_ANS_ERROR)
+		_exit(3);               /* the main loop ended this worker, or broke the pair */
+	if (ans->type == req->type + 1) /* each request's answer type is the next one */
 		return 0;
+	if (ans->type != MH_ANS_ERROR)
+		return mh_fail(r, MH_E_FAILED, 0, "the capable core answered %s to %s",
+		               mh_type_name(ans->type), mh_type_name(req->type));
 	enum mh_err_kind kind = (enum mh_err_kind)ans->u.error.kind;
 	if (kind == MH_E_OK || kind > MH_E_PRECONDITION)
 		kind = MH_E_FAILED; /* not a kind the core may answer */

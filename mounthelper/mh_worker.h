@@ -101,7 +101,8 @@ bool mh_workers_core_waiting(void);
 void mh_workers_core_send(void);
 /*
  * In a worker: ask the core req and wait for its answer. 0 with *ans (the
- * core's answer, id as asked), or -1 with r (its error, or a failure to ask).
+ * core's answer, of req's answer type, id as asked), or -1 with r (its error,
+ * an answer of another type, or a failure to ask).
  */
 int mh_core_ask(const struct mh_msg *req, struct mh_msg *ans, struct mh_res *r);
 

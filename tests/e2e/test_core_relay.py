@@ -34,7 +34,6 @@ class Pair(Core):
     def start(self):
         os.chown(self.images, 0, 0)
         core_end, helper_core = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        test_end, helper_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pol = self.compiled()
         core_chan = core_end.fileno()
 
@@ -51,23 +50,29 @@ class Pair(Core):
             start_new_session=True)
         core_end.close()
         os.close(pol)
-        peer, core = helper_peer.fileno(), helper_core.fileno()
+        self.hlog = open(self.path("helper.log"), "w")
+        self.start_helper(helper_core)
+        helper_core.close()
+        return self
+
+    def start_helper(self, core_channel):
+        """A helper asking whoever holds core_channel's other end; the test is its rpcd."""
+        test_end, helper_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        peer, core = helper_peer.fileno(), core_channel.fileno()
 
         def helper_fds():
             p, c = fcntl.fcntl(peer, fcntl.F_DUPFD, 10), fcntl.fcntl(core, fcntl.F_DUPFD, 10)
             os.dup2(p, 3)
             os.dup2(c, 6)
-        self.hlog = open(self.path("helper.log"), "w")
         self.helper = subprocess.Popen(
             [os.path.join(BIN, "sepcsi-mounthelper"), "--policy", self.policy, "--data-dir",
              self.data, "--core-fd", "6", "--log-level", "debug"],
             pass_fds=(3, 6), preexec_fn=helper_fds, stdout=self.hlog,
-            stderr=subprocess.STDOUT, start_new_session=True)
+            stderr=subprocess.STDOUT, start_new_session=True,
+            env=dict(os.environ, SEPCSI_TEST_PAUSE="1"))  # points held only when asked
         helper_peer.close()
-        helper_core.close()
         self.sock = test_end
         self.alive()
-        return self
 
     def helper_logs(self):
         with open(self.path("helper.log")) as f:
@@ -194,6 +199,34 @@ def test_helper_sees_no_kubelet_directory(pair):
     pair.ok(unstage(VOL, staging))
 
 
+def test_an_answer_of_another_type_is_a_failure(pair):
+    """A core that answers a question with an answer of another type (PING here) is
+    never taken at its word: the request fails, and DELETE removes nothing (ATTACHED
+    unanswered is not "no device")."""
+    pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=64 * MiB))
+    pair.proc.kill()
+    pair.proc.wait(10)
+    pair.sock.close()  # the helper's channel ends: it exits
+    pair.helper.wait(10)
+    fake, helper_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pair.start_helper(helper_end)  # a new helper, asking the fake core
+    helper_end.close()
+
+    def wrong():
+        q = decode(fake.recv(mh_wire.MSG_MAX + 1))
+        fake.send(encode(Msg(T.ANS_PING, q.id)))
+    for msg in (Msg(T.REQ_DELETE, volume_id=VOL), unstage(VOL, pair.dir("staging/w"))):
+        msg.id, pair.next_id = pair.next_id, pair.next_id + 1
+        pair.sock.send(encode(msg))
+        wrong()
+        pair.sock.settimeout(20)
+        ans = decode(pair.sock.recv(mh_wire.MSG_MAX + 1))
+        assert ans.type == T.ANS_ERROR and ans.kind == E.FAILED and "answered" in ans.reason, \
+            (msg, ans)
+    assert os.path.exists(pair.path("data/images", VOL + ".img"))
+    fake.close()
+
+
 def test_core_errors_and_concurrent_questions(pair):
     """A refusal of the core reaches the test as the core gave it, and questions from
     several workers at once each get their own answer, under the test's ids."""
@@ -252,26 +285,44 @@ def test_stalled_core_leaves_the_main_loop_serving(pair):
     assert all(a.type == T.ANS_ERROR for a in got), got  # no such volumes
 
 
+def queued(pid, fd):
+    """Datagrams waiting, unread, on pid's socket fd (ss: its receive queue)."""
+    out = subprocess.run(["ss", "-x", "-a", "-p", "-n", "-H"], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        if "pid=%d,fd=%d)" % (pid, fd) in line:
+            return int(line.split()[2])
+    return 0
+
+
 def test_stop_finishes_what_the_core_does(pair):
     """SIGTERM while a worker waits for the core: the helper waits for the core's answer
-    and gives it, rather than FAILED for work the core then does."""
+    and gives it, rather than FAILED for work the core then does. Held at its pause point
+    before the format (the core has answered STAGE_CHECK), the worker is let go only once
+    the core is stopped, and SIGTERM comes once its STAGE waits unread at the core."""
     staging = pair.dir("staging/f")
     pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=64 * MiB))
+    gates = pair.path("data", "test-pause")
+    os.makedirs(gates, mode=0o700, exist_ok=True)
+    gate = os.path.join(gates, "mkfs@" + VOL)
+    open(gate, "w").close()
     m = stage(VOL, staging)
     m.id = 3000
     pair.sock.send(encode(m))
-    img, deadline = pair.path("data/images", VOL + ".img"), time.monotonic() + 30
-    # The core answers STAGE_CHECK, then the helper formats (longer than this look takes).
-    while "op=STAGE_CHECK " not in pair.logs() and time.monotonic() < deadline:
-        time.sleep(0.002)
+    deadline = time.monotonic() + 30
+    while "test_pause point=mkfs" not in pair.helper_logs():
+        assert time.monotonic() < deadline, "the worker never reached the format"
+        time.sleep(0.01)
     pair.proc.send_signal(signal.SIGSTOP)
     try:
-        while fs_type(img) != "ext4" and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)  # formatted, the question is with the core
-        assert fs_type(img) == "ext4" and "op=STAGE " not in pair.logs()
+        os.unlink(gate)
+        while queued(pair.proc.pid, 3) == 0:  # formatted, its STAGE asked
+            assert time.monotonic() < deadline, "the STAGE never reached the core"
+            time.sleep(0.01)
+        assert fs_type(pair.path("data/images", VOL + ".img")) == "ext4"
+        assert "op=STAGE " not in pair.logs()
         pair.helper.send_signal(signal.SIGTERM)
-        time.sleep(0.5)
+        time.sleep(0.5)  # time to misbehave: it must not answer or exit meanwhile
     finally:
         pair.proc.send_signal(signal.SIGCONT)
     pair.sock.settimeout(60)
