@@ -98,9 +98,12 @@ int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, 
 	if (exe < 0)
 		log_fatal("the capable core's binary was not located"); /* our own bug */
 	/* The policy as the core reads it: compiled, in a file of no name. */
-	int policy = memfd_create("sepcsi-policy", MFD_CLOEXEC);
+	/* Sealed once written: no one, the core included, changes it afterwards. */
+	int policy = memfd_create("sepcsi-policy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	FILE *f = policy < 0 ? NULL : fdopen(fcntl(policy, F_DUPFD_CLOEXEC, 0), "w");
-	if (!f || pol_compile(pol, f) < 0 || fclose(f) != 0 || lseek(policy, 0, SEEK_SET) != 0)
+	if (!f || pol_compile(pol, f) < 0 || fclose(f) != 0 || lseek(policy, 0, SEEK_SET) != 0 ||
+	    fcntl(policy, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) <
+	        0)
 		log_fatal("cannot compile the policy for the core: %s", strerror(errno));
 	int started[2]; /* its end closes at the exec: the core has its namespace by then */
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||

@@ -63,6 +63,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "mh_view.h"
 #include "pol_caps.h"
 #include "pol_seccomp.h"
 #include "pol_view.h"
@@ -109,8 +110,8 @@ static int own_view(const struct pol *pol, const char *data_dir, enum mh_runner 
 {
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return -1;
-	for (size_t i = 0; pol_root(pol, i); i++) /* gone already beside a core (EINVAL) */
-		if (umount2(pol_root(pol, i), MNT_DETACH) < 0 && errno != EINVAL)
+	for (size_t i = 0; pol_root(pol, i); i++) /* gone already beside a core: nothing to do */
+		if (mh_view_detach(pol_root(pol, i)) < 0)
 			return -1;
 	for (size_t i = 0; pol_base_dir(pol, i); i++)
 		if (umount2(pol_base_dir(pol, i), MNT_DETACH) < 0 ||

@@ -27,10 +27,11 @@ enum mh_runner { MH_RUNNER_TOOLS, MH_RUNNER_TREE, MH_RUNNERS };
 void mh_tools_locate(void);
 
 /*
- * After a fork whose child execs (a runner, the core): wait until it has, or
- * has died (started: a close-on-exec pipe made before the fork), so that what
- * its parent changes in its own view next (mh_view.c) is after the child's
- * view is its own.
+ * After a fork whose child execs (a runner, the core): wait until its end of
+ * started (a close-on-exec pipe made before the fork) is closed: at its exec,
+ * when it closes its descriptors once its view is its own (a runner), or at
+ * its death; so that what its parent changes in its own view next
+ * (mh_view.c) comes after the child has a view of its own.
  */
 void mh_wait_for_exec(int started[2]);
 

@@ -403,6 +403,23 @@ void mh_view_enter(const struct pol *pol, const char *data_dir)
 	       "data_dir", data_dir, NULL);
 }
 
+int mh_view_detach(const char *path)
+{
+	struct stat at, top;
+	while (mount(NULL, path, NULL, MS_REC | MS_PRIVATE, NULL) == 0)
+		if (umount2(path, MNT_DETACH) < 0)
+			return -1;
+	if (errno != EINVAL)
+		return -1;
+	if (stat(path, &at) < 0 || stat("/", &top) < 0)
+		return -1;
+	if (at.st_dev != top.st_dev) { /* not the view's own directory: someone's mount */
+		errno = EBUSY;
+		return -1;
+	}
+	return 0;
+}
+
 void mh_view_leave_to_core(const struct pol *pol)
 {
 	/*
@@ -413,8 +430,7 @@ void mh_view_leave_to_core(const struct pol *pol)
 	 * and nothing that happens to them reaches anyone else.
 	 */
 	for (size_t i = 0; pol_root(pol, i) != NULL; i++) /* never nested: the policy's rule */
-		if (mount(NULL, pol_root(pol, i), NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-		    umount2(pol_root(pol, i), MNT_DETACH) < 0)
+		if (mh_view_detach(pol_root(pol, i)) < 0)
 			die("detach %s from the view", pol_root(pol, i));
 	if (unlink("/dev/loop-control") < 0)
 		die("remove /dev/loop-control from the view");

@@ -28,6 +28,14 @@ void mh_view_enter(const struct pol *pol, const char *data_dir);
 void mh_view_leave_to_core(const struct pol *pol);
 
 /*
+ * Detach every mount stacked on path (a root that kubelet, say, bound onto
+ * itself meanwhile holds two), top first, each made private before, with
+ * every mount beneath it, so that no detach reaches a peer; then check that
+ * what is left is a directory of the view's own tmpfs. 0, or -1 with errno.
+ */
+int mh_view_detach(const char *path);
+
+/*
  * And, once its runners are started, /proc detached from it: a procfs shows
  * every process of the host's pid namespace that its reader may ptrace-read,
  * and a process without capabilities may read every other one of its uid
