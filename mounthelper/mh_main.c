@@ -481,6 +481,27 @@ static void drain_workers(const struct mh_ctx *ctx, int peer, uint32_t gen)
 }
 
 /*
+ * Ready only once the core serves (its start-up done: the thaw, the loop
+ * records, the sweep, its confinement): one PING, under id 0, which the main
+ * loop's questions never use; a core that ends instead ends the helper.
+ */
+static void core_wait_ready(int fd)
+{
+	struct mh_msg ping = {.type = MH_REQ_PING, .id = 0}, ans;
+	uint8_t buf[MH_MSG_MAX];
+	size_t len;
+	ssize_t n;
+	if (mh_msg_encode(&ping, buf, sizeof(buf), &len) < 0 ||
+	    send(fd, buf, len, MSG_NOSIGNAL) != (ssize_t)len)
+		log_fatal("cannot ask the capable core: %s", strerror(errno));
+	do
+		n = recv(fd, buf, sizeof(buf), 0);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0 || mh_msg_decode(buf, (size_t)n, &ans) < 0 || ans.type != MH_ANS_PING)
+		log_fatal("the capable core did not start");
+}
+
+/*
  * Steps 1 to 6 of the header: everything before the first request, in the
  * order the confinement needs. Returns the policy; a broken one ends the
  * helper with EXIT_POLICY.
@@ -576,6 +597,8 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 		log_kv(LOG_LVL_WARN, "probe_failed", "reason", probe.reason, NULL);
 	mh_space_init(ctx);
 	mh_workers_init();
+	if (core_fd >= 0)
+		core_wait_ready(core_fd);
 	return pol;
 }
 

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -209,12 +210,15 @@ def test_an_answer_of_another_type_is_a_failure(pair):
     pair.sock.close()  # the helper's channel ends: it exits
     pair.helper.wait(10)
     fake, helper_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    pair.start_helper(helper_end)  # a new helper, asking the fake core
-    helper_end.close()
 
-    def wrong():
+    def wrong():  # PING for everything: right only for the helper's first question, PING
         q = decode(fake.recv(mh_wire.MSG_MAX + 1))
         fake.send(encode(Msg(T.ANS_PING, q.id)))
+    ready = threading.Thread(target=wrong)  # the helper is ready once its core answers
+    ready.start()
+    pair.start_helper(helper_end)  # a new helper, asking the fake core
+    ready.join(20)
+    helper_end.close()
     for msg in (Msg(T.REQ_DELETE, volume_id=VOL), unstage(VOL, pair.dir("staging/w"))):
         msg.id, pair.next_id = pair.next_id, pair.next_id + 1
         pair.sock.send(encode(msg))
