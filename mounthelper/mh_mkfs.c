@@ -50,6 +50,7 @@
 #include "mh_mount.h"
 #include "mh_ops.h"
 #include "mh_pause.h"
+#include "mh_resize.h"
 #include "mh_tools.h"
 #include "mh_worker.h"
 
@@ -203,7 +204,7 @@ int mh_mkfs(const char *fstype, char *const *args, size_t nargs, bool zeroed, in
  * The look reads the image file img, which is what the volume holds: the
  * device lfd, attached by this worker a moment ago, is a view of the whole
  * file, and its cache is flushed first so that it holds nothing the file does
- * not. sig receives its answer (an ext4's block count, for the growing).
+ * not. seen receives what it read of the file system's size, for the growing.
  * After mkfs the device's cache is flushed again, and the mount, which names
  * its file system type, is what checks the new file system.
  */
@@ -215,13 +216,15 @@ struct mkfs_args {
 };
 
 static int format_if_blank(const struct mh_ctx *c, const struct mh_req_stage *q, int img, int lfd,
-                           bool ro, void *arg, struct rn_answer *sig, struct mh_res *r)
+                           bool ro, void *arg, struct mh_fs_size *seen, struct mh_res *r)
 {
 	const struct mkfs_args *mk = arg;
+	struct rn_answer sig = {0};
 	if (mh_loop_flush(lfd, r) < 0)
 		return -1;
 	bool empty = mh_image_empty(img);
-	int probe = empty ? MH_PROBE_BLANK : mh_probe(img, q->fs_type, sig, r);
+	int probe = empty ? MH_PROBE_BLANK : mh_probe(img, q->fs_type, &sig, r);
+	*seen = (struct mh_fs_size){sig.fs_block_size, sig.fs_blocks};
 	if (probe != MH_PROBE_BLANK)
 		return probe;
 	if (ro)

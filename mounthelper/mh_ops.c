@@ -56,7 +56,7 @@ int mh_answer_ping(const struct mh_ctx *c, const struct mh_msg *req, struct mh_m
  * once staged. Best effort: the mount stays even if growing fails (ext4
  * without CAP_SYS_RESOURCE); the audit record says so and EXPAND can retry.
  */
-static void grow_after_stage(const struct mh_req_stage *q, const struct rn_answer *sig,
+static void grow_after_stage(const struct mh_req_stage *q, const struct mh_fs_size *seen,
                              const struct mh_loop *l, struct mh_audit *a)
 {
 	struct mh_res r = {0};
@@ -64,7 +64,7 @@ static void grow_after_stage(const struct mh_req_stage *q, const struct rn_answe
 	bool grown = false;
 	int fd = mh_mount_fs_fd(l, &r);
 	if (fd >= 0 && mh_loop_size(l, &size, &r) == 0 &&
-	    mh_resize_grow_if_smaller(fd, q->fs_type, sig, size, &grown, &r) == 0) {
+	    mh_resize_grow_if_smaller(fd, q->fs_type, seen, size, &grown, &r) == 0) {
 		if (grown)
 			a->note = "file system grown to the volume's size";
 	} else if (r.kind != MH_E_OK) {
@@ -222,8 +222,8 @@ int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	if ((lfd = mh_loop_attach(img, q->volume_id, ro, true, &v.loop, r)) < 0)
 		goto out;
 	v.attached = attached_here = true;
-	struct rn_answer sig = {0};
-	int probe = prep ? prep(c, q, img, lfd, ro, arg, &sig, r) : 0;
+	struct mh_fs_size seen = {0};
+	int probe = prep ? prep(c, q, img, lfd, ro, arg, &seen, r) : 0;
 	if (probe < 0)
 		goto out;
 	/* The path is resolved again now, after mkfs, and checked after the mount. */
@@ -233,7 +233,7 @@ int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		a->note = "volume root given the mount group";
 	/* An existing file system on a bigger image (a larger restore or clone): grow it. */
 	if (probe == 1 && !ro)
-		grow_after_stage(q, &sig, &v.loop, a);
+		grow_after_stage(q, &seen, &v.loop, a);
 	ret = 0;
 out:
 	/* The mount holds the device now; without one, closing lfd lets autoclear detach it. */

@@ -11,7 +11,6 @@
 #include <stddef.h>
 
 #include "mh.h"
-#include "rn_job.h"
 
 /* What the audit record names; set by each handler as soon as it knows. */
 struct mh_audit {
@@ -50,11 +49,12 @@ mh_answer_fn mh_answer_dir_create, mh_answer_dir_delete, mh_answer_dir_expand,
  * (mh_mkfs.c, the STAGE handler there, whose arg is the checked mkfs
  * options); the core passes NULL and never looks inside an image, so a blank
  * one fails at the mount. prep returns 0 (blank, now formatted) or 1 (it held
- * the file system: sig says what the look read, for growing it), or -1 with
+ * the file system: seen says what the look read, for growing it), or -1 with
  * r. lfd is the loop device just attached to img.
  */
+struct mh_fs_size;
 typedef int mh_stage_prep_fn(const struct mh_ctx *c, const struct mh_req_stage *q, int img, int lfd,
-                             bool ro, void *arg, struct rn_answer *sig, struct mh_res *r);
+                             bool ro, void *arg, struct mh_fs_size *seen, struct mh_res *r);
 /* A file-system STAGE's own checks: type, mount options (parsed into *o), group; 0 or -1. */
 struct mh_mount_opts;
 int mh_stage_check(const struct mh_ctx *c, const struct mh_req_stage *q, struct mh_mount_opts *o,

@@ -136,7 +136,7 @@ static int grow_fs(int fd, const char *fstype, uint64_t dev_size, struct mh_audi
 	return mh_fail(r, MH_E_REFUSED, EINVAL, "cannot grow %s", fstype);
 }
 
-int mh_resize_grow_if_smaller(int mnt_fd, const char *fstype, const struct rn_answer *sig,
+int mh_resize_grow_if_smaller(int mnt_fd, const char *fstype, const struct mh_fs_size *seen,
                               uint64_t dev_size, bool *grown, struct mh_res *r)
 {
 	struct mh_audit a = {0};
@@ -144,7 +144,7 @@ int mh_resize_grow_if_smaller(int mnt_fd, const char *fstype, const struct rn_an
 	if (strcmp(fstype, "ext4") == 0) {
 		/* EXT4_IOC_RESIZE_FS needs CAP_SYS_RESOURCE even for a no-op: ask only if needed.
 		 */
-		if (sig->fs_block_size == 0 || dev_size / sig->fs_block_size <= sig->fs_blocks)
+		if (seen->block_size == 0 || dev_size / seen->block_size <= seen->blocks)
 			return 0;
 	}
 	if (grow_fs(mnt_fd, fstype, dev_size, &a, r) < 0)

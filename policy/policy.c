@@ -136,12 +136,6 @@ int pol_path_check(const struct pol *p, const char *path, unsigned roles, const 
 	return -EPERM;
 }
 
-const char *pol_path_pattern(const struct pol *p, enum pol_path_role role, size_t i)
-{
-	const struct pol_list *l = role_list(p, role);
-	return i < l->n ? l->v[i] : NULL;
-}
-
 /*
  * A path pattern from the policy: relative, components separated by one '/',
  * none empty, "." or "..", made of letters, digits and ._~@+=:,- only; '*' and
@@ -280,59 +274,9 @@ int pol_mount_options_check(const struct pol *p, const char *list, char *err, si
 	return ret;
 }
 
-uint64_t pol_min_volume_bytes(const struct pol *p)
-{
-	return p->min_bytes;
-}
-
-uint64_t pol_max_volume_bytes(const struct pol *p)
-{
-	return p->max_bytes;
-}
-
-unsigned pol_overcommit_percent(const struct pol *p)
-{
-	return p->overcommit_pct;
-}
-
 unsigned pol_freeze_max_seconds(const struct pol *p)
 {
 	return p->freeze_max_s;
-}
-
-bool pol_seccomp_log_only(const struct pol *p)
-{
-	return p->log_only;
-}
-
-static const char *list_at(const struct pol_list *l, size_t i)
-{
-	return i < l->n ? l->v[i] : NULL;
-}
-
-const char *pol_root(const struct pol *p, size_t i)
-{
-	return list_at(&p->roots, i);
-}
-
-const char *pol_base_dir(const struct pol *p, size_t i)
-{
-	return list_at(&p->bases, i);
-}
-
-bool pol_base_dir_known(const struct pol *p, const char *path)
-{
-	return path && pol_list_has(&p->bases, path, strlen(path));
-}
-
-const char *pol_fstype(const struct pol *p, size_t i)
-{
-	return list_at(&p->fstypes, i);
-}
-
-const char *pol_mount_option(const struct pol *p, size_t i)
-{
-	return list_at(&p->opts, i);
 }
 
 /* ---- mkfs options ------------------------------------------------------- */
