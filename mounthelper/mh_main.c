@@ -46,6 +46,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -208,6 +209,34 @@ static void make_dirs(const char *path)
 			if (!saved)
 				break;
 		}
+	}
+}
+
+/*
+ * path as the kernel resolves it, into out (PATH_MAX): its longest existing
+ * prefix through realpath(3), then the components not made yet, as written.
+ */
+static void real_path(const char *path, char *out)
+{
+	char head[PATH_MAX];
+	size_t n = strlen(path);
+	if (n >= sizeof(head))
+		log_fatal("path too long: %s", path);
+	memcpy(head, path, n + 1);
+	for (;;) {
+		char *cut = strrchr(head, '/');
+		if (realpath(head[0] ? head : "/", out)) {
+			const char *rest = path + strlen(head);
+			size_t used = strcmp(out, "/") == 0 ? 0 : strlen(out), more = strlen(rest);
+			if (used + more >= PATH_MAX)
+				log_fatal("path too long: %s", path);
+			if (more)
+				memcpy(out + used, rest, more + 1);
+			return;
+		}
+		if (errno != ENOENT || !cut)
+			log_fatal("cannot resolve %s: %s", path, strerror(errno));
+		*cut = '\0';
 	}
 }
 
@@ -534,11 +563,22 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	ctx->pol = pol;
 	if (!pol_path_syntax_ok(a->data_dir))
 		log_fatal("--data-dir must be a canonical absolute path");
-	/* The images never in kubelet's tree: the view (and the runners') takes them apart. */
-	for (size_t i = 0; pol_root(pol, i) != NULL; i++) {
-		if (pol_paths_nested(a->data_dir, pol_root(pol, i))) {
-			snprintf(err, sizeof(err), "--data-dir %s and allowed root %s overlap",
-			         a->data_dir, pol_root(pol, i));
+	/*
+	 * The images never in kubelet's tree: the view (and the runners') takes them
+	 * apart. Compared as the kernel will resolve them (a symbolic link on either
+	 * path is followed), before anything is made.
+	 */
+	char data_real[PATH_MAX], other_real[PATH_MAX];
+	real_path(a->data_dir, data_real);
+	for (size_t i = 0; pol_root(pol, i) || pol_base_dir(pol, i); i++) {
+		const char *root = pol_root(pol, i), *base = pol_base_dir(pol, i);
+		for (int k = 0; k < 2; k++) {
+			const char *other = k ? base : root;
+			if (!other || (real_path(other, other_real),
+			               !pol_paths_nested(data_real, other_real)))
+				continue;
+			snprintf(err, sizeof(err), "--data-dir %s and %s %s overlap", a->data_dir,
+			         k ? "base directory" : "allowed root", other);
 			log_kv(LOG_LVL_ERROR, "policy_error", "error", err, NULL);
 			exit(EXIT_POLICY);
 		}

@@ -535,11 +535,17 @@ def test_no_capability_less_root_process_reaches_the_core_or_the_helper():
 
 
 def test_a_data_directory_in_kubelets_tree_is_refused():
-    """--data-dir inside an allowed root (or one inside it): the helper refuses to start,
-    as for a broken policy (exit 2, saying why), before it makes anything there."""
+    """--data-dir inside an allowed root or a directory base (or one inside it), also
+    through a symbolic link: the helper refuses to start, as for a broken policy (exit 2,
+    saying why), before it makes anything there."""
     c = Core()
     try:
-        for data in (c.path("root", "sepcsi"), os.path.dirname(c.root)):
+        # Through symbolic links too: into the root, and to a parent of it.
+        os.symlink(c.root, os.path.join(c.tmp, "to-root"))
+        os.symlink(c.tmp, os.path.join(c.tmp, "to-tmp"))
+        for data in (c.path("root", "sepcsi"), os.path.dirname(c.root),
+                     os.path.join(c.tmp, "to-root", "sepcsi", "data"),
+                     os.path.join(c.tmp, "to-tmp")):
             a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             fd = b.fileno()
             res = subprocess.run(
@@ -551,6 +557,16 @@ def test_a_data_directory_in_kubelets_tree_is_refused():
             b.close()
             assert res.returncode == 2 and "overlap" in res.stderr, res
         assert not os.path.exists(c.path("root", "sepcsi"))
+        assert not os.path.exists(os.path.join(c.tmp, "to-root", "sepcsi"))
+        # A directory base reached through a link to the data directory (or in it).
+        os.symlink(c.data, os.path.join(c.tmp, "to-data"))
+        with open(c.policy, "a") as f:
+            f.write("[directories]\nbase_dirs = %s\n" % os.path.join(c.tmp, "to-data", "dirs"))
+        res = subprocess.run(
+            [os.path.join(BIN, "sepcsi-mounthelper"), "--policy", c.policy, "--data-dir",
+             c.data], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 2 and "base directory" in res.stderr, res
+        assert not os.path.exists(c.path("data", "dirs"))
     finally:
         cleanup_tree(c.tmp)
 
