@@ -637,11 +637,16 @@ def test_leftover_trees_are_emptied_by_workers(hdp):
     assert os.listdir(trash) == [VOL]  # still held
     d.release("purge@" + VOL)
     wait_until(lambda: os.listdir(trash) == [], "the purge did not empty the trash")
-    with open(os.path.join(d.data, "audit.log")) as f:
-        assert any('"op":"PURGE"' in ln and VOL in ln and '"result":"ok"' in ln
-                   for ln in f)
-    assert r.call(Msg(T.REQ_DIR_DELETE, volume_id=VOL, base=d.base,
-                      name="tree")).type == T.ANS_DIR_DELETE
+
+    def purged():
+        with open(os.path.join(d.data, "audit.log")) as f:
+            return any('"op":"PURGE"' in ln and VOL in ln and '"result":"ok"' in ln
+                       for ln in f)
+    wait_until(purged, "no audit record of the purge")
+    # The id is free once the main loop has the worker's answer (BUSY a moment before).
+    wait_until(lambda: r.call(Msg(T.REQ_DIR_DELETE, volume_id=VOL, base=d.base,
+                                  name="tree")).type == T.ANS_DIR_DELETE,
+               "DIR_DELETE refused after the purge")
     assert r.call(Msg(T.REQ_UNSTAGE, volume_id=VOL2, staging_path=st)).type == T.ANS_UNSTAGE
     # A copy's temporary file (its extents are the tenant's writes) is removed by a worker too.
     vol4 = "sv-" + "0" * 31 + "4"
