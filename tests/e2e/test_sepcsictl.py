@@ -1023,11 +1023,59 @@ def test_audit_follow(tmp_path):
         p.wait(10)
 
 
+def test_audit_core_and_helper_files_in_time_order(tmp_path):
+    """audit.log (the core's) and helper-audit.log (the helper's under its own uid) are
+    shown as one, oldest first, --volume across both; either alone is enough; --follow
+    takes up helper-audit.log when it appears."""
+    def rec(ts, req, vid):
+        return {"ts": "2026-11-29T10:00:0%dZ" % ts, "event": "audit", "req": str(req),
+                "op": "STAGE", "volume_id": vid, "result": "ok"}
+    core, helper = tmp_path / "audit.log", tmp_path / "helper-audit.log"
+    write_audit(helper, [rec(2, 2, "sv-b"), rec(4, 4, "sv-a")])
+    dd = ["--data-dir", str(tmp_path)]
+    res = ctl("--output", "json", "audit", *dd, check_rc=EXIT_OK)
+    assert [json.loads(l)["req"] for l in res.stdout.splitlines()] == ["2", "4"]
+    write_audit(core, [rec(1, 1, "sv-a"), rec(3, 3, "sv-b"), rec(5, 5, "sv-a")])
+    res = ctl("--output", "json", "audit", *dd, check_rc=EXIT_OK)
+    assert [json.loads(l)["req"] for l in res.stdout.splitlines()] == list("12345")
+    res = ctl("--output", "json", "audit", *dd, "--volume", "sv-a", check_rc=EXIT_OK)
+    got = [json.loads(l) for l in res.stdout.splitlines()]
+    assert [r["req"] for r in got] == ["1", "4", "5"]
+    # No line of the helper's passes for one of the core's: each says where it came from.
+    assert [r.get("source") for r in got] == [None, "helper-audit.log", None]
+    text = ctl("audit", *dd, check_rc=EXIT_OK).stdout.splitlines()
+    assert ["source=helper-audit.log" in t for t in text] == [False, True, False, True, False]
+    # A helper line that names a source itself, or hides escapes in its time, fools nobody.
+    forged = [dict(rec(3, 7, "sv-b"), source="audit.log"),
+              dict(rec(3, 8, "sv-b"), ts="2026-11-29T10:00:03Z\x1b[1A\x1b[2K\r")]
+    write_audit(helper, forged)
+    for fmt in ("text", "json"):
+        res = ctl("--output", fmt, "audit", *dd, check_rc=EXIT_OK)
+        assert "\x1b" not in res.stdout and "\r" not in res.stdout, res.stdout
+        assert "1 line(s)" in res.stderr
+        lines = res.stdout.splitlines()
+        seven = [l for l in lines if '"req": "7"' in l]
+        assert len(seven) == 1 and seven[0].startswith("helper-audit.log: "), lines
+        eight = [l for l in lines if "req=8" in l or '"req": "8"' in l]
+        assert len(eight) == 1 and ("source=helper-audit.log" if fmt == "text" else
+                                    '"source":"helper-audit.log"') in eight[0], lines
+    os.unlink(helper)
+    p = subprocess.Popen([CTL, "--output", "json", "audit", *dd, "--follow"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert [json.loads(p.stdout.readline())["req"] for _ in range(3)] == ["1", "3", "5"]
+        write_audit(helper, [rec(6, 6, "sv-b")])
+        assert json.loads(p.stdout.readline())["req"] == "6"
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(10)
+
+
 def test_audit_absent_or_driver_log(driver, paths):
     res = ctl("audit", "--data-dir", driver.tmp)
     assert res.returncode == EXIT_ABSENT
     assert "no audit log at %s/audit.log" % driver.tmp in res.stderr
-    # The helper's own log, once it writes one (a colleague is adding it).
+    # The core's log, and the helper's own, once there is a volume.
     staging, _ = paths
     vid = ctl_json("controller", "create-volume", "--name", "cli-audit", "--capacity", "64Mi",
                    endpoint=driver.endpoint)["volume"]["volume_id"]

@@ -1,7 +1,9 @@
 /*
- * `sepcsictl audit`: the privileged helper's audit log, <data-dir>/audit.log,
- * one JSON object per line, appended by the helper itself. Runs as the
- * operator; it opens the file read-only and never writes it.
+ * `sepcsictl audit`: the audit log, one JSON object per line, in
+ * <data-dir>/audit.log (appended by the capable core, or by a helper that
+ * runs as root) and <data-dir>/helper-audit.log (by a helper under its own
+ * uid beside its core), shown as one, in time order. Runs as the operator;
+ * it opens the files read-only and never writes them.
  *
  * Lines are shown as they are with --output json, or as "key=value" text.
  * --volume keeps the lines whose volume_id is the given id; --follow keeps
@@ -21,9 +23,10 @@
 #include "sctl.h"
 #include "sctl_jsonline.h"
 
-#define DEFAULT_DATA_DIR "/var/lib/sepcsi/data"
-#define AUDIT_FILE       "audit.log"
-#define FOLLOW_POLL_MS   200
+#define DEFAULT_DATA_DIR  "/var/lib/sepcsi/data"
+#define AUDIT_FILE        "audit.log"
+#define HELPER_AUDIT_FILE "helper-audit.log"
+#define FOLLOW_POLL_MS    200
 
 /* Keys shown first in text, in this order, when present. */
 static const char *const lead_keys[] = {"time", "ts", "timestamp"};
@@ -33,8 +36,9 @@ static void audit_help(FILE *o)
 	fprintf(o,
 	        "usage: sepcsictl audit [--data-dir DIR] [--follow] [--volume ID] "
 	        "[--output text|json]\n\n"
-	        "The privileged helper's audit log <data-dir>/audit.log: one line per privileged "
-	        "action\nor refusal, written by the helper itself. No CSI socket needed.\n\n"
+	        "The audit log, <data-dir>/audit.log and helper-audit.log in time order: one line\n"
+	        "per action or refusal of the core and the helper, each written by the process\n"
+	        "itself. No CSI socket needed.\n\n"
 	        "flags:\n"
 	        "  --data-dir DIR   the helper's --data-dir (default %s)\n"
 	        "  --follow, -f     keep printing lines as they are appended\n"
@@ -51,6 +55,18 @@ static bool is_lead_key(const char *k)
 	return false;
 }
 
+/* n bytes of s as written, but no control byte reaches the terminal: each shows as '?'. */
+static void put_clean_n(const char *s, size_t n)
+{
+	for (const unsigned char *p = (const unsigned char *)s; n-- && *p; p++)
+		putchar(*p < 0x20 || *p == 0x7f ? '?' : *p);
+}
+
+static void put_clean(const char *s)
+{
+	put_clean_n(s, (size_t)-1);
+}
+
 static void text_value(const struct sctl_kv *kv)
 {
 	bool quote = kv->quoted && (kv->val[0] == '\0' || strpbrk(kv->val, " \t\"=") != NULL);
@@ -58,49 +74,75 @@ static void text_value(const struct sctl_kv *kv)
 	if (quote)
 		sctl_json_print(stdout, json_object_new_string(kv->val));
 	else
-		for (const unsigned char *p = (const unsigned char *)kv->val; *p; p++)
-			putchar(*p < 0x20 ? '?' : *p);
+		put_clean(kv->val);
 }
 
-static void print_text(const struct sctl_jsonline *l)
+/* The file a line came from, when it is not audit.log: said in every form shown. */
+#define FROM_HELPER "helper-audit.log"
+
+static void print_text(const struct sctl_jsonline *l, bool helper)
 {
 	bool first = true;
 
-	for (size_t i = 0; i < sizeof(lead_keys) / sizeof(lead_keys[0]); i++) {
-		const char *v = sctl_jsonline_get(l, lead_keys[i]);
-		if (v) {
-			printf("%s", v);
-			first = false;
-			break;
-		}
+	for (size_t i = 0; i < sizeof(lead_keys) / sizeof(lead_keys[0]) && first; i++)
+		for (size_t k = 0; k < l->n && first; k++)
+			if (strcmp(l->kv[k].key, lead_keys[i]) == 0) {
+				text_value(&l->kv[k]);
+				first = false;
+			}
+	if (helper) {
+		printf("%ssource=" FROM_HELPER, first ? "" : " ");
+		first = false;
 	}
 	for (size_t i = 0; i < l->n; i++) {
 		if (is_lead_key(l->kv[i].key))
 			continue;
-		printf("%s%s=", first ? "" : " ", l->kv[i].key);
+		fputs(first ? "" : " ", stdout);
+		put_clean(l->kv[i].key);
+		putchar('=');
 		text_value(&l->kv[i]);
 		first = false;
 	}
 	putchar('\n');
 }
 
-/* Shows one complete line (without its newline); counts the ones that do not parse. */
-static void show(const char *raw, const char *volume, enum sctl_output out, size_t *bad)
+/*
+ * Shows one complete line (without its newline); counts the ones that do not
+ * parse. A line of helper-audit.log says so (source=helper-audit.log, or in
+ * JSON a "source" key added last), so that no line of the helper's passes
+ * for one of the core's; one that names a source itself is not read.
+ */
+static void show(const char *raw, const char *volume, enum sctl_output out, size_t *bad,
+                 bool helper)
 {
 	struct sctl_jsonline l;
+	int parsed = sctl_jsonline_parse(raw, &l);
 
-	if (sctl_jsonline_parse(raw, &l) != 0) {
+	if (parsed == 0 && helper && sctl_jsonline_get(&l, "source")) {
+		sctl_jsonline_free(&l); /* a source of its own: not taken as written */
+		parsed = -1;
+	}
+	if (parsed != 0) {
 		(*bad)++;
-		if (!volume) /* unparsed lines cannot be matched against --volume */
-			printf("%s\n", raw);
+		if (!volume) { /* unparsed lines cannot be matched against --volume */
+			fputs(helper ? FROM_HELPER ": " : "", stdout);
+			put_clean(raw);
+			putchar('\n');
+		}
 		return;
 	}
 	const char *vid = sctl_jsonline_get(&l, "volume_id");
 	if (!volume || (vid && strcmp(vid, volume) == 0)) {
-		if (out == SCTL_OUT_JSON)
-			printf("%s\n", raw);
-		else
-			print_text(&l);
+		if (out == SCTL_OUT_JSON && helper) {
+			put_clean_n(raw,
+			            (size_t)(strrchr(raw, '}') - raw)); /* an object: it has one */
+			printf("%s\"source\":\"" FROM_HELPER "\"}\n", l.n ? "," : "");
+		} else if (out == SCTL_OUT_JSON) {
+			put_clean(raw);
+			putchar('\n');
+		} else {
+			print_text(&l, helper);
+		}
 	}
 	sctl_jsonline_free(&l);
 }
@@ -110,6 +152,138 @@ static void sleep_ms(int ms)
 	struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
 
 	nanosleep(&t, NULL);
+}
+
+/*
+ * One audit file: audit.log (root's: the capable core's, or a helper's that
+ * runs as root) and helper-audit.log (a helper's that runs under its own
+ * uid beside its core). The lines read and not shown yet are kept in lines[].
+ */
+#define NSOURCES 2
+struct source {
+	const char *name;
+	char path[4096];
+	FILE *f;
+	struct stat st0;
+	char *buf;
+	size_t cap;
+	char **lines;
+	size_t n, room;
+};
+
+/* 0, or the errno of the open (ENOENT: not there, yet). */
+static int source_open(struct source *s)
+{
+	s->f = fopen(s->path, "re");
+	if (!s->f)
+		return errno;
+	fstat(fileno(s->f), &s->st0);
+	return 0;
+}
+
+static void source_close(struct source *s)
+{
+	if (s->f)
+		(void)fclose(s->f);
+	s->f = NULL;
+}
+
+static void keep_line(struct source *s, const char *line)
+{
+	if (s->n == s->room) {
+		s->room = s->room ? 2 * s->room : 64;
+		s->lines = realloc(s->lines, s->room * sizeof(*s->lines));
+		if (!s->lines)
+			abort();
+	}
+	if (!(s->lines[s->n++] = strdup(line)))
+		abort();
+}
+
+/*
+ * Every complete line there is now; last: a last line without its newline
+ * too (no --follow). A line being written is read again whole later.
+ */
+static void source_read(struct source *s, bool last)
+{
+	while (s->f) {
+		long pos = ftell(s->f);
+		ssize_t n = getline(&s->buf, &s->cap, s->f);
+		if (n > 0 && s->buf[n - 1] == '\n') {
+			s->buf[n - 1] = '\0';
+			keep_line(s, s->buf);
+			continue;
+		}
+		if (n > 0 && last)
+			keep_line(s, s->buf);
+		else if (n > 0 && fseek(s->f, pos, SEEK_SET) != 0)
+			source_close(s);
+		if (s->f)
+			clearerr(s->f);
+		return;
+	}
+}
+
+/* --follow: a file that appeared, was replaced or truncated (log rotation) starts over. */
+static void source_check(struct source *s)
+{
+	struct stat st1;
+	if (!s->f) {
+		(void)source_open(s);
+		return;
+	}
+	if (stat(s->path, &st1) == 0 &&
+	    (st1.st_ino != s->st0.st_ino || st1.st_dev != s->st0.st_dev ||
+	     st1.st_size < ftell(s->f))) {
+		source_close(s);
+		(void)source_open(s);
+	}
+}
+
+/* The "ts" value of a line as written ("" if none): ISO 8601 in UTC, so it sorts as text. */
+static const char *line_ts(const char *line, size_t *len)
+{
+	const char *t = strstr(line, "\"ts\"");
+	*len = 0;
+	if (!t)
+		return "";
+	for (t += 4; *t == ' ' || *t == ':'; t++)
+		;
+	const char *e = *t == '"' ? strchr(++t, '"') : NULL;
+	if (!e)
+		return "";
+	*len = (size_t)(e - t);
+	return t;
+}
+
+/* Each file is in time order: both shown as one, oldest first; a tie keeps audit.log's first. */
+static void show_merged(struct source *src, const char *volume, enum sctl_output out, size_t *bad)
+{
+	size_t at[NSOURCES] = {0};
+	for (;;) {
+		int pick = -1;
+		const char *best = NULL;
+		size_t blen = 0;
+		for (int i = 0; i < NSOURCES; i++) {
+			if (at[i] == src[i].n)
+				continue;
+			size_t len;
+			const char *ts = line_ts(src[i].lines[at[i]], &len);
+			size_t m = len < blen ? len : blen;
+			if (pick < 0 || memcmp(ts, best, m) < 0 ||
+			    (memcmp(ts, best, m) == 0 && len < blen)) {
+				pick = i;
+				best = ts;
+				blen = len;
+			}
+		}
+		if (pick < 0)
+			break;
+		show(src[pick].lines[at[pick]], volume, out, bad, pick == 1);
+		free(src[pick].lines[at[pick]++]);
+	}
+	for (int i = 0; i < NSOURCES; i++)
+		src[i].n = 0;
 }
 
 int sctl_audit_main(int argc, char **argv, struct sctl_opts *o)
@@ -141,64 +315,48 @@ int sctl_audit_main(int argc, char **argv, struct sctl_opts *o)
 		}
 	}
 
-	char path[4096];
-	if (snprintf(path, sizeof(path), "%s/%s", data_dir, AUDIT_FILE) >= (int)sizeof(path)) {
-		fprintf(stderr, "sepcsictl: audit: --data-dir is too long\n");
-		return SCTL_EXIT_USAGE;
-	}
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		int e = errno;
-		if (e == ENOENT)
-			fprintf(stderr,
-			        "sepcsictl: audit: no audit log at %s: the helper writes "
-			        "audit.log in its --data-dir; is --data-dir right, and does this "
-			        "helper write one?\n",
-			        path);
-		else
-			fprintf(stderr, "sepcsictl: audit: cannot open %s: %s\n", path,
+	struct source src[NSOURCES] = {{.name = AUDIT_FILE}, {.name = HELPER_AUDIT_FILE}};
+	size_t found = 0;
+	for (size_t i = 0; i < NSOURCES; i++) {
+		if (snprintf(src[i].path, sizeof(src[i].path), "%s/%s", data_dir, src[i].name) >=
+		    (int)sizeof(src[i].path)) {
+			fprintf(stderr, "sepcsictl: audit: --data-dir is too long\n");
+			return SCTL_EXIT_USAGE;
+		}
+		int e = source_open(&src[i]);
+		if (e && e != ENOENT) {
+			fprintf(stderr, "sepcsictl: audit: cannot open %s: %s\n", src[i].path,
 			        strerror(e));
-		return e == ENOENT ? SCTL_EXIT_ABSENT : SCTL_EXIT_FAILURE;
+			return SCTL_EXIT_FAILURE;
+		}
+		found += src[i].f != NULL;
 	}
-
-	char *buf = NULL;
-	size_t cap = 0, bad = 0;
-	struct stat st0, st1;
-	fstat(fileno(f), &st0);
+	if (!found) {
+		fprintf(stderr,
+		        "sepcsictl: audit: no audit log at %s: the helper writes "
+		        "audit.log in its --data-dir; is --data-dir right, and does this "
+		        "helper write one?\n",
+		        src[0].path);
+		return SCTL_EXIT_ABSENT;
+	}
+	size_t bad = 0;
 	for (;;) {
-		long pos = ftell(f);
-		ssize_t n = getline(&buf, &cap, f);
-		if (n > 0 && buf[n - 1] == '\n') {
-			buf[n - 1] = '\0';
-			show(buf, volume, o->output, &bad);
-			continue;
-		}
-		if (n > 0 && !follow) { /* a last line without its newline yet */
-			show(buf, volume, o->output, &bad);
-			break;
-		}
+		for (size_t i = 0; i < NSOURCES; i++)
+			source_read(&src[i], !follow);
+		show_merged(src, volume, o->output, &bad);
 		if (!follow)
-			break;
-		/* A line being written: read it again whole, or stop if that cannot be done. */
-		if (n > 0 && fseek(f, pos, SEEK_SET) != 0)
 			break;
 		fflush(stdout);
 		sleep_ms(FOLLOW_POLL_MS);
-		clearerr(f);
-		if (stat(path, &st1) == 0 && (st1.st_ino != st0.st_ino ||
-		                              st1.st_dev != st0.st_dev || st1.st_size < ftell(f))) {
-			FILE *g = fopen(path, "re"); /* replaced or truncated: start over */
-			if (g) {
-				(void)fclose(f);
-				f = g;
-				fstat(fileno(f), &st0);
-			}
-		}
+		for (size_t i = 0; i < NSOURCES; i++)
+			source_check(&src[i]);
 	}
-	free(buf);
-	(void)fclose(f);
+	for (size_t i = 0; i < NSOURCES; i++) {
+		source_close(&src[i]);
+		free(src[i].buf);
+		free(src[i].lines);
+	}
 	if (bad)
-		fprintf(stderr, "sepcsictl: audit: %zu line(s) of %s were not JSON objects\n", bad,
-		        path);
+		fprintf(stderr, "sepcsictl: audit: %zu line(s) were not JSON objects\n", bad);
 	return SCTL_EXIT_OK;
 }

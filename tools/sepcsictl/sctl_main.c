@@ -36,7 +36,7 @@ static void top_help(FILE *o)
 	fprintf(o,
 	        "\nread-only views (no CSI socket needed):\n"
 	        "  %-18s rows of sepcsi's sqlite store, opened read-only\n"
-	        "  %-18s the privileged helper's audit log\n"
+	        "  %-18s the audit log of the core and the helper\n"
 	        "  %-18s the metrics file the supervisor writes\n",
 	        "store", "audit", "metrics");
 	fprintf(o, "\nglobal flags (anywhere on the line):\n"
