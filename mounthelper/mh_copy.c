@@ -164,7 +164,8 @@ static int copy_to(const struct mh_ctx *c, int src, const char *src_id, off_t si
 	/* A temporary file left by a crash mid-copy is ours to remove. */
 	if (unlinkat(dir, tmp, 0) < 0 && errno != ENOENT)
 		return io_fail(r, errno, "remove stale temporary");
-	dst = openat(dir, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	dst =
+	    openat(dir, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, MH_IMAGE_MODE(c));
 	if (dst < 0)
 		return io_fail(r, errno, "create copy");
 	if (dir == c->images_fd) /* a clone: a new image, which no loop device backs yet */

@@ -9,6 +9,13 @@
 #include "mh.h"
 
 #define MH_IMAGE_NAME_MAX (POL_ID_LEN + sizeof(".img.tmp"))
+/*
+ * The mode an image or snapshot file is made with: the owner's alone when
+ * that is root; with another owner, group root too (images/ is set-group-ID,
+ * group root: the capable core, root without CAP_DAC_OVERRIDE, reaches them
+ * through the group).
+ */
+#define MH_IMAGE_MODE(c) ((c)->owner ? 0660 : 0600)
 
 /* The image's file name inside the images directory: "<id>.img". */
 void mh_image_name(const char *id, char *buf, size_t len);

@@ -70,8 +70,8 @@ int mh_image_create(const struct mh_ctx *c, const char *id, uint64_t size, uint6
 	/* A temporary file left by a crash mid-create is ours to remove. */
 	if (unlinkat(c->images_fd, tmp, 0) < 0 && errno != ENOENT)
 		return mh_image_fail(r, errno, "remove stale temporary");
-	int fd =
-	    openat(c->images_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd = openat(c->images_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+	                MH_IMAGE_MODE(c));
 	if (fd < 0)
 		return mh_image_fail(r, errno, "create image");
 	/* Sized (sparse) and made durable by the runner, which needs no capability for it. */

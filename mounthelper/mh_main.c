@@ -61,6 +61,7 @@
 #include "log.h"
 #include "mh.h"
 #include "mh_freeze.h"
+#include "mh_identity.h"
 #include "mh_image.h"
 #include "mh_loop.h"
 #include "mh_ops.h"
@@ -81,6 +82,9 @@ struct args {
 	const char *policy, *data_dir;
 	int core_fd;  /* the capable core's channel, -1 without one */
 	bool no_core; /* serve everything itself, as with directory volumes (tests) */
+	bool user;    /* --user: the identity it takes once its own core runs */
+	uid_t uid;
+	gid_t gid;
 	const char *fmt_name, *lvl_name; /* for the runner */
 	enum log_format fmt;
 	enum log_level lvl;
@@ -101,6 +105,8 @@ static void usage(FILE *f)
 	        "                         unmounts, grows and looks at volumes for the helper\n"
 	        "  --no-core              start no core: mount itself, as with directory volumes\n"
 	        "                         (tests of the helper's own handlers)\n"
+	        "  --user UID:GID         the identity it takes once the core it starts runs;\n"
+	        "                         it owns the images (without it: stays uid 0)\n"
 	        "  --help                 this text\n"
 	        "\n"
 	        "Exit status: 0 channel closed, 1 start-up failure, 2 broken policy,\n"
@@ -116,6 +122,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	    {"log-level", required_argument, NULL, 'l'},
 	    {"core-fd", required_argument, NULL, 'c'},
 	    {"no-core", no_argument, NULL, 'n'},
+	    {"user", required_argument, NULL, 'u'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -163,6 +170,21 @@ static void parse_args(int argc, char **argv, struct args *a)
 		case 'n':
 			a->no_core = true;
 			break;
+		case 'u': {
+			unsigned long u, g;
+			errno = 0;
+			u = strtoul(optarg, &end, 10);
+			g = *end == ':' ? strtoul(end + 1, &end, 10) : 0;
+			if (errno || *end || u == 0 || g == 0 || u >= UINT32_MAX ||
+			    g >= UINT32_MAX) {
+				fprintf(stderr, "sepcsi-mounthelper: bad --user '%s'\n", optarg);
+				exit(1);
+			}
+			a->user = true;
+			a->uid = (uid_t)u;
+			a->gid = (gid_t)g;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -264,25 +286,47 @@ static int open_private_subdir(int dfd, const char *data_dir, const char *name)
 	return fd;
 }
 
-static void open_data_dir(const char *data_dir, struct mh_ctx *ctx)
+/* <data-dir>/<name>, a directory of images: made if missing, handed to owner whole. */
+static int open_images_subdir(int dfd, const char *data_dir, const char *name, uid_t owner)
 {
+	if (mkdirat(dfd, name, 0700) < 0 && errno != EEXIST)
+		log_fatal("cannot create %s/%s: %s", data_dir, name, strerror(errno));
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		log_fatal("cannot open %s/%s: %s", data_dir, name, strerror(errno));
+	mh_identity_hand_images(fd, owner);
+	return fd;
+}
+
+/*
+ * The data directory, root's; images/ and snapshots/ the owner's (root, or
+ * the identity the helper takes beside its core); without a core, loops/.
+ * The audit file is audit.log, root's; beside its own core, the helper, no
+ * longer root once it runs, writes helper-audit.log instead and never holds
+ * audit.log, the core's.
+ */
+static void open_data_dir(const char *data_dir, struct mh_ctx *ctx, uid_t owner, bool records)
+{
+	const char *audit = owner ? "helper-audit.log" : "audit.log";
 	make_dirs(data_dir);
 	int dfd = open(data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		log_fatal("cannot open data dir %s: %s", data_dir, strerror(errno));
 	check_private_dir(dfd, data_dir);
 	ctx->data_fd = dfd;
-	ctx->images_fd = open_private_subdir(dfd, data_dir, "images");
-	ctx->snaps_fd = open_private_subdir(dfd, data_dir, "snapshots");
+	ctx->owner = owner;
+	ctx->images_fd = open_images_subdir(dfd, data_dir, "images", owner);
+	ctx->snaps_fd = open_images_subdir(dfd, data_dir, "snapshots", owner);
 	/* Which loop devices back which image (mh_loop.c); rebuilt at every start. */
-	mh_loop_records_open(open_private_subdir(dfd, data_dir, "loops"));
+	if (records)
+		mh_loop_records_open(open_private_subdir(dfd, data_dir, "loops"));
 	/* The audit file: append-only for us, and nothing rpcd can reach. */
 	ctx->audit_fd =
-	    openat(dfd, "audit.log", O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	    openat(dfd, audit, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	struct stat st;
 	if (ctx->audit_fd < 0 || fstat(ctx->audit_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    st.st_uid != 0 || (st.st_mode & 077) != 0)
-		log_fatal("%s/audit.log: cannot open, or not a root-only regular file", data_dir);
+		log_fatal("%s/%s: cannot open, or not a root-only regular file", data_dir, audit);
 }
 
 static bool is_socket(int fd)
@@ -596,13 +640,19 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 		mh_core_locate();
 	/* From here on the helper sees only its own view of the file system. */
 	mh_view_enter(pol, a->data_dir);
-	open_data_dir(a->data_dir, ctx);
+	/* Beside its own core, the images are the identity the helper takes (--user). */
+	uid_t owner = start_core && a->user ? a->uid : 0;
+	open_data_dir(a->data_dir, ctx, owner, core_fd < 0 && !start_core);
 	mh_image_marks_upgrade(ctx); /* before the helper loses sight of trusted.* marks */
 	if (start_core)
-		core_fd = mh_core_start(pol, a->data_dir, a->fmt_name, a->lvl_name);
+		core_fd = mh_core_start(pol, a->data_dir, owner, a->fmt_name, a->lvl_name);
 	if (core_fd >= 0)
 		mh_view_leave_to_core(pol); /* before the runners: they see none of it either */
-	mh_pause_init();
+	mh_pause_init(ctx->data_fd);
+	if (owner) {
+		umask(0007); /* its images are 0660, group root's, for the core */
+		mh_identity_take(a->uid, a->gid); /* its runners are started as that uid, too */
+	}
 	ctx->core = core_fd >= 0;
 	if (ctx->core && pol_base_dir(pol, 0) != NULL)
 		log_fatal("directory volumes are served by the helper alone: not with --core-fd");

@@ -8,7 +8,9 @@
  * itself, so only whoever starts the driver as root can turn it on); a warning
  * says so at start. Then a worker reaching mh_pause(c, "name", id) checks for
  * the file <data-dir>/test-pause/<name>, or <name>@<id> to hold only the
- * operation on that id (root-only directory, no symlink followed); while it
+ * operation on that id (root's directory, 0711 if the helper makes it, opened
+ * at start so that a helper under its own uid still looks there; no symlink
+ * followed); while it
  * exists the worker logs "test_pause point=<gate> pid=N" once and waits,
  * polling every 5 ms. The test removes the file to let it go
  * on, or kills the worker, the helper or rpcd meanwhile. One point is in the
@@ -31,21 +33,24 @@
 #include "log.h"
 
 static bool enabled;
+static int gates = -1;
 
-void mh_pause_init(void)
+void mh_pause_init(int data_fd)
 {
 	const char *v = getenv("SEPCSI_TEST_PAUSE");
 	enabled = v && strcmp(v, "1") == 0;
-	if (enabled)
-		log_warn("test pause points are enabled (SEPCSI_TEST_PAUSE=1): for tests only");
+	if (!enabled)
+		return;
+	log_warn("test pause points are enabled (SEPCSI_TEST_PAUSE=1): for tests only");
+	(void)mkdirat(data_fd, "test-pause", 0711);
+	gates = openat(data_fd, "test-pause", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
 static bool gate_exists(const struct mh_ctx *c, const char *gate)
 {
-	char rel[128];
 	struct stat st;
-	snprintf(rel, sizeof(rel), "test-pause/%s", gate);
-	return fstatat(c->data_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	(void)c;
+	return gates >= 0 && fstatat(gates, gate, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 /* The gate that holds point for key, in gate; false if none is held (or pauses are off). */

@@ -10,8 +10,12 @@
 
 #include "mh.h"
 
-/* Read SEPCSI_TEST_PAUSE once, at start-up, before confinement. */
-void mh_pause_init(void);
+/*
+ * Read SEPCSI_TEST_PAUSE once, at start-up, before confinement, as root;
+ * when it is on, open <data-dir>/test-pause (made 0711 if missing), so that
+ * gates are looked up there even once the process is no longer root.
+ */
+void mh_pause_init(int data_fd);
 
 /*
  * If enabled and <data-dir>/test-pause/<point> or .../<point>@<key> exists

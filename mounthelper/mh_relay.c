@@ -92,8 +92,11 @@ void mh_core_locate(void)
 	core_exe = exe;
 }
 
-int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, const char *lvl)
+int mh_core_start(const struct pol *pol, const char *data_dir, uid_t owner, const char *fmt,
+                  const char *lvl)
 {
+	char owner_s[16];
+	snprintf(owner_s, sizeof(owner_s), "%u", (unsigned)owner);
 	int sv[2], exe = core_exe;
 	if (exe < 0)
 		log_fatal("the capable core's binary was not located"); /* our own bug */
@@ -113,10 +116,10 @@ int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, 
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
-		char *argv[] = {
-		    "sepcsi-core", "--data-dir", (char *)data_dir, "--owner",   "0",
-		    "--policy-fd", "5",          "--log-format",   (char *)fmt, "--log-level",
-		    (char *)lvl,   NULL};
+		char *argv[] = {"sepcsi-core", "--data-dir",   (char *)data_dir,
+		                "--owner",     owner_s,        "--policy-fd",
+		                "5",           "--log-format", (char *)fmt,
+		                "--log-level", (char *)lvl,    NULL};
 		exec_core(exe, sv[1], policy, parent, pol, data_dir, argv);
 	}
 	if (pid < 0)

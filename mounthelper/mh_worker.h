@@ -87,10 +87,12 @@ void mh_core_locate(void);
  * Then start it as the helper's child, in a view of its own built from inside
  * the helper's (mh_view_enter in the child, before its exec), the policy
  * compiled on its fd 5 and its channel on fd 3: the channel's other end.
+ * owner: the uid owning images/ and snapshots/ (the helper's own identity).
  * Before the helper's confinement; fatal if it cannot.
  */
 struct pol;
-int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, const char *lvl);
+int mh_core_start(const struct pol *pol, const char *data_dir, uid_t owner, const char *fmt,
+                  const char *lvl);
 /* Its fd, for the main loop's wait; -1 without one. */
 int mh_workers_core_fd(void);
 /* In the main loop: one answer of the core, to the worker that asked. */

@@ -310,6 +310,10 @@ void sup_child_init(struct sup *s, const struct sup_config *cfg)
 	a[n++] = (char *)"sepcsi-mounthelper";
 	a[n++] = (char *)"--data-dir";
 	a[n++] = (char *)cfg->data_dir;
+	snprintf(s->helper_user, sizeof(s->helper_user), "%u:%u", (unsigned)cfg->helper_uid,
+	         (unsigned)cfg->helper_gid);
+	a[n++] = (char *)"--user";
+	a[n++] = s->helper_user;
 	if (cfg->policy[0]) {
 		a[n++] = (char *)"--policy";
 		a[n++] = (char *)cfg->policy;

@@ -50,6 +50,7 @@ struct sup {
 	const char *stop_reason; /* the first reason given to sup_begin_stop() */
 	char max_volumes[24];
 	char metrics_interval[16];
+	char helper_user[24];       /* the helper's --user UID:GID */
 	struct sup_metrics metrics; /* sup_metrics.c */
 };
 

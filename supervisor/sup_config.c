@@ -187,7 +187,9 @@ static int set_policy(struct sup_config *cfg, const char *val, char *w, size_t w
 	return set_dir(cfg->policy, val, w, wn);
 }
 
-static int set_rpcd_user(struct sup_config *cfg, const char *val, char *w, size_t wn)
+/* "UID:GID", neither 0 (who is named for the message). */
+static int set_user(uid_t *uid_out, gid_t *gid_out, const char *who, const char *val, char *w,
+                    size_t wn)
 {
 	char u[16], g[16];
 	const char *colon = strchr(val, ':');
@@ -202,10 +204,20 @@ static int set_rpcd_user(struct sup_config *cfg, const char *val, char *w, size_
 	if (parse_u64(u, UINT32_MAX - 1, &uid) < 0 || parse_u64(g, UINT32_MAX - 1, &gid) < 0)
 		return why(w, wn, "'%s' is not UID:GID (two numbers below 4294967295)", val);
 	if (uid == 0 || gid == 0)
-		return why(w, wn, "'%s': rpcd must not run with uid 0 or gid 0", val);
-	cfg->rpcd_uid = (uid_t)uid;
-	cfg->rpcd_gid = (gid_t)gid;
+		return why(w, wn, "'%s': %s must not run with uid 0 or gid 0", val, who);
+	*uid_out = (uid_t)uid;
+	*gid_out = (gid_t)gid;
 	return 0;
+}
+
+static int set_rpcd_user(struct sup_config *cfg, const char *val, char *w, size_t wn)
+{
+	return set_user(&cfg->rpcd_uid, &cfg->rpcd_gid, "rpcd", val, w, wn);
+}
+
+static int set_helper_user(struct sup_config *cfg, const char *val, char *w, size_t wn)
+{
+	return set_user(&cfg->helper_uid, &cfg->helper_gid, "the helper", val, w, wn);
 }
 
 static int set_log_format(struct sup_config *cfg, const char *val, char *w, size_t wn)
@@ -300,6 +312,10 @@ static const struct sup_opt opts[] = {
      "Helper policy file; must be owned by root and writable by root only.", set_policy},
     {"rpcd-user", "SEPCSI_RPCD_USER", "UID:GID", "65532:65532", NULL,
      "Numeric uid and gid rpcd runs as; neither may be 0.", set_rpcd_user},
+    {"helper-user", "SEPCSI_HELPER_USER", "UID:GID", "65531:65531", NULL,
+     "Numeric uid and gid the helper takes once its capable core runs (it owns\n"
+     "the images); neither may be 0, nor rpcd's.",
+     set_helper_user},
     {"log-format", "SEPCSI_LOG_FORMAT", "text|json", "text", NULL,
      "Log line format, for all three processes.", set_log_format},
     {"log-level", "SEPCSI_LOG_LEVEL", "error|warn|info|debug", "info", NULL,
@@ -370,6 +386,11 @@ static int check_layout(const struct sup_config *cfg, char *err, size_t errlen)
 
 	snprintf(sockdir, sizeof(sockdir), "%.*s", (int)(slash - cfg->socket_path),
 	         cfg->socket_path);
+	/* rpcd must not read or write what the helper owns: the volumes' images. */
+	if (cfg->helper_uid == cfg->rpcd_uid || cfg->helper_gid == cfg->rpcd_gid) {
+		snprintf(err, errlen, "--helper-user and --rpcd-user must differ in uid and gid");
+		return -1;
+	}
 	if (strcmp(sockdir, cfg->state_dir) == 0) {
 		snprintf(err, errlen,
 		         "the --endpoint socket needs a directory other than --state-dir");

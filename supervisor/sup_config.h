@@ -36,6 +36,8 @@ struct sup_config {
 	char policy[PATH_MAX]; /* "" = the helper's embedded defaults */
 	uid_t rpcd_uid;
 	gid_t rpcd_gid;
+	uid_t helper_uid; /* the helper's own identity beside its core (it owns the images) */
+	gid_t helper_gid;
 	enum log_format log_format;
 	enum log_level log_level;
 	int64_t max_volumes_per_node; /* 0 = unlimited */

@@ -64,6 +64,10 @@ static void print_privileges(FILE *out)
 	                            "yes",
 	                            seccomp_cell(&pol_sc_rpcd, "seccomp_rpcd.c", sc, sizeof(sc))});
 
+	/* Beside its core it runs as its own uid, and so does its tool runner. */
+	static const char helper_uid[] =
+	    "65531 (`--helper-user`) once its core runs, as its tool runner; 0 with directory "
+	    "volumes";
 	opt = pol_caps_helper_optional_mask();
 	snprintf(caps, sizeof(caps),
 	         "%s with its core; with directory volumes (no core) %s%s%s%s, %s; securebits "
@@ -75,7 +79,7 @@ static void print_privileges(FILE *out)
 	         cap_list(pol_caps_helper_dirs_mask(), c), cap_list(pol_caps_tree_mask(), e));
 	pol_md_row(
 	    out, 5,
-	    (const char *[]){"mounthelper", "0", caps, "yes",
+	    (const char *[]){"mounthelper", helper_uid, caps, "yes",
 	                     seccomp_cell(&pol_sc_helper, "seccomp_helper.c", sc, sizeof(sc))});
 	snprintf(caps, sizeof(caps),
 	         "%s%s%s%s; securebits locked; the helper's child, without directory volumes; its "
@@ -318,6 +322,9 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	uint64_t helper =
 	    dirs ? capable | pol_caps_helper_dirs_mask() : pol_caps_helper_core_mask();
 	uint64_t tree = pol_caps_tree_mask();
+	/* Beside its core the helper and its runner take the helper's identity (--helper-user). */
+	uid_t hu = dirs ? 0 : cfg->helper_uid;
+	gid_t hg = dirs ? 0 : cfg->helper_gid;
 	const struct proc_priv all[] = {
 	    {"sepcsi-supervisor", 0, 0, eff, prm, prm, 0, true, NULL, NULL, false,
 	     "Starts, confines and restarts the other two; no network, no request parsing. "
@@ -326,15 +333,16 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	     "seccomp_rpcd.c", false,
 	     "Serves CSI on the unix socket and keeps the store; privileges dropped before "
 	     "exec, its filter installed before gRPC starts."},
-	    {"sepcsi-mounthelper", 0, 0, helper, helper, helper, 0, true, &pol_sc_helper,
+	    {"sepcsi-mounthelper", hu, hg, helper, helper, helper, 0, true, &pol_sc_helper,
 	     "seccomp_helper.c", true,
 	     dirs ? "The only process that mounts (directory volumes on: no capable core). "
 	            "Securebits NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, all locked; its "
 	            "workers are forks with the same confinement."
 	          : "Serves rpcd's protocol: images, probes and mkfs (through its runner), "
-	            "copies, capacity, records; asks its child sepcsi-core for every mount, "
-	            "unmount, freeze and growth. Securebits locked as the core's; its workers are "
-	            "forks with the same confinement."},
+	            "copies, capacity; asks its child sepcsi-core for every mount, unmount, "
+	            "freeze and growth. Starts as root and takes its own uid once the core runs: "
+	            "it owns the images and nothing of root's. Securebits locked as the core's; "
+	            "its workers are forks with the same confinement."},
 	    {"sepcsi-core", 0, 0, capable, capable, capable, 0, true, &pol_sc_core,
 	     "seccomp_core.c", true,
 	     "The helper's child without directory volumes (mounthelper/core/): the only "
@@ -342,7 +350,7 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	     "time, re-checking each; parses no byte a tenant wrote and execs nothing. "
 	     "Securebits NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, all locked; its "
 	     "flusher child holds no capability."},
-	    {"sepcsi-runner", 0, 0, 0, 0, 0, 0, true, &pol_sc_tools, "seccomp_tools.c", true,
+	    {"sepcsi-runner", hu, hg, 0, 0, 0, 0, true, &pol_sc_tools, "seccomp_tools.c", true,
 	     "The helper's child (runner/tools.c): starts the mkfs tools, sizes and copies "
 	     "image files, and reads what an image holds (libblkid: the only parser of bytes "
 	     "a tenant wrote), on descriptors the helper passes; the tools inherit all of this."},

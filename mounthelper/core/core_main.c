@@ -149,7 +149,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 /*
  * A directory of the data directory: made if missing, owned by uid, group
  * root, mode mode. The core holds no CAP_DAC_OVERRIDE: it reaches the images
- * through the group (0750 here, 0660 each image, as their owner makes them).
+ * through the group (02750 here, 0660 each image, as their owner makes them).
  */
 static int open_owned(int dfd, const char *name, uid_t uid, mode_t mode)
 {
@@ -180,7 +180,8 @@ static void open_data_dir(const char *data_dir, uid_t owner, struct mh_ctx *ctx)
 		log_fatal("%s must be owned by root and not group/other writable", data_dir);
 	ctx->data_fd = dfd;
 	ctx->owner = owner;
-	mode_t mode = owner == 0 ? 0700 : 0750; /* group root only for another owner */
+	/* Group root only for another owner; set-group-ID: what it makes is group root's. */
+	mode_t mode = owner == 0 ? 0700 : 02750;
 	ctx->images_fd = open_owned(dfd, "images", owner, mode);
 	ctx->snaps_fd = open_owned(dfd, "snapshots", owner, mode);
 	mh_loop_records_open(open_owned(dfd, "loops", 0, 0700));
@@ -419,7 +420,7 @@ int main(int argc, char **argv)
 	if (mkdir(a.data_dir, 0700) < 0 && errno != EEXIST)
 		log_fatal("cannot create %s: %s", a.data_dir, strerror(errno));
 	open_data_dir(a.data_dir, a.owner, &ctx);
-	mh_pause_init();
+	mh_pause_init(ctx.data_fd);
 	mh_thaw_all(&ctx);
 	mh_loop_records_rebuild(ctx.images_fd);
 	mh_sweep(&ctx, NULL); /* raw block devices a dead core attached and nothing uses */

@@ -71,7 +71,10 @@ static int answer_refresh(const struct mh_ctx *c, const struct mh_msg *req, stru
 /*
  * ATTACHED: whether a loop device backs images/<id>.img, for the orchestrating
  * side, which never opens one: it formats an image, or removes it, only while
- * none does (the volume's key held meanwhile, so none comes).
+ * none does (the volume's key held meanwhile, so none comes). With none, the
+ * image's loop record goes (the orchestrating side, not root, cannot drop it
+ * when it removes the image; a missing record only costs the next attach a
+ * look at every device).
  */
 static int answer_attached(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                            struct mh_audit *a, struct mh_res *r)
@@ -81,6 +84,8 @@ static int answer_attached(const struct mh_ctx *c, const struct mh_msg *req, str
 	if (mh_vol_lookup(c, req->u.del.volume_id, &v, r) < 0)
 		return -1;
 	ans->u.attached.devices = v.attached;
+	if (!v.attached)
+		mh_loop_record_forget(v.st.st_dev, v.st.st_ino);
 	return 0;
 }
 
@@ -149,7 +154,8 @@ const struct mh_op_row mh_op_rows[] = {
      MH_F_BLOCK | MH_F_CREATE_DIR | MH_F_MOUNT_GROUP,
      "STAGE's checks of the policy, the options and the path, nothing made or changed"},
     {MH_REQ_ATTACHED, MH_ANS_ATTACHED, answer_attached, "ATTACHED", true, 0,
-     "tells whether a loop device backs images/<id>.img; changes nothing"},
+     "tells whether a loop device backs images/<id>.img; changes nothing but, with none, "
+     "drops that image's loop record, a hint it keeps itself"},
     {MH_REQ_LIST, MH_ANS_LIST, answer_list, "LIST", true, 0,
      "lists only the mounts of its own loop devices and binds of their nodes, with volume "
      "ids; changes nothing"},

@@ -140,6 +140,31 @@ def release_orphan(dev):
     subprocess.run(["losetup", "-d", dev], stderr=subprocess.DEVNULL, check=False)
 
 
+def proc_status(pid):
+    """/proc/<pid>/status as {key: value}."""
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            out[k] = v.strip()
+    return out
+
+
+def descendants(pid):
+    """Every process below pid (children, theirs, ...), from /proc, in one pass."""
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open("/proc/%d/task/%d/children" % (p, p)) as f:
+                kids = [int(k) for k in f.read().split()]
+        except OSError:
+            continue
+        out.update(kids)
+        todo.extend(kids)
+    return out
+
+
 class Driver:
     """A running sepcsi-supervisor and what it was given."""
 
@@ -165,7 +190,6 @@ class Driver:
         if setup:  # e.g. a file system of its own for the data directory
             setup(self)
         self.log_path = os.path.join(self.tmp, "driver.log")
-        self.log = open(self.log_path, "w")
         # bin_dir: where sepcsi-supervisor (and the children it finds beside
         # itself) live; a test may pass a root-owned copy with a stand-in child.
         self.args = [os.path.join(bin_dir or BIN, "sepcsi-supervisor"),
@@ -176,10 +200,15 @@ class Driver:
         # prefix: a command that runs the supervisor as its only child, e.g.
         # ["unshare", "--pid", "--fork"] to make it PID 1 of a new namespace.
         self.prefix = list(prefix)
-        child_env = dict(os.environ, **(env or {}))
+        self.env = dict(os.environ, **(env or {}))
+        self.start(wait)
+
+    def start(self, wait=True):
+        """Start the supervisor (again, after stop(): same tree, log appended)."""
+        self.log = open(self.log_path, "a")
         self.proc = subprocess.Popen(self.prefix + self.args, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True,
-                                     env=child_env)
+                                     env=self.env)
         self.client = None
         if wait:  # for a driver that is expected to fail, not to serve
             csi_client.wait_ready(self.endpoint, 20)

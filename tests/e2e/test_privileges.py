@@ -4,14 +4,7 @@ import os
 import re
 import subprocess
 
-
-def status(pid):
-    out = {}
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            out[k] = v.strip()
-    return out
+from conftest import proc_status as status
 
 
 def test_rpcd_unprivileged(driver):

@@ -30,7 +30,7 @@ import grpc
 import pytest
 
 import csi_client
-from conftest import Driver, copy_bin_dir, loops_backed_by, mounts_under
+from conftest import Driver, copy_bin_dir, descendants, loops_backed_by, mounts_under
 from csi_client import mount_cap
 
 MiB = 1 << 20
@@ -53,21 +53,6 @@ def children_of(pid):
                 out.append((p, f.read().strip()))
         except OSError:  # ENOENT or ESRCH: reaped since the snapshot
             pass
-    return out
-
-
-def descendants(pid):
-    """Every process below pid (children, theirs, ...), from /proc, in one pass."""
-    out, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open("/proc/%d/task/%d/children" % (p, p)) as f:
-                kids = [int(k) for k in f.read().split()]
-        except OSError:
-            continue
-        out.update(kids)
-        todo.extend(kids)
     return out
 
 

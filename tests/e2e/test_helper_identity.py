@@ -1,0 +1,221 @@
+"""The helper's own identity beside its capable core (--helper-user, mounthelper/mh_identity.c):
+it starts as root, starts the core, then becomes that uid, which owns the images; what
+root owns in the data directory (the core's audit.log, the loop records, the directory
+itself) is out of its reach. Tested with real processes: the running helper's
+credentials, what its uid can and cannot do there (as a compromised helper would try),
+images an earlier release left root's handed over at start, and links planted among the
+images handed over to nobody."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+from csi_client import mount_cap
+from conftest import BIN, Driver, descendants, proc_status, running
+
+MiB = 1 << 20
+HELPER = (65531, 65531)  # the supervisor's default --helper-user
+RPCD = (65532, 65532)
+
+
+def ids(pid):
+    """(uid, gid, effective capabilities) of a process, and its whole status."""
+    st = proc_status(pid)
+    return int(st["Uid"].split()[0]), int(st["Gid"].split()[0]), int(st["CapEff"], 16), st
+
+
+def comms(pids):
+    """{comm: pid} of the processes still there."""
+    out = {}
+    for p in pids:
+        try:
+            with open("/proc/%d/comm" % p) as f:
+                out[f.read().strip()] = p
+        except OSError:
+            pass
+    return out
+
+
+def as_helper(code, uid=HELPER, fds=()):
+    """Run Python code as the helper's uid and gid, no group, no capability, with the
+    descriptors fds open (a helper holds its directories open from its start as root)."""
+    return subprocess.run(
+        ["setpriv", "--reuid=%d" % uid[0], "--regid=%d" % uid[1], "--clear-groups",
+         "--inh-caps=-all", "--bounding-set=-all", "/usr/bin/python3", "-c", code],
+        capture_output=True, text=True, timeout=60, pass_fds=fds)
+
+
+def make_volume(d, name, staging):
+    c = d.client
+    cap = mount_cap("ext4")
+    vid = c.controller("CreateVolume", name=name, volume_capabilities=[cap],
+                       capacity_range=c.pb.CapacityRange(required_bytes=32 * MiB)
+                       ).volume.volume_id
+    c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging,
+           volume_capability=cap)
+    return vid
+
+
+def unstage(d, vid, staging):
+    d.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+
+
+def test_the_helper_and_its_runner_run_as_their_own_uid_and_own_the_images():
+    for d in running(Driver()):
+        helper = d.children()["sepcsi-mounthel"]
+        uid, gid, eff, st = ids(helper)
+        assert (uid, gid, eff) == (HELPER[0], HELPER[1], 0), st
+        assert st["Groups"] == "", st
+        kinds = comms(descendants(helper))
+        assert "sepcsi-core" in kinds and "sepcsi-runner" in kinds, kinds
+        assert ids(kinds["sepcsi-core"])[:2] == (0, 0)
+        assert ids(kinds["sepcsi-runner"])[:3] == (HELPER[0], HELPER[1], 0)
+        staging = os.path.join(d.root, "st")
+        os.makedirs(staging)
+        vid = make_volume(d, "pvc-own", staging)
+        for sub in ("images", "snapshots"):
+            s = os.stat(os.path.join(d.data, sub))
+            assert (s.st_uid, s.st_gid, s.st_mode & 0o7777) == (HELPER[0], 0, 0o2750), sub
+        s = os.stat(os.path.join(d.data, "images", vid + ".img"))
+        assert (s.st_uid, s.st_gid, s.st_mode & 0o777) == (HELPER[0], 0, 0o660)
+        for root_own in ("loops", "audit.log", "helper-audit.log", "."):
+            assert os.stat(os.path.join(d.data, root_own)).st_uid == 0, root_own
+        # The core's records in audit.log, the helper's in its own file.
+        with open(os.path.join(d.data, "audit.log")) as f:
+            core = [json.loads(ln) for ln in f]
+        with open(os.path.join(d.data, "helper-audit.log")) as f:
+            helper_ops = [json.loads(ln) for ln in f]
+        assert any(r["op"] == "STAGE" and r.get("volume_id") == vid for r in core)
+        assert any(r["op"] == "CREATE" and r.get("volume_id") == vid for r in helper_ops)
+        assert not any(r["op"] == "CREATE" for r in core)
+        unstage(d, vid, staging)
+
+
+def test_a_compromised_helper_reaches_its_images_and_nothing_of_roots():
+    """What the helper's uid can do in the data directory, tried as a compromised helper
+    would: its images yes; the core's audit log, the loop records, the directory itself
+    and the helper's own audit file (root's, written through a descriptor opened before)
+    no. rpcd's uid reaches none of it."""
+    for d in running(Driver()):
+        staging = os.path.join(d.root, "st")
+        os.makedirs(staging)
+        vid = make_volume(d, "pvc-hostile", staging)
+        data, img = d.data, os.path.join(d.data, "images", vid + ".img")
+        with open(os.path.join(data, "audit.log"), "rb") as f:
+            audit_before = f.read()
+        flags = os.O_RDONLY | os.O_DIRECTORY
+        dfd, ifd = os.open(data, flags), os.open(os.path.join(data, "images"), flags)
+        code = r"""
+import os
+dfd, ifd, name = %d, %d, %r
+def denied(fn, *a, **kw):
+    try:
+        fn(*a, **kw)
+    except PermissionError:
+        return True
+    return False
+W = os.O_WRONLY | os.O_CREAT
+out = {
+  "image_rw": os.open(name, os.O_RDWR, dir_fd=ifd) >= 0,
+  "image_new": os.open("sv-new.img.tmp", W, 0o660, dir_fd=ifd) >= 0,
+  "audit_append": denied(os.open, "audit.log", os.O_WRONLY | os.O_APPEND, dir_fd=dfd),
+  "helper_audit": denied(os.open, "helper-audit.log", os.O_WRONLY, dir_fd=dfd),
+  "records": denied(os.open, "loops/x", W, 0o600, dir_fd=dfd),
+  "data_dir_file": denied(os.open, "planted", W, 0o600, dir_fd=dfd),
+  "rename_images": denied(os.rename, "images", "moved", src_dir_fd=dfd, dst_dir_fd=dfd),
+  "by_path": denied(os.open, %r, os.O_RDONLY),
+}
+os.unlink("sv-new.img.tmp", dir_fd=ifd)
+print(out)
+""" % (dfd, ifd, vid + ".img", os.path.join(data, "audit.log"))
+        res = as_helper(code, fds=(dfd, ifd))
+        os.close(dfd)
+        os.close(ifd)
+        assert res.returncode == 0, res.stderr
+        seen = eval(res.stdout)  # noqa: S307 (the dict printed above)
+        assert seen == {k: True for k in seen}, seen
+        # rpcd's uid reaches no image at all.
+        res = as_helper("import os; os.open(%r, os.O_RDONLY)" % img, uid=RPCD)
+        assert res.returncode != 0 and "PermissionError" in res.stderr, res
+        with open(os.path.join(data, "audit.log"), "rb") as f:
+            assert f.read().startswith(audit_before)
+        assert not os.path.exists(os.path.join(data, "planted"))
+        unstage(d, vid, staging)
+
+
+def test_images_an_earlier_release_left_roots_are_handed_over_and_links_are_not():
+    """Images and snapshots made by a helper that ran as root (0600, root's, in a 0700
+    images/) become the helper's at its next start, and the volume stages with its data.
+    A hard link and a symbolic link planted among the images (a compromised helper of an
+    earlier run owns images/) are left alone: the file they name elsewhere keeps its
+    owner and mode."""
+    d = Driver()
+    outside = os.path.join(d.tmp, "outside")
+    with open(outside, "w") as f:
+        f.write("root's own")
+    os.chmod(outside, 0o600)
+    try:
+        staging = os.path.join(d.root, "st")
+        os.makedirs(staging)
+        vid = make_volume(d, "pvc-old", staging)
+        with open(os.path.join(staging, "kept"), "w") as f:
+            f.write("before the upgrade")
+        unstage(d, vid, staging)
+        assert d.stop() == 0
+        images = os.path.join(d.data, "images")
+        img = os.path.join(images, vid + ".img")
+        for p, mode in ((images, 0o700), (os.path.join(d.data, "snapshots"), 0o700),
+                        (img, 0o600)):
+            os.chown(p, 0, 0)
+            os.chmod(p, mode)
+        os.link(outside, os.path.join(images, "sv-" + "9" * 32 + ".img"))
+        os.symlink(outside, os.path.join(images, "sv-" + "8" * 32 + ".img"))
+        d.start()
+        s = os.stat(img)
+        assert (s.st_uid, s.st_gid, s.st_mode & 0o777) == (HELPER[0], 0, 0o660)
+        s = os.stat(outside)
+        assert (s.st_uid, s.st_gid, s.st_mode & 0o7777) == (0, 0, 0o600)
+        os.unlink(os.path.join(images, "sv-" + "9" * 32 + ".img"))
+        os.unlink(os.path.join(images, "sv-" + "8" * 32 + ".img"))
+        cap = mount_cap("ext4")
+        d.client.node("NodeStageVolume", volume_id=vid, staging_target_path=staging,
+                      volume_capability=cap)
+        with open(os.path.join(staging, "kept")) as f:
+            assert f.read() == "before the upgrade"
+        unstage(d, vid, staging)
+    finally:
+        d.stop()
+        d.cleanup()
+
+
+def test_helper_user_is_neither_root_nor_rpcds():
+    for user, why in (("%d:%d" % RPCD, "--helper-user and --rpcd-user"),
+                      ("%d:1" % RPCD[0], "--helper-user and --rpcd-user"), ("0:0", "uid 0")):
+        res = subprocess.run([os.path.join(BIN, "sepcsi-supervisor"), "--helper-user", user,
+                              "--node-id", "n", "--print-privileges"],
+                             capture_output=True, text=True, timeout=30)
+        assert res.returncode != 0 and why in res.stderr, (user, res)
+
+
+def test_the_helper_dies_with_the_supervisor_after_its_uid_change():
+    """The uid change clears the parent-death signal; the helper sets it again. Stopped
+    (so that it cannot notice its control channel closing), it is still killed when the
+    supervisor is: no helper of its uid outlives the driver that started it."""
+    d = Driver()
+    helper = d.children()["sepcsi-mounthel"]
+    try:
+        os.kill(helper, signal.SIGSTOP)
+        os.kill(d.sup_pid(), signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while os.path.exists("/proc/%d" % helper) and \
+                proc_status(helper).get("State", "").split()[0] != "Z":
+            assert time.monotonic() < deadline, "the helper outlived its supervisor"
+            time.sleep(0.05)
+    finally:
+        try:
+            os.kill(helper, signal.SIGKILL)  # failed: it must not linger either
+        except ProcessLookupError:
+            pass
+        d.stop()
+        d.cleanup()
