@@ -90,7 +90,8 @@ void mh_identity_take(uid_t uid, gid_t gid)
 	    prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) < 0)
 		log_fatal("cannot become uid %u gid %u: %s", (unsigned)uid, (unsigned)gid,
 		          strerror(errno));
-	capng_get_caps_process();
+	if (capng_get_caps_process() != 0)
+		log_fatal("cannot read its capabilities after the uid change");
 	for (unsigned cap = 0; cap <= CAP_LAST_CAP; cap++)
 		if (capng_have_capability(CAPNG_PERMITTED, cap) == 1 &&
 		    capng_update(CAPNG_ADD, CAPNG_EFFECTIVE, cap) != 0)
