@@ -1044,21 +1044,33 @@ def test_audit_core_and_helper_files_in_time_order(tmp_path):
     # No line of the helper's passes for one of the core's: each says where it came from.
     assert [r.get("source") for r in got] == [None, "helper-audit.log", None]
     text = ctl("audit", *dd, check_rc=EXIT_OK).stdout.splitlines()
-    assert ["source=helper-audit.log" in t for t in text] == [False, True, False, True, False]
-    # A helper line that names a source itself, or hides escapes in its time, fools nobody.
+    assert [t.startswith("helper-audit.log: ") for t in text] == [False, True, False, True,
+                                                                  False]
+    # What a compromised helper may write fools nobody: a source of its own, escapes, C1
+    # and bidirectional controls, a key that draws a line of its own, JSON whitespace
+    # the output would break on, a line that is no JSON at all.
     forged = [dict(rec(3, 7, "sv-b"), source="audit.log"),
-              dict(rec(3, 8, "sv-b"), ts="2026-11-29T10:00:03Z\x1b[1A\x1b[2K\r")]
-    write_audit(helper, forged)
+              dict(rec(3, 8, "sv-b"), ts="2026-11-29T10:00:03Z\x1b[1A\x1b[2K\r\u009b\u202e"),
+              {"ts": "2026-11-29T10:00:03Z", "req": "9",
+               " " * 80 + "2026-11-29T10:00:03Z op=DELETE result": "ok"}]
+    with open(helper, "w") as f:
+        for r in forged:
+            f.write(json.dumps(r) + "\n")
+        f.write('{"ts":"2026-11-29T10:00:03Z",\t"req":"10"}\nnot json\n')
     for fmt in ("text", "json"):
         res = ctl("--output", fmt, "audit", *dd, check_rc=EXIT_OK)
-        assert "\x1b" not in res.stdout and "\r" not in res.stdout, res.stdout
-        assert "1 line(s)" in res.stderr
+        assert all(0x20 <= ord(c) < 0x7f for c in res.stdout.replace("\n", "")), res.stdout
+        assert "2 line(s)" in res.stderr
         lines = res.stdout.splitlines()
-        seven = [l for l in lines if '"req": "7"' in l]
-        assert len(seven) == 1 and seven[0].startswith("helper-audit.log: "), lines
-        eight = [l for l in lines if "req=8" in l or '"req": "8"' in l]
-        assert len(eight) == 1 and ("source=helper-audit.log" if fmt == "text" else
-                                    '"source":"helper-audit.log"') in eight[0], lines
+        if fmt == "json":
+            got = [json.loads(l) for l in lines]  # every line one object, whatever was written
+            assert [r.get("req") for r in got if "source" not in r] == ["1", "3", "5"]
+            assert all(r["source"] == "helper-audit.log" for r in got if "source" in r)
+            assert {r.get("req") for r in got if "source" in r} == {None, "8", "9", "10"}
+        else:
+            core = [l for l in lines if not l.startswith("helper-audit.log: ")]
+            assert [l.split()[2] for l in core] == ["req=1", "req=3", "req=5"], lines
+            assert len(lines) == 3 + 5
     os.unlink(helper)
     p = subprocess.Popen([CTL, "--output", "json", "audit", *dd, "--follow"],
                          stdout=subprocess.PIPE, text=True)

@@ -55,50 +55,60 @@ static bool is_lead_key(const char *k)
 	return false;
 }
 
-/* n bytes of s as written, but no control byte reaches the terminal: each shows as '?'. */
-static void put_clean_n(const char *s, size_t n)
-{
-	for (const unsigned char *p = (const unsigned char *)s; n-- && *p; p++)
-		putchar(*p < 0x20 || *p == 0x7f ? '?' : *p);
-}
-
+/*
+ * Text for a terminal: printable ASCII only. Anything else (a control byte,
+ * DEL, any byte of a multi-byte character: C1 controls and bidirectional
+ * marks among them) shows as '?', so that no line can move the cursor, erase
+ * what is shown or reorder it. The audit log's ids, paths and reasons are
+ * ASCII.
+ */
 static void put_clean(const char *s)
 {
-	put_clean_n(s, (size_t)-1);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		putchar(*p >= 0x20 && *p < 0x7f ? *p : '?');
+}
+
+/* A key or a value in text: as it is, or in double quotes when it has a space, '=' or '"'. */
+static void put_text(const char *s, bool may_quote)
+{
+	if (!may_quote || (s[0] != '\0' && !strpbrk(s, " \t\"=\\"))) {
+		put_clean(s);
+		return;
+	}
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			putchar('\\');
+		putchar(*p >= 0x20 && *p < 0x7f ? *p : '?');
+	}
+	putchar('"');
 }
 
 static void text_value(const struct sctl_kv *kv)
 {
-	bool quote = kv->quoted && (kv->val[0] == '\0' || strpbrk(kv->val, " \t\"=") != NULL);
-
-	if (quote)
-		sctl_json_print(stdout, json_object_new_string(kv->val));
-	else
-		put_clean(kv->val);
+	put_text(kv->val, kv->quoted); /* a number, literal or nested JSON: as written */
 }
 
-/* The file a line came from, when it is not audit.log: said in every form shown. */
+/* The file a line came from, when it is not audit.log: said first, in every form shown. */
 #define FROM_HELPER "helper-audit.log"
 
 static void print_text(const struct sctl_jsonline *l, bool helper)
 {
 	bool first = true;
 
+	if (helper)
+		fputs(FROM_HELPER ": ", stdout);
 	for (size_t i = 0; i < sizeof(lead_keys) / sizeof(lead_keys[0]) && first; i++)
 		for (size_t k = 0; k < l->n && first; k++)
 			if (strcmp(l->kv[k].key, lead_keys[i]) == 0) {
 				text_value(&l->kv[k]);
 				first = false;
 			}
-	if (helper) {
-		printf("%ssource=" FROM_HELPER, first ? "" : " ");
-		first = false;
-	}
 	for (size_t i = 0; i < l->n; i++) {
 		if (is_lead_key(l->kv[i].key))
 			continue;
 		fputs(first ? "" : " ", stdout);
-		put_clean(l->kv[i].key);
+		put_text(l->kv[i].key, true);
 		putchar('=');
 		text_value(&l->kv[i]);
 		first = false;
@@ -107,10 +117,51 @@ static void print_text(const struct sctl_jsonline *l, bool helper)
 }
 
 /*
+ * A line of the helper's in JSON: made again from what was read (never its
+ * bytes as written; keys and strings in printable ASCII, as in text), with
+ * "source" added last; a line that was not read, of
+ * either file, as {"source": file, "unparsed": its printable text}. So every
+ * line shown is one JSON object, and none of the helper's passes for the core's.
+ */
+/* A copy of s in printable ASCII, as put_clean shows it (the caller frees it). */
+static char *clean_copy(const char *s)
+{
+	char *c = strdup(s);
+	if (!c)
+		abort();
+	for (unsigned char *p = (unsigned char *)c; *p; p++)
+		*p = *p >= 0x20 && *p < 0x7f ? *p : '?';
+	return c;
+}
+
+static void print_json(const struct sctl_jsonline *l, const char *raw, bool helper)
+{
+	struct json_object *o = json_object_new_object();
+	if (!o)
+		abort();
+	for (size_t i = 0; l && i < l->n; i++) {
+		char *key = clean_copy(l->kv[i].key), *val = clean_copy(l->kv[i].val);
+		struct json_object *v = l->kv[i].quoted ? NULL : json_tokener_parse(val);
+		json_object_object_add(o, key, v ? v : json_object_new_string(val));
+		free(key);
+		free(val);
+	}
+	json_object_object_add(o, "source",
+	                       json_object_new_string(helper ? FROM_HELPER : "audit.log"));
+	if (!l) {
+		char *clean = clean_copy(raw);
+		json_object_object_add(o, "unparsed", json_object_new_string(clean));
+		free(clean);
+	}
+	sctl_json_print(stdout, o);
+	putchar('\n');
+}
+
+/*
  * Shows one complete line (without its newline); counts the ones that do not
- * parse. A line of helper-audit.log says so (source=helper-audit.log, or in
- * JSON a "source" key added last), so that no line of the helper's passes
- * for one of the core's; one that names a source itself is not read.
+ * parse. A line of helper-audit.log says so first ("helper-audit.log: " in
+ * text, "source" in JSON), so that no line of the helper's passes for one of
+ * the core's; one that names a source itself is not read.
  */
 static void show(const char *raw, const char *volume, enum sctl_output out, size_t *bad,
                  bool helper)
@@ -124,25 +175,25 @@ static void show(const char *raw, const char *volume, enum sctl_output out, size
 	}
 	if (parsed != 0) {
 		(*bad)++;
-		if (!volume) { /* unparsed lines cannot be matched against --volume */
-			fputs(helper ? FROM_HELPER ": " : "", stdout);
-			put_clean(raw);
-			putchar('\n');
+		if (volume) /* unparsed lines cannot be matched against --volume */
+			return;
+		if (out == SCTL_OUT_JSON) {
+			print_json(NULL, raw, helper);
+			return;
 		}
+		fputs(helper ? FROM_HELPER ": " : "", stdout);
+		put_clean(raw);
+		putchar('\n');
 		return;
 	}
 	const char *vid = sctl_jsonline_get(&l, "volume_id");
 	if (!volume || (vid && strcmp(vid, volume) == 0)) {
-		if (out == SCTL_OUT_JSON && helper) {
-			put_clean_n(raw,
-			            (size_t)(strrchr(raw, '}') - raw)); /* an object: it has one */
-			printf("%s\"source\":\"" FROM_HELPER "\"}\n", l.n ? "," : "");
-		} else if (out == SCTL_OUT_JSON) {
-			put_clean(raw);
-			putchar('\n');
-		} else {
+		if (out == SCTL_OUT_JSON && helper)
+			print_json(&l, raw, true);
+		else if (out == SCTL_OUT_JSON)
+			printf("%s\n", raw); /* the core's, as it wrote it */
+		else
 			print_text(&l, helper);
-		}
 	}
 	sctl_jsonline_free(&l);
 }
