@@ -17,7 +17,8 @@
  * regular file with one name is handed over (opened without following a link,
  * checked on that descriptor right before fchown), so that its one name is
  * the one in this directory and no link makes root chown a file elsewhere;
- * the directory is handed over last. A file that is not is left as it is (the
+ * the directory is handed over last. Access control lists an earlier owner
+ * set on them are removed first. A file that is not is left as it is (the
  * core refuses it as an image anyway), and so is one that cannot be handed
  * over (logged): its volume alone fails.
  */
@@ -25,6 +26,7 @@
 
 #include <cap-ng.h>
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -32,24 +34,39 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "log.h"
+
+/*
+ * No access control list left by an earlier owner: with one, a uid named in
+ * it (an earlier --helper-user, or rpcd's) would keep reaching the images
+ * through the group class bits this hand-over sets. 0, or -1 with errno.
+ */
+static int drop_acls(int fd, bool dir)
+{
+	if (fremovexattr(fd, "system.posix_acl_access") < 0 && errno != ENODATA && errno != ENOTSUP)
+		return -1;
+	if (dir && fremovexattr(fd, "system.posix_acl_default") < 0 && errno != ENODATA &&
+	    errno != ENOTSUP)
+		return -1;
+	return 0;
+}
 
 /* One entry of a directory of images: owner uid, group root, the mode the core reaches. */
 static void hand_file(int dirfd, const char *name, uid_t uid)
 {
 	struct stat st;
 	mode_t mode = uid ? 0660 : 0600; /* the core reaches another owner's through group root */
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
-	    (st.st_uid == uid && st.st_gid == 0 && (st.st_mode & 07777) == mode))
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
 		return;
 	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	/* One that cannot be (immutable, say) stays as it is: its volume alone fails. */
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
-	    (fchown(fd, uid, 0) < 0 || fchmod(fd, mode) < 0))
+	    (drop_acls(fd, false) < 0 || fchown(fd, uid, 0) < 0 || fchmod(fd, mode) < 0))
 		log_kv(LOG_LVL_ERROR, "image_not_handed", "file", name, "error", strerror(errno),
 		       NULL);
 	close(fd);
@@ -58,7 +75,7 @@ static void hand_file(int dirfd, const char *name, uid_t uid)
 void mh_identity_hand_images(int dirfd, uid_t uid)
 {
 	/* Root's alone while it is walked: no name in it changes meanwhile. */
-	if (fchown(dirfd, 0, 0) < 0 || fchmod(dirfd, 0700) < 0)
+	if (fchown(dirfd, 0, 0) < 0 || fchmod(dirfd, 0700) < 0 || drop_acls(dirfd, true) < 0)
 		log_fatal("cannot take a directory of images back: %s", strerror(errno));
 	int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
 	DIR *d = fd < 0 ? NULL : fdopendir(fd);

@@ -8,6 +8,7 @@ images handed over to nobody."""
 import json
 import os
 import signal
+import struct
 import subprocess
 import time
 
@@ -44,6 +45,13 @@ def as_helper(code, uid=HELPER, fds=()):
         ["setpriv", "--reuid=%d" % uid[0], "--regid=%d" % uid[1], "--clear-groups",
          "--inh-caps=-all", "--bounding-set=-all", "/usr/bin/python3", "-c", code],
         capture_output=True, text=True, timeout=60, pass_fds=fds)
+
+
+def acl(uid):
+    """A POSIX access ACL xattr granting uid read and write (owner rw, group r, mask rw)."""
+    entry = lambda tag, perm, ident=0xFFFFFFFF: struct.pack("<HHI", tag, perm, ident)
+    return struct.pack("<I", 2) + entry(0x01, 6) + entry(0x02, 6, uid) + entry(0x04, 4) + \
+        entry(0x10, 6) + entry(0x20, 0)
 
 
 def make_volume(d, name, staging):
@@ -169,6 +177,9 @@ def test_images_an_earlier_release_left_roots_are_handed_over_and_links_are_not(
                         (img, 0o600)):
             os.chown(p, 0, 0)
             os.chmod(p, mode)
+        # An access list an earlier owner left, naming rpcd's uid: removed at the hand-over.
+        for p in (images, img):
+            os.setxattr(p, "system.posix_acl_access", acl(RPCD[0]))
         os.link(outside, os.path.join(images, "sv-" + "9" * 32 + ".img"))
         os.symlink(outside, os.path.join(images, "sv-" + "8" * 32 + ".img"))
         d.start()
@@ -176,6 +187,8 @@ def test_images_an_earlier_release_left_roots_are_handed_over_and_links_are_not(
         assert (s.st_uid, s.st_gid, s.st_mode & 0o777) == (HELPER[0], 0, 0o660)
         s = os.stat(outside)
         assert (s.st_uid, s.st_gid, s.st_mode & 0o7777) == (0, 0, 0o600)
+        for p in (images, img):
+            assert "system.posix_acl_access" not in os.listxattr(p), p
         os.unlink(os.path.join(images, "sv-" + "9" * 32 + ".img"))
         os.unlink(os.path.join(images, "sv-" + "8" * 32 + ".img"))
         cap = mount_cap("ext4")
