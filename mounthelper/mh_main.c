@@ -272,29 +272,24 @@ static void check_private_dir(int fd, const char *what)
 		log_fatal("%s must be owned by root and not group/other writable", what);
 }
 
-/* <data-dir>/<name>: created 0700 if missing, must be ours alone. */
-static int open_private_subdir(int dfd, const char *data_dir, const char *name)
+/* <data-dir>/<name>, a directory: made 0700 if missing, opened without following a link. */
+static int make_subdir(int dfd, const char *data_dir, const char *name)
 {
 	if (mkdirat(dfd, name, 0700) < 0 && errno != EEXIST)
 		log_fatal("cannot create %s/%s: %s", data_dir, name, strerror(errno));
 	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		log_fatal("cannot open %s/%s: %s", data_dir, name, strerror(errno));
-	check_private_dir(fd, name);
-	if (fchmod(fd, 0700) < 0)
-		log_fatal("cannot chmod %s/%s: %s", data_dir, name, strerror(errno));
 	return fd;
 }
 
-/* <data-dir>/<name>, a directory of images: made if missing, handed to owner whole. */
-static int open_images_subdir(int dfd, const char *data_dir, const char *name, uid_t owner)
+/* <data-dir>/<name>: created 0700 if missing, must be ours alone. */
+static int open_private_subdir(int dfd, const char *data_dir, const char *name)
 {
-	if (mkdirat(dfd, name, 0700) < 0 && errno != EEXIST)
-		log_fatal("cannot create %s/%s: %s", data_dir, name, strerror(errno));
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		log_fatal("cannot open %s/%s: %s", data_dir, name, strerror(errno));
-	mh_identity_hand_images(fd, owner);
+	int fd = make_subdir(dfd, data_dir, name);
+	check_private_dir(fd, name);
+	if (fchmod(fd, 0700) < 0)
+		log_fatal("cannot chmod %s/%s: %s", data_dir, name, strerror(errno));
 	return fd;
 }
 
@@ -315,8 +310,11 @@ static void open_data_dir(const char *data_dir, struct mh_ctx *ctx, uid_t owner,
 	check_private_dir(dfd, data_dir);
 	ctx->data_fd = dfd;
 	ctx->owner = owner;
-	ctx->images_fd = open_images_subdir(dfd, data_dir, "images", owner);
-	ctx->snaps_fd = open_images_subdir(dfd, data_dir, "snapshots", owner);
+	/* The directories of images, handed to their owner whole (mh_identity.c). */
+	ctx->images_fd = make_subdir(dfd, data_dir, "images");
+	ctx->snaps_fd = make_subdir(dfd, data_dir, "snapshots");
+	mh_identity_hand_images(ctx->images_fd, owner);
+	mh_identity_hand_images(ctx->snaps_fd, owner);
 	/* Which loop devices back which image (mh_loop.c); rebuilt at every start. */
 	if (records)
 		mh_loop_records_open(open_private_subdir(dfd, data_dir, "loops"));
