@@ -61,6 +61,7 @@
 #include "log.h"
 #include "mh.h"
 #include "mh_freeze.h"
+#include "mh_audit.h"
 #include "mh_identity.h"
 #include "mh_image.h"
 #include "mh_loop.h"
@@ -297,10 +298,11 @@ static int open_private_subdir(int dfd, const char *data_dir, const char *name)
  * The data directory, root's; images/ and snapshots/ the owner's (root, or
  * the identity the helper takes beside its core); without a core, loops/.
  * The audit file is audit.log, root's; beside its own core, the helper, no
- * longer root once it runs, writes helper-audit.log instead and never holds
- * audit.log, the core's.
+ * longer root once it runs, writes helper-audit.log instead, through its
+ * audit writer (mh_audit.c), and never holds audit.log, the core's.
  */
-static void open_data_dir(const char *data_dir, struct mh_ctx *ctx, uid_t owner, bool records)
+static void open_data_dir(const char *data_dir, struct mh_ctx *ctx, uid_t owner, bool records,
+                          bool log_only)
 {
 	const char *audit = owner ? "helper-audit.log" : "audit.log";
 	make_dirs(data_dir);
@@ -325,6 +327,9 @@ static void open_data_dir(const char *data_dir, struct mh_ctx *ctx, uid_t owner,
 	if (ctx->audit_fd < 0 || fstat(ctx->audit_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    st.st_uid != 0 || (st.st_mode & 077) != 0)
 		log_fatal("%s/%s: cannot open, or not a root-only regular file", data_dir, audit);
+	/* The helper about to leave root keeps no descriptor of it: its writer does. */
+	if (owner)
+		ctx->audit_fd = mh_audit_writer_start(ctx->audit_fd, log_only);
 }
 
 static bool is_socket(int fd)
@@ -640,7 +645,8 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	mh_view_enter(pol, a->data_dir);
 	/* Beside its own core, the images are the identity the helper takes (--user). */
 	uid_t owner = start_core && a->user ? a->uid : 0;
-	open_data_dir(a->data_dir, ctx, owner, core_fd < 0 && !start_core);
+	open_data_dir(a->data_dir, ctx, owner, core_fd < 0 && !start_core,
+	              pol_seccomp_log_only(pol));
 	mh_image_marks_upgrade(ctx); /* before the helper loses sight of trusted.* marks */
 	if (start_core)
 		core_fd = mh_core_start(pol, a->data_dir, owner, a->fmt_name, a->lvl_name);
@@ -701,25 +707,28 @@ static void serve(const struct mh_ctx *ctx, int ctl, const sigset_t *unblocked, 
 	bool closing = false; /* unsupervised and the channel ended: finish, then exit */
 	while (!stop_requested && !closing) {
 		mh_workers_purge(ctx); /* what dead operations left, in a worker (not here) */
-		struct pollfd p[5 + MH_WORKERS_MAX] = {
+		struct pollfd p[6 + MH_WORKERS_MAX] = {
 		    {.fd = *peer, .events = POLLIN},
 		    {.fd = ctl, .events = POLLIN},
 		    {.fd = mh_tools_pidfd(MH_RUNNER_TOOLS), .events = POLLIN},
 		    {.fd = mh_tools_pidfd(MH_RUNNER_TREE), .events = POLLIN},
-		    {.fd = mh_workers_core_fd(), .events = core_events()}}; /* -1: none */
-		size_t nw = mh_workers_pollfds(p + 5, MH_WORKERS_MAX);
+		    {.fd = mh_workers_core_fd(), .events = core_events()}, /* -1: none */
+		    {.fd = mh_audit_writer_fd(), .events = 0}};            /* its end only */
+		size_t nw = mh_workers_pollfds(p + 6, MH_WORKERS_MAX);
 		int wait_ms = mh_workers_timeout_ms(ctx);
 		struct timespec ts = {.tv_sec = wait_ms / 1000,
 		                      .tv_nsec = (wait_ms % 1000) * 1000000L};
-		if (ppoll(p, 5 + nw, wait_ms < 0 ? NULL : &ts, unblocked) < 0) {
+		if (ppoll(p, 6 + nw, wait_ms < 0 ? NULL : &ts, unblocked) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_fatal("ppoll: %s", strerror(errno));
 		}
 		/* Before a request is read: answered workers release their ids first. */
 		core_io(p[4].revents); /* answers to the workers waiting for them */
-		mh_workers_reap(ctx, *peer, *gen, p + 5, nw);
+		mh_workers_reap(ctx, *peer, *gen, p + 6, nw);
 		mh_workers_enforce(ctx); /* a freeze that ran out is ended now */
+		if (p[5].revents)
+			log_fatal("the audit writer is gone; the helper does not act unrecorded");
 		if (p[2].revents)
 			log_fatal(
 			    "the tool runner died; the helper cannot format volumes without it");

@@ -28,7 +28,11 @@ extern const struct pol_sc_table pol_sc_probe; /* a tools runner's probe child, 
 #define POL_SC_PROBE_ANSWER_FD 3
 /* The core flusher's socket (pol_sc_flusher pins its recvmsg and sendto to it). */
 #define POL_SC_FLUSH_FD 6
-extern const struct pol_sc_table pol_sc_rpcd; /* sepcsi-rpcd */
+extern const struct pol_sc_table pol_sc_rpcd;  /* sepcsi-rpcd */
+extern const struct pol_sc_table pol_sc_audit; /* the helper's audit writer (mh_audit.c) */
+/* Its two descriptors: the socket it reads records from, the file it appends them to. */
+#define POL_SC_AUDIT_IN  3
+#define POL_SC_AUDIT_OUT 4
 
 /*
  * Install the table's filter on the calling process (all threads: TSYNC).

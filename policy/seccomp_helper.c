@@ -101,3 +101,19 @@ static const struct sc_rule helper_rules[] = {
 
 const struct pol_sc_table pol_sc_helper =
     SC_TABLE_ON("sepcsi-mounthelper", helper_rules, &pol_sc_core);
+
+/*
+ * The helper's audit writer beside its core (mounthelper/mh_audit.c): root
+ * without any capability, it appends what the helper sends on its socket to
+ * helper-audit.log. It reads that socket and writes that file, on their
+ * fixed numbers, and nothing else: no open, no seek, no truncation, no map.
+ */
+static const struct sc_rule audit_rules[] = {
+    ALLOW_EQ("read", 0, POL_SC_AUDIT_IN, "a record from the helper, on its socket only"),
+    ALLOW_EQ("write", 0, POL_SC_AUDIT_OUT, "that record, appended to the audit file only"),
+    ALLOW("exit_group", "the helper's end of its socket is closed"),
+    ALLOW("rt_sigreturn", NULL),
+    ALLOW("restart_syscall", "a read resumed after SIGSTOP and SIGCONT"),
+};
+
+const struct pol_sc_table pol_sc_audit = SC_TABLE("sepcsi-mounthelper audit writer", audit_rules);

@@ -71,7 +71,8 @@ static void print_privileges(FILE *out)
 	opt = pol_caps_helper_optional_mask();
 	snprintf(caps, sizeof(caps),
 	         "%s with its core; with directory volumes (no core) %s%s%s%s, %s; securebits "
-	         "locked; its tool runner and the tools hold none; its tree runner (directory "
+	         "locked; its tool runner, its audit writer (uid 0) and the tools hold none; its "
+	         "tree runner (directory "
 	         "volumes) %s only",
 	         pol_caps_helper_core_mask() ? cap_list(pol_caps_helper_core_mask(), d) : "none",
 	         cap_list(pol_caps_helper_mask(), a), opt ? " (+ " : "",
@@ -104,6 +105,11 @@ static void print_seccomp_core(FILE *out)
 static void print_seccomp_flusher(FILE *out)
 {
 	pol_seccomp_print(&pol_sc_flusher, out);
+}
+
+static void print_seccomp_audit(FILE *out)
+{
+	pol_seccomp_print(&pol_sc_audit, out);
 }
 
 static void print_seccomp_tools(FILE *out)
@@ -150,6 +156,7 @@ static const struct {
     {"seccomp-helper", print_seccomp_helper},   /* docs/helper.md */
     {"seccomp-core", print_seccomp_core},       /* docs/helper.md */
     {"seccomp-flusher", print_seccomp_flusher}, /* docs/helper.md */
+    {"seccomp-audit", print_seccomp_audit},     /* docs/helper.md */
     {"seccomp-tools", print_seccomp_tools},     /* docs/helper.md */
     {"seccomp-probe", print_seccomp_probe},     /* docs/helper.md */
     {"caps-tree", pol_caps_print_tree},         /* docs/helper.md */
@@ -230,6 +237,13 @@ static void view_json(FILE *out, const struct pol *pol, const struct sup_config 
 	fputs("]", out);
 }
 
+/* The helper's view beside its core, which its audit writer shares. */
+static bool narrowed(const struct proc_priv *p, const struct pol *pol)
+{
+	return (p->seccomp == &pol_sc_helper || p->seccomp == &pol_sc_audit) &&
+	       pol_base_dir(pol, 0) == NULL;
+}
+
 static void print_json(FILE *out, const struct proc_priv *p, size_t np, const struct pol *pol,
                        const struct sup_config *cfg)
 {
@@ -246,8 +260,7 @@ static void print_json(FILE *out, const struct proc_priv *p, size_t np, const st
 		        p[i].seccomp ? pol_seccomp_syscall_count(p[i].seccomp) : 0);
 		if (p[i].own_view)
 			view_json(out, pol, cfg, p[i].seccomp == &pol_sc_tools,
-			          p[i].seccomp == &pol_sc_tree,
-			          p[i].seccomp == &pol_sc_helper && pol_base_dir(pol, 0) == NULL);
+			          p[i].seccomp == &pol_sc_tree, narrowed(&p[i], pol));
 		else
 			fputs("\"host\"", out);
 		fputs("}", out);
@@ -283,11 +296,10 @@ static void print_text(FILE *out, const struct proc_priv *p, size_t np, const st
 		                                    ? seccomp_cell(p[i].seccomp, p[i].seccomp_file,
 		                                                   sc, sizeof(sc))
 		                                    : "none"});
-		bool narrowed = p[i].seccomp == &pol_sc_helper && pol_base_dir(pol, 0) == NULL;
 		pol_md_row(out, 2,
 		           (const char *[]){"file-system view",
 		                            !p[i].own_view ? "the host's"
-		                            : narrowed
+		                            : narrowed(&p[i], pol)
 		                                ? "its own (below), less the allowed roots, "
 		                                  "/dev/loop-control and /proc once its core "
 		                                  "runs"
@@ -350,6 +362,12 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	     "time, re-checking each; parses no byte a tenant wrote and execs nothing. "
 	     "Securebits NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, all locked; its "
 	     "flusher child holds no capability."},
+	    {"sepcsi-audit", 0, 0, 0, 0, 0, 0, true, &pol_sc_audit, "seccomp_helper.c", true,
+	     "The helper's child beside its core (mounthelper/mh_audit.c), forked while the "
+	     "helper is still root: it alone holds helper-audit.log, and appends to it the "
+	     "records the helper sends on a socket, so that the helper's uid cannot rewrite "
+	     "what was recorded. Root without any capability, not dumpable; it shares the "
+	     "helper's view."},
 	    {"sepcsi-runner", hu, hg, 0, 0, 0, 0, true, &pol_sc_tools, "seccomp_tools.c", true,
 	     "The helper's child (runner/tools.c): starts the mkfs tools, sizes and copies "
 	     "image files, and reads what an image holds (libblkid: the only parser of bytes "
@@ -360,11 +378,14 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	     "copies a volume's tree on the directory descriptors the helper passes; its "
 	     "capabilities are ambient, so that they survive its exec."},
 	};
-	/* The core runs without directory volumes, the tree runner with them. */
+	/* The core and the audit writer run without directory volumes, the tree runner with them.
+	 */
 	struct proc_priv p[sizeof(all) / sizeof(all[0])];
 	size_t np = 0;
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-		if (strcmp(all[i].name, dirs ? "sepcsi-core" : "sepcsi-tree-runner") != 0)
+		if (dirs ? strcmp(all[i].name, "sepcsi-core") != 0 &&
+		               strcmp(all[i].name, "sepcsi-audit") != 0
+		         : strcmp(all[i].name, "sepcsi-tree-runner") != 0)
 			p[np++] = all[i];
 	if (json)
 		print_json(out, p, np, pol, cfg);

@@ -39,6 +39,7 @@ FEATURES = [
     ("re-validation and ownership: ids, this volume, careful unmount", ["mh_common"]),
     ("paths beneath kubelet's roots, and the helper's own view", ["mh_at", "mh_view"]),
     ("its own identity beside its core, and the images handed to it", ["mh_identity"]),
+    ("its audit writer beside its core", ["mh_audit"]),
     ("mounts and what is mounted where", ["mh_mount", "mh_mountinfo.c"]),
     ("loop devices and their records", ["mh_loop"]),
     ("image volumes: create, delete, stage, publish, probe and mkfs",

@@ -60,6 +60,10 @@ def dwarf_string(value):
     return m.group(1) if m else value
 
 
+# Processes forked from another's binary without an exec, under a name of their own.
+FORKED_FROM = {"sepcsi-audit": "sepcsi-mounthelper"}
+
+
 def units(binary):
     """Absolute paths of the compile units linked into binary."""
     out = subprocess.run(["readelf", "--debug-dump=info", "--dwarf-depth=1", binary],
@@ -152,7 +156,8 @@ def processes(build, directories):
                              capture_output=True, text=True, check=True).stdout
     procs = json.loads(out)["processes"]
     for p in procs:
-        p["binary"] = os.path.join(bindir, p["name"].split()[0])
+        name = p["name"].split()[0]
+        p["binary"] = os.path.join(bindir, FORKED_FROM.get(name, name))
     return procs
 
 

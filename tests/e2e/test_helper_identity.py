@@ -5,6 +5,7 @@ itself) is out of its reach. Tested with real processes: the running helper's
 credentials, what its uid can and cannot do there (as a compromised helper would try),
 images an earlier release left root's handed over at start, and links planted among the
 images handed over to nobody."""
+import ctypes
 import json
 import os
 import signal
@@ -150,6 +151,138 @@ print(out)
             assert f.read().startswith(audit_before)
         assert not os.path.exists(os.path.join(data, "planted"))
         unstage(d, vid, staging)
+
+
+def fd_targets(pid):
+    """{fd number: what it names} of a process."""
+    out = {}
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            out[int(fd)] = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            pass
+    return out
+
+
+def peer_inode(inode):
+    """The inode of the other end of the Unix socket with this inode (from ss)."""
+    res = subprocess.run(["ss", "-xaH"], capture_output=True, text=True, check=True)
+    for row in res.stdout.splitlines():
+        f = row.split()
+        if len(f) >= 8 and f[5] == str(inode):
+            return int(f[7])
+    raise AssertionError("no socket with inode %d:\n%s" % (inode, res.stdout))
+
+
+def writer_of(helper):
+    """The helper's audit writer, its child (forked early in the helper's start)."""
+    deadline = time.monotonic() + 20
+    while "sepcsi-audit" not in comms(descendants(helper)):
+        assert time.monotonic() < deadline, comms(descendants(helper))
+        time.sleep(0.05)
+    return comms(descendants(helper))["sepcsi-audit"]
+
+
+def pidfd_getfd(pid, fd):
+    """A copy of process pid's descriptor fd (pidfd_open and pidfd_getfd, as root)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pidfd = libc.syscall(434, pid, 0)
+    assert pidfd >= 0, os.strerror(ctypes.get_errno())
+    try:
+        got = libc.syscall(438, pidfd, fd, 0)
+        assert got >= 0, os.strerror(ctypes.get_errno())
+        return got
+    finally:
+        os.close(pidfd)
+
+
+def test_the_helpers_audit_file_is_written_by_a_root_writer_it_cannot_rewind():
+    """No process of the helper's uid holds its audit file: a root writer without any
+    capability does, and the helper's uid holds one end of a socket to it. Through that
+    end, a compromised helper adds lines (each ending its own line) but cannot clear
+    O_APPEND and write over, truncate or map what was recorded before."""
+    for d in running(Driver()):
+        helper = d.children()["sepcsi-mounthel"]
+        path = os.path.join(d.data, "helper-audit.log")
+        writer = writer_of(helper)
+        uid, gid, eff, st = ids(writer)
+        assert (uid, gid, eff) == (0, 0, 0), st
+        assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2", st
+        held = fd_targets(writer)
+        assert sorted(held) == [3, 4] and held[4] == path, held
+        for p in [helper] + sorted(descendants(helper)):
+            if p != writer and os.path.exists("/proc/%d" % p):
+                assert path not in fd_targets(p).values(), (p, comms([p]))
+        staging = os.path.join(d.root, "st")
+        os.makedirs(staging)
+        vid = make_volume(d, "pvc-audit", staging)
+        with open(path, "rb") as f:
+            before = f.read()
+        assert b'"op":"CREATE"' in before and before.endswith(b"\n")
+        # The helper's end: the socket whose peer is the writer's descriptor 3.
+        inode = int(held[3].split("[")[1].rstrip("]"))
+        mine = "socket:[%d]" % peer_inode(inode)
+        num = [n for n, t in fd_targets(helper).items() if t == mine]
+        assert len(num) == 1, (mine, fd_targets(helper))
+        fd = pidfd_getfd(helper, num[0])
+        code = r"""
+import fcntl, mmap, os
+fd = %d
+out = {}
+def refused(name, fn, *a):
+    try:
+        fn(*a)
+        out[name] = False
+    except (OSError, ValueError):
+        out[name] = True
+fcntl.fcntl(fd, fcntl.F_SETFL, 0)  # O_APPEND cleared: a file would take pwrite at 0 now
+refused("pwrite", os.pwrite, fd, b"X" * 16, 0)
+refused("truncate", os.ftruncate, fd, 0)
+refused("seek", os.lseek, fd, 0, os.SEEK_SET)
+refused("map", mmap.mmap, fd, 4096, mmap.MAP_SHARED, mmap.PROT_WRITE)
+os.write(fd, b'{"forged":true}')
+print(out)
+""" % fd
+        res = as_helper(code, fds=(fd,))
+        os.close(fd)
+        assert res.returncode == 0, res.stderr
+        seen = eval(res.stdout)  # noqa: S307 (the dict printed above)
+        assert seen == {k: True for k in seen}, seen
+        unstage(d, vid, staging)
+        d.client.controller("DeleteVolume", volume_id=vid)
+        deadline = time.monotonic() + 20
+        while True:
+            with open(path, "rb") as f:
+                after = f.read()
+            if b'"op":"DELETE"' in after:
+                break
+            assert time.monotonic() < deadline, after[len(before):]
+            time.sleep(0.1)
+        assert after.startswith(before)
+        added = after[len(before):].split(b"\n")
+        assert b'{"forged":true}' in added, added  # its own line, the next record whole
+        assert any(json.loads(ln).get("op") == "DELETE" for ln in added if ln.startswith(b'{"ts'))
+
+
+def test_the_helper_ends_when_its_audit_writer_is_gone():
+    """Nothing the helper does goes unrecorded: with its audit writer killed, it ends,
+    and the supervisor starts a new helper with a new writer, which records again."""
+    for d in running(Driver()):
+        helper = d.children()["sepcsi-mounthel"]
+        os.kill(writer_of(helper), signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while d.children().get("sepcsi-mounthel") in (None, helper):
+            assert time.monotonic() < deadline, d.logs()[-2000:]
+            time.sleep(0.1)
+        assert "the audit writer is gone" in d.logs()
+        d.client.identity("Probe")
+        writer_of(d.children()["sepcsi-mounthel"])
+        c = d.client
+        vid = c.controller("CreateVolume", name="pvc-after", volume_capabilities=[
+            mount_cap("ext4")], capacity_range=c.pb.CapacityRange(required_bytes=32 * MiB)
+        ).volume.volume_id
+        with open(os.path.join(d.data, "helper-audit.log")) as f:
+            assert any(json.loads(ln).get("volume_id") == vid for ln in f)
 
 
 def test_images_an_earlier_release_left_roots_are_handed_over_and_links_are_not():

@@ -86,7 +86,7 @@ def test_running_processes_match_print_privileges(driver):
     helper = driver.children()["sepcsi-mounthel"]
     # Beside its core and runner, idle workers (rpcd's first LIST of mounts ran in one).
     kids = {comm(pid): pid for pid in helper_children(helper) if comm(pid) != "sepcsi-mounthel"}
-    assert sorted(kids) == ["sepcsi-core", "sepcsi-runner"], kids
+    assert sorted(kids) == ["sepcsi-audit", "sepcsi-core", "sepcsi-runner"], kids
     pids = {"sepcsi-supervisor": driver.sup_pid(), "sepcsi-rpcd": driver.children()["sepcsi-rpcd"],
             "sepcsi-mounthelper": helper, **kids}
     assert set(pids) == set(printed)
@@ -110,7 +110,8 @@ def test_running_processes_match_print_privileges(driver):
         # Its own view: the printed paths (and the directories leading to them).
         view = p["view"]
         tops = {v.strip("/").split("/")[0] for v in view if v != "/"}
-        mounters = ("sepcsi-mounthelper", "sepcsi-core")  # both see the data directory
+        # They see the data directory (the audit writer, the helper's view).
+        mounters = ("sepcsi-mounthelper", "sepcsi-core", "sepcsi-audit")
         if name in mounters:  # (and the empty mount points of what the helper detached)
             seen = {d for d in os.listdir(root) if d in tops or os.listdir(root + "/" + d)}
             assert seen == tops, (name, sorted(os.listdir(root)), sorted(tops))

@@ -379,6 +379,18 @@ static void test_flusher_filter(void)
 	       pol_seccomp_syscall_count(&pol_sc_flusher));
 }
 
+/* The helper's audit writer: it appends to its file what its socket brings, and nothing else. */
+static void test_audit_filter(void)
+{
+	const enum probe killed[] = {P_OPENAT, P_WRITE,  P_MMAP_ANON, P_MMAP_FILE,   P_FTRUNCATE,
+	                             P_FORK,   P_EXECVE, P_KILL_KILL, P_SOCKET_UNIX, P_PTRACE,
+	                             P_GETPID, P_SETNS,  P_MOUNT,     P_MKNOD_LOOP};
+	check_killed(&pol_sc_audit, killed, sizeof(killed) / sizeof(killed[0]));
+	CHECK(pol_seccomp_syscall_count(&pol_sc_audit) <= 5);
+	printf("# helper audit writer filter allows %zu system calls\n",
+	       pol_seccomp_syscall_count(&pol_sc_audit));
+}
+
 static void test_rpcd_filter(void)
 {
 	CHECK(probe(&pol_sc_rpcd, false, P_GETPID) == 0);
@@ -542,14 +554,15 @@ int main(void)
 	test_caps_table();
 	/* Every process survives SIGSTOP and SIGCONT during a sleep: restart_syscall is allowed. */
 	for (const struct pol_sc_table *const *t =
-	         (const struct pol_sc_table *const[]){&pol_sc_core, &pol_sc_flusher, &pol_sc_helper,
-	                                              &pol_sc_tools, &pol_sc_tree, &pol_sc_rpcd,
-	                                              NULL};
+	         (const struct pol_sc_table *const[]){&pol_sc_core, &pol_sc_flusher, &pol_sc_audit,
+	                                              &pol_sc_helper, &pol_sc_tools, &pol_sc_tree,
+	                                              &pol_sc_rpcd, NULL};
 	     *t; t++)
 		CHECK(probe(*t, false, P_RESTART_SYSCALL) == 0);
 	test_helper_filter();
 	test_core_filter();
 	test_flusher_filter();
+	test_audit_filter();
 	test_tools_filter();
 	test_tree_filter();
 	test_probe_filter();
