@@ -1023,6 +1023,28 @@ def test_audit_follow(tmp_path):
         p.wait(10)
 
 
+def test_audit_reads_a_line_at_a_time_and_cuts_one_too_long(tmp_path):
+    """Only the line being read is held: one of 8 MiB without a newline (a full disk, a
+    hostile writer) is shown cut at 64 KiB, as a line that does not parse, and the lines
+    after it as written, in order with the other file's."""
+    def rec(ts, req):
+        return json.dumps({"ts": "2026-11-29T10:00:0%dZ" % ts, "event": "audit",
+                           "req": str(req), "op": "STAGE", "result": "ok"}) + "\n"
+    with open(tmp_path / "helper-audit.log", "w") as f:
+        f.write(rec(1, 1) + '{"ts":"2026-11-29T10:00:02Z","reason":"' + "x" * (8 << 20) +
+                '"}\n' + rec(4, 4))
+    with open(tmp_path / "audit.log", "w") as f:
+        f.write(rec(3, 3) + rec(5, 5))
+    res = ctl("audit", "--data-dir", str(tmp_path), check_rc=EXIT_OK)
+    lines = res.stdout.splitlines()
+    assert len(lines) == 5, [l[:80] for l in lines]
+    assert [l.split("req=")[1][0] for l in lines if "req=" in l] == ["1", "3", "4", "5"]
+    cut = lines[1]
+    assert cut.startswith('helper-audit.log: {"ts":"2026-11-29T10:00:02Z"')
+    assert len(cut) == len("helper-audit.log: ") + 64 * 1024, len(cut)
+    assert "1 line(s)" in res.stderr
+
+
 def test_audit_core_and_helper_files_in_time_order(tmp_path):
     """audit.log (the core's) and helper-audit.log (the helper's under its own uid) are
     shown as one, oldest first, --volume across both; either alone is enough; --follow

@@ -10,7 +10,8 @@
  * reading as lines are appended (and starts over when the file is replaced
  * or truncated, as by log rotation). A line is only shown once it is
  * complete, so a line being written is never shown half. Each line is read
- * as one JSON object (sctl_jsonline.c).
+ * as one JSON object (sctl_jsonline.c); only the line being read is held, cut
+ * at 64 KiB.
  */
 #include <errno.h>
 #include <json.h>
@@ -208,23 +209,27 @@ static void sleep_ms(int ms)
 /*
  * One audit file: audit.log (root's: the capable core's, or a helper's that
  * runs as root) and helper-audit.log (a helper's that runs under its own
- * uid beside its core). The lines read and not shown yet are kept in lines[].
+ * uid beside its core). Read a line at a time: only the line being read is
+ * held (at most AUDIT_LINE_MAX bytes of it; a longer one is shown cut, as a line that
+ * does not parse), whatever the size of the file.
  */
-#define NSOURCES 2
+#define NSOURCES       2
+#define AUDIT_LINE_MAX (64 * 1024)
 struct source {
 	const char *name;
 	char path[4096];
 	FILE *f;
 	struct stat st0;
-	char *buf;
-	size_t cap;
-	char **lines;
-	size_t n, room;
+	char line[AUDIT_LINE_MAX + 1];
+	size_t len;
+	bool ready; /* line holds a whole line, not shown yet */
 };
 
 /* 0, or the errno of the open (ENOENT: not there, yet). */
 static int source_open(struct source *s)
 {
+	s->len = 0;
+	s->ready = false;
 	s->f = fopen(s->path, "re");
 	if (!s->f)
 		return errno;
@@ -239,40 +244,35 @@ static void source_close(struct source *s)
 	s->f = NULL;
 }
 
-static void keep_line(struct source *s, const char *line)
+/*
+ * Whether the next line is ready (read on from where the last one ended; a
+ * line being written is kept as far as it came and completed later). last: a
+ * last line without its newline counts too (no --follow).
+ */
+static bool source_next(struct source *s, bool last)
 {
-	if (s->n == s->room) {
-		s->room = s->room ? 2 * s->room : 64;
-		s->lines = realloc(s->lines, s->room * sizeof(*s->lines));
-		if (!s->lines)
-			abort();
+	while (s->f && !s->ready) {
+		int ch = getc(s->f);
+		if (ch == EOF) {
+			clearerr(s->f);
+			s->ready = last && s->len > 0;
+			break;
+		}
+		if (ch == '\n')
+			s->ready = true;
+		else if (s->len < AUDIT_LINE_MAX)
+			s->line[s->len++] = (char)ch;
+		else
+			s->len = AUDIT_LINE_MAX; /* the rest of a line too long is dropped */
 	}
-	if (!(s->lines[s->n++] = strdup(line)))
-		abort();
+	s->line[s->len] = '\0';
+	return s->ready;
 }
 
-/*
- * Every complete line there is now; last: a last line without its newline
- * too (no --follow). A line being written is read again whole later.
- */
-static void source_read(struct source *s, bool last)
+static void source_shown(struct source *s)
 {
-	while (s->f) {
-		long pos = ftell(s->f);
-		ssize_t n = getline(&s->buf, &s->cap, s->f);
-		if (n > 0 && s->buf[n - 1] == '\n') {
-			s->buf[n - 1] = '\0';
-			keep_line(s, s->buf);
-			continue;
-		}
-		if (n > 0 && last)
-			keep_line(s, s->buf);
-		else if (n > 0 && fseek(s->f, pos, SEEK_SET) != 0)
-			source_close(s);
-		if (s->f)
-			clearerr(s->f);
-		return;
-	}
+	s->len = 0;
+	s->ready = false;
 }
 
 /* --follow: a file that appeared, was replaced or truncated (log rotation) starts over. */
@@ -307,19 +307,22 @@ static const char *line_ts(const char *line, size_t *len)
 	return t;
 }
 
-/* Each file is in time order: both shown as one, oldest first; a tie keeps audit.log's first. */
-static void show_merged(struct source *src, const char *volume, enum sctl_output out, size_t *bad)
+/*
+ * Each file is in time order: both shown as one, oldest first, as far as they
+ * are written now; a tie keeps audit.log's first.
+ */
+static void show_merged(struct source *src, bool last, const char *volume, enum sctl_output out,
+                        size_t *bad)
 {
-	size_t at[NSOURCES] = {0};
 	for (;;) {
 		int pick = -1;
 		const char *best = NULL;
 		size_t blen = 0;
 		for (int i = 0; i < NSOURCES; i++) {
-			if (at[i] == src[i].n)
+			if (!source_next(&src[i], last))
 				continue;
 			size_t len;
-			const char *ts = line_ts(src[i].lines[at[i]], &len);
+			const char *ts = line_ts(src[i].line, &len);
 			size_t m = len < blen ? len : blen;
 			if (pick < 0 || memcmp(ts, best, m) < 0 ||
 			    (memcmp(ts, best, m) == 0 && len < blen)) {
@@ -329,12 +332,10 @@ static void show_merged(struct source *src, const char *volume, enum sctl_output
 			}
 		}
 		if (pick < 0)
-			break;
-		show(src[pick].lines[at[pick]], volume, out, bad, pick == 1);
-		free(src[pick].lines[at[pick]++]);
+			return;
+		show(src[pick].line, volume, out, bad, pick == 1);
+		source_shown(&src[pick]);
 	}
-	for (int i = 0; i < NSOURCES; i++)
-		src[i].n = 0;
 }
 
 int sctl_audit_main(int argc, char **argv, struct sctl_opts *o)
@@ -366,7 +367,7 @@ int sctl_audit_main(int argc, char **argv, struct sctl_opts *o)
 		}
 	}
 
-	struct source src[NSOURCES] = {{.name = AUDIT_FILE}, {.name = HELPER_AUDIT_FILE}};
+	static struct source src[NSOURCES] = {{.name = AUDIT_FILE}, {.name = HELPER_AUDIT_FILE}};
 	size_t found = 0;
 	for (size_t i = 0; i < NSOURCES; i++) {
 		if (snprintf(src[i].path, sizeof(src[i].path), "%s/%s", data_dir, src[i].name) >=
@@ -392,9 +393,7 @@ int sctl_audit_main(int argc, char **argv, struct sctl_opts *o)
 	}
 	size_t bad = 0;
 	for (;;) {
-		for (size_t i = 0; i < NSOURCES; i++)
-			source_read(&src[i], !follow);
-		show_merged(src, volume, o->output, &bad);
+		show_merged(src, !follow, volume, o->output, &bad);
 		if (!follow)
 			break;
 		fflush(stdout);
@@ -402,11 +401,8 @@ int sctl_audit_main(int argc, char **argv, struct sctl_opts *o)
 		for (size_t i = 0; i < NSOURCES; i++)
 			source_check(&src[i]);
 	}
-	for (size_t i = 0; i < NSOURCES; i++) {
+	for (size_t i = 0; i < NSOURCES; i++)
 		source_close(&src[i]);
-		free(src[i].buf);
-		free(src[i].lines);
-	}
 	if (bad)
 		fprintf(stderr, "sepcsictl: audit: %zu line(s) were not JSON objects\n", bad);
 	return SCTL_EXIT_OK;
