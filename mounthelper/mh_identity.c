@@ -18,7 +18,8 @@
  * checked on that descriptor right before fchown), so that its one name is
  * the one in this directory and no link makes root chown a file elsewhere;
  * the directory is handed over last. Access control lists an earlier owner
- * set on them are removed first. A file that is not is left as it is (the
+ * set on them are removed first, and so are the user.* attributes it set on
+ * a file (all but the raw mark). A file that is not is left as it is (the
  * core refuses it as an image anyway), and so is one that cannot be handed
  * over (logged): its volume alone fails.
  */
@@ -34,10 +35,12 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <linux/limits.h> /* XATTR_LIST_MAX */
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "mh_image.h"
 
 /*
  * No access control list left by an earlier owner: with one, a uid named in
@@ -54,6 +57,26 @@ static int drop_acls(int fd, bool dir)
 	return 0;
 }
 
+/*
+ * No user.* attribute but the raw mark: an earlier owner may have filled the
+ * file's attribute space with its own, so that an older release's image
+ * could not get the mark the helper reads (mh_image_marks_upgrade, next) and
+ * the helper would not start. 0, or -1 with errno.
+ */
+static int drop_foreign_attrs(int fd)
+{
+	static char names[XATTR_LIST_MAX];
+	ssize_t n = flistxattr(fd, names, sizeof(names));
+	if (n < 0)
+		return errno == ENOTSUP ? 0 : -1;
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1)
+		if (strncmp(names + i, "user.", 5) == 0 &&
+		    strcmp(names + i, MH_IMAGE_RAW_XATTR) != 0 && fremovexattr(fd, names + i) < 0 &&
+		    errno != ENODATA)
+			return -1;
+	return 0;
+}
+
 /* One entry of a directory of images: owner uid, group root, the mode the core reaches. */
 static void hand_file(int dirfd, const char *name, uid_t uid)
 {
@@ -66,7 +89,8 @@ static void hand_file(int dirfd, const char *name, uid_t uid)
 		return;
 	/* One that cannot be (immutable, say) stays as it is: its volume alone fails. */
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
-	    (drop_acls(fd, false) < 0 || fchown(fd, uid, 0) < 0 || fchmod(fd, mode) < 0))
+	    (drop_acls(fd, false) < 0 || drop_foreign_attrs(fd) < 0 || fchown(fd, uid, 0) < 0 ||
+	     fchmod(fd, mode) < 0))
 		log_kv(LOG_LVL_ERROR, "image_not_handed", "file", name, "error", strerror(errno),
 		       NULL);
 	close(fd);

@@ -67,6 +67,7 @@ int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct 
  * mh_image_raw: does the open image fd carry it? True also when the attribute
  * cannot be read for any reason but its absence (or no xattr support there).
  */
+#define MH_IMAGE_RAW_XATTR "user.sepcsi.raw" /* the one user.* attribute an image keeps */
 int mh_image_mark_raw(int fd, bool durable, struct mh_res *r);
 bool mh_image_raw(int fd);
 /*

@@ -9,6 +9,7 @@ helper's audit says the core did it), the helper formats a blank image before th
 mounts it and never one that holds a file system, and the answers are the core's, under
 the id the test asked with, even when several workers ask at once.
 """
+import errno
 import fcntl
 import os
 import signal
@@ -585,6 +586,34 @@ def test_an_old_mark_it_cannot_upgrade_stops_the_helper():
         assert "cannot give it the raw mark" in p.helper_logs() and VOL in p.helper_logs()
     finally:
         subprocess.run(["chattr", "-i", img], check=False)
+        p.stop()
+        cleanup_tree(p.tmp)
+
+
+def test_an_old_mark_behind_an_earlier_owners_attributes_is_upgraded():
+    """An image an earlier release marked raw (trusted.* alone), whose attribute space an
+    earlier helper (its owner) filled with user.* attributes of its own: they are removed
+    at the hand-over, so the image gets the mark the helper reads and the helper starts."""
+    p = OwnCore()
+    img = p.image(VOL, fs=None, uid=0)
+    os.setxattr(img, "trusted.sepcsi.raw", b"1")
+    pads = 0
+    for size in (200, 16, 1):  # the space filled to its last bytes
+        try:
+            while pads < 10000:
+                os.setxattr(img, "user.p%d" % pads, b"x" * size)
+                pads += 1
+        except OSError as e:
+            assert e.errno == errno.ENOSPC, e
+    assert 0 < pads < 10000  # the data directory's file system has room for few
+    with pytest.raises(OSError):
+        os.setxattr(img, "user.sepcsi.raw", b"1")  # as the upgrade would find it
+    try:
+        p.start()
+        assert os.getxattr(img, "user.sepcsi.raw") == b"1"
+        assert [x for x in os.listxattr(img) if x.startswith("user.")] == ["user.sepcsi.raw"]
+        assert "cannot give it the raw mark" not in p.helper_logs()
+    finally:
         p.stop()
         cleanup_tree(p.tmp)
 
