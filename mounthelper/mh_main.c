@@ -301,8 +301,8 @@ static int open_private_subdir(int dfd, const char *data_dir, const char *name)
  * longer root once it runs, writes helper-audit.log instead, through its
  * audit writer (mh_audit.c), and never holds audit.log, the core's.
  */
-static void open_data_dir(const char *data_dir, struct mh_ctx *ctx, uid_t owner, bool records,
-                          bool log_only)
+static void open_data_dir(const char *data_dir, struct mh_ctx *ctx, uid_t owner, gid_t group,
+                          bool records, bool log_only)
 {
 	const char *audit = owner ? "helper-audit.log" : "audit.log";
 	make_dirs(data_dir);
@@ -329,7 +329,7 @@ static void open_data_dir(const char *data_dir, struct mh_ctx *ctx, uid_t owner,
 		log_fatal("%s/%s: cannot open, or not a root-only regular file", data_dir, audit);
 	/* The helper about to leave root keeps no descriptor of it: its writer does. */
 	if (owner)
-		ctx->audit_fd = mh_audit_writer_start(ctx->audit_fd, log_only);
+		ctx->audit_fd = mh_audit_writer_start(ctx->audit_fd, owner, group, log_only);
 }
 
 static bool is_socket(int fd)
@@ -645,7 +645,7 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	mh_view_enter(pol, a->data_dir);
 	/* Beside its own core, the images are the identity the helper takes (--user). */
 	uid_t owner = start_core && a->user ? a->uid : 0;
-	open_data_dir(a->data_dir, ctx, owner, core_fd < 0 && !start_core,
+	open_data_dir(a->data_dir, ctx, owner, a->gid, core_fd < 0 && !start_core,
 	              pol_seccomp_log_only(pol));
 	mh_image_marks_upgrade(ctx); /* before the helper loses sight of trusted.* marks */
 	if (start_core)
@@ -792,7 +792,8 @@ int main(int argc, char **argv)
 	close(ctx.images_fd);
 	close(ctx.snaps_fd);
 	close(ctx.data_fd);
-	close(ctx.audit_fd);
+	if (ctx.audit_fd != mh_audit_writer_fd())
+		close(ctx.audit_fd); /* the writer's socket is ended by its exit handler */
 	pol_free(pol);
 	return 0;
 }

@@ -195,6 +195,7 @@ struct proc_priv {
 	const char *seccomp_file;
 	bool own_view; /* the helper's view (policy/view.c), else the host's */
 	const char *note;
+	unsigned fsuid, fsgid; /* the ids it writes files as, if other than uid, gid (else 0) */
 };
 
 /*
@@ -253,10 +254,12 @@ static void print_json(FILE *out, const struct proc_priv *p, size_t np, const st
 		        "%s{\"name\":\"%s\",\"uid\":%u,\"gid\":%u,\"cap_effective\":\"%016llx\","
 		        "\"cap_permitted\":\"%016llx\",\"cap_bounding\":\"%016llx\","
 		        "\"cap_ambient\":\"%016llx\","
+		        "\"fsuid\":%u,\"fsgid\":%u,"
 		        "\"no_new_privs\":%d,\"seccomp\":%d,\"syscalls\":%zu,\"view\":",
 		        i ? "," : "", p[i].name, p[i].uid, p[i].gid, (unsigned long long)p[i].eff,
 		        (unsigned long long)p[i].prm, (unsigned long long)p[i].bnd,
-		        (unsigned long long)p[i].amb, p[i].nnp ? 1 : 0, p[i].seccomp ? 2 : 0,
+		        (unsigned long long)p[i].amb, p[i].fsuid ? p[i].fsuid : p[i].uid,
+		        p[i].fsgid ? p[i].fsgid : p[i].gid, p[i].nnp ? 1 : 0, p[i].seccomp ? 2 : 0,
 		        p[i].seccomp ? pol_seccomp_syscall_count(p[i].seccomp) : 0);
 		if (p[i].own_view)
 			view_json(out, pol, cfg, p[i].seccomp == &pol_sc_tools,
@@ -271,10 +274,14 @@ static void print_json(FILE *out, const struct proc_priv *p, size_t np, const st
 static void print_text(FILE *out, const struct proc_priv *p, size_t np, const struct pol *pol,
                        const struct sup_config *cfg)
 {
-	char a[2048], ids[64], sc[128];
+	char a[2048], ids[96], sc[128];
 	for (size_t i = 0; i < np; i++) {
 		fprintf(out, "## %s\n\n%s\n\n", p[i].name, p[i].note);
-		snprintf(ids, sizeof(ids), "%u / %u", p[i].uid, p[i].gid);
+		if (p[i].fsuid)
+			snprintf(ids, sizeof(ids), "%u / %u (writes files as %u / %u)", p[i].uid,
+			         p[i].gid, p[i].fsuid, p[i].fsgid);
+		else
+			snprintf(ids, sizeof(ids), "%u / %u", p[i].uid, p[i].gid);
 		pol_md_head(out, 2, (const char *[]){"", ""});
 		pol_md_row(out, 2, (const char *[]){"uid / gid", ids});
 		pol_md_row(
@@ -340,11 +347,13 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	const struct proc_priv all[] = {
 	    {"sepcsi-supervisor", 0, 0, eff, prm, prm, 0, true, NULL, NULL, false,
 	     "Starts, confines and restarts the other two; no network, no request parsing. "
-	     "Holds its permitted-only capabilities for the helper alone."},
+	     "Holds its permitted-only capabilities for the helper alone.",
+	     0, 0},
 	    {"sepcsi-rpcd", cfg->rpcd_uid, cfg->rpcd_gid, 0, 0, 0, 0, true, &pol_sc_rpcd,
 	     "seccomp_rpcd.c", false,
 	     "Serves CSI on the unix socket and keeps the store; privileges dropped before "
-	     "exec, its filter installed before gRPC starts."},
+	     "exec, its filter installed before gRPC starts.",
+	     0, 0},
 	    {"sepcsi-mounthelper", hu, hg, helper, helper, helper, 0, true, &pol_sc_helper,
 	     "seccomp_helper.c", true,
 	     dirs ? "The only process that mounts (directory volumes on: no capable core). "
@@ -354,29 +363,35 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	            "copies, capacity; asks its child sepcsi-core for every mount, unmount, "
 	            "freeze and growth. Starts as root and takes its own uid once the core runs: "
 	            "it owns the images and nothing of root's. Securebits locked as the core's; "
-	            "its workers are forks with the same confinement."},
+	            "its workers are forks with the same confinement.",
+	     0, 0},
 	    {"sepcsi-core", 0, 0, capable, capable, capable, 0, true, &pol_sc_core,
 	     "seccomp_core.c", true,
 	     "The helper's child without directory volumes (mounthelper/core/): the only "
 	     "process that mounts, attaches loop devices, freezes and grows, one request at a "
 	     "time, re-checking each; parses no byte a tenant wrote and execs nothing. "
 	     "Securebits NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, all locked; its "
-	     "flusher child holds no capability."},
+	     "flusher child holds no capability.",
+	     0, 0},
 	    {"sepcsi-audit", 0, 0, 0, 0, 0, 0, true, &pol_sc_audit, "seccomp_helper.c", true,
 	     "The helper's child beside its core (mounthelper/mh_audit.c), forked while the "
 	     "helper is still root: it alone holds helper-audit.log, and appends to it the "
 	     "records the helper sends on a socket, so that the helper's uid cannot rewrite "
-	     "what was recorded. Root without any capability, not dumpable; it shares the "
-	     "helper's view."},
+	     "what was recorded. Root without any capability, not dumpable, writing as the "
+	     "helper's uid and gid (root's reserved blocks are not its); it shares the "
+	     "helper's view.",
+	     hu, hg},
 	    {"sepcsi-runner", hu, hg, 0, 0, 0, 0, true, &pol_sc_tools, "seccomp_tools.c", true,
 	     "The helper's child (runner/tools.c): starts the mkfs tools, sizes and copies "
 	     "image files, and reads what an image holds (libblkid: the only parser of bytes "
-	     "a tenant wrote), on descriptors the helper passes; the tools inherit all of this."},
+	     "a tenant wrote), on descriptors the helper passes; the tools inherit all of this.",
+	     0, 0},
 	    {"sepcsi-tree-runner", 0, 0, tree, tree, tree, tree, true, &pol_sc_tree,
 	     "seccomp_tree.c", true,
 	     "The helper's child with directory volumes only (runner/tree.c): empties and "
 	     "copies a volume's tree on the directory descriptors the helper passes; its "
-	     "capabilities are ambient, so that they survive its exec."},
+	     "capabilities are ambient, so that they survive its exec.",
+	     0, 0},
 	};
 	/* The core and the audit writer run without directory volumes, the tree runner with them.
 	 */

@@ -207,6 +207,9 @@ def test_the_helpers_audit_file_is_written_by_a_root_writer_it_cannot_rewind():
         writer = writer_of(helper)
         uid, gid, eff, st = ids(writer)
         assert (uid, gid, eff) == (0, 0, 0), st
+        # It writes as the helper's uid: never in the blocks a file system keeps for root.
+        assert st["Uid"].split() == ["0", "0", "0", str(HELPER[0])], st
+        assert st["Gid"].split() == ["0", "0", "0", str(HELPER[1])], st
         assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2", st
         held = fd_targets(writer)
         assert sorted(held) == [3, 4] and held[4] == path, held
@@ -283,6 +286,34 @@ def test_the_helper_ends_when_its_audit_writer_is_gone():
         ).volume.volume_id
         with open(os.path.join(d.data, "helper-audit.log")) as f:
             assert any(json.loads(ln).get("volume_id") == vid for ln in f)
+
+
+def test_records_sent_before_the_helper_ends_are_written():
+    """A helper that ends shuts its writer's socket and waits for the writer to write what
+    was sent before: a writer that is behind (stopped here) when the driver stops loses
+    none of the helper's records to the supervisor, which kills what a helper leaves."""
+    d = Driver()
+    try:
+        writer = writer_of(d.children()["sepcsi-mounthel"])
+        os.kill(writer, signal.SIGSTOP)  # behind: what the helper sends waits in the socket
+        c, vids = d.client, []
+        for i in range(3):
+            vids.append(c.controller("CreateVolume", name="pvc-late-%d" % i,
+                                     volume_capabilities=[mount_cap("ext4")],
+                                     capacity_range=c.pb.CapacityRange(required_bytes=MiB)
+                                     ).volume.volume_id)
+        c.close()
+        d.client = None
+        os.kill(d.sup_pid(), signal.SIGTERM)
+        time.sleep(1)  # the helper has ended its requests and waits for its writer
+        os.kill(writer, signal.SIGCONT)
+        assert d.stop() == 0
+        with open(os.path.join(d.data, "helper-audit.log")) as f:
+            written = {json.loads(ln).get("volume_id") for ln in f}
+        assert set(vids) <= written, (vids, written)
+    finally:
+        d.stop()
+        d.cleanup()
 
 
 def test_images_an_earlier_release_left_roots_are_handed_over_and_links_are_not():

@@ -93,8 +93,10 @@ def test_running_processes_match_print_privileges(driver):
     host_root = os.stat("/")
     for name, pid in pids.items():
         p, s = printed[name], status(pid)
-        assert [int(x) for x in s["Uid"].split()] == [p["uid"]] * 4, (name, s["Uid"])
-        assert [int(x) for x in s["Gid"].split()] == [p["gid"]] * 4, (name, s["Gid"])
+        assert [int(x) for x in s["Uid"].split()] == [p["uid"]] * 3 + [p["fsuid"]], (
+            name, s["Uid"])
+        assert [int(x) for x in s["Gid"].split()] == [p["gid"]] * 3 + [p["fsgid"]], (
+            name, s["Gid"])
         # An optional capability (CAP_SYS_RESOURCE) is counted only where this machine has it.
         assert s["CapEff"] == p["cap_effective"], (name, s["CapEff"])
         assert s["CapPrm"] == p["cap_permitted"], (name, s["CapPrm"])
