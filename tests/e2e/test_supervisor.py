@@ -739,7 +739,8 @@ def test_fds_after_restarts(driver):
     peer = {(pid, fd): p for _, _, p, users in socks for pid, fd in users}
     # The helper's channel leads to rpcd, whatever fd rpcd keeps it on.
     assert holder[peer[(helper, 3)]] == rpcd
-    # Both control sockets lead to the supervisor; the others to the tool runner and the core.
+    # Both control sockets lead to the supervisor; the others to the tool runner, the core
+    # and the audit writer.
     assert holder[peer[(helper, 4)]] == sup
     kids = []
     for fd in socket_fds[2:]:
@@ -748,7 +749,8 @@ def test_fds_after_restarts(driver):
             assert "PPid:\t%d\n" % helper in f.read()
         with open("/proc/%d/comm" % kid) as f:
             kids.append(f.read().strip())
-    assert sorted(k for k in kids if k != HELPER) == ["sepcsi-core", "sepcsi-runner"], kids
+    assert sorted(k for k in kids if k != HELPER) == ["sepcsi-audit", "sepcsi-core",
+                                                      "sepcsi-runner"], kids
     assert holder[peer[(rpcd, 4)]] == sup
     # rpcd keeps no channel to a dead helper: it holds exactly two seqpacket
     # sockets, one to the helper and one to the supervisor.
