@@ -171,7 +171,7 @@ static int copy_to(const struct mh_ctx *c, int src, const char *src_id, off_t si
 	if (dir == c->images_fd) /* a clone: a new image, which no loop device backs yet */
 		mh_loop_record_new(dst);
 	/* A copy of bytes a pod may have written raw is marked so too, before it has a name. */
-	if (mh_image_raw(src) && mh_image_mark_raw(dst, true, r) < 0)
+	if (mh_image_taken_raw(src) && mh_image_mark_raw(dst, true, r) < 0)
 		goto out;
 	if (freeze_id && c->core) {
 		int rc = freeze_by_core(c, freeze_id, r);

@@ -18,8 +18,9 @@
  * checked on that descriptor right before fchown), so that its one name is
  * the one in this directory and no link makes root chown a file elsewhere;
  * the directory is handed over last. Access control lists an earlier owner
- * set on them are removed first, and so are the user.* attributes it set on
- * a file (all but the raw mark). A file that is not is left as it is (the
+ * set on the directory are removed first, and on each file handed over (one
+ * left on a file already the owner's grants nothing: no other uid passes
+ * the directory). A file that is not is left as it is (the
  * core refuses it as an image anyway), and so is one that cannot be handed
  * over (logged): its volume alone fails.
  */
@@ -32,15 +33,23 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <linux/limits.h> /* XATTR_LIST_MAX */
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include "log.h"
-#include "mh_image.h"
+
+/*
+ * The uid the images were last handed to whole, their older marks upgraded
+ * (root's, in the data directory): while it names the owner, a start hands
+ * over and upgrades nothing file by file. Its work then does not grow with
+ * the names a process of that uid made, whose files that uid could already
+ * change as it liked.
+ */
+#define HANDED "handed"
 
 /*
  * No access control list left by an earlier owner: with one, a uid named in
@@ -58,46 +67,35 @@ static int drop_acls(int fd, bool dir)
 }
 
 /*
- * No user.* attribute but the raw mark: an earlier owner may have filled the
- * file's attribute space with its own, so that an older release's image
- * could not get the mark the helper reads (mh_image_marks_upgrade, next) and
- * the helper would not start. 0, or -1 with errno.
+ * One entry of a directory of images: owner uid, group root, the mode the core
+ * reaches. One that is so already is left as it is, unopened: a start costs
+ * one fstatat per name then, however many names a process of that uid made.
  */
-static int drop_foreign_attrs(int fd)
-{
-	static char names[XATTR_LIST_MAX];
-	ssize_t n = flistxattr(fd, names, sizeof(names));
-	if (n < 0)
-		return errno == ENOTSUP ? 0 : -1;
-	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1)
-		if (strncmp(names + i, "user.", 5) == 0 &&
-		    strcmp(names + i, MH_IMAGE_RAW_XATTR) != 0 && fremovexattr(fd, names + i) < 0 &&
-		    errno != ENODATA)
-			return -1;
-	return 0;
-}
-
-/* One entry of a directory of images: owner uid, group root, the mode the core reaches. */
-static void hand_file(int dirfd, const char *name, uid_t uid)
+static bool hand_file(int dirfd, const char *name, uid_t uid)
 {
 	struct stat st;
 	mode_t mode = uid ? 0660 : 0600; /* the core reaches another owner's through group root */
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
-		return;
+	bool ok = true;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+	    (st.st_uid == uid && st.st_gid == 0 && (st.st_mode & 07777) == mode))
+		return true;
 	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
-		return;
+		return true;
 	/* One that cannot be (immutable, say) stays as it is: its volume alone fails. */
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
-	    (drop_acls(fd, false) < 0 || drop_foreign_attrs(fd) < 0 || fchown(fd, uid, 0) < 0 ||
-	     fchmod(fd, mode) < 0))
+	    (drop_acls(fd, false) < 0 || fchown(fd, uid, 0) < 0 || fchmod(fd, mode) < 0)) {
 		log_kv(LOG_LVL_ERROR, "image_not_handed", "file", name, "error", strerror(errno),
 		       NULL);
+		ok = false;
+	}
 	close(fd);
+	return ok;
 }
 
-void mh_identity_hand_images(int dirfd, uid_t uid)
+bool mh_identity_hand_images(int dirfd, uid_t uid, bool files)
 {
+	bool ok = true;
 	/* Root's alone while it is walked: no name in it changes meanwhile. */
 	if (fchown(dirfd, 0, 0) < 0 || fchmod(dirfd, 0700) < 0 || drop_acls(dirfd, true) < 0)
 		log_fatal("cannot take a directory of images back: %s", strerror(errno));
@@ -105,14 +103,45 @@ void mh_identity_hand_images(int dirfd, uid_t uid)
 	DIR *d = fd < 0 ? NULL : fdopendir(fd);
 	if (!d)
 		log_fatal("cannot list a directory of images: %s", strerror(errno));
-	for (struct dirent *e; (e = readdir(d)) != NULL;)
+	for (struct dirent *e; files && (e = readdir(d)) != NULL;)
 		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-			hand_file(dirfd, e->d_name, uid);
+			ok = hand_file(dirfd, e->d_name, uid) && ok;
 	closedir(d);
 	/* Set-group-ID: what the owner makes in it is group root's, as the core needs. */
 	if (fchown(dirfd, uid, 0) < 0 || fchmod(dirfd, uid ? 02750 : 0700) < 0)
 		log_fatal("cannot hand a directory of images to uid %u: %s", (unsigned)uid,
 		          strerror(errno));
+	return ok;
+}
+
+bool mh_identity_handed(int data_fd, uid_t uid)
+{
+	char buf[32], want[32];
+	struct stat st;
+	int fd = openat(data_fd, HANDED, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf));
+	bool same = n > 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 &&
+	            (st.st_mode & 077) == 0 &&
+	            (size_t)n == (size_t)snprintf(want, sizeof(want), "%u\n", (unsigned)uid) &&
+	            memcmp(buf, want, (size_t)n) == 0;
+	if (fd >= 0)
+		close(fd);
+	return same;
+}
+
+void mh_identity_record(int data_fd, uid_t uid)
+{
+	char text[32];
+	int len = snprintf(text, sizeof(text), "%u\n", (unsigned)uid);
+	(void)unlinkat(data_fd, HANDED ".tmp", 0);
+	int fd = openat(data_fd, HANDED ".tmp",
+	                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	bool ok = fd >= 0 && write(fd, text, (size_t)len) == len && fsync(fd) == 0;
+	if (fd >= 0)
+		close(fd);
+	if (!ok || renameat(data_fd, HANDED ".tmp", data_fd, HANDED) < 0 || fsync(data_fd) < 0)
+		log_kv(LOG_LVL_WARN, "handed_not_recorded", "error", strerror(errno), "next_start",
+		       "walks the images again", NULL);
 }
 
 void mh_identity_take(uid_t uid, gid_t gid)

@@ -2,16 +2,25 @@
 #ifndef SEPCSI_MH_IDENTITY_H
 #define SEPCSI_MH_IDENTITY_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 /*
- * The directory of images dirfd (images/ or snapshots/) and every regular
- * file of one name in it handed to uid, group root: 02750 and 0660 for
- * another uid than root (the core reaches them through the group), 0700 and
- * 0600 for root. Fatal if the directory cannot be; a file that cannot is
- * logged and left.
+ * The directory of images dirfd (images/ or snapshots/), and with files every
+ * regular file of one name in it, handed to uid, group root: 02750 and 0660
+ * for another uid than root (the core reaches them through the group), 0700
+ * and 0600 for root. Fatal if the directory cannot be; a file that cannot is
+ * logged and left (false).
  */
-void mh_identity_hand_images(int dirfd, uid_t uid);
+bool mh_identity_hand_images(int dirfd, uid_t uid, bool files);
+
+/*
+ * Whether data_fd's record says the images were handed to uid whole (and
+ * their marks upgraded); record that they now are (a failure is logged: the
+ * next start walks them again).
+ */
+bool mh_identity_handed(int data_fd, uid_t uid);
+void mh_identity_record(int data_fd, uid_t uid);
 
 /*
  * Become uid:gid (no supplementary group), keeping the capabilities held now

@@ -81,7 +81,7 @@ int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct 
  * tenant or rpcd reaches the files); trusted.* is the name an earlier release
  * read, set too where the process may (CAP_SYS_ADMIN), and honoured when found.
  */
-#define RAW_XATTR     MH_IMAGE_RAW_XATTR
+#define RAW_XATTR     "user.sepcsi.raw"
 #define RAW_XATTR_OLD "trusted.sepcsi.raw"
 
 static bool marked(int fd, const char *name)

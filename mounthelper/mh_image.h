@@ -44,8 +44,13 @@ int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r);
  */
 void mh_image_leftovers(const struct mh_ctx *c, void (*found)(size_t base, const char *id));
 
-/* At start, with CAP_SYS_ADMIN: every image and snapshot gets mh_image_mark_upgrade. */
-void mh_image_marks_upgrade(const struct mh_ctx *c);
+/*
+ * At start, as root: every image and snapshot gets mh_image_mark_upgrade; one
+ * that cannot is logged (raw_mark_not_upgraded), and mh_image_taken_raw, the
+ * helper's question before it formats or copies an image, says it is raw.
+ */
+bool mh_image_marks_upgrade(const struct mh_ctx *c); /* true: none left unupgraded */
+bool mh_image_taken_raw(int fd);
 int mh_image_purge(const struct mh_ctx *c, const char *id, struct mh_res *r);
 
 /*
@@ -67,7 +72,6 @@ int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct 
  * mh_image_raw: does the open image fd carry it? True also when the attribute
  * cannot be read for any reason but its absence (or no xattr support there).
  */
-#define MH_IMAGE_RAW_XATTR "user.sepcsi.raw" /* the one user.* attribute an image keeps */
 int mh_image_mark_raw(int fd, bool durable, struct mh_res *r);
 bool mh_image_raw(int fd);
 /*

@@ -152,6 +152,19 @@ void mh_image_leftovers(const struct mh_ctx *c, void (*found)(size_t base, const
 	(void)mh_dir_each(c->snaps_fd, leftover, &found);
 }
 
+/*
+ * Images whose older release's raw mark (trusted.*) could not be given the
+ * mark the helper reads (user.*) at start: the helper takes them as raw too,
+ * so that it never formats their bytes. Only images the core marked raw can be
+ * here (no process of the owner's uid can set a trusted.* mark), so the list
+ * is as long as the raw volumes it could not mark, at most.
+ */
+static struct image_key {
+	dev_t dev;
+	ino_t ino;
+} * unmarked;
+static size_t nunmarked;
+
 static void upgrade_mark(int dirfd, const char *name, void *arg)
 {
 	size_t *n = arg;
@@ -162,19 +175,22 @@ static void upgrade_mark(int dirfd, const char *name, void *arg)
 	struct stat st;
 	int rc =
 	    fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? mh_image_mark_upgrade(fd) : 0;
-	/*
-	 * Without the mark it can read, the helper would take a raw volume's bytes for a
-	 * blank image and format them: better not to start (the supervisor retries).
-	 */
-	if (rc < 0)
-		log_fatal("%s: cannot give it the raw mark the helper reads (user.sepcsi.raw): %s",
-		          name, strerror(errno));
+	if (rc < 0) {
+		/* An earlier owner may have made that so (its attributes fill the file's room). */
+		log_kv(LOG_LVL_ERROR, "raw_mark_not_upgraded", "file", name, "error",
+		       strerror(errno), "taken_as", "raw", NULL);
+		struct image_key *more = realloc(unmarked, (nunmarked + 1) * sizeof(*unmarked));
+		if (!more)
+			log_fatal("out of memory");
+		unmarked = more;
+		unmarked[nunmarked++] = (struct image_key){st.st_dev, st.st_ino};
+	}
 	*n += rc > 0;
 	if (fd >= 0)
 		close(fd);
 }
 
-void mh_image_marks_upgrade(const struct mh_ctx *c)
+bool mh_image_marks_upgrade(const struct mh_ctx *c)
 {
 	size_t n = 0;
 	mh_dir_each(c->images_fd, upgrade_mark, &n);
@@ -184,6 +200,20 @@ void mh_image_marks_upgrade(const struct mh_ctx *c)
 		snprintf(count, sizeof(count), "%zu", n);
 		log_kv(LOG_LVL_INFO, "raw_marks_upgraded", "images", count, NULL);
 	}
+	return nunmarked == 0;
+}
+
+bool mh_image_taken_raw(int fd)
+{
+	struct stat st;
+	if (mh_image_raw(fd))
+		return true;
+	if (nunmarked > 0 && fstat(fd, &st) != 0)
+		return true; /* cannot tell: raw, never formatted */
+	for (size_t i = 0; i < nunmarked; i++)
+		if (st.st_dev == unmarked[i].dev && st.st_ino == unmarked[i].ino)
+			return true;
+	return false;
 }
 
 int mh_image_purge(const struct mh_ctx *c, const char *id, struct mh_res *r)

@@ -98,8 +98,9 @@ static int open_loop(int nr, int flags)
  * used, exactly as the scan checks every device; a wrong number is skipped.
  * It must only never miss a device, and:
  *  - a record is written when its image is made (no device can exist yet),
- *    or seeded by a full scan, and all records are rebuilt from one full scan
- *    when the helper starts (mh_loop_records_rebuild);
+ *    or seeded by a full scan, and the records of the attached images are
+ *    rebuilt from one full scan at start (mh_loop_records_rebuild; an image
+ *    no device backs then has none, and its first look scans);
  *  - every attach goes through mh_loop_attach, which rewrites the record with
  *    the new number before LOOP_CONFIGURE;
  *  - a record is rewritten in place, whole (RECORD_BYTES at offset 0, so an
@@ -608,7 +609,11 @@ static void drop_record(int dirfd, const char *name, void *arg)
 	unlinkat(dirfd, name, 0);
 }
 
-/* Each image's record: the bound devices backed by it (none is a record too). */
+/*
+ * Each attached image's record: the bound devices backed by it. An image no
+ * device backs gets none (its first look scans): the records never outnumber
+ * the devices, whatever the images directory holds.
+ */
 static void record_image(int dirfd, const char *name, void *arg)
 {
 	const struct rebuild *rb = arg;
@@ -625,7 +630,8 @@ static void record_image(int dirfd, const char *name, void *arg)
 			return; /* too many to record: looks scan */
 		nr[k++] = rb->b[i].nr;
 	}
-	record_write(st.st_dev, st.st_ino, nr, k);
+	if (k > 0)
+		record_write(st.st_dev, st.st_ino, nr, k);
 }
 
 void mh_loop_records_rebuild(int images_fd)

@@ -31,8 +31,9 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 /*
  * The records of which loop devices back which image (mh_loop.c has the
  * safety argument): the directory to keep them in (<data-dir>/loops, set once
- * at start); rebuilt from one look at every loop device and every image in
- * images_fd (at start, before any worker); a new image's empty record; an
+ * at start); the records of the images in images_fd that devices back,
+ * rebuilt from one look at every loop device (at start, before any worker;
+ * an image none backs gets none); a new image's empty record; an
  * image's record dropped with the image. Without a record, a look scans.
  */
 void mh_loop_records_open(int dirfd);

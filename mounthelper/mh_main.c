@@ -315,8 +315,12 @@ static void open_data_dir(const char *data_dir, struct mh_ctx *ctx, uid_t owner,
 	/* The directories of images, handed to their owner whole (mh_identity.c). */
 	ctx->images_fd = make_subdir(dfd, data_dir, "images");
 	ctx->snaps_fd = make_subdir(dfd, data_dir, "snapshots");
-	mh_identity_hand_images(ctx->images_fd, owner);
-	mh_identity_hand_images(ctx->snaps_fd, owner);
+	bool walk = !mh_identity_handed(dfd, owner); /* file by file: once per owner */
+	bool handed = mh_identity_hand_images(ctx->images_fd, owner, walk);
+	handed = mh_identity_hand_images(ctx->snaps_fd, owner, walk) && handed;
+	/* Before the helper loses sight of trusted.* marks. */
+	if (walk && mh_image_marks_upgrade(ctx) && handed)
+		mh_identity_record(dfd, owner);
 	/* Which loop devices back which image (mh_loop.c); rebuilt at every start. */
 	if (records)
 		mh_loop_records_open(open_private_subdir(dfd, data_dir, "loops"));
@@ -647,7 +651,6 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	uid_t owner = start_core && a->user ? a->uid : 0;
 	open_data_dir(a->data_dir, ctx, owner, a->gid, core_fd < 0 && !start_core,
 	              pol_seccomp_log_only(pol));
-	mh_image_marks_upgrade(ctx); /* before the helper loses sight of trusted.* marks */
 	if (start_core)
 		core_fd = mh_core_start(pol, a->data_dir, owner, a->fmt_name, a->lvl_name);
 	if (core_fd >= 0)

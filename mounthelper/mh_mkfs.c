@@ -277,7 +277,7 @@ static int stage_by_core(const struct mh_ctx *c, const struct mh_msg *req, struc
 	                ? mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno))
 	                : mh_core_attached(q->volume_id, r);
 	/* Attached: staged already (the core answers so), or busy; never formatted under it. */
-	if (found == 0 && !mh_image_raw(img)) {
+	if (found == 0 && !mh_image_taken_raw(img)) {
 		bool empty = mh_image_empty(img);
 		probe = empty ? MH_PROBE_BLANK : mh_probe(img, q->fs_type, &sig, r);
 		if (probe == MH_PROBE_BLANK && ro)

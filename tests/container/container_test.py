@@ -498,7 +498,8 @@ def audit(spec):
     for pid, (comm, cmdline, st) in sorted(procs.items()):
         name = {"sepcsi-supervis": "sepcsi-supervisor", "sepcsi-rpcd": "sepcsi-rpcd",
                 "sepcsi-mounthel": "sepcsi-mounthelper", "sepcsi-runner": "sepcsi-runner",
-                "sepcsi-tree-run": "sepcsi-tree-runner", "sepcsi-core": "sepcsi-core"}.get(comm)
+                "sepcsi-tree-run": "sepcsi-tree-runner", "sepcsi-core": "sepcsi-core",
+                "sepcsi-audit": "sepcsi-audit"}.get(comm)
         parent = procs.get(int(st["PPid"]), ("",))[0]
         if comm == "sepcsi-core" and parent == "sepcsi-core":
             check(st["CapEff"] == st["CapPrm"] == "0000000000000000",
@@ -507,6 +508,7 @@ def audit(spec):
         check(name in rows, "process %d (%s) is in no row of --print-privileges" % (pid, comm))
         r = rows[name]
         got = {"uid": int(st["Uid"].split()[1]), "gid": int(st["Gid"].split()[1]),
+               "fsuid": int(st["Uid"].split()[3]), "fsgid": int(st["Gid"].split()[3]),
                "cap_effective": st["CapEff"], "cap_permitted": st["CapPrm"],
                "cap_bounding": st["CapBnd"], "cap_ambient": st["CapAmb"],
                "no_new_privs": int(st["NoNewPrivs"]), "seccomp": int(st["Seccomp"])}
@@ -523,7 +525,7 @@ def audit(spec):
         else:
             view_matches(pid, name, r["view"])
     for name in ("sepcsi-supervisor", "sepcsi-rpcd", "sepcsi-mounthelper", "sepcsi-runner") + \
-            (("sepcsi-core",) if CORE else ()):
+            (("sepcsi-core", "sepcsi-audit") if CORE else ()):
         check(name in seen, "no %s in the container" % name)
     return sorted(seen)
 

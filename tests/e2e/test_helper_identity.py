@@ -335,6 +335,11 @@ def test_images_an_earlier_release_left_roots_are_handed_over_and_links_are_not(
             f.write("before the upgrade")
         unstage(d, vid, staging)
         assert d.stop() == 0
+        # What the images were last handed to whole: no record before this release.
+        handed = os.path.join(d.data, "handed")
+        with open(handed) as f:
+            assert f.read() == "%d\n" % HELPER[0]
+        os.unlink(handed)
         images = os.path.join(d.data, "images")
         img = os.path.join(images, vid + ".img")
         for p, mode in ((images, 0o700), (os.path.join(d.data, "snapshots"), 0o700),
@@ -353,6 +358,17 @@ def test_images_an_earlier_release_left_roots_are_handed_over_and_links_are_not(
         assert (s.st_uid, s.st_gid, s.st_mode & 0o7777) == (0, 0, 0o600)
         for p in (images, img):
             assert "system.posix_acl_access" not in os.listxattr(p), p
+        with open(handed) as f:
+            assert f.read() == "%d\n" % HELPER[0]
+        # Handed whole once: the next start walks no file (one the owner changed since,
+        # its own business, is left as it is), and only the directories are taken back.
+        os.chmod(img, 0o640)
+        os.chmod(images, 0o755)
+        d.stop()
+        d.start()
+        assert os.stat(img).st_mode & 0o777 == 0o640
+        assert os.stat(images).st_mode & 0o7777 == 0o2750
+        os.chmod(img, 0o660)
         os.unlink(os.path.join(images, "sv-" + "9" * 32 + ".img"))
         os.unlink(os.path.join(images, "sv-" + "8" * 32 + ".img"))
         cap = mount_cap("ext4")

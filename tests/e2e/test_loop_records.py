@@ -166,3 +166,34 @@ def test_wrong_record_never_touches_another_volume_and_a_restart_rebuilds(driver
     for v in (a, b):
         driver.client.controller("DeleteVolume", volume_id=v)
     assert loops_backed_by(driver.data) == []
+
+
+def test_a_restart_records_attached_images_only(driver):
+    """The records rebuilt at a start name the attached images only: names a process of
+    the helper's uid made in images/ (empty files, as many as it likes) cost root no file
+    in loops/, and an image no device backs is looked for by a look at every device."""
+    vid, staging = stage(driver, "rec-kept")
+    c = driver.client
+    idle = c.controller("CreateVolume", name="rec-idle", volume_capabilities=[block_cap()],
+                        capacity_range=c.pb.CapacityRange(required_bytes=16 * MiB)
+                        ).volume.volume_id
+    images = os.path.join(driver.data, "images")
+    for i in range(500):  # the helper's own, as it would make them
+        fd = os.open(os.path.join(images, "sv-%032x.img" % (0xf00 + i)),
+                     os.O_CREAT | os.O_WRONLY, 0o660)
+        os.fchown(fd, 65531, 0)
+        os.fchmod(fd, 0o660)
+        os.close(fd)
+    old = driver.children()["sepcsi-mounthel"]
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: driver.children().get("sepcsi-mounthel") not in (None, old))
+    driver.client.identity("Probe")
+    wait_for(lambda: record_of(driver, vid)[1] == device_of(driver, vid))
+    assert os.listdir(os.path.join(driver.data, "loops")) == \
+        [os.path.basename(record_of(driver, vid)[0])]
+    assert record_of(driver, idle)[1] is None
+    driver.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    for v in (vid, idle):
+        driver.client.controller("DeleteVolume", volume_id=v)
+    for i in range(500):
+        os.unlink(os.path.join(images, "sv-%032x.img" % (0xf00 + i)))
