@@ -214,7 +214,7 @@ static void sleep_ms(int ms)
  * does not parse), whatever the size of the file.
  */
 #define NSOURCES       2
-#define AUDIT_LINE_MAX (64 * 1024)
+#define AUDIT_LINE_MAX ((size_t)64 * 1024)
 struct source {
 	const char *name;
 	char path[4096];
