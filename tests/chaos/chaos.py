@@ -19,9 +19,10 @@ Every call is retried as a CO retries (kubelet and the external sidecars retry a
 error, with backoff): the same arguments, after 10, 20, 40, then 50 ms, until it
 succeeds; a call still failing after SEPCSI_CHAOS_STUCK seconds (60) is "stuck" and
 its client stops. Meanwhile a killer sends SIGKILL, every 0.1-0.5 s, to one of: the
-helper, a helper worker (a child of the helper under its filter), the helper's
+helper (or, every other time, its audit writer, sepcsi-audit, without which it exits), a
+helper worker (a child of the helper under its filter), the helper's
 tool runner or its tree runner (children of the helper running sepcsi-runner or sepcsi-tree-runner: without
-either the helper exits and is restarted), or rpcd. The schedule of kills (intervals and kinds) comes from a
+either the helper exits and is restarted), its core, or rpcd. The schedule of kills (intervals and kinds) comes from a
 seeded generator: SEPCSI_CHAOS_SEED replays it; the seed is always printed.
 
 New lifecycles start for SEPCSI_CHAOS_SECONDS (60), and on past that until at least
@@ -355,7 +356,7 @@ def processes(driver):
         kids = driver.children()
     except OSError:
         pass
-    found = {kind: [] for kind in KINDS}
+    found = {kind: [] for kind in KINDS + ("audit",)}
     if RPCD in kids:
         found["rpcd"].append(kids[RPCD])
     if HELPER in kids:
@@ -369,6 +370,8 @@ def processes(driver):
             kind = runner_kind(p)
             if kind:
                 found[kind].append(p)
+            elif status_field(p, "Name") == "sepcsi-audit":
+                found["audit"].append(p)  # a turn that draws "helper" may take it instead
             elif status_field(p, "Seccomp") == "2":
                 found["worker"].append(p)
     return found
@@ -419,7 +422,7 @@ class Killer(threading.Thread):
         rng = random.Random(r.settings.seed)
         while not self.stop.wait(rng.uniform(*KILL_INTERVAL)):
             order = rng.sample(KINDS, len(KINDS))
-            pick = rng.random()
+            pick, writer = rng.random(), rng.random() < 0.5
             found = processes(r.driver)
             # A worker lives only while an operation runs: wait a little for one.
             deadline = time.monotonic() + WORKER_WAIT
@@ -434,6 +437,9 @@ class Killer(threading.Thread):
                 pid = pids[int(pick * len(pids))]
                 parent = found["helper"][0] if kind in ("worker", "runner", "tree", "core") \
                     else sup
+                if kind == "helper" and writer and found["audit"]:
+                    # Its audit writer, which it does not outlive: the same kind of kill.
+                    kind, pid, parent = "audit", found["audit"][0], found["helper"][0]
                 if kill(pid, parent):
                     r.tally.add("kills", kind)
                     r.tally.note("kill_log", "%s %s %d" % (utc_now(), kind, pid))
