@@ -57,12 +57,11 @@ static void __attribute__((noreturn)) serve(void)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			_exit(0); /* every holder of the helper's end is gone */
+			_exit(0); /* the helper's end shut or closed (or an empty message) */
 		if (msg[n - 1] != '\n')
 			msg[n++] = '\n';
 		/* A short write to a regular file is a full disk: the rest is lost, not retried. */
-		if (write(POL_SC_AUDIT_OUT, msg, (size_t)n) < 0 && errno != EINTR)
-			continue;
+		(void)!write(POL_SC_AUDIT_OUT, msg, (size_t)n);
 	}
 }
 
