@@ -28,7 +28,6 @@
 
 #include <cap-ng.h>
 #include <dirent.h>
-#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>

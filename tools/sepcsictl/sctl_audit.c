@@ -260,10 +260,8 @@ static bool source_next(struct source *s, bool last)
 		}
 		if (ch == '\n')
 			s->ready = true;
-		else if (s->len < AUDIT_LINE_MAX)
+		else if (s->len < AUDIT_LINE_MAX) /* the rest of a line too long is dropped */
 			s->line[s->len++] = (char)ch;
-		else
-			s->len = AUDIT_LINE_MAX; /* the rest of a line too long is dropped */
 	}
 	s->line[s->len] = '\0';
 	return s->ready;
