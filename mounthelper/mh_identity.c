@@ -42,11 +42,10 @@
 #include "log.h"
 
 /*
- * The uid the images were last handed to whole, their older marks upgraded
- * (root's, in the data directory): while it names the owner, a start hands
- * over and upgrades nothing file by file. Its work then does not grow with
- * the names a process of that uid made, whose files that uid could already
- * change as it liked.
+ * The uid the images were last handed to whole (root's, in the data
+ * directory): while it names the owner, a start hands over no file, only the
+ * two directories. Its hand-over then does not grow with the names a process
+ * of that uid made, whose files that uid could already change as it liked.
  */
 #define HANDED "handed"
 

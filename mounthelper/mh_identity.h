@@ -15,9 +15,8 @@
 bool mh_identity_hand_images(int dirfd, uid_t uid, bool files);
 
 /*
- * Whether data_fd's record says the images were handed to uid whole (and
- * their marks upgraded); record that they now are (a failure is logged: the
- * next start walks them again).
+ * Whether data_fd's record says the images were handed to uid whole; record
+ * that they now are (a failure is logged: the next start walks them again).
  */
 bool mh_identity_handed(int data_fd, uid_t uid);
 void mh_identity_record(int data_fd, uid_t uid);

@@ -49,7 +49,7 @@ void mh_image_leftovers(const struct mh_ctx *c, void (*found)(size_t base, const
  * that cannot is logged (raw_mark_not_upgraded), and mh_image_taken_raw, the
  * helper's question before it formats or copies an image, says it is raw.
  */
-bool mh_image_marks_upgrade(const struct mh_ctx *c); /* true: none left unupgraded */
+void mh_image_marks_upgrade(const struct mh_ctx *c);
 bool mh_image_taken_raw(int fd);
 int mh_image_purge(const struct mh_ctx *c, const char *id, struct mh_res *r);
 

@@ -190,7 +190,7 @@ static void upgrade_mark(int dirfd, const char *name, void *arg)
 		close(fd);
 }
 
-bool mh_image_marks_upgrade(const struct mh_ctx *c)
+void mh_image_marks_upgrade(const struct mh_ctx *c)
 {
 	size_t n = 0;
 	mh_dir_each(c->images_fd, upgrade_mark, &n);
@@ -200,7 +200,6 @@ bool mh_image_marks_upgrade(const struct mh_ctx *c)
 		snprintf(count, sizeof(count), "%zu", n);
 		log_kv(LOG_LVL_INFO, "raw_marks_upgraded", "images", count, NULL);
 	}
-	return nunmarked == 0;
 }
 
 bool mh_image_taken_raw(int fd)

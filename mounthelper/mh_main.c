@@ -318,9 +318,13 @@ static void open_data_dir(const char *data_dir, struct mh_ctx *ctx, uid_t owner,
 	bool walk = !mh_identity_handed(dfd, owner); /* file by file: once per owner */
 	bool handed = mh_identity_hand_images(ctx->images_fd, owner, walk);
 	handed = mh_identity_hand_images(ctx->snaps_fd, owner, walk) && handed;
-	/* Before the helper loses sight of trusted.* marks. */
-	if (walk && mh_image_marks_upgrade(ctx) && handed)
+	if (walk && handed)
 		mh_identity_record(dfd, owner);
+	/*
+	 * At every start, before the helper loses sight of trusted.* marks: the
+	 * mark it reads, given back from the core's where the owner removed it.
+	 */
+	mh_image_marks_upgrade(ctx);
 	/* Which loop devices back which image (mh_loop.c); rebuilt at every start. */
 	if (records)
 		mh_loop_records_open(open_private_subdir(dfd, data_dir, "loops"));
