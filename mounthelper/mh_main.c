@@ -315,7 +315,13 @@ static void open_data_dir(const char *data_dir, struct mh_ctx *ctx, uid_t owner,
 	/* The directories of images, handed to their owner whole (mh_identity.c). */
 	ctx->images_fd = make_subdir(dfd, data_dir, "images");
 	ctx->snaps_fd = make_subdir(dfd, data_dir, "snapshots");
-	bool walk = !mh_identity_handed(dfd, owner); /* file by file: once per owner */
+	/*
+	 * File by file once per owner, and again when a directory is not the
+	 * owner's now (a release that ran the helper as root took it back).
+	 */
+	struct stat di, ds;
+	bool walk = !mh_identity_handed(dfd, owner) || fstat(ctx->images_fd, &di) < 0 ||
+	            fstat(ctx->snaps_fd, &ds) < 0 || di.st_uid != owner || ds.st_uid != owner;
 	bool handed = mh_identity_hand_images(ctx->images_fd, owner, walk);
 	handed = mh_identity_hand_images(ctx->snaps_fd, owner, walk) && handed;
 	if (walk && handed)
