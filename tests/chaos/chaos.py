@@ -26,7 +26,7 @@ either the helper exits and is restarted), its core, or rpcd. The schedule of ki
 seeded generator: SEPCSI_CHAOS_SEED replays it; the seed is always printed.
 
 New lifecycles start for SEPCSI_CHAOS_SECONDS (60), and on past that until at least
-300 calls have succeeded and 20 kills were made (but never past 1.5 times that). Then
+300 calls have succeeded and 20 kills were made (but never past 3 times that). Then
 the killer stops, the lifecycles in flight finish, and the run checks: every volume
 deleted (ListVolumes), the driver ready (Probe), every pattern read back, no loop
 device backed by the data directory, no mount under the test root nor of such a loop
@@ -81,9 +81,9 @@ STORE_FILE = "sepcsi.db"
 BASE_AREAS = (".sepcsi-work", ".sepcsi-trash", ".sepcsi-snapshots")
 BLOCK_OFFSETS = (0, 5 * MiB + 4096, VOLUME_BYTES - 4096)  # where block clients write
 CHECK_WAIT = 20  # seconds the final Probe and ListVolumes are retried
-# The pytest timeout of a run with the default settings: chaos for at most 1.5 times
+# The pytest timeout of a run with the default settings: chaos for at most 3 times
 # SEPCSI_CHAOS_SECONDS, a drain that may wait out one stuck call, start and checks.
-TIMEOUT = 300
+TIMEOUT = 420
 
 
 class Settings:
@@ -596,7 +596,7 @@ class Run:
         t = self.tally
         with t.lock:
             short = sum(t.calls.values()) < MIN_CALLS or sum(t.kills.values()) < MIN_KILLS
-        if elapsed >= self.settings.seconds * 1.5 or (elapsed >= self.settings.seconds
+        if elapsed >= self.settings.seconds * 3 or (elapsed >= self.settings.seconds
                                                     and not short):
             self.starting = False
         return self.starting
