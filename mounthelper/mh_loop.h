@@ -29,17 +29,39 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
                    struct mh_loop *out, struct mh_res *r);
 
 /*
- * The records of which loop devices back which image (mh_loop.c has the
- * safety argument): the directory to keep them in (<data-dir>/loops, set once
- * at start); the records of the images in images_fd that devices back,
- * rebuilt from one look at every loop device (at start, before any worker;
- * an image none backs gets none); a new image's empty record; an
- * image's record dropped with the image. Without a record, a look scans.
+ * The records of which loop devices back which image, so that finding an
+ * image's devices costs a look at each recorded one, not at every loop device
+ * of the machine. A record grants nothing: every number in it is checked
+ * against the image (mh_loop_matches) before use; it must only never miss a
+ * device. Two keepers with one interface: the helper without a core keeps
+ * them on disk in <data-dir>/loops (mh_loop_records.c: its workers are
+ * processes of their own); the core keeps them in memory (core/core_loops.c:
+ * it is one process, and the only attacher while it runs).
+ *  - read: the numbers recorded for (dev, ino), or -1 when the keeper cannot
+ *    say (then a look scans every device);
+ *  - attach: before loopN is attached to (dev, ino), so a record never misses it;
+ *  - rebuild: from one look at every loop device, at start before any request;
+ *  - forget: with the image.
+ * The helper's alone: open (the directory, once at start) and new (a new image's
+ * empty record).
  */
-void mh_loop_records_open(int dirfd);
+#define MH_LOOP_RECORD_MAX 16 /* more devices on one image than this: no record, looks scan */
+int mh_loop_record_read(dev_t dev, ino_t ino, int nr[MH_LOOP_RECORD_MAX]);
+void mh_loop_record_attach(dev_t dev, ino_t ino, int new_nr);
 void mh_loop_records_rebuild(int images_fd);
-void mh_loop_record_new(int image_fd);
 void mh_loop_record_forget(dev_t dev, ino_t ino);
+void mh_loop_records_open(int dirfd);
+void mh_loop_record_new(int image_fd);
+
+/*
+ * 1 if /dev/loopN is bound to (dev, ino) and was attached by sepcsi (its
+ * lo_file_name a volume id; *out set), 0 if not (or unbound), -1 on error.
+ */
+int mh_loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out);
+
+/* Every device backed by (dev, ino), found by a look at each loop device: at most max; -1 with r.
+ */
+int mh_loop_scan(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r);
 
 /* O_PATH fd of the helper's node /dev/loopN (made if missing); the caller closes. */
 int mh_loop_node(const struct mh_loop *l, struct mh_res *r);

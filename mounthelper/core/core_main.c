@@ -22,8 +22,8 @@
  *      (a view like the helper's, built by the helper's mh_view_enter in the
  *      core's child before the exec);
  *   3. open the data directory (root's: the peer cannot replace what lies in
- *      it), images/ and snapshots/ (the owner's, group root, 0750), loops/
- *      and audit.log (root's); thaw what a dead process left frozen, detach
+ *      it), images/ and snapshots/ (the owner's, group root, 0750) and
+ *      audit.log (root's); thaw what a dead process left frozen, detach
  *      the raw block devices it left that nothing uses (mh_sweep.c);
  *   4. fork the flusher; confine: capabilities (the helper's table), then its
  *      own seccomp allowlist (policy/seccomp_core.c: no fork, exec, signal or
@@ -184,7 +184,6 @@ static void open_data_dir(const char *data_dir, uid_t owner, struct mh_ctx *ctx)
 	mode_t mode = owner == 0 ? 0700 : 02750;
 	ctx->images_fd = open_owned(dfd, "images", owner, mode);
 	ctx->snaps_fd = open_owned(dfd, "snapshots", owner, mode);
-	mh_loop_records_open(open_owned(dfd, "loops", 0, 0700));
 	ctx->audit_fd =
 	    openat(dfd, "audit.log", O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (ctx->audit_fd < 0 || fstat(ctx->audit_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
@@ -422,7 +421,7 @@ int main(int argc, char **argv)
 	open_data_dir(a.data_dir, a.owner, &ctx);
 	mh_pause_init(ctx.data_fd);
 	mh_thaw_all(&ctx);
-	mh_loop_records_rebuild(ctx.images_fd);
+	mh_loop_records_rebuild(ctx.images_fd); /* in memory: core_loops.c */
 	mh_sweep(&ctx, NULL); /* raw block devices a dead core attached and nothing uses */
 	setup_signals(&unblocked);
 	size_t flen, clen;

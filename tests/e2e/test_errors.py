@@ -107,7 +107,7 @@ def snapshot_tree(top):
     for dirpath, dirnames, filenames in os.walk(top):
         if os.path.basename(dirpath) == "metrics":  # the file the supervisor is rewriting
             filenames = [f for f in filenames if not (f.startswith(".") and f.endswith(".tmp"))]
-        if os.path.basename(dirpath) == "loops":  # the core's hints, made at a first attach
+        if os.path.basename(dirpath) == "loops":  # the helper's hints, made at a first attach
             filenames = []
         out.append((dirpath, sorted(dirnames), sorted(filenames)))
     return sorted(out)

@@ -1,18 +1,40 @@
-"""The helper's records of which loop devices back which image (<data-dir>/loops,
-mounthelper/mh_loop.c): written when an image is made and rewritten in place before
-every attach, each listing exactly the devices that back its image, with a hash of its
-numbers; a missing record, or one whose hash is wrong, makes the helper
-look at every device, as before; a wrong record never makes it act on a device that
-does not back the volume's image (every number is checked against the image); and a
-restart of the helper rebuilds every record from one look at every device."""
+"""The records of which loop devices back which image (mounthelper/mh_loop.h).
+
+The helper that mounts by itself (with directory volumes) keeps them on disk
+(<data-dir>/loops, mounthelper/mh_loop_records.c): written when an image is made and
+rewritten in place before every attach, each listing exactly the devices that back its
+image, with a hash of its numbers; a missing record, or one whose hash is wrong, makes
+the helper look at every device, as before; a wrong record never makes it act on a
+device that does not back the volume's image (every number is checked against the
+image); and a restart of the helper rebuilds every record from one look at every device.
+
+The capable core keeps them in memory (mounthelper/core/core_loops.c): it writes no
+file, and a core started again finds the devices a killed one attached."""
 import os
 import signal
 import time
 
-from conftest import loops_backed_by
+import grpc
+import pytest
+
+from conftest import Driver, descendants, loops_backed_by, proc_status, running
 from csi_client import block_cap
 
 MiB = 1 << 20
+
+
+def plain_base(d):
+    """A base directory for directory volumes: the helper then mounts by itself."""
+    d.base = os.path.join(d.tmp, "base")
+    os.makedirs(d.base, mode=0o755)
+    with open(d.policy, "a") as f:
+        f.write("[directories]\nbase_dirs = %s\n" % d.base)
+
+
+@pytest.fixture
+def hdriver():
+    """A driver whose helper mounts by itself, and so keeps its records on disk."""
+    yield from running(Driver(setup=plain_base))
 RECORD_BYTES = 192  # mounthelper/mh_loop.c: "<hash> <nr> <nr> ...\n", zero-padded
 
 
@@ -91,109 +113,145 @@ def wait_for(pred, timeout=20):
         time.sleep(0.02)
 
 
-def test_records_list_exactly_the_devices(driver):
-    c = driver.client
+def test_records_list_exactly_the_devices(hdriver):
+    c = hdriver.client
     vid = c.controller("CreateVolume", name="rec-new", volume_capabilities=[block_cap()],
                        capacity_range=c.pb.CapacityRange(required_bytes=16 * MiB)
                        ).volume.volume_id
-    # A new image: no record (the core keeps them; the helper, not root, cannot write one).
-    assert record_of(driver, vid)[1] is None
-    staging = os.path.join(driver.root, "staging", "rec-new")
+    # A new image: an empty record (no device can back it yet).
+    assert record_of(hdriver, vid)[1] == []
+    staging = os.path.join(hdriver.root, "staging", "rec-new")
     os.makedirs(staging)
     c.node("NodeStageVolume", volume_id=vid, staging_target_path=staging,
            volume_capability=block_cap())
-    devs = device_of(driver, vid)
-    assert len(devs) == 1 and record_of(driver, vid)[1] == devs
+    devs = device_of(hdriver, vid)
+    assert len(devs) == 1 and record_of(hdriver, vid)[1] == devs
     c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
-    assert device_of(driver, vid) == []
-    path, _ = record_of(driver, vid)
+    assert device_of(hdriver, vid) == []
+    path, _ = record_of(hdriver, vid)
     c.controller("DeleteVolume", volume_id=vid)
-    assert not os.path.exists(path)  # gone with its image (the core's ATTACHED drops it)
+    assert not os.path.exists(path)  # gone with its image
 
 
-def test_half_written_record_is_none(driver):
+def test_half_written_record_is_none(hdriver):
     """A record whose hash does not match (a write seen half done, a crash) counts as
     none: the helper looks at every device and finds the right one."""
-    vid, staging = stage(driver, "rec-torn")
-    path, listed = record_of(driver, vid)
-    assert listed == device_of(driver, vid)
+    vid, staging = stage(hdriver, "rec-torn")
+    path, listed = record_of(hdriver, vid)
+    assert listed == device_of(hdriver, vid)
     torn = bytearray(record_bytes([int(listed[0]) + 1]))
     torn[:8] = record_bytes(listed)[:8]  # the old hash over new numbers
     with open(path, "wb") as f:
         f.write(torn)
-    driver.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
-    assert device_of(driver, vid) == []
-    driver.client.controller("DeleteVolume", volume_id=vid)
-    assert loops_backed_by(driver.data) == []
+    hdriver.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    assert device_of(hdriver, vid) == []
+    hdriver.client.controller("DeleteVolume", volume_id=vid)
+    assert loops_backed_by(hdriver.data) == []
 
 
-def test_missing_record_falls_back_to_a_look_at_every_device(driver):
-    vid, staging = stage(driver, "rec-missing")
-    path, listed = record_of(driver, vid)
-    assert listed == device_of(driver, vid)
+def test_missing_record_falls_back_to_a_look_at_every_device(hdriver):
+    vid, staging = stage(hdriver, "rec-missing")
+    path, listed = record_of(hdriver, vid)
+    assert listed == device_of(hdriver, vid)
     os.unlink(path)
-    driver.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
-    assert device_of(driver, vid) == []
-    driver.client.controller("DeleteVolume", volume_id=vid)
-    assert loops_backed_by(driver.data) == []
+    hdriver.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    assert device_of(hdriver, vid) == []
+    hdriver.client.controller("DeleteVolume", volume_id=vid)
+    assert loops_backed_by(hdriver.data) == []
 
 
-def test_wrong_record_never_touches_another_volume_and_a_restart_rebuilds(driver):
-    a, a_staging = stage(driver, "rec-a")
-    b, b_staging = stage(driver, "rec-b")
-    (a_dev,), (b_dev,) = device_of(driver, a), device_of(driver, b)
+def test_wrong_record_never_touches_another_volume_and_a_restart_rebuilds(hdriver):
+    a, a_staging = stage(hdriver, "rec-a")
+    b, b_staging = stage(hdriver, "rec-b")
+    (a_dev,), (b_dev,) = device_of(hdriver, a), device_of(hdriver, b)
     # A's record made to name B's device instead of its own (only root could).
-    path, _ = record_of(driver, a)
+    path, _ = record_of(hdriver, a)
     os.unlink(path)
     with open(path, "wb") as f:
         f.write(record_bytes([b_dev]))
     os.chmod(path, 0o600)
-    driver.client.node("NodeUnstageVolume", volume_id=a, staging_target_path=a_staging)
+    hdriver.client.node("NodeUnstageVolume", volume_id=a, staging_target_path=a_staging)
     # B's device is checked against A's image, found not to back it, and left alone.
-    assert device_of(driver, b) == [b_dev]
+    assert device_of(hdriver, b) == [b_dev]
     assert os.path.exists(os.path.join(b_staging, "dev"))
     # A's own device, which the wrong record hid, is found by the restarted helper's
     # look at every device, its records rebuilt, and the unused device detached.
-    old = driver.children()["sepcsi-mounthel"]
+    old = hdriver.children()["sepcsi-mounthel"]
     os.kill(old, signal.SIGKILL)
-    wait_for(lambda: driver.children().get("sepcsi-mounthel") not in (None, old))
-    wait_for(lambda: device_of(driver, a) == [])
+    wait_for(lambda: hdriver.children().get("sepcsi-mounthel") not in (None, old))
+    wait_for(lambda: device_of(hdriver, a) == [])
     # Rebuilt from what was attached at the restart (A's device, detached just after
     # by the start-up sweep: a stale number is harmless, it is checked before use).
-    assert record_of(driver, a)[1] in ([], [a_dev])
-    assert record_of(driver, b)[1] == [b_dev]
-    driver.client.node("NodeUnstageVolume", volume_id=b, staging_target_path=b_staging)
+    assert record_of(hdriver, a)[1] in ([], [a_dev])
+    assert record_of(hdriver, b)[1] == [b_dev]
+    hdriver.client.node("NodeUnstageVolume", volume_id=b, staging_target_path=b_staging)
     for v in (a, b):
-        driver.client.controller("DeleteVolume", volume_id=v)
-    assert loops_backed_by(driver.data) == []
+        hdriver.client.controller("DeleteVolume", volume_id=v)
+    assert loops_backed_by(hdriver.data) == []
 
 
-def test_a_restart_records_attached_images_only(driver):
-    """The records rebuilt at a start name the attached images only: names a process of
-    the helper's uid made in images/ (empty files, as many as it likes) cost root no file
-    in loops/, and an image no device backs is looked for by a look at every device."""
-    vid, staging = stage(driver, "rec-kept")
-    c = driver.client
+def test_a_restart_records_attached_images_only(hdriver):
+    """The records rebuilt at a start name the attached images only: names planted in
+    images/ (empty files, as many as one likes) cost no file in loops/, and an image no
+    device backs is looked for by a look at every device."""
+    vid, staging = stage(hdriver, "rec-kept")
+    c = hdriver.client
     idle = c.controller("CreateVolume", name="rec-idle", volume_capabilities=[block_cap()],
                         capacity_range=c.pb.CapacityRange(required_bytes=16 * MiB)
                         ).volume.volume_id
-    images = os.path.join(driver.data, "images")
-    for i in range(500):  # the helper's own, as it would make them
-        fd = os.open(os.path.join(images, "sv-%032x.img" % (0xf00 + i)),
-                     os.O_CREAT | os.O_WRONLY, 0o660)
-        os.fchown(fd, 65531, 0)
-        os.fchmod(fd, 0o660)
-        os.close(fd)
-    old = driver.children()["sepcsi-mounthel"]
+    images = os.path.join(hdriver.data, "images")
+    for i in range(500):
+        os.close(os.open(os.path.join(images, "sv-%032x.img" % (0xf00 + i)),
+                         os.O_CREAT | os.O_WRONLY, 0o600))
+    old = hdriver.children()["sepcsi-mounthel"]
     os.kill(old, signal.SIGKILL)
-    wait_for(lambda: driver.children().get("sepcsi-mounthel") not in (None, old))
-    driver.client.identity("Probe")
-    wait_for(lambda: record_of(driver, vid)[1] == device_of(driver, vid))
-    assert os.listdir(os.path.join(driver.data, "loops")) == \
-        [os.path.basename(record_of(driver, vid)[0])]
-    assert record_of(driver, idle)[1] is None
-    driver.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    wait_for(lambda: hdriver.children().get("sepcsi-mounthel") not in (None, old))
+    hdriver.client.identity("Probe")
+    wait_for(lambda: record_of(hdriver, vid)[1] == device_of(hdriver, vid))
+    assert os.listdir(os.path.join(hdriver.data, "loops")) == \
+        [os.path.basename(record_of(hdriver, vid)[0])]
+    assert record_of(hdriver, idle)[1] is None
+    hdriver.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
     for v in (vid, idle):
-        driver.client.controller("DeleteVolume", volume_id=v)
+        hdriver.client.controller("DeleteVolume", volume_id=v)
     for i in range(500):
         os.unlink(os.path.join(images, "sv-%032x.img" % (0xf00 + i)))
+
+
+def core_pid(d):
+    """The capable core: the helper's child named sepcsi-core (its flusher is the core's)."""
+    helper = d.children().get("sepcsi-mounthel")
+    for p in descendants(helper) if helper else ():
+        try:
+            st = proc_status(p)
+        except OSError:
+            continue
+        if st["Name"] == "sepcsi-core" and int(st["PPid"]) == helper:
+            return p
+    return None
+
+
+def test_core_keeps_records_in_memory_and_a_new_core_finds_the_devices(driver):
+    """The core writes no record; killed while a device backs a staged volume, the core
+    started again (with its helper) finds that device from its one look at every device,
+    and NodeUnstageVolume detaches it."""
+    vid, staging = stage(driver, "rec-core")
+    (dev,) = device_of(driver, vid)
+    loops = os.path.join(driver.data, "loops")
+    assert not os.path.isdir(loops) or os.listdir(loops) == []
+    old = core_pid(driver)
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: core_pid(driver) not in (None, old))
+    assert device_of(driver, vid) == [dev]
+    deadline = time.monotonic() + 20
+    while True:  # the driver is back once its new helper is ready
+        try:
+            driver.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+            break
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNAVAILABLE and time.monotonic() < deadline
+            time.sleep(0.1)
+    assert device_of(driver, vid) == []
+    driver.client.controller("DeleteVolume", volume_id=vid)
+    assert loops_backed_by(driver.data) == []
+    assert not os.path.isdir(loops) or os.listdir(loops) == []
