@@ -134,11 +134,18 @@ void mh_identity_record(int data_fd, uid_t uid)
 	(void)unlinkat(data_fd, HANDED ".tmp", 0);
 	int fd = openat(data_fd, HANDED ".tmp",
 	                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	bool ok = fd >= 0 && write(fd, text, (size_t)len) == len && fsync(fd) == 0;
-	if (fd >= 0)
+	/* The first failure's own errno: close() and later calls may change errno. */
+	int err = fd < 0 ? errno : 0;
+	if (!err) {
+		errno = EIO; /* a short write sets none */
+		if (write(fd, text, (size_t)len) != len || fsync(fd) < 0)
+			err = errno;
 		close(fd);
-	if (!ok || renameat(data_fd, HANDED ".tmp", data_fd, HANDED) < 0 || fsync(data_fd) < 0)
-		log_kv(LOG_LVL_WARN, "handed_not_recorded", "error", strerror(errno), "next_start",
+	}
+	if (!err && (renameat(data_fd, HANDED ".tmp", data_fd, HANDED) < 0 || fsync(data_fd) < 0))
+		err = errno;
+	if (err)
+		log_kv(LOG_LVL_WARN, "handed_not_recorded", "error", strerror(err), "next_start",
 		       "walks the images again", NULL);
 }
 
