@@ -80,10 +80,13 @@ static int open_loop(int nr, int flags)
 	if (fd >= 0 || errno != ENOENT)
 		return fd;
 	dev_t rdev = loop_rdev(nr);
-	if (rdev == 0 || (mknodat(AT_FDCWD, p, S_IFBLK | 0600, rdev) < 0 && errno != EEXIST)) {
-		errno = ENOENT;
+	if (rdev == 0) {
+		errno = ENOENT; /* no such device: gone */
 		return -1;
 	}
+	/* A node that cannot be made keeps its errno: a device never taken for gone. */
+	if (mknodat(AT_FDCWD, p, S_IFBLK | 0600, rdev) < 0 && errno != EEXIST)
+		return -1;
 	return open(p, flags | O_CLOEXEC);
 }
 

@@ -41,7 +41,7 @@ FEATURES = [
     ("its own identity beside its core, and the images handed to it", ["mh_identity"]),
     ("its audit writer beside its core", ["mh_audit"]),
     ("mounts and what is mounted where", ["mh_mount", "mh_mountinfo.c"]),
-    ("loop devices and their records", ["mh_loop"]),
+    ("loop devices and their records", ["mh_loop", "mh_loop_records"]),
     ("image volumes: create, delete, stage, publish, probe and mkfs",
      ["mh_ops.c", "mh_image", "mh_image_life.c", "mh_mkfs", "mh_tools"]),
     ("raw block volumes", ["mh_block"]),

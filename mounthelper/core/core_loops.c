@@ -14,13 +14,16 @@
  * so an image with no record has no device, and its look costs nothing, where
  * the helper's records on disk make it scan. A device someone else attaches
  * to one of our images is never ours (mh_loop_matches), recorded or not.
- * Memory: one entry per image a device backs, or backed since start.
+ * Memory: when the table is full, records of images no device backs any more
+ * go before it grows, so it holds at most about twice the images devices back.
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "mh_loop.h"
 #include "policy.h"
 
@@ -35,6 +38,33 @@ static struct record *records;
 static size_t nrecords, room;
 static bool complete; /* every device sepcsi attached is recorded */
 
+/*
+ * Keep only the numbers that still back their image, and the records left
+ * with any: with a complete table, an image none backs has no device. One
+ * that cannot be asked stays, as does a record too long to keep.
+ */
+static void compact(void)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < nrecords; i++) {
+		struct record e = records[i];
+		struct mh_loop l;
+		int m = 0;
+		for (int j = 0; j < e.n; j++)
+			if (mh_loop_matches(e.nr[j], e.dev, e.ino, &l) != 0)
+				e.nr[m++] = e.nr[j];
+		if (e.n > 0)
+			e.n = m;
+		if (e.n != 0)
+			records[k++] = e;
+	}
+	char before[24], after[24];
+	snprintf(before, sizeof(before), "%zu", nrecords);
+	snprintf(after, sizeof(after), "%zu", k);
+	log_kv(LOG_LVL_DEBUG, "loop_records_compacted", "before", before, "after", after, NULL);
+	nrecords = k;
+}
+
 static struct record *find(dev_t dev, ino_t ino, bool add)
 {
 	for (size_t i = 0; i < nrecords; i++)
@@ -42,11 +72,16 @@ static struct record *find(dev_t dev, ino_t ino, bool add)
 			return &records[i];
 	if (!add)
 		return NULL;
+	/* Images attached once and detached since leave records: when full, those go first. */
 	if (nrecords == room) {
-		room = room ? 2 * room : 64;
-		records = realloc(records, room * sizeof(*records));
-		if (!records)
-			abort(); /* allocation failure aborts (docs/error-handling.md) */
+		if (room > 0)
+			compact();
+		if (nrecords >= room / 2) {
+			room = room ? 2 * room : 64;
+			records = realloc(records, room * sizeof(*records));
+			if (!records)
+				abort(); /* allocation failure aborts (docs/error-handling.md) */
+		}
 	}
 	records[nrecords] = (struct record){.dev = dev, .ino = ino};
 	return &records[nrecords++];

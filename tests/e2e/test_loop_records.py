@@ -11,6 +11,7 @@ image); and a restart of the helper rebuilds every record from one look at every
 The capable core keeps them in memory (mounthelper/core/core_loops.c): it writes no
 file, and a core started again finds the devices a killed one attached."""
 import os
+import re
 import signal
 import time
 
@@ -255,3 +256,25 @@ def test_core_keeps_records_in_memory_and_a_new_core_finds_the_devices(driver):
     driver.client.controller("DeleteVolume", volume_id=vid)
     assert loops_backed_by(driver.data) == []
     assert not os.path.isdir(loops) or os.listdir(loops) == []
+
+
+def test_core_records_of_detached_images_go_when_the_table_is_full(driver):
+    """Images attached once and detached since leave records in the core; when its table
+    is full (64) those go before it grows, so a peer that stages and unstages ever new
+    images cannot grow the core's memory without bound."""
+    c = driver.client
+    made = []
+    for i in range(70):
+        vid, staging = stage(driver, "rec-churn-%d" % i)
+        c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+        made.append(vid)
+    vid, staging = stage(driver, "rec-churn-kept")  # attached after: still found
+    compactions = re.findall(r"loop_records_compacted before=(\d+) after=(\d+)", driver.logs())
+    assert compactions and all(int(b) == 64 and int(a) <= 1 for b, a in compactions), \
+        compactions
+    assert device_of(driver, vid) != []
+    c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    assert device_of(driver, vid) == []
+    for v in made + [vid]:
+        c.controller("DeleteVolume", volume_id=v)
+    assert loops_backed_by(driver.data) == []
