@@ -10,7 +10,9 @@
  * with LO_FLAGS_AUTOCLEAR and without LO_FLAGS_PARTSCAN: the kernel detaches
  * the device as soon as nothing holds it (no mount, no open fd), so a crash of
  * the helper at any point leaks no loop device, and a hostile partition table
- * inside an image never becomes /dev/loopNpM. Raw block volumes are the one
+ * inside an image does not become /dev/loopNpM (a pod holding its raw block
+ * device open for writing can still turn scanning on, and rename the device:
+ * docs/security.md, "Tenants and their bytes"). Raw block volumes are the one
  * exception: their device node is bind-mounted, which does not hold the device
  * open, so they are attached without autoclear and detached explicitly by
  * UNSTAGE (and a STAGE after a crash re-uses such a device, see mh_block.c). A device is identified
