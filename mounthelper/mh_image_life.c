@@ -101,7 +101,6 @@ int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r)
 {
 	char name[NAME_LEN];
 	struct stat st;
-	struct mh_loop l;
 	image_name(id, name, sizeof(name), false);
 
 	if (fstatat(c->images_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -111,12 +110,12 @@ int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r)
 	}
 	if (!S_ISREG(st.st_mode))
 		return mh_fail(r, MH_E_FAILED, EINVAL, "image is not a regular file; not removed");
-	int found = c->core ? mh_core_attached(id, r) : mh_loop_find(st.st_dev, st.st_ino, &l, r);
+	/* Held by any device, a renamed one too: never removed under it (its space stays used). */
+	int found = c->core ? mh_core_attached(id, r) : mh_loop_count_held(st.st_dev, st.st_ino, r);
 	if (found < 0)
 		return -1;
 	if (found)
-		return mh_fail(r, MH_E_BUSY, EBUSY, "image is attached as %s",
-		               c->core ? "a loop device of the core's" : l.path);
+		return mh_fail(r, MH_E_BUSY, EBUSY, "image is still held by a loop device");
 	if (unlinkat(c->images_fd, name, 0) < 0 && errno != ENOENT)
 		return mh_image_fail(r, errno, "remove image");
 	mh_loop_record_forget(st.st_dev, st.st_ino);

@@ -169,12 +169,15 @@ int mh_loop_flush(int loop_fd, struct mh_res *r)
 }
 
 /*
- * 1 if /dev/loopN is bound to (dev, ino) and was attached by us (its
- * lo_file_name a volume id), 0 if not (or unbound), -1 on error. A device
- * someone else attached to one of our images (losetup names it by its path)
- * is never taken for the volume's: not unmounted, detached, grown or bound.
+ * 1 if /dev/loopN is bound to (dev, ino) and, unless any_name, was attached by
+ * us (its lo_file_name a volume id), 0 if not (or unbound), -1 on error. A
+ * device someone else attached to one of our images (losetup names it by its
+ * path), or whose name its holder changed (LOOP_SET_STATUS64 needs only a
+ * descriptor open for writing: a pod's own raw block device), is never taken
+ * for the volume's: not unmounted, detached, grown or bound; it still holds
+ * the image (any_name), so the image is not removed or formatted under it.
  */
-int mh_loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out)
+static int bound_to(int nr, dev_t dev, ino_t ino, bool any_name, struct mh_loop *out)
 {
 	struct mh_loop l;
 	loop_name(&l, nr);
@@ -190,7 +193,7 @@ int mh_loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out)
 		         (const char *)info.lo_file_name);
 		/* Ours only: named by a volume id when attached (mh_loop_attach); not root's. */
 		if (info.lo_device == (uint64_t)dev && info.lo_inode == (uint64_t)ino &&
-		    pol_volume_id_valid(name) && fstat(fd, &st) == 0) {
+		    (any_name || pol_volume_id_valid(name)) && fstat(fd, &st) == 0) {
 			l.rdev = st.st_rdev;
 			l.lo_flags = info.lo_flags;
 			*out = l;
@@ -201,6 +204,17 @@ int mh_loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out)
 	}
 	close(fd);
 	return rc;
+}
+
+int mh_loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out)
+{
+	return bound_to(nr, dev, ino, false, out);
+}
+
+int mh_loop_holds(int nr, dev_t dev, ino_t ino)
+{
+	struct mh_loop l;
+	return bound_to(nr, dev, ino, true, &l);
 }
 
 int mh_loop_status(int nr, struct mh_loop *out, dev_t *dev, ino_t *ino, char *name, size_t len)
@@ -252,6 +266,7 @@ int mh_loop_each(int (*fn)(int nr, void *arg), void *arg, struct mh_res *r)
 struct find_all {
 	dev_t dev;
 	ino_t ino;
+	bool any_name;
 	struct mh_loop *out;
 	size_t max;
 	int found;
@@ -261,7 +276,7 @@ struct find_all {
 static int find_one(int nr, void *arg)
 {
 	struct find_all *f = arg;
-	int m = mh_loop_matches(nr, f->dev, f->ino, &f->out[f->found]);
+	int m = bound_to(nr, f->dev, f->ino, f->any_name, &f->out[f->found]);
 	if (m < 0) {
 		f->found = mh_fail(f->r, MH_E_FAILED, errno, "cannot query loop%d: %s", nr,
 		                   strerror(errno));
@@ -270,9 +285,11 @@ static int find_one(int nr, void *arg)
 	return m == 1 && (size_t)++f->found == f->max;
 }
 
-int mh_loop_scan(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r)
+int mh_loop_scan(dev_t dev, ino_t ino, bool any_name, struct mh_loop *out, size_t max,
+                 struct mh_res *r)
 {
-	struct find_all f = {.dev = dev, .ino = ino, .out = out, .max = max, .r = r};
+	struct find_all f = {
+	    .dev = dev, .ino = ino, .any_name = any_name, .out = out, .max = max, .r = r};
 	if (mh_loop_each(find_one, &f, r) < 0)
 		return -1;
 	return f.found;
@@ -284,7 +301,7 @@ int mh_loop_find_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, stru
 	int n = mh_loop_record_read(dev, ino, nr);
 
 	if (n < 0)
-		return mh_loop_scan(dev, ino, out, max, r);
+		return mh_loop_scan(dev, ino, false, out, max, r);
 	for (int i = 0; i < n && (size_t)found < max; i++) {
 		int m = mh_loop_matches(nr[i], dev, ino, &out[found]);
 		if (m < 0)
@@ -293,6 +310,25 @@ int mh_loop_find_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, stru
 		found += m;
 	}
 	return found;
+}
+
+int mh_loop_count_held(dev_t dev, ino_t ino, struct mh_res *r)
+{
+	int nr[MH_LOOP_RECORD_MAX], held = 0;
+	int n = mh_loop_record_read(dev, ino, nr);
+
+	if (n < 0) {
+		struct mh_loop found[MH_LOOP_RECORD_MAX];
+		return mh_loop_scan(dev, ino, true, found, MH_LOOP_RECORD_MAX, r);
+	}
+	for (int i = 0; i < n; i++) {
+		int m = mh_loop_holds(nr[i], dev, ino);
+		if (m < 0)
+			return mh_fail(r, MH_E_FAILED, errno, "cannot query loop%d: %s", nr[i],
+			               strerror(errno));
+		held += m;
+	}
+	return held;
 }
 
 int mh_loop_list(dev_t dev, ino_t ino, struct mh_loop **out, struct mh_res *r)

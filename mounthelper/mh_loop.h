@@ -32,9 +32,9 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
  * The records of which loop devices back which image, so that finding an
  * image's devices costs a look at each recorded one, not at every loop device
  * of the machine. A record grants nothing: every number in it is checked
- * against the image (mh_loop_matches) before use; it must only never miss a
- * device. Two keepers with one interface: the helper without a core keeps
- * them on disk in <data-dir>/loops (mh_loop_records.c: its workers are
+ * against the image before use; it must only never miss a device holding
+ * the image, whatever that device's name (mh_loop_holds). Two keepers with one interface: the
+ * helper without a core keeps them on disk in <data-dir>/loops (mh_loop_records.c: its workers are
  * processes of their own); the core keeps them in memory (core/core_loops.c:
  * it is one process, and the only attacher while it runs).
  *  - read: the numbers recorded for (dev, ino), or -1 when the keeper cannot
@@ -55,13 +55,31 @@ void mh_loop_record_new(int image_fd);
 
 /*
  * 1 if /dev/loopN is bound to (dev, ino) and was attached by sepcsi (its
- * lo_file_name a volume id; *out set), 0 if not (or unbound), -1 on error.
+ * lo_file_name a volume id; *out set), 0 if not (or unbound), -1 on error:
+ * the only devices acted on.
  */
 int mh_loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out);
 
-/* Every device backed by (dev, ino), found by a look at each loop device: at most max; -1 with r.
+/*
+ * 1 if /dev/loopN is bound to (dev, ino), whatever its name (a pod holding its
+ * raw block device open for writing can rename it), 0 if not, -1 on error:
+ * what the records keep, and what holds an image, never what is acted on.
  */
-int mh_loop_scan(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r);
+int mh_loop_holds(int nr, dev_t dev, ino_t ino);
+
+/*
+ * The devices backed by (dev, ino), found by a look at each loop device: at
+ * most max, sepcsi's only unless any_name; -1 with r.
+ */
+int mh_loop_scan(dev_t dev, ino_t ino, bool any_name, struct mh_loop *out, size_t max,
+                 struct mh_res *r);
+
+/*
+ * How many loop devices hold the image (dev, ino), whatever their names (at
+ * most MH_LOOP_RECORD_MAX counted when the records cannot say), or -1 with r:
+ * an image any device holds is neither removed nor formatted.
+ */
+int mh_loop_count_held(dev_t dev, ino_t ino, struct mh_res *r);
 
 /* O_PATH fd of the helper's node /dev/loopN (made if missing); the caller closes. */
 int mh_loop_node(const struct mh_loop *l, struct mh_res *r);

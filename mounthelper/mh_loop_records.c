@@ -132,7 +132,7 @@ void mh_loop_record_attach(dev_t dev, ino_t ino, int new_nr)
 	if (n < 0) { /* none: one scan finds what is attached already */
 		struct mh_loop found[MH_LOOP_RECORD_MAX];
 		struct mh_res ignore = {0};
-		n = mh_loop_scan(dev, ino, found, MH_LOOP_RECORD_MAX, &ignore);
+		n = mh_loop_scan(dev, ino, true, found, MH_LOOP_RECORD_MAX, &ignore);
 		if (n < 0 || n == MH_LOOP_RECORD_MAX) {
 			record_drop(dev, ino);
 			return;
@@ -141,10 +141,9 @@ void mh_loop_record_attach(dev_t dev, ino_t ino, int new_nr)
 			nr[i] = found[i].nr;
 	}
 	for (int i = 0; i < n; i++) {
-		struct mh_loop l;
 		/* A device that cannot be asked is kept: a record may hold too much, never too
 		 * little. */
-		if (nr[i] != new_nr && mh_loop_matches(nr[i], dev, ino, &l) != 0)
+		if (nr[i] != new_nr && mh_loop_holds(nr[i], dev, ino) != 0)
 			keep[k++] = nr[i];
 	}
 	if (k == MH_LOOP_RECORD_MAX) {

@@ -5,7 +5,7 @@
  * Safety argument. A record grants nothing: every number is checked against
  * the image before use. It must only never miss a device, and here:
  *  - at start, before the first request, one look at every loop device
- *    records each device sepcsi attached (named by a volume id); if that look
+ *    records each bound device by its backing file's identity; if that look
  *    fails, no record is trusted and every look scans;
  *  - while the core runs it is the only process that attaches sepcsi's images
  *    (the helper beside it holds no capability, and a helper that mounts by
@@ -13,7 +13,10 @@
  *    records the number first;
  * so an image with no record has no device, and its look costs nothing, where
  * the helper's records on disk make it scan. A device someone else attaches
- * to one of our images is never ours (mh_loop_matches), recorded or not.
+ * to one of our images is never ours (mh_loop_matches), recorded or not; every
+ * device that holds an image is recorded, whatever its name (mh_loop_holds:
+ * a pod may rename its raw block device), so that the image is never removed
+ * or formatted under it.
  * Memory: when the table is full, records of images no device backs any more
  * go before it grows, so it holds at most about twice the images devices back.
  */
@@ -25,7 +28,6 @@
 
 #include "log.h"
 #include "mh_loop.h"
-#include "policy.h"
 
 struct record {
 	dev_t dev;
@@ -48,10 +50,9 @@ static void compact(void)
 	size_t k = 0;
 	for (size_t i = 0; i < nrecords; i++) {
 		struct record e = records[i];
-		struct mh_loop l;
 		int m = 0;
 		for (int j = 0; j < e.n; j++)
-			if (mh_loop_matches(e.nr[j], e.dev, e.ino, &l) != 0)
+			if (mh_loop_holds(e.nr[j], e.dev, e.ino) != 0)
 				e.nr[m++] = e.nr[j];
 		if (e.n > 0)
 			e.n = m;
@@ -109,13 +110,12 @@ static void add(struct record *e, int nr)
 void mh_loop_record_attach(dev_t dev, ino_t ino, int new_nr)
 {
 	struct record *e = find(dev, ino, true);
-	struct mh_loop l;
 	int k = 0;
 	if (e->n < 0)
 		return;
 	/* Devices that no longer back the image go; one that cannot be asked stays. */
 	for (int i = 0; i < e->n; i++)
-		if (e->nr[i] != new_nr && mh_loop_matches(e->nr[i], dev, ino, &l) != 0)
+		if (e->nr[i] != new_nr && mh_loop_holds(e->nr[i], dev, ino) != 0)
 			e->nr[k++] = e->nr[i];
 	e->n = k;
 	add(e, new_nr);
@@ -134,10 +134,9 @@ static int note(int nr, void *arg)
 	dev_t dev;
 	ino_t ino;
 	char name[64];
-	if (mh_loop_status(nr, &l, &dev, &ino, name, sizeof(name)) == 0) {
-		if (pol_volume_id_valid(name))
-			add(find(dev, ino, true), nr);
-	} else if (errno != ENXIO && errno != ENOENT) {
+	if (mh_loop_status(nr, &l, &dev, &ino, name, sizeof(name)) == 0)
+		add(find(dev, ino, true), nr); /* whatever its name: it holds that file */
+	else if (errno != ENXIO && errno != ENOENT) {
 		*(bool *)arg = false; /* a device that cannot be asked: trust no record */
 	}
 	return 0;

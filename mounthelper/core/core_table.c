@@ -69,8 +69,9 @@ static int answer_refresh(const struct mh_ctx *c, const struct mh_msg *req, stru
 }
 
 /*
- * ATTACHED: whether a loop device backs images/<id>.img, for the orchestrating
- * side, which never opens one: it formats an image, or removes it, only while
+ * ATTACHED: whether a loop device backs images/<id>.img, whatever the device's
+ * name (a pod may rename its raw block device), for the orchestrating side,
+ * which never opens one: it formats an image, or removes it, only while
  * none does (the volume's key held meanwhile, so none comes). With none, the
  * image's loop record goes (the orchestrating side, not root, cannot drop it
  * when it removes the image; a missing record only costs the next attach a
@@ -83,8 +84,12 @@ static int answer_attached(const struct mh_ctx *c, const struct mh_msg *req, str
 	(void)a;
 	if (mh_vol_lookup(c, req->u.del.volume_id, &v, r) < 0)
 		return -1;
-	ans->u.attached.devices = v.attached;
-	if (!v.attached)
+	/* Every device holding the image counts, a pod's renamed one too (mh_loop_holds). */
+	int held = mh_loop_count_held(v.st.st_dev, v.st.st_ino, r);
+	if (held < 0)
+		return -1;
+	ans->u.attached.devices = (uint32_t)held;
+	if (held == 0)
 		mh_loop_record_forget(v.st.st_dev, v.st.st_ino);
 	return 0;
 }

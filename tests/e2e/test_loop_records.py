@@ -9,7 +9,8 @@ device that does not back the volume's image (every number is checked against th
 image); and a restart of the helper rebuilds every record from one look at every device.
 
 The capable core keeps them in memory (mounthelper/core/core_loops.c): it writes no
-file, and a core started again finds the devices a killed one attached."""
+file, a core started again finds the devices a killed one attached, and its table stays
+bounded. In both, a device a pod renamed still holds its image: never removed under it."""
 import os
 import re
 import signal
@@ -20,6 +21,8 @@ import pytest
 
 from conftest import Driver, descendants, loops_backed_by, proc_status, running
 from csi_client import block_cap
+from hostile import HostileDriver
+from mh_wire import F_BLOCK, E, Msg, T
 
 MiB = 1 << 20
 
@@ -278,3 +281,58 @@ def test_core_records_of_detached_images_go_when_the_table_is_full(driver):
     for v in made + [vid]:
         c.controller("DeleteVolume", volume_id=v)
     assert loops_backed_by(driver.data) == []
+
+
+LOOP_GET_STATUS64, LOOP_SET_STATUS64 = 0x4C05, 0x4C04
+NAME_AT, NAME_LEN = 56, 64  # lo_file_name in struct loop_info64
+
+
+def rename_device(node, name):
+    """What a pod may do to the raw block device it holds open for writing (no capability
+    needed): rename it (LOOP_SET_STATUS64). Returns the name it had."""
+    import fcntl
+    import struct
+    fd = os.open(node, os.O_RDWR)
+    try:
+        buf = bytearray(232)
+        fcntl.ioctl(fd, LOOP_GET_STATUS64, buf)
+        old = bytes(buf[NAME_AT:NAME_AT + NAME_LEN]).rstrip(b"\0").decode()
+        struct.pack_into("%ds" % NAME_LEN, buf, NAME_AT, name.encode())
+        fcntl.ioctl(fd, LOOP_SET_STATUS64, buf)
+        return old
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("directories", [False, True], ids=["core", "helper"])
+def test_an_image_a_renamed_device_holds_is_never_removed(directories):
+    """A pod renames its raw block device: sepcsi no longer takes the device for its own
+    (UNSTAGE leaves its bind), and a DELETE from a compromised rpcd, which skips the
+    store's "still staged", is refused: the image whose space the device still uses is
+    not removed under it (then counted free while used: repeated, the data directory
+    fills). Named back, the volume unstages and deletes. Beside the core (ATTACHED) and
+    in the helper that mounts by itself."""
+    for hd in running(HostileDriver(setup=plain_base if directories else None)):
+        d, r = hd.driver, hd.rpcd
+        vid = "sv-" + "0" * 31 + "7"
+        st = os.path.join(d.root, "staging", "renamed")
+        os.makedirs(st)
+        assert r.call(Msg(T.REQ_CREATE, volume_id=vid, size_bytes=16 * MiB)).type == \
+            T.ANS_CREATE
+        assert r.call(Msg(T.REQ_STAGE, volume_id=vid, staging_path=st, flags=F_BLOCK)).type \
+            == T.ANS_STAGE
+        (dev,) = device_of(d, vid)
+        assert rename_device("/dev/loop%d" % dev, "tenant-was-here") == vid
+        a = r.call(Msg(T.REQ_UNSTAGE, volume_id=vid, staging_path=st, flags=F_BLOCK))
+        assert a.type == T.ANS_ERROR, a
+        assert device_of(d, vid) == [dev]  # not sepcsi's any more: left alone
+        a = r.call(Msg(T.REQ_DELETE, volume_id=vid))
+        assert a.type == T.ANS_ERROR and a.kind == E.BUSY and "held by a loop device" in \
+            a.reason, a
+        assert os.path.exists(os.path.join(d.data, "images", vid + ".img"))
+        rename_device("/dev/loop%d" % dev, vid)  # named back: sepcsi's again
+        a = r.call(Msg(T.REQ_UNSTAGE, volume_id=vid, staging_path=st, flags=F_BLOCK))
+        assert a.type == T.ANS_UNSTAGE, a
+        assert device_of(d, vid) == []
+        assert r.call(Msg(T.REQ_DELETE, volume_id=vid)).type == T.ANS_DELETE
+        assert loops_backed_by(d.data) == []
