@@ -13,6 +13,7 @@ mounts under <tmp> (lazily, deepest first), loop devices backed by files in
 """
 import hashlib
 import os
+import re
 import shutil
 import signal
 import stat
@@ -213,6 +214,18 @@ class Driver:
         if wait:  # for a driver that is expected to fail, not to serve
             csi_client.wait_ready(self.endpoint, 20)
             self.client = csi_client.CsiClient(self.endpoint)
+            self.wait_helper_ready()
+
+    def wait_helper_ready(self, timeout=20):
+        """rpcd serves (Probe, GetPluginInfo) before the helper's start is done; a test
+        that looks at the data directory wants the helper, and its core, ready too (the
+        core makes audit.log as it starts). Returns quietly after timeout: a test of a
+        helper that never gets ready says so itself."""
+        deadline = time.monotonic() + timeout
+        while not re.search(r'child_ready\W+role\W+mounthelper', self.logs()):
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.02)
 
     def logs(self):
         with open(self.log_path) as f:
