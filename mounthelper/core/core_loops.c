@@ -136,9 +136,8 @@ static int note(int nr, void *arg)
 	char name[64];
 	if (mh_loop_status(nr, &l, &dev, &ino, name, sizeof(name)) == 0)
 		add(find(dev, ino, true), nr); /* whatever its name: it holds that file */
-	else if (errno != ENXIO && errno != ENOENT) {
+	else if (errno != ENXIO && errno != ENOENT)
 		*(bool *)arg = false; /* a device that cannot be asked: trust no record */
-	}
 	return 0;
 }
 
