@@ -33,10 +33,11 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
  * image's devices costs a look at each recorded one, not at every loop device
  * of the machine. A record grants nothing: every number in it is checked
  * against the image before use; it must only never miss a device holding
- * the image, whatever that device's name (mh_loop_holds). Two keepers with one interface: the
- * helper without a core keeps them on disk in <data-dir>/loops (mh_loop_records.c: its workers are
- * processes of their own); the core keeps them in memory (core/core_loops.c:
- * it is one process, and the only attacher while it runs).
+ * the image, whatever that device's name (mh_loop_holds). Two keepers, one
+ * interface: the helper without a core keeps them on disk in <data-dir>/loops
+ * (mh_loop_records.c: its workers are processes of their own); the core keeps
+ * them in memory (core/core_loops.c: it is one process, and the only attacher
+ * while it runs).
  *  - read: the numbers recorded for (dev, ino), or -1 when the keeper cannot
  *    say (then a look scans every device);
  *  - attach: before loopN is attached to (dev, ino), so a record never misses it;

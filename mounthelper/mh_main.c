@@ -331,7 +331,7 @@ static void open_data_dir(const char *data_dir, struct mh_ctx *ctx, uid_t owner,
 	 * mark it reads, given back from the core's where the owner removed it.
 	 */
 	mh_image_marks_upgrade(ctx);
-	/* Which loop devices back which image (mh_loop.c); rebuilt at every start. */
+	/* Which loop devices back which image (mh_loop_records.c); rebuilt at every start. */
 	if (records)
 		mh_loop_records_open(open_private_subdir(dfd, data_dir, "loops"));
 	/* The audit file: append-only for us, and nothing rpcd can reach. */

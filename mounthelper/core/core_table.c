@@ -73,9 +73,8 @@ static int answer_refresh(const struct mh_ctx *c, const struct mh_msg *req, stru
  * name (a pod may rename its raw block device), for the orchestrating side,
  * which never opens one: it formats an image, or removes it, only while
  * none does (the volume's key held meanwhile, so none comes). With none, the
- * image's loop record goes (the orchestrating side, not root, cannot drop it
- * when it removes the image; a missing record only costs the next attach a
- * look at every device).
+ * image's loop record goes (the orchestrating side cannot drop it when it
+ * removes the image; an image with no record has no device: core_loops.c).
  */
 static int answer_attached(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                            struct mh_audit *a, struct mh_res *r)

@@ -110,6 +110,14 @@ def stage(d, name):
     return vid, staging
 
 
+def unstage_and_delete(d, vid, staging):
+    """NodeUnstageVolume finds the volume's device and detaches it; then DeleteVolume."""
+    d.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    assert device_of(d, vid) == []
+    d.client.controller("DeleteVolume", volume_id=vid)
+    assert loops_backed_by(d.data) == []
+
+
 def wait_for(pred, timeout=20):
     deadline = time.monotonic() + timeout
     while not pred():
@@ -147,10 +155,7 @@ def test_half_written_record_is_none(hdriver):
     torn[:8] = record_bytes(listed)[:8]  # the old hash over new numbers
     with open(path, "wb") as f:
         f.write(torn)
-    hdriver.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
-    assert device_of(hdriver, vid) == []
-    hdriver.client.controller("DeleteVolume", volume_id=vid)
-    assert loops_backed_by(hdriver.data) == []
+    unstage_and_delete(hdriver, vid, staging)
 
 
 def test_missing_record_falls_back_to_a_look_at_every_device(hdriver):
@@ -158,10 +163,7 @@ def test_missing_record_falls_back_to_a_look_at_every_device(hdriver):
     path, listed = record_of(hdriver, vid)
     assert listed == device_of(hdriver, vid)
     os.unlink(path)
-    hdriver.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
-    assert device_of(hdriver, vid) == []
-    hdriver.client.controller("DeleteVolume", volume_id=vid)
-    assert loops_backed_by(hdriver.data) == []
+    unstage_and_delete(hdriver, vid, staging)
 
 
 def test_wrong_record_never_touches_another_volume_and_a_restart_rebuilds(hdriver):
