@@ -20,7 +20,7 @@ set(CMAKE_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
 install(TARGETS sepcsi-supervisor RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
 install(TARGETS sepcsictl sepcsi-bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS sepcsi-rpcd sepcsi-mounthelper sepcsi-core sepcsi-runner sepcsi-tree-runner
-                sepcsi-privileges
+                sepcsi-privileges sepcsi-metrics-check
         RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/sepcsi)
 
 install(FILES docs/sepcsictl.1 docs/sepcsi-bench.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)

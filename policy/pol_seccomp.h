@@ -15,7 +15,8 @@
  * sepcsi_seccomp_core (pol_sc_core, sepcsi-core), sepcsi_seccomp_helper
  * (pol_sc_helper, which is pol_sc_core's rows and its own), sepcsi_seccomp_tools (pol_sc_tools,
  * sepcsi-runner), sepcsi_seccomp_tree (pol_sc_tree, sepcsi-tree-runner) or sepcsi_seccomp_rpcd
- * (pol_sc_rpcd); the tools that print tables link them all.
+ * (pol_sc_rpcd), sepcsi_seccomp_metrics (pol_sc_metrics); the tools that print
+ * tables link them all.
  */
 struct pol_sc_table;
 extern const struct pol_sc_table pol_sc_core;    /* sepcsi-core */
@@ -33,6 +34,9 @@ extern const struct pol_sc_table pol_sc_audit; /* the helper's audit writer (mh_
 /* Its two descriptors: the socket it reads records from, the file it appends them to. */
 #define POL_SC_AUDIT_IN  3
 #define POL_SC_AUDIT_OUT 4
+extern const struct pol_sc_table pol_sc_metrics; /* sepcsi-metrics-check (the supervisor's) */
+/* The one descriptor it may write to: the pipe a refusal's reason goes back on. */
+#define POL_SC_METRICS_WHY_FD 4
 
 /*
  * Install the table's filter on the calling process (all threads: TSYNC).

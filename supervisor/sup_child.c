@@ -470,13 +470,14 @@ void sup_reap(struct sup *s)
 			;
 		if (r < SUP_NROLES)
 			child_died(s, (enum sup_role)r, st);
-		else
+		else if (!sup_metrics_check_ended(s, pid, st))
 			log_kv(LOG_LVL_DEBUG, "reaped_orphan", "pid", num(pid).s, NULL);
 	}
 }
 
 void sup_timers(struct sup *s)
 {
+	sup_metrics_check_timer(s);
 	for (int r = 0; r < SUP_NROLES; r++) {
 		struct sup_child *c = &s->child[r];
 		if (mono_ms() >= sup_sm_deadline(&c->sm))
@@ -501,6 +502,9 @@ int sup_next_timeout(const struct sup *s)
 		if (c->term_sent && c->pid > 0 && c->kill_at_ms < next)
 			next = c->kill_at_ms;
 	}
+	if (s->metrics.check.pid > 0 && !s->metrics.check.killed &&
+	    s->metrics.check.deadline < next)
+		next = s->metrics.check.deadline;
 	if (next == INT64_MAX)
 		return -1;
 	if (next <= now)

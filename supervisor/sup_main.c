@@ -194,6 +194,9 @@ int main(int argc, char **argv)
 	if (sup_prep_binaries(s.child[SUP_RPCD].path, s.child[SUP_HELPER].path, err, sizeof(err)) <
 	    0)
 		log_fatal("%s", err);
+	if (cfg.metrics_file[0] &&
+	    sup_prep_program("sepcsi-metrics-check", s.metrics.check_path, err, sizeof(err)) < 0)
+		log_fatal("%s", err);
 	if (sup_caps_trim(err, sizeof(err)) < 0)
 		log_fatal("%s", err);
 	if (sup_prep_dirs(&cfg, err, sizeof(err)) < 0)

@@ -1,5 +1,5 @@
 /*
- * The privilege tables of all three processes, printed from the tables the
+ * The privilege tables of every process, printed from the tables the
  * code installs (policy/caps.c, policy/seccomp_*.c, policy/view.c, sup_caps.c) and never
  * written down anywhere else: the docs carry this output and
  * tools/doctables.sh fails when they differ.
@@ -63,6 +63,11 @@ static void print_privileges(FILE *out)
 	           (const char *[]){"rpcd", "65532 (`--rpcd-user`)", "none (bounding set empty)",
 	                            "yes",
 	                            seccomp_cell(&pol_sc_rpcd, "seccomp_rpcd.c", sc, sizeof(sc))});
+	pol_md_row(
+	    out, 5,
+	    (const char *[]){"metrics check (one per rpcd report, with `--metrics-file`)", "rpcd's",
+	                     "none (bounding set empty)", "yes",
+	                     seccomp_cell(&pol_sc_metrics, "seccomp_metrics.c", sc, sizeof(sc))});
 
 	/* Beside its core it runs as its own uid, and so does its tool runner. */
 	static const char helper_uid[] =
@@ -132,6 +137,11 @@ static void print_seccomp_rpcd(FILE *out)
 	pol_seccomp_print(&pol_sc_rpcd, out);
 }
 
+static void print_seccomp_metrics(FILE *out)
+{
+	pol_seccomp_print(&pol_sc_metrics, out);
+}
+
 /* The supervisor's kept capabilities as a Markdown table (capability, effective, why). */
 static void caps_print(FILE *out)
 {
@@ -162,6 +172,7 @@ static const struct {
     {"caps-tree", pol_caps_print_tree},         /* docs/helper.md */
     {"seccomp-tree", print_seccomp_tree},       /* docs/helper.md */
     {"seccomp-rpcd", print_seccomp_rpcd},       /* docs/rpcd.md */
+    {"seccomp-metrics", print_seccomp_metrics}, /* docs/supervisor.md */
     {"view-helper", pol_view_print},            /* docs/helper.md */
 };
 
@@ -354,6 +365,13 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	     "Serves CSI on the unix socket and keeps the store; privileges dropped before "
 	     "exec, its filter installed before gRPC starts.",
 	     0, 0},
+	    {"sepcsi-metrics-check", cfg->rpcd_uid, cfg->rpcd_gid, 0, 0, 0, 0, true,
+	     &pol_sc_metrics, "seccomp_metrics.c", false,
+	     "The supervisor's child for each of rpcd's metrics reports, with --metrics-file "
+	     "(supervisor/sup_metrics_check.c): the one parser of the report, so the supervisor "
+	     "parses none of it; privileges dropped before exec as rpcd's, its filter installed "
+	     "before it reads a byte; it ends with its answer.",
+	     0, 0},
 	    {"sepcsi-mounthelper", hu, hg, helper, helper, helper, 0, true, &pol_sc_helper,
 	     "seccomp_helper.c", true,
 	     dirs ? "The only process that mounts (directory volumes on: no capable core). "
@@ -398,9 +416,10 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	struct proc_priv p[sizeof(all) / sizeof(all[0])];
 	size_t np = 0;
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-		if (dirs ? strcmp(all[i].name, "sepcsi-core") != 0 &&
-		               strcmp(all[i].name, "sepcsi-audit") != 0
-		         : strcmp(all[i].name, "sepcsi-tree-runner") != 0)
+		if ((dirs ? strcmp(all[i].name, "sepcsi-core") != 0 &&
+		                strcmp(all[i].name, "sepcsi-audit") != 0
+		          : strcmp(all[i].name, "sepcsi-tree-runner") != 0) &&
+		    (cfg->metrics_file[0] || strcmp(all[i].name, "sepcsi-metrics-check") != 0))
 			p[np++] = all[i];
 	if (json)
 		print_json(out, p, np, pol, cfg);

@@ -102,12 +102,13 @@ def loops_backed_by(prefix):
 
 
 def copy_bin_dir():
-    """A root-owned copy of the build's bin/ (the seven programs), in which a
+    """A root-owned copy of the build's bin/ (the eight programs), in which a
     test may replace a child; the supervisor accepts it as its own directory."""
     d = tempfile.mkdtemp(prefix="sepcsi-bin-")
     os.chmod(d, 0o755)
     for name in ("sepcsi-supervisor", "sepcsi-rpcd", "sepcsi-mounthelper", "sepcsi-core",
-                 "sepcsi-runner", "sepcsi-tree-runner", "sepcsi-privileges"):
+                 "sepcsi-runner", "sepcsi-tree-runner", "sepcsi-privileges",
+                 "sepcsi-metrics-check"):
         shutil.copy2(os.path.join(BIN, name), os.path.join(d, name))
     return d
 

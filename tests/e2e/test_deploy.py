@@ -544,7 +544,8 @@ def test_containerfile_builds_as_the_readme_does():
     for prog in copied:
         assert os.path.exists(os.path.join(conftest.BIN, prog)), prog
     assert {"sepcsi-supervisor", "sepcsi-rpcd", "sepcsi-mounthelper",
-            "sepcsi-runner", "sepcsi-tree-runner", "sepcsi-privileges"} <= set(copied)
+            "sepcsi-runner", "sepcsi-tree-runner", "sepcsi-privileges",
+            "sepcsi-metrics-check"} <= set(copied)
     for line in re.findall(r"^FROM (\S+)", text, re.M):
         assert pinned(line.split(" ")[0]) or re.fullmatch(r"debian:[0-9]+", line), line
 

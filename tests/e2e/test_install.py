@@ -30,7 +30,8 @@ PROGRAMS = {
     "sbin": {"sepcsi-supervisor"},
     "bin": {"sepcsictl", "sepcsi-bench"},
     "libexec/sepcsi": {"sepcsi-rpcd", "sepcsi-mounthelper", "sepcsi-core", "sepcsi-runner",
-                       "sepcsi-tree-runner", "sepcsi-privileges"},
+                       "sepcsi-tree-runner", "sepcsi-privileges",
+                       "sepcsi-metrics-check"},
 }
 MAN_PAGES = {
     "share/man/man1": {"sepcsictl.1", "sepcsi-bench.1"},

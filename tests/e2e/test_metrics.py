@@ -6,9 +6,11 @@ helper and a kill -9 of the helper; reports a compromised rpcd could send
 import json
 import math
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 import grpc
@@ -301,3 +303,68 @@ def test_hostile_reports_leave_the_supervisor_series():
         d.stop()
         d.cleanup()
         shutil.rmtree(bin_dir)
+
+
+CHECK_WRAPPER = """#!/usr/bin/python3
+import os
+seen = {}
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        seen[fd] = os.readlink("/proc/self/fd/" + fd)
+    except FileNotFoundError:
+        pass  # the listing's own descriptor, closed since
+with open("/proc/self/status") as f:
+    status = f.read()
+with open("%(out)s/seen-%%d" %% os.getpid(), "w") as f:
+    f.write(status)
+    for fd, target in sorted(seen.items()):
+        f.write("fd %%s %%s\\n" %% (fd, target))
+os.execv("%(real)s", ["sepcsi-metrics-check"])
+"""
+
+
+def test_reports_are_checked_by_a_process_without_privilege():
+    """The supervisor parses none of rpcd's report: sepcsi-metrics-check does, started
+    for it as --print-privileges says (rpcd's ids, every capability set empty,
+    no_new_privs), holding only the sealed report and its answer pipe; the real check,
+    run after a look at its own /proc (a wrapper in its place), accepts rpcd's report."""
+    bin_dir = copy_bin_dir()
+    out = pathlib.Path(tempfile.mkdtemp(prefix="sepcsi-check-"))  # reachable by rpcd's uid
+    os.chmod(out, 0o1777)
+    check = os.path.join(bin_dir, "sepcsi-metrics-check")
+    os.rename(check, check + ".real")
+    with open(check, "w") as f:
+        f.write(CHECK_WRAPPER % {"out": out, "real": check + ".real"})
+    os.chmod(check, 0o755)
+    d = Driver(bin_dir=bin_dir, extra_args=["--metrics-interval", "1"])
+    try:
+        d.start()
+        wait_for(d.metrics, lambda s: ("sepcsi_rpcd_report_age_seconds", frozenset()) in s)
+        res = subprocess.run(d.args + ["--print-privileges", "--log-format", "json"],
+                             capture_output=True, text=True, check=True, timeout=30)
+        row = {p["name"]: p for p in json.loads(res.stdout)["processes"]}[
+            "sepcsi-metrics-check"]
+        seen = sorted(out.iterdir())
+        assert seen, "no check ran"
+        for path in seen:
+            status = dict(ln.split(":", 1) for ln in path.read_text().splitlines()
+                          if ":" in ln and not ln.startswith("fd "))
+            status = {k: v.strip() for k, v in status.items()}
+            assert status["Uid"].split() == [str(row["uid"])] * 4, status["Uid"]
+            assert status["Gid"].split() == [str(row["gid"])] * 4, status["Gid"]
+            assert status["Groups"] == ""
+            for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+                assert status[k] == "0" * 16, (k, status[k])
+            assert row["cap_effective"] == row["cap_bounding"] == "0" * 16
+            assert status["NoNewPrivs"] == "1" and row["no_new_privs"] == 1
+            assert row["seccomp"] == 2 and row["view"] == "host"
+            fds = dict(ln.split(" ", 2)[1:] for ln in path.read_text().splitlines()
+                       if ln.startswith("fd "))
+            assert set(fds) == {"0", "1", "2", "3", "4"}, fds
+            assert fds["3"].startswith("/memfd:") and fds["4"].startswith("pipe:"), fds
+        assert "metrics_rejected" not in d.logs()
+    finally:
+        d.stop()
+        d.cleanup()
+        shutil.rmtree(bin_dir)
+        shutil.rmtree(out)

@@ -15,7 +15,8 @@ target_link_options(helper_capdump PRIVATE -fno-sanitize=all)
 
 sepcsi_unit_test(test_seccomp
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_seccomp.c
-  LIBS sepcsi_seccomp_helper sepcsi_seccomp_tools sepcsi_seccomp_tree sepcsi_seccomp_rpcd sepcsi_policy)
+  LIBS sepcsi_seccomp_helper sepcsi_seccomp_tools sepcsi_seccomp_tree sepcsi_seccomp_rpcd
+  sepcsi_seccomp_metrics sepcsi_policy)
 target_compile_definitions(test_seccomp PRIVATE
   SEPCSI_CAPDUMP="$<TARGET_FILE:helper_capdump>")
 add_dependencies(test_seccomp helper_capdump)

@@ -391,6 +391,20 @@ static void test_audit_filter(void)
 	       pol_seccomp_syscall_count(&pol_sc_audit));
 }
 
+/* The supervisor's metrics check: it reads its report, answers on its pipe, and that is all. */
+static void test_metrics_filter(void)
+{
+	const enum probe killed[] = {P_OPENAT,    P_WRITE,      P_FORK,        P_EXECVE,
+	                             P_CLONE3,    P_KILL_KILL,  P_SOCKET_UNIX, P_SOCKET_INET,
+	                             P_PTRACE,    P_GETPID,     P_SETNS,       P_MOUNT,
+	                             P_FTRUNCATE, P_MKNOD_LOOP, P_BPF};
+	check_killed(&pol_sc_metrics, killed, sizeof(killed) / sizeof(killed[0]));
+	CHECK(probe(&pol_sc_metrics, false, P_MMAP_ANON) == 0); /* malloc */
+	CHECK(pol_seccomp_syscall_count(&pol_sc_metrics) <= 9);
+	printf("# metrics check filter allows %zu system calls\n",
+	       pol_seccomp_syscall_count(&pol_sc_metrics));
+}
+
 static void test_rpcd_filter(void)
 {
 	CHECK(probe(&pol_sc_rpcd, false, P_GETPID) == 0);
@@ -563,6 +577,7 @@ int main(void)
 	test_core_filter();
 	test_flusher_filter();
 	test_audit_filter();
+	test_metrics_filter();
 	test_tools_filter();
 	test_tree_filter();
 	test_probe_filter();

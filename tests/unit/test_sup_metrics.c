@@ -11,6 +11,7 @@
  */
 #include "sup_child.h"
 #include "sup_metrics.h"
+#include "sup_metrics_text.h"
 #include "tap.h"
 
 #include <fcntl.h>
@@ -524,15 +525,32 @@ static void test_reports(void)
 	sup_metrics_from_rpcd(&s, p[0]);
 	CHECK(!fd_open(p[0]) && s.metrics.rpcd_text == NULL);
 	close(p[1]);
-	/* Sealed but forging the supervisor's series: dropped. */
-	fd = memfd_with("sepcsi_child_up{child=\"rpcd\"} 1\n", all);
+	/* Sealed but not to be written anywhere (no --metrics-file): closed, no check started. */
+	cfg.metrics_file[0] = '\0';
+	fd = memfd_with("sepcsi_good 1\n", all);
 	sup_metrics_from_rpcd(&s, fd);
-	CHECK(!fd_open(fd) && s.metrics.rpcd_text == NULL);
+	CHECK(!fd_open(fd) && s.metrics.check.pid == 0 && s.metrics.rpcd_text == NULL);
+	snprintf(cfg.metrics_file, sizeof(cfg.metrics_file), "%s/m.prom", dir);
+
+	/*
+	 * What the check accepted (sepcsi-metrics-check parses; test_metrics.py runs
+	 * it) is copied only after the supervisor's own look, which parses nothing:
+	 * printable lines, none of its names anywhere, whatever the check said.
+	 */
+	static const char *const forged[] = {"sepcsi_child_up{child=\"rpcd\"} 1\n",
+	                                     "# HELP sepcsi_x see sepcsi_supervisor_x\n",
+	                                     "sepcsi_x{a=\"sepcsi_rpcd_report_age_seconds\"} 1\n",
+	                                     "sepcsi_x 1\n\x01\n", "sepcsi_x 1"};
+	for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); i++) {
+		fd = memfd_with(forged[i], all);
+		sup_metrics_accept(&s, fd);
+		CHECK(!fd_open(fd) && s.metrics.rpcd_text == NULL);
+	}
 	CHECK(access(cfg.metrics_file, F_OK) != 0); /* nothing accepted, nothing written */
 
 	/* A good one: kept, and the file holds both parts. */
 	fd = memfd_with("# TYPE sepcsi_good gauge\nsepcsi_good 1\n", all);
-	sup_metrics_from_rpcd(&s, fd);
+	sup_metrics_accept(&s, fd);
 	CHECK(!fd_open(fd) && s.metrics.rpcd_text != NULL);
 	const char *text = slurp(cfg.metrics_file);
 	CHECK(strstr(text, "sepcsi_child_up{child=\"rpcd\"} 1\n") != NULL);
@@ -541,17 +559,19 @@ static void test_reports(void)
 	CHECK(strstr(text, "sepcsi_rpcd_report_age_seconds ") != NULL);
 	CHECK(strstr(text, "\nsepcsi_good 1\n") != NULL);
 
-	/* A malformed one then: dropped; the one before stays, and so does the file. */
+	/* A refused one then: the one before stays, and so does the file. */
 	const char *kept = s.metrics.rpcd_text;
-	fd = memfd_with("# TYPE sepcsi_good gauge\nsepcsi_good abc\n", all);
-	sup_metrics_from_rpcd(&s, fd);
+	fd = memfd_with("sepcsi_good 2\nsepcsi_child_x 1\n", all);
+	sup_metrics_accept(&s, fd);
 	CHECK(!fd_open(fd) && s.metrics.rpcd_text == kept);
 	text = slurp(cfg.metrics_file);
-	CHECK(strstr(text, "\nsepcsi_good 1\n") != NULL && strstr(text, "abc") == NULL);
+	CHECK(strstr(text, "\nsepcsi_good 1\n") != NULL && strstr(text, "sepcsi_good 2") == NULL);
 
 	/* rpcd's real report is kept whole, after the supervisor's series. */
+	CHECK(sup_metrics_text_ok(real_report, strlen(real_report), &(const char *){NULL},
+	                          &(unsigned){0}));
 	fd = memfd_with(real_report, all);
-	sup_metrics_from_rpcd(&s, fd);
+	sup_metrics_accept(&s, fd);
 	CHECK(s.metrics.rpcd_text != NULL && strcmp(s.metrics.rpcd_text, real_report) == 0);
 	text = slurp(cfg.metrics_file);
 	CHECK(strlen(text) > strlen(real_report) &&
