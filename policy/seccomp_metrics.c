@@ -7,7 +7,7 @@
 
 /*
  * The metrics check (supervisor/sup_metrics_check.c), started by the
- * supervisor for each of rpcd's metrics reports, under rpcd's uid and with no
+ * supervisor for each of rpcd's metrics reports, under ids of its own and with no
  * capability: it reads the report from the memfd it was given, checks it,
  * and writes why it refused it. So it has memory, fstat and pread, and a write
  * to its answer pipe alone; no open, no socket, no exec, no signal.

@@ -220,6 +220,11 @@ static int set_helper_user(struct sup_config *cfg, const char *val, char *w, siz
 	return set_user(&cfg->helper_uid, &cfg->helper_gid, "the helper", val, w, wn);
 }
 
+static int set_metrics_user(struct sup_config *cfg, const char *val, char *w, size_t wn)
+{
+	return set_user(&cfg->metrics_uid, &cfg->metrics_gid, "the metrics check", val, w, wn);
+}
+
 static int set_log_format(struct sup_config *cfg, const char *val, char *w, size_t wn)
 {
 	if (log_parse_format(val, &cfg->log_format) < 0)
@@ -316,6 +321,10 @@ static const struct sup_opt opts[] = {
      "Numeric uid and gid the helper takes once its capable core runs (it owns\n"
      "the images); neither may be 0, nor rpcd's.",
      set_helper_user},
+    {"metrics-user", "SEPCSI_METRICS_USER", "UID:GID", "65533:65533", NULL,
+     "Numeric uid and gid of the check of rpcd's metrics reports; neither may\n"
+     "be 0, nor rpcd's or the helper's.",
+     set_metrics_user},
     {"log-format", "SEPCSI_LOG_FORMAT", "text|json", "text", NULL,
      "Log line format, for all three processes.", set_log_format},
     {"log-level", "SEPCSI_LOG_LEVEL", "error|warn|info|debug", "info", NULL,
@@ -386,9 +395,16 @@ static int check_layout(const struct sup_config *cfg, char *err, size_t errlen)
 
 	snprintf(sockdir, sizeof(sockdir), "%.*s", (int)(slash - cfg->socket_path),
 	         cfg->socket_path);
-	/* rpcd must not read or write what the helper owns: the volumes' images. */
-	if (cfg->helper_uid == cfg->rpcd_uid || cfg->helper_gid == cfg->rpcd_gid) {
-		snprintf(err, errlen, "--helper-user and --rpcd-user must differ in uid and gid");
+	/*
+	 * rpcd must not read or write what the helper owns (the volumes' images),
+	 * nor reach into the check of its own reports (ptrace rules: uid and gid).
+	 */
+	if (cfg->helper_uid == cfg->rpcd_uid || cfg->helper_gid == cfg->rpcd_gid ||
+	    cfg->metrics_uid == cfg->rpcd_uid || cfg->metrics_gid == cfg->rpcd_gid ||
+	    cfg->metrics_uid == cfg->helper_uid || cfg->metrics_gid == cfg->helper_gid) {
+		snprintf(
+		    err, errlen,
+		    "--rpcd-user, --helper-user and --metrics-user must differ in uid and gid");
 		return -1;
 	}
 	if (strcmp(sockdir, cfg->state_dir) == 0) {

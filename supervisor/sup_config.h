@@ -38,6 +38,8 @@ struct sup_config {
 	gid_t rpcd_gid;
 	uid_t helper_uid; /* the helper's own identity beside its core (it owns the images) */
 	gid_t helper_gid;
+	uid_t metrics_uid; /* the check of rpcd's metrics reports (sup_metrics_check.c) */
+	gid_t metrics_gid;
 	enum log_format log_format;
 	enum log_level log_level;
 	int64_t max_volumes_per_node; /* 0 = unlimited */

@@ -13,13 +13,14 @@
  * write, grow or shrink), so what was checked is what is copied, and a read
  * of it can neither block nor run past the size fstat gave. The supervisor
  * looks only at the seals and the size, then starts sepcsi-metrics-check on
- * it (sup_metrics_check.c: rpcd's uid, no capability, a filter of its own),
+ * it (sup_metrics_check.c: ids of its own, no capability, a filter of its own),
  * the one process that parses it (sup_metrics_text.c); when that exits 0 the
  * report is kept whole, else not at all (then the last accepted one stays).
  * A check that took itself over could accept anything rpcd wrote: so the
- * supervisor copies only printable lines that name none of its own families
- * anywhere (a look for bytes and fixed strings, no parser), and rpcd cannot
- * forge the supervisor's figures whatever the check says.
+ * supervisor copies only printable lines about sepcsi_ names that name none
+ * of its own families anywhere (a look for bytes and fixed strings, no
+ * parser), and rpcd cannot forge the supervisor's figures, or add another
+ * exporter's, whatever the check says.
  */
 #include "sup_metrics.h"
 
@@ -83,8 +84,8 @@ void sup_metrics_from_rpcd(struct sup *s, int fd)
 	                             .peer_fd = fd,
 	                             .ctl_fd = p[1],
 	                             .drop_privilege = true,
-	                             .uid = s->cfg->rpcd_uid,
-	                             .gid = s->cfg->rpcd_gid};
+	                             .uid = s->cfg->metrics_uid,
+	                             .gid = s->cfg->metrics_gid};
 	pid_t pid = sup_spawn(&sp);
 	close(p[1]);
 	if (pid < 0) {
@@ -128,7 +129,8 @@ int sup_metrics_check_ended(struct sup *s, pid_t pid, int wstatus)
 		memcpy(&line, why, sizeof(line));
 		why[got] = '\0';
 		for (char *q = why + sizeof(line); *q; q++)
-			*q = *q >= 0x20 && *q < 0x7f ? *q : '?';
+			if (*q < 0x20 || *q > 0x7e)
+				*q = '?';
 		reject(c.report, why + sizeof(line), line);
 		return 1;
 	}
@@ -143,13 +145,21 @@ int sup_metrics_check_ended(struct sup *s, pid_t pid, int wstatus)
 	return 1;
 }
 
-/* Printable ASCII lines, each ended by a newline, none holding the supervisor's names. */
+/*
+ * Printable ASCII lines, each ended by a newline and about sepcsi_ names
+ * alone, none holding the supervisor's names anywhere.
+ */
 static const char *own_look(const char *text, size_t len)
 {
 	static const char *const own[] = SUP_METRICS_OWN_PREFIXES;
-	for (size_t i = 0; i < len; i++)
-		if (text[i] != '\n' && (text[i] < 0x20 || text[i] > 0x7e))
+	for (size_t i = 0; i < len; i++) {
+		const char *l = text + i;
+		if ((i == 0 || l[-1] == '\n') && strncmp(l, "sepcsi_", 7) != 0 &&
+		    strncmp(l, "# HELP sepcsi_", 14) != 0 && strncmp(l, "# TYPE sepcsi_", 14) != 0)
+			return "a line about another name than sepcsi_*";
+		if (*l != '\n' && (*l < 0x20 || *l > 0x7e))
 			return "a byte that is not printable ASCII";
+	}
 	if (text[len - 1] != '\n')
 		return "no newline at its end";
 	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)

@@ -1,15 +1,18 @@
 /*
  * sepcsi-metrics-check: whether one metrics report of rpcd's may go into the
  * metrics file. The supervisor starts one for each report it reads
- * (sup_metrics.c, through sup_spawn.c: rpcd's uid and gid, every capability
- * set empty, no_new_privs, a session of its own, killed with the supervisor),
- * with the report, a memfd rpcd sealed, as fd 3 and a pipe as fd 4. So the
- * one parser of text rpcd wrote runs with nothing rpcd lacks: a report that
- * took it over gains nothing.
+ * (sup_metrics.c, through sup_spawn.c: ids of its own, --metrics-user, every
+ * capability set empty, no_new_privs, a session of its own, killed with the
+ * supervisor), with the report, a memfd rpcd sealed, as fd 3 and a pipe as
+ * fd 4. So the one parser of text rpcd wrote holds nothing but that report
+ * and its answer. Not rpcd's ids: a process may write into the memory of
+ * another of its own uid and gid (/proc/PID/mem), and rpcd could then answer
+ * for the check, or run code outside rpcd's filter.
  *
- * It installs its filter (policy/seccomp_metrics.c: no open, no socket, no
- * exec; writes only to fd 4) before it reads a byte, reads the report whole
- * and checks it (sup_metrics_text.c).
+ * It makes itself not dumpable and installs its filter
+ * (policy/seccomp_metrics.c: no open, no socket, no exec; writes only to
+ * fd 4) before it reads a byte, reads the report whole and checks it
+ * (sup_metrics_text.c).
  *
  * Exit 0: accepted. 1: refused, with the line it is about (a native u32, 0
  * for the report as a whole) and the reason written to fd 4 in one write.
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -48,7 +52,9 @@ int main(int argc, char **argv)
 		        "usage: sepcsi-metrics-check (started by sepcsi-supervisor only)\n");
 		return 2;
 	}
-	if (pol_seccomp_install(&pol_sc_metrics, false) < 0)
+	/* Nobody of its uid may reach into it; the filter before a byte of the report. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
+	    pol_seccomp_install(&pol_sc_metrics, false) < 0)
 		return 2;
 	if (fstat(REPORT_FD, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
 	    st.st_size > SUP_METRICS_RPCD_MAX)

@@ -3,6 +3,7 @@ from its own figures and rpcd's sealed report, read back with an independent
 parser (prometheus_client), after a real volume lifecycle, a refusal by the
 helper and a kill -9 of the helper; reports a compromised rpcd could send
 (metrics_rpcd.py in its place); and `sepcsictl metrics`."""
+import fcntl
 import json
 import math
 import os
@@ -319,14 +320,33 @@ with open("%(out)s/seen-%%d" %% os.getpid(), "w") as f:
     f.write(status)
     for fd, target in sorted(seen.items()):
         f.write("fd %%s %%s\\n" %% (fd, target))
+open("%(out)s/ready-%%d" %% os.getpid(), "w").close()
+import time
+time.sleep(0.5)  # the test tries its /proc/PID/mem as rpcd meanwhile
 os.execv("%(real)s", ["sepcsi-metrics-check"])
 """
 
 
+def open_as(uid, gid, path):
+    """Whether a process of uid and gid (and no capability) can open path for writing."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            os.close(os.open(path, os.O_RDWR))
+            os._exit(0)
+        except OSError:
+            os._exit(1)
+    return os.waitpid(pid, 0)[1] == 0
+
+
 def test_reports_are_checked_by_a_process_without_privilege():
     """The supervisor parses none of rpcd's report: sepcsi-metrics-check does, started
-    for it as --print-privileges says (rpcd's ids, every capability set empty,
-    no_new_privs), holding only the sealed report and its answer pipe; the real check,
+    for it as --print-privileges says (ids of its own, neither rpcd's nor the helper's,
+    every capability set empty, no_new_privs), holding only the sealed report and its
+    answer pipe, out of reach of rpcd's ids (no /proc/PID/mem of it); the real check,
     run after a look at its own /proc (a wrapper in its place), accepts rpcd's report."""
     bin_dir = copy_bin_dir()
     out = pathlib.Path(tempfile.mkdtemp(prefix="sepcsi-check-"))  # reachable by rpcd's uid
@@ -339,12 +359,21 @@ def test_reports_are_checked_by_a_process_without_privilege():
     d = Driver(bin_dir=bin_dir, extra_args=["--metrics-interval", "1"])
     try:
         d.start()
-        wait_for(d.metrics, lambda s: ("sepcsi_rpcd_report_age_seconds", frozenset()) in s)
         res = subprocess.run(d.args + ["--print-privileges", "--log-format", "json"],
                              capture_output=True, text=True, check=True, timeout=30)
-        row = {p["name"]: p for p in json.loads(res.stdout)["processes"]}[
-            "sepcsi-metrics-check"]
-        seen = sorted(out.iterdir())
+        rows = {p["name"]: p for p in json.loads(res.stdout)["processes"]}
+        row, rpcd = rows["sepcsi-metrics-check"], rows["sepcsi-rpcd"]
+        assert (row["uid"], row["gid"]) == (65533, 65533)
+        assert row["uid"] not in (rpcd["uid"], rows["sepcsi-mounthelper"]["uid"])
+        assert row["gid"] not in (rpcd["gid"], rows["sepcsi-mounthelper"]["gid"])
+        deadline = time.monotonic() + 20
+        while not any(p.name.startswith("ready-") for p in out.iterdir()):
+            assert time.monotonic() < deadline, "no check started:\n" + d.logs()
+            time.sleep(0.02)
+        pid = int(next(p.name for p in out.iterdir() if p.name.startswith("ready-"))[6:])
+        assert not open_as(rpcd["uid"], rpcd["gid"], "/proc/%d/mem" % pid)
+        wait_for(d.metrics, lambda s: ("sepcsi_rpcd_report_age_seconds", frozenset()) in s)
+        seen = sorted(p for p in out.iterdir() if p.name.startswith("seen-"))
         assert seen, "no check ran"
         for path in seen:
             status = dict(ln.split(":", 1) for ln in path.read_text().splitlines()
@@ -368,3 +397,40 @@ def test_reports_are_checked_by_a_process_without_privilege():
         d.cleanup()
         shutil.rmtree(bin_dir)
         shutil.rmtree(out)
+
+
+def test_the_check_confines_itself_before_it_reads():
+    """The real sepcsi-metrics-check, run as the supervisor runs it (its ids, no
+    capability) on a report of 1 MiB: while it checks, it runs under its filter
+    (Seccomp 2) and is not dumpable (its /proc/PID/mem is root's, not its uid's), and it
+    accepts."""
+    text = "".join('sepcsi_many{i="%d",j="x"} %d\n' % (i, i) for i in range(30000))
+    fd = os.memfd_create("report", os.MFD_ALLOW_SEALING)
+    os.write(fd, text.encode())
+    fcntl.fcntl(fd, 1033, 15)  # F_ADD_SEALS: seal, shrink, grow, write
+    r, w = os.pipe()
+
+    def confine():
+        os.dup2(fd, 3)
+        os.dup2(w, 4)
+        os.setgroups([])
+        os.setresgid(65533, 65533, 65533)
+        os.setresuid(65533, 65533, 65533)
+
+    p = subprocess.Popen([os.path.join(BIN, "sepcsi-metrics-check")], pass_fds=(3, 4),
+                         preexec_fn=confine, stdin=subprocess.DEVNULL)
+    seen = set()
+    while p.poll() is None:
+        try:
+            with open("/proc/%d/status" % p.pid) as f:
+                st = dict(ln.split(":", 1) for ln in f.read().splitlines() if ":" in ln)
+            owner = os.stat("/proc/%d/mem" % p.pid).st_uid
+        except (OSError, ValueError):
+            continue
+        if st["Uid"].split()[0] == "65533":  # exec'd, confined
+            seen.add((st["Seccomp"].strip(), owner))
+    os.close(w)
+    os.close(fd)
+    assert p.returncode == 0 and os.read(r, 100) == b""
+    os.close(r)
+    assert ("2", 0) in seen, seen  # filtered and not dumpable while it checks

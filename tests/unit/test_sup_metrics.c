@@ -540,7 +540,10 @@ static void test_reports(void)
 	static const char *const forged[] = {"sepcsi_child_up{child=\"rpcd\"} 1\n",
 	                                     "# HELP sepcsi_x see sepcsi_supervisor_x\n",
 	                                     "sepcsi_x{a=\"sepcsi_rpcd_report_age_seconds\"} 1\n",
-	                                     "sepcsi_x 1\n\x01\n", "sepcsi_x 1"};
+	                                     "sepcsi_x 1\n\x01\n",
+	                                     "sepcsi_x 1",
+	                                     "sepcsi_x 1\nnode_forged_total 1\n",
+	                                     "up 0\n"};
 	for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); i++) {
 		fd = memfd_with(forged[i], all);
 		sup_metrics_accept(&s, fd);
@@ -602,11 +605,89 @@ static void test_reports(void)
 	CHECK(rmdir(dir) == 0);
 }
 
+/* Start the real check on text through sup_metrics_from_rpcd, wait for it, hand its end back. */
+static pid_t check_of(struct sup *s, const char *text)
+{
+	int fd = memfd_with(text, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK);
+	sup_metrics_from_rpcd(s, fd);
+	return s->metrics.check.pid;
+}
+
+static void end_of(struct sup *s, pid_t pid, int *status)
+{
+	CHECK(waitpid(pid, status, 0) == pid);
+	CHECK(sup_metrics_check_ended(s, pid, *status) == 1);
+	CHECK(s->metrics.check.pid == 0);
+}
+
+/*
+ * sepcsi-metrics-check as the supervisor runs it (as root: its ids and the
+ * empty capability sets are set by sup_spawn): one at a time, its verdict
+ * taken, a refusal's reason logged, the stale and the overdue refused.
+ */
+static void test_check(void)
+{
+	static struct sup_config cfg;
+	static struct sup s;
+	char dir[] = "/tmp/sup-check-XXXXXX";
+	int st;
+	if (geteuid() != 0 || !mkdtemp(dir)) {
+		printf("# not root: the check's own process is tested by test_metrics.py only\n");
+		return;
+	}
+	snprintf(cfg.metrics_file, sizeof(cfg.metrics_file), "%s/m.prom", dir);
+	cfg.metrics_uid = cfg.metrics_gid = 65533;
+	s.cfg = &cfg;
+	s.child[SUP_HELPER].name = "mounthelper";
+	s.child[SUP_RPCD].name = "rpcd";
+	snprintf(s.metrics.check_path, sizeof(s.metrics.check_path), "%s", SEPCSI_METRICS_CHECK);
+
+	/* Accepted: kept and written. A second report while it runs is dropped, closed. */
+	pid_t pid = check_of(&s, "# TYPE sepcsi_a gauge\nsepcsi_a 1\n");
+	CHECK(pid > 0);
+	int extra = memfd_with("sepcsi_b 1\n", F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK);
+	sup_metrics_from_rpcd(&s, extra);
+	CHECK(!fd_open(extra) && s.metrics.check.pid == pid);
+	CHECK(sup_metrics_check_ended(&s, pid + 1, 0) == 0); /* not the check: untouched */
+	end_of(&s, pid, &st);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(s.metrics.rpcd_text &&
+	      strcmp(s.metrics.rpcd_text, "# TYPE sepcsi_a gauge\nsepcsi_a 1\n") == 0);
+
+	/* Refused by the check, with its line: the one before stays. */
+	const char *kept = s.metrics.rpcd_text;
+	end_of(&s, check_of(&s, "sepcsi_a 1\nsepcsi_a 2\n"), &st);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1 && s.metrics.rpcd_text == kept);
+
+	/* rpcd died meanwhile: an accepted report of the dead one is not kept. */
+	pid = check_of(&s, "sepcsi_c 1\n");
+	sup_metrics_rpcd_gone(&s);
+	end_of(&s, pid, &st);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && s.metrics.rpcd_text == NULL);
+
+	/* Overdue: killed at its deadline (SIGSTOPped here, as if it hung), and refused. */
+	pid = check_of(&s, "sepcsi_d 1\n");
+	kill(pid, SIGSTOP);
+	s.metrics.check.deadline = 0;
+	sup_metrics_check_timer(&s);
+	CHECK(s.metrics.check.killed);
+	end_of(&s, pid, &st);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && s.metrics.rpcd_text == NULL);
+
+	/* A program that is not there: its child ends 127, the report is refused. */
+	snprintf(s.metrics.check_path, sizeof(s.metrics.check_path), "%s/none", dir);
+	end_of(&s, check_of(&s, "sepcsi_e 1\n"), &st);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 127 && s.metrics.rpcd_text == NULL);
+	unlink(cfg.metrics_file);
+	CHECK(rmdir(dir) == 0);
+}
+
 int main(void)
 {
 	test_format();
 	test_mutants();
 	test_big();
 	test_reports();
+	test_check();
 	return tap_done("test_sup_metrics");
 }
