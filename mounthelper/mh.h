@@ -61,7 +61,4 @@ int mh_read_text(const char *path, char *buf, size_t len);
 /* Close *fd if open and set it to -1. */
 void mh_closep(int *fd);
 
-/* Call fn for each entry of the directory dirfd (not "." or ".."); -1 if it cannot be read. */
-int mh_dir_each(int dirfd, void (*fn)(int dirfd, const char *name, void *arg), void *arg);
-
 #endif

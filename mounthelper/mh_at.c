@@ -50,7 +50,6 @@
 #include "policy.h"
 
 #define RESOLVE_SAFE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
-#define MARK_XATTR   "trusted.sepcsi.owner"
 
 static int open_beneath(int dirfd, const char *rel, int flags, mode_t mode)
 {
@@ -282,8 +281,6 @@ int mh_at_make(const struct mh_ctx *c, const struct mh_at *at, bool dir, const c
 	return ret;
 }
 
-static bool marked_ours(int fd, const struct stat *st, const char *volume_id);
-
 int mh_at_mark(int fd, const char *id, struct mh_res *r)
 {
 	struct stat st;
@@ -292,30 +289,18 @@ int mh_at_mark(int fd, const char *id, struct mh_res *r)
 	if (fstat(fd, &st) < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "stat new object: %s", strerror(errno));
 	mark_value(id, st.st_ino, mark, sizeof(mark));
-	if (fsetxattr(fd, MARK_XATTR, mark, strlen(mark), XATTR_CREATE) < 0)
+	if (fsetxattr(fd, MH_AT_MARK_XATTR, mark, strlen(mark), XATTR_CREATE) < 0)
 		return mh_fail(r, MH_E_FAILED, errno,
 		               "cannot mark the new object as sepcsi's (trusted xattr): %s",
 		               strerror(errno));
 	return 0;
 }
 
-bool mh_at_marked(int fd, const char *id)
-{
-	struct stat st;
-	return fstat(fd, &st) == 0 && marked_ours(fd, &st, id);
-}
-
-bool mh_at_has_mark(int fd)
-{
-	return fgetxattr(fd, MARK_XATTR, NULL, 0) >= 0 || errno != ENODATA;
-}
-
-/* Is the open object fd marked as made for volume_id? */
-static bool marked_ours(int fd, const struct stat *st, const char *volume_id)
+bool mh_at_marked(int fd, const struct stat *st, const char *volume_id)
 {
 	char want[64], got[64];
 	mark_value(volume_id, st->st_ino, want, sizeof(want));
-	ssize_t n = fgetxattr(fd, MARK_XATTR, got, sizeof(got) - 1);
+	ssize_t n = fgetxattr(fd, MH_AT_MARK_XATTR, got, sizeof(got) - 1);
 	if (n < 0)
 		return false;
 	got[n] = '\0';
@@ -342,7 +327,7 @@ int mh_at_remove_ours(const struct mh_at *at, const char *volume_id, struct mh_r
 		goto out;
 	}
 	if (fstat(fd, &st2) < 0 || st2.st_dev != st.st_dev || st2.st_ino != st.st_ino ||
-	    !marked_ours(fd, &st2, volume_id))
+	    !mh_at_marked(fd, &st2, volume_id))
 		goto out; /* replaced meanwhile, or not ours: leave it */
 	/*
 	 * Safety: the parent is root-only (mh_at_open), so the name still names

@@ -91,13 +91,9 @@ int mh_at_check_dir(int fd, const char *what, struct mh_res *r);
  * the trusted.sepcsi.owner attribute, "<id>:<inode>", never replacing one.
  */
 int mh_at_mark(int fd, const char *id, struct mh_res *r);
-/* Does the open object fd carry the mark of id, for its own inode? */
-bool mh_at_marked(int fd, const char *id);
-/*
- * Does the open (not O_PATH) object fd carry a mark of any id? True also when
- * the attribute cannot be read for any other reason than its absence.
- */
-bool mh_at_has_mark(int fd);
+/* Does the open object fd, of stat st, carry the mark of id for its own inode? */
+bool mh_at_marked(int fd, const struct stat *st, const char *id);
+#define MH_AT_MARK_XATTR "trusted.sepcsi.owner"
 /* Does the directory the O_PATH or O_RDONLY fd refers to hold any entry? 1 yes, 0 no, -1 r. */
 int mh_dir_has_entries(int dirfd, struct mh_res *r);
 

@@ -116,7 +116,7 @@ static int bind_checked(const struct mh_ctx *c, const struct mh_at *sub, const s
 	if ((node = open_node(l, r)) < 0 || (fd = mh_at_child(sub, O_PATH, r)) < 0)
 		goto out;
 	/* Safety: see the top of this file (our loop node, our or an empty file, nosuid). */
-	if (mh_mount_bind_dev(node, fd, &id, r) < 0)
+	if (mh_mount_bind(node, fd, &id, r) < 0)
 		goto out;
 	mh_closep(&fd);
 	if (path) {

@@ -17,7 +17,6 @@
  */
 #include "mh_common.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
@@ -111,23 +110,6 @@ void mh_closep(int *fd)
 	if (*fd >= 0)
 		close(*fd);
 	*fd = -1;
-}
-
-int mh_dir_each(int dirfd, void (*fn)(int dirfd, const char *name, void *arg), void *arg)
-{
-	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *e;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	while ((e = readdir(d)) != NULL)
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-			fn(dirfd, e->d_name, arg);
-	closedir(d);
-	return 0;
 }
 
 int mh_check_volume_id(const char *id, struct mh_res *r)

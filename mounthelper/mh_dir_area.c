@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -27,6 +28,22 @@
 #include "mh_tree.h"
 #include "openat2.h"
 #include "pol_view.h"
+
+/* Does the open object fd carry the mark of id, for its own inode? */
+static bool marked(int fd, const char *id)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && mh_at_marked(fd, &st, id);
+}
+
+/*
+ * Does the open (not O_PATH) object fd carry a mark of any id? True also when
+ * the attribute cannot be read for any other reason than its absence.
+ */
+static bool has_mark(int fd)
+{
+	return fgetxattr(fd, MH_AT_MARK_XATTR, NULL, 0) >= 0 || errno != ENODATA;
+}
 
 /*
  * The base is root's alone, and no one else's to enter (0700): what tenants
@@ -112,7 +129,7 @@ int mh_dir_locate(int base, const char *name, bool create, struct mh_at *at, str
 			close(next);
 			return -1;
 		}
-		if (next >= 0 && mh_at_has_mark(next)) {
+		if (next >= 0 && has_mark(next)) {
 			close(next);
 			return mh_fail(
 			    r, MH_E_EXISTS, EEXIST,
@@ -155,7 +172,7 @@ int mh_dir_open_marked(int dir, const char *name, const char *id, struct mh_res 
 			return mh_fail(r, MH_E_NOTFOUND, ENOENT, "%s does not exist", name);
 		return mh_fail(r, MH_E_EXISTS, errno, "%s is not a directory of sepcsi's", name);
 	}
-	if (!mh_at_marked(fd, id)) {
+	if (!marked(fd, id)) {
 		close(fd);
 		return mh_fail(r, MH_E_EXISTS, EEXIST,
 		               "%s exists and is not %s's: it is left as it is", name, id);
@@ -190,7 +207,7 @@ int mh_dir_purge(const struct mh_ctx *c, int area_fd, const char *name, struct m
 		return errno == ENOENT
 		           ? 0
 		           : mh_fail(r, MH_E_FAILED, errno, "open %s: %s", name, strerror(errno));
-	bool ours = mh_at_marked(fd, name);
+	bool ours = marked(fd, name);
 	if (ours)
 		mh_pause(c, "purge", name); /* tests: a tree about to be emptied */
 	int rc = ours ? mh_tree_empty(fd, r) : 0;

@@ -35,30 +35,18 @@ static const char *const kind_names[] = {
     [MH_E_UNAVAILABLE] = "UNAVAILABLE",
 };
 
-static int find(uint16_t type)
+const struct mh_op_row *mh_ops_row(uint16_t type)
 {
 	for (size_t i = 0; i < mh_op_nrows; i++)
 		if (mh_op_rows[i].req == type)
-			return (int)i;
-	return -1;
+			return &mh_op_rows[i];
+	return NULL;
 }
 
 bool mh_ops_known(uint16_t type)
 {
-	int i = find(type);
-	return i >= 0 && (size_t)i < mh_op_npeer;
-}
-
-const char *mh_ops_safety(uint16_t type)
-{
-	int i = find(type);
-	return i >= 0 ? mh_op_rows[i].safety : "";
-}
-
-bool mh_ops_read_only(uint16_t type)
-{
-	int i = find(type);
-	return i >= 0 && mh_op_rows[i].read_only;
+	const struct mh_op_row *row = mh_ops_row(type);
+	return row && (size_t)(row - mh_op_rows) < mh_op_npeer;
 }
 
 /* What a request names and carries that every operation checks the same way. */
@@ -175,7 +163,7 @@ size_t mh_ops_keys(const struct mh_msg *q, const char *keys[MH_OPS_KEYS_MAX])
 }
 
 /* The checks every row declares, before its handler: ids, flags, readonly. */
-static int precheck(int i, const struct fields *f, struct mh_res *r)
+static int precheck(const struct mh_op_row *row, const struct fields *f, struct mh_res *r)
 {
 	const char *src = f->a.source_id;
 	if ((f->a.volume_id && mh_check_volume_id(f->a.volume_id, r) < 0) ||
@@ -185,9 +173,8 @@ static int precheck(int i, const struct fields *f, struct mh_res *r)
 		return -1;
 	if (f->readonly > 1)
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "readonly must be 0 or 1");
-	if (f->flags > 0 && (f->flags & ~mh_op_rows[i].flags))
-		return mh_fail(r, MH_E_REFUSED, EINVAL, "flag not valid for %s",
-		               mh_op_rows[i].name);
+	if (f->flags > 0 && (f->flags & ~row->flags))
+		return mh_fail(r, MH_E_REFUSED, EINVAL, "flag not valid for %s", row->name);
 	return 0;
 }
 
@@ -240,8 +227,8 @@ static void to_error(struct mh_msg *ans, const struct mh_res *r)
 
 int mh_ops_handle(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans)
 {
-	int i = find(req->type);
-	if (i < 0)
+	const struct mh_op_row *row = mh_ops_row(req->type);
+	if (!row)
 		return -1;
 
 	struct mh_res r = {0};
@@ -249,26 +236,26 @@ int mh_ops_handle(const struct mh_ctx *c, const struct mh_msg *req, struct mh_ms
 	struct mh_audit a = f.a;
 	memset(ans, 0, sizeof(*ans));
 	ans->id = req->id;
-	ans->type = mh_op_rows[i].ans;
-	int rc = precheck(i, &f, &r) < 0 ? -1 : mh_op_rows[i].answer(c, req, ans, &a, &r);
+	ans->type = row->ans;
+	int rc = precheck(row, &f, &r) < 0 ? -1 : row->answer(c, req, ans, &a, &r);
 	if (rc < 0 && r.kind == MH_E_OK)
 		mh_fail(&r, MH_E_FAILED, 0,
 		        "internal error"); /* never report success by accident */
 	if (rc < 0 || r.kind != MH_E_OK)
 		to_error(ans, &r);
-	audit(c, req, mh_op_rows[i].name, &a, &r);
+	audit(c, req, row->name, &a, &r);
 	return 0;
 }
 
 void mh_ops_refuse(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                    enum mh_err_kind kind, int err, const char *reason)
 {
-	int i = find(req->type);
+	const struct mh_op_row *row = mh_ops_row(req->type);
 	struct mh_res r = {0};
 	struct mh_audit a = fields_of(req).a; /* what the request was about, for the record */
 	mh_fail(&r, kind, err, "%s", reason);
 	memset(ans, 0, sizeof(*ans));
 	ans->id = req->id;
 	to_error(ans, &r);
-	audit(c, req, i >= 0 ? mh_op_rows[i].name : "UNKNOWN", &a, &r);
+	audit(c, req, row ? row->name : "UNKNOWN", &a, &r);
 }

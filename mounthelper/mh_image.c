@@ -81,8 +81,6 @@ int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct 
  * tenant or rpcd reaches the files); trusted.* is the name an earlier release
  * read, set too where the process may (CAP_SYS_ADMIN), and honoured when found.
  */
-#define RAW_XATTR     "user.sepcsi.raw"
-#define RAW_XATTR_OLD "trusted.sepcsi.raw"
 
 static bool marked(int fd, const char *name)
 {
@@ -91,33 +89,20 @@ static bool marked(int fd, const char *name)
 
 bool mh_image_raw(int fd)
 {
-	return marked(fd, RAW_XATTR) || marked(fd, RAW_XATTR_OLD);
+	return marked(fd, MH_IMAGE_RAW_XATTR) || marked(fd, MH_IMAGE_RAW_XATTR_OLD);
 }
 
 int mh_image_mark_raw(int fd, bool durable, struct mh_res *r)
 {
 	/* Durable before any device exposes the image: a crash keeps the mark with the bytes.
 	 * Also a mark found (the sweep sets its own without an fsync). */
-	if ((fgetxattr(fd, RAW_XATTR, NULL, 0) < 0 &&
-	     fsetxattr(fd, RAW_XATTR, "1", 1, XATTR_CREATE) < 0 && errno != EEXIST) ||
+	if ((fgetxattr(fd, MH_IMAGE_RAW_XATTR, NULL, 0) < 0 &&
+	     fsetxattr(fd, MH_IMAGE_RAW_XATTR, "1", 1, XATTR_CREATE) < 0 && errno != EEXIST) ||
 	    (durable && fsync(fd) < 0))
 		return mh_fail(r, MH_E_FAILED, errno,
 		               "cannot record on the image that it is exposed raw: %s",
 		               strerror(errno));
-	(void)fsetxattr(fd, RAW_XATTR_OLD, "1", 1, XATTR_CREATE); /* for an older release */
+	(void)fsetxattr(fd, MH_IMAGE_RAW_XATTR_OLD, "1", 1,
+	                XATTR_CREATE); /* for an older release */
 	return 0;
-}
-
-int mh_image_mark_upgrade(int fd)
-{
-	if (fgetxattr(fd, RAW_XATTR_OLD, NULL, 0) < 0)
-		return errno == ENODATA || errno == ENOTSUP ? 0 : -1; /* else: cannot tell */
-	if (fgetxattr(fd, RAW_XATTR, NULL, 0) >= 0)
-		return 0;
-	return fsetxattr(fd, RAW_XATTR, "1", 1, XATTR_CREATE) < 0 || fsync(fd) < 0 ? -1 : 1;
-}
-
-bool mh_image_empty(int fd)
-{
-	return lseek(fd, 0, SEEK_DATA) < 0 && errno == ENXIO;
 }

@@ -21,10 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "log.h"
-#include "mh_image.h"
+#include "mh_image_life.h"
 #include "mh_loop.h"
 #include "mh_ops.h"
 #include "mh_pause.h"
@@ -295,4 +296,14 @@ int mh_answer_resize(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 out:
 	close(fd);
 	return ret;
+}
+
+int mh_image_mark_upgrade(int fd)
+{
+	if (fgetxattr(fd, MH_IMAGE_RAW_XATTR_OLD, NULL, 0) < 0)
+		return errno == ENODATA || errno == ENOTSUP ? 0 : -1; /* else: cannot tell */
+	if (fgetxattr(fd, MH_IMAGE_RAW_XATTR, NULL, 0) >= 0)
+		return 0;
+	return fsetxattr(fd, MH_IMAGE_RAW_XATTR, "1", 1, XATTR_CREATE) < 0 || fsync(fd) < 0 ? -1
+	                                                                                    : 1;
 }

@@ -21,6 +21,7 @@
  * directories it named itself. PURGE removes only temporary files and marked
  * trees of the id it names. Nothing here is fatal.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
@@ -28,11 +29,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "mh_common.h"
 #include "mh_dir.h"
-#include "mh_image.h"
+#include "mh_image_life.h"
 #include "mh_list.h"
 #include "mh_loop.h"
 #include "mh_mount.h"
@@ -140,4 +142,21 @@ int mh_answer_purge(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	    q->source_kind || q->size_bytes || q->mode || q->flags || q->gid)
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "a purge names one id and a base, no more");
 	return q->base[0] ? mh_dir_purge_id(c, q->base, id, r) : mh_image_purge(c, id, r);
+}
+
+int mh_dir_each(int dirfd, void (*fn)(int dirfd, const char *name, void *arg), void *arg)
+{
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	while ((e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			fn(dirfd, e->d_name, arg);
+	closedir(d);
+	return 0;
 }

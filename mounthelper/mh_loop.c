@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mount.h> /* BLKFLSBUF */
+#include <sys/mount.h> /* BLKGETSIZE64 */
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -158,14 +158,6 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 	if (!err)
 		err = EBUSY; /* every try lost the race */
 	return mh_fail(r, MH_E_FAILED, err, "cannot attach a loop device: %s", strerror(err));
-}
-
-int mh_loop_flush(int loop_fd, struct mh_res *r)
-{
-	/* Needs CAP_SYS_ADMIN: the helper has it, the mkfs child does not. */
-	if (ioctl(loop_fd, BLKFLSBUF, 0) < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "BLKFLSBUF: %s", strerror(errno));
-	return 0;
 }
 
 /*

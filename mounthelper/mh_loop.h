@@ -85,9 +85,6 @@ int mh_loop_count_held(dev_t dev, ino_t ino, struct mh_res *r);
 /* O_PATH fd of the helper's node /dev/loopN (made if missing); the caller closes. */
 int mh_loop_node(const struct mh_loop *l, struct mh_res *r);
 
-/* Drop the device's cached blocks (BLKFLSBUF) after its backing file was written directly. */
-int mh_loop_flush(int loop_fd, struct mh_res *r);
-
 /*
  * What backs loopN: its backing file's identity and the name the helper gave
  * it at attach time (lo_file_name: the volume id). 0, or -1 (unbound, gone).

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "mh_common.h"
+#include "mh_image_life.h"
 
 #define RECORD_BYTES 192 /* "<hash> <nr> <nr> ...\n", zero-padded: always written whole */
 

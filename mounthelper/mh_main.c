@@ -12,7 +12,7 @@
  *      remove its half-made files and unused loop devices (mh_sweep);
  *   4. start sepcsi-runner (mh_tools.c): a child leaves the view, drops every
  *      capability and execs it; it installs its own filter;
- *   5. confine: capabilities (pol_caps_confine_helper: the table in
+ *   5. confine: capabilities (pol_caps_confine_helper, policy/caps_roles.c: the table in
  *      policy/caps.c, locked securebits, no_new_privs), then the seccomp
  *      allowlist (pol_seccomp_install(&pol_sc_helper)); nothing after this
  *      point can exec, open a socket, load a module, trace a process or make a
@@ -63,7 +63,7 @@
 #include "mh_freeze.h"
 #include "mh_audit.h"
 #include "mh_identity.h"
-#include "mh_image.h"
+#include "mh_image_life.h"
 #include "mh_loop.h"
 #include "mh_ops.h"
 #include "mh_pause.h"
@@ -435,7 +435,7 @@ static enum served serve_one(const struct mh_ctx *ctx, int peer, uint32_t gen, i
 	/* With a core, what it answers is asked by a worker, never by this loop. */
 	bool asks_core = m->req.type == MH_REQ_STATS ||
 	                 (m->req.type == MH_REQ_LIST && m->req.u.list.what == MH_LIST_MOUNTS);
-	if (!mh_ops_read_only(m->req.type) || (ctx->core && asks_core)) {
+	if (!mh_ops_row(m->req.type)->read_only || (ctx->core && asks_core)) {
 		mh_worker_start(ctx, &m->req, peer, gen, ctl); /* answered when it is done */
 		return SERVED;
 	}

@@ -38,6 +38,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h> /* BLKFLSBUF */
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -45,7 +47,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "mh_image.h"
+#include "mh_image_life.h"
 #include "mh_loop.h"
 #include "mh_mount.h"
 #include "mh_ops.h"
@@ -333,4 +335,17 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		return stage_by_core(c, req, ans, a, &mk, r);
 	return c->core ? mh_relay(c, req, ans, a, r)
 	               : mh_stage_volume(c, req, a, format_if_blank, &mk, r);
+}
+
+int mh_loop_flush(int loop_fd, struct mh_res *r)
+{
+	/* Needs CAP_SYS_ADMIN: the helper has it, the mkfs child does not. */
+	if (ioctl(loop_fd, BLKFLSBUF, 0) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "BLKFLSBUF: %s", strerror(errno));
+	return 0;
+}
+
+bool mh_image_empty(int fd)
+{
+	return lseek(fd, 0, SEEK_DATA) < 0 && errno == ENXIO;
 }

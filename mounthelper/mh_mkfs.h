@@ -38,4 +38,7 @@ int mh_probe(int devfd, const char *want_fstype, struct rn_answer *sig, struct m
 int mh_mkfs(const char *fstype, char *const *args, size_t nargs, bool zeroed, int img,
             const char *name, struct mh_res *r);
 
+/* Drop the device's cached blocks (BLKFLSBUF) after its backing file was written directly. */
+int mh_loop_flush(int loop_fd, struct mh_res *r);
+
 #endif

@@ -41,7 +41,6 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -297,25 +296,13 @@ out:
 	return ret;
 }
 
-int mh_mount_bind_dir(int dir_fd, int target_fd, int *id, struct mh_res *r)
+int mh_mount_bind(int src_fd, int target_fd, int *id, struct mh_res *r)
 {
-	/* A clone of the directory's place in the helper's view: that mount's attributes. */
-	int mfd = (int)syscall(SYS_open_tree, dir_fd, "",
-	                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-	if (mfd < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "clone the volume's directory: %s",
-		               strerror(errno));
-	int ret = attach(mfd, target_fd, id, r);
-	close(mfd);
-	return ret;
-}
-
-int mh_mount_bind_dev(int src_fd, int target_fd, int *id, struct mh_res *r)
-{
-	/* A clone of the node's own mount only (no AT_RECURSIVE). */
+	/* A clone of src's own mount only (no AT_RECURSIVE), with that mount's attributes. */
 	int tfd = open_tree(src_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
 	if (tfd < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "open_tree: %s", strerror(errno));
+		return mh_fail(r, MH_E_FAILED, errno, "clone the bind's source: %s",
+		               strerror(errno));
 	int ret = attach(tfd, target_fd, id, r);
 	close(tfd);
 	return ret;

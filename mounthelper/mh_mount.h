@@ -164,24 +164,20 @@ int mh_mount_fs(const struct mh_loop *l, const char *fstype, struct mh_mount_opt
                 int *id, struct mh_res *r);
 
 /*
- * Bind the directory dir_fd (an fd beneath a base directory in the helper's
- * view, whose mount is nosuid,nodev, and read-only for a read-only bind) onto
- * the directory target_fd and set *id. Not recursive: mounts inside the
- * directory are not carried along.
- */
-int mh_mount_bind_dir(int dir_fd, int target_fd, int *id, struct mh_res *r);
-/*
  * The directory dirfd (a volume's root) gets group gid, g+rwx and setgid,
  * unless it has them; *changed says it was changed. It must be owned by root.
  */
 int mh_mount_set_group(int dirfd, gid_t gid, bool *changed, struct mh_res *r);
 /*
- * Bind the device node src_fd (O_PATH of the helper's own /dev/loopN) onto
- * the regular file target_fd and set *id. The bind keeps the attributes of
- * the helper's /dev (nosuid, noexec, but not nodev, or the node would be
- * useless); see mh_block.c for why that is safe.
+ * Bind src_fd onto target_fd and set *id, not recursively (mounts beneath src
+ * are not carried along), with the attributes of src's mount. Either the
+ * device node src_fd (O_PATH of the helper's own /dev/loopN) onto a regular
+ * file: the helper's /dev is nosuid, noexec, but not nodev, or the node would
+ * be useless (mh_block.c says why that is safe); or a directory volume's
+ * directory (beneath a base in the helper's view, whose mount is
+ * nosuid,nodev, and read-only for a read-only bind) onto a directory.
  */
-int mh_mount_bind_dev(int src_fd, int target_fd, int *id, struct mh_res *r);
+int mh_mount_bind(int src_fd, int target_fd, int *id, struct mh_res *r);
 
 /*
  * Unmount the mount with id mnt_id from name inside parent_fd: fchdir(parent),

@@ -140,16 +140,14 @@ int mh_ops_handle(const struct mh_ctx *c, const struct mh_msg *req, struct mh_ms
 bool mh_ops_known(uint16_t type);
 
 /*
- * True if the request only reads (PING, CAPACITY, STATS, LIST, DIR_STATS,
- * DIR_CAPACITY): the main loop
- * answers it at once. Every other request runs in a worker (mh_worker.c).
+ * The dispatch row of a request type, NULL if none: its name, its one-line
+ * safety argument, and whether it only reads (PING, CAPACITY, STATS, LIST,
+ * DIR_STATS, DIR_CAPACITY: the helper's main loop answers it at once; every
+ * other request runs in a worker, mh_worker.c).
  */
-bool mh_ops_read_only(uint16_t type);
+const struct mh_op_row *mh_ops_row(uint16_t type);
 
 #define MH_OPS_KEYS_MAX 3
-
-/* The one-line safety argument of an operation (its dispatch row); "" if unknown. */
-const char *mh_ops_safety(uint16_t type);
 
 /*
  * The ids and paths a request acts on, as strings (pointers into req): two

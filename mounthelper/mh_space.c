@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mh_image_life.h"
 #include "policy.h"
 
 static uint64_t promised; /* sizes of all images and snapshots */

@@ -36,7 +36,7 @@
  * the tree runner (sepcsi-tree-runner, runner/tree.c), which empties and
  * copies a volume's tree on the directory fds the helper checked and passes
  * (mh_tree.c). It holds CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID and
- * CAP_CHOWN (policy/caps.c: pol_caps_confine_tree), carried across its exec
+ * CAP_CHOWN (policy/caps_roles.c: pol_caps_confine_tree), carried across its exec
  * as ambient capabilities, and nothing else; the tools runner's view less
  * /proc, so that it reaches a pod's tree only through those fds, and no image
  * and no other process at all; and a filter of its own without exec, mount

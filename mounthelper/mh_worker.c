@@ -78,7 +78,7 @@
 #include "log.h"
 #include "mh_copy.h"
 #include "mh_dir.h"
-#include "mh_image.h"
+#include "mh_image_life.h"
 #include "mh_ops.h"
 #include "mh_pause.h"
 #include "mh_space.h"

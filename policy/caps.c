@@ -134,29 +134,7 @@ const char *pol_caps_name(unsigned int cap, char *buf, size_t len)
 	return buf;
 }
 
-int pol_caps_confine_helper(bool directories)
-{
-	return pol_caps_confine(pol_caps_helper_mask() |
-	                            (directories ? pol_caps_helper_dirs_mask() : 0),
-	                        pol_caps_helper_optional_mask(), 0);
-}
-
 uint64_t pol_caps_helper_core_mask(void)
 {
 	return 0;
-}
-
-int pol_caps_confine_helper_core(void)
-{
-	return pol_caps_confine(pol_caps_helper_core_mask(), 0, 0);
-}
-
-int pol_caps_confine_tools(void)
-{
-	return pol_caps_confine(0, 0, 0);
-}
-
-int pol_caps_confine_tree(void)
-{
-	return pol_caps_confine(pol_caps_tree_mask(), 0, pol_caps_tree_mask());
 }

@@ -50,9 +50,8 @@ struct pol_list *pol_list_at(struct pol *p, size_t i);
 
 /* Free every entry of the list; it is empty afterwards. */
 void pol_list_clear(struct pol_list *l);
-/* Does the list (or table) hold the n bytes at s as one whole entry? */
+/* Does the list hold the n bytes at s as one whole entry? */
 bool pol_list_has(const struct pol_list *l, const char *s, size_t n);
-bool pol_in_table(const char *const *t, size_t n, const char *s, size_t len);
 /* A path pattern, a mount option entry, an mkfs word, as the file may give them. */
 bool pol_pattern_ok(const char *pat);
 int pol_opt_entry_ok(const char *tok, char *why, size_t whylen);

@@ -77,14 +77,6 @@ bool pol_list_has(const struct pol_list *l, const char *s, size_t n)
 	return false;
 }
 
-bool pol_in_table(const char *const *t, size_t n, const char *s, size_t len)
-{
-	for (size_t i = 0; i < n; i++)
-		if (strlen(t[i]) == len && memcmp(t[i], s, len) == 0)
-			return true;
-	return false;
-}
-
 /* ---- paths -------------------------------------------------------------- */
 
 /* Does rel (a canonical relative path) match pattern? '*' one component, last '**' the rest. */

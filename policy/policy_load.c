@@ -28,6 +28,14 @@
 
 static const char *const default_roots[] = {"/var/lib/kubelet"};
 
+static bool pol_in_table(const char *const *t, size_t n, const char *s, size_t len)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strlen(t[i]) == len && memcmp(t[i], s, len) == 0)
+			return true;
+	return false;
+}
+
 /*
  * Kubelet's own CSI directories and nothing else of its tree: a volume is
  * staged at plugins/kubernetes.io/csi/<driver or "pv">/<hash or pv>/globalmount

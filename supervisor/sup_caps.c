@@ -31,15 +31,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-struct kept_cap {
-	unsigned cap;
-	bool effective; /* used by the supervisor itself */
-	const char *why;
-	bool optional; /* kept when the supervisor was started with it, not required */
-};
-
 /* What the supervisor uses itself; the helper's are added from policy/caps.c. */
-static const struct kept_cap own[] = {
+static const struct sup_kept_cap own[] = {
     {CAP_CHOWN, true,
      "supervisor: give the state and endpoint directories to the rpcd user; "
      "helper: group of a volume's root directory (VOLUME_MOUNT_GROUP)",
@@ -67,7 +60,7 @@ static const struct kept_cap own[] = {
  * the helper can receive it (and hand the tree runner's on, at its start).
  * One source for all.
  */
-static struct kept_cap kept[MAX_KEPT];
+static struct sup_kept_cap kept[MAX_KEPT];
 static size_t nkept;
 
 static void add_helpers(const struct pol_cap_entry *h, size_t n, bool tree)
@@ -77,7 +70,7 @@ static void add_helpers(const struct pol_cap_entry *h, size_t n, bool tree)
 		for (size_t j = 0; j < nkept; j++)
 			have = have || kept[j].cap == h[i].cap;
 		if (!have)
-			kept[nkept++] = (struct kept_cap){
+			kept[nkept++] = (struct sup_kept_cap){
 			    h[i].cap, false,
 			    tree ? "the helper's tree runner only, and only with directory volumes "
 			           "(see the helper's tables)"
@@ -133,43 +126,11 @@ uint64_t sup_caps_kept_effective(void)
 	return m;
 }
 
-void sup_caps_expected(uint64_t *effective, uint64_t *permitted)
-{
-	struct sup_capsets cs;
-	build_table();
-	optional_present = 0;
-	if (sup_caps_read(&cs) == 0)
-		for (size_t i = 0; i < nkept; i++)
-			if (kept[i].optional && (cs.bounding & (UINT64_C(1) << kept[i].cap)))
-				optional_present |= UINT64_C(1) << kept[i].cap;
-	*effective = sup_caps_kept_effective();
-	*permitted = sup_caps_kept_permitted();
-}
-
-void sup_caps_table_masks(uint64_t *effective, uint64_t *permitted_only, uint64_t *optional)
-{
-	*effective = *permitted_only = *optional = 0;
-	build_table();
-	for (size_t i = 0; i < nkept; i++) {
-		uint64_t bit = UINT64_C(1) << kept[i].cap;
-		if (kept[i].effective)
-			*effective |= bit;
-		else
-			*permitted_only |= bit;
-		if (kept[i].optional)
-			*optional |= bit;
-	}
-}
-
-bool sup_caps_entry(size_t i, unsigned *cap, bool *effective, const char **why)
+const struct sup_kept_cap *sup_caps_table(size_t *n)
 {
 	build_table();
-	if (i >= nkept)
-		return false;
-	*cap = kept[i].cap;
-	*effective = kept[i].effective;
-	*why = kept[i].why;
-	return true;
+	*n = nkept;
+	return kept;
 }
 
 /*

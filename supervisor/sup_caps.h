@@ -36,23 +36,15 @@ int sup_caps_trim(char *err, size_t errlen);
 uint64_t sup_caps_kept_permitted(void);
 uint64_t sup_caps_kept_effective(void);
 
-/*
- * The kept table as masks, whatever sup_caps_trim() found: effective;
- * permitted only (held for the helper); and, overlapping those, the optional
- * ones (kept only when the supervisor starts with them).
- */
-void sup_caps_table_masks(uint64_t *effective, uint64_t *permitted_only, uint64_t *optional);
+/* One capability of the kept table (sup_caps.c says why each). */
+struct sup_kept_cap {
+	unsigned cap;
+	bool effective; /* used by the supervisor itself */
+	const char *why;
+	bool optional; /* kept when the supervisor was started with it, not required */
+};
 
-/*
- * What sup_caps_trim() would keep in this process (optional capabilities
- * counted if its bounding set has them): for --print-privileges.
- */
-void sup_caps_expected(uint64_t *effective, uint64_t *permitted);
-
-/*
- * Entry i of the kept table (for the printed tables, sup_privtab.c): false
- * past its end.
- */
-bool sup_caps_entry(size_t i, unsigned *cap, bool *effective, const char **why);
+/* The kept table, whatever sup_caps_trim() found: for the printed tables (sup_privtab.c). */
+const struct sup_kept_cap *sup_caps_table(size_t *n);
 
 #endif

@@ -44,6 +44,45 @@ static const char *seccomp_cell(const struct pol_sc_table *t, const char *file, 
 	return buf;
 }
 
+/*
+ * The kept table as masks: effective; permitted only (held for the helper);
+ * and, overlapping those, the optional ones (kept only when the supervisor
+ * starts with them).
+ */
+static void table_masks(uint64_t *effective, uint64_t *permitted_only, uint64_t *optional)
+{
+	size_t n;
+	const struct sup_kept_cap *t = sup_caps_table(&n);
+	*effective = *permitted_only = *optional = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t bit = UINT64_C(1) << t[i].cap;
+		*(t[i].effective ? effective : permitted_only) |= bit;
+		if (t[i].optional)
+			*optional |= bit;
+	}
+}
+
+/*
+ * What sup_caps_trim() would keep in this process (an optional capability
+ * counted if this process's bounding set has it): for --print-privileges.
+ */
+static void expected(uint64_t *effective, uint64_t *permitted)
+{
+	struct sup_capsets cs = {0};
+	size_t n;
+	const struct sup_kept_cap *t = sup_caps_table(&n);
+	(void)sup_caps_read(&cs);
+	*effective = *permitted = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t bit = UINT64_C(1) << t[i].cap;
+		if (t[i].optional && !(cs.bounding & bit))
+			continue;
+		*permitted |= bit;
+		if (t[i].effective)
+			*effective |= bit;
+	}
+}
+
 /* One row per process: uid, capabilities, no_new_privs, seccomp (docs/design.md). */
 static void print_privileges(FILE *out)
 {
@@ -53,7 +92,7 @@ static void print_privileges(FILE *out)
 	pol_md_head(out, 5,
 	            (const char *[]){"process", "uid", "capabilities", "no_new_privs", "seccomp"});
 
-	sup_caps_table_masks(&eff, &prm, &opt);
+	table_masks(&eff, &prm, &opt);
 	snprintf(caps, sizeof(caps), "%s effective; %s permitted only, for the helper%s%s%s",
 	         cap_list(eff, a), cap_list(prm, b), opt ? " (" : "", opt ? cap_list(opt, c) : "",
 	         opt ? " only if present)" : "");
@@ -65,8 +104,8 @@ static void print_privileges(FILE *out)
 	                            seccomp_cell(&pol_sc_rpcd, "seccomp_rpcd.c", sc, sizeof(sc))});
 	pol_md_row(
 	    out, 5,
-	    (const char *[]){"metrics check (one per rpcd report, with `--metrics-file`)", "rpcd's",
-	                     "none (bounding set empty)", "yes",
+	    (const char *[]){"metrics check (one per rpcd report, with `--metrics-file`)",
+	                     "65533 (`--metrics-user`)", "none (bounding set empty)", "yes",
 	                     seccomp_cell(&pol_sc_metrics, "seccomp_metrics.c", sc, sizeof(sc))});
 
 	/* Beside its core it runs as its own uid, and so does its tool runner. */
@@ -146,14 +185,13 @@ static void print_seccomp_metrics(FILE *out)
 static void caps_print(FILE *out)
 {
 	char name[32];
-	unsigned cap;
-	bool eff;
-	const char *why;
+	size_t n;
+	const struct sup_kept_cap *t = sup_caps_table(&n);
 	pol_md_head(out, 3, (const char *[]){"capability", "effective", "why"});
-	for (size_t i = 0; sup_caps_entry(i, &cap, &eff, &why); i++)
+	for (size_t i = 0; i < n; i++)
 		pol_md_row(out, 3,
-		           (const char *[]){pol_caps_name(cap, name, sizeof(name)),
-		                            eff ? "yes" : "no", why});
+		           (const char *[]){pol_caps_name(t[i].cap, name, sizeof(name)),
+		                            t[i].effective ? "yes" : "no", t[i].why});
 }
 
 static const struct {
@@ -345,7 +383,7 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	if (pol_load(cfg->policy[0] ? cfg->policy : NULL, &pol, err, errlen) < 0)
 		return -1;
 	uint64_t eff, prm;
-	sup_caps_expected(&eff, &prm);
+	expected(&eff, &prm);
 	/* The capable one keeps an optional capability only if the supervisor can hand it over. */
 	bool dirs = pol_base_dir(pol, 0) != NULL;
 	uint64_t capable = pol_caps_helper_mask() | (pol_caps_helper_optional_mask() & prm);
@@ -365,12 +403,13 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	     "Serves CSI on the unix socket and keeps the store; privileges dropped before "
 	     "exec, its filter installed before gRPC starts.",
 	     0, 0},
-	    {"sepcsi-metrics-check", cfg->rpcd_uid, cfg->rpcd_gid, 0, 0, 0, 0, true,
+	    {"sepcsi-metrics-check", cfg->metrics_uid, cfg->metrics_gid, 0, 0, 0, 0, true,
 	     &pol_sc_metrics, "seccomp_metrics.c", false,
 	     "The supervisor's child for each of rpcd's metrics reports, with --metrics-file "
 	     "(supervisor/sup_metrics_check.c): the one parser of the report, so the supervisor "
-	     "parses none of it; privileges dropped before exec as rpcd's, its filter installed "
-	     "before it reads a byte; it ends with its answer.",
+	     "parses none of it; privileges dropped before exec, to ids of its own (rpcd's could "
+	     "write into it before its filter), not dumpable, its filter installed before it "
+	     "reads a byte; it ends with its answer.",
 	     0, 0},
 	    {"sepcsi-mounthelper", hu, hg, helper, helper, helper, 0, true, &pol_sc_helper,
 	     "seccomp_helper.c", true,

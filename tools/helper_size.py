@@ -43,7 +43,7 @@ FEATURES = [
     ("mounts and what is mounted where", ["mh_mount", "mh_mountinfo.c"]),
     ("loop devices and their records", ["mh_loop", "mh_loop_records"]),
     ("image volumes: create, delete, stage, publish, probe and mkfs",
-     ["mh_ops.c", "mh_image", "mh_image_life.c", "mh_mkfs", "mh_tools"]),
+     ["mh_ops.c", "mh_image", "mh_image_life", "mh_mkfs", "mh_tools"]),
     ("raw block volumes", ["mh_block"]),
     ("snapshots and clones: copies, freezes", ["mh_copy", "mh_freeze"]),
     ("expansion", ["mh_resize"]),

@@ -75,19 +75,10 @@ struct args {
 
 static void __attribute__((noreturn)) usage(int status)
 {
+	/* Started by sepcsi-mounthelper only: its arguments are in docs/helper.md. */
 	fprintf(status ? stderr : stdout,
-	        "usage: sepcsi-core --data-dir DIR --owner UID --policy-fd N [options]\n"
-	        "The capable core of sepcsi: mounts, loop devices and marks in kubelet's\n"
-	        "CSI directories, for the orchestrating side on fd 3; not for manual use.\n"
-	        "\n"
-	        "  --policy-fd N          the compiled policy on descriptor N (sepcsi-policy)\n"
-	        "  --data-dir DIR         where the volume images live\n"
-	        "  --owner UID            the uid owning images/ and snapshots/ there\n"
-	        "  --log-format text|json log line format (default text)\n"
-	        "  --log-level LEVEL      error, warn, info or debug (default info)\n"
-	        "\n"
-	        "Exit status: 0 channel closed or SIGTERM, 1 start-up failure, 2 broken\n"
-	        "policy, 3 protocol violation.\n");
+	        "usage: sepcsi-core --data-dir DIR --owner UID --policy-fd N [--log-format F] "
+	        "[--log-level L]\n(started by sepcsi-mounthelper; not for manual use)\n");
 	exit(status);
 }
 

@@ -302,8 +302,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	                 req.type == MH_REQ_STATS || req.type == MH_REQ_LIST ||
 	                 req.type == MH_REQ_DIR_STATS || req.type == MH_REQ_DIR_CAPACITY;
 	FUZZ_CHECK(mh_ops_known(req.type) == is_request);
-	FUZZ_CHECK(mh_ops_read_only(req.type) == read_only);
-	FUZZ_CHECK(!is_request || strlen(mh_ops_safety(req.type)) > 10); /* each row argues */
+	const struct mh_op_row *row = mh_ops_row(req.type);
+	FUZZ_CHECK((row && row->read_only) == read_only);
+	FUZZ_CHECK(!is_request || (row && strlen(row->safety) > 10)); /* each row argues */
 	if (!is_request)
 		return 0; /* a violation: the helper ends here too */
 
