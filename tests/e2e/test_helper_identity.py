@@ -384,12 +384,20 @@ def test_images_an_earlier_release_left_roots_are_handed_over_and_links_are_not(
 
 
 def test_helper_user_is_neither_root_nor_rpcds():
-    for user, why in (("%d:%d" % RPCD, "--helper-user and --rpcd-user"),
-                      ("%d:1" % RPCD[0], "--helper-user and --rpcd-user"), ("0:0", "uid 0")):
-        res = subprocess.run([os.path.join(BIN, "sepcsi-supervisor"), "--helper-user", user,
+    """The helper's and the metrics check's ids are neither root's nor rpcd's nor each
+    other's, in uid or in gid."""
+    differ = "--rpcd-user, --helper-user and --metrics-user must differ in uid and gid"
+    for flag, user, why in (("--helper-user", "%d:%d" % RPCD, differ),
+                            ("--helper-user", "%d:1" % RPCD[0], differ),
+                            ("--helper-user", "0:0", "uid 0"),
+                            ("--metrics-user", "%d:%d" % RPCD, differ),
+                            ("--metrics-user", "7:%d" % RPCD[1], differ),
+                            ("--metrics-user", "65531:7", differ),
+                            ("--metrics-user", "0:7", "uid 0")):
+        res = subprocess.run([os.path.join(BIN, "sepcsi-supervisor"), flag, user,
                               "--node-id", "n", "--print-privileges"],
                              capture_output=True, text=True, timeout=30)
-        assert res.returncode != 0 and why in res.stderr, (user, res)
+        assert res.returncode != 0 and why in res.stderr, (flag, user, res)
 
 
 def test_the_helper_dies_with_the_supervisor_after_its_uid_change():
