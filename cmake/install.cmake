@@ -20,8 +20,11 @@ set(CMAKE_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
 install(TARGETS sepcsi-supervisor RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
 install(TARGETS sepcsictl sepcsi-bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS sepcsi-rpcd sepcsi-mounthelper sepcsi-core sepcsi-runner sepcsi-tree-runner
-                sepcsi-privileges sepcsi-metrics-check
+                sepcsi-privileges
         RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/sepcsi)
+# Execute-only, as built (supervisor/CMakeLists.txt says why).
+install(TARGETS sepcsi-metrics-check RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/sepcsi
+        PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_EXECUTE WORLD_EXECUTE)
 
 install(FILES docs/sepcsictl.1 docs/sepcsi-bench.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 install(FILES docs/sepcsi-policy.5 DESTINATION ${CMAKE_INSTALL_MANDIR}/man5)

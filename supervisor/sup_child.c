@@ -463,8 +463,9 @@ void sup_reap(struct sup *s)
 		pid_t pid = si.si_pid;
 		for (r = 0; r < SUP_NROLES && s->child[r].pid != pid; r++)
 			;
-		/* Whatever our child left in its process group dies with it. */
-		if (r < SUP_NROLES)
+		/* Whatever our child (or a metrics check) left in its process group dies with it.
+		 */
+		if (r < SUP_NROLES || pid == s->metrics.check.pid)
 			kill(-pid, SIGKILL);
 		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 			;

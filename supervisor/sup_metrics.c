@@ -84,6 +84,7 @@ void sup_metrics_from_rpcd(struct sup *s, int fd)
 	                             .peer_fd = fd,
 	                             .ctl_fd = p[1],
 	                             .drop_privilege = true,
+	                             .quiet = true,
 	                             .uid = s->cfg->metrics_uid,
 	                             .gid = s->cfg->metrics_gid};
 	pid_t pid = sup_spawn(&sp);
@@ -100,7 +101,9 @@ void sup_metrics_check_timer(struct sup *s)
 {
 	struct sup_metrics_check *c = &s->metrics.check;
 	if (c->pid > 0 && !c->killed && mono_ms() >= c->deadline) {
-		kill(c->pid, SIGKILL); /* not reaped yet: the pid is still this child's */
+		/* It and its group (setsid, if it got that far): not reaped, the ids are its. */
+		kill(c->pid, SIGKILL);
+		kill(-c->pid, SIGKILL);
 		c->killed = true;
 	}
 }

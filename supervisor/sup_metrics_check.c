@@ -3,23 +3,25 @@
  * metrics file. The supervisor starts one for each report it reads
  * (sup_metrics.c, through sup_spawn.c: ids of its own, --metrics-user, every
  * capability set empty, no_new_privs, a session of its own, killed with the
- * supervisor), with the report, a memfd rpcd sealed, as fd 3 and a pipe as
- * fd 4. So the one parser of text rpcd wrote holds nothing but that report
- * and its answer. Not rpcd's ids: a process may write into the memory of
- * another of its own uid and gid (/proc/PID/mem), and rpcd could then answer
- * for the check, or run code outside rpcd's filter.
+ * supervisor), with the report, a memfd rpcd sealed, as fd 3, a pipe as fd 4
+ * and /dev/null for the rest. So the one parser of text rpcd wrote holds
+ * nothing but that report and its answer. Not rpcd's ids: a process may
+ * write into the memory of another of its own uid and gid (/proc/PID/mem),
+ * and rpcd could then answer for the check, or run code outside rpcd's filter.
  *
- * It makes itself not dumpable and installs its filter
- * (policy/seccomp_metrics.c: no open, no socket, no exec; writes only to
- * fd 4) before it reads a byte, reads the report whole and checks it
+ * Built and installed execute-only (0711), it runs not dumpable from its exec
+ * on; it says so again itself (a copy someone made readable), and installs
+ * its filter (policy/seccomp_metrics.c: no open, no socket, no exec; writes
+ * only to fd 4) before it reads a byte, reads the report whole and checks it
  * (sup_metrics_text.c).
  *
  * Exit 0: accepted. 1: refused, with the line it is about (a native u32, 0
  * for the report as a whole) and the reason written to fd 4 in one write.
  * 2: the descriptors were not what they should be, or the filter would not
  * load. It ends with _exit, so no exit handler runs under its filter (a
- * sanitizer build's leak check would need calls the filter has not). The supervisor refuses the
- * report on anything but 0, and kills a check still running after SUP_METRICS_CHECK_MS.
+ * sanitizer build's leak check would need calls the filter has not). The
+ * supervisor refuses the report on anything but 0, and kills a check still
+ * running after SUP_METRICS_CHECK_MS, with its process group.
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
 /*
  * The check of rpcd's metrics report, run by sepcsi-metrics-check
  * (sup_metrics_check.c), never by the supervisor: the one parser of text rpcd
- * shaped runs without capabilities, under rpcd's own uid and a filter of its
- * own, and the supervisor only copies what it accepted (sup_metrics.c).
+ * shaped runs without capabilities, under ids and a filter of its own, and
+ * the supervisor only copies what it accepted (sup_metrics.c).
  *
  * A report passes only if it is the text format in a strict form that Go's
  * parser (node-exporter's textfile collector) and Python's prometheus_client

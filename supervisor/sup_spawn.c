@@ -11,7 +11,8 @@
  *      supervisor can kill whatever the child leaves behind as one group;
  *   2. every signal disposition back to default, then an empty signal mask;
  *   3. the channel to fd 3, the control socket to fd 4, stdin from /dev/null,
- *      every descriptor >= 5 closed (stdout and stderr stay: logs go there);
+ *      every descriptor >= 5 closed (stdout and stderr stay: logs go there;
+ *      for a quiet child, the metrics check, they are /dev/null too);
  *   4. for rpcd only, privilege dropped for good, in this order:
  *        a. bounding set emptied (needs CAP_SETPCAP, so before the uid change),
  *        b. ambient set cleared,
@@ -108,13 +109,14 @@ static void setup_fds(const struct sup_spawn *sp)
 	/* Move both ends above the target numbers first so no dup2 overwrites the other. */
 	int peer = fcntl(sp->peer_fd, F_DUPFD_CLOEXEC, 10);
 	int ctl = fcntl(sp->ctl_fd, F_DUPFD_CLOEXEC, 10);
-	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 
 	if (peer < 0 || ctl < 0 || null < 0)
 		child_fail(sp, "dup channel");
 	/* dup2 gives the new descriptor no close-on-exec flag: these survive exec. */
 	if (dup2(null, STDIN_FILENO) < 0 || dup2(peer, SEPCSI_FD_PEER) < 0 ||
-	    dup2(ctl, SEPCSI_FD_CONTROL) < 0)
+	    dup2(ctl, SEPCSI_FD_CONTROL) < 0 ||
+	    (sp->quiet && (dup2(null, STDOUT_FILENO) < 0 || dup2(null, STDERR_FILENO) < 0)))
 		child_fail(sp, "dup2");
 	if (close_range(SEPCSI_FD_CONTROL + 1, ~0U, 0) < 0)
 		child_fail(sp, "close_range");

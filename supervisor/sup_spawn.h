@@ -15,6 +15,7 @@ struct sup_spawn {
 	int peer_fd;         /* becomes fd 3 (SEPCSI_FD_PEER) */
 	int ctl_fd;          /* becomes fd 4 (SEPCSI_FD_CONTROL) */
 	bool drop_privilege; /* run as uid:gid with no capabilities at all */
+	bool quiet;          /* stdout and stderr to /dev/null, not the supervisor's log */
 	uid_t uid;
 	gid_t gid;
 };
