@@ -99,13 +99,17 @@ def process_tree(pid):
     return out
 
 
-def helper_worker(pid):
-    """A worker of sepcsi's helper: the helper's fork, so its name, under a parent of it."""
+def short_lived(pid):
+    """A process of sepcsi's that comes and goes: a worker of its helper (the helper's
+    fork, so its name, under a parent of it), a check of rpcd's metrics report, or a
+    child of the supervisor not exec'd yet."""
     try:
         with open("/proc/%d/stat" % pid) as f:
             ppid = int(f.read().rsplit(")", 1)[1].split()[1])
         with open("/proc/%d/comm" % pid) as f, open("/proc/%d/comm" % ppid) as g:
-            return f.read().strip() == g.read().strip() == "sepcsi-mounthel"
+            comm, parent = f.read().strip(), g.read().strip()
+        return (comm == parent and comm in ("sepcsi-mounthel", "sepcsi-supervis")) or \
+            comm == "sepcsi-metrics-"
     except (FileNotFoundError, ProcessLookupError, ValueError):
         return True  # gone already: not long-lived either
 
@@ -128,9 +132,9 @@ class Driver:
         self.name, self.version = info.name, info.vendor_version
         # The long-lived processes, taken while the driver is idle. Children that come and
         # go (the helper's workers, idle ones too: rpcd's first LIST of mounts runs in one,
-        # and the tools they run) are counted in the PSS total by sepcsi-bench, which adds
-        # every descendant of these at each sample.
-        self.pids = [p for p in process_tree(self.proc.pid) if not helper_worker(p)]
+        # and the tools they run; the supervisor's metrics checks) are counted in the PSS
+        # total by sepcsi-bench, which adds every descendant of these at each sample.
+        self.pids = [p for p in process_tree(self.proc.pid) if not short_lived(p)]
         self.reports = {}
 
     def wait_probe_ready(self, timeout=30):

@@ -272,7 +272,8 @@ class Driver:
             return self.proc.pid
 
     def children(self):
-        """{comm: pid} of the supervisor's direct children."""
+        """{comm: pid} of the supervisor's long-lived direct children: not a metrics check
+        (one per rpcd report, for milliseconds), nor a child between fork and exec."""
         out = {}
         pid = self.sup_pid()
         path = "/proc/%d/task/%d/children" % (pid, pid)
@@ -280,9 +281,11 @@ class Driver:
             for pid in f.read().split():
                 try:
                     with open("/proc/%s/comm" % pid) as c:
-                        out[c.read().strip()] = int(pid)
+                        comm = c.read().strip()
                 except (FileNotFoundError, ProcessLookupError):
-                    pass  # exited (and reaped) between the two reads: not a child any more
+                    continue  # exited (and reaped) between the two reads: not a child any more
+                if comm not in ("sepcsi-metrics-", "sepcsi-supervis"):
+                    out[comm] = int(pid)
         return out
 
     def stop(self, sig=signal.SIGTERM):

@@ -356,9 +356,8 @@ def test_reports_are_checked_by_a_process_without_privilege():
     with open(check, "w") as f:
         f.write(CHECK_WRAPPER % {"out": out, "real": check + ".real"})
     os.chmod(check, 0o755)
-    d = Driver(bin_dir=bin_dir, extra_args=["--metrics-interval", "1"])
+    d = Driver(bin_dir=bin_dir, extra_args=["--metrics-interval", "1"])  # started
     try:
-        d.start()
         res = subprocess.run(d.args + ["--print-privileges", "--log-format", "json"],
                              capture_output=True, text=True, check=True, timeout=30)
         rows = {p["name"]: p for p in json.loads(res.stdout)["processes"]}
