@@ -17,6 +17,7 @@ static const struct sc_rule metrics_rules[] = {
     ALLOW("mmap", "malloc: the report's copy (up to 1 MiB) and the keys the check sorts"),
     ALLOW("munmap", "free"),
     ALLOW("mremap", "realloc of the keys"),
+    ALLOW("madvise", "malloc trimming; a sanitizer build's shadow memory"),
     ALLOW("newfstatat", "the report's size (fstat)"),
     ALLOW("pread64", "the report"),
     ALLOW("sysinfo", "glibc's qsort asks the memory size before its first sort of more than 1 KiB"),

@@ -400,7 +400,7 @@ static void test_metrics_filter(void)
 	                             P_FTRUNCATE, P_MKNOD_LOOP, P_BPF};
 	check_killed(&pol_sc_metrics, killed, sizeof(killed) / sizeof(killed[0]));
 	CHECK(probe(&pol_sc_metrics, false, P_MMAP_ANON) == 0); /* malloc */
-	CHECK(pol_seccomp_syscall_count(&pol_sc_metrics) <= 9);
+	CHECK(pol_seccomp_syscall_count(&pol_sc_metrics) <= 10);
 	printf("# metrics check filter allows %zu system calls\n",
 	       pol_seccomp_syscall_count(&pol_sc_metrics));
 }
