@@ -102,7 +102,7 @@ int mh_image_mark_raw(int fd, bool durable, struct mh_res *r)
 		return mh_fail(r, MH_E_FAILED, errno,
 		               "cannot record on the image that it is exposed raw: %s",
 		               strerror(errno));
-	(void)fsetxattr(fd, MH_IMAGE_RAW_XATTR_OLD, "1", 1,
-	                XATTR_CREATE); /* for an older release */
+	/* For an older release, which reads trusted.* only. */
+	(void)fsetxattr(fd, MH_IMAGE_RAW_XATTR_OLD, "1", 1, XATTR_CREATE);
 	return 0;
 }

@@ -333,6 +333,7 @@ def main():
     ap.add_argument("--probe-seconds", type=float, default=10.0)
     ap.add_argument("--json", action="store_true", help="the bench's reports as one object")
     opts = ap.parse_args()
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # unwinds: both drivers stop
     hostpath = find_hostpathplugin()
     if not hostpath:
         print("hostpathplugin not found ($HOSTPATHPLUGIN or ../shared/peers/hostpathplugin): "

@@ -144,6 +144,7 @@ def run_mode(build, sanity, mode):
         stdout=open(log_path, "w"), stderr=subprocess.STDOUT, start_new_session=True)
     problems = []
     results = []
+    interrupted = True  # until the run's end is reached: then its own checks clean up
     try:
         csi_client.wait_ready(endpoint, 30)
         report = os.path.join(tmp, "report.json")
@@ -166,8 +167,10 @@ def run_mode(build, sanity, mode):
             results = spec_results(report)
         else:
             problems.append("csi-sanity wrote no report")
+        interrupted = False
     except TimeoutError as e:
         problems.append(str(e))
+        interrupted = False
     finally:
         if sup.poll() is None:
             os.kill(sup.pid, signal.SIGTERM)
@@ -177,6 +180,10 @@ def run_mode(build, sanity, mode):
                 os.killpg(sup.pid, signal.SIGKILL)
                 sup.wait()
                 problems.append("the supervisor did not stop on SIGTERM")
+        if interrupted:  # ^C or SIGTERM: nothing left on the machine, then on up
+            for dev in loops_backed_by(os.path.join(tmp, "data")):
+                subprocess.run(["losetup", "-d", dev], check=False)
+            shutil.rmtree(tmp, ignore_errors=True)
     if sup.returncode != 0:
         problems.append("the supervisor exited %s" % sup.returncode)
     left_mounts = mounts_beneath(KUBELET)
@@ -220,6 +227,9 @@ def run_mode(build, sanity, mode):
 
 
 def main():
+    # A SIGTERM (CI's timeout) unwinds like ^C: the finally blocks stop the driver and
+    # remove its tree, loop devices included.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     if len(sys.argv) < 2:
         sys.exit("usage: sanity.py BUILD_DIR [MODE ...]")
     build = os.path.abspath(sys.argv[1])

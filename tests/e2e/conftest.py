@@ -11,6 +11,8 @@ Teardown stops the supervisor and then removes whatever a failed test left:
 mounts under <tmp> (lazily, deepest first), loop devices backed by files in
 <tmp>/data, and the tree itself.
 """
+import fcntl
+import glob
 import hashlib
 import os
 import re
@@ -113,6 +115,52 @@ def copy_bin_dir():
     return d
 
 
+# The trees the tests make for a driver or a core (held: see claim_tmp).
+TREE_PREFIXES = ("sepcsi-e2e-", "sepcsi-core-")
+
+
+def claim_tmp(prefix):
+    """A new tree under /tmp, and a descriptor holding a lock on it for as long as this
+    process keeps it (closed by cleanup_tree's caller, or by this process's end). A tree
+    whose lock nobody holds was left by a run that was killed before it cleaned up:
+    sweep_leftovers removes it, with what is still attached or mounted from it."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(tmp, 0o755)
+    fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)  # not inherited by the driver
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return tmp, fd
+
+
+def sweep_leftovers():
+    """Before any test: every tree an earlier run left (its lock free, so its owner is
+    gone), with the driver processes still running on it, its mounts and its loop
+    devices. A run killed mid-test (CI's timeout, a signal) cleans up here at the latest."""
+    for tmp in sorted(t for prefix in TREE_PREFIXES for t in glob.glob("/tmp/%s*" % prefix)):
+        try:
+            fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # held: a run in progress
+        for pid in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    argv = f.read()
+            except OSError:
+                continue
+            if (tmp + "/").encode() in argv and pid != os.getpid():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        time.sleep(0.2)  # the killed processes' mounts and descriptors go with them
+        cleanup_tree(tmp)
+        os.close(fd)
+
+
 def cleanup_tree(tmp):
     # A file system a failed test left frozen would keep its loop device for good once
     # detached: thaw every mount first (harmless where nothing is frozen).
@@ -172,8 +220,7 @@ class Driver:
 
     def __init__(self, extra_args=(), policy_extra="", bin_dir=None, prefix=(), wait=True,
                  env=None, kubelet=False, setup=None):
-        self.tmp = tempfile.mkdtemp(prefix="sepcsi-e2e-")
-        os.chmod(self.tmp, 0o755)
+        self.tmp, self.lock = claim_tmp("sepcsi-e2e-")
         self.root = os.path.join(self.tmp, "root")
         self.state = os.path.join(self.tmp, "state")
         self.data = os.path.join(self.tmp, "data")
@@ -304,6 +351,7 @@ class Driver:
 
     def cleanup(self):
         cleanup_tree(self.tmp)
+        os.close(self.lock)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -314,6 +362,11 @@ def private_mount_namespace():
         pytest.exit("run the end-to-end tests inside `unshare -m --propagation private`", 2)
     if not os.path.exists(os.path.join(BIN, "sepcsi-supervisor")):
         pytest.exit("no build in %s (set SEPCSI_BUILD_DIR)" % BUILD, 2)
+    # A SIGTERM (CI's timeout, an operator) ends the run the way ^C does: each test's
+    # finally blocks and each fixture's teardown still stop their drivers and detach
+    # their loop devices; what a harder kill leaves, the next run sweeps first.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    sweep_leftovers()
     # This namespace's mounts, private to it, are then shared among themselves
     # (as a host's are under systemd): the helper's own namespace reaches the
     # test roots through that propagation, as it reaches kubelet's directory.

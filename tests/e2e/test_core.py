@@ -35,7 +35,7 @@ import time
 import pytest
 
 import mh_wire
-from conftest import BIN, cleanup_tree
+from conftest import BIN, claim_tmp, cleanup_tree
 from mh_wire import F_BLOCK, F_CREATE_DIR, F_REMOVE_DIR, E, Msg, T, decode, encode
 from stallfuse import fuse_subpath
 
@@ -74,8 +74,7 @@ class Core:
         <tmp>/outside   files that are nobody's business of the core's"""
 
     def __init__(self):
-        self.tmp = tempfile.mkdtemp(prefix="sepcsi-core-")
-        os.chmod(self.tmp, 0o755)
+        self.tmp, self.lock = claim_tmp("sepcsi-core-")
         self.root, self.data = self.path("root"), self.path("data")
         self.out, self.images = self.path("outside"), self.path("data/images")
         for d in (self.root, self.out, self.data):
@@ -250,6 +249,7 @@ def fresh():
         if os.environ.get("SEPCSI_E2E_SHOW_LOGS") and c.proc:
             print(c.logs())
         cleanup_tree(c.tmp)
+        os.close(c.lock)
         # A dead core's namespace lets go of its devices a moment later: wait, so
         # that the next test's loop devices are its own.
         deadline = time.monotonic() + 10

@@ -101,6 +101,7 @@ def pair():
         if os.environ.get("SEPCSI_E2E_SHOW_LOGS") and p.proc:
             print(p.logs(), p.helper_logs())
         cleanup_tree(p.tmp)
+        os.close(p.lock)
 
 
 def fs_type(path):
@@ -468,6 +469,7 @@ def test_helper_starts_its_core_private_and_bare():
     finally:
         p.stop()
         cleanup_tree(p.tmp)
+        os.close(p.lock)
 
 
 # What a process of uid 0 without any capability tries, inside another's mount namespace
@@ -533,6 +535,7 @@ def test_no_capability_less_root_process_reaches_the_core_or_the_helper():
         other.wait()
         p.stop()
         cleanup_tree(p.tmp)
+        os.close(p.lock)
 
 
 def test_a_data_directory_in_kubelets_tree_is_refused():
@@ -570,6 +573,7 @@ def test_a_data_directory_in_kubelets_tree_is_refused():
         assert not os.path.exists(c.path("data", "dirs"))
     finally:
         cleanup_tree(c.tmp)
+        os.close(c.lock)
 
 
 def test_an_old_mark_it_cannot_upgrade_keeps_the_image_raw():
@@ -607,6 +611,7 @@ def test_an_old_mark_it_cannot_upgrade_keeps_the_image_raw():
     finally:
         p.stop()
         cleanup_tree(p.tmp)
+        os.close(p.lock)
 
 
 def test_stats_holds_no_key(pair):

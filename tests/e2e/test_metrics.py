@@ -18,7 +18,7 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import BIN, Driver, copy_bin_dir, running
+from conftest import BIN, Driver, copy_bin_dir, proc_status, running
 from csi_client import mount_cap
 
 MiB = 1 << 20
@@ -320,9 +320,12 @@ with open("%(out)s/seen-%%d" %% os.getpid(), "w") as f:
     f.write(status)
     for fd, target in sorted(seen.items()):
         f.write("fd %%s %%s\\n" %% (fd, target))
+first = not any(n.startswith("ready-") for n in os.listdir("%(out)s"))
 open("%(out)s/ready-%%d" %% os.getpid(), "w").close()
 import time
-time.sleep(0.5)  # the test tries its /proc/PID/mem as rpcd meanwhile
+deadline = time.monotonic() + 1.5  # within the supervisor's 2 s for a check
+while first and not os.path.exists("%(out)s/tried") and time.monotonic() < deadline:
+    time.sleep(0.005)  # the first waits while the test tries its /proc/PID/mem as rpcd
 os.execv("%(real)s", ["sepcsi-metrics-check"])
 """
 
@@ -371,6 +374,7 @@ def test_reports_are_checked_by_a_process_without_privilege():
             time.sleep(0.02)
         pid = int(next(p.name for p in out.iterdir() if p.name.startswith("ready-"))[6:])
         assert not open_as(rpcd["uid"], rpcd["gid"], "/proc/%d/mem" % pid)
+        (out / "tried").touch()
         wait_for(d.metrics, lambda s: ("sepcsi_rpcd_report_age_seconds", frozenset()) in s)
         seen = sorted(p for p in out.iterdir() if p.name.startswith("seen-"))
         assert seen, "no check ran"
@@ -400,14 +404,21 @@ def test_reports_are_checked_by_a_process_without_privilege():
 
 def test_the_check_confines_itself_before_it_reads():
     """The real sepcsi-metrics-check, run as the supervisor runs it (its ids, no
-    capability) on a report of 1 MiB: while it checks, it runs under its filter
-    (Seccomp 2) and is not dumpable (its /proc/PID/mem is root's, not its uid's), and it
-    accepts."""
-    text = "".join('sepcsi_many{i="%d",j="x"} %d\n' % (i, i) for i in range(30000))
+    capability), on a report it refuses, with its answer pipe full: it blocks in the
+    write of its answer, after it read and checked, and there it is under its filter
+    (Seccomp 2) and not dumpable (its /proc/PID/mem is root's, not its uid's). Drained,
+    it ends refusing, with its reason."""
     fd = os.memfd_create("report", os.MFD_ALLOW_SEALING)
-    os.write(fd, text.encode())
+    os.write(fd, b"sepcsi_x abc\n")
     fcntl.fcntl(fd, 1033, 15)  # F_ADD_SEALS: seal, shrink, grow, write
     r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        while True:
+            os.write(w, b"x" * 4096)
+    except BlockingIOError:
+        pass
+    os.set_blocking(w, True)
 
     def confine():
         os.dup2(fd, 3)
@@ -418,18 +429,28 @@ def test_the_check_confines_itself_before_it_reads():
 
     p = subprocess.Popen([os.path.join(BIN, "sepcsi-metrics-check")], pass_fds=(3, 4),
                          preexec_fn=confine, stdin=subprocess.DEVNULL)
-    seen = set()
-    while p.poll() is None:
-        try:
-            with open("/proc/%d/status" % p.pid) as f:
-                st = dict(ln.split(":", 1) for ln in f.read().splitlines() if ":" in ln)
-            owner = os.stat("/proc/%d/mem" % p.pid).st_uid
-        except (OSError, ValueError):
-            continue
-        if st["Uid"].split()[0] == "65533":  # exec'd, confined
-            seen.add((st["Seccomp"].strip(), owner))
     os.close(w)
     os.close(fd)
-    assert p.returncode == 0 and os.read(r, 100) == b""
-    os.close(r)
-    assert ("2", 0) in seen, seen  # filtered and not dumpable while it checks
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert p.poll() is None and time.monotonic() < deadline, p.returncode
+            st = proc_status(p.pid)
+            with open("/proc/%d/wchan" % p.pid) as f, open("/proc/%d/syscall" % p.pid) as g:
+                blocked = "pipe" in f.read() or g.read().split()[0] == "1"  # in write(2)
+            if st["Uid"].split()[0] == "65533" and blocked:
+                break  # exec'd, checked, and blocked on its answer
+            time.sleep(0.01)
+        assert st["Seccomp"] == "2", st["Seccomp"]
+        assert os.stat("/proc/%d/mem" % p.pid).st_uid == 0  # not dumpable
+    finally:
+        answer = b""
+        while True:  # drained: the check's write goes through, and it ends
+            chunk = os.read(r, 65536)
+            answer += chunk
+            if not chunk:
+                break
+        os.close(r)
+        p.wait()
+    assert p.returncode == 1 and answer.endswith(b"a value that is not a float "
+                                                 b"(decimal, NaN, +Inf, -Inf)"), answer[-80:]
