@@ -330,14 +330,19 @@ os.execv("%(real)s", ["sepcsi-metrics-check"])
 """
 
 
+def become(uid, gid):
+    """This process takes uid and gid alone (and so no capability)."""
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+
+
 def open_as(uid, gid, path):
     """Whether a process of uid and gid (and no capability) can open path for writing."""
     pid = os.fork()
     if pid == 0:
         try:
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
+            become(uid, gid)
             os.close(os.open(path, os.O_RDWR))
             os._exit(0)
         except OSError:
@@ -423,9 +428,7 @@ def test_the_check_confines_itself_before_it_reads():
     def confine():
         os.dup2(fd, 3)
         os.dup2(w, 4)
-        os.setgroups([])
-        os.setresgid(65533, 65533, 65533)
-        os.setresuid(65533, 65533, 65533)
+        become(65533, 65533)
 
     p = subprocess.Popen([os.path.join(BIN, "sepcsi-metrics-check")], pass_fds=(3, 4),
                          preexec_fn=confine, stdin=subprocess.DEVNULL)
