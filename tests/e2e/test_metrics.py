@@ -439,11 +439,12 @@ def test_the_check_confines_itself_before_it_reads():
         while True:
             assert p.poll() is None and time.monotonic() < deadline, p.returncode
             st = proc_status(p.pid)
-            with open("/proc/%d/wchan" % p.pid) as f, open("/proc/%d/syscall" % p.pid) as g:
-                blocked = "pipe" in f.read() or g.read().split()[0] == "1"  # in write(2)
-            if st["Uid"].split()[0] == "65533" and blocked:
-                break  # exec'd, checked, and blocked on its answer
+            with open("/proc/%d/syscall" % p.pid) as f:
+                call = f.read().split()
+            if st["Uid"].split()[0] == "65533" and call[:2] == ["1", "0x4"]:
+                break  # exec'd, checked, and blocked in write(4, ...): its answer
             time.sleep(0.01)
+        st = proc_status(p.pid)  # read again: it stays blocked now
         assert st["Seccomp"] == "2", st["Seccomp"]
         assert os.stat("/proc/%d/mem" % p.pid).st_uid == 0  # not dumpable
     finally:
