@@ -74,6 +74,7 @@ MIN_KILLS = 20
 KILL_INTERVAL = (0.1, 0.5)  # seconds between two kills, uniform
 CALL_TIMEOUT = 15  # gRPC deadline of one attempt (the external sidecars' default is 10 s)
 BACKOFF = (0.01, 0.05)  # first retry delay, doubling up to the second
+RECONNECT_AFTER = 2  # seconds of UNAVAILABLE after which a client dials again
 KINDS = ("helper", "worker", "runner", "tree", "core", "rpcd")
 WORKER_WAIT = 0.5  # how long a turn that drew "worker" first looks for one
 HELPER, RPCD = "sepcsi-mounthel", "sepcsi-rpcd"  # /proc/<pid>/comm keeps 15 characters
@@ -111,6 +112,7 @@ class Tally:
         self.lock = threading.Lock()
         self.calls = collections.Counter()  # method -> successful calls
         self.retries = collections.Counter()  # status code name -> failed attempts
+        self.redials = collections.Counter()  # method -> new channels after UNAVAILABLE
         self.errors = collections.Counter()  # (method, code, details) -> failed attempts
         self.kills = collections.Counter()  # kind -> SIGKILLs sent
         self.kill_log = []  # "HH:MM:SS.mmm kind pid", in UTC as the driver logs
@@ -133,19 +135,33 @@ class Tally:
 class ChaosClient(csi_client.CsiClient):
     """A CsiClient whose channel reconnects within 50-250 ms: with gRPC's
     default (1 s, growing to 2 min) every kill of rpcd would leave the channel
-    failing for longer and longer after rpcd is back, which measures gRPC."""
+    failing for longer and longer after rpcd is back, which measures gRPC. Its
+    connections are its own (a local subchannel pool), and after RECONNECT_AFTER
+    seconds of UNAVAILABLE it dials again on a new channel, as kubelet does (it
+    dials a new connection for every node call): under a sanitizer build, whose
+    rpcd is killed again before it answers, a channel was seen failing with the
+    error of its last attempt for a minute while the others were served."""
 
     def __init__(self, endpoint):
         self.endpoint = endpoint
-        self.channel = grpc.insecure_channel(endpoint, options=[
+        self.channel = self.dial()
+
+    def dial(self):
+        return grpc.insecure_channel(self.endpoint, options=[
             ("grpc.initial_reconnect_backoff_ms", 50),
             ("grpc.min_reconnect_backoff_ms", 50),
-            ("grpc.max_reconnect_backoff_ms", 250)])
+            ("grpc.max_reconnect_backoff_ms", 250),
+            ("grpc.use_local_subchannel_pool", 1)])
+
+    def redial(self):
+        old, self.channel = self.channel, self.dial()
+        old.close()
 
 
 def retried(tally, stuck_after, label, client, service, method, /, **fields):
     """One CSI call as a CO makes it: the same request until it succeeds."""
     start = time.monotonic()
+    unavailable = None  # since when every attempt was UNAVAILABLE
     delay = BACKOFF[0]
     call = getattr(client, service)
     while True:
@@ -157,8 +173,14 @@ def retried(tally, stuck_after, label, client, service, method, /, **fields):
             code = e.code().name if e.code() else "?"
             tally.add("retries", code)
             tally.add("errors", (method, code, (e.details() or "")[:160]))
-            if time.monotonic() - start >= stuck_after:
+            now = time.monotonic()
+            if now - start >= stuck_after:
                 raise Stuck("%s %s %s: %s" % (label, method, code, e.details())) from None
+            unavailable = (unavailable or now) if code == "UNAVAILABLE" else None
+            if unavailable and now - unavailable >= RECONNECT_AFTER:
+                client.redial()
+                tally.add("redials", method)
+                unavailable = None
         time.sleep(delay)
         delay = min(delay * 2, BACKOFF[1])
 
@@ -691,6 +713,8 @@ class Result:
         t = self.tally
         out = [self.summary(),
                "  calls by method: %s" % dict(sorted(t.calls.items())),
+               "  new channels after %d s of UNAVAILABLE, by method: %s" % (
+                   RECONNECT_AFTER, dict(sorted(t.redials.items())) or "none"),
                "  children exited (supervisor's log): %s; no victim found %d times; "
                "supervisor exit status %s" % (dict(self.restarts), t.no_victim,
                                               self.exit_status)]
