@@ -153,6 +153,25 @@ def test_lifecycle_moves_the_counters(fast_driver):
     assert res.returncode == 3 and "--metrics-file" in res.stderr
 
 
+def test_ctl_json_reads_escaped_label_values(tmp_path):
+    """A label value may hold a brace, a comma, an escaped quote or an escaped
+    backslash or newline: sepcsictl's JSON gives it back as it was meant."""
+    f = tmp_path / "m.prom"
+    f.write_text('# HELP sepcsi_a a\n'
+                 'sepcsi_a{k="a}b,c=\\"d\\"",z="\\\\n\\n"} 3\n'
+                 'sepcsi_b 4.5\n')
+    res = subprocess.run([CTL, "-o", "json", "metrics", "--file", str(f)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert [json.loads(ln) for ln in res.stdout.splitlines()] == [
+        {"name": "sepcsi_a", "labels": {"k": 'a}b,c="d"', "z": "\\n\n"}, "value": 3},
+        {"name": "sepcsi_b", "labels": {}, "value": 4.5}]
+    f.write_text('sepcsi_a{k="open} 1\n')
+    res = subprocess.run([CTL, "-o", "json", "metrics", "--file", str(f)],
+                         capture_output=True, text=True)
+    assert res.returncode == 1 and "not a sample" in res.stderr
+
+
 def test_helper_kill_is_counted_with_its_reason(fast_driver):
     d = fast_driver
     wait_for(d.metrics, lambda s: value(s, "sepcsi_child_up", child="mounthelper") == 1)

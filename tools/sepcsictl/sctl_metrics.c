@@ -27,39 +27,54 @@ static void metrics_help(FILE *o)
 	        DEFAULT_METRICS_FILE);
 }
 
+/*
+ * A label value at p, just past its opening quote, unescaped in place (the
+ * format's escapes: backslash, quote and n): true with *next past its closing
+ * quote, false if it has none.
+ */
+static bool label_value(char *p, char **next)
+{
+	char *w = p;
+	for (; *p && *p != '"'; p++) {
+		if (*p == '\\' && p[1] != '\0') {
+			p++;
+			*w++ = *p == 'n' ? '\n' : *p;
+		} else {
+			*w++ = *p;
+		}
+	}
+	if (*p != '"')
+		return false;
+	*w = '\0';
+	*next = p + 1;
+	return true;
+}
+
 /* One sample line, name{k="v",...} value, as JSON; false if it is not one. */
 static bool sample_json(char *line, json_object **out)
 {
-	char *brace = strchr(line, '{'), *space;
+	char *p = line + strcspn(line, "{ "), *end;
 	json_object *labels = json_object_new_object();
 
-	if (brace) {
-		char *end = strchr(brace, '}');
-		if (!end)
-			goto bad;
-		*brace = '\0';
-		*end = '\0';
-		for (char *p = brace + 1; *p;) {
-			char *eq = strstr(p, "=\""), *close;
-			if (!eq || !(close = strchr(eq + 2, '"')))
+	if (*p == '{') {
+		*p++ = '\0';
+		while (*p != '}') {
+			char *key = p, *eq = strchr(p, '=');
+			if (!eq || eq[1] != '"' || !label_value(eq + 2, &p) ||
+			    (*p != ',' && *p != '}'))
 				goto bad;
 			*eq = '\0';
-			*close = '\0';
-			json_object_object_add(labels, p, json_object_new_string(eq + 2));
-			p = close + 1;
+			json_object_object_add(labels, key, json_object_new_string(eq + 2));
 			if (*p == ',')
 				p++;
 		}
-		space = end + 1;
-	} else if (!(space = strchr(line, ' '))) {
-		goto bad;
-	} else {
-		*space = '\0';
-		space++;
+		p++;
 	}
-	char *end;
-	double v = strtod(space, &end);
-	if (end == space)
+	if (*p != ' ')
+		goto bad;
+	*p++ = '\0';
+	double v = strtod(p, &end);
+	if (end == p || *line == '\0')
 		goto bad;
 	*out = json_object_new_object();
 	json_object_object_add(*out, "name", json_object_new_string(line));
