@@ -49,20 +49,10 @@ bool mh_ops_known(uint16_t type)
 	return row && (size_t)(row - mh_op_rows) < mh_op_npeer;
 }
 
-/* What a request names and carries that every operation checks the same way. */
-struct fields {
-	struct mh_audit a;   /* its ids and paths, as the audit record names them */
-	int flags, readonly; /* -1: the request has no such field */
-	bool source_is_snapshot;
-};
-
-static struct fields fields_of(const struct mh_msg *q)
+static struct mh_fields fields_of(const struct mh_msg *q)
 {
-	struct fields f = {.flags = -1, .readonly = -1};
+	struct mh_fields f = {.flags = -1, .readonly = -1};
 	switch (q->type) {
-	case MH_REQ_CREATE:
-		f.a.volume_id = q->u.create.volume_id;
-		break;
 	case MH_REQ_DELETE:
 	case MH_REQ_THAW:
 	case MH_REQ_REFRESH:
@@ -95,21 +85,6 @@ static struct fields fields_of(const struct mh_msg *q)
 		f.a = (struct mh_audit){.volume_id = q->u.unpublish.volume_id,
 		                        .path = q->u.unpublish.target_path};
 		break;
-	case MH_REQ_RESIZE:
-		f.a.volume_id = q->u.resize.volume_id;
-		break;
-	case MH_REQ_SNAPSHOT:
-		f.a = (struct mh_audit){.volume_id = q->u.snapshot.volume_id,
-		                        .snapshot_id = q->u.snapshot.snapshot_id};
-		break;
-	case MH_REQ_DELETE_SNAPSHOT:
-		f.a.snapshot_id = q->u.del_snapshot.snapshot_id;
-		break;
-	case MH_REQ_CLONE:
-		f.a = (struct mh_audit){.volume_id = q->u.clone.volume_id,
-		                        .source_id = q->u.clone.source_id};
-		f.source_is_snapshot = q->u.clone.source_kind == MH_SRC_SNAPSHOT;
-		break;
 	case MH_REQ_EXPAND:
 		f.a = (struct mh_audit){.volume_id = q->u.expand.volume_id,
 		                        .path = q->u.expand.staging_path};
@@ -119,30 +94,8 @@ static struct fields fields_of(const struct mh_msg *q)
 		f.a = (struct mh_audit){.volume_id = q->u.stats.volume_id, .path = q->u.stats.path};
 		f.flags = q->u.stats.flags;
 		break;
-	case MH_REQ_DIR_CREATE:
-	case MH_REQ_DIR_DELETE:
-	case MH_REQ_DIR_EXPAND:
-	case MH_REQ_DIR_PUBLISH:
-	case MH_REQ_DIR_UNPUBLISH:
-	case MH_REQ_DIR_STATS:
-	case MH_REQ_DIR_CAPACITY:
-	case MH_REQ_DIR_SNAPSHOT:
-	case MH_REQ_DIR_DELETE_SNAPSHOT:
-	case MH_REQ_PURGE: {
-		const struct mh_req_dir *d = &q->u.dir;
-		f.a = (struct mh_audit){.volume_id = d->volume_id[0] ? d->volume_id : NULL,
-		                        .snapshot_id = d->snapshot_id[0] ? d->snapshot_id : NULL,
-		                        .source_id = d->source_id[0] ? d->source_id : NULL,
-		                        .path = d->path[0] ? d->path : NULL,
-		                        .base = d->base,
-		                        .directory = d->name[0] ? d->name : NULL};
-		f.source_is_snapshot = d->source_kind == MH_SRC_SNAPSHOT;
-		f.flags = d->flags;
-		if (q->type == MH_REQ_DIR_PUBLISH)
-			f.readonly = d->mode;
-		break;
-	}
 	default:
+		mh_fields_more(q, &f);
 		break;
 	}
 	return f;
@@ -150,7 +103,7 @@ static struct fields fields_of(const struct mh_msg *q)
 
 size_t mh_ops_keys(const struct mh_msg *q, const char *keys[MH_OPS_KEYS_MAX])
 {
-	struct fields f = fields_of(q);
+	struct mh_fields f = fields_of(q);
 	const char *all[] = {f.a.snapshot_id, f.a.volume_id, f.a.source_id, f.a.path};
 	size_t n = 0;
 	if (q->type == MH_REQ_STATS || q->type == MH_REQ_DIR_STATS ||
@@ -163,7 +116,7 @@ size_t mh_ops_keys(const struct mh_msg *q, const char *keys[MH_OPS_KEYS_MAX])
 }
 
 /* The checks every row declares, before its handler: ids, flags, readonly. */
-static int precheck(const struct mh_op_row *row, const struct fields *f, struct mh_res *r)
+static int precheck(const struct mh_op_row *row, const struct mh_fields *f, struct mh_res *r)
 {
 	const char *src = f->a.source_id;
 	if ((f->a.volume_id && mh_check_volume_id(f->a.volume_id, r) < 0) ||
@@ -232,7 +185,7 @@ int mh_ops_handle(const struct mh_ctx *c, const struct mh_msg *req, struct mh_ms
 		return -1;
 
 	struct mh_res r = {0};
-	struct fields f = fields_of(req);
+	struct mh_fields f = fields_of(req);
 	struct mh_audit a = f.a;
 	memset(ans, 0, sizeof(*ans));
 	ans->id = req->id;

@@ -147,6 +147,20 @@ bool mh_ops_known(uint16_t type);
  */
 const struct mh_op_row *mh_ops_row(uint16_t type);
 
+/* What a request names and carries that every operation checks the same way. */
+struct mh_fields {
+	struct mh_audit a;   /* its ids and paths, as the audit record names them */
+	int flags, readonly; /* -1: the request has no such field */
+	bool source_is_snapshot;
+};
+
+/*
+ * The fields of the request types only the helper's table has (mh_table.c:
+ * images made and copied, directory volumes); the core's table has none
+ * (core_table.c). The shared types' are mh_dispatch.c's.
+ */
+void mh_fields_more(const struct mh_msg *q, struct mh_fields *f);
+
 #define MH_OPS_KEYS_MAX 3
 
 /*

@@ -7,6 +7,54 @@
  */
 #include "mh_ops.h"
 
+void mh_fields_more(const struct mh_msg *q, struct mh_fields *f)
+{
+	const struct mh_req_dir *d = &q->u.dir;
+	switch (q->type) {
+	case MH_REQ_CREATE:
+		f->a.volume_id = q->u.create.volume_id;
+		break;
+	case MH_REQ_RESIZE:
+		f->a.volume_id = q->u.resize.volume_id;
+		break;
+	case MH_REQ_SNAPSHOT:
+		f->a = (struct mh_audit){.volume_id = q->u.snapshot.volume_id,
+		                         .snapshot_id = q->u.snapshot.snapshot_id};
+		break;
+	case MH_REQ_DELETE_SNAPSHOT:
+		f->a.snapshot_id = q->u.del_snapshot.snapshot_id;
+		break;
+	case MH_REQ_CLONE:
+		f->a = (struct mh_audit){.volume_id = q->u.clone.volume_id,
+		                         .source_id = q->u.clone.source_id};
+		f->source_is_snapshot = q->u.clone.source_kind == MH_SRC_SNAPSHOT;
+		break;
+	case MH_REQ_DIR_CREATE:
+	case MH_REQ_DIR_DELETE:
+	case MH_REQ_DIR_EXPAND:
+	case MH_REQ_DIR_PUBLISH:
+	case MH_REQ_DIR_UNPUBLISH:
+	case MH_REQ_DIR_STATS:
+	case MH_REQ_DIR_CAPACITY:
+	case MH_REQ_DIR_SNAPSHOT:
+	case MH_REQ_DIR_DELETE_SNAPSHOT:
+	case MH_REQ_PURGE:
+		f->a = (struct mh_audit){.volume_id = d->volume_id[0] ? d->volume_id : NULL,
+		                         .snapshot_id = d->snapshot_id[0] ? d->snapshot_id : NULL,
+		                         .source_id = d->source_id[0] ? d->source_id : NULL,
+		                         .path = d->path[0] ? d->path : NULL,
+		                         .base = d->base,
+		                         .directory = d->name[0] ? d->name : NULL};
+		f->source_is_snapshot = d->source_kind == MH_SRC_SNAPSHOT;
+		f->flags = d->flags;
+		if (q->type == MH_REQ_DIR_PUBLISH)
+			f->readonly = d->mode;
+		break;
+	default:
+		break;
+	}
+}
+
 /*
  * The whole argument of each row: docs/security.md. Every request also has
  * its ids checked, and a readonly field other than 0 or 1 refused, before its

@@ -1,21 +1,26 @@
 /*
- * The helper protocol codec (wire format in mh_proto.h). It runs in both ends
- * of the channel: in rpcd (unprivileged), which encodes requests and decodes
- * answers, and in sepcsi-mounthelper (privileged), which decodes requests from
- * a peer it does not trust. A decode failure in the helper is fatal to the
- * helper, so this file is the first thing between rpcd and root: every read is
+ * The helper protocol codec (wire format in mh_proto.h), with the message
+ * types of the capable core (mh_msg_all.c has the others). It runs at each
+ * end of both channels: in rpcd (unprivileged), which encodes requests and
+ * decodes answers; in sepcsi-mounthelper, which decodes rpcd's requests and
+ * asks the core; and in sepcsi-core, which links this file alone and decodes
+ * its peer's requests with its own types only. A decode failure in the core
+ * or the helper is fatal to it, so this file is the first thing between an
+ * untrusted peer and a privileged process: every read is
  * bounded, every getter fails on short input and clears its output, and a
  * message is accepted only if every byte of it has been consumed by a field.
  *
  * Shape after OpenSSH's sshbuf: small put/get helpers over a bounded buffer;
  * then each payload defined once, as a list of its fields in wire order with
  * the values each may take, which the one encoder and the one decoder both
- * walk; then one table from message type to its payload.
+ * walk; then one table from message type to its payload (the core's here,
+ * the rest in mh_msg_all.c, which falls back to this one).
  */
 #include "mh_proto.h"
 
-#include <stdbool.h>
 #include <string.h>
+
+#include "mh_codec.h"
 
 /* Writer: out[0..cap), off bytes used. After a failed put the buffer is abandoned. */
 struct wbuf {
@@ -89,57 +94,7 @@ static int get_str(struct rbuf *r, char *out, size_t max)
 	return 0;
 }
 
-/*
- * A payload is a list of fields, in wire order, each read from or written to
- * its member of struct mh_msg (by offset):
- *   F_STR    a u16 length and that many bytes, at most hi, no NUL
- *   F_U8     one byte, a value in [lo, hi] (a flag is [0, 1]: 2 is not "true")
- *   F_FLAGS  one byte, no bit outside hi (MH_F_ALL): an unknown bit is a violation
- *   F_U32    four bytes, a value in [lo, hi]
- *   F_U64    eight bytes, any value
- * A value out of its range fails the encode as it fails the decode.
- */
-enum field_kind { F_END, F_STR, F_U8, F_FLAGS, F_U32, F_U64 };
-
-struct field {
-	enum field_kind kind;
-	uint32_t lo, hi;
-	size_t off;
-};
-
-#define AT(m) offsetof(struct mh_msg, u.m)
-#define STR(m, max)                                                                                \
-	{                                                                                          \
-		F_STR, 0, (max), AT(m)                                                             \
-	}
-#define U8(m, lo, hi)                                                                              \
-	{                                                                                          \
-		F_U8, (lo), (hi), AT(m)                                                            \
-	}
-#define BOOL(m) U8(m, 0, 1)
-#define FLAGS(m)                                                                                   \
-	{                                                                                          \
-		F_FLAGS, 0, MH_F_ALL, AT(m)                                                        \
-	}
-#define U32(m, lo, hi)                                                                             \
-	{                                                                                          \
-		F_U32, (lo), (hi), AT(m)                                                           \
-	}
-#define U64(m)                                                                                     \
-	{                                                                                          \
-		F_U64, 0, 0, AT(m)                                                                 \
-	}
-#define END                                                                                        \
-	{                                                                                          \
-		F_END, 0, 0, 0                                                                     \
-	}
-#define SRC(m, lo) U8(m, (lo), MH_SRC_VOLUME)
-/* Error kinds that may cross the wire: everything but OK and the client-only ones. */
-#define ERR_KIND(m) U32(m, MH_E_REFUSED, MH_E_UNAVAILABLE - 1)
-
-static const struct field f_create[] = {STR(create.volume_id, MH_ID_MAX), U64(create.size_bytes),
-                                        END};
-static const struct field f_delete[] = {STR(del.volume_id, MH_ID_MAX), END};
+const struct field f_delete[] = {STR(del.volume_id, MH_ID_MAX), END};
 static const struct field f_freeze[] = {STR(freeze.volume_id, MH_ID_MAX),
                                         U32(freeze.seconds, 0, UINT32_MAX), END};
 static const struct field f_stage[] = {STR(stage.volume_id, MH_ID_MAX),
@@ -162,54 +117,26 @@ static const struct field f_publish[] = {STR(publish.volume_id, MH_ID_MAX),
                                          END};
 static const struct field f_unpublish[] = {STR(unpublish.volume_id, MH_ID_MAX),
                                            STR(unpublish.target_path, MH_PATH_MAX), END};
-static const struct field f_size_ans[] = {U64(size_ans.size_bytes), END};
+const struct field f_size_ans[] = {U64(size_ans.size_bytes), END};
 static const struct field f_attached_ans[] = {U32(attached.devices, 0, UINT32_MAX), END};
-static const struct field f_resize[] = {STR(resize.volume_id, MH_ID_MAX), U64(resize.size_bytes),
-                                        END};
-static const struct field f_snapshot[] = {STR(snapshot.snapshot_id, MH_ID_MAX),
-                                          STR(snapshot.volume_id, MH_ID_MAX), END};
-static const struct field f_snapshot_id[] = {STR(del_snapshot.snapshot_id, MH_ID_MAX), END};
-static const struct field f_clone[] = {STR(clone.volume_id, MH_ID_MAX),
-                                       SRC(clone.source_kind, MH_SRC_SNAPSHOT),
-                                       STR(clone.source_id, MH_ID_MAX), U64(clone.size_bytes), END};
-static const struct field f_copy_ans[] = {U64(copy_ans.size_bytes), BOOL(copy_ans.reflinked), END};
-static const struct field f_capacity_ans[] = {
-    U64(capacity_ans.available_bytes),  U64(capacity_ans.total_bytes),
-    U64(capacity_ans.max_volume_bytes), BOOL(capacity_ans.reflink),
-    BOOL(capacity_ans.quota),           END};
 static const struct field f_expand[] = {
     STR(expand.volume_id, MH_ID_MAX), STR(expand.staging_path, MH_PATH_MAX),
     STR(expand.fs_type, MH_FSTYPE_MAX), FLAGS(expand.flags), END};
 static const struct field f_stats[] = {STR(stats.volume_id, MH_ID_MAX),
                                        STR(stats.path, MH_PATH_MAX), FLAGS(stats.flags), END};
-static const struct field f_stats_ans[] = {U64(stats_ans.bytes_total),
-                                           U64(stats_ans.bytes_available),
-                                           U64(stats_ans.bytes_used),
-                                           U64(stats_ans.inodes_total),
-                                           U64(stats_ans.inodes_free),
-                                           U64(stats_ans.inodes_used),
-                                           BOOL(stats_ans.abnormal),
-                                           STR(stats_ans.message, MH_REASON_MAX),
-                                           END};
+const struct field f_stats_ans[] = {U64(stats_ans.bytes_total),
+                                    U64(stats_ans.bytes_available),
+                                    U64(stats_ans.bytes_used),
+                                    U64(stats_ans.inodes_total),
+                                    U64(stats_ans.inodes_free),
+                                    U64(stats_ans.inodes_used),
+                                    BOOL(stats_ans.abnormal),
+                                    STR(stats_ans.message, MH_REASON_MAX),
+                                    END};
 static const struct field f_list[] = {U32(list.what, MH_LIST_IMAGES, MH_LIST_MOUNTS),
                                       STR(list.after, MH_ID_MAX), END};
 static const struct field f_list_ans[] = {BOOL(list_ans.more), STR(list_ans.text, MH_LIST_TEXT_MAX),
                                           END};
-static const struct field f_dir[] = {STR(dir.volume_id, MH_ID_MAX),
-                                     STR(dir.base, MH_PATH_MAX),
-                                     STR(dir.name, MH_DIRNAME_MAX),
-                                     STR(dir.path, MH_PATH_MAX),
-                                     STR(dir.snapshot_id, MH_ID_MAX),
-                                     SRC(dir.source_kind, 0),
-                                     STR(dir.source_id, MH_ID_MAX),
-                                     STR(dir.source_name, MH_DIRNAME_MAX),
-                                     U64(dir.size_bytes),
-                                     U8(dir.mode, 0, MH_DIR_ARCHIVE),
-                                     FLAGS(dir.flags),
-                                     U32(dir.gid, 0, UINT32_MAX),
-                                     END};
-static const struct field f_dir_ans[] = {U64(dir_ans.size_bytes), BOOL(dir_ans.quota),
-                                         BOOL(dir_ans.reflinked), END};
 static const struct field f_error[] = {ERR_KIND(error.kind), U32(error.sys_errno, 0, UINT32_MAX),
                                        STR(error.reason, MH_REASON_MAX), END};
 
@@ -274,22 +201,10 @@ static int get_fields(struct rbuf *r, const struct field *f, struct mh_msg *m)
 	return 0;
 }
 
-/*
- * The closed set of message types. A type without a name is unknown; a NULL
- * field list means the message has no payload.
- */
-struct codec {
-	const char *name;
-	const struct field *fields;
-};
-
-static const struct codec codecs[] = {
+/* The capable core's types: those it serves and its answers (core/core_table.c). */
+static const struct codec core_codecs[] = {
     [MH_REQ_PING] = {"REQ_PING", NULL},
     [MH_ANS_PING] = {"ANS_PING", NULL},
-    [MH_REQ_CREATE] = {"REQ_CREATE", f_create},
-    [MH_ANS_CREATE] = {"ANS_CREATE", f_size_ans},
-    [MH_REQ_DELETE] = {"REQ_DELETE", f_delete},
-    [MH_ANS_DELETE] = {"ANS_DELETE", NULL},
     [MH_REQ_STAGE] = {"REQ_STAGE", f_stage},
     [MH_ANS_STAGE] = {"ANS_STAGE", NULL},
     [MH_REQ_UNSTAGE] = {"REQ_UNSTAGE", f_unstage},
@@ -298,42 +213,12 @@ static const struct codec codecs[] = {
     [MH_ANS_PUBLISH] = {"ANS_PUBLISH", NULL},
     [MH_REQ_UNPUBLISH] = {"REQ_UNPUBLISH", f_unpublish},
     [MH_ANS_UNPUBLISH] = {"ANS_UNPUBLISH", NULL},
-    [MH_REQ_RESIZE] = {"REQ_RESIZE", f_resize},
-    [MH_ANS_RESIZE] = {"ANS_RESIZE", f_size_ans},
-    [MH_REQ_SNAPSHOT] = {"REQ_SNAPSHOT", f_snapshot},
-    [MH_ANS_SNAPSHOT] = {"ANS_SNAPSHOT", f_copy_ans},
-    [MH_REQ_DELETE_SNAPSHOT] = {"REQ_DELETE_SNAPSHOT", f_snapshot_id},
-    [MH_ANS_DELETE_SNAPSHOT] = {"ANS_DELETE_SNAPSHOT", NULL},
-    [MH_REQ_CLONE] = {"REQ_CLONE", f_clone},
-    [MH_ANS_CLONE] = {"ANS_CLONE", f_copy_ans},
-    [MH_REQ_CAPACITY] = {"REQ_CAPACITY", NULL},
-    [MH_ANS_CAPACITY] = {"ANS_CAPACITY", f_capacity_ans},
     [MH_REQ_EXPAND] = {"REQ_EXPAND", f_expand},
     [MH_ANS_EXPAND] = {"ANS_EXPAND", f_size_ans},
     [MH_REQ_STATS] = {"REQ_STATS", f_stats},
     [MH_ANS_STATS] = {"ANS_STATS", f_stats_ans},
     [MH_REQ_LIST] = {"REQ_LIST", f_list},
     [MH_ANS_LIST] = {"ANS_LIST", f_list_ans},
-    [MH_REQ_DIR_CREATE] = {"REQ_DIR_CREATE", f_dir},
-    [MH_ANS_DIR_CREATE] = {"ANS_DIR_CREATE", f_dir_ans},
-    [MH_REQ_DIR_DELETE] = {"REQ_DIR_DELETE", f_dir},
-    [MH_ANS_DIR_DELETE] = {"ANS_DIR_DELETE", NULL},
-    [MH_REQ_DIR_EXPAND] = {"REQ_DIR_EXPAND", f_dir},
-    [MH_ANS_DIR_EXPAND] = {"ANS_DIR_EXPAND", f_dir_ans},
-    [MH_REQ_DIR_PUBLISH] = {"REQ_DIR_PUBLISH", f_dir},
-    [MH_ANS_DIR_PUBLISH] = {"ANS_DIR_PUBLISH", NULL},
-    [MH_REQ_DIR_UNPUBLISH] = {"REQ_DIR_UNPUBLISH", f_dir},
-    [MH_ANS_DIR_UNPUBLISH] = {"ANS_DIR_UNPUBLISH", NULL},
-    [MH_REQ_DIR_STATS] = {"REQ_DIR_STATS", f_dir},
-    [MH_ANS_DIR_STATS] = {"ANS_DIR_STATS", f_stats_ans},
-    [MH_REQ_DIR_CAPACITY] = {"REQ_DIR_CAPACITY", f_dir},
-    [MH_ANS_DIR_CAPACITY] = {"ANS_DIR_CAPACITY", f_capacity_ans},
-    [MH_REQ_DIR_SNAPSHOT] = {"REQ_DIR_SNAPSHOT", f_dir},
-    [MH_ANS_DIR_SNAPSHOT] = {"ANS_DIR_SNAPSHOT", f_copy_ans},
-    [MH_REQ_DIR_DELETE_SNAPSHOT] = {"REQ_DIR_DELETE_SNAPSHOT", f_dir},
-    [MH_ANS_DIR_DELETE_SNAPSHOT] = {"ANS_DIR_DELETE_SNAPSHOT", NULL},
-    [MH_REQ_PURGE] = {"REQ_PURGE", f_dir},
-    [MH_ANS_PURGE] = {"ANS_PURGE", NULL},
     [MH_REQ_FREEZE] = {"REQ_FREEZE", f_freeze},
     [MH_ANS_FREEZE] = {"ANS_FREEZE", NULL},
     [MH_REQ_THAW] = {"REQ_THAW", f_delete},
@@ -347,24 +232,22 @@ static const struct codec codecs[] = {
     [MH_ANS_ERROR] = {"ANS_ERROR", f_error},
 };
 
-static const struct codec *codec_for(uint16_t type)
-{
-	if (type >= sizeof(codecs) / sizeof(codecs[0]) || codecs[type].name == NULL)
-		return NULL;
-	return &codecs[type];
-}
+const struct mh_codecs mh_codecs_core = {core_codecs, sizeof(core_codecs) / sizeof(core_codecs[0]),
+                                         NULL};
 
-const char *mh_type_name(uint16_t type)
+static const struct codec *codec_for(const struct mh_codecs *t, uint16_t type)
 {
-	const struct codec *c = codec_for(type);
-
-	return c ? c->name : "UNKNOWN";
+	for (; t; t = t->base)
+		if (type < t->n && t->v[type].name)
+			return &t->v[type];
+	return NULL;
 }
 
 /* NOLINTNEXTLINE(readability-non-const-parameter): out is written through the wbuf below */
-int mh_msg_encode(const struct mh_msg *m, uint8_t *out, size_t cap, size_t *len)
+int mh_msg_encode_in(const struct mh_codecs *t, const struct mh_msg *m, uint8_t *out, size_t cap,
+                     size_t *len)
 {
-	const struct codec *c = codec_for(m->type);
+	const struct codec *c = codec_for(t, m->type);
 	struct wbuf w = {out, cap < MH_MSG_MAX ? cap : MH_MSG_MAX, 0};
 
 	*len = 0;
@@ -383,7 +266,7 @@ int mh_msg_encode(const struct mh_msg *m, uint8_t *out, size_t cap, size_t *len)
 	return 0;
 }
 
-int mh_msg_decode(const uint8_t *in, size_t len, struct mh_msg *m)
+int mh_msg_decode_in(const struct mh_codecs *t, const uint8_t *in, size_t len, struct mh_msg *m)
 {
 	struct rbuf r = {in, len, 0};
 	const struct codec *c;
@@ -397,7 +280,7 @@ int mh_msg_decode(const uint8_t *in, size_t len, struct mh_msg *m)
 		goto fail;
 	if (version != MH_PROTO_VERSION || plen != len - MH_HDR_LEN)
 		goto fail;
-	if ((c = codec_for((uint16_t)type)) == NULL)
+	if ((c = codec_for(t, (uint16_t)type)) == NULL)
 		goto fail;
 	m->type = (uint16_t)type;
 	m->id = (uint32_t)id;

@@ -71,8 +71,14 @@ void sup_metrics_from_rpcd(struct sup *s, int fd)
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
 	    st.st_size > SUP_METRICS_RPCD_MAX)
 		return reject(fd, "empty, or larger than 1 MiB", 0);
-	if (s->metrics.check.pid > 0 || !s->cfg->metrics_file[0]) {
-		close(fd); /* one at a time; and nothing to write it to */
+	if (!s->cfg->metrics_file[0]) {
+		close(fd); /* nothing to write it to */
+		return;
+	}
+	if (s->metrics.check.pid > 0) {
+		if (s->metrics.queued)
+			close(s->metrics.queued - 1); /* one at a time; the newest waits */
+		s->metrics.queued = fd + 1;
 		return;
 	}
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
@@ -108,25 +114,19 @@ void sup_metrics_check_timer(struct sup *s)
 	}
 }
 
-int sup_metrics_check_ended(struct sup *s, pid_t pid, int wstatus)
+/* The verdict of check c, which ended with wstatus. */
+static void check_done(struct sup *s, struct sup_metrics_check c, int wstatus)
 {
-	struct sup_metrics_check c = s->metrics.check;
 	char why[sizeof(uint32_t) + SUP_METRICS_WHY_MAX + 1], how[64];
 	uint32_t line = 0;
-
-	if (c.pid <= 0 || pid != c.pid)
-		return 0;
-	s->metrics.check = (struct sup_metrics_check){0};
 	ssize_t got = read(c.why, why, sizeof(why) - 1);
 	close(c.why);
 	if (c.stale) {
 		close(c.report); /* rpcd is gone: its figures went with it */
-		return 1;
+		return;
 	}
-	if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
-		sup_metrics_accept(s, c.report);
-		return 1;
-	}
+	if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)
+		return sup_metrics_accept(s, c.report);
 	/* Its reason: the line (u32), then words, logged as a value and never parsed. */
 	if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 1 && got > (ssize_t)sizeof(line)) {
 		memcpy(&line, why, sizeof(line));
@@ -134,8 +134,7 @@ int sup_metrics_check_ended(struct sup *s, pid_t pid, int wstatus)
 		for (char *q = why + sizeof(line); *q; q++)
 			if (*q < 0x20 || *q > 0x7e)
 				*q = '?';
-		reject(c.report, why + sizeof(line), line);
-		return 1;
+		return reject(c.report, why + sizeof(line), line);
 	}
 	if (c.killed)
 		snprintf(how, sizeof(how), "the check did not end within %d ms",
@@ -145,6 +144,19 @@ int sup_metrics_check_ended(struct sup *s, pid_t pid, int wstatus)
 	else
 		snprintf(how, sizeof(how), "the check ended with status %d", WEXITSTATUS(wstatus));
 	reject(c.report, how, 0);
+}
+
+int sup_metrics_check_ended(struct sup *s, pid_t pid, int wstatus)
+{
+	struct sup_metrics_check c = s->metrics.check;
+	int next = s->metrics.queued - 1;
+	if (c.pid <= 0 || pid != c.pid)
+		return 0;
+	s->metrics.check = (struct sup_metrics_check){0};
+	s->metrics.queued = 0;
+	check_done(s, c, wstatus);
+	if (next >= 0)
+		sup_metrics_from_rpcd(s, next); /* the newest that came meanwhile */
 	return 1;
 }
 
@@ -200,6 +212,9 @@ void sup_metrics_rpcd_gone(struct sup *s)
 	free(s->metrics.rpcd_text);
 	s->metrics.rpcd_text = NULL;
 	s->metrics.check.stale = true;
+	if (s->metrics.queued)
+		close(s->metrics.queued - 1);
+	s->metrics.queued = 0;
 }
 
 static void family(FILE *f, const char *name, const char *type, const char *help)

@@ -32,6 +32,7 @@ struct sup_metrics_check {
 struct sup_metrics {
 	uint64_t restarts[2][SUP_END_N]; /* [enum sup_role][enum sup_end] */
 	struct sup_metrics_check check;
+	int queued;                /* the newest report that came during a check, + 1; 0: none */
 	char check_path[PATH_MAX]; /* sepcsi-metrics-check, with --metrics-file */
 	char *rpcd_text;           /* rpcd's last report, checked; NULL if none */
 	int64_t rpcd_at_ms;        /* when it came */
@@ -51,7 +52,9 @@ void sup_metrics_death(struct sup *s, int role, int wstatus, bool killed);
  * Prometheus text, strictly (sup_metrics_text.c says what passes): sepcsi_
  * families and samples only, never one of the supervisor's own names.
  * Otherwise it is logged and dropped, and the last accepted report stays.
- * While one is being checked, others are dropped unread.
+ * One is checked at a time: the newest report that comes meanwhile waits for
+ * its end (an older waiting one is dropped unread), so the last report rpcd
+ * sent is always the one checked.
  */
 void sup_metrics_from_rpcd(struct sup *s, int fd);
 

@@ -226,7 +226,7 @@ struct bufs {
 static bool send_answer(int peer, struct bufs *b)
 {
 	size_t len;
-	if (mh_msg_encode(&b->ans, b->out, sizeof(b->out), &len) < 0)
+	if (mh_msg_encode_in(&mh_codecs_core, &b->ans, b->out, sizeof(b->out), &len) < 0)
 		log_fatal("cannot encode answer to request %u", b->ans.id); /* our own bug */
 	/* Never blocks: a peer that stops reading must not hold the loop (and a freeze's end). */
 	if (send(peer, b->out, len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len)
@@ -371,7 +371,7 @@ static bool serve_one(const struct mh_ctx *ctx, int peer, struct bufs *b)
 	}
 	if ((size_t)n > MH_MSG_MAX)
 		violation("oversized datagram", NULL);
-	if (mh_msg_decode(b->in, (size_t)n, &b->req) < 0)
+	if (mh_msg_decode_in(&mh_codecs_core, b->in, (size_t)n, &b->req) < 0)
 		violation("undecodable message", NULL);
 	if (!mh_ops_known(b->req.type))
 		violation("not a request the core serves", &b->req);

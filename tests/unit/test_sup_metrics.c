@@ -613,10 +613,16 @@ static pid_t check_of(struct sup *s, const char *text)
 	return s->metrics.check.pid;
 }
 
-static void end_of(struct sup *s, pid_t pid, int *status)
+/* pid's end handed back; a report that waited may be checked next. */
+static void end_of_then(struct sup *s, pid_t pid, int *status)
 {
 	CHECK(waitpid(pid, status, 0) == pid);
 	CHECK(sup_metrics_check_ended(s, pid, *status) == 1);
+}
+
+static void end_of(struct sup *s, pid_t pid, int *status)
+{
+	end_of_then(s, pid, status);
 	CHECK(s->metrics.check.pid == 0);
 }
 
@@ -642,17 +648,35 @@ static void test_check(void)
 	s.child[SUP_RPCD].name = "rpcd";
 	snprintf(s.metrics.check_path, sizeof(s.metrics.check_path), "%s", SEPCSI_METRICS_CHECK);
 
-	/* Accepted: kept and written. A second report while it runs is dropped, closed. */
+	/*
+	 * Accepted: kept and written. Reports that come while it runs wait: the
+	 * newest is checked next, an older one is dropped unread.
+	 */
 	pid_t pid = check_of(&s, "# TYPE sepcsi_a gauge\nsepcsi_a 1\n");
 	CHECK(pid > 0);
-	int extra = memfd_with("sepcsi_b 1\n", F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK);
-	sup_metrics_from_rpcd(&s, extra);
-	CHECK(!fd_open(extra) && s.metrics.check.pid == pid);
+	int older = memfd_with("sepcsi_b 1\n", F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK);
+	int newest = memfd_with("sepcsi_b 2\n", F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK);
+	sup_metrics_from_rpcd(&s, older);
+	sup_metrics_from_rpcd(&s, newest);
+	CHECK(!fd_open(older) && fd_open(newest) && s.metrics.check.pid == pid);
 	CHECK(sup_metrics_check_ended(&s, pid + 1, 0) == 0); /* not the check: untouched */
-	end_of(&s, pid, &st);
+	end_of_then(&s, pid, &st);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	CHECK(s.metrics.rpcd_text &&
 	      strcmp(s.metrics.rpcd_text, "# TYPE sepcsi_a gauge\nsepcsi_a 1\n") == 0);
+	pid = s.metrics.check.pid; /* the newest one's, started at once */
+	CHECK(pid > 0 && s.metrics.queued == 0);
+	end_of(&s, pid, &st);
+	CHECK(s.metrics.rpcd_text && strcmp(s.metrics.rpcd_text, "sepcsi_b 2\n") == 0);
+
+	/* rpcd gone while one waits: the waiting one goes too. */
+	pid = check_of(&s, "sepcsi_a 3\n");
+	newest = memfd_with("sepcsi_b 3\n", F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK);
+	sup_metrics_from_rpcd(&s, newest);
+	sup_metrics_rpcd_gone(&s);
+	CHECK(!fd_open(newest));
+	end_of(&s, pid, &st);
+	CHECK(s.metrics.rpcd_text == NULL);
 
 	/* Refused by the check, with its line: the one before stays. */
 	const char *kept = s.metrics.rpcd_text;

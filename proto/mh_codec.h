@@ -1,0 +1,81 @@
+/*
+ * What the two codec files share (mh_msg.c, mh_msg_all.c): how a payload is
+ * described, field by field, and how a set of message types is looked up.
+ * Private to proto/.
+ */
+#ifndef SEPCSI_MH_CODEC_H
+#define SEPCSI_MH_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "mh_proto.h"
+
+/*
+ * A payload is a list of fields, in wire order, each read from or written to
+ * its member of struct mh_msg (by offset):
+ *   F_STR    a u16 length and that many bytes, at most hi, no NUL
+ *   F_U8     one byte, a value in [lo, hi] (a flag is [0, 1]: 2 is not "true")
+ *   F_FLAGS  one byte, no bit outside hi (MH_F_ALL): an unknown bit is a violation
+ *   F_U32    four bytes, a value in [lo, hi]
+ *   F_U64    eight bytes, any value
+ * A value out of its range fails the encode as it fails the decode.
+ */
+enum field_kind { F_END, F_STR, F_U8, F_FLAGS, F_U32, F_U64 };
+
+struct field {
+	enum field_kind kind;
+	uint32_t lo, hi;
+	size_t off;
+};
+
+#define AT(m) offsetof(struct mh_msg, u.m)
+#define STR(m, max)                                                                                \
+	{                                                                                          \
+		F_STR, 0, (max), AT(m)                                                             \
+	}
+#define U8(m, lo, hi)                                                                              \
+	{                                                                                          \
+		F_U8, (lo), (hi), AT(m)                                                            \
+	}
+#define BOOL(m) U8(m, 0, 1)
+#define FLAGS(m)                                                                                   \
+	{                                                                                          \
+		F_FLAGS, 0, MH_F_ALL, AT(m)                                                        \
+	}
+#define U32(m, lo, hi)                                                                             \
+	{                                                                                          \
+		F_U32, (lo), (hi), AT(m)                                                           \
+	}
+#define U64(m)                                                                                     \
+	{                                                                                          \
+		F_U64, 0, 0, AT(m)                                                                 \
+	}
+#define END                                                                                        \
+	{                                                                                          \
+		F_END, 0, 0, 0                                                                     \
+	}
+#define SRC(m, lo) U8(m, (lo), MH_SRC_VOLUME)
+/* Error kinds that may cross the wire: everything but OK and the client-only ones. */
+#define ERR_KIND(m) U32(m, MH_E_REFUSED, MH_E_UNAVAILABLE - 1)
+
+/* Payloads of the core's types that other types share too (mh_msg.c). */
+extern const struct field f_delete[], f_size_ans[], f_stats_ans[];
+
+/* A message type: its name, and its payload's fields (NULL: none). */
+struct codec {
+	const char *name;
+	const struct field *fields;
+};
+
+/*
+ * A set of message types, by type (a type without a name is not in it), and
+ * the set it extends, if any: mh_codecs_all extends mh_codecs_core.
+ */
+struct mh_codecs {
+	const struct codec *v;
+	size_t n;
+	const struct mh_codecs *base;
+};
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * Every message type of the helper protocol (mh_proto.h): the capable core's
+ * (mh_msg.c) and the rest, which only rpcd and the helper speak (images made
+ * and copied, capacity, directory volumes, the helper's PURGE). The core
+ * links mh_msg.c alone, so it decodes no payload of a type it does not serve.
+ */
+#include "mh_proto.h"
+
+#include "mh_codec.h"
+
+static const struct field f_create[] = {STR(create.volume_id, MH_ID_MAX), U64(create.size_bytes),
+                                        END};
+static const struct field f_resize[] = {STR(resize.volume_id, MH_ID_MAX), U64(resize.size_bytes),
+                                        END};
+static const struct field f_snapshot[] = {STR(snapshot.snapshot_id, MH_ID_MAX),
+                                          STR(snapshot.volume_id, MH_ID_MAX), END};
+static const struct field f_snapshot_id[] = {STR(del_snapshot.snapshot_id, MH_ID_MAX), END};
+static const struct field f_clone[] = {STR(clone.volume_id, MH_ID_MAX),
+                                       SRC(clone.source_kind, MH_SRC_SNAPSHOT),
+                                       STR(clone.source_id, MH_ID_MAX), U64(clone.size_bytes), END};
+static const struct field f_copy_ans[] = {U64(copy_ans.size_bytes), BOOL(copy_ans.reflinked), END};
+static const struct field f_capacity_ans[] = {
+    U64(capacity_ans.available_bytes),  U64(capacity_ans.total_bytes),
+    U64(capacity_ans.max_volume_bytes), BOOL(capacity_ans.reflink),
+    BOOL(capacity_ans.quota),           END};
+static const struct field f_dir[] = {STR(dir.volume_id, MH_ID_MAX),
+                                     STR(dir.base, MH_PATH_MAX),
+                                     STR(dir.name, MH_DIRNAME_MAX),
+                                     STR(dir.path, MH_PATH_MAX),
+                                     STR(dir.snapshot_id, MH_ID_MAX),
+                                     SRC(dir.source_kind, 0),
+                                     STR(dir.source_id, MH_ID_MAX),
+                                     STR(dir.source_name, MH_DIRNAME_MAX),
+                                     U64(dir.size_bytes),
+                                     U8(dir.mode, 0, MH_DIR_ARCHIVE),
+                                     FLAGS(dir.flags),
+                                     U32(dir.gid, 0, UINT32_MAX),
+                                     END};
+static const struct field f_dir_ans[] = {U64(dir_ans.size_bytes), BOOL(dir_ans.quota),
+                                         BOOL(dir_ans.reflinked), END};
+
+static const struct codec more_codecs[] = {
+    [MH_REQ_CREATE] = {"REQ_CREATE", f_create},
+    [MH_ANS_CREATE] = {"ANS_CREATE", f_size_ans},
+    [MH_REQ_DELETE] = {"REQ_DELETE", f_delete},
+    [MH_ANS_DELETE] = {"ANS_DELETE", NULL},
+    [MH_REQ_RESIZE] = {"REQ_RESIZE", f_resize},
+    [MH_ANS_RESIZE] = {"ANS_RESIZE", f_size_ans},
+    [MH_REQ_SNAPSHOT] = {"REQ_SNAPSHOT", f_snapshot},
+    [MH_ANS_SNAPSHOT] = {"ANS_SNAPSHOT", f_copy_ans},
+    [MH_REQ_DELETE_SNAPSHOT] = {"REQ_DELETE_SNAPSHOT", f_snapshot_id},
+    [MH_ANS_DELETE_SNAPSHOT] = {"ANS_DELETE_SNAPSHOT", NULL},
+    [MH_REQ_CLONE] = {"REQ_CLONE", f_clone},
+    [MH_ANS_CLONE] = {"ANS_CLONE", f_copy_ans},
+    [MH_REQ_CAPACITY] = {"REQ_CAPACITY", NULL},
+    [MH_ANS_CAPACITY] = {"ANS_CAPACITY", f_capacity_ans},
+    [MH_REQ_DIR_CREATE] = {"REQ_DIR_CREATE", f_dir},
+    [MH_ANS_DIR_CREATE] = {"ANS_DIR_CREATE", f_dir_ans},
+    [MH_REQ_DIR_DELETE] = {"REQ_DIR_DELETE", f_dir},
+    [MH_ANS_DIR_DELETE] = {"ANS_DIR_DELETE", NULL},
+    [MH_REQ_DIR_EXPAND] = {"REQ_DIR_EXPAND", f_dir},
+    [MH_ANS_DIR_EXPAND] = {"ANS_DIR_EXPAND", f_dir_ans},
+    [MH_REQ_DIR_PUBLISH] = {"REQ_DIR_PUBLISH", f_dir},
+    [MH_ANS_DIR_PUBLISH] = {"ANS_DIR_PUBLISH", NULL},
+    [MH_REQ_DIR_UNPUBLISH] = {"REQ_DIR_UNPUBLISH", f_dir},
+    [MH_ANS_DIR_UNPUBLISH] = {"ANS_DIR_UNPUBLISH", NULL},
+    [MH_REQ_DIR_STATS] = {"REQ_DIR_STATS", f_dir},
+    [MH_ANS_DIR_STATS] = {"ANS_DIR_STATS", f_stats_ans},
+    [MH_REQ_DIR_CAPACITY] = {"REQ_DIR_CAPACITY", f_dir},
+    [MH_ANS_DIR_CAPACITY] = {"ANS_DIR_CAPACITY", f_capacity_ans},
+    [MH_REQ_DIR_SNAPSHOT] = {"REQ_DIR_SNAPSHOT", f_dir},
+    [MH_ANS_DIR_SNAPSHOT] = {"ANS_DIR_SNAPSHOT", f_copy_ans},
+    [MH_REQ_DIR_DELETE_SNAPSHOT] = {"REQ_DIR_DELETE_SNAPSHOT", f_dir},
+    [MH_ANS_DIR_DELETE_SNAPSHOT] = {"ANS_DIR_DELETE_SNAPSHOT", NULL},
+    [MH_REQ_PURGE] = {"REQ_PURGE", f_dir},
+    [MH_ANS_PURGE] = {"ANS_PURGE", NULL},
+};
+
+const struct mh_codecs mh_codecs_all = {more_codecs, sizeof(more_codecs) / sizeof(more_codecs[0]),
+                                        &mh_codecs_core};
+
+const char *mh_type_name(uint16_t type)
+{
+	for (const struct mh_codecs *t = &mh_codecs_all; t; t = t->base)
+		if (type < t->n && t->v[type].name)
+			return t->v[type].name;
+	return "UNKNOWN";
+}
+
+int mh_msg_encode(const struct mh_msg *m, uint8_t *out, size_t cap, size_t *len)
+{
+	return mh_msg_encode_in(&mh_codecs_all, m, out, cap, len);
+}
+
+int mh_msg_decode(const uint8_t *in, size_t len, struct mh_msg *m)
+{
+	return mh_msg_decode_in(&mh_codecs_all, in, len, m);
+}
