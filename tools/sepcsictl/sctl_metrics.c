@@ -36,12 +36,13 @@ static bool label_value(char *p, char **next)
 {
 	char *w = p;
 	for (; *p && *p != '"'; p++) {
-		if (*p == '\\' && p[1] != '\0') {
-			p++;
-			*w++ = *p == 'n' ? '\n' : *p;
-		} else {
-			*w++ = *p;
+		char ch = *p;
+		if (ch == '\\' && p[1] != '\0') {
+			ch = *++p;
+			if (ch == 'n')
+				ch = '\n';
 		}
+		*w++ = ch;
 	}
 	if (*p != '"')
 		return false;
