@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "pol_caps.h"
 #include "mh_tools.h"
 #include "mh_view.h"
 #include "mh_worker.h"
@@ -35,7 +36,8 @@
  * shares: the helper could otherwise rename what lies in the core's root,
  * its /dev or the directories leading to the allowed roots); its channel on
  * fd 3, the compiled policy on fd 5, and nothing else of the helper's (not
- * rpcd's channel, not the supervisor's: fd 4 closed, so it has no supervisor).
+ * rpcd's channel, not the supervisor's: fd 4 closed, so it has no supervisor);
+ * its capabilities set (pol_caps_confine_core), which the exec keeps.
  */
 static void __attribute__((noreturn))
 exec_core(int exe, int chan, int policy, pid_t parent, const struct pol *pol, const char *data_dir,
@@ -49,7 +51,8 @@ exec_core(int exe, int chan, int policy, pid_t parent, const struct pol *pol, co
 	if (c < 0 || p < 0 || e < 0 || dup2(c, 3) != 3 || dup2(p, 5) != 5)
 		_exit(127);
 	close(4);
-	if (close_range(6, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+	/* Its capabilities, set here and kept across the exec: the core only checks them. */
+	if (close_range(6, ~0U, CLOSE_RANGE_CLOEXEC) < 0 || pol_caps_confine_core() < 0)
 		_exit(127);
 	/*
 	 * Its environment: nothing of the helper's but the tests' switch of pause

@@ -149,5 +149,6 @@ int pol_caps_confine(uint64_t want, uint64_t optional, uint64_t carried)
 		errno = EPERM;
 		return -1;
 	}
-	return confine(want | (optional & prm), carried);
+	want |= optional & prm;
+	return confine(want, carried & want);
 }

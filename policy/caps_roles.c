@@ -13,6 +13,12 @@ int pol_caps_confine_helper(bool directories)
 	                        pol_caps_helper_optional_mask(), 0);
 }
 
+int pol_caps_confine_core(void)
+{
+	uint64_t all = pol_caps_helper_mask() | pol_caps_helper_optional_mask();
+	return pol_caps_confine(pol_caps_helper_mask(), pol_caps_helper_optional_mask(), all);
+}
+
 int pol_caps_confine_helper_core(void)
 {
 	return pol_caps_confine(pol_caps_helper_core_mask(), 0, 0);

@@ -66,10 +66,17 @@ void pol_caps_print_helper(FILE *out);
 int pol_caps_confine_helper(bool directories);
 /*
  * The same with the sets given (caps_confine.c, which links no table): want,
- * plus those of optional the process holds permitted now; carried also
- * inheritable and ambient, for an exec that follows.
+ * plus those of optional the process holds permitted now; those of carried
+ * among them also inheritable and ambient, for an exec that follows.
  */
 int pol_caps_confine(uint64_t want, uint64_t optional, uint64_t carried);
+/*
+ * The capable core's, by its starter before the exec (mh_relay.c): the
+ * helper's set, every one of them carried across the exec (inheritable and
+ * ambient; the core, which cannot exec, empties both and checks the rest
+ * itself). 0, or -1 with errno.
+ */
+int pol_caps_confine_core(void);
 /*
  * The helper with a capable core (--core-fd), which mounts, unmounts, freezes,
  * grows, opens loop devices and lists mounts for it: no capability at all.

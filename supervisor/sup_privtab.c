@@ -426,7 +426,9 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	     "seccomp_core.c", true,
 	     "The helper's child without directory volumes (mounthelper/core/): the only "
 	     "process that mounts, attaches loop devices, freezes and grows, one request at a "
-	     "time, re-checking each; parses no byte a tenant wrote and execs nothing. "
+	     "time, re-checking each; parses no byte a tenant wrote and execs nothing. Its "
+	     "capabilities are set before its exec by its starter, carried across it (then "
+	     "emptied from its inheritable and ambient sets) and checked at its start. "
 	     "Securebits NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, all locked; its "
 	     "flusher child holds no capability.",
 	     0, 0},

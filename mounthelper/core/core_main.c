@@ -25,9 +25,10 @@
  *      it), images/ and snapshots/ (the owner's, group root, 0750) and
  *      audit.log (root's); thaw what a dead process left frozen, detach
  *      the raw block devices it left that nothing uses (mh_sweep.c);
- *   4. fork the flusher; confine: capabilities (the helper's table), then its
- *      own seccomp allowlist (policy/seccomp_core.c: no fork, exec, signal or
- *      socketpair);
+ *   4. fork the flusher; confine: its capabilities are its starter's (set
+ *      before the exec: mh_relay.c), checked here against the compiled
+ *      policy's set; then its own seccomp allowlist (policy/seccomp_core.c: no
+ *      fork, exec, signal or socketpair);
  *   5. READY on fd 4 if it is open; then one datagram at a time, each answered
  *      at once or, while its file system is written back, set aside.
  *
@@ -46,9 +47,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,7 +62,6 @@
 #include "mh_freeze.h"
 #include "mh_loop.h"
 #include "mh_pause.h"
-#include "pol_caps.h"
 #include "pol_seccomp.h"
 #include "supctl.h"
 
@@ -151,12 +154,14 @@ static int open_owned(int dfd, const char *name, uid_t uid, mode_t mode)
 	if (fd < 0 || fstat(fd, &st) < 0)
 		log_fatal("cannot open %s: %s", name, strerror(errno));
 	/* A fresh directory is root's: handed to its owner; one already handed is kept. */
-	if (st.st_uid != uid && (st.st_uid != 0 || fchown(fd, uid, 0) < 0))
+	if (st.st_uid != uid && st.st_uid != 0)
 		log_fatal("%s must be owned by uid %u", name, (unsigned)uid);
-	if (st.st_gid != 0 && fchown(fd, (uid_t)-1, 0) < 0)
-		log_fatal("cannot give %s to group root: %s", name, strerror(errno));
-	if (fchmod(fd, mode) < 0)
-		log_fatal("cannot chmod %s: %s", name, strerror(errno));
+	/* Mode and group set while root's: another owner's mode needs CAP_FOWNER. */
+	if (((st.st_mode & 07777) != mode || st.st_gid != 0) &&
+	    (fchown(fd, 0, 0) < 0 || fchmod(fd, mode) < 0))
+		log_fatal("cannot make %s mode %o, group root: %s", name, mode, strerror(errno));
+	if (fchown(fd, uid, 0) < 0)
+		log_fatal("cannot give %s to uid %u: %s", name, (unsigned)uid, strerror(errno));
 	return fd;
 }
 
@@ -180,6 +185,38 @@ static void open_data_dir(const char *data_dir, uid_t owner, struct mh_ctx *ctx)
 	if (ctx->audit_fd < 0 || fstat(ctx->audit_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    st.st_uid != 0 || (st.st_mode & 077) != 0)
 		log_fatal("%s/audit.log: cannot open, or not a root-only regular file", data_dir);
+}
+
+/*
+ * Its capabilities are its starter's (mh_relay.c, pol_caps_confine_core: set
+ * before the exec, carried across it): here the ones kept for that exec are
+ * dropped (it execs nothing), and what the kernel says is checked against the
+ * compiled policy's set: effective, permitted and bounding exactly that set
+ * (the optional ones as held), no_new_privs, and the securebits that keep a
+ * uid change or an exec from giving any back, locked.
+ */
+static void check_caps(const struct pol *pol)
+{
+	const int locked = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+	                   SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED;
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2];
+	uint64_t caps, optional;
+	pol_core_caps(pol, &caps, &optional);
+	int bits = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 ||
+	    syscall(SYS_capget, &h, d) < 0)
+		log_fatal("cannot read its capabilities: %s", strerror(errno));
+	d[0].inheritable = d[1].inheritable = 0;
+	uint64_t eff = d[0].effective | (uint64_t)d[1].effective << 32,
+	         prm = d[0].permitted | (uint64_t)d[1].permitted << 32;
+	bool ok = syscall(SYS_capset, &h, d) == 0 && eff == prm && (prm & caps) == caps &&
+	          !(prm & ~(caps | optional)) && prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 &&
+	          bits >= 0 && (bits & locked) == locked && !(bits & SECBIT_KEEP_CAPS);
+	for (unsigned cap = 0; ok && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; cap++)
+		ok = prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == (int)(prm >> cap & 1);
+	if (!ok)
+		log_fatal("its starter did not confine it to the policy's capabilities");
 }
 
 static volatile sig_atomic_t stop_requested;
@@ -421,10 +458,7 @@ int main(int argc, char **argv)
 	if (core_flush_start(flusher, flen) < 0)
 		log_kv(LOG_LVL_ERROR, "flusher_not_started", "error", strerror(errno), "then",
 		       "unmounts and freezes write back in the core's own thread", NULL);
-	uint64_t caps, optional;
-	pol_core_caps(pol, &caps, &optional);
-	if (pol_caps_confine(caps, optional, 0) < 0)
-		log_fatal("cannot confine capabilities: %s", strerror(errno));
+	check_caps(pol);
 	if (pol_seccomp_load(filter, clen) < 0)
 		log_fatal("cannot install the seccomp filter");
 	/* READY is one byte, as supctl.h defines it; the core links none of that code. */

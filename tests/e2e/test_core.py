@@ -67,6 +67,13 @@ def mount_opts(path):
     return rows[-1][5].split(",") if rows else None
 
 
+# The core's capabilities, as its starter sets them before the exec (pol_caps_confine_core).
+CORE_CAPS = "-all,+chown,+sys_admin,+mknod"
+CONFINED = ["setpriv", "--bounding-set=" + CORE_CAPS, "--inh-caps=" + CORE_CAPS,
+            "--ambient-caps=" + CORE_CAPS, "--no-new-privs", "--securebits=+noroot,"
+            "+noroot_locked,+no_setuid_fixup,+no_setuid_fixup_locked,+keep_caps_locked"]
+
+
 class Core:
     """A sepcsi-core on a fresh tree, the test being its orchestrator:
         <tmp>/root      the allowed root (kubelet's files in it)
@@ -101,9 +108,12 @@ class Core:
                            stdout=f, check=True)
         return os.open(self.path("policy.bin"), os.O_RDONLY)
 
-    def spawn(self, policy_fd, control=False):
+    def spawn(self, policy_fd, control=False, starter=None):
         """With control, fd 4 is a supervisor's control channel (self.ctl: READY on it),
-        as the supervisor starts its children."""
+        as the supervisor starts its children. Confined as its starter confines it
+        (mh_relay.c): its capabilities set and carried across the exec, no_new_privs,
+        the securebits locked; the core only checks them (starter: another command
+        before the core's, which it must refuse to start under)."""
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         c, d = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) if control else \
             (None, None)
@@ -118,6 +128,7 @@ class Core:
             if ctl is not None:
                 os.dup2(ctl, 4)
         self.proc = subprocess.Popen(
+            (CONFINED if starter is None else starter) +
             [os.path.join(BIN, "sepcsi-core"), "--data-dir", self.data, "--owner", str(OWNER),
              "--policy-fd", "5", "--log-level", "debug"],
             pass_fds=(3, 4, 5) if control else (3, 5), preexec_fn=fds,
@@ -868,6 +879,38 @@ def test_a_core_killed_while_frozen_is_thawed_by_the_next(fresh):
     assert w.wait(30) == 0
     assert "thawed" in core.logs()
     core.ok(unstage(VOL, st))
+
+
+def confined_but(**change):
+    """The starter's command with some of its settings changed (None: left out)."""
+    opts = dict(a.split("=", 1) if "=" in a else (a, None) for a in CONFINED[1:])
+    opts.update(change)
+    return ["setpriv"] + [k if v is None else k + "=" + v for k, v in opts.items()
+                          if k not in change or change[k] is not None]
+
+
+@pytest.mark.parametrize("starter", ["unconfined", "one more", "without no_new_privs",
+                                     "securebits unlocked", "one less"])
+def test_a_core_its_starter_did_not_confine_is_no_start(fresh, starter):
+    """Its capabilities are set by its starter before the exec: a core that finds any
+    set other than its policy's (root's full sets, one capability more or less),
+    no_new_privs off or the securebits not locked ends with exit 1 before it serves
+    anything, and says why."""
+    more = CORE_CAPS + ",+dac_override"
+    less = "-all,+chown,+sys_admin"
+    prefix = {"unconfined": [],
+              "one more": confined_but(**{"--bounding-set": more, "--inh-caps": more,
+                                          "--ambient-caps": more}),
+              "without no_new_privs": confined_but(**{"--no-new-privs": None}),
+              "securebits unlocked": confined_but(**{"--securebits": "+noroot"}),
+              "one less": confined_but(**{"--bounding-set": less, "--inh-caps": less,
+                                          "--ambient-caps": less})}[starter]
+    fresh.spawn(fresh.compiled(), starter=prefix)
+    assert fresh.proc.wait(20) == 1
+    fresh.sock.close()
+    fresh.log.close()
+    assert "did not confine it" in fresh.logs()
+    fresh.proc = None
 
 
 def test_a_policy_it_cannot_read_whole_is_no_start(fresh):

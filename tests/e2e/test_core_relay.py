@@ -23,7 +23,7 @@ import pytest
 import mh_wire
 from conftest import BIN, cleanup_tree
 from mh_wire import E, Msg, T, decode, encode
-from test_core import (SECRETS, MiB, Core, expand, loops, mounts, publish, stage, stats,
+from test_core import (CONFINED, SECRETS, MiB, Core, expand, loops, mounts, publish, stage, stats,
                        unpublish, unstage)
 
 VOL = "sv-" + "0" * 31 + "a"
@@ -46,7 +46,7 @@ class Pair(Core):
             os.dup2(p, 5)
         self.log = open(self.path("core.log"), "w")
         self.proc = subprocess.Popen(
-            [os.path.join(BIN, "sepcsi-core"), "--data-dir", self.data, "--owner", "0",
+            CONFINED + [os.path.join(BIN, "sepcsi-core"), "--data-dir", self.data, "--owner", "0",
              "--policy-fd", "5", "--log-level", "debug"],
             pass_fds=(3, 5), preexec_fn=core_fds, stdout=self.log, stderr=subprocess.STDOUT,
             start_new_session=True)
