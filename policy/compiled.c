@@ -14,16 +14,16 @@
  *   the core's confinement: u64 its capabilities, u64 those it keeps if
  *   permitted, then its seccomp filter and its flusher's, each a u16 count of
  *   BPF instructions (1 to 4096) and the instructions (pol_seccomp_export);
- *   u32 the FNV-1a hash of the confinement's bytes; and nothing after.
+ *   u32 the FNV-1a hash of every byte before it; and nothing after.
  * All integers are big-endian. The reader holds each list to its bound and
- * each entry to POL_ENTRY_MAX, checks the record is whole and nothing follows
- * it, and refuses what the file's loader would have refused (paths, file
- * system types, mount options, patterns, bases inside a root, the numbers'
- * ranges); the mkfs words, which the core never uses, are only bounded. The
- * confinement is the compiler's, from the core's tables: the reader checks
- * its bounds and its hash (a record damaged on the way, or a fuzzer's, never
- * loads a filter no table made; a record forged whole is its starter's, root,
- * who could start anything), and the kernel the filters' programs.
+ * each entry to POL_ENTRY_MAX, the numbers to their ranges, checks the record
+ * is whole, its hash right and nothing follows it. What the record says is
+ * its compiler's, which wrote it from a policy file its loader checked
+ * (paths, file system types, mount options, patterns, bases outside the
+ * roots): the reader does not check all that again. The hash makes a record
+ * damaged on the way, or a fuzzer's, no start (never a filter no table made,
+ * nor a list the loader refused); a record forged whole is its starter's,
+ * root, who could start anything. The kernel checks the filters' programs.
  *
  * Pure code, no privilege needed.
  */
@@ -78,11 +78,10 @@ uint32_t pol_hash(const void *buf, size_t len)
 	return h;
 }
 
-/* The confinement: capabilities, two filters, their hash. */
+/* The confinement: capabilities, two filters. */
 static int get_confinement(struct reader *r, struct pol *p)
 {
-	const uint8_t *start = r->p;
-	uint64_t n, hash;
+	uint64_t n;
 	if (get(r, &p->core_caps, 8) < 0 || get(r, &p->core_caps_optional, 8) < 0)
 		return -1;
 	for (size_t i = 0; i < POL_FILTERS; i++) {
@@ -94,8 +93,7 @@ static int get_confinement(struct reader *r, struct pol *p)
 		p->filter_len[i] = n * 8;
 		r->p += n * 8;
 	}
-	size_t len = (size_t)(r->p - start);
-	return get(r, &hash, 4) == 0 && hash == pol_hash(start, len) ? 0 : -1;
+	return 0;
 }
 
 void pol_core_caps(const struct pol *p, uint64_t *caps, uint64_t *optional)
@@ -108,39 +106,6 @@ const void *pol_core_filter(const struct pol *p, enum pol_filter which, size_t *
 {
 	*len = p->filter_len[which];
 	return p->filter[which];
-}
-
-/* What the file's loader would have refused is refused here too (mkfs words aside: unused). */
-static bool valid(const struct pol *p)
-{
-	char why[128];
-	for (size_t i = 0; i < p->roots.n; i++) {
-		for (size_t j = 0; j < p->bases.n; j++)
-			if (pol_paths_nested(p->bases.v[j], p->roots.v[i]))
-				return false;
-		for (size_t j = 0; j < i; j++)
-			if (pol_paths_nested(p->roots.v[j], p->roots.v[i]))
-				return false;
-	}
-	for (size_t i = 0; i < p->roots.n; i++)
-		if (!pol_path_syntax_ok(p->roots.v[i]))
-			return false;
-	for (size_t i = 0; i < p->bases.n; i++)
-		if (!pol_path_syntax_ok(p->bases.v[i]))
-			return false;
-	for (size_t i = 0; i < p->fstypes.n; i++)
-		if (!pol_fs_known(p->fstypes.v[i]))
-			return false;
-	for (size_t i = 0; i < p->opts.n; i++)
-		if (pol_opt_entry_ok(p->opts.v[i], why, sizeof(why)) < 0)
-			return false;
-	for (size_t i = 0; i < p->staging.n; i++)
-		if (!pol_pattern_ok(p->staging.v[i]))
-			return false;
-	for (size_t i = 0; i < p->targets.n; i++)
-		if (!pol_pattern_ok(p->targets.v[i]))
-			return false;
-	return true;
 }
 
 int pol_load_compiled(int fd, struct pol **out, char *err, size_t errlen)
@@ -163,7 +128,7 @@ int pol_load_compiled(int fd, struct pol **out, char *err, size_t errlen)
 	                       POL_BASES_MAX, POL_PATTERNS_MAX, POL_PATTERNS_MAX,
 	                       POL_OPTS_MAX,  POL_OPTS_MAX,     POL_OPTS_MAX};
 	struct reader r = {buf, buf + len};
-	uint64_t min, max, pct, freeze, log_only;
+	uint64_t min, max, pct, freeze, log_only, hash;
 	size_t magic = strlen(POL_COMPILED_MAGIC);
 	int ok = len >= magic && memcmp(buf, POL_COMPILED_MAGIC, magic) == 0;
 	if (ok)
@@ -173,10 +138,11 @@ int pol_load_compiled(int fd, struct pol **out, char *err, size_t errlen)
 		ok = get_list(&r, pol_list_at(p, i)) == 0;
 	}
 	ok = ok && get(&r, &min, 8) == 0 && get(&r, &max, 8) == 0 && get(&r, &pct, 4) == 0 &&
-	     get(&r, &freeze, 4) == 0 && get(&r, &log_only, 1) == 0 &&
-	     get_confinement(&r, p) == 0 && r.p == r.end && log_only <= 1 && min >= 4096 &&
-	     min <= max && max <= (uint64_t)INT64_MAX / 2;
-	ok = ok && freeze >= 1 && freeze <= 3600 && pct >= 1 && pct <= 10000 && valid(p);
+	     get(&r, &freeze, 4) == 0 && get(&r, &log_only, 1) == 0 && get_confinement(&r, p) == 0;
+	size_t hashed = (size_t)(r.p - buf);
+	ok = ok && get(&r, &hash, 4) == 0 && hash == pol_hash(buf, hashed) && r.p == r.end &&
+	     log_only <= 1 && min >= 4096 && min <= max && max <= (uint64_t)INT64_MAX / 2 &&
+	     freeze >= 1 && freeze <= 3600 && pct >= 1 && pct <= 10000;
 	if (!ok) {
 		pol_seterr(err, errlen, "compiled policy: malformed");
 		pol_free(p);

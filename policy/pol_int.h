@@ -53,8 +53,6 @@ void pol_list_clear(struct pol_list *l);
 /* Does the list hold the n bytes at s as one whole entry? */
 bool pol_list_has(const struct pol_list *l, const char *s, size_t n);
 /* A path pattern, a mount option entry, an mkfs word, as the file may give them. */
-bool pol_pattern_ok(const char *pat);
-int pol_opt_entry_ok(const char *tok, char *why, size_t whylen);
 bool pol_mkfs_word_ok(const char *w, size_t n);
 
 #endif

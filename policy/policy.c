@@ -128,93 +128,11 @@ int pol_path_check(const struct pol *p, const char *path, unsigned roles, const 
 	return -EPERM;
 }
 
-/*
- * A path pattern from the policy: relative, components separated by one '/',
- * none empty, "." or "..", made of letters, digits and ._~@+=:,- only; '*' and
- * '**' only as whole components, '**' only last.
- */
-bool pol_pattern_ok(const char *pat)
-{
-	const char *c = pat;
-	if (!*pat || *pat == '/' || strlen(pat) > MH_PATH_MAX)
-		return false;
-	for (;;) {
-		size_t n = strcspn(c, "/");
-		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
-			return false;
-		bool star = memchr(c, '*', n) != NULL;
-		if (star && !(n == 1 || (n == 2 && c[0] == '*' && c[1] == '*')))
-			return false;
-		if (n == 2 && c[0] == '*' && c[2] != '\0')
-			return false; /* '**' only last */
-		/* Plain name characters only: nothing the INI syntax or a shell reads specially. */
-		for (size_t i = 0; i < n; i++)
-			if (!((c[i] >= 'a' && c[i] <= 'z') || (c[i] >= 'A' && c[i] <= 'Z') ||
-			      (c[i] >= '0' && c[i] <= '9') || strchr("._~@+=:,*-", c[i])))
-				return false;
-		if (c[n] == '\0')
-			return true;
-		c += n + 1;
-	}
-}
-
 /* ---- filesystems and options -------------------------------------------- */
 
 bool pol_fs_allowed(const struct pol *p, const char *fstype)
 {
 	return fstype && pol_list_has(&p->fstypes, fstype, strlen(fstype));
-}
-
-/*
- * Is name (len bytes) an option libmount knows in the given builtin map?
- * Map entries look like "ro", "user[=]", "comment=" or, flagged MNT_PREFIX, "x-".
- */
-static bool libmount_knows(int map_id, const char *name, size_t len)
-{
-	const struct libmnt_optmap *e = mnt_get_builtin_optmap(map_id);
-	for (; e && e->name; e++) {
-		size_t base = strcspn(e->name, "=[");
-		if (len < base || memcmp(e->name, name, base) != 0)
-			continue;
-		if (len == base || (e->mask & MNT_PREFIX))
-			return true;
-	}
-	return false;
-}
-
-/* Validate one allowlist entry from the policy: "name" or "name=". */
-int pol_opt_entry_ok(const char *tok, char *why, size_t whylen)
-{
-	size_t len = strcspn(tok, "=");
-	if (len == 0 || (tok[len] == '=' && tok[len + 1] != '\0')) {
-		pol_seterr(why, whylen, "mount option '%s': use 'name' or 'name='", tok);
-		return -1;
-	}
-	for (size_t i = 0; i < len; i++) {
-		char ch = tok[i];
-		if (ch == ',') {
-			pol_seterr(why, whylen, "mount option '%s': separate options with spaces",
-			           tok);
-			return -1;
-		}
-		/* Option names are plain words: letters, digits, '_', '-', '.'. */
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.')) {
-			pol_seterr(why, whylen, "mount option '%s': not a valid option name", tok);
-			return -1;
-		}
-	}
-	if (pol_vfs_opt(tok, len) && tok[len] == '\0')
-		return 0;
-	if (libmount_knows(MNT_LINUX_MAP, tok, len) ||
-	    libmount_knows(MNT_USERSPACE_MAP, tok, len)) {
-		pol_seterr(why, whylen,
-		           "mount option '%s' cannot be allowed (nosuid,nodev are forced; "
-		           "bind/remount/propagation/userspace options are never passed)",
-		           tok);
-		return -1;
-	}
-	return 0;
 }
 
 int pol_mount_options_check(const struct pol *p, const char *list, char *err, size_t errlen)

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <ini.h>
+#include <libmount/libmount.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,6 +245,88 @@ static struct pol_list *key_list(struct pol *p, enum key_id k)
 	return k == K_TYPES ? &p->fstypes : &p->opts;
 }
 
+/*
+ * A path pattern from the policy: relative, components separated by one '/',
+ * none empty, "." or "..", made of letters, digits and ._~@+=:,- only; '*' and
+ * '**' only as whole components, '**' only last.
+ */
+static bool pattern_ok(const char *pat)
+{
+	const char *c = pat;
+	if (!*pat || *pat == '/' || strlen(pat) > MH_PATH_MAX)
+		return false;
+	for (;;) {
+		size_t n = strcspn(c, "/");
+		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		bool star = memchr(c, '*', n) != NULL;
+		if (star && !(n == 1 || (n == 2 && c[0] == '*' && c[1] == '*')))
+			return false;
+		if (n == 2 && c[0] == '*' && c[2] != '\0')
+			return false; /* '**' only last */
+		/* Plain name characters only: nothing the INI syntax or a shell reads specially. */
+		for (size_t i = 0; i < n; i++)
+			if (!((c[i] >= 'a' && c[i] <= 'z') || (c[i] >= 'A' && c[i] <= 'Z') ||
+			      (c[i] >= '0' && c[i] <= '9') || strchr("._~@+=:,*-", c[i])))
+				return false;
+		if (c[n] == '\0')
+			return true;
+		c += n + 1;
+	}
+}
+
+/*
+ * Is name (len bytes) an option libmount knows in the given builtin map?
+ * Map entries look like "ro", "user[=]", "comment=" or, flagged MNT_PREFIX, "x-".
+ */
+static bool libmount_knows(int map_id, const char *name, size_t len)
+{
+	const struct libmnt_optmap *e = mnt_get_builtin_optmap(map_id);
+	for (; e && e->name; e++) {
+		size_t base = strcspn(e->name, "=[");
+		if (len < base || memcmp(e->name, name, base) != 0)
+			continue;
+		if (len == base || (e->mask & MNT_PREFIX))
+			return true;
+	}
+	return false;
+}
+
+/* Validate one allowlist entry from the policy: "name" or "name=". */
+static int opt_entry_ok(const char *tok, char *why, size_t whylen)
+{
+	size_t len = strcspn(tok, "=");
+	if (len == 0 || (tok[len] == '=' && tok[len + 1] != '\0')) {
+		pol_seterr(why, whylen, "mount option '%s': use 'name' or 'name='", tok);
+		return -1;
+	}
+	for (size_t i = 0; i < len; i++) {
+		char ch = tok[i];
+		if (ch == ',') {
+			pol_seterr(why, whylen, "mount option '%s': separate options with spaces",
+			           tok);
+			return -1;
+		}
+		/* Option names are plain words: letters, digits, '_', '-', '.'. */
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.')) {
+			pol_seterr(why, whylen, "mount option '%s': not a valid option name", tok);
+			return -1;
+		}
+	}
+	if (pol_vfs_opt(tok, len) && tok[len] == '\0')
+		return 0;
+	if (libmount_knows(MNT_LINUX_MAP, tok, len) ||
+	    libmount_knows(MNT_USERSPACE_MAP, tok, len)) {
+		pol_seterr(why, whylen,
+		           "mount option '%s' cannot be allowed (nosuid,nodev are forced; "
+		           "bind/remount/propagation/userspace options are never passed)",
+		           tok);
+		return -1;
+	}
+	return 0;
+}
+
 /* Add each space-separated word of value to the list of key k, validating it. */
 static void handle_list(struct loader *ld, enum key_id k, const char *value)
 {
@@ -275,7 +358,7 @@ static void handle_list(struct loader *ld, enum key_id k, const char *value)
 			     word);
 			return;
 		}
-		if ((k == K_STAGING || k == K_TARGETS) && !pol_pattern_ok(word)) {
+		if ((k == K_STAGING || k == K_TARGETS) && !pattern_ok(word)) {
 			fail(ld,
 			     "path pattern '%s': relative to each root, no '.', '..' or empty "
 			     "component, '*' and '**' only as whole components, '**' only last",
@@ -286,7 +369,7 @@ static void handle_list(struct loader *ld, enum key_id k, const char *value)
 			fail(ld, "filesystem type '%s' is not supported (ext4, xfs, btrfs)", word);
 			return;
 		}
-		if (k == K_OPTS && pol_opt_entry_ok(word, why, sizeof(why)) < 0) {
+		if (k == K_OPTS && opt_entry_ok(word, why, sizeof(why)) < 0) {
 			fail(ld, "%s", why);
 			return;
 		}
@@ -523,41 +606,41 @@ static void put(FILE *f, uint64_t v, size_t bytes)
 int pol_compile(const struct pol *p, FILE *out)
 {
 	struct pol *q = (struct pol *)p; /* list_at only reads through it here */
-	(void)fputs(POL_COMPILED_MAGIC, out);
-	for (size_t i = 0; pol_list_at(q, i); i++) {
-		const struct pol_list *l = pol_list_at(q, i);
-		put(out, l->n, 1);
-		for (size_t j = 0; j < l->n; j++) {
-			size_t n = strlen(l->v[j]);
-			if (n > POL_ENTRY_MAX)
-				return -1;
-			put(out, n, 2);
-			(void)fwrite(l->v[j], 1, n, out);
-		}
-	}
-	put(out, p->min_bytes, 8);
-	put(out, p->max_bytes, 8);
-	put(out, p->overcommit_pct, 4);
-	put(out, p->freeze_max_s, 4);
-	put(out, p->log_only, 1);
-	/* The core's confinement, and its hash: what pol_core_confinement reads. */
-	char *conf = NULL;
+	char *rec = NULL;
 	size_t len = 0;
-	FILE *c = open_memstream(&conf, &len);
+	FILE *c = open_memstream(&rec, &len);
 	if (!c)
 		return -1;
+	(void)fputs(POL_COMPILED_MAGIC, c);
+	int rc = 0;
+	for (size_t i = 0; pol_list_at(q, i); i++) {
+		const struct pol_list *l = pol_list_at(q, i);
+		put(c, l->n, 1);
+		for (size_t j = 0; j < l->n; j++) {
+			size_t n = strlen(l->v[j]);
+			rc = n > POL_ENTRY_MAX ? -1 : rc;
+			put(c, n, 2);
+			(void)fwrite(l->v[j], 1, n, c);
+		}
+	}
+	put(c, p->min_bytes, 8);
+	put(c, p->max_bytes, 8);
+	put(c, p->overcommit_pct, 4);
+	put(c, p->freeze_max_s, 4);
+	put(c, p->log_only, 1);
+	/* The core's confinement: what get_confinement reads. */
 	put(c, pol_caps_helper_mask(), 8);
 	put(c, pol_caps_helper_optional_mask(), 8);
-	int rc = pol_seccomp_export(&pol_sc_core, p->log_only, c) == 0 &&
-	                 pol_seccomp_export(&pol_sc_flusher, p->log_only, c) == 0
-	             ? 0
-	             : -1;
+	if (pol_seccomp_export(&pol_sc_core, p->log_only, c) < 0 ||
+	    pol_seccomp_export(&pol_sc_flusher, p->log_only, c) < 0)
+		rc = -1;
 	if (fclose(c) != 0 || rc < 0) {
-		free(conf);
+		free(rec);
 		return -1;
 	}
-	(void)fwrite(conf, 1, len, out);
-	put(out, pol_hash(conf, len), 4);
-	free(conf);
+	/* The record, then its hash: a record damaged on the way is refused whole. */
+	(void)fwrite(rec, 1, len, out);
+	put(out, pol_hash(rec, len), 4);
+	free(rec);
 	return fflush(out) == 0 && !ferror(out) ? 0 : -1;
 }

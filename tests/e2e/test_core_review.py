@@ -409,11 +409,12 @@ def _build(lists, tail):
 @pytest.mark.parametrize("what", ["fs type tmpfs", "mount option suid", "freeze_max 0",
                                   "staging pattern with ..", "base inside the root"])
 def test_compiled_policy_the_compiler_would_refuse_is_no_start(fresh, what):
-    """pol_load_compiled checks only the record's shape and the roots' and bases' syntax;
-    it "trusts the compiler for the rest". A record sepcsi-policy would never write
-    (a file system type, a mount option, a pattern, a freeze limit or a base the
-    policy file's parser refuses) is taken as the policy. Only root (the supervisor)
-    hands the core its policy, so this is defence in depth, not a peer's attack."""
+    """A record sepcsi-policy would never write (a file system type, a mount option, a
+    pattern, a freeze limit or a base the policy file's parser refuses), changed after it
+    was compiled, is no start: its hash covers the whole record (a freeze limit out of
+    range is refused for itself too). What the compiler wrote is the policy; only root
+    (the core's starter) hands the core its policy, so this is defence against a record
+    damaged on the way, not a peer's attack."""
     good = fresh.compiled()
     whole = os.read(good, 1 << 16)
     os.close(good)

@@ -514,7 +514,7 @@ static void test_compiled_confinement(struct pol *file, struct pol *q)
 	size_t n = 0;
 	FILE *f = open_memstream(&buf, &n);
 	CHECK(f && pol_compile(q, f) == 0 && fclose(f) == 0);
-	for (size_t at = n - 4 - len - flen - 16; buf && at < n; at += 97) {
+	for (size_t at = 0; buf && at < n; at += 7) { /* anywhere: the hash covers it all */
 		int fd = memfd_create("compiled", 0);
 		buf[at] ^= 0x20;
 		CHECK(fd >= 0 && write(fd, buf, n) == (ssize_t)n && lseek(fd, 0, SEEK_SET) == 0);
