@@ -53,7 +53,7 @@
 #include "log.h"
 #include "mh_common.h"
 #include "mh_image_life.h"
-#include "mh_ops.h"
+#include "mh_helper_ops.h"
 #include "mh_pause.h"
 #include "mh_space.h"
 #include "mh_tools.h"

@@ -49,7 +49,7 @@
 
 #include "mh_dir_area.h"
 #include "mh_quota.h"
-#include "mh_ops.h"
+#include "mh_helper_ops.h"
 #include "mh_pause.h"
 #include "mh_tree.h"
 #include "openat2.h"

@@ -27,7 +27,7 @@
 #include "log.h"
 #include "mh_image_life.h"
 #include "mh_loop.h"
-#include "mh_ops.h"
+#include "mh_helper_ops.h"
 #include "mh_pause.h"
 #include "mh_resize.h"
 #include "mh_space.h"

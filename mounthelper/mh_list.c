@@ -38,7 +38,7 @@
 #include "mh_list.h"
 #include "mh_loop.h"
 #include "mh_mount.h"
-#include "mh_ops.h"
+#include "mh_helper_ops.h"
 
 /* ---- images and snapshots ------------------------------------------------------ */
 

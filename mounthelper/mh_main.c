@@ -65,7 +65,7 @@
 #include "mh_identity.h"
 #include "mh_image_life.h"
 #include "mh_loop.h"
-#include "mh_ops.h"
+#include "mh_helper_ops.h"
 #include "mh_pause.h"
 #include "mh_space.h"
 #include "mh_tools.h"

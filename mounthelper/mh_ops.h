@@ -26,23 +26,9 @@ struct mh_audit {
 typedef int mh_answer_fn(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                          struct mh_audit *a, struct mh_res *r);
 
-mh_answer_fn mh_answer_ping, mh_answer_create, mh_answer_delete, mh_answer_stage, mh_answer_unstage,
-    mh_answer_publish, mh_answer_unpublish, mh_answer_resize, mh_answer_snapshot,
-    mh_answer_delete_snapshot, mh_answer_clone, mh_answer_capacity, mh_answer_expand,
-    mh_answer_stats, mh_answer_list;
-/*
- * With a capable core (mh_ctx.core): the request asked of it as it came
- * (mh_relay), and the rows that are only that, else the helper's own handler
- * (mh_relay.c).
- */
-mh_answer_fn mh_relay, mh_relay_unstage, mh_relay_publish, mh_relay_unpublish, mh_relay_expand,
-    mh_relay_stats;
-/* 1 if a loop device backs images/<id>.img, asked of the core (which alone can look); 0; -1. */
-int mh_core_attached(const char *volume_id, struct mh_res *r);
-/* Directory volumes (mh_dir.c). */
-mh_answer_fn mh_answer_dir_create, mh_answer_dir_delete, mh_answer_dir_expand,
-    mh_answer_dir_publish, mh_answer_dir_unpublish, mh_answer_dir_stats, mh_answer_dir_capacity,
-    mh_answer_dir_snapshot, mh_answer_dir_delete_snapshot;
+/* The handlers both tables hold (the helper's other rows: mh_helper_ops.h). */
+mh_answer_fn mh_answer_ping, mh_answer_unstage, mh_answer_publish, mh_answer_unpublish,
+    mh_answer_expand, mh_answer_stats;
 /*
  * STAGE of an image volume, in two halves. What readies the attached image
  * before its mount: the helper's probes it and formats it if blank
@@ -61,8 +47,6 @@ int mh_stage_check(const struct mh_ctx *c, const struct mh_req_stage *q, struct 
                    struct mh_res *r);
 int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_audit *a,
                     mh_stage_prep_fn *prep, void *arg, struct mh_res *r);
-/* The main loop's own (mh_list.c). */
-mh_answer_fn mh_answer_purge;
 
 /*
  * One row per operation: its handler, whether it only reads, the flags it
@@ -87,14 +71,6 @@ extern const struct mh_op_row mh_op_rows[];
 	{                                                                                          \
 		MH_REQ_PING, MH_ANS_PING, mh_answer_ping, "PING", true, 0, "changes nothing"       \
 	}
-#define MH_ROW_UNSTAGE(handler)                                                                    \
-	{                                                                                          \
-		MH_REQ_UNSTAGE, MH_ANS_UNSTAGE, handler, "UNSTAGE", false,                         \
-		    MH_F_BLOCK | MH_F_REMOVE_DIR,                                                  \
-		    "unmounts only a mount proved this volume's (its loop device backed by the "   \
-		    "image); "                                                                     \
-		    "detaches only when no mount or bind of the device is left anywhere"           \
-	}
 #define MH_ROW_PUBLISH(handler)                                                                    \
 	{                                                                                          \
 		MH_REQ_PUBLISH, MH_ANS_PUBLISH, handler, "PUBLISH", false, MH_F_BLOCK,             \
@@ -110,13 +86,6 @@ extern const struct mh_op_row mh_op_rows[];
 		    "unmounts only this volume's mounts at the target; removes the target only "   \
 		    "if its "                                                                      \
 		    "mark says it made it for this volume, and checks the unlink after"            \
-	}
-#define MH_ROW_EXPAND(handler)                                                                     \
-	{                                                                                          \
-		MH_REQ_EXPAND, MH_ANS_EXPAND, handler, "EXPAND", false, MH_F_BLOCK,                \
-		    "grows only a file system proved to be this volume's mount, with that file "   \
-		    "system's "                                                                    \
-		    "own ioctl on the verified mount"                                              \
 	}
 #define MH_ROW_STATS(handler)                                                                      \
 	{                                                                                          \

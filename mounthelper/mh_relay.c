@@ -9,7 +9,7 @@
  * The rows run in a worker of the helper and nothing there is fatal;
  * mh_core_start runs in the main process before confinement and is fatal.
  */
-#include "mh_ops.h"
+#include "mh_helper_ops.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
  * takes, and its safety argument in one line. How a request meets its row:
  * mh_dispatch.c.
  */
-#include "mh_ops.h"
+#include "mh_helper_ops.h"
 
 void mh_fields_more(const struct mh_msg *q, struct mh_fields *f)
 {

@@ -79,7 +79,7 @@
 #include "mh_copy.h"
 #include "mh_dir.h"
 #include "mh_image_life.h"
-#include "mh_ops.h"
+#include "mh_helper_ops.h"
 #include "mh_pause.h"
 #include "mh_space.h"
 
