@@ -4,8 +4,8 @@
  * freeze). Ours only: mounted from a loop device attached to one of our
  * images and named by its volume id (mh_loop_ours).
  *
- * Runs in the helper and in the core, as root under seccomp, before the
- * first request. Nothing here is fatal.
+ * Runs in the helper, as root under seccomp, and in the core before its
+ * filter, with its capabilities; before the first request. Nothing here is fatal.
  */
 #include <linux/fs.h>
 #include <stdlib.h>

@@ -6,8 +6,8 @@
  * gone with its mount, leaves nothing attached for good. A writable one's
  * image gets the raw mark first if a version before the mark made it.
  *
- * Runs in the helper and in the core, as root under seccomp. Nothing here is
- * fatal.
+ * Runs in the helper, as root under seccomp, and in the core before its
+ * filter, with its capabilities. Nothing here is fatal.
  */
 #include <linux/loop.h>
 

@@ -147,21 +147,28 @@ static void parse_args(int argc, char **argv, struct args *a)
  */
 static int open_owned(int dfd, const char *name, uid_t uid, mode_t mode)
 {
-	struct stat st;
+	struct stat st, now;
 	if (mkdirat(dfd, name, 0700) < 0 && errno != EEXIST)
 		log_fatal("cannot create %s: %s", name, strerror(errno));
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0)
+	/* O_PATH first: a mode its owner set may not let the core read it (no DAC_OVERRIDE). */
+	int p = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (p < 0 || fstat(p, &st) < 0)
 		log_fatal("cannot open %s: %s", name, strerror(errno));
 	/* A fresh directory is root's: handed to its owner; one already handed is kept. */
 	if (st.st_uid != uid && st.st_uid != 0)
 		log_fatal("%s must be owned by uid %u", name, (unsigned)uid);
-	/* Mode and group set while root's: another owner's mode needs CAP_FOWNER. */
+	/*
+	 * Mode and group set while root's (another owner's mode needs CAP_FOWNER),
+	 * by name: the data directory is root's, so the name is this directory.
+	 */
 	if (((st.st_mode & 07777) != mode || st.st_gid != 0) &&
-	    (fchown(fd, 0, 0) < 0 || fchmod(fd, mode) < 0))
+	    (fchownat(p, "", 0, 0, AT_EMPTY_PATH) < 0 || fchmodat(dfd, name, mode, 0) < 0))
 		log_fatal("cannot make %s mode %o, group root: %s", name, mode, strerror(errno));
-	if (fchown(fd, uid, 0) < 0)
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &now) < 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino ||
+	    fchown(fd, uid, 0) < 0)
 		log_fatal("cannot give %s to uid %u: %s", name, (unsigned)uid, strerror(errno));
+	close(p);
 	return fd;
 }
 
@@ -197,6 +204,7 @@ static void open_data_dir(const char *data_dir, uid_t owner, struct mh_ctx *ctx)
  */
 static void check_caps(const struct pol *pol)
 {
+	/* Its starter locks NO_CAP_AMBIENT_RAISE too; moot once the inheritable set is empty. */
 	const int locked = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
 	                   SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED;
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};

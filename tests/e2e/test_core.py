@@ -881,6 +881,25 @@ def test_a_core_killed_while_frozen_is_thawed_by_the_next(fresh):
     core.ok(unstage(VOL, st))
 
 
+@pytest.mark.parametrize("how", ["mode 0700", "group its own", "mode 0"])
+def test_a_start_repairs_what_the_owner_did_to_its_directories(fresh, how):
+    """images/ and snapshots/ are their owner's (the orchestrating side's), who may change
+    their mode or group, even so that the core (no CAP_DAC_OVERRIDE) cannot read them:
+    the next start gives them back their mode and group root, and keeps their owner."""
+    fresh.start().stop()
+    for d in (fresh.images, fresh.path("data/snapshots")):
+        mode, gid = {"mode 0700": (0o700, 0), "group its own": (0o2750, OWNER),
+                     "mode 0": (0, 0)}[how]
+        subprocess.run(["setpriv", "--reuid", str(OWNER), "--regid", str(OWNER),
+                        "--clear-groups", "chgrp", str(gid), d], check=True)
+        subprocess.run(["setpriv", "--reuid", str(OWNER), "--regid", str(OWNER),
+                        "--clear-groups", "chmod", "%o" % mode, d], check=True)
+    fresh.start()
+    for d in (fresh.images, fresh.path("data/snapshots")):
+        st = os.stat(d)
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (OWNER, 0, 0o2750), (d, st)
+
+
 def confined_but(**change):
     """The starter's command with some of its settings changed (None: left out)."""
     opts = dict(a.split("=", 1) if "=" in a else (a, None) for a in CONFINED[1:])
