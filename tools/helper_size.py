@@ -35,7 +35,7 @@ FEATURES = [
     ("serving requests: main loop, worker pool, dispatch table, audit, test pauses, "
      "questions to the capable core",
      ["mh.h", "mh_main.c", "mh_worker", "mh_dispatch.c", "mh_table.c", "mh_pause",
-      "mh_ops.h", "mh_relay.c"]),
+      "mh_ops.h", "mh_helper_ops.h", "mh_relay.c"]),
     ("re-validation and ownership: ids, this volume, careful unmount", ["mh_common"]),
     ("paths beneath kubelet's roots, and the helper's own view", ["mh_at", "mh_view"]),
     ("its own identity beside its core, and the images handed to it", ["mh_identity"]),
