@@ -102,6 +102,7 @@ static int freeze_by_core(const struct mh_ctx *c, const char *volume_id, struct 
 	struct mh_res why = {0};
 	snprintf(q.u.freeze.volume_id, sizeof(q.u.freeze.volume_id), "%s", volume_id);
 	q.u.freeze.seconds = pol_freeze_max_seconds(c->pol);
+	mh_core_flush(volume_id); /* the freeze then has little left to write back */
 	if (mh_core_ask(&q, &ans, &why) == 0)
 		return 1;
 	if (why.kind == MH_E_PRECONDITION || why.kind == MH_E_NOTFOUND)

@@ -57,6 +57,7 @@ static struct mh_fields fields_of(const struct mh_msg *q)
 	case MH_REQ_THAW:
 	case MH_REQ_REFRESH:
 	case MH_REQ_ATTACHED:
+	case MH_REQ_FLUSH:
 		f.a.volume_id = q->u.del.volume_id;
 		break;
 	case MH_REQ_FREEZE:

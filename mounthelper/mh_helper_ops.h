@@ -19,6 +19,11 @@ mh_answer_fn mh_answer_create, mh_answer_delete, mh_answer_stage, mh_answer_resi
  */
 mh_answer_fn mh_relay, mh_relay_unstage, mh_relay_publish, mh_relay_unpublish, mh_relay_expand,
     mh_relay_stats;
+/*
+ * Ask the core to write back volume_id's file system out of its thread (FLUSH),
+ * before an UNSTAGE or FREEZE of it; what it does not, that request does.
+ */
+void mh_core_flush(const char *volume_id);
 /* 1 if a loop device backs images/<id>.img, asked of the core (which alone can look); 0; -1. */
 int mh_core_attached(const char *volume_id, struct mh_res *r);
 /* Directory volumes (mh_dir.c). */

@@ -166,7 +166,25 @@ int mh_core_attached(const char *volume_id, struct mh_res *r)
 		return (c->core ? mh_relay : (own))(c, req, ans, a, r);                            \
 	}
 
-RELAYED(mh_relay_unstage, mh_answer_unstage)
+void mh_core_flush(const char *volume_id)
+{
+	struct mh_msg q = {.type = MH_REQ_FLUSH}, ans;
+	struct mh_res ignore = {0};
+	snprintf(q.u.del.volume_id, sizeof(q.u.del.volume_id), "%s", volume_id);
+	(void)mh_core_ask(&q, &ans, &ignore); /* what it leaves, the request after writes back */
+}
+
+/* A file system's UNSTAGE: written back first, by the core's flusher. */
+int mh_relay_unstage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                     struct mh_audit *a, struct mh_res *r)
+{
+	if (!c->core)
+		return mh_answer_unstage(c, req, ans, a, r);
+	if (!(req->u.unstage.flags & MH_F_BLOCK))
+		mh_core_flush(req->u.unstage.volume_id);
+	return mh_relay(c, req, ans, a, r);
+}
+
 RELAYED(mh_relay_publish, mh_answer_publish)
 RELAYED(mh_relay_unpublish, mh_answer_unpublish)
 RELAYED(mh_relay_expand, mh_answer_expand)

@@ -643,7 +643,8 @@ static void relay_to_core(struct slot *s, uint8_t *msg, size_t len)
 	bool relayed = type == MH_REQ_STAGE || type == MH_REQ_UNSTAGE || type == MH_REQ_PUBLISH ||
 	               type == MH_REQ_UNPUBLISH || type == MH_REQ_EXPAND || type == MH_REQ_STATS ||
 	               type == MH_REQ_FREEZE || type == MH_REQ_THAW || type == MH_REQ_REFRESH ||
-	               type == MH_REQ_ATTACHED || type == MH_REQ_LIST || type == MH_REQ_STAGE_CHECK;
+	               type == MH_REQ_ATTACHED || type == MH_REQ_LIST ||
+	               type == MH_REQ_STAGE_CHECK || type == MH_REQ_FLUSH;
 	if (core_fd < 0 || len < MH_HDR_LEN || s->core_id != 0 || !s->busy || !relayed)
 		log_fatal("a worker asked the core out of turn"); /* our own bug */
 	s->core_ask = id_at(msg);

@@ -229,6 +229,8 @@ static const struct codec core_codecs[] = {
     [MH_ANS_ATTACHED] = {"ANS_ATTACHED", f_attached_ans},
     [MH_REQ_STAGE_CHECK] = {"REQ_STAGE_CHECK", f_stage},
     [MH_ANS_STAGE_CHECK] = {"ANS_STAGE_CHECK", NULL},
+    [MH_REQ_FLUSH] = {"REQ_FLUSH", f_delete},
+    [MH_ANS_FLUSH] = {"ANS_FLUSH", NULL},
     [MH_ANS_ERROR] = {"ANS_ERROR", f_error},
 };
 

@@ -93,6 +93,8 @@ enum mh_type {
 	MH_REQ_STAGE_CHECK =
 	    59, /* what STAGE would refuse its request for, nothing done (mh_req_stage) */
 	MH_ANS_STAGE_CHECK = 60,
+	MH_REQ_FLUSH = 61, /* write back a staged volume's file system, out of the core's thread */
+	MH_ANS_FLUSH = 62,
 	MH_ANS_ERROR = 100, /* any request may be answered with this */
 };
 
@@ -117,7 +119,7 @@ struct mh_req_create {
 	uint64_t size_bytes;
 };
 
-struct mh_req_delete { /* MH_REQ_DELETE, MH_REQ_THAW, MH_REQ_REFRESH, MH_REQ_ATTACHED */
+struct mh_req_delete { /* DELETE, THAW, REFRESH, ATTACHED, FLUSH: the volume id */
 	char volume_id[MH_ID_MAX + 1];
 };
 

@@ -24,8 +24,9 @@ void core_freeze_expire(bool all);
 
 /*
  * The flusher (core_flush.c): a child without capabilities that writes back a
- * volume's file system before its UNSTAGE or FREEZE runs, so that the core's
- * one thread does not wait for it. Its socket is at CORE_FD_FLUSH.
+ * volume's file system when its peer asks FLUSH (before UNSTAGE and FREEZE),
+ * so that the core's one thread does not wait for it. Its socket is at
+ * CORE_FD_FLUSH.
  */
 #define CORE_FD_FLUSH POL_SC_FLUSH_FD
 /*
@@ -36,14 +37,17 @@ int core_flush_start(const void *filter, size_t len);
 /* The socket to wait on for its answers; -1 when there is no flusher. */
 int core_flush_fd(void);
 /*
- * Hand the flusher the file system of req's volume (UNSTAGE of a file
- * system, FREEZE), if the core's own loop device of that volume's image has
- * one mounted; true when it was sent (its answer will carry tag).
+ * Hand the flusher the file system of volume_id, if the core's own loop
+ * device of that volume's image has one mounted and it is not frozen; true
+ * when it was sent, and FLUSH request id is then answered once it is done.
  */
-bool core_flush_begin(const struct mh_ctx *c, const struct mh_msg *req, uint32_t tag);
-/* One answer if there is one: 1 with *tag, 0 none yet, -1 the flusher is gone. */
-int core_flush_done(uint32_t *tag);
-/* The flusher is of no more use: its socket closed, every flush done in the thread. */
-void core_flush_lost(int err);
+bool core_flush_begin(const struct mh_ctx *c, const char *volume_id, uint32_t id);
+/* Did the last core_flush_begin hand its file system over? Asked once, then false. */
+bool core_flush_taken(void);
+/*
+ * A FLUSH to answer now: 1 with its request id (its write-back done, or the
+ * flusher gone, leaving it to the request that follows), 0 when none is.
+ */
+int core_flush_done(uint32_t *id);
 
 #endif

@@ -2,15 +2,14 @@
  * The flusher: the slow half of an unmount or a freeze, out of the core's
  * one thread. Unmounting or freezing a file system first writes back what it
  * holds dirty, which can take seconds (tests/bench/core_serial.py); done by
- * the core itself, every other volume's request would wait behind it. So
- * before it runs UNSTAGE or FREEZE of a volume whose file system is mounted,
- * the core hands that file system to the flusher, a child it forks at start,
- * sets the request aside (core_main.c) and goes on serving others; when the
- * flusher says it is done, the request runs as it would have, and finds
- * little left to write (unless a tenant kept writing meanwhile: FREEZE writes
- * back what came since in the core's thread, bounded by the kernel's dirty
- * limits). One flusher, in order: a volume with much to write back delays
- * the others' UNSTAGE and FREEZE, never their other requests.
+ * the core itself, every other volume's request would wait behind it. So the
+ * orchestrating side asks FLUSH of a volume before its UNSTAGE or FREEZE: the
+ * core hands the volume's file system to the flusher, a child it forks at
+ * start, and goes on serving requests in order; when the flusher says it is
+ * done, FLUSH is answered, and the UNSTAGE or FREEZE that follows finds little
+ * left to write (what a tenant wrote since, bounded by the kernel's dirty
+ * limits, it writes back itself). One flusher, in order: a volume with much
+ * to write back delays the others' FLUSH, never another request.
  *
  * The flusher runs as root WITHOUT any capability (dropped right after the
  * fork), under a filter of its own (pol_sc_flusher, compiled into the core's
@@ -23,10 +22,10 @@
  * of the file system mounted from the loop device it attached to that
  * volume's own image (mh_vol_lookup, mh_mount_fs_fd: never a path, never a
  * file system a tenant runs), so nothing the flusher waits on is anyone
- * else's; and only when the row's first checks would pass (a request refused
- * at first sight writes nothing back; one refused later, a still-published
- * UNSTAGE, has cost a write-back and nothing else). Whatever the flusher does or does not
- * answer, the request then runs with every check of its row, from the start.
+ * else's; never a frozen one (syncfs would wait for the thaw). No other
+ * request waits for a FLUSH: a peer that sends one before its FLUSH is
+ * answered has it run at once, with every check of its row, and at worst
+ * finds the device still held by the clone in flight (BUSY).
  */
 #include "core.h"
 
@@ -119,45 +118,41 @@ int core_flush_fd(void)
 	return flusher;
 }
 
-/*
- * The file system req's row would act on, opened, if the row's own first
- * checks pass: FREEZE with valid seconds of a volume not frozen yet, its
- * file system mounted from its own loop device; UNSTAGE of a file system
- * whose staging path (resolved as the row resolves it) is that mount. -1
- * otherwise: the row runs at once and answers for itself.
- */
-static int target_of(const struct mh_ctx *c, const struct mh_msg *req)
+static void lost(int err)
+{
+	if (flusher < 0)
+		return;
+	log_kv(LOG_LVL_ERROR, "flusher_lost", "error", strerror(err), "then",
+	       "FLUSH answered at once: unmounts and freezes write back in the core's own thread",
+	       NULL);
+	close(flusher);
+	flusher = -1;
+}
+
+/* The FLUSHes handed over, by the flusher's tag: their request ids. */
+#define FLUSH_MAX 16
+static struct {
+	bool used;
+	uint32_t id;
+} held[FLUSH_MAX];
+static bool taken;
+
+/* The file system mounted from volume_id's own loop device, opened; -1 if none or frozen. */
+static int target_of(const struct mh_ctx *c, const char *volume_id)
 {
 	struct mh_vol v = {0};
 	struct mh_res r = {0};
-	struct mh_mnt m;
-	struct mh_at at;
-	const struct mh_req_freeze *f = &req->u.freeze;
-	const struct mh_req_unstage *u = &req->u.unstage;
-	if (req->type == MH_REQ_FREEZE) {
-		if (f->seconds == 0 || f->seconds > MH_FREEZE_MAX_S ||
-		    !pol_volume_id_valid(f->volume_id) || core_frozen(f->volume_id) ||
-		    mh_vol_lookup(c, f->volume_id, &v, &r) < 0 || !v.attached)
-			return -1;
-		return mh_mount_fs_fd(&v.loop, &r);
-	}
-	/* A frozen file system has nothing to write back; its UNSTAGE thaws it first. */
-	if (req->type != MH_REQ_UNSTAGE || (u->flags & MH_F_BLOCK) ||
-	    !pol_volume_id_valid(u->volume_id) || core_frozen(u->volume_id) ||
-	    mh_vol_lookup(c, u->volume_id, &v, &r) < 0 || !v.attached ||
-	    mh_at_open(c, u->staging_path, (u->flags & MH_F_REMOVE_DIR) ? POL_TARGET : POL_STAGING,
-	               &at, &r) < 0)
+	if (core_frozen(volume_id) || mh_vol_lookup(c, volume_id, &v, &r) < 0 || !v.attached)
 		return -1;
-	int fd = mh_at_child(&at, O_RDONLY | O_DIRECTORY, &r);
-	mh_at_close(&at);
-	if (fd >= 0 && (mh_mount_info(fd, &m, &r) < 0 || !mh_mount_is_loop(&m, &v.loop)))
-		mh_closep(&fd);
-	return fd;
+	return mh_mount_fs_fd(&v.loop, &r);
 }
 
-bool core_flush_begin(const struct mh_ctx *c, const struct mh_msg *req, uint32_t tag)
+bool core_flush_begin(const struct mh_ctx *c, const char *volume_id, uint32_t id)
 {
-	int fd = flusher < 0 ? -1 : target_of(c, req);
+	uint32_t tag = 0;
+	while (tag < FLUSH_MAX && held[tag].used)
+		tag++;
+	int fd = flusher < 0 || tag == FLUSH_MAX ? -1 : target_of(c, volume_id);
 	if (fd < 0)
 		return false;
 	union {
@@ -177,36 +172,47 @@ bool core_flush_begin(const struct mh_ctx *c, const struct mh_msg *req, uint32_t
 	bool sent = sendmsg(flusher, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == sizeof(tag);
 	int err = errno;
 	close(fd);
-	if (!sent &&
-	    err != EAGAIN) /* EAGAIN: as many as it can hold already; this one waits here */
-		core_flush_lost(err);
+	if (!sent && err != EAGAIN) /* EAGAIN: as many as it can hold already */
+		lost(err);
+	if (sent) {
+		held[tag].used = true;
+		held[tag].id = id;
+	}
+	taken = sent;
 	return sent;
 }
 
-int core_flush_done(uint32_t *tag)
+bool core_flush_taken(void)
 {
-	uint8_t in[8];
-	ssize_t n = recv(flusher, in, sizeof(in), MSG_DONTWAIT);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return 0;
-	if (n != sizeof(in)) {
-		core_flush_lost(n < 0 ? errno : EPIPE);
-		return -1;
-	}
-	int32_t err;
-	memcpy(tag, in, 4);
-	memcpy(&err, in + 4, 4);
-	if (err)
-		log_kv(LOG_LVL_WARN, "flush_failed", "error", strerror(err), NULL);
-	return 1;
+	bool t = taken;
+	taken = false;
+	return t;
 }
 
-void core_flush_lost(int err)
+int core_flush_done(uint32_t *id)
 {
-	if (flusher < 0)
-		return;
-	log_kv(LOG_LVL_ERROR, "flusher_lost", "error", strerror(err), "then",
-	       "unmounts and freezes write back in the core's own thread", NULL);
-	close(flusher);
-	flusher = -1;
+	uint8_t in[8];
+	uint32_t tag = 0;
+	ssize_t n = flusher < 0 ? -1 : recv(flusher, in, sizeof(in), MSG_DONTWAIT);
+	if (n == sizeof(in)) {
+		int32_t err;
+		memcpy(&tag, in, 4);
+		memcpy(&err, in + 4, 4);
+		if (tag >= FLUSH_MAX || !held[tag].used)
+			log_fatal(
+			    "the flusher answered for nothing it was given"); /* our own bug */
+		if (err)
+			log_kv(LOG_LVL_WARN, "flush_failed", "error", strerror(err), NULL);
+	} else if (flusher >= 0 && n < 0 && (errno == EAGAIN || errno == EINTR)) {
+		return 0;
+	} else {
+		lost(n < 0 ? errno : EPIPE); /* every FLUSH held is answered, written back or not */
+		while (tag < FLUSH_MAX && !held[tag].used)
+			tag++;
+		if (tag == FLUSH_MAX)
+			return 0;
+	}
+	held[tag].used = false;
+	*id = held[tag].id;
+	return 1;
 }

@@ -9,8 +9,9 @@
  * What it never does: look inside an image (no probe, no mkfs: a blank image
  * fails at its mount), run a tool, fork or exec after start, keep a worker.
  * Its one child, the flusher, forked at start without capabilities, writes
- * back a file system before UNSTAGE or FREEZE of it (core_flush.c), so that
- * the write-back never holds the other requests.
+ * back a volume's file system when its peer asks FLUSH, before UNSTAGE or
+ * FREEZE of it (core_flush.c), so that the write-back never holds the other
+ * requests.
  * The images belong to the orchestrating side (--owner): the core attaches
  * only a regular file that uid owns, so it can never be made to expose a file
  * its peer could not already read and write (mh_image.c).
@@ -29,8 +30,8 @@
  *      before the exec: mh_relay.c), checked here against the compiled
  *      policy's set; then its own seccomp allowlist (policy/seccomp_core.c: no
  *      fork, exec, signal or socketpair);
- *   5. READY on fd 4 if it is open; then one datagram at a time, each answered
- *      at once or, while its file system is written back, set aside.
+ *   5. READY on fd 4 if it is open; then one datagram at a time, each run and
+ *      answered at once, in order (a FLUSH's answer waits for its write-back).
  *
  * A protocol violation (an empty, malformed or oversized datagram, a type
  * outside the table) ends the core with exit 3; the end of the channel, or
@@ -249,15 +250,12 @@ static void setup_signals(sigset_t *unblocked)
 	sigdelset(unblocked, SIGINT);
 }
 
-static void drop_parked(void);
-
 static void __attribute__((noreturn)) violation(const char *what, const struct mh_msg *q)
 {
 	char id[16], type[16];
 	snprintf(id, sizeof(id), "%u", q ? q->id : 0U);
 	snprintf(type, sizeof(type), "%u", q ? (unsigned)q->type : 0U);
 	log_kv(LOG_LVL_ERROR, "protocol_violation", "what", what, "req", id, "type", type, NULL);
-	drop_parked();
 	core_freeze_expire(true); /* a peer's bad datagram leaves nothing frozen behind */
 	exit(EXIT_PROTOCOL);
 }
@@ -280,128 +278,30 @@ static bool send_answer(int peer, struct bufs *b)
 	return false;
 }
 
-/* Run req's row and send its answer. false: the channel has ended. */
+/*
+ * Run req's row and send its answer, or, for a FLUSH handed to the flusher,
+ * leave it for flushed(). false: the channel has ended.
+ */
 static bool answer(const struct mh_ctx *ctx, int peer, struct bufs *b, const struct mh_msg *req)
 {
 	if (mh_ops_handle(ctx, req, &b->ans) < 0)
 		violation("not a request the core serves", req);
-	return send_answer(peer, b);
+	return core_flush_taken() || send_answer(peer, b);
 }
 
-/*
- * Requests set aside while the flusher writes back their volume's file
- * system (core_flush.c); every other request is answered meanwhile, so
- * answers may come out of order (the peer matches them by id). A request
- * about the same volume, snapshot or path as one set aside is answered BUSY,
- * as the helper answers overlapping requests; but a THAW cancels its
- * volume's FREEZE set aside (answered FAILED), so that a peer that gave up
- * waiting never finds the volume frozen after its THAW.
- */
-#define PARKED_MAX 16
-static struct parked {
-	bool used, cancelled; /* cancelled: answered already; the flusher's answer is dropped */
-	struct mh_msg req;
-} parked[PARKED_MAX];
-
-/* Does q name a volume, snapshot or path that a request set aside names too? */
-static bool overlaps(const struct mh_msg *q)
+/* The FLUSHes whose write-back is done, or left undone by a flusher gone, answered. */
+static bool flushed(int peer, struct bufs *b)
 {
-	const char *mine[MH_OPS_KEYS_MAX], *theirs[MH_OPS_KEYS_MAX];
-	size_t n = mh_ops_keys(q, mine);
-	for (size_t i = 0; i < PARKED_MAX; i++) {
-		size_t k = parked[i].used && !parked[i].cancelled
-		               ? mh_ops_keys(&parked[i].req, theirs)
-		               : 0;
-		for (size_t x = 0; x < n; x++)
-			for (size_t y = 0; y < k; y++)
-				if (strcmp(mine[x], theirs[y]) == 0)
-					return true;
-	}
-	return false;
-}
-
-/* A THAW: its volume's FREEZE set aside, if any, is answered FAILED and will not run. */
-static bool cancel_freeze(const struct mh_ctx *ctx, int peer, struct bufs *b,
-                          const struct mh_msg *thaw)
-{
-	for (size_t i = 0; i < PARKED_MAX; i++) {
-		struct parked *p = &parked[i];
-		if (!p->used || p->cancelled || p->req.type != MH_REQ_FREEZE ||
-		    strcmp(p->req.u.freeze.volume_id, thaw->u.del.volume_id) != 0)
-			continue;
-		p->cancelled = true;
-		mh_ops_refuse(ctx, &p->req, &b->ans, MH_E_FAILED, ECANCELED,
-		              "a THAW of the volume came before it was frozen: not frozen");
-		return send_answer(peer, b);
+	uint32_t id;
+	while (core_flush_done(&id) == 1) {
+		b->ans = (struct mh_msg){.type = MH_ANS_FLUSH, .id = id};
+		if (!send_answer(peer, b))
+			return false;
 	}
 	return true;
 }
 
-/* Answer q now, or set it aside while its file system is written back. */
-static bool dispatch(const struct mh_ctx *ctx, int peer, struct bufs *b, const struct mh_msg *q)
-{
-	size_t i = 0;
-	if (q->type == MH_REQ_THAW && !cancel_freeze(ctx, peer, b, q))
-		return false;
-	if (overlaps(q)) {
-		mh_ops_refuse(ctx, q, &b->ans, MH_E_BUSY, EAGAIN,
-		              "another request of this volume is in progress");
-		return send_answer(peer, b);
-	}
-	while (i < PARKED_MAX && parked[i].used)
-		i++;
-	if (i < PARKED_MAX && core_flush_begin(ctx, q, (uint32_t)i)) {
-		parked[i] = (struct parked){.used = true};
-		parked[i].req = *q;
-		return true;
-	}
-	return answer(ctx, peer, b, q); /* nothing to write back, or no room: in this thread */
-}
-
-/* Slot i's request runs now (its flush done, or no flusher left), unless cancelled. */
-static bool resume(const struct mh_ctx *ctx, int peer, struct bufs *b, size_t i)
-{
-	bool run = !parked[i].cancelled;
-	parked[i].used = false;
-	core_freeze_expire(false); /* each may take a while: no deadline waits for them all */
-	return !run || answer(ctx, peer, b, &parked[i].req);
-}
-
-/*
- * The flusher's answers, each one's request run; and with no flusher left
- * (it died, or could not be sent to), every request set aside runs here,
- * written back or not. false: the channel has ended.
- */
-static bool flushed(const struct mh_ctx *ctx, int peer, struct bufs *b)
-{
-	uint32_t t;
-	while (core_flush_fd() >= 0 && core_flush_done(&t) == 1) {
-		if (t >= PARKED_MAX || !parked[t].used)
-			log_fatal(
-			    "the flusher answered for nothing it was given"); /* our own bug */
-		if (!resume(ctx, peer, b, t))
-			return false;
-	}
-	for (size_t i = 0; core_flush_fd() < 0 && i < PARKED_MAX; i++)
-		if (parked[i].used && !resume(ctx, peer, b, i))
-			return false;
-	return true;
-}
-
-/* The core is ending: what was set aside is dropped, and said so. */
-static void drop_parked(void)
-{
-	for (size_t i = 0; i < PARKED_MAX; i++) {
-		char id[16];
-		if (!parked[i].used || parked[i].cancelled)
-			continue;
-		snprintf(id, sizeof(id), "%u", parked[i].req.id);
-		log_kv(LOG_LVL_WARN, "request_dropped", "req", id, "why",
-		       "the core is ending while its write-back runs", NULL);
-	}
-}
-
-/* One datagram: answered, or set aside. false: the channel has ended. */
+/* One datagram, answered. false: the channel has ended. */
 static bool serve_one(const struct mh_ctx *ctx, int peer, struct bufs *b)
 {
 	ssize_t n = recv(peer, b->in, sizeof(b->in), MSG_TRUNC | MSG_DONTWAIT);
@@ -420,7 +320,7 @@ static bool serve_one(const struct mh_ctx *ctx, int peer, struct bufs *b)
 		violation("undecodable message", NULL);
 	if (!mh_ops_known(b->req.type))
 		violation("not a request the core serves", &b->req);
-	return dispatch(ctx, peer, b, &b->req);
+	return answer(ctx, peer, b, &b->req);
 }
 
 int main(int argc, char **argv)
@@ -484,15 +384,14 @@ int main(int argc, char **argv)
 		if (n < 0 && errno != EINTR)
 			log_fatal("ppoll: %s", strerror(errno));
 		core_freeze_expire(false); /* before any request: a deadline never waits for one */
-		if (n > 0 && p[1].revents && !flushed(&ctx, SEPCSI_FD_PEER, &b))
+		if (n > 0 && p[1].revents && !flushed(SEPCSI_FD_PEER, &b))
 			break;
 		if (n > 0 && p[0].revents && !serve_one(&ctx, SEPCSI_FD_PEER, &b))
 			break;
-		/* A flusher lost while sending to it: what it was given runs here, now. */
-		if (core_flush_fd() < 0 && !flushed(&ctx, SEPCSI_FD_PEER, &b))
+		/* A flusher lost while sending to it: what it was given is answered now. */
+		if (core_flush_fd() < 0 && !flushed(SEPCSI_FD_PEER, &b))
 			break;
 	}
-	drop_parked();
 	core_freeze_expire(true);
 	log_info(stop_requested ? "signal received; exiting" : "channel closed; exiting");
 	pol_free(pol);

@@ -117,6 +117,22 @@ static int answer_stage_check(const struct mh_ctx *c, const struct mh_msg *req, 
 	return 0;
 }
 
+/*
+ * FLUSH: the volume's file system written back by the flusher, out of the
+ * core's one thread (core_flush.c), answered once that is done; with nothing
+ * to hand over (not mounted from its own loop device, frozen, no flusher or
+ * none free), answered at once, nothing done.
+ */
+static int answer_flush(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                        struct mh_audit *a, struct mh_res *r)
+{
+	(void)ans;
+	(void)r;
+	bool handed = core_flush_begin(c, req->u.del.volume_id, req->id);
+	a->note = handed ? "handed to the flusher" : "nothing handed to the flusher";
+	return 0;
+}
+
 /* LIST of mounts; the images and snapshots are the orchestrating side's to list. */
 static int answer_list(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                        struct mh_audit *a, struct mh_res *r)
@@ -167,6 +183,9 @@ const struct mh_op_row mh_op_rows[] = {
     {MH_REQ_ATTACHED, MH_ANS_ATTACHED, answer_attached, "ATTACHED", true, 0,
      "tells whether a loop device backs images/<id>.img; changes nothing but, with none, "
      "drops that image's loop record, a hint it keeps itself"},
+    {MH_REQ_FLUSH, MH_ANS_FLUSH, answer_flush, "FLUSH", true, 0,
+     "writes back, out of its thread, only the file system mounted from this volume's own "
+     "loop device, never a frozen one; changes nothing a user sees"},
     {MH_REQ_LIST, MH_ANS_LIST, answer_list, "LIST", true, 0,
      "lists only the mounts of its own loop devices and binds of their nodes, with volume "
      "ids; changes nothing"},

@@ -9,14 +9,15 @@ namespace:
 The core is started alone, as tests/e2e/test_core.py starts it (its peer is this
 script). Two figures, each over R rounds:
   - a slow request in front of a quick one: a volume (ext4, 2 GiB image) holds N MiB
-    written and not yet synced when UNSTAGE is sent, and a PING is sent right after it on
-    the same channel. Printed: UNSTAGE's time and the PING's, against a PING alone. The
-    core hands the write-back to its flusher and answers the PING meanwhile; with
-    --no-flusher (the flusher killed first), it writes back in its own thread and the
-    PING waits. The same with FREEZE (which flushes too) in place of UNSTAGE.
+    written and not yet synced when its UNSTAGE is asked, as the orchestrating side asks
+    it: FLUSH first (a PING sent right behind it), then, once FLUSH is answered, UNSTAGE
+    (a PING right behind it too). Printed: FLUSH's time and its PING's, UNSTAGE's and its
+    PING's, against a PING alone. The core hands the write-back to its flusher and
+    answers the PING meanwhile; with --no-flusher (the flusher killed first), FLUSH is
+    answered at once and UNSTAGE writes back in the core's own thread, so the PING
+    behind it waits. The same with FREEZE (which writes back too) in place of UNSTAGE.
   - the same figures when the volume was synced first (syncfs through the staging path,
-    by this script as root; a peer without capabilities cannot reach the mount, so this
-    is what a flush outside the core's one thread, or a second thread, would buy).
+    by this script as root; a peer without capabilities cannot reach the mount).
 Asserts no timing; exit status 0 when every request was answered as expected.
 """
 import argparse
@@ -38,7 +39,7 @@ MiB = 1 << 20
 
 def timed(core, msg):
     """Send msg, then a PING at once; return (msg's answer time, PING's answer time), s,
-    whichever comes first (the core may answer the PING while msg waits for its flush)."""
+    whichever comes first (the core answers the PING while a FLUSH waits)."""
     msg.id, core.next_id = core.next_id, core.next_id + 2
     ping = Msg(T.REQ_PING, msg.id + 1)
     t0 = time.monotonic()
@@ -53,6 +54,11 @@ def timed(core, msg):
     assert a.type == T(msg.type + 1), a
     assert b.type == T.ANS_PING, b
     return got[msg.id][1], got[ping.id][1]
+
+
+def flushed_then(core, msg):
+    """FLUSH of VOL, then msg, each with a PING behind it: the four times."""
+    return timed(core, Msg(T.REQ_FLUSH, volume_id=VOL)) + timed(core, msg)
 
 
 def dirty(path, mib):
@@ -106,9 +112,9 @@ def main():
                         syncfs(st)
                     t_sync = time.monotonic() - t_sync
                     if what == "UNSTAGE":
-                        rows[key].append(timed(core, unstage(VOL, st)) + (t_sync,))
+                        rows[key].append(flushed_then(core, unstage(VOL, st)) + (t_sync,))
                     else:
-                        rows[key].append(timed(core, freeze(VOL, 60)) + (t_sync,))
+                        rows[key].append(flushed_then(core, freeze(VOL, 60)) + (t_sync,))
                         core.ok(Msg(T.REQ_THAW, volume_id=VOL))
                         core.ok(unstage(VOL, st))
         print("sepcsi-core, %s: %d MiB written, not synced, then a slow request and a PING "
@@ -116,12 +122,11 @@ def main():
                   "every write-back in its one thread (flusher killed)" if args.no_flusher
                   else "write-back in its flusher", args.dirty_mib, args.rounds))
         print("  PING alone: %.2f ms" % (1000 * statistics.median(alone)))
-        print("  %-38s %12s %16s %14s" % ("", "sync first", "request", "PING answered"))
+        print("  %-24s %10s %10s %10s %10s %10s" % (
+            "", "sync first", "FLUSH", "its PING", "request", "its PING"))
         for key, v in rows.items():
-            print("  %-38s %10.0f ms %13.0f ms %11.0f ms" % (
-                key, 1000 * statistics.median(x[2] for x in v),
-                1000 * statistics.median(x[0] for x in v),
-                1000 * statistics.median(x[1] for x in v)))
+            print("  %-24s %7.0f ms %7.0f ms %7.0f ms %7.0f ms %7.0f ms" % (
+                key, *(1000 * statistics.median(x[k] for x in v) for k in (4, 0, 1, 2, 3))))
     except Exception:
         if os.path.exists(core.path("core.log")):
             print(core.logs(), file=sys.stderr)

@@ -111,6 +111,8 @@ class T(enum.IntEnum):
     ANS_ATTACHED = 58
     REQ_STAGE_CHECK = 59
     ANS_STAGE_CHECK = 60
+    REQ_FLUSH = 61
+    ANS_FLUSH = 62
     ANS_ERROR = 100
 
 
@@ -272,13 +274,15 @@ FIELDS = {
     T.ANS_ATTACHED: (("devices", U32),),
     T.REQ_STAGE_CHECK: _STAGE_REQ,
     T.ANS_STAGE_CHECK: (),
+    T.REQ_FLUSH: (("volume_id", ID),),
+    T.ANS_FLUSH: (),
     T.ANS_ERROR: (("kind", KIND), ("sys_errno", U32), ("reason", REASON)),
 }
 
 # Never between rpcd and the helper: the helper's own, and the capable core's.
 INTERNAL = (T.REQ_PURGE, T.ANS_PURGE, T.REQ_FREEZE, T.ANS_FREEZE, T.REQ_THAW, T.ANS_THAW,
             T.REQ_REFRESH, T.ANS_REFRESH, T.REQ_ATTACHED, T.ANS_ATTACHED, T.REQ_STAGE_CHECK,
-            T.ANS_STAGE_CHECK)
+            T.ANS_STAGE_CHECK, T.REQ_FLUSH, T.ANS_FLUSH)
 REQUESTS = tuple(t for t in T if t.name.startswith("REQ_") and t not in INTERNAL)
 ANSWERS = tuple(t for t in T if t.name.startswith("ANS_") and t not in INTERNAL)
 

@@ -455,16 +455,17 @@ def _flusher(c):
     return int(kids[0])
 
 
-def _set_aside(c, msg):
+def _flush_held(c):
     """With the core's flusher stopped (SIGSTOP: its write-back cannot end, however fast
-    the disk), send msg; it is set aside, so the core answers a PING meanwhile and
-    nothing for msg. Returns the flusher's pid, still stopped."""
+    the disk), send FLUSH of VOL; the core answers a PING meanwhile and nothing for the
+    FLUSH. Returns (the flusher's pid, still stopped; the FLUSH)."""
     pid = _flusher(c)
     os.kill(pid, signal.SIGSTOP)
+    msg = Msg(T.REQ_FLUSH, volume_id=VOL)
     msg.id, c.next_id = c.next_id, c.next_id + 1
     c.sock.send(encode(msg))
-    assert c.call(Msg(T.REQ_PING)).type == T.ANS_PING  # before msg: it waits
-    return pid
+    assert c.call(Msg(T.REQ_PING)).type == T.ANS_PING  # before the FLUSH's answer
+    return pid, msg
 
 
 def _resumed(c, pid, msg):
@@ -478,20 +479,22 @@ def _resumed(c, pid, msg):
 
 @pytest.mark.parametrize("what", ["UNSTAGE", "FREEZE"])
 def test_a_write_back_holds_no_other_request(core, what):
-    """UNSTAGE or FREEZE of a volume with data not yet written back: the write-back is
-    its flusher's (the core's child), so while the flusher is held, the core answers
-    other requests; then the request does what it always did, the data kept."""
+    """FLUSH of a volume with data not yet written back, as the orchestrating side asks
+    it before UNSTAGE or FREEZE: the write-back is its flusher's (the core's child), so
+    while the flusher is held, the core answers other requests; FLUSH is answered once
+    it is done, and the request after it does what it always did, the data kept."""
     core.image(VOL, size=256 * MiB)
     st = core.dir("staging/v1")
     core.ok(stage(VOL, st))
     chunk = _dirty(st, 16)
-    msg = unstage(VOL, st) if what == "UNSTAGE" else freeze(VOL, 60)
-    pid = _set_aside(core, msg)
-    assert os.path.ismount(st)  # not run yet
-    assert _resumed(core, pid, msg).type == T(msg.type + 1)
+    pid, fl = _flush_held(core)
+    assert os.path.ismount(st)
+    assert _resumed(core, pid, fl).type == T.ANS_FLUSH
+    assert "reason=\"handed to the flusher\"" in core.logs()
     if what == "FREEZE":
+        core.ok(freeze(VOL, 60))
         core.ok(Msg(T.REQ_THAW, volume_id=VOL))
-        core.ok(unstage(VOL, st))
+    core.ok(unstage(VOL, st))
     core.ok(stage(VOL, st))
     with open(os.path.join(st, "data"), "rb") as f:
         assert f.read(MiB) == chunk
@@ -499,25 +502,51 @@ def test_a_write_back_holds_no_other_request(core, what):
     core.ok(unstage(VOL, st))
 
 
-def test_a_request_of_a_volume_being_written_back_is_busy(core):
-    """While UNSTAGE of a volume waits for its write-back, another request naming the
-    same volume is answered BUSY (as the helper answers overlapping requests), never run
-    in between; a read-only STATS is answered."""
+def test_a_request_of_a_volume_being_written_back_runs_at_once(core):
+    """While a FLUSH of a volume waits for its write-back, every other request runs in
+    order, that volume's too: its STATS, PUBLISH and UNPUBLISH are answered at once (a
+    peer that does not wait for its own FLUSH only loses the write-back's head start)."""
     core.image(VOL)
     st = core.dir("staging/v1")
     core.ok(stage(VOL, st))
-    msg = unstage(VOL, st)
-    pid = _set_aside(core, msg)
-    ans = core.call(publish(VOL, st, core.dir("pods/p/mount")))
-    assert ans.type == T.ANS_ERROR and ans.kind == E.BUSY, ans
+    pid, fl = _flush_held(core)
     assert core.call(stats(VOL, st)).type == T.ANS_STATS
-    assert _resumed(core, pid, msg).type == T.ANS_UNSTAGE
+    tgt = core.dir("pods/p/mount")
+    core.ok(publish(VOL, st, tgt))
+    core.ok(unpublish(VOL, tgt))
+    assert _resumed(core, pid, fl).type == T.ANS_FLUSH
+    core.ok(unstage(VOL, st))
     assert not os.path.ismount(st)
+
+
+def test_a_flush_hands_over_nothing_but_a_mounted_volume_of_its_own(core):
+    """FLUSH of a volume not staged, of a raw block volume, of a frozen one, or of an id
+    that is no volume's: answered at once, nothing handed to the flusher (a frozen file
+    system's write-back would wait for its thaw, holding every FLUSH after it)."""
+    core.image(VOL)
+    core.image(VOL2, fs=None)
+    notes = lambda: core.logs().count("nothing handed to the flusher")  # noqa: E731
+    before = notes()
+    core.ok(Msg(T.REQ_FLUSH, volume_id=VOL))  # not staged
+    blk = core.dir("blk/v2")
+    core.ok(stage(VOL2, blk, flags=F_BLOCK, fs=""))
+    core.ok(Msg(T.REQ_FLUSH, volume_id=VOL2))  # raw block: no file system
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st))
+    core.ok(freeze(VOL, 60))
+    core.ok(Msg(T.REQ_FLUSH, volume_id=VOL))  # frozen
+    core.ok(Msg(T.REQ_THAW, volume_id=VOL))
+    ans = core.call(Msg(T.REQ_FLUSH, volume_id="sv-" + "f" * 32))
+    assert ans.type in (T.ANS_FLUSH, T.ANS_ERROR), ans
+    assert notes() - before >= 3
+    core.ok(unstage(VOL, st))
+    core.ok(unstage(VOL2, blk, flags=F_BLOCK))
 
 
 def test_the_flusher_holds_nothing_and_is_not_needed(core):
     """The flusher has no capability, its own filter, no_new_privs and no descriptor but
-    its socket; killed, the core notices, writes back in its own thread and serves on."""
+    its socket; killed, the core notices, answers FLUSH at once (the unmount after it
+    writes back in the core's own thread) and serves on."""
     pid = _flusher(core)
     with open("/proc/%d/status" % pid) as f:
         status = dict(ln.split(":", 1) for ln in f.read().splitlines() if ":" in ln)
@@ -530,15 +559,32 @@ def test_the_flusher_holds_nothing_and_is_not_needed(core):
     st = core.dir("staging/v1")
     core.ok(stage(VOL, st))
     _dirty(st, 16)
+    core.ok(Msg(T.REQ_FLUSH, volume_id=VOL))
     core.ok(unstage(VOL, st))
     core.alive()
     assert "flusher_lost" in core.logs()
 
 
+def test_a_flusher_that_dies_mid_flush_leaves_its_flush_answered(core):
+    """The flusher killed while it holds a FLUSH: the FLUSH is answered all the same (its
+    write-back left to the request after it), and the core serves on."""
+    core.image(VOL)
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st))
+    _dirty(st, 16)
+    pid, fl = _flush_held(core)
+    os.kill(pid, signal.SIGKILL)
+    core.sock.settimeout(30)
+    ans = mh_wire.decode(core.sock.recv(1 << 16))
+    assert ans.id == fl.id and ans.type == T.ANS_FLUSH, ans
+    core.ok(unstage(VOL, st))
+    core.alive()
+
+
 def test_a_core_started_with_its_control_channel_keeps_its_own_descriptors(fresh):
     """Started as the supervisor starts it (fd 4 its control channel, READY sent there),
     the flusher's socket takes no descriptor of the core's: a volume with data to write
-    back is staged, unstaged through the flusher and staged again."""
+    back is staged, flushed through the flusher, unstaged and staged again."""
     fresh.spawn(fresh.compiled(), control=True)
     fresh.ctl.settimeout(20)
     assert fresh.ctl.recv(64)  # READY
@@ -547,34 +593,29 @@ def test_a_core_started_with_its_control_channel_keeps_its_own_descriptors(fresh
     st = fresh.dir("staging/v1")
     fresh.ok(stage(VOL, st))
     _dirty(st, 32)
+    fresh.ok(Msg(T.REQ_FLUSH, volume_id=VOL))
     fresh.ok(unstage(VOL, st))
     fresh.ok(stage(VOL, st))
     fresh.ok(unstage(VOL, st))
     fresh.ctl.close()
+    assert "reason=\"handed to the flusher\"" in fresh.logs()
 
 
-def test_a_thaw_cancels_the_freeze_still_waiting_for_its_write_back(core):
-    """FREEZE set aside while its file system is written back, then THAW of the volume
-    (a peer that gave up waiting): the FREEZE is answered FAILED and never happens, the
-    THAW is answered, and the flusher's late answer for it is dropped: the next request
-    through the flusher (its queue is in order) gets its own answer, and the volume
-    takes writes."""
+def test_a_freeze_and_thaw_during_a_flush_leave_nothing_frozen(core):
+    """A FLUSH waiting for its write-back, then FREEZE and THAW of the same volume (a peer
+    that did not wait): both are answered at once and the FLUSH after them; the volume
+    takes writes, and the flusher's queue goes on in order."""
     core.image(VOL)
     st = core.dir("staging/v1")
     core.ok(stage(VOL, st))
-    fr = freeze(VOL, 60)
-    pid = _set_aside(core, fr)
-    thaw = Msg(T.REQ_THAW, volume_id=VOL)
-    thaw.id, core.next_id = core.next_id, core.next_id + 1
-    core.sock.send(encode(thaw))
-    a, b = (mh_wire.decode(core.sock.recv(1 << 16)) for _ in range(2))
-    assert a.id == fr.id and a.type == T.ANS_ERROR and a.kind == E.FAILED, a
-    assert "THAW" in a.reason, a
-    assert b.id == thaw.id and b.type == T.ANS_THAW, b
-    os.kill(pid, signal.SIGCONT)
+    pid, fl = _flush_held(core)
+    core.ok(freeze(VOL, 60))
+    core.ok(Msg(T.REQ_THAW, volume_id=VOL))
+    assert _resumed(core, pid, fl).type == T.ANS_FLUSH
     w = writer(os.path.join(st, "after"))
     assert w.wait(30) == 0
-    core.ok(unstage(VOL, st))  # behind the dropped answer in the flusher's queue
+    core.ok(Msg(T.REQ_FLUSH, volume_id=VOL))
+    core.ok(unstage(VOL, st))
     core.alive()
 
 

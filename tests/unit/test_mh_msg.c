@@ -226,6 +226,9 @@ static void build_samples(void)
 	strcpy(m->u.stage.fs_type, "xfs");
 	m->u.stage.flags = MH_F_CREATE_DIR;
 	add(MH_ANS_STAGE_CHECK, 61);
+	m = add(MH_REQ_FLUSH, 62);
+	strcpy(m->u.del.volume_id, "sv-8");
+	add(MH_ANS_FLUSH, 63);
 
 	for (int t = MH_REQ_DIR_CREATE; t <= MH_REQ_PURGE; t += 2) {
 		m = add((uint16_t)t, 300u + (uint32_t)t);
@@ -353,7 +356,8 @@ static void test_core_set(void)
 	    MH_REQ_STATS,       MH_ANS_STATS,       MH_REQ_LIST,     MH_ANS_LIST,
 	    MH_REQ_FREEZE,      MH_ANS_FREEZE,      MH_REQ_THAW,     MH_ANS_THAW,
 	    MH_REQ_REFRESH,     MH_ANS_REFRESH,     MH_REQ_ATTACHED, MH_ANS_ATTACHED,
-	    MH_REQ_STAGE_CHECK, MH_ANS_STAGE_CHECK, MH_ANS_ERROR};
+	    MH_REQ_STAGE_CHECK, MH_ANS_STAGE_CHECK, MH_REQ_FLUSH,    MH_ANS_FLUSH,
+	    MH_ANS_ERROR};
 	static struct mh_msg out;
 	size_t seen = 0, len;
 	uint8_t buf[MH_MSG_MAX];
@@ -388,7 +392,8 @@ static void test_names(void)
 	CHECK(strcmp(mh_type_name(MH_REQ_REFRESH), "REQ_REFRESH") == 0);
 	CHECK(strcmp(mh_type_name(MH_ANS_ATTACHED), "ANS_ATTACHED") == 0);
 	CHECK(strcmp(mh_type_name(MH_REQ_STAGE_CHECK), "REQ_STAGE_CHECK") == 0);
-	CHECK(strcmp(mh_type_name(61), "UNKNOWN") == 0);
+	CHECK(strcmp(mh_type_name(MH_ANS_FLUSH), "ANS_FLUSH") == 0);
+	CHECK(strcmp(mh_type_name(63), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(99), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(101), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(UINT16_MAX), "UNKNOWN") == 0);
@@ -508,6 +513,7 @@ static const char *layout(uint16_t type)
 	case MH_REQ_THAW:
 	case MH_REQ_REFRESH:
 	case MH_REQ_ATTACHED:
+	case MH_REQ_FLUSH:
 		return "s";
 	case MH_REQ_FREEZE:
 		return "s4";
