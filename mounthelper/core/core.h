@@ -42,6 +42,8 @@ int core_flush_fd(void);
  * when it was sent, and FLUSH request id is then answered once it is done.
  */
 bool core_flush_begin(const struct mh_ctx *c, const char *volume_id, uint32_t id);
+/* Is a FLUSH of volume_id held by the flusher (handed over, not answered yet)? */
+bool core_flush_holds(const char *volume_id);
 /* Did the last core_flush_begin hand its file system over? Asked once, then false. */
 bool core_flush_taken(void);
 /*

@@ -22,10 +22,13 @@
  * of the file system mounted from the loop device it attached to that
  * volume's own image (mh_vol_lookup, mh_mount_fs_fd: never a path, never a
  * file system a tenant runs), so nothing the flusher waits on is anyone
- * else's; never a frozen one (syncfs would wait for the thaw). No other
- * request waits for a FLUSH: a peer that sends one before its FLUSH is
- * answered has it run at once, with every check of its row, and at worst
- * finds the device still held by the clone in flight (BUSY).
+ * else's; never a frozen one (syncfs would wait for the thaw), and no FREEZE
+ * of a volume while its FLUSH is held (core_freeze.c answers BUSY: a write-back
+ * in flight holds the file system, so the thaw at the freeze's deadline would
+ * wait for it, the core's one thread with it). No other request waits for a
+ * FLUSH: a peer that sends one before its FLUSH is answered has it run at
+ * once, with every check of its row, and at worst finds the device still held
+ * by the clone in flight (BUSY).
  */
 #include "core.h"
 
@@ -134,6 +137,7 @@ static void lost(int err)
 static struct {
 	bool used;
 	uint32_t id;
+	char volume_id[MH_ID_MAX + 1];
 } held[FLUSH_MAX];
 static bool taken;
 
@@ -177,9 +181,18 @@ bool core_flush_begin(const struct mh_ctx *c, const char *volume_id, uint32_t id
 	if (sent) {
 		held[tag].used = true;
 		held[tag].id = id;
+		snprintf(held[tag].volume_id, sizeof(held[tag].volume_id), "%s", volume_id);
 	}
 	taken = sent;
 	return sent;
+}
+
+bool core_flush_holds(const char *volume_id)
+{
+	for (size_t i = 0; i < FLUSH_MAX; i++)
+		if (held[i].used && strcmp(held[i].volume_id, volume_id) == 0)
+			return true;
+	return false;
 }
 
 bool core_flush_taken(void)

@@ -67,6 +67,9 @@ int core_answer_freeze(const struct mh_ctx *c, const struct mh_msg *req, struct 
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "seconds must be 1 to %d", MH_FREEZE_MAX_S);
 	if (slot_of(q->volume_id))
 		return mh_fail(r, MH_E_BUSY, EBUSY, "the volume is frozen already");
+	/* Its write-back holds the file system: a freeze now would outlast its deadline. */
+	if (core_flush_holds(q->volume_id))
+		return mh_fail(r, MH_E_BUSY, EINPROGRESS, "a FLUSH of the volume is not done yet");
 	struct frozen *f = slot_of("");
 	if (!f)
 		return mh_fail(r, MH_E_BUSY, EAGAIN, "%d volumes are frozen already", FROZEN_MAX);
