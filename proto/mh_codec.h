@@ -78,4 +78,7 @@ struct mh_codecs {
 	const struct mh_codecs *base;
 };
 
+/* The codec of type in set t or the sets it extends; NULL if none knows it (mh_msg.c). */
+const struct codec *mh_codec_of(const struct mh_codecs *t, uint16_t type);
+
 #endif

@@ -237,7 +237,7 @@ static const struct codec core_codecs[] = {
 const struct mh_codecs mh_codecs_core = {core_codecs, sizeof(core_codecs) / sizeof(core_codecs[0]),
                                          NULL};
 
-static const struct codec *codec_for(const struct mh_codecs *t, uint16_t type)
+const struct codec *mh_codec_of(const struct mh_codecs *t, uint16_t type)
 {
 	for (; t; t = t->base)
 		if (type < t->n && t->v[type].name)
@@ -249,7 +249,7 @@ static const struct codec *codec_for(const struct mh_codecs *t, uint16_t type)
 int mh_msg_encode_in(const struct mh_codecs *t, const struct mh_msg *m, uint8_t *out, size_t cap,
                      size_t *len)
 {
-	const struct codec *c = codec_for(t, m->type);
+	const struct codec *c = mh_codec_of(t, m->type);
 	struct wbuf w = {out, cap < MH_MSG_MAX ? cap : MH_MSG_MAX, 0};
 
 	*len = 0;
@@ -282,7 +282,7 @@ int mh_msg_decode_in(const struct mh_codecs *t, const uint8_t *in, size_t len, s
 		goto fail;
 	if (version != MH_PROTO_VERSION || plen != len - MH_HDR_LEN)
 		goto fail;
-	if ((c = codec_for(t, (uint16_t)type)) == NULL)
+	if ((c = mh_codec_of(t, (uint16_t)type)) == NULL)
 		goto fail;
 	m->type = (uint16_t)type;
 	m->id = (uint32_t)id;

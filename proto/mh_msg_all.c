@@ -81,10 +81,8 @@ const struct mh_codecs mh_codecs_all = {more_codecs, sizeof(more_codecs) / sizeo
 
 const char *mh_type_name(uint16_t type)
 {
-	for (const struct mh_codecs *t = &mh_codecs_all; t; t = t->base)
-		if (type < t->n && t->v[type].name)
-			return t->v[type].name;
-	return "UNKNOWN";
+	const struct codec *c = mh_codec_of(&mh_codecs_all, type);
+	return c ? c->name : "UNKNOWN";
 }
 
 int mh_msg_encode(const struct mh_msg *m, uint8_t *out, size_t cap, size_t *len)

@@ -222,8 +222,9 @@ static void check_caps(const struct pol *pol)
 	bool ok = syscall(SYS_capset, &h, d) == 0 && eff == prm && (prm & caps) == caps &&
 	          !(prm & ~(caps | optional)) && prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 &&
 	          bits >= 0 && (bits & locked) == locked && !(bits & SECBIT_KEEP_CAPS);
-	for (unsigned cap = 0; ok && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; cap++)
-		ok = prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == (int)(prm >> cap & 1);
+	int in;
+	for (unsigned cap = 0; ok && (in = prctl(PR_CAPBSET_READ, cap, 0, 0, 0)) >= 0; cap++)
+		ok = in == (int)(prm >> cap & 1);
 	if (!ok)
 		log_fatal("its starter did not confine it to the policy's capabilities");
 }
