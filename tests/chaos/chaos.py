@@ -58,6 +58,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 E2E = os.path.join(os.path.dirname(HERE), "e2e")
 if E2E not in sys.path:
     sys.path.insert(0, E2E)
+# No fork handlers of gRPC's: it forks for subprocesses with channels open (conftest.py).
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 import grpc  # noqa: E402
 

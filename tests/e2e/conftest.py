@@ -23,6 +23,13 @@ import subprocess
 import tempfile
 import time
 
+# gRPC's event engine registers fork handlers by default (its Python build turns fork
+# support on); the tests fork for every subprocess while gRPC channels are open, and a
+# fork then waited in those handlers for threads that never quiesced: a whole run hung
+# (seen once, in test_install's subprocesses, after the gRPC tests). Every child here
+# execs or uses no gRPC, so the handlers are not needed; set before any test imports grpc.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 import pytest
 
 import csi_client
