@@ -336,5 +336,6 @@ int mh_answer_capacity(const struct mh_ctx *c, const struct mh_msg *req, struct 
 	ans->u.capacity_ans.total_bytes = (uint64_t)sv.f_blocks * sv.f_frsize;
 	ans->u.capacity_ans.max_volume_bytes = mh_space_max_volume(c);
 	ans->u.capacity_ans.reflink = c->reflink;
+	ans->u.capacity_ans.direct_io = c->direct_io;
 	return 0;
 }

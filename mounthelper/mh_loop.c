@@ -18,6 +18,13 @@
  * UNSTAGE (and a STAGE after a crash re-uses such a device, see mh_block.c). A device is identified
  * by the backing file's (st_dev, st_ino) from LOOP_GET_STATUS64, not by a file name that could be
  * renamed or reused.
+ *
+ * Direct I/O: a device reads and writes its image with O_DIRECT wherever the
+ * data directory's file system allows it at the device's 512-byte blocks
+ * (mh_loop_direct_ok), so that a pod's blocks are cached once, in its own file
+ * system, not a second time as the image's pages in the host's cache (where a
+ * pod's O_DIRECT would not be direct and its memory limit would not count
+ * them). Elsewhere the device is buffered, and the log says so.
  */
 #include "mh_loop.h"
 
@@ -34,6 +41,8 @@
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "log.h"
 
 /*
  * LOOP_CTL_GET_FREE gives every attacher the same lowest free device; all but
@@ -100,6 +109,22 @@ int mh_loop_node(const struct mh_loop *l, struct mh_res *r)
 	return fd;
 }
 
+/* See mh_loop.h. */
+bool mh_loop_direct_ok(int image_fd, const char **why)
+{
+	struct statx stx;
+	*why = NULL;
+	/* A file system that does not say (no STATX_DIOALIGN): the kernel decides at attach. */
+	if (statx(image_fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) < 0 ||
+	    !(stx.stx_mask & STATX_DIOALIGN))
+		return true;
+	if (stx.stx_dio_offset_align == 0)
+		*why = "the data directory's file system has no direct I/O";
+	else if (stx.stx_dio_offset_align > 512)
+		*why = "the data directory's file system needs direct I/O aligned beyond 512 bytes";
+	return *why == NULL;
+}
+
 int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear,
                    struct mh_loop *out, struct mh_res *r)
 {
@@ -109,6 +134,11 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 	cfg.info.lo_flags =
 	    (autoclear ? LO_FLAGS_AUTOCLEAR : 0) | (readonly ? LO_FLAGS_READ_ONLY : 0);
 	snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name), "%s", name);
+	const char *buffered = NULL;
+	if (mh_loop_direct_ok(image_fd, &buffered)) {
+		cfg.info.lo_flags |= LO_FLAGS_DIRECT_IO;
+		cfg.block_size = 512;
+	}
 
 	struct stat ist;
 	if (fstat(image_fd, &ist) < 0)
@@ -134,12 +164,25 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 			break;
 		}
 		mh_loop_record_attach(ist.st_dev, ist.st_ino, nr); /* before: never missed */
-		if (ioctl(lfd, LOOP_CONFIGURE, &cfg) == 0) {
+		int rc = ioctl(lfd, LOOP_CONFIGURE, &cfg);
+		if (rc < 0 && errno == EINVAL && (cfg.info.lo_flags & LO_FLAGS_DIRECT_IO)) {
+			buffered = "the kernel refused direct I/O for it";
+			cfg.info.lo_flags &= ~(uint32_t)LO_FLAGS_DIRECT_IO;
+			rc = ioctl(lfd, LOOP_CONFIGURE, &cfg);
+		}
+		if (rc == 0) {
+			struct loop_info64 now;
 			struct stat st;
-			if (fstat(lfd, &st) == 0 && S_ISBLK(st.st_mode)) {
+			if (fstat(lfd, &st) == 0 && S_ISBLK(st.st_mode) &&
+			    ioctl(lfd, LOOP_GET_STATUS64, &now) == 0) {
 				out->rdev = st.st_rdev;
-				out->lo_flags = cfg.info.lo_flags;
+				out->lo_flags = now.lo_flags; /* the kernel may keep it buffered */
 				close(ctl);
+				if (!(now.lo_flags & LO_FLAGS_DIRECT_IO))
+					log_kv(LOG_LVL_INFO, "loop_buffered", "device", out->path,
+					       "volume_id", name, "why",
+					       buffered ? buffered : "the kernel kept it buffered",
+					       NULL);
 				return lfd;
 			}
 			err = EIO;

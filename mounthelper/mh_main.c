@@ -702,6 +702,12 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	struct mh_res probe = {0};
 	if (mh_tools_probe(ctx->images_fd, &ctx->reflink, &ctx->max_file_bytes, &probe) < 0)
 		log_kv(LOG_LVL_WARN, "probe_failed", "reason", probe.reason, NULL);
+	const char *buffered = "no unnamed file in the data directory";
+	int tmp = openat(ctx->images_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	ctx->direct_io = tmp >= 0 && mh_loop_direct_ok(tmp, &buffered);
+	mh_closep(&tmp);
+	if (!ctx->direct_io)
+		log_kv(LOG_LVL_WARN, "loop_devices_buffered", "why", buffered, NULL);
 	mh_space_init(ctx);
 	mh_workers_init();
 	if (core_fd >= 0)

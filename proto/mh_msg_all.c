@@ -19,10 +19,13 @@ static const struct field f_clone[] = {STR(clone.volume_id, MH_ID_MAX),
                                        SRC(clone.source_kind, MH_SRC_SNAPSHOT),
                                        STR(clone.source_id, MH_ID_MAX), U64(clone.size_bytes), END};
 static const struct field f_copy_ans[] = {U64(copy_ans.size_bytes), BOOL(copy_ans.reflinked), END};
-static const struct field f_capacity_ans[] = {
-    U64(capacity_ans.available_bytes),  U64(capacity_ans.total_bytes),
-    U64(capacity_ans.max_volume_bytes), BOOL(capacity_ans.reflink),
-    BOOL(capacity_ans.quota),           END};
+static const struct field f_capacity_ans[] = {U64(capacity_ans.available_bytes),
+                                              U64(capacity_ans.total_bytes),
+                                              U64(capacity_ans.max_volume_bytes),
+                                              BOOL(capacity_ans.reflink),
+                                              BOOL(capacity_ans.quota),
+                                              BOOL(capacity_ans.direct_io),
+                                              END};
 static const struct field f_dir[] = {STR(dir.volume_id, MH_ID_MAX),
                                      STR(dir.base, MH_PATH_MAX),
                                      STR(dir.name, MH_DIRNAME_MAX),

@@ -21,7 +21,7 @@
 
 #include "mh_limits.h"
 
-#define MH_PROTO_VERSION 5
+#define MH_PROTO_VERSION 6
 #define MH_HDR_LEN       12
 #define MH_MSG_MAX       16384
 
@@ -221,7 +221,8 @@ struct mh_ans_capacity {
 	uint64_t total_bytes;      /* the data directory's file-system size */
 	uint64_t max_volume_bytes; /* the largest size CREATE accepts at all (space aside) */
 	uint8_t reflink;           /* 1 if the data directory's file system supports FICLONE */
-	uint8_t quota; /* DIR_CAPACITY: 1 if the base enforces project quotas (else advisory) */
+	uint8_t quota;     /* DIR_CAPACITY: 1 if the base enforces project quotas (else advisory) */
+	uint8_t direct_io; /* CAPACITY: 1 if loop devices read the images with direct I/O */
 };
 
 /* What DIR_DELETE does with the volume's directory (mode). */

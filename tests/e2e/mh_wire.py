@@ -26,7 +26,7 @@ surrogateescape, so any byte string survives a round trip).
 import enum
 import struct
 
-VERSION = 5
+VERSION = 6
 HDR_LEN = 12
 MSG_MAX = 16384
 ID_MAX = 64
@@ -198,7 +198,7 @@ _STAGE_REQ = (("volume_id", ID), ("staging_path", PATH), ("fs_type", FSTYPE),
               ("mount_flags", OPTS), ("mkfs_options", OPTS), ("readonly", BOOL),
               ("flags", FLAGS), ("gid", U32))
 _CAPACITY_ANS = (("available_bytes", U64), ("total_bytes", U64), ("max_volume_bytes", U64),
-                 ("reflink", BOOL), ("quota", BOOL))
+                 ("reflink", BOOL), ("quota", BOOL), ("direct_io", BOOL))
 _STATS_ANS = (("bytes_total", U64), ("bytes_available", U64), ("bytes_used", U64),
               ("inodes_total", U64), ("inodes_free", U64), ("inodes_used", U64),
               ("abnormal", BOOL), ("message", REASON))

@@ -166,6 +166,7 @@ static void build_samples(void)
 	m->u.capacity_ans.total_bytes = 2ULL << 40;
 	m->u.capacity_ans.max_volume_bytes = 16ULL << 40;
 	m->u.capacity_ans.reflink = 1;
+	m->u.capacity_ans.direct_io = 1;
 	m = add(MH_ANS_CAPACITY, 40);
 	m->u.capacity_ans.available_bytes = UINT64_MAX;
 	m->u.capacity_ans.total_bytes = UINT64_MAX;
@@ -545,7 +546,7 @@ static const char *layout(uint16_t type)
 		return "8b";
 	case MH_ANS_CAPACITY:
 	case MH_ANS_DIR_CAPACITY:
-		return "888bb";
+		return "888bbb";
 	case MH_REQ_DIR_CREATE:
 	case MH_REQ_DIR_DELETE:
 	case MH_REQ_DIR_EXPAND:
