@@ -29,6 +29,11 @@ import time
 # (seen once, in test_install's subprocesses, after the gRPC tests). Every child here
 # execs or uses no gRPC, so the handlers are not needed; set before any test imports grpc.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+# Nor does any test start a child with a preexec_fn: without one, Python starts children
+# with vfork(2), which runs no fork handler at all; with one, it forks, and a fork of this
+# multi-threaded process once aborted a whole run (SIGABRT in the parent's fork, in
+# test_core's start of a core, after the gRPC tests). Descriptors a child needs at fixed
+# numbers are placed by a shell between the exec and the child's own (with_fds).
 
 import pytest
 
@@ -37,6 +42,19 @@ import csi_client
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("SEPCSI_BUILD_DIR", os.path.join(REPO, "build"))
 BIN = os.path.join(BUILD, "bin")
+
+
+def with_fds(argv, fds):
+    """argv run with each descriptor of fds ({its number in the child: the descriptor
+    here}) at that number, and the descriptors to pass (Popen's pass_fds): bash, exec'd
+    in between, moves them, closes the rest of them and execs argv."""
+    srcs = list(fds.values())
+    aside = {s: 200 + i for i, s in enumerate(srcs)}  # out of the way of every target first
+    place = ["%d<&%d" % (aside[s], s) for s in srcs]
+    place += ["%d<&%d" % (t, aside[s]) for t, s in fds.items()]
+    place += ["%d<&-" % n for n in list(aside.values()) + [s for s in srcs if s not in fds]]
+    return (["/bin/bash", "-c", "exec %s && exec \"$@\"" % " ".join(place), "bash"] +
+            list(argv), tuple(srcs))
 
 
 def mounts_under(prefix):

@@ -23,7 +23,6 @@ own namespace and in the core's), the loop devices backed by its files (or by
 /etc/passwd), and the files of its tree; a baseline lifecycle shows the same
 core doing its job.
 """
-import fcntl
 import os
 import signal
 import socket
@@ -35,7 +34,7 @@ import time
 import pytest
 
 import mh_wire
-from conftest import BIN, claim_tmp, cleanup_tree
+from conftest import BIN, claim_tmp, cleanup_tree, with_fds
 from mh_wire import F_BLOCK, F_CREATE_DIR, F_REMOVE_DIR, E, Msg, T, decode, encode
 from stallfuse import fuse_subpath
 
@@ -119,20 +118,13 @@ class Core:
             (None, None)
         self.log = open(self.path("core.log"), "w")
 
-        def fds():  # any may be 3, 4 or 5 already: all out of the way first
-            chan, pol = fcntl.fcntl(b.fileno(), fcntl.F_DUPFD, 10), fcntl.fcntl(
-                policy_fd, fcntl.F_DUPFD, 10)
-            ctl = fcntl.fcntl(d.fileno(), fcntl.F_DUPFD, 10) if d else None
-            os.dup2(chan, 3)
-            os.dup2(pol, 5)
-            if ctl is not None:
-                os.dup2(ctl, 4)
-        self.proc = subprocess.Popen(
+        argv, keep = with_fds(
             (CONFINED if starter is None else starter) +
             [os.path.join(BIN, "sepcsi-core"), "--data-dir", self.data, "--owner", str(OWNER),
              "--policy-fd", "5", "--log-level", "debug"],
-            pass_fds=(3, 4, 5) if control else (3, 5), preexec_fn=fds,
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            dict({3: b.fileno(), 5: policy_fd}, **({4: d.fileno()} if d else {})))
+        self.proc = subprocess.Popen(argv, pass_fds=keep, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
         b.close()
         if d:
             d.close()

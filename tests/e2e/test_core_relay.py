@@ -10,7 +10,6 @@ mounts it and never one that holds a file system, and the answers are the core's
 the id the test asked with, even when several workers ask at once.
 """
 import errno
-import fcntl
 import os
 import signal
 import socket
@@ -21,7 +20,7 @@ import time
 import pytest
 
 import mh_wire
-from conftest import BIN, cleanup_tree
+from conftest import BIN, cleanup_tree, with_fds
 from mh_wire import E, Msg, T, decode, encode
 from test_core import (CONFINED, SECRETS, MiB, Core, expand, loops, mounts, publish, stage, stats,
                        unpublish, unstage)
@@ -39,16 +38,12 @@ class Pair(Core):
         pol = self.compiled()
         core_chan = core_end.fileno()
 
-        def core_fds():
-            chan, p = fcntl.fcntl(core_chan, fcntl.F_DUPFD, 10), fcntl.fcntl(
-                pol, fcntl.F_DUPFD, 10)
-            os.dup2(chan, 3)
-            os.dup2(p, 5)
         self.log = open(self.path("core.log"), "w")
-        self.proc = subprocess.Popen(
+        argv, keep = with_fds(
             CONFINED + [os.path.join(BIN, "sepcsi-core"), "--data-dir", self.data, "--owner", "0",
-             "--policy-fd", "5", "--log-level", "debug"],
-            pass_fds=(3, 5), preexec_fn=core_fds, stdout=self.log, stderr=subprocess.STDOUT,
+                        "--policy-fd", "5", "--log-level", "debug"], {3: core_chan, 5: pol})
+        self.proc = subprocess.Popen(
+            argv, pass_fds=keep, stdout=self.log, stderr=subprocess.STDOUT,
             start_new_session=True)
         core_end.close()
         os.close(pol)
@@ -62,14 +57,11 @@ class Pair(Core):
         test_end, helper_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         peer, core = helper_peer.fileno(), core_channel.fileno()
 
-        def helper_fds():
-            p, c = fcntl.fcntl(peer, fcntl.F_DUPFD, 10), fcntl.fcntl(core, fcntl.F_DUPFD, 10)
-            os.dup2(p, 3)
-            os.dup2(c, 6)
-        self.helper = subprocess.Popen(
+        argv, keep = with_fds(
             [os.path.join(BIN, "sepcsi-mounthelper"), "--policy", self.policy, "--data-dir",
-             self.data, "--core-fd", "6", "--log-level", "debug"],
-            pass_fds=(3, 6), preexec_fn=helper_fds, stdout=self.hlog,
+             self.data, "--core-fd", "6", "--log-level", "debug"], {3: peer, 6: core})
+        self.helper = subprocess.Popen(
+            argv, pass_fds=keep, stdout=self.hlog,
             stderr=subprocess.STDOUT, start_new_session=True,
             env=dict(os.environ, SEPCSI_TEST_PAUSE="1"))  # points held only when asked
         helper_peer.close()
@@ -430,14 +422,13 @@ class OwnCore(Pair):
         test_end, helper_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         peer = helper_peer.fileno()
 
-        def helper_fds():
-            os.dup2(fcntl.fcntl(peer, fcntl.F_DUPFD, 10), 3)
         self.log = open(self.path("core.log"), "w")  # the core logs with the helper here
         self.hlog = open(self.path("helper.log"), "w")
-        self.helper = subprocess.Popen(
+        argv, keep = with_fds(
             [os.path.join(BIN, "sepcsi-mounthelper"), "--policy", self.policy, "--data-dir",
-             self.data, "--log-level", "debug"],
-            pass_fds=(3,), preexec_fn=helper_fds, stdout=self.hlog, stderr=subprocess.STDOUT,
+             self.data, "--log-level", "debug"], {3: peer})
+        self.helper = subprocess.Popen(
+            argv, pass_fds=keep, stdout=self.hlog, stderr=subprocess.STDOUT,
             start_new_session=True, env={"SEPCSI_TEST_PAUSE": "1", "LD_DEBUG_OUTPUT": "/x"})
         helper_peer.close()
         self.sock = test_end
@@ -556,11 +547,10 @@ def test_a_data_directory_in_kubelets_tree_is_refused():
                      os.path.join(c.tmp, "to-tmp")):
             a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             fd = b.fileno()
-            res = subprocess.run(
-                [os.path.join(BIN, "sepcsi-mounthelper"), "--policy", c.policy, "--data-dir",
-                 data], pass_fds=(3,), preexec_fn=lambda: os.dup2(fcntl.fcntl(fd, fcntl.F_DUPFD,
-                                                                             10), 3),
-                capture_output=True, text=True, timeout=60)
+            argv, keep = with_fds([os.path.join(BIN, "sepcsi-mounthelper"), "--policy",
+                                   c.policy, "--data-dir", data], {3: fd})
+            res = subprocess.run(argv, pass_fds=keep, capture_output=True, text=True,
+                                 timeout=60)
             a.close()
             b.close()
             assert res.returncode == 2 and "overlap" in res.stderr, res

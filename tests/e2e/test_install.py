@@ -41,8 +41,8 @@ MAN_PAGES = {
 
 
 def install(prefix):
-    res = subprocess.run(["cmake", "--install", BUILD, "--prefix", prefix],
-                         capture_output=True, text=True, preexec_fn=lambda: os.umask(0o002),
+    res = subprocess.run(["sh", "-c", 'umask 002 && exec "$@"', "sh", "cmake", "--install", BUILD,
+                          "--prefix", prefix], capture_output=True, text=True,
                          check=False)
     assert res.returncode == 0, res.stdout + res.stderr
 

@@ -18,7 +18,7 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import BIN, Driver, copy_bin_dir, proc_status, running
+from conftest import BIN, Driver, copy_bin_dir, proc_status, running, with_fds
 from csi_client import mount_cap
 
 MiB = 1 << 20
@@ -349,24 +349,11 @@ os.execv("%(real)s", ["sepcsi-metrics-check"])
 """
 
 
-def become(uid, gid):
-    """This process takes uid and gid alone (and so no capability)."""
-    os.setgroups([])
-    os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)
-
-
 def open_as(uid, gid, path):
     """Whether a process of uid and gid (and no capability) can open path for writing."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            become(uid, gid)
-            os.close(os.open(path, os.O_RDWR))
-            os._exit(0)
-        except OSError:
-            os._exit(1)
-    return os.waitpid(pid, 0)[1] == 0
+    return subprocess.run(["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups",
+                           "sh", "-c", 'exec 3<>"$0"', path], stderr=subprocess.DEVNULL,
+                          check=False).returncode == 0
 
 
 def test_reports_are_checked_by_a_process_without_privilege():
@@ -444,13 +431,10 @@ def test_the_check_confines_itself_before_it_reads():
         pass
     os.set_blocking(w, True)
 
-    def confine():
-        os.dup2(fd, 3)
-        os.dup2(w, 4)
-        become(65533, 65533)
-
-    p = subprocess.Popen([os.path.join(BIN, "sepcsi-metrics-check")], pass_fds=(3, 4),
-                         preexec_fn=confine, stdin=subprocess.DEVNULL)
+    # Its ids alone, and so no capability, as the supervisor starts it.
+    argv, keep = with_fds(["setpriv", "--reuid=65533", "--regid=65533", "--clear-groups",
+                           os.path.join(BIN, "sepcsi-metrics-check")], {3: fd, 4: w})
+    p = subprocess.Popen(argv, pass_fds=keep, stdin=subprocess.DEVNULL)
     os.close(w)
     os.close(fd)
     try:
