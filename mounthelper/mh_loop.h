@@ -23,8 +23,11 @@ struct mh_loop {
  * for (mkfs formats the image file as 512-byte sectors): where the data
  * directory's file system needs a coarser O_DIRECT alignment (a disk of 4 KiB
  * sectors), a device of 4 KiB blocks would no longer mount those file
- * systems, so it stays buffered; false then, with why. A file system that
- * does not tell (no STATX_DIOALIGN) is tried: the kernel decides at attach.
+ * systems, so it stays buffered; false then, with why. Buffered on btrfs too:
+ * it checksums data, and a block written with O_DIRECT from a buffer its
+ * writer changes meanwhile (a pod's own O_DIRECT on its raw block device)
+ * would be stored under a checksum it fails. A file system that does not
+ * tell (no STATX_DIOALIGN) is tried: the kernel decides at attach.
  */
 bool mh_loop_direct_ok(int image_fd, const char **why);
 

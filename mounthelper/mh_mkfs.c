@@ -321,8 +321,9 @@ static int stage_by_core(const struct mh_ctx *c, const struct mh_msg *req, struc
  * xfs volume is given back to the data directory at the file system's next
  * journal commit (the loop device punches it out of the image). Not added
  * where the mount options say discard or nodiscard themselves, where the
- * policy does not allow it, or to a read-only mount; btrfs discards by
- * itself (asynchronously) on a device that can, as a loop device can.
+ * policy does not allow it, or to a read-only mount (asked, or "ro" among the
+ * options); btrfs discards by itself (asynchronously, kernel 6.2 on) on a
+ * device that can, as a loop device can.
  */
 static void discard_by_default(const struct mh_ctx *c, struct mh_req_stage *q)
 {
@@ -336,7 +337,8 @@ static void discard_by_default(const struct mh_ctx *c, struct mh_req_stage *q)
 	for (const char *s = opts; *s; s += strcspn(s, ","), s += *s == ',') {
 		size_t n = strcspn(s, ",=");
 		if ((n == 7 && strncmp(s, "discard", n) == 0) ||
-		    (n == 9 && strncmp(s, "nodiscard", n) == 0))
+		    (n == 9 && strncmp(s, "nodiscard", n) == 0) ||
+		    (n == 2 && strncmp(s, "ro", n) == 0))
 			return;
 	}
 	snprintf(opts + len, sizeof(q->mount_flags) - len, "%sdiscard", len ? "," : "");

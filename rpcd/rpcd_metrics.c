@@ -255,9 +255,9 @@ static void render_helper(struct rpcd *r, FILE *f)
 		       "Size of the file system of the helper's data directory.");
 		fprintf(f, "sepcsi_data_dir_bytes %llu\n", (unsigned long long)cap.total_bytes);
 		family(f, "sepcsi_data_dir_direct_io", "gauge",
-		       "1 if loop devices read and write their images with direct I/O (cached "
-		       "once, in the volume); 0 if the data directory's file system keeps them "
-		       "buffered (the helper's log says why).");
+		       "1 if the data directory's file system takes loop devices' direct I/O "
+		       "(a volume's data cached once, in the volume), as the helper found at "
+		       "its start; 0 if it keeps them buffered (the log says why).");
 		fprintf(f, "sepcsi_data_dir_direct_io %d\n", cap.direct_io ? 1 : 0);
 	}
 	family(f, "sepcsi_helper_errors_total", "counter",

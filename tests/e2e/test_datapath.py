@@ -110,21 +110,40 @@ def sector_4k_data_dir(d):
     dev = subprocess.run(["losetup", "-f", "--show", "--sector-size", "4096", img],
                          capture_output=True, text=True, check=True).stdout.strip()
     subprocess.run(["mkfs.ext4", "-q", dev], check=True)
+    mount_data_dir(d, dev)
+
+
+def btrfs_data_dir(d):
+    """The data directory on a btrfs (it checksums data: no direct I/O onto it)."""
+    img = os.path.join(d.tmp, "data.img")
+    with open(img, "wb") as f:
+        f.truncate(512 * MiB)
+    subprocess.run(["mkfs.btrfs", "-q", img], check=True, stdout=subprocess.DEVNULL)
+    dev = subprocess.run(["losetup", "-f", "--show", img], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    mount_data_dir(d, dev)
+
+
+def mount_data_dir(d, dev):
     os.makedirs(d.data, mode=0o700)
     subprocess.run(["mount", dev, d.data], check=True)
     os.chmod(d.data, 0o700)
     d.data_dev = dev
 
 
-@pytest.fixture
-def driver_4k():
-    yield from running(Driver(setup=sector_4k_data_dir, extra_args=["--metrics-interval", "1"]))
+@pytest.fixture(params=[(sector_4k_data_dir, "aligned beyond 512 bytes"),
+                        (btrfs_data_dir, "btrfs checksums")], ids=["4k-sectors", "btrfs"])
+def buffered_driver(request):
+    setup, why = request.param
+    for d in running(Driver(setup=setup, extra_args=["--metrics-interval", "1"])):
+        d.why = why
+        yield d
 
 
-def test_where_the_data_directory_needs_coarser_direct_io_the_device_is_buffered_and_says_so(
-        driver_4k):
-    d = driver_4k
-    v = Vol(d, "dio-4k", mount_cap("ext4"), size=64 * MiB)
+def test_where_the_data_directory_takes_no_direct_io_the_device_is_buffered_and_says_so(
+        buffered_driver):
+    d = buffered_driver
+    v = Vol(d, "dio-off", mount_cap("ext4"), size=64 * MiB)
     try:
         devs = [x for x in loops_backed_by(d.data) if x != d.data_dev]
         assert len(devs) == 1 and not dio_of(devs[0]), devs
@@ -133,7 +152,7 @@ def test_where_the_data_directory_needs_coarser_direct_io_the_device_is_buffered
         with open(os.path.join(v.target, "f"), "w") as f:
             f.write("still a volume")
         log = d.logs()
-        assert "loop_buffered" in log and "aligned beyond 512 bytes" in log
+        assert "loop_buffered" in log and d.why in log
         assert "loop_devices_buffered" in log
         direct_io_metric(d, 0)
     finally:
