@@ -122,7 +122,7 @@ class Core:
             (CONFINED if starter is None else starter) +
             [os.path.join(BIN, "sepcsi-core"), "--data-dir", self.data, "--owner", str(OWNER),
              "--policy-fd", "5", "--log-level", "debug"],
-            dict({3: b.fileno(), 5: policy_fd}, **({4: d.fileno()} if d else {})))
+            {3: b.fileno(), 5: policy_fd, **({4: d.fileno()} if d else {})})
         self.proc = subprocess.Popen(argv, pass_fds=keep, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         b.close()
