@@ -20,7 +20,7 @@ struct mh_ctx {
 	int images_fd;  /* <data-dir>/images, O_RDONLY|O_DIRECTORY, root-owned 0700 */
 	int snaps_fd;   /* <data-dir>/snapshots, O_RDONLY|O_DIRECTORY, root-owned 0700 */
 	int audit_fd;   /* <data-dir>/audit.log, O_WRONLY|O_APPEND, 0600; -1 if none */
-	bool direct_io; /* loop devices read their images with O_DIRECT (mh_loop_direct_ok) */
+	bool direct_io; /* the data directory takes loop devices' direct I/O (forecast at start) */
 	bool reflink;   /* FICLONE works in the data directory (the runner's probe at start) */
 	uint64_t max_file_bytes; /* the largest file the data directory takes (the same probe) */
 	uid_t owner; /* who owns the images: root for the helper, the orchestrator's uid for the
