@@ -6,11 +6,14 @@
  * A group snapshot is one snapshot per source volume (as CreateSnapshot
  * makes them), recorded together with the group in one store transaction.
  * The spec demands write-order consistency across the group or failure.
- * The snapshots are cut one after the other, so that holds only while at
- * most one of the volumes can be written: a volume that is neither staged
- * nor published has no writer. Two or more volumes in use are refused with
- * FAILED_PRECONDITION ("cannot snapshot multiple volumes together") rather
- * than cut inconsistently. Group ids are "gs-" + 32 hex digits.
+ * While at most one of the volumes can be written (a volume that is neither
+ * staged nor published has no writer), the snapshots are cut one after the
+ * other. With two or more in use, the helper cuts them all in one
+ * GROUP_SNAPSHOT: every member's file system frozen before the first copy,
+ * thawed after the last, all within one freeze_max_seconds, and no snapshot
+ * left if any member fails. A raw block volume in use cannot be frozen: such
+ * a group is refused with FAILED_PRECONDITION, as is one of more than
+ * MH_GROUP_MAX volumes with two in use. Group ids are "gs-" + 32 hex digits.
  */
 #include "ctl_cs.h"
 #include "ctl_intent.h"
@@ -141,6 +144,7 @@ static Csi__V1__CreateVolumeGroupSnapshotResponse *create_response(struct ctl_ar
 struct group_create {
 	const Csi__V1__CreateVolumeGroupSnapshotRequest *req;
 	size_t n, cut; /* members; snapshots cut so far (removed again on failure) */
+	size_t used;   /* members staged or published: two or more are cut together */
 	struct store_snapshot *members;
 	char (*snap_ids)[36];
 	char *ids, *params; /* canonical: sorted source ids, parameters */
@@ -168,10 +172,10 @@ static int find_existing(struct ctl *c, struct ctl_status *st, struct ctl_arena 
 	return st->code;
 }
 
-/* Every source volume exists, and at most one is in use (one point in time). */
+/* Every source volume exists; those in use can be frozen together (one point in time). */
 static int load_members(struct ctl *c, struct ctl_status *st, struct group_create *g)
 {
-	size_t used = 0;
+	const char *raw = NULL; /* a raw block volume in use */
 	/* NOLINTNEXTLINE(clang-analyzer-optin.portability.UnixAPI): n > 0: canon_ids() checked */
 	g->members = calloc(g->n, sizeof(*g->members));
 	g->snap_ids = calloc(g->n, sizeof(*g->snap_ids));
@@ -202,14 +206,47 @@ static int load_members(struct ctl *c, struct ctl_status *st, struct group_creat
 			abort();
 		if (in_use(c, st, vid, &u))
 			return st->code;
-		used += u;
+		g->used += u;
+		if (u && !g->members[i].fs_type[0])
+			raw = vid;
 	}
-	if (used > 1)
+	if (g->used > 1 && raw)
 		return ctl_fail(st, CTL_FAILED_PRECONDITION,
-		                "%zu of the volumes are staged or published: their snapshots could "
-		                "not be cut at one point in time (at most one may be in use)",
-		                used);
+		                "source volume %s is a raw block volume in use, which cannot be "
+		                "frozen: with %zu volumes in use, no point in time would hold "
+		                "across the group",
+		                raw, g->used);
+	if (g->used > 1 && g->n > MH_GROUP_MAX)
+		return ctl_fail(st, CTL_FAILED_PRECONDITION,
+		                "%zu of the %zu volumes are in use: at most %d volumes can be "
+		                "frozen together",
+		                g->used, g->n, MH_GROUP_MAX);
 	return CTL_OK;
+}
+
+/* Every member's snapshot in one GROUP_SNAPSHOT: frozen together, or none made. */
+static int cut_together(struct ctl *c, struct ctl_status *st, struct group_create *g,
+                        const struct store_group_snapshot *gs)
+{
+	struct mh_req_group q = {.n = (uint32_t)g->n};
+	struct mh_ans_group ans = {0};
+	struct mh_err e;
+	for (size_t i = 0; i < g->n; i++) {
+		snprintf(q.volume_id[i], sizeof(q.volume_id[i]), "%s",
+		         g->members[i].source_volume_id);
+		snprintf(q.snapshot_id[i], sizeof(q.snapshot_id[i]), "%s", g->snap_ids[i]);
+	}
+	g->cut = g->n; /* on failure every one is removed again: a lost answer may hide some */
+	if (mh_group_snapshot(c->mh, &q, &ans, &e) != 0)
+		return ctl_fail_mh(st, "group snapshot", &e);
+	for (size_t i = 0; i < g->n; i++) {
+		struct store_snapshot *m = &g->members[i];
+		m->id = g->snap_ids[i];
+		m->size_bytes = (int64_t)ans.size_bytes[i];
+		m->parameters = "";
+		m->created_unix_ns = gs->created_unix_ns;
+	}
+	return st->code;
 }
 
 /* Choose the ids, record them as an intent, then cut one snapshot per member. */
@@ -232,6 +269,8 @@ static int cut_members(struct ctl *c, struct ctl_status *st, struct group_create
 	else if (ctl_intent_begin(c, st, CTL_OP_GROUP, g->req->name, gs->id, detail) == CTL_OK)
 		g->intent = true;
 	free(detail);
+	if (g->intent && g->used > 1)
+		return cut_together(c, st, g, gs);
 	for (; g->intent && g->cut < g->n; g->cut++) {
 		struct store_snapshot *m = &g->members[g->cut];
 		struct mh_ans_copy ans = {0};

@@ -366,6 +366,7 @@ static unsigned deadline_s(struct mh_client *c, uint16_t type)
 	case MH_REQ_DIR_CAPACITY:
 		return c->deadline[0];
 	case MH_REQ_SNAPSHOT:
+	case MH_REQ_GROUP_SNAPSHOT:
 	case MH_REQ_CLONE:
 	case MH_REQ_DIR_CREATE: /* may copy a snapshot or a volume */
 	case MH_REQ_DIR_SNAPSHOT:

@@ -153,6 +153,19 @@ int mh_snapshot(struct mh_client *c, const char *snapshot_id, const char *volume
 	return 0;
 }
 
+int mh_group_snapshot(struct mh_client *c, const struct mh_req_group *q, struct mh_ans_group *out,
+                      struct mh_err *err)
+{
+	struct mh_msg req = {.type = MH_REQ_GROUP_SNAPSHOT};
+
+	req.u.group = *q;
+	if (mh_client_call(c, &req, MH_ANS_GROUP_SNAPSHOT, err) < 0)
+		return -1;
+	if (out != NULL)
+		*out = req.u.group_ans;
+	return 0;
+}
+
 int mh_delete_snapshot(struct mh_client *c, const char *snapshot_id, struct mh_err *err)
 {
 	struct mh_msg req = {.type = MH_REQ_DELETE_SNAPSHOT};

@@ -49,7 +49,7 @@ bool mh_ops_known(uint16_t type)
 	return row && (size_t)(row - mh_op_rows) < mh_op_npeer;
 }
 
-static struct mh_fields fields_of(const struct mh_msg *q)
+struct mh_fields mh_ops_fields(const struct mh_msg *q)
 {
 	struct mh_fields f = {.flags = -1, .readonly = -1};
 	switch (q->type) {
@@ -100,20 +100,6 @@ static struct mh_fields fields_of(const struct mh_msg *q)
 		break;
 	}
 	return f;
-}
-
-size_t mh_ops_keys(const struct mh_msg *q, const char *keys[MH_OPS_KEYS_MAX])
-{
-	struct mh_fields f = fields_of(q);
-	const char *all[] = {f.a.snapshot_id, f.a.volume_id, f.a.source_id, f.a.path};
-	size_t n = 0;
-	if (q->type == MH_REQ_STATS || q->type == MH_REQ_DIR_STATS ||
-	    q->type == MH_REQ_DIR_CAPACITY)
-		return 0; /* read-only: answered at once, never in flight */
-	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < MH_OPS_KEYS_MAX; i++)
-		if (all[i])
-			keys[n++] = all[i];
-	return n;
 }
 
 /* The checks every row declares, before its handler: ids, flags, readonly. */
@@ -186,7 +172,7 @@ int mh_ops_handle(const struct mh_ctx *c, const struct mh_msg *req, struct mh_ms
 		return -1;
 
 	struct mh_res r = {0};
-	struct mh_fields f = fields_of(req);
+	struct mh_fields f = mh_ops_fields(req);
 	struct mh_audit a = f.a;
 	memset(ans, 0, sizeof(*ans));
 	ans->id = req->id;
@@ -206,7 +192,7 @@ void mh_ops_refuse(const struct mh_ctx *c, const struct mh_msg *req, struct mh_m
 {
 	const struct mh_op_row *row = mh_ops_row(req->type);
 	struct mh_res r = {0};
-	struct mh_audit a = fields_of(req).a; /* what the request was about, for the record */
+	struct mh_audit a = mh_ops_fields(req).a; /* what the request was about, for the record */
 	mh_fail(&r, kind, err, "%s", reason);
 	memset(ans, 0, sizeof(*ans));
 	ans->id = req->id;

@@ -123,6 +123,9 @@ struct mh_fields {
 	bool source_is_snapshot;
 };
 
+/* What req names and carries (mh_dispatch.c, with mh_fields_more). */
+struct mh_fields mh_ops_fields(const struct mh_msg *q);
+
 /*
  * The fields of the request types only the helper's table has (mh_table.c:
  * images made and copied, directory volumes); the core's table has none
@@ -130,11 +133,12 @@ struct mh_fields {
  */
 void mh_fields_more(const struct mh_msg *q, struct mh_fields *f);
 
-#define MH_OPS_KEYS_MAX 3
+#define MH_OPS_KEYS_MAX ((size_t)2 * MH_GROUP_MAX) /* a GROUP_SNAPSHOT's volumes and snapshots */
 
 /*
  * The ids and paths a request acts on, as strings (pointers into req): two
  * requests that share one may not run at the same time. Returns the count.
+ * The helper's (mh_table.c): the core runs one request at a time.
  */
 size_t mh_ops_keys(const struct mh_msg *req, const char *keys[MH_OPS_KEYS_MAX]);
 

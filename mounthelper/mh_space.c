@@ -115,12 +115,45 @@ static uint64_t size_of(int dir, const char *name)
 	           : 0;
 }
 
+/* The size of images/<id>.img, the source of a snapshot (0 for an id that is not one). */
+static uint64_t source_size(const struct mh_ctx *c, const char *volume_id)
+{
+	char src[64];
+	if (!pol_volume_id_valid(volume_id))
+		return 0;
+	snprintf(src, sizeof(src), "%.40s.img", volume_id);
+	return size_of(c->images_fd, src);
+}
+
+/* One more file of h (<id>.img), to grow to want bytes; its growth added to *grow. */
+static void claim(struct mh_space_hold *h, const char *id, uint64_t want, uint64_t *grow)
+{
+	snprintf(h->name[h->n], sizeof(h->name[h->n]), "%.40s.img", id);
+	h->before[h->n] = size_of(h->dir, h->name[h->n]);
+	want = (want + 4095) & ~(uint64_t)4095;
+	*grow += want > h->before[h->n] ? want - h->before[h->n] : 0;
+	h->n++;
+}
+
+/* Every member of a group whose ids are ids (the worker refuses the rest). */
+static void claim_group(const struct mh_ctx *c, const struct mh_req_group *q,
+                        struct mh_space_hold *h, uint64_t *grow)
+{
+	h->dir = c->snaps_fd;
+	for (size_t i = 0; i < q->n && i < MH_GROUP_MAX; i++) {
+		uint64_t want = source_size(c, q->volume_id[i]);
+		if (pol_snapshot_id_valid(q->snapshot_id[i]) && want <= max_size(c))
+			claim(h, q->snapshot_id[i], want, grow);
+	}
+}
+
 int mh_space_reserve(const struct mh_ctx *c, const struct mh_msg *req, struct mh_space_hold *h,
                      char *why, size_t whylen)
 {
 	const char *id = NULL;
-	uint64_t want = 0;
+	uint64_t want = 0, grow = 0;
 	h->dir = -1;
+	h->n = 0;
 	h->reserved = 0;
 	switch (req->type) {
 	case MH_REQ_CREATE:
@@ -140,11 +173,10 @@ int mh_space_reserve(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 		break;
 	case MH_REQ_SNAPSHOT:
 		id = req->u.snapshot.snapshot_id;
-		if (pol_volume_id_valid(req->u.snapshot.volume_id)) {
-			char src[64];
-			snprintf(src, sizeof(src), "%.40s.img", req->u.snapshot.volume_id);
-			want = size_of(c->images_fd, src);
-		}
+		want = source_size(c, req->u.snapshot.volume_id);
+		break;
+	case MH_REQ_GROUP_SNAPSHOT:
+		claim_group(c, &req->u.group, h, &grow);
 		break;
 	case MH_REQ_DELETE_SNAPSHOT:
 		id = req->u.del_snapshot.snapshot_id;
@@ -152,21 +184,16 @@ int mh_space_reserve(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	default:
 		return 0;
 	}
-	h->dir = pol_snapshot_id_valid(id) ? c->snaps_fd : c->images_fd;
-	/* An id that is not one (the worker refuses it) claims nothing. */
-	if (!pol_volume_id_valid(id) && !pol_snapshot_id_valid(id)) {
+	/* An id that is not one, or a size out of bounds: the worker refuses it, no claim. */
+	if (id && (pol_volume_id_valid(id) || pol_snapshot_id_valid(id)) && want <= max_size(c)) {
+		h->dir = pol_snapshot_id_valid(id) ? c->snaps_fd : c->images_fd;
+		claim(h, id, want, &grow);
+	}
+	if (h->n == 0) {
 		h->dir = -1;
 		return 0;
 	}
-	snprintf(h->name, sizeof(h->name), "%.40s.img", id);
-	h->before = size_of(h->dir, h->name);
-	if (want > max_size(c)) {
-		h->dir = -1; /* out of bounds: the worker refuses it, nothing to claim */
-		return 0;
-	}
-	want = (want + 4095) & ~(uint64_t)4095;
-	uint64_t grow = want > h->before ? want - h->before : 0, lim = limit(c);
-	uint64_t used = promised + reserved;
+	uint64_t lim = limit(c), used = promised + reserved;
 	if (grow && used + grow > lim) {
 		snprintf(why, whylen,
 		         "not enough space: %llu bytes promised of the %llu the data directory "
@@ -185,8 +212,10 @@ void mh_space_settle(struct mh_space_hold *h)
 {
 	if (h->dir < 0)
 		return;
-	uint64_t after = size_of(h->dir, h->name);
-	promised = promised + after >= h->before ? promised + after - h->before : 0;
+	for (size_t i = 0; i < h->n; i++) {
+		uint64_t after = size_of(h->dir, h->name[i]);
+		promised = promised + after >= h->before[i] ? promised + after - h->before[i] : 0;
+	}
 	reserved -= h->reserved;
 	h->dir = -1;
 }

@@ -13,10 +13,11 @@
 
 /* A request's claim on the data directory, from reserve to settle. */
 struct mh_space_hold {
-	int dir;           /* images_fd or snaps_fd; -1: the request claims nothing */
-	char name[64];     /* its file there */
-	uint64_t before;   /* its size when the request started (0: absent) */
-	uint64_t reserved; /* bytes held for the growth it asked for */
+	int dir;                       /* images_fd or snaps_fd; -1: the request claims nothing */
+	size_t n;                      /* its files there: one, or a group's snapshots */
+	char name[MH_GROUP_MAX][64];   /* each file */
+	uint64_t before[MH_GROUP_MAX]; /* its size when the request started (0: absent) */
+	uint64_t reserved;             /* bytes held for the growth it asked for */
 };
 
 /*

@@ -24,6 +24,11 @@ void mh_fields_more(const struct mh_msg *q, struct mh_fields *f)
 	case MH_REQ_DELETE_SNAPSHOT:
 		f->a.snapshot_id = q->u.del_snapshot.snapshot_id;
 		break;
+	case MH_REQ_GROUP_SNAPSHOT: /* the first member; the handler checks every one */
+		f->a = (struct mh_audit){.volume_id = q->u.group.volume_id[0],
+		                         .snapshot_id = q->u.group.snapshot_id[0],
+		                         .note = "group snapshot"};
+		break;
 	case MH_REQ_CLONE:
 		f->a = (struct mh_audit){.volume_id = q->u.clone.volume_id,
 		                         .source_id = q->u.clone.source_id};
@@ -55,6 +60,27 @@ void mh_fields_more(const struct mh_msg *q, struct mh_fields *f)
 	}
 }
 
+size_t mh_ops_keys(const struct mh_msg *q, const char *keys[MH_OPS_KEYS_MAX])
+{
+	struct mh_fields f = mh_ops_fields(q);
+	const char *all[] = {f.a.snapshot_id, f.a.volume_id, f.a.source_id, f.a.path};
+	size_t n = 0;
+	if (q->type == MH_REQ_STATS || q->type == MH_REQ_DIR_STATS ||
+	    q->type == MH_REQ_DIR_CAPACITY)
+		return 0;                       /* read-only: answered at once, never in flight */
+	if (q->type == MH_REQ_GROUP_SNAPSHOT) { /* every member's ids (the codec bounds n) */
+		for (size_t i = 0; i < q->u.group.n && i < MH_GROUP_MAX; i++) {
+			keys[n++] = q->u.group.volume_id[i];
+			keys[n++] = q->u.group.snapshot_id[i];
+		}
+		return n;
+	}
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < MH_OPS_KEYS_MAX; i++)
+		if (all[i])
+			keys[n++] = all[i];
+	return n;
+}
+
 /*
  * The whole argument of each row: docs/security.md. Every request also has
  * its ids checked, and a readonly field other than 0 or 1 refused, before its
@@ -81,6 +107,10 @@ const struct mh_op_row mh_op_rows[] = {
     {MH_REQ_SNAPSHOT, MH_ANS_SNAPSHOT, mh_answer_snapshot, "SNAPSHOT", false, 0,
      "copies images/<id>.img to snapshots/<id>.img under a temporary name; freezes only "
      "this volume's verified mount, within freeze_max_seconds"},
+    {MH_REQ_GROUP_SNAPSHOT, MH_ANS_GROUP_SNAPSHOT, mh_answer_group_snapshot, "GROUP_SNAPSHOT",
+     false, 0,
+     "as SNAPSHOT, for 2 to 16 distinct volumes: every one frozen before the first copy and "
+     "thawed after the last, all within one freeze_max_seconds; any failure removes every copy"},
     {MH_REQ_DELETE_SNAPSHOT, MH_ANS_DELETE_SNAPSHOT, mh_answer_delete_snapshot, "DELETE_SNAPSHOT",
      false, 0, "unlinks only snapshots/<id>.img"},
     {MH_REQ_CLONE, MH_ANS_CLONE, mh_answer_clone, "CLONE", false, 0,

@@ -519,7 +519,19 @@ static const char *copy_source(const struct mh_msg *req)
 		return req->u.snapshot.volume_id;
 	if (req->type == MH_REQ_CLONE && req->u.clone.source_kind == MH_SRC_VOLUME)
 		return req->u.clone.source_id;
+	if (req->type == MH_REQ_GROUP_SNAPSHOT)
+		return req->u.group.volume_id[0];
 	return NULL;
+}
+
+/* Thaw what a copy's worker may have left frozen: its source, or each of a group's. */
+static void thaw_sources(const struct mh_ctx *c, const struct mh_msg *req)
+{
+	bool group = req->type == MH_REQ_GROUP_SNAPSHOT;
+	for (size_t i = 0; group && i < req->u.group.n && i < MH_GROUP_MAX; i++)
+		mh_copy_thaw(c, req->u.group.volume_id[i]);
+	if (!group && copy_source(req))
+		mh_copy_thaw(c, copy_source(req));
 }
 
 /*
@@ -599,8 +611,7 @@ void mh_workers_enforce(const struct mh_ctx *c)
 		if (s->pidfd >= 0)
 			syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
 		const char *src = copy_source(&s->io->req);
-		if (src)
-			mh_copy_thaw(c, src);
+		thaw_sources(c, &s->io->req);
 		log_kv(LOG_LVL_ERROR, "freeze_overdue", "op", mh_type_name(s->io->req.type),
 		       "volume_id", src ? src : "", NULL);
 	}
@@ -796,8 +807,7 @@ static void answer_for_dead(const struct mh_ctx *c, struct slot *s, pid_t got, i
 	log_kv(LOG_LVL_ERROR, "worker_died", "op", mh_type_name(s->io->req.type), "reason", why,
 	       NULL);
 	/* A copy may have died with the source volume frozen: thaw it. */
-	if (copy_source(&s->io->req))
-		mh_copy_thaw(c, copy_source(&s->io->req));
+	thaw_sources(c, &s->io->req);
 	if (!c->core) /* the core undoes its own failed STAGE; nothing here attaches */
 		mh_sweep(c, mh_workers_hold); /* the loop device it attached but did not bind */
 	mh_workers_find_leftovers(c);         /* its temporary file or tree: purged in a worker */

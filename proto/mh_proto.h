@@ -21,7 +21,7 @@
 
 #include "mh_limits.h"
 
-#define MH_PROTO_VERSION 6
+#define MH_PROTO_VERSION 7
 #define MH_HDR_LEN       12
 #define MH_MSG_MAX       16384
 
@@ -95,6 +95,8 @@ enum mh_type {
 	MH_ANS_STAGE_CHECK = 60,
 	MH_REQ_FLUSH = 61, /* write back a staged volume's file system, out of the core's thread */
 	MH_ANS_FLUSH = 62,
+	MH_REQ_GROUP_SNAPSHOT = 63, /* SNAPSHOT of several volumes at one point in time */
+	MH_ANS_GROUP_SNAPSHOT = 64,
 	MH_ANS_ERROR = 100, /* any request may be answered with this */
 };
 
@@ -216,6 +218,24 @@ struct mh_ans_copy { /* answer of SNAPSHOT and CLONE */
 	uint8_t reflinked; /* 1: FICLONE shared the extents; 0: sparse copy */
 };
 
+#define MH_GROUP_MAX 16 /* volumes in one GROUP_SNAPSHOT */
+
+/*
+ * GROUP_SNAPSHOT: member i is volume_id[i], copied to snapshot_id[i]; n
+ * members (2 to MH_GROUP_MAX), every slot after them empty. Every member's
+ * file system is frozen before the first is copied and thawed after the last.
+ */
+struct mh_req_group {
+	uint32_t n;
+	char volume_id[MH_GROUP_MAX][MH_ID_MAX + 1];
+	char snapshot_id[MH_GROUP_MAX][MH_ID_MAX + 1];
+};
+
+struct mh_ans_group { /* each member's snapshot size, in the request's order */
+	uint64_t size_bytes[MH_GROUP_MAX];
+	uint8_t reflinked; /* 1: every copy shared the extents */
+};
+
 struct mh_ans_capacity {
 	uint64_t available_bytes;  /* what new volumes may still promise (free, within the ratio) */
 	uint64_t total_bytes;      /* the data directory's file-system size */
@@ -322,7 +342,9 @@ struct mh_msg {
 		struct mh_req_snapshot snapshot;
 		struct mh_req_snapshot_id del_snapshot;
 		struct mh_req_clone clone;
-		struct mh_ans_copy copy_ans;         /* ANS_SNAPSHOT, ANS_CLONE, ANS_DIR_SNAPSHOT */
+		struct mh_ans_copy copy_ans; /* ANS_SNAPSHOT, ANS_CLONE, ANS_DIR_SNAPSHOT */
+		struct mh_req_group group;
+		struct mh_ans_group group_ans;
 		struct mh_ans_capacity capacity_ans; /* ANS_CAPACITY, ANS_DIR_CAPACITY */
 		struct mh_req_expand expand;
 		struct mh_req_stats stats;

@@ -18,12 +18,13 @@ run="libgrpc29 libprotobuf-c1 libinih1 libcap-ng0 libseccomp2 libmount1 libblkid
 # unit (tests/e2e/test_deploy.py); groff-base checks the man pages (test_install.py);
 # python3-prometheus-client parses the metrics file (test_metrics.py); iproute2's ss
 # pairs a socket's two ends (test_helper_identity.py); fio measures I/O inside a volume
-# (tests/bench/datapath.py). podman (with
+# (tests/bench/datapath.py); strace holds a helper worker between two thaws
+# (test_group_snapshots.py). podman (with
 # runc, its network helpers and catatonit, which are only recommended) and debootstrap
 # run the image and the node plugin's pod (tests/container/container_test.py).
 test="clang clang-format clang-tidy cppcheck libclang-rt-14-dev
 	python3 python3-grpcio python3-protobuf python3-pytest python3-pytest-timeout python3-yaml
-	python3-prometheus-client groff-base systemd procps iproute2 fio
+	python3-prometheus-client groff-base systemd procps iproute2 fio strace
 	podman runc netavark aardvark-dns catatonit iptables containernetworking-plugins uidmap
 	debootstrap"
 

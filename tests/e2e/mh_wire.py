@@ -26,7 +26,7 @@ surrogateescape, so any byte string survives a round trip).
 import enum
 import struct
 
-VERSION = 6
+VERSION = 7
 HDR_LEN = 12
 MSG_MAX = 16384
 ID_MAX = 64
@@ -36,6 +36,7 @@ OPTS_MAX = 4096
 REASON_MAX = 255
 LIST_TEXT_MAX = 12288
 DIRNAME_MAX = 255
+GROUP_MAX = 16
 DIR_DELETE, DIR_RETAIN, DIR_ARCHIVE = 0, 1, 2
 LIST_IMAGES, LIST_SNAPSHOTS, LIST_MOUNTS = 1, 2, 3
 
@@ -113,6 +114,8 @@ class T(enum.IntEnum):
     ANS_STAGE_CHECK = 60
     REQ_FLUSH = 61
     ANS_FLUSH = 62
+    REQ_GROUP_SNAPSHOT = 63
+    ANS_GROUP_SNAPSHOT = 64
     ANS_ERROR = 100
 
 
@@ -191,6 +194,7 @@ FSTYPE = _Str(FSTYPE_MAX)
 OPTS = _Str(OPTS_MAX)
 REASON = _Str(REASON_MAX)
 DIRNAME = _Str(DIRNAME_MAX)
+MEMBERS = _Int(4, lambda v: 2 <= v <= GROUP_MAX, "member count (2 to %d)" % GROUP_MAX)
 
 _CREATE_ANS = (("size_bytes", U64),)
 _COPY_ANS = (("size_bytes", U64), ("reflinked", BOOL))
@@ -208,6 +212,11 @@ _DIR_REQ = (("volume_id", ID), ("base", PATH), ("name", DIRNAME), ("path", PATH)
             ("source_name", DIRNAME), ("size_bytes", U64), ("mode", SMALL), ("flags", FLAGS),
             ("gid", U32))
 _DIR_ANS = (("size_bytes", U64), ("quota", BOOL), ("reflinked", BOOL))
+# GROUP_SNAPSHOT: member i as volume_id_<i> and snapshot_id_<i>, every slot present.
+_GROUP_REQ = (("n", MEMBERS),) + tuple(
+    f for i in range(GROUP_MAX) for f in (("volume_id_%d" % i, ID), ("snapshot_id_%d" % i, ID)))
+_GROUP_ANS = tuple(("size_bytes_%d" % i, U64) for i in range(GROUP_MAX)) + (
+    ("reflinked", BOOL),)
 
 # Every type and its payload, in wire order (the table in proto/mh_msg.c).
 FIELDS = {
@@ -276,6 +285,8 @@ FIELDS = {
     T.ANS_STAGE_CHECK: (),
     T.REQ_FLUSH: (("volume_id", ID),),
     T.ANS_FLUSH: (),
+    T.REQ_GROUP_SNAPSHOT: _GROUP_REQ,
+    T.ANS_GROUP_SNAPSHOT: _GROUP_ANS,
     T.ANS_ERROR: (("kind", KIND), ("sys_errno", U32), ("reason", REASON)),
 }
 

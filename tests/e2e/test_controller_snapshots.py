@@ -325,11 +325,14 @@ def test_group_snapshots(driver):
     assert code_of(group, c, "grp-dup", [v1.volume_id, v1.volume_id]) == E.INVALID_ARGUMENT
     assert code_of(group, c, "grp-none", []) == E.INVALID_ARGUMENT
     assert code_of(group, c, "", [v1.volume_id]) == E.INVALID_ARGUMENT
-    # Two volumes in use cannot be cut at one point in time.
-    busy = Staged(driver, v3.volume_id, "g-three", cap)
-    assert code_of(group, c, "grp-busy", [v1.volume_id, v3.volume_id]) == \
+    # Two volumes in use are cut together (test_group_snapshot_of_volumes_in_use); a raw
+    # block volume in use cannot be frozen, so no group with it and another in use.
+    blk = create(c, "g-block", block_cap())
+    busy = Staged(driver, blk.volume_id, "g-block", block_cap())
+    assert code_of(group, c, "grp-busy", [v1.volume_id, blk.volume_id]) == \
         E.FAILED_PRECONDITION
     busy.unstage()
+    assert len(snapshot_files(driver)) == 2
 
     # Members: listed and gettable snapshots that only the group may delete.
     got = twice(c.group_controller, "GetVolumeGroupSnapshot",
@@ -370,6 +373,65 @@ def test_group_snapshots(driver):
     assert code_of(c.group_controller, "GetVolumeGroupSnapshot",
                    group_snapshot_id=g.group_snapshot_id, snapshot_ids=member_ids) == \
         E.NOT_FOUND
+
+
+WRITER = """
+import os, sys
+fds = [os.open(p, os.O_WRONLY | os.O_CREAT, 0o644) for p in sys.argv[1:]]
+n = 0
+while True:
+    n += 1
+    for fd in fds:  # the first volume, then the second: never ahead of the first
+        os.pwrite(fd, b"%020d" % n, 0)
+"""
+
+
+def seq_of(driver, c, cap, snapshot_id, name):
+    """The sequence number in a restore of snapshot_id."""
+    r = create(c, name, cap, snapshot=snapshot_id)
+    st = Staged(driver, r.volume_id, name, cap)
+    with open(st.file("seq")) as f:
+        n = int(f.read())
+    st.unstage()
+    c.controller("DeleteVolume", volume_id=r.volume_id)
+    return n
+
+
+@pytest.mark.parametrize("fs", ["ext4", "xfs"])
+def test_group_snapshot_of_volumes_in_use(driver, fs):
+    """Two volumes in use, one process writing a growing sequence number into the first
+    and then the second, over and over: every group snapshot restores a consistent pair
+    (the second equal to the first, or one behind), and the writer goes on after each."""
+    c = driver.client
+    cap = mount_cap(fs)
+    vols = [create(c, "cg-%s-%d" % (fs, i), cap, SIZES[fs]) for i in (1, 2)]
+    staged = [Staged(driver, v.volume_id, "cg-%s-%d" % (fs, i), cap)
+              for i, v in enumerate(vols)]
+    writer = subprocess.Popen(["/usr/bin/python3", "-c", WRITER] +
+                              [st.file("seq") for st in staged])
+    try:
+        last = 0
+        for k in range(3):
+            time.sleep(0.3)
+            g = group(c, "cg-%s-%d" % (fs, k), [v.volume_id for v in vols])
+            by_vol = {s.source_volume_id: s.snapshot_id for s in g.snapshots}
+            first, second = (seq_of(driver, c, cap, by_vol[v.volume_id],
+                                    "cg-%s-%d-r%d" % (fs, k, i))
+                             for i, v in enumerate(vols))
+            assert second <= first <= second + 1, (first, second)
+            assert first > last, "the writer made no progress between group snapshots"
+            last = first
+            c.group_controller("DeleteVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id,
+                               snapshot_ids=list(by_vol.values()))
+        assert writer.poll() is None, "the writer died"
+    finally:
+        writer.kill()
+        writer.wait()
+    for st in staged:
+        st.unstage()
+    for v in vols:
+        c.controller("DeleteVolume", volume_id=v.volume_id)
+    assert snapshot_files(driver) == []
 
 
 def driver_with_data_dir(setup):

@@ -525,6 +525,101 @@ def test_freeze_is_bounded_in_time(khostile_fast_freeze):
     assert r.call(Msg(T.REQ_DELETE, volume_id=vid)).type == T.ANS_DELETE
 
 
+def staged_ext4(r, k, vids, prefix):
+    """Each volume created (64 MiB) and staged as ext4: its staging path by id."""
+    st = {}
+    for v in vids:
+        st[v] = k.staging(prefix + "-" + v)
+        assert r.call(Msg(T.REQ_CREATE, volume_id=v, size_bytes=64 * MiB)).type == \
+            T.ANS_CREATE
+        assert r.call(Msg(T.REQ_STAGE, volume_id=v, staging_path=st[v],
+                          fs_type="ext4")).type == T.ANS_STAGE
+    return st
+
+
+def group_msg(pairs, **extra):
+    """A GROUP_SNAPSHOT of (volume id, snapshot id) pairs, every other slot empty."""
+    fields = {"n": len(pairs)}
+    for i, (v, s) in enumerate(pairs):
+        fields["volume_id_%d" % i], fields["snapshot_id_%d" % i] = v, s
+    fields.update(extra)
+    return Msg(T.REQ_GROUP_SNAPSHOT, **fields)
+
+
+def test_group_snapshot_as_compromised_rpcd(khostile):
+    """GROUP_SNAPSHOT from a compromised rpcd: a repeated volume or snapshot, a member
+    past n, an id that is a path, a missing volume, a raw block device in use, some of
+    the snapshots there already: each refused with no snapshot left and nothing
+    frozen. Then a real group: every member cut, and a retry answers the same."""
+    d, r, k = khostile.driver, khostile.rpcd, khostile.driver.kubelet
+    v1, v2, blk = ("sv-" + c * 32 for c in "abc")
+    s1, s2, s3 = ("ss-" + c * 32 for c in "abc")
+    st = staged_ext4(r, k, (v1, v2), "group")
+    bst = k.block_staging("group-block")
+    assert r.call(Msg(T.REQ_CREATE, volume_id=blk, size_bytes=32 * MiB)).type == T.ANS_CREATE
+    assert r.call(Msg(T.REQ_STAGE, volume_id=blk, staging_path=bst,
+                      flags=mh_wire.F_BLOCK)).type == T.ANS_STAGE
+    snaps = os.path.join(d.data, "snapshots")
+    refused = [
+        (group_msg([(v1, s1), (v1, s2)]), E.REFUSED),
+        (group_msg([(v1, s1), (v2, s1)]), E.REFUSED),
+        (group_msg([(v1, s1), (v2, s2)], volume_id_2="sv-" + "d" * 32), E.REFUSED),
+        (group_msg([(v1, s1), (v2, "ss-../../../etc/passwd")]), E.REFUSED),
+        (group_msg([(v1, s1), ("sv-" + "e" * 32, s2)]), E.NOTFOUND),
+        (group_msg([(v1, s1), (blk, s2)]), E.PRECONDITION),
+    ]
+    for m, kind in refused:
+        a = r.call(m, timeout=60)
+        assert a.type == T.ANS_ERROR and a.kind == kind, (m, a)
+        assert os.listdir(snaps) == []
+        assert all(write_finishes(os.path.join(st[v], "after")) for v in (v1, v2))
+    assert "raw block" in a.reason, a
+
+    a = r.call(group_msg([(v1, s1), (v2, s2)]), timeout=60)
+    assert a.type == T.ANS_GROUP_SNAPSHOT, a
+    assert a.size_bytes_0 == a.size_bytes_1 == 64 * MiB and a.size_bytes_2 == 0
+    assert sorted(os.listdir(snaps)) == [s1 + ".img", s2 + ".img"]
+    again = r.call(group_msg([(v1, s1), (v2, s2)]), timeout=60)
+    assert again.type == T.ANS_GROUP_SNAPSHOT and again.size_bytes_1 == 64 * MiB, again
+    a = r.call(group_msg([(v1, s1), (v2, s3)]), timeout=60)
+    assert a.type == T.ANS_ERROR and a.kind == E.EXISTS, a
+    assert sorted(os.listdir(snaps)) == [s1 + ".img", s2 + ".img"]
+    assert all(write_finishes(os.path.join(st[v], "after2")) for v in (v1, v2))
+    for s in (s1, s2):
+        r.call(Msg(T.REQ_DELETE_SNAPSHOT, snapshot_id=s))
+    for v in (v1, v2):
+        assert r.call(Msg(T.REQ_UNSTAGE, volume_id=v, staging_path=st[v])).type == \
+            T.ANS_UNSTAGE
+    assert r.call(Msg(T.REQ_UNSTAGE, volume_id=blk, staging_path=bst,
+                      flags=mh_wire.F_BLOCK)).type == T.ANS_UNSTAGE
+    for v in (v1, v2, blk):
+        assert r.call(Msg(T.REQ_DELETE, volume_id=v)).type == T.ANS_DELETE
+
+
+def test_group_freeze_is_bounded_in_time(khostile_fast_freeze):
+    """A group whose copies keep its members frozen past freeze_max_seconds (held at a
+    pause point with every member frozen) is abandoned: every member thawed, no
+    snapshot of any member left."""
+    hd = khostile_fast_freeze
+    d, r, k = hd.driver, hd.rpcd, hd.driver.kubelet
+    v1, v2 = "sv-" + "6" * 32, "sv-" + "5" * 32
+    s1, s2 = "ss-" + "6" * 32, "ss-" + "5" * 32
+    st = staged_ext4(r, k, (v1, v2), "bounded")
+    d.hold("copy@" + v1)
+    try:
+        a = r.call(group_msg([(v1, s1), (v2, s2)]), timeout=60)
+    finally:
+        d.release("copy@" + v1)
+    assert a.type == T.ANS_ERROR and "freeze_max_seconds" in a.reason, a
+    assert all(write_finishes(os.path.join(st[v], "after")) for v in (v1, v2))
+    for s in (s1, s2):  # a temporary file may wait for its purge; no snapshot
+        assert not os.path.exists(os.path.join(d.data, "snapshots", s + ".img"))
+    for v in (v1, v2):
+        assert r.call(Msg(T.REQ_UNSTAGE, volume_id=v, staging_path=st[v])).type == \
+            T.ANS_UNSTAGE
+        assert r.call(Msg(T.REQ_DELETE, volume_id=v)).type == T.ANS_DELETE
+
+
 # ---- 6. the data directory cannot be promised away --------------------------------------
 
 
@@ -580,6 +675,39 @@ def test_capacity_is_counted_by_the_helper():
     finally:
         d.stop()
         d.cleanup()
+
+
+def test_group_snapshot_is_counted():
+    """A GROUP_SNAPSHOT promises every member's size: one that would pass what the data
+    directory may promise is NOSPACE at once, with nothing copied; one that fits is
+    counted, and its snapshots' deletion gives the bytes back."""
+    import hostile
+    SIZE = 104 * MiB  # three do not leave room for two more; two do (512 MiB)
+    hd = hostile.HostileDriver(setup=small_data_dir)
+    try:
+        r, d = hd.rpcd, hd.driver
+        vids = ["sv-" + c * 32 for c in "abc"]
+        for v in vids:
+            assert r.call(Msg(T.REQ_CREATE, volume_id=v, size_bytes=SIZE)).type == \
+                T.ANS_CREATE
+        assert r.call(Msg(T.REQ_CAPACITY)).available_bytes < 2 * SIZE
+        a = r.call(group_msg([(vids[0], "ss-" + "a" * 32), (vids[1], "ss-" + "b" * 32)]))
+        assert a.type == T.ANS_ERROR and a.kind == E.NOSPACE, a
+        assert os.listdir(os.path.join(d.data, "snapshots")) == []
+        assert r.call(Msg(T.REQ_DELETE, volume_id=vids[2])).type == T.ANS_DELETE
+        free = r.call(Msg(T.REQ_CAPACITY)).available_bytes
+        assert free >= 2 * SIZE
+        a = r.call(group_msg([(vids[0], "ss-" + "a" * 32), (vids[1], "ss-" + "b" * 32)]))
+        assert a.type == T.ANS_GROUP_SNAPSHOT, a
+        assert free - r.call(Msg(T.REQ_CAPACITY)).available_bytes == 2 * SIZE
+        for c in "ab":
+            r.call(Msg(T.REQ_DELETE_SNAPSHOT, snapshot_id="ss-" + c * 32))
+        assert r.call(Msg(T.REQ_CAPACITY)).available_bytes == free
+        for v in vids[:2]:
+            assert r.call(Msg(T.REQ_DELETE, volume_id=v)).type == T.ANS_DELETE
+    finally:
+        hd.stop()
+        hd.cleanup()
 
 
 def test_capacity_as_compromised_rpcd(khostile):

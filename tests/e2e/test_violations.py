@@ -91,6 +91,14 @@ def test_every_request_type_is_understood(hostile_driver):
            size_bytes=48 * MiB), size_bytes=48 * MiB)
     ok(Msg(T.REQ_DELETE, volume_id=CLONE))
     ok(Msg(T.REQ_DELETE_SNAPSHOT, snapshot_id=SNAP))
+    ok(Msg(T.REQ_CREATE, volume_id=CLONE, size_bytes=32 * MiB), size_bytes=32 * MiB)
+    group = ok(Msg(T.REQ_GROUP_SNAPSHOT, n=2, volume_id_0=VOL, snapshot_id_0=SNAP,
+                   volume_id_1=CLONE, snapshot_id_1=SNAP[:-1] + "0"),
+               size_bytes_0=48 * MiB, size_bytes_1=32 * MiB)
+    assert group.reflinked in (0, 1)
+    ok(Msg(T.REQ_DELETE_SNAPSHOT, snapshot_id=SNAP))
+    ok(Msg(T.REQ_DELETE_SNAPSHOT, snapshot_id=SNAP[:-1] + "0"))
+    ok(Msg(T.REQ_DELETE, volume_id=CLONE))
 
     # Raw block: no mkfs, every path and flag field on the wire.
     ok(Msg(T.REQ_STAGE, volume_id=VOL, staging_path=staging, flags=F_BLOCK))

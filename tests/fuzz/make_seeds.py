@@ -40,7 +40,7 @@ def write(harness, name, data):
 
 # ---- the helper protocol (proto/mh_proto.h) ----
 
-MH_VERSION = 6
+MH_VERSION = 7
 T = dict(
     REQ_PING=1, ANS_PING=2, REQ_CREATE=3, ANS_CREATE=4, REQ_DELETE=5, ANS_DELETE=6,
     REQ_STAGE=7, ANS_STAGE=8, REQ_UNSTAGE=9, ANS_UNSTAGE=10, REQ_PUBLISH=11, ANS_PUBLISH=12,

@@ -261,6 +261,16 @@ static void answer(const struct mh_msg *req, struct mh_msg *ans)
 			ans->u.copy_ans.size_bytes = size;
 		}
 		break;
+	case MH_REQ_GROUP_SNAPSHOT:
+		for (uint32_t i = 0; i < req->u.group.n; i++)
+			if (!img_find(req->u.group.volume_id[i]))
+				set_error(ans, MH_E_NOTFOUND, "no such image");
+		for (uint32_t i = 0; ans->type != MH_ANS_ERROR && i < req->u.group.n; i++) {
+			uint64_t size = img_find(req->u.group.volume_id[i])->size;
+			img_put(req->u.group.snapshot_id[i], size);
+			ans->u.group_ans.size_bytes[i] = size;
+		}
+		break;
 	case MH_REQ_DELETE_SNAPSHOT:
 		img_del(req->u.del_snapshot.snapshot_id);
 		break;
@@ -1351,7 +1361,7 @@ static void test_groups(void)
 	gg.group_snapshot_id = gid;
 	CHECK(code_of(ctl_get_volume_group_snapshot, &gg) == CTL_INVALID_ARGUMENT);
 
-	/* Two volumes in use cannot be cut at one point in time. */
+	/* Two volumes in use are cut together, in one GROUP_SNAPSHOT. */
 	struct store_staging s1 = {.volume_id = v1,
 	                           .staging_path = "/var/lib/kubelet/a",
 	                           .fs_type = "ext4",
@@ -1364,7 +1374,15 @@ static void test_groups(void)
 	char *pair[2] = {v1, v3};
 	CHECK(group_create("grp-one-busy", ids, 2, NULL, NULL) == CTL_OK);
 	CHECK(store_staging_put(st, &s2) == STORE_OK);
-	CHECK(group_create("grp-busy", pair, 2, NULL, NULL) == CTL_FAILED_PRECONDITION);
+	int groups = nreq(MH_REQ_GROUP_SNAPSHOT), singles = nreq(MH_REQ_SNAPSHOT);
+	CHECK(group_create("grp-busy", pair, 2, NULL, NULL) == CTL_OK);
+	CHECK(nreq(MH_REQ_GROUP_SNAPSHOT) == groups + 1 && nreq(MH_REQ_SNAPSHOT) == singles);
+	/* A failed group leaves none of its snapshots: each is removed again. */
+	int gdels = nreq(MH_REQ_DELETE_SNAPSHOT);
+	fail_next(MH_REQ_GROUP_SNAPSHOT, MH_E_PRECONDITION, 0);
+	CHECK(group_create("grp-busy-fail", pair, 2, NULL, NULL) == CTL_FAILED_PRECONDITION);
+	fail_none();
+	CHECK(nreq(MH_REQ_DELETE_SNAPSHOT) == gdels + 2);
 	CHECK(store_staging_delete(st, v1) == STORE_OK && store_staging_delete(st, v3) == STORE_OK);
 
 	/* A failure half way: the snapshots already cut are removed, nothing is recorded. */

@@ -230,6 +230,16 @@ static void build_samples(void)
 	m = add(MH_REQ_FLUSH, 62);
 	strcpy(m->u.del.volume_id, "sv-8");
 	add(MH_ANS_FLUSH, 63);
+	m = add(MH_REQ_GROUP_SNAPSHOT, 64);
+	m->u.group.n = 2;
+	strcpy(m->u.group.volume_id[0], "sv-1");
+	strcpy(m->u.group.snapshot_id[0], "ss-1");
+	strcpy(m->u.group.volume_id[1], "sv-2");
+	strcpy(m->u.group.snapshot_id[1], "ss-2");
+	m = add(MH_ANS_GROUP_SNAPSHOT, 65);
+	m->u.group_ans.size_bytes[0] = 1;
+	m->u.group_ans.size_bytes[MH_GROUP_MAX - 1] = UINT64_MAX;
+	m->u.group_ans.reflinked = 1;
 
 	for (int t = MH_REQ_DIR_CREATE; t <= MH_REQ_PURGE; t += 2) {
 		m = add((uint16_t)t, 300u + (uint32_t)t);
@@ -394,7 +404,8 @@ static void test_names(void)
 	CHECK(strcmp(mh_type_name(MH_ANS_ATTACHED), "ANS_ATTACHED") == 0);
 	CHECK(strcmp(mh_type_name(MH_REQ_STAGE_CHECK), "REQ_STAGE_CHECK") == 0);
 	CHECK(strcmp(mh_type_name(MH_ANS_FLUSH), "ANS_FLUSH") == 0);
-	CHECK(strcmp(mh_type_name(63), "UNKNOWN") == 0);
+	CHECK(strcmp(mh_type_name(MH_REQ_GROUP_SNAPSHOT), "REQ_GROUP_SNAPSHOT") == 0);
+	CHECK(strcmp(mh_type_name(65), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(99), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(101), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(UINT16_MAX), "UNKNOWN") == 0);
@@ -570,6 +581,10 @@ static const char *layout(uint16_t type)
 	case MH_ANS_STATS:
 	case MH_ANS_DIR_STATS:
 		return "888888bs";
+	case MH_REQ_GROUP_SNAPSHOT:
+		return "4ssssssssssssssssssssssssssssssss";
+	case MH_ANS_GROUP_SNAPSHOT:
+		return "8888888888888888b";
 	case MH_ANS_ERROR:
 		return "44s";
 	default:
@@ -694,7 +709,7 @@ static void test_field_refusals(void)
 	    [F_SMALL] = {3, 0x80, 0xff}, /* a directory request's source kind or mode */
 	};
 	for (size_t i = 0; i < nsamples; i++) {
-		struct field f[12];
+		struct field f[2 + 2 * MH_GROUP_MAX];
 		size_t nf = walk(&samples[i], f);
 		for (size_t j = 0; j < nf; j++) {
 			const size_t at[3] = {f[j].at, f[j].at + f[j].len / 2,
