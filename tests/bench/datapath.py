@@ -14,15 +14,18 @@ in a new order each round, medians printed) runs three jobs on a file of --size 
   - 4 KiB random reads, O_DIRECT (IOPS);
   - 1 MiB sequential writes, O_DIRECT (MiB/s);
 on the host's file system, inside an ext4 volume, an xfs volume, an ext4 volume mounted
-nodiscard, an ext4 volume made with fast_commit, and a raw block volume (the jobs on
-the device). Printed: each figure and its
+nodiscard, an ext4 volume made with fast_commit, a raw block volume (the jobs on
+the device), and a bare loop device set up by hand (losetup, direct I/O) over a file on
+the host's file system: the kernel's loop driver alone, without sepcsi, the floor any
+volume on a loop device meets. Printed: each figure and its
 ratio to the host's (and, for IOPS, the time each I/O took longer than on the host);
 the write and flush requests the host's disk received per fsync inside (its
 /sys/block/.../stat counts over fio's fsyncs) and per fsync on the host; the pages
 of the image left in the host's page cache after 256 MiB of O_DIRECT reads inside the
 ext4 volume (fincore), against what was read; whether the loop devices use direct I/O;
 and what deleting 1 GiB costs with online discard and without, and how much of the image
-it gives back. Asserts nothing about speed.
+it gives back; and how large the requests are that the loop driver passes on for
+1 MiB writes. Asserts nothing about speed.
 """
 import argparse
 import json
@@ -55,7 +58,7 @@ def disk_stat(path):
         return [int(x) for x in f.read().split()]
 
 
-WRITES, FLUSHES = 4, 15  # write and flush requests completed (Documentation/block/stat.rst)
+WRITES, WRITE_SECTORS, FLUSHES = 4, 6, 15  # requests, 512-byte sectors (block/stat.rst)
 
 
 def fio(filename, args, runtime, size):
@@ -87,6 +90,25 @@ def run_job(job, filename, host_disk, runtime, size):
     n = r["fsyncs"]
     return (r[fig], (after[WRITES] - before[WRITES]) / n if n else None,
             (after[FLUSHES] - before[FLUSHES]) / n if n else None)
+
+
+def bare_loop(path, size):
+    """A loop device over path (size bytes, written whole), as losetup makes it by hand."""
+    lay_out(path, size)
+    return subprocess.run(["losetup", "--find", "--show", "--direct-io=on", path],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def request_kib(dev, runtime, size):
+    """KiB per write request the device received over 1 MiB O_DIRECT writes on it."""
+    stat = "/sys/block/%s/stat" % os.path.basename(dev)
+    with open(stat) as f:
+        before = [int(x) for x in f.read().split()]
+    fio(dev, JOBS[0][1], runtime, size)
+    with open(stat) as f:
+        after = [int(x) for x in f.read().split()]
+    return ((after[WRITE_SECTORS] - before[WRITE_SECTORS]) / 2 /
+            max(1, after[WRITES] - before[WRITES]))
 
 
 def median(xs):
@@ -176,7 +198,7 @@ def main():
     size = a.size * MiB
     d = conftest.Driver(extra_args=["--log-level", "warn"],
                         policy_extra="[filesystems]\nmkfs_options_ext4 = -Ofast_commit\n")
-    vols = []
+    vols, loop = [], None
     try:
         host_dir = os.path.join(d.tmp, "host")
         os.makedirs(host_dir)
@@ -193,11 +215,14 @@ def main():
             vols.append((label, v))
             targets.append((label, v.target if name == "block" else
                             os.path.join(v.target, "f")))
+        loop = bare_loop(os.path.join(host_dir, "bare.img"), size)
+        targets.append(("bare loop device (losetup), no sepcsi", loop))
         # In turns, in a new order each round, so that the disk's moods (a shared
         # machine's) and a place in the round fall on every target alike.
         runs = {(job[0], label): [] for job in JOBS for label, _ in targets}
         for label, f in targets:
-            lay_out(f, size)
+            if f != loop:
+                lay_out(f, size)
         order = random.Random(1)
         for _ in range(a.rounds):
             for job in JOBS:
@@ -228,6 +253,8 @@ def main():
               "the ext4 volume: %.1f MiB (%.1f %%)" % (read, left, 100.0 * left / read))
         for label, v in vols:
             print("%s: loop device direct I/O %s" % (label, v.loop_dio()))
+        print("1 MiB O_DIRECT writes reach the bare loop device as requests of %.0f KiB"
+              % request_kib(loop, a.runtime, size))
         for label, v in vols[:4]:
             took, back, when = delete_cost(v)
             print("%s: delete 1 GiB + sync %.2f s; image given back %.0f MiB after %.1f s" % (
@@ -238,6 +265,8 @@ def main():
                 v.close()
             except Exception as e:  # noqa: BLE001 - the cleanup below still runs
                 print("cleanup:", e)
+        if loop:
+            subprocess.run(["losetup", "-d", loop])
         d.stop()
         d.cleanup()
 
