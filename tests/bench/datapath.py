@@ -18,7 +18,8 @@ nodiscard, an ext4 volume made with fast_commit, a raw block volume (the jobs on
 the device), and a bare loop device set up by hand (losetup, direct I/O) over a file on
 the host's file system: the kernel's loop driver alone, without sepcsi, the floor any
 volume on a loop device meets. Printed: each figure and its
-ratio to the host's (and, for IOPS, the time each I/O took longer than on the host);
+ratio to the host's, and the median of each round's ratio to the host's figure of the
+same round (and, for IOPS, the time each I/O took longer than on the host);
 the write and flush requests the host's disk received per fsync inside (its
 /sys/block/.../stat counts over fio's fsyncs) and per fsync on the host; the pages
 of the image left in the host's page cache after 256 MiB of O_DIRECT reads inside the
@@ -231,19 +232,23 @@ def main():
         for label, f in targets[1:]:
             if not f.startswith("/dev") and os.path.isfile(f):
                 os.unlink(f)
-        print("| job | where | figure | ratio to the host | added per I/O | "
-              "host writes per fsync | host flushes per fsync |")
-        print("|---|---|---|---|---|---|---|")
+        print("| job | where | figure | ratio to the host | rounds' ratios (median) | "
+              "added per I/O | host writes per fsync | host flushes per fsync |")
+        print("|---|---|---|---|---|---|---|---|")
         for name, _, fig in JOBS:
-            host = median([x[0] for x in runs[(name, targets[0][0])]])
+            hosts = runs[(name, targets[0][0])]
+            host = median([x[0] for x in hosts])
             for label, _ in targets:
                 val = median([x[0] for x in runs[(name, label)]])
+                # Each round's figure against the host's of the same round: less of the
+                # disk's swings between rounds than the ratio of the medians.
+                paired = median([x[0] / h[0] for x, h in zip(runs[(name, label)], hosts)])
                 wr = median([x[1] for x in runs[(name, label)]])
                 fl = median([x[2] for x in runs[(name, label)]])
                 unit = "IOPS" if fig == "iops" else "MiB/s"
                 added = ("%+.0f µs" % (1e6 / val - 1e6 / host) if fig == "iops" else "")
-                print("| %s | %s | %.0f %s | %.2f | %s | %s | %s |" % (
-                    name, label, val, unit, val / host, added,
+                print("| %s | %s | %.0f %s | %.2f | %.2f | %s | %s | %s |" % (
+                    name, label, val, unit, val / host, paired, added,
                     "%.2f" % wr if wr is not None else "",
                     "%.2f" % fl if fl is not None else ""))
         ext4 = vols[0][1]
