@@ -26,8 +26,7 @@ void mh_fields_more(const struct mh_msg *q, struct mh_fields *f)
 		break;
 	case MH_REQ_GROUP_SNAPSHOT: /* the first member; the handler checks every one */
 		f->a = (struct mh_audit){.volume_id = q->u.group.volume_id[0],
-		                         .snapshot_id = q->u.group.snapshot_id[0],
-		                         .note = "group snapshot"};
+		                         .snapshot_id = q->u.group.snapshot_id[0]};
 		break;
 	case MH_REQ_CLONE:
 		f->a = (struct mh_audit){.volume_id = q->u.clone.volume_id,

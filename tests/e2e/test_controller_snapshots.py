@@ -386,6 +386,23 @@ while True:
 """
 
 
+def live_seq(path):
+    """The number the writer last wrote at path (0 before its first write)."""
+    try:
+        with open(path) as f:
+            return int(f.read() or 0)
+    except FileNotFoundError:
+        return 0
+
+
+def wait_past(path, n, timeout=60):
+    """Wait until the writer has written a number above n at path, however slow it starts."""
+    deadline = time.monotonic() + timeout
+    while live_seq(path) <= n:
+        assert time.monotonic() < deadline, "the writer wrote nothing above %d" % n
+        time.sleep(0.05)
+
+
 def seq_of(driver, c, cap, snapshot_id, name):
     """The sequence number in a restore of snapshot_id."""
     r = create(c, name, cap, snapshot=snapshot_id)
@@ -412,7 +429,7 @@ def test_group_snapshot_of_volumes_in_use(driver, fs):
     try:
         last = 0
         for k in range(3):
-            time.sleep(0.3)
+            wait_past(staged[1].file("seq"), last)  # both written, and past the last group
             g = group(c, "cg-%s-%d" % (fs, k), [v.volume_id for v in vols])
             by_vol = {s.source_volume_id: s.snapshot_id for s in g.snapshots}
             first, second = (seq_of(driver, c, cap, by_vol[v.volume_id],

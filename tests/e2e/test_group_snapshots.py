@@ -6,7 +6,6 @@ The requests come from a hostile stand-in for rpcd (hostile.py). Run as root ins
 private mount namespace, like every e2e test."""
 import os
 import subprocess
-import time
 
 import pytest
 
@@ -70,9 +69,10 @@ def test_raw_block_member_refused_without_core(nocore):
 
 @pytest.mark.parametrize("slow_thaw", [1, 2])
 def test_group_freeze_bounded_until_last_thaw(nocore, slow_thaw):
-    """A worker held for 6 s (strace) before its first or its second FITHAW: the main
-    loop's bound of 2 s still holds for the member not yet thawed (the worker killed,
-    every member thawed), since the bound ends only when every member is thawed."""
+    """A worker held for 6 s (strace) before its first or its second FITHAW, longer
+    than the policy's bound of 2 s: the main loop still enforces the bound (the worker
+    killed, every member thawed, the group refused), since the bound ends only when
+    every member is thawed."""
     d, r = nocore.driver, nocore.rpcd
     vols = staged_pair(d, r, d.kubelet, ["fs", "fs"])
     sids = ["ss-%d" % i + "d" * 31 for i in range(2)]
@@ -80,7 +80,6 @@ def test_group_freeze_bounded_until_last_thaw(nocore, slow_thaw):
     d.hold("copy@" + first)
     r.send(group_msg([(v[0], s) for v, s in zip(vols, sids)]))
     worker = d.paused("copy@" + first)  # every member frozen, none copied
-    t_frozen = time.monotonic()
     tracer = subprocess.Popen(["strace", "-p", str(worker), "-o", "/dev/null", "-e",
                                "trace=ioctl", "-e",
                                "inject=ioctl:delay_enter=6000000:when=%d" % slow_thaw],
@@ -90,15 +89,14 @@ def test_group_freeze_bounded_until_last_thaw(nocore, slow_thaw):
                                % (second, second)])
     d.release("copy@" + first)
     try:
-        writer.wait(30)
-        frozen_for = time.monotonic() - t_frozen
-        a = r.recv(timeout=30)
+        writer.wait(60)  # thawed, at the latest once the delayed thaw is done
+        a = r.recv(timeout=60)
     finally:
         tracer.terminate()
         tracer.wait()
+    # Had the first thaw ended the bound, the worker would have lived to publish the group.
     assert "freeze_overdue" in d.logs(), "the bound was not enforced"
-    assert frozen_for < 4, "the second member stayed frozen %.1f s" % frozen_for
-    assert a.type == T.ANS_ERROR, a
+    assert a.type == T.ANS_ERROR and "freeze_max_seconds" in a.reason, a
     for s in sids:
         assert not os.path.exists(os.path.join(d.data, "snapshots", s + ".img"))
     undo(r, vols, sids)
