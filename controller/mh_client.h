@@ -80,6 +80,9 @@ int mh_delete_snapshot(struct mh_client *c, const char *snapshot_id, struct mh_e
 /* Snapshots of 2 to MH_GROUP_MAX volumes at one point in time (every one frozen at once). */
 int mh_group_snapshot(struct mh_client *c, const struct mh_req_group *q, struct mh_ans_group *out,
                       struct mh_err *err);
+/* One page of a snapshot's allocated ranges, or of two snapshots' differences (MH_REQ_BLOCKS). */
+int mh_blocks(struct mh_client *c, const struct mh_req_blocks *q, struct mh_ans_blocks *out,
+              struct mh_err *err);
 int mh_clone(struct mh_client *c, const struct mh_req_clone *req, struct mh_ans_copy *out,
              struct mh_err *err);
 int mh_capacity(struct mh_client *c, struct mh_ans_capacity *out, struct mh_err *err);

@@ -166,6 +166,18 @@ int mh_group_snapshot(struct mh_client *c, const struct mh_req_group *q, struct 
 	return 0;
 }
 
+int mh_blocks(struct mh_client *c, const struct mh_req_blocks *q, struct mh_ans_blocks *out,
+              struct mh_err *err)
+{
+	struct mh_msg req = {.type = MH_REQ_BLOCKS};
+
+	req.u.blocks = *q;
+	if (mh_client_call(c, &req, MH_ANS_BLOCKS, err) < 0)
+		return -1;
+	*out = req.u.blocks_ans;
+	return 0;
+}
+
 int mh_delete_snapshot(struct mh_client *c, const char *snapshot_id, struct mh_err *err)
 {
 	struct mh_msg req = {.type = MH_REQ_DELETE_SNAPSHOT};

@@ -11,7 +11,7 @@
 
 mh_answer_fn mh_answer_create, mh_answer_delete, mh_answer_stage, mh_answer_resize,
     mh_answer_snapshot, mh_answer_group_snapshot, mh_answer_delete_snapshot, mh_answer_clone,
-    mh_answer_capacity, mh_answer_list;
+    mh_answer_capacity, mh_answer_list, mh_answer_blocks;
 /*
  * With a capable core (mh_ctx.core): the request asked of it as it came
  * (mh_relay), and the rows that are only that, else the helper's own handler

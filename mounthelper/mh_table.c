@@ -28,6 +28,12 @@ void mh_fields_more(const struct mh_msg *q, struct mh_fields *f)
 		f->a = (struct mh_audit){.volume_id = q->u.group.volume_id[0],
 		                         .snapshot_id = q->u.group.snapshot_id[0]};
 		break;
+	case MH_REQ_BLOCKS: /* the base, if any, as the source */
+		f->a = (struct mh_audit){.snapshot_id = q->u.blocks.snapshot_id,
+		                         .source_id =
+		                             q->u.blocks.base_id[0] ? q->u.blocks.base_id : NULL};
+		f->source_is_snapshot = true;
+		break;
 	case MH_REQ_CLONE:
 		f->a = (struct mh_audit){.volume_id = q->u.clone.volume_id,
 		                         .source_id = q->u.clone.source_id};
@@ -66,7 +72,9 @@ size_t mh_ops_keys(const struct mh_msg *q, const char *keys[MH_OPS_KEYS_MAX])
 	size_t n = 0;
 	if (q->type == MH_REQ_STATS || q->type == MH_REQ_DIR_STATS ||
 	    q->type == MH_REQ_DIR_CAPACITY)
-		return 0;                       /* read-only: answered at once, never in flight */
+		return 0; /* read-only: answered at once, never in flight */
+	if (q->type == MH_REQ_BLOCKS)
+		return 0; /* reads snapshot images, which never change: beside anything */
 	if (q->type == MH_REQ_GROUP_SNAPSHOT) { /* every member's ids (the codec bounds n) */
 		for (size_t i = 0; i < q->u.group.n && i < MH_GROUP_MAX; i++) {
 			keys[n++] = q->u.group.volume_id[i];
@@ -112,6 +120,9 @@ const struct mh_op_row mh_op_rows[] = {
      "thawed after the last, all within one freeze_max_seconds; any failure removes every copy"},
     {MH_REQ_DELETE_SNAPSHOT, MH_ANS_DELETE_SNAPSHOT, mh_answer_delete_snapshot, "DELETE_SNAPSHOT",
      false, 0, "unlinks only snapshots/<id>.img"},
+    {MH_REQ_BLOCKS, MH_ANS_BLOCKS, mh_answer_blocks, "BLOCKS", false, 0,
+     "reads snapshots/<id>.img (and a base's) only through the capability-less runner; "
+     "changes nothing; answers offsets and lengths within them, checked for form"},
     {MH_REQ_CLONE, MH_ANS_CLONE, mh_answer_clone, "CLONE", false, 0,
      "copies a snapshot or volume image into a new images/<id>.img under a temporary "
      "name; freezes as SNAPSHOT does"},

@@ -340,6 +340,29 @@ int mh_tools_job(enum mh_runner which, uint32_t kind, const int *fds, uint32_t n
 	return ret;
 }
 
+int mh_tools_blocks(uint32_t what, uint64_t offset, int target, int base, struct rn_blocks *b,
+                    struct mh_res *r)
+{
+	static struct rn_job j;
+	memset(&j, 0, sizeof(j));
+	j.kind = RN_BLOCKS;
+	j.tool = what;
+	j.size = offset;
+	int ans = send_job(MH_RUNNER_TOOLS, &j, (int[]){target, base}, 2, r);
+	if (ans < 0)
+		return -1;
+	ssize_t n;
+	while ((n = recv(ans, b, sizeof(*b), 0)) < 0 && errno == EINTR)
+		;
+	close(ans);
+	if (n != (ssize_t)sizeof(*b))
+		return mh_fail(r, MH_E_FAILED, EPROTO, "the tool runner did not answer");
+	if (b->err)
+		return mh_fail(r, MH_E_FAILED, b->err, "read the snapshots' ranges: %s",
+		               strerror(b->err));
+	return 0;
+}
+
 /* A file job (RN_SIZE, RN_COPY, RN_PROBE): its answer, or -1 with r. */
 static int file_job(uint32_t kind, const int *fds, uint32_t nfds, uint64_t size,
                     struct rn_answer *a, struct mh_res *r)

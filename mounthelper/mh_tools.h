@@ -71,6 +71,15 @@ int mh_tools_run(enum rn_tool tool, const char *const *args, size_t nargs, int i
                  size_t cap, long timeout_ms, int *status, struct mh_res *r);
 
 /*
+ * One page of RN_BLOCKS (what: enum rn_blocks_what) of the read-only snapshot
+ * images target and base, from offset on, into b. 0, or -1 with r (b->err
+ * too: the job's own failure). What it says is read as the runner's word
+ * about a tenant's bytes: the caller checks its form.
+ */
+int mh_tools_blocks(uint32_t what, uint64_t offset, int target, int base, struct rn_blocks *b,
+                    struct mh_res *r);
+
+/*
  * The open regular file fd extended to size bytes (sparse; never shrunk),
  * then fsync'd. 0, or -1 with r (NOSPACE for ENOSPC/EDQUOT, REFUSED for EFBIG).
  */

@@ -19,6 +19,8 @@
 #define BLKDISCARDZEROES _IO(0x12, 124)
 #define FICLONE          _IOW(0x94, 9, int)
 #define BLKGETZONESZ     _IOR(0x12, 132, __u32)
+/* From <linux/fs.h> too: _IOWR('f', 11, struct fiemap), 32 bytes. */
+#define FS_IOC_FIEMAP _IOC(_IOC_READ | _IOC_WRITE, 'f', 11, 32)
 /* From xfsprogs' <xfs/xfs_fs.h>: _IOR('X', 30, struct dioattr), three __u32. */
 #define XFS_IOC_DIOINFO _IOC(_IOC_READ, 'X', 30, 12)
 
@@ -120,6 +122,7 @@ static const struct sc_rule tools_rules[] = {
     IOCTL(CDROM_LAST_WRITTEN, "runner: blkid, the same"),
     IOCTL(BLKGETZONESZ, "runner: blkid asks whether a device it reads is zoned"),
     IOCTL(FICLONE, "runner: reflink an image (SNAPSHOT, CLONE)"),
+    IOCTL(FS_IOC_FIEMAP, "runner: the extents two snapshot images share (BLOCKS)"),
     IOCTL(XFS_IOC_DIOINFO, "direct I/O limits of the host fs (tools: mkfs.xfs)"),
 };
 

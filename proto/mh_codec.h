@@ -19,9 +19,10 @@
  *   F_FLAGS  one byte, no bit outside hi (MH_F_ALL): an unknown bit is a violation
  *   F_U32    four bytes, a value in [lo, hi]
  *   F_U64    eight bytes, any value
+ *   F_RANGES a u32 count, at most hi, and that many pairs of u64 (struct mh_ranges)
  * A value out of its range fails the encode as it fails the decode.
  */
-enum field_kind { F_END, F_STR, F_U8, F_FLAGS, F_U32, F_U64 };
+enum field_kind { F_END, F_STR, F_U8, F_FLAGS, F_U32, F_U64, F_RANGES };
 
 struct field {
 	enum field_kind kind;
@@ -50,6 +51,10 @@ struct field {
 #define U64(m)                                                                                     \
 	{                                                                                          \
 		F_U64, 0, 0, AT(m)                                                                 \
+	}
+#define RANGES(m)                                                                                  \
+	{                                                                                          \
+		F_RANGES, 0, MH_BLOCKS_MAX, AT(m)                                                  \
 	}
 #define END                                                                                        \
 	{                                                                                          \

@@ -152,14 +152,39 @@ static bool value_ok(const struct field *f, uint64_t v)
 	return f->kind == F_U64 || (v >= f->lo && v <= f->hi);
 }
 
+/* F_RANGES: the count within hi, then each pair. */
+static int put_ranges(struct wbuf *w, const struct mh_ranges *g, uint32_t hi)
+{
+	if (g->n > hi || put_be(w, g->n, 4) < 0)
+		return -1;
+	for (uint32_t i = 0; i < g->n; i++)
+		if (put_be(w, g->v[i][0], 8) < 0 || put_be(w, g->v[i][1], 8) < 0)
+			return -1;
+	return 0;
+}
+
+static int get_ranges(struct rbuf *r, struct mh_ranges *g, uint32_t hi)
+{
+	uint64_t n;
+	if (get_be(r, &n, 4) < 0 || n > hi)
+		return -1;
+	g->n = (uint32_t)n;
+	for (uint32_t i = 0; i < g->n; i++)
+		if (get_be(r, &g->v[i][0], 8) < 0 || get_be(r, &g->v[i][1], 8) < 0)
+			return -1;
+	return 0;
+}
+
 static int put_fields(struct wbuf *w, const struct field *f, const struct mh_msg *m)
 {
 	for (; f->kind != F_END; f++) {
 		const char *p = (const char *)m + f->off;
 		uint64_t v = 0;
 		uint32_t v32;
-		if (f->kind == F_STR) {
-			if (put_str(w, p, f->hi) < 0)
+		if (f->kind == F_STR || f->kind == F_RANGES) {
+			if ((f->kind == F_STR
+			         ? put_str(w, p, f->hi)
+			         : put_ranges(w, (const struct mh_ranges *)p, f->hi)) < 0)
 				return -1;
 			continue;
 		}
@@ -183,8 +208,9 @@ static int get_fields(struct rbuf *r, const struct field *f, struct mh_msg *m)
 		char *p = (char *)m + f->off;
 		uint64_t v;
 		uint32_t v32;
-		if (f->kind == F_STR) {
-			if (get_str(r, p, f->hi) < 0)
+		if (f->kind == F_STR || f->kind == F_RANGES) {
+			if ((f->kind == F_STR ? get_str(r, p, f->hi)
+			                      : get_ranges(r, (struct mh_ranges *)p, f->hi)) < 0)
 				return -1;
 			continue;
 		}

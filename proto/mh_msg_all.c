@@ -58,6 +58,11 @@ static const struct field f_group_ans[] = {SIZE(0),
                                            BOOL(group_ans.reflinked),
                                            END};
 _Static_assert(MH_GROUP_MAX == 16, "f_group and f_group_ans name every member");
+static const struct field f_blocks[] = {U32(blocks.what, MH_BLOCKS_ALLOCATED, MH_BLOCKS_DELTA),
+                                        STR(blocks.snapshot_id, MH_ID_MAX),
+                                        STR(blocks.base_id, MH_ID_MAX), U64(blocks.offset), END};
+static const struct field f_blocks_ans[] = {U64(blocks_ans.size_bytes), U64(blocks_ans.next),
+                                            RANGES(blocks_ans.ranges), END};
 static const struct field f_capacity_ans[] = {U64(capacity_ans.available_bytes),
                                               U64(capacity_ans.total_bytes),
                                               U64(capacity_ans.max_volume_bytes),
@@ -118,6 +123,8 @@ static const struct codec more_codecs[] = {
     [MH_ANS_PURGE] = {"ANS_PURGE", NULL},
     [MH_REQ_GROUP_SNAPSHOT] = {"REQ_GROUP_SNAPSHOT", f_group},
     [MH_ANS_GROUP_SNAPSHOT] = {"ANS_GROUP_SNAPSHOT", f_group_ans},
+    [MH_REQ_BLOCKS] = {"REQ_BLOCKS", f_blocks},
+    [MH_ANS_BLOCKS] = {"ANS_BLOCKS", f_blocks_ans},
 };
 
 const struct mh_codecs mh_codecs_all = {more_codecs, sizeof(more_codecs) / sizeof(more_codecs[0]),

@@ -21,7 +21,7 @@
 
 #include "mh_limits.h"
 
-#define MH_PROTO_VERSION 7
+#define MH_PROTO_VERSION 8
 #define MH_HDR_LEN       12
 #define MH_MSG_MAX       16384
 
@@ -97,6 +97,8 @@ enum mh_type {
 	MH_ANS_FLUSH = 62,
 	MH_REQ_GROUP_SNAPSHOT = 63, /* SNAPSHOT of several volumes at one point in time */
 	MH_ANS_GROUP_SNAPSHOT = 64,
+	MH_REQ_BLOCKS = 65, /* one page of a snapshot's allocated ranges, or of two's differences */
+	MH_ANS_BLOCKS = 66,
 	MH_ANS_ERROR = 100, /* any request may be answered with this */
 };
 
@@ -236,6 +238,35 @@ struct mh_ans_group { /* each member's snapshot size, in the request's order */
 	uint8_t reflinked; /* 1: every copy shared the extents */
 };
 
+#define MH_BLOCKS_MAX       512 /* ranges in one BLOCKS answer */
+#define MH_BLOCKS_ALLOCATED 1   /* the ranges of snapshot_id that hold data */
+#define MH_BLOCKS_DELTA     2   /* the ranges where snapshot_id differs from base_id */
+
+/*
+ * BLOCKS: the ranges of one page, from offset on, read from the snapshot
+ * images by the tools runner (never from a volume in use). Ranges are
+ * ascending, disjoint, of 4 KiB blocks (the last may end at the image's end);
+ * the first ends after offset. The next page starts at next; next ==
+ * size_bytes: there is none.
+ */
+struct mh_req_blocks {
+	uint32_t what;                   /* MH_BLOCKS_ALLOCATED or MH_BLOCKS_DELTA */
+	char snapshot_id[MH_ID_MAX + 1]; /* the target */
+	char base_id[MH_ID_MAX + 1];     /* DELTA: the base; ALLOCATED: "" */
+	uint64_t offset;                 /* at most the target's size */
+};
+
+struct mh_ranges {
+	uint32_t n;
+	uint64_t v[MH_BLOCKS_MAX][2]; /* byte offset, length */
+};
+
+struct mh_ans_blocks {
+	uint64_t size_bytes; /* the target image's size */
+	uint64_t next;
+	struct mh_ranges ranges;
+};
+
 struct mh_ans_capacity {
 	uint64_t available_bytes;  /* what new volumes may still promise (free, within the ratio) */
 	uint64_t total_bytes;      /* the data directory's file-system size */
@@ -345,6 +376,8 @@ struct mh_msg {
 		struct mh_ans_copy copy_ans; /* ANS_SNAPSHOT, ANS_CLONE, ANS_DIR_SNAPSHOT */
 		struct mh_req_group group;
 		struct mh_ans_group group_ans;
+		struct mh_req_blocks blocks;
+		struct mh_ans_blocks blocks_ans;
 		struct mh_ans_capacity capacity_ans; /* ANS_CAPACITY, ANS_DIR_CAPACITY */
 		struct mh_req_expand expand;
 		struct mh_req_stats stats;

@@ -25,6 +25,15 @@
  *            at 1024 are an ext4 superblock, its block count and size
  *            (fs_blocks, fs_block_size); err, or 0. What it says comes from
  *            bytes a tenant may have written: the helper reads it as such.
+ *   RN_BLOCKS fds: answer, a snapshot image (the target), another (the base;
+ *            the target again for RN_BLOCKS_ALLOCATED), both read-only
+ *            in a child of its own: one page of the target's ranges from
+ *            offset on, tool saying which (enum rn_blocks_what): those
+ *            holding data (SEEK_DATA), or those whose bytes differ from the
+ *            base's (extents both share, by FIEMAP, are equal unread; the
+ *            rest is compared in bounded chunks). The answer is a struct
+ *            rn_blocks, not an rn_answer. Reads only, at most
+ *            RN_BLOCKS_READ_MAX bytes of each image per page.
  *
  * Served only by the tree runner (sepcsi-tree-runner, runner/tree.c), which
  * holds the file capabilities a directory volume's tree needs:
@@ -53,6 +62,7 @@ enum rn_kind {
 	RN_TREE_EMPTY,
 	RN_TREE_COPY,
 	RN_SIGNATURE,
+	RN_BLOCKS,
 };
 
 /* The only programs the runner ever starts. Debian (merged /usr) installs them in /sbin. */
@@ -68,7 +78,7 @@ struct rn_job {
 	uint32_t tool; /* RN_TOOL */
 	uint32_t argc; /* RN_TOOL: argv[0] is the tool's name; below RN_ARGS_MAX */
 	uint32_t nfds; /* descriptors sent with the job, the answer socket first */
-	uint64_t size; /* RN_SIZE, RN_COPY */
+	uint64_t size; /* RN_SIZE, RN_COPY; RN_BLOCKS: the offset to start from */
 	char argv[RN_ARGS_MAX][RN_ARG_LEN];
 };
 
@@ -103,6 +113,20 @@ struct rn_answer {
 	uint64_t fs_blocks;         /* RN_SIGNATURE: an ext4 superblock's block count, or 0 */
 	uint32_t fs_block_size;     /* RN_SIGNATURE: and its block size, or 0 */
 	uint32_t pad;
+};
+
+/* RN_BLOCKS: which ranges (in rn_job.tool), the page's bounds, and the answer. */
+enum rn_blocks_what { RN_BLOCKS_ALLOCATED = 1, RN_BLOCKS_DELTA = 2 };
+#define RN_BLOCKS_MAX      512            /* ranges in one answer (MH_BLOCKS_MAX) */
+#define RN_BLOCKS_READ_MAX (256ULL << 20) /* bytes of each image one page may read */
+#define RN_BLOCK           4096ULL        /* the granularity of every range */
+
+struct rn_blocks {
+	int32_t err;                      /* errno of the failed step, 0 on success */
+	uint32_t n;                       /* ranges in range[] */
+	uint64_t size;                    /* the target's size */
+	uint64_t next;                    /* where the next page starts; size: there is none */
+	uint64_t range[RN_BLOCKS_MAX][2]; /* offset, length: ascending, disjoint */
 };
 
 /* RN_TOOL: the tool's last argument, naming the image it was given on its fd 3. */

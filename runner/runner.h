@@ -70,6 +70,13 @@ int rn_copy_file(int src, int dst, int sock, uint32_t *reflinked);
  */
 void rn_signature(int fd, struct rn_answer *a);
 
+/*
+ * The tools runner's RN_BLOCKS (blocks.c): one page of a snapshot's allocated
+ * or changed ranges, fds being the answer socket, the target and the base;
+ * the struct rn_blocks answer is sent on fds[0]. Reads only.
+ */
+void rn_blocks(const struct rn_job *j, const int fds[3]);
+
 #define RN_EXT4_SB_LEN 1024
 /*
  * The block count and block size an ext4 primary superblock (RN_EXT4_SB_LEN

@@ -218,7 +218,8 @@ static void *thread_job(void *arg)
 
 /* The descriptors each kind of job carries, the answer socket first; 0: the tree runner's. */
 static const uint32_t job_fds[] = {
-    [RN_TOOL] = 3, [RN_SIZE] = 2, [RN_COPY] = 3, [RN_PROBE] = 3, [RN_SIGNATURE] = 2,
+    [RN_TOOL] = 3,  [RN_SIZE] = 2,      [RN_COPY] = 3,
+    [RN_PROBE] = 3, [RN_SIGNATURE] = 2, [RN_BLOCKS] = 3,
 };
 
 static void take(const struct rn_job *j, int fds[RN_FDS_MAX])
@@ -229,6 +230,11 @@ static void take(const struct rn_job *j, int fds[RN_FDS_MAX])
 	} else if (j->kind == RN_SIGNATURE) {
 		if (rn_fork_job() == 0)
 			probe_child(fds[0], fds[1]);
+	} else if (j->kind == RN_BLOCKS) {
+		if (rn_fork_job() == 0) {
+			rn_blocks(j, fds);
+			_exit(0);
+		}
 	} else if (j->kind == RN_SIZE) {
 		struct thread_job *t = malloc(sizeof(*t));
 		if (!t)

@@ -26,7 +26,7 @@ surrogateescape, so any byte string survives a round trip).
 import enum
 import struct
 
-VERSION = 7
+VERSION = 8
 HDR_LEN = 12
 MSG_MAX = 16384
 ID_MAX = 64
@@ -37,6 +37,8 @@ REASON_MAX = 255
 LIST_TEXT_MAX = 12288
 DIRNAME_MAX = 255
 GROUP_MAX = 16
+BLOCKS_MAX = 512
+BLOCKS_ALLOCATED, BLOCKS_DELTA = 1, 2
 DIR_DELETE, DIR_RETAIN, DIR_ARCHIVE = 0, 1, 2
 LIST_IMAGES, LIST_SNAPSHOTS, LIST_MOUNTS = 1, 2, 3
 
@@ -116,6 +118,8 @@ class T(enum.IntEnum):
     ANS_FLUSH = 62
     REQ_GROUP_SNAPSHOT = 63
     ANS_GROUP_SNAPSHOT = 64
+    REQ_BLOCKS = 65
+    ANS_BLOCKS = 66
     ANS_ERROR = 100
 
 
@@ -180,6 +184,25 @@ class _Str:
         return b.decode("utf-8", "surrogateescape")
 
 
+class _Ranges:
+    """A u32 count (at most BLOCKS_MAX) and that many (offset, length) pairs of u64."""
+    zero = ()
+
+    def put(self, w, name, v):
+        if len(v) > BLOCKS_MAX:
+            raise WireError("%s: %d ranges, bound %d" % (name, len(v), BLOCKS_MAX))
+        w.uint(len(v), 4)
+        for off, n in v:
+            w.uint(off, 8)
+            w.uint(n, 8)
+
+    def get(self, r, name):
+        n = r.uint(4, name)
+        if n > BLOCKS_MAX:
+            raise WireError("%s: %d ranges, bound %d" % (name, n, BLOCKS_MAX))
+        return tuple((r.uint(8, name), r.uint(8, name)) for _ in range(n))
+
+
 U32 = _Int(4)
 U64 = _Int(8)
 BOOL = _Int(1, lambda v: v <= 1, "boolean (0 or 1)")
@@ -194,6 +217,8 @@ FSTYPE = _Str(FSTYPE_MAX)
 OPTS = _Str(OPTS_MAX)
 REASON = _Str(REASON_MAX)
 DIRNAME = _Str(DIRNAME_MAX)
+BLOCKS_WHAT = _Int(4, lambda v: BLOCKS_ALLOCATED <= v <= BLOCKS_DELTA, "blocks kind")
+RANGES = _Ranges()
 MEMBERS = _Int(4, lambda v: 2 <= v <= GROUP_MAX, "member count (2 to %d)" % GROUP_MAX)
 
 _CREATE_ANS = (("size_bytes", U64),)
@@ -287,6 +312,8 @@ FIELDS = {
     T.ANS_FLUSH: (),
     T.REQ_GROUP_SNAPSHOT: _GROUP_REQ,
     T.ANS_GROUP_SNAPSHOT: _GROUP_ANS,
+    T.REQ_BLOCKS: (("what", BLOCKS_WHAT), ("snapshot_id", ID), ("base_id", ID), ("offset", U64)),
+    T.ANS_BLOCKS: (("size_bytes", U64), ("next", U64), ("ranges", RANGES)),
     T.ANS_ERROR: (("kind", KIND), ("sys_errno", U32), ("reason", REASON)),
 }
 

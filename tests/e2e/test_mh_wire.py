@@ -39,6 +39,11 @@ def samples():
                 typical[name], bound[name] = 1, 2
             elif kind is mh_wire.MEMBERS:
                 typical[name], bound[name] = 2, mh_wire.GROUP_MAX
+            elif kind is mh_wire.BLOCKS_WHAT:
+                typical[name], bound[name] = mh_wire.BLOCKS_ALLOCATED, mh_wire.BLOCKS_DELTA
+            elif kind is mh_wire.RANGES:
+                typical[name] = ((4096, 8192),)
+                bound[name] = ((U64_MAX, U64_MAX),) * mh_wire.BLOCKS_MAX
             else:
                 typical[name], bound[name] = 42, (1 << (8 * kind.size)) - 1
         out.append(Msg(t, 7, **typical))
@@ -47,22 +52,22 @@ def samples():
 
 
 def test_known_bytes():
-    assert encode(Msg(T.REQ_PING, 0x01020304)) == bytes.fromhex("0007 0001 01020304 00000000")
+    assert encode(Msg(T.REQ_PING, 0x01020304)) == bytes.fromhex("0008 0001 01020304 00000000")
     assert encode(Msg(T.REQ_CREATE, 9, volume_id="ab", size_bytes=5)) == bytes.fromhex(
-        "0007 0003 00000009 0000000c  0002 6162  0000000000000005")
+        "0008 0003 00000009 0000000c  0002 6162  0000000000000005")
     assert encode(Msg(T.ANS_ERROR, 1, kind=E.BUSY, sys_errno=16, reason="in use")) == \
-        bytes.fromhex("0007 0064 00000001 00000010  00000004 00000010 0006") + b"in use"
+        bytes.fromhex("0008 0064 00000001 00000010  00000004 00000010 0006") + b"in use"
     assert encode(Msg(T.REQ_UNSTAGE, 2, volume_id="v", staging_path="/s", flags=5)) == \
-        bytes.fromhex("0007 0009 00000002 00000008  0001 76 0002 2f73 05")
+        bytes.fromhex("0008 0009 00000002 00000008  0001 76 0002 2f73 05")
     # A directory request: every field, empty ones as zero-length strings.
     assert encode(Msg(T.REQ_DIR_DELETE, 3, volume_id="v", base="/b", name="n", mode=2)) == \
-        bytes.fromhex("0007 0021 00000003 00000021  0001 76 0002 2f62 0001 6e 0000 0000 00"
+        bytes.fromhex("0008 0021 00000003 00000021  0001 76 0002 2f62 0001 6e 0000 0000 00"
                       "0000 0000 0000000000000000 02 00 00000000")
 
 
 def test_every_type_listed():
     assert set(mh_wire.FIELDS) == set(T)
-    assert len(mh_wire.REQUESTS) == 25 and len(mh_wire.ANSWERS) == 26
+    assert len(mh_wire.REQUESTS) == 26 and len(mh_wire.ANSWERS) == 27
     for t in mh_wire.REQUESTS:
         assert mh_wire.answer_type(t).name == "ANS_" + t.name[4:]
 
@@ -99,6 +104,9 @@ def test_missing_fields_are_zero_and_unknown_ones_refused():
     Msg(T.ANS_ERROR, 1, kind=E.UNAVAILABLE),
     Msg(T.ANS_STATS, 1, message="m" * (REASON_MAX + 1)),
     Msg(T.REQ_PING, 1 << 32),
+    Msg(T.REQ_BLOCKS, 1, what=0),
+    Msg(T.REQ_BLOCKS, 1, what=3),
+    Msg(T.ANS_BLOCKS, 1, ranges=((0, 1),) * (mh_wire.BLOCKS_MAX + 1)),
 ], ids=lambda m: m.type.name)
 def test_encoder_refuses(msg):
     with pytest.raises(WireError):

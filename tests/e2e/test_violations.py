@@ -96,6 +96,13 @@ def test_every_request_type_is_understood(hostile_driver):
                    volume_id_1=CLONE, snapshot_id_1=SNAP[:-1] + "0"),
                size_bytes_0=48 * MiB, size_bytes_1=32 * MiB)
     assert group.reflinked in (0, 1)
+    # Nothing written: no range, and the page is the last one.
+    ok(Msg(T.REQ_BLOCKS, what=mh_wire.BLOCKS_ALLOCATED, snapshot_id=SNAP, offset=0),
+       size_bytes=48 * MiB, next=48 * MiB, ranges=())
+    ok(Msg(T.REQ_BLOCKS, what=mh_wire.BLOCKS_DELTA, snapshot_id=SNAP, base_id=SNAP, offset=0),
+       size_bytes=48 * MiB, next=48 * MiB, ranges=())
+    refused(Msg(T.REQ_BLOCKS, what=mh_wire.BLOCKS_ALLOCATED, snapshot_id=SNAP,
+                offset=48 * MiB + 1), E.REFUSED)
     ok(Msg(T.REQ_DELETE_SNAPSHOT, snapshot_id=SNAP))
     ok(Msg(T.REQ_DELETE_SNAPSHOT, snapshot_id=SNAP[:-1] + "0"))
     ok(Msg(T.REQ_DELETE, volume_id=CLONE))

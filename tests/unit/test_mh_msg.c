@@ -240,6 +240,25 @@ static void build_samples(void)
 	m->u.group_ans.size_bytes[0] = 1;
 	m->u.group_ans.size_bytes[MH_GROUP_MAX - 1] = UINT64_MAX;
 	m->u.group_ans.reflinked = 1;
+	m = add(MH_REQ_BLOCKS, 66);
+	m->u.blocks.what = MH_BLOCKS_DELTA;
+	strcpy(m->u.blocks.snapshot_id, "ss-2");
+	strcpy(m->u.blocks.base_id, "ss-1");
+	m->u.blocks.offset = UINT64_MAX;
+	m = add(MH_ANS_BLOCKS, 67);
+	m->u.blocks_ans.size_bytes = 1 << 30;
+	m->u.blocks_ans.next = 1 << 20;
+	m->u.blocks_ans.ranges.n = 2;
+	m->u.blocks_ans.ranges.v[0][0] = 4096;
+	m->u.blocks_ans.ranges.v[0][1] = 8192;
+	m->u.blocks_ans.ranges.v[1][0] = UINT64_MAX;
+	m->u.blocks_ans.ranges.v[1][1] = 1;
+	m = add(MH_ANS_BLOCKS, 68); /* every range of a page */
+	m->u.blocks_ans.ranges.n = MH_BLOCKS_MAX;
+	for (uint32_t i = 0; i < MH_BLOCKS_MAX; i++) {
+		m->u.blocks_ans.ranges.v[i][0] = (uint64_t)i << 13;
+		m->u.blocks_ans.ranges.v[i][1] = 4096;
+	}
 
 	for (int t = MH_REQ_DIR_CREATE; t <= MH_REQ_PURGE; t += 2) {
 		m = add((uint16_t)t, 300u + (uint32_t)t);
@@ -405,7 +424,8 @@ static void test_names(void)
 	CHECK(strcmp(mh_type_name(MH_REQ_STAGE_CHECK), "REQ_STAGE_CHECK") == 0);
 	CHECK(strcmp(mh_type_name(MH_ANS_FLUSH), "ANS_FLUSH") == 0);
 	CHECK(strcmp(mh_type_name(MH_REQ_GROUP_SNAPSHOT), "REQ_GROUP_SNAPSHOT") == 0);
-	CHECK(strcmp(mh_type_name(65), "UNKNOWN") == 0);
+	CHECK(strcmp(mh_type_name(MH_ANS_BLOCKS), "ANS_BLOCKS") == 0);
+	CHECK(strcmp(mh_type_name(67), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(99), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(101), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(UINT16_MAX), "UNKNOWN") == 0);
@@ -452,6 +472,17 @@ static void test_encoder_refuses(void)
 	memset(&m, 0, sizeof(m));
 	m.type = MH_ANS_STATS;
 	m.u.stats_ans.abnormal = 2;
+	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) < 0);
+	memset(&m, 0, sizeof(m));
+	m.type = MH_ANS_BLOCKS; /* more ranges than a page holds */
+	m.u.blocks_ans.ranges.n = MH_BLOCKS_MAX + 1;
+	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) < 0);
+	m.u.blocks_ans.ranges.n = MH_BLOCKS_MAX;
+	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) == 0);
+	memset(&m, 0, sizeof(m));
+	m.type = MH_REQ_BLOCKS; /* neither ALLOCATED nor DELTA */
+	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) < 0);
+	m.u.blocks.what = MH_BLOCKS_DELTA + 1;
 	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) < 0);
 	memset(&m, 0, sizeof(m));
 	m.type = MH_ANS_ERROR;
@@ -585,6 +616,10 @@ static const char *layout(uint16_t type)
 		return "4ssssssssssssssssssssssssssssssss";
 	case MH_ANS_GROUP_SNAPSHOT:
 		return "8888888888888888b";
+	case MH_REQ_BLOCKS:
+		return "4ss8";
+	case MH_ANS_BLOCKS:
+		return "88r"; /* r: a u32 count, then that many pairs of u64 */
 	case MH_ANS_ERROR:
 		return "44s";
 	default:
@@ -618,6 +653,10 @@ static size_t walk(const struct mh_msg *m, struct field *f)
 			                           : F_SMALL;
 			f[nf++] = (struct field){off, 1, t};
 			off += 1;
+		} else if (*l == 'r') {
+			size_t n = ((size_t)enc[off] << 24) | ((size_t)enc[off + 1] << 16) |
+			           ((size_t)enc[off + 2] << 8) | enc[off + 3];
+			off += 4 + 16 * n;
 		} else {
 			off += (size_t)(*l - '0');
 		}
