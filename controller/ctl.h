@@ -149,4 +149,20 @@ int ctl_delete_volume_group_snapshot(struct ctl *, const void *, void **, struct
 int ctl_get_volume_group_snapshot(struct ctl *, const void *, void **, struct ctl_arena *,
                                   struct ctl_status *);
 
+/*
+ * Server-streaming RPCs: the SnapshotMetadata service (ctl_snapmeta.c). A
+ * start handler checks the request: on CTL_OK *out is the call's stream,
+ * else st is the call's status. ctl_stream_next gives the next message (1,
+ * *resp allocated from a), ends the stream (0, st CTL_OK) or fails it (-1, st
+ * says why); ctl_stream_free ends it in any state.
+ */
+struct ctl_stream;
+typedef int (*ctl_stream_handler)(struct ctl *c, const void *req, struct ctl_stream **out,
+                                  struct ctl_status *st);
+int ctl_get_metadata_allocated(struct ctl *, const void *, struct ctl_stream **,
+                               struct ctl_status *);
+int ctl_get_metadata_delta(struct ctl *, const void *, struct ctl_stream **, struct ctl_status *);
+int ctl_stream_next(struct ctl_stream *s, void **resp, struct ctl_arena *a, struct ctl_status *st);
+void ctl_stream_free(struct ctl_stream *s);
+
 #endif

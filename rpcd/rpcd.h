@@ -32,8 +32,9 @@ struct rpcd_method {
 	const char *path; /* "/csi.v1.Node/NodeStageVolume" */
 	enum rpcd_service service;
 	const ProtobufCMessageDescriptor *req;
-	ctl_handler ctl_fn;   /* one of these two is set */
-	rpcd_handler rpcd_fn; /* Identity lives in rpcd itself */
+	ctl_handler ctl_fn;           /* one of these three is set */
+	rpcd_handler rpcd_fn;         /* Identity lives in rpcd itself */
+	ctl_stream_handler stream_fn; /* server-streaming: SnapshotMetadata */
 };
 
 /* The method for a path, or NULL when the path is not a CSI method this build knows. */

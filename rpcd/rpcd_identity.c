@@ -39,7 +39,7 @@ int rpcd_get_plugin_capabilities(struct rpcd *r, const void *req, void **resp, s
 	Csi__V1__GetPluginCapabilitiesResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__get_plugin_capabilities_response__init(out);
 	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of message pointers */
-	out->capabilities = ctl_alloc(a, 4 * sizeof(*out->capabilities));
+	out->capabilities = ctl_alloc(a, 5 * sizeof(*out->capabilities));
 	size_t n = 0;
 	if (r->cfg.mode != CTL_MODE_NODE) {
 		out->capabilities[n++] =
@@ -47,6 +47,9 @@ int rpcd_get_plugin_capabilities(struct rpcd *r, const void *req, void **resp, s
 		/* CreateVolumeGroupSnapshot and friends (controller/ctl_group.c). */
 		out->capabilities[n++] = service_cap(
 		    a, CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__GROUP_CONTROLLER_SERVICE);
+		/* GetMetadataAllocated and GetMetadataDelta (controller/ctl_snapmeta.c). */
+		out->capabilities[n++] = service_cap(
+		    a, CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__SNAPSHOT_METADATA_SERVICE);
 	}
 	out->capabilities[n++] = service_cap(
 	    a, CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__VOLUME_ACCESSIBILITY_CONSTRAINTS);

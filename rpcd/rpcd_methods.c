@@ -10,12 +10,17 @@
 #define M(svc, name, reqtype, field, fn)                                                           \
 	{                                                                                          \
 		"/csi.v1." #svc "/" #name, RPCD_##field, &csi__v1__##reqtype##__descriptor, fn,    \
-		    NULL                                                                           \
+		    NULL, NULL                                                                     \
+	}
+#define MS(name, reqtype, fn)                                                                      \
+	{                                                                                          \
+		"/csi.v1.SnapshotMetadata/" #name, RPCD_CONTROLLER,                                \
+		    &csi__v1__##reqtype##__descriptor, NULL, NULL, fn                              \
 	}
 #define MI(name, reqtype, fn)                                                                      \
 	{                                                                                          \
 		"/csi.v1.Identity/" #name, RPCD_IDENTITY, &csi__v1__##reqtype##__descriptor, NULL, \
-		    fn                                                                             \
+		    fn, NULL                                                                       \
 	}
 
 static const struct rpcd_method methods[] = {
@@ -53,6 +58,9 @@ static const struct rpcd_method methods[] = {
       ctl_delete_volume_group_snapshot),
     M(GroupController, GetVolumeGroupSnapshot, get_volume_group_snapshot_request, CONTROLLER,
       ctl_get_volume_group_snapshot),
+    /* The SnapshotMetadata service too; its two methods stream their answers. */
+    MS(GetMetadataAllocated, get_metadata_allocated_request, ctl_get_metadata_allocated),
+    MS(GetMetadataDelta, get_metadata_delta_request, ctl_get_metadata_delta),
     M(Node, NodeStageVolume, node_stage_volume_request, NODE, ctl_node_stage_volume),
     M(Node, NodeUnstageVolume, node_unstage_volume_request, NODE, ctl_node_unstage_volume),
     M(Node, NodePublishVolume, node_publish_volume_request, NODE, ctl_node_publish_volume),

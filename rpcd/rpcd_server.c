@@ -14,6 +14,16 @@
  * protobuf-c against the method's type; undecodable bytes are
  * INVALID_ARGUMENT. Each call logs one line.
  *
+ * A server-streaming method (the SnapshotMetadata service) whose start
+ * succeeds moves NEW -> STREAM (one message in flight at a time: the next is
+ * made only when the last one's batch completes, so a slow reader holds one
+ * message, and a worker only while it makes one) -> SEND (the status). Its
+ * RECV_CLOSE_ON_SERVER is a batch of its own, started with the stream, whose
+ * tag is the call's address plus one (calls are allocated, so their addresses
+ * are even); it completes when the client closes or cancels, and a stream
+ * whose client has gone ends with CANCELLED before its next message. Such a
+ * call counts its batches in flight and is freed when the last one completes.
+ *
  * Stopping: shutdown_and_notify admits no new calls and completes its tag when
  * the calls in flight are done; only then is the queue shut down and drained.
  * Failures to start (bind) are fatal to the process.
@@ -25,6 +35,8 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +50,7 @@
 /* Outstanding requests for each registered method. */
 #define REQUESTS_PER_METHOD 2
 
-enum call_state { CALL_NEW, CALL_RECV, CALL_SEND };
+enum call_state { CALL_NEW, CALL_RECV, CALL_STREAM, CALL_SEND };
 
 struct call {
 	enum call_state state;
@@ -51,6 +63,12 @@ struct call {
 	grpc_slice status_msg;
 	int cancelled;
 	struct timespec start;
+	/* A streaming call's, from its start to its status. */
+	struct ctl_stream *stream;
+	atomic_int pending;   /* its batches in flight, and the worker setting it up */
+	atomic_bool closed;   /* its RECV_CLOSE_ON_SERVER batch completed */
+	bool sent_metadata;   /* its initial metadata went with the first message */
+	struct ctl_status st; /* how it ends */
 };
 
 struct rpcd_server {
@@ -124,10 +142,11 @@ static double elapsed_ms(const struct timespec *t0)
 /* The volume a request is about, for the log line: volume_id, or name for CreateVolume. */
 static const char *request_subject(const ProtobufCMessage *msg)
 {
-	static const char *const keys[] = {"volume_id", "name"};
+	static const char *const keys[] = {"volume_id", "name", "snapshot_id",
+	                                   "target_snapshot_id"};
 	if (!msg)
 		return NULL;
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		const ProtobufCFieldDescriptor *f =
 		    protobuf_c_message_descriptor_get_field_by_name(msg->descriptor, keys[i]);
 		if (f && f->type == PROTOBUF_C_TYPE_STRING &&
@@ -138,6 +157,20 @@ static const char *request_subject(const ProtobufCMessage *msg)
 		}
 	}
 	return NULL;
+}
+
+/* A response message as the byte buffer a SEND_MESSAGE takes. */
+static grpc_byte_buffer *pack(const void *resp)
+{
+	size_t n = protobuf_c_message_get_packed_size(resp);
+	uint8_t *buf = malloc(n ? n : 1);
+	if (!buf)
+		abort();
+	protobuf_c_message_pack(resp, buf);
+	grpc_slice out = grpc_slice_new(buf, n, free);
+	grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&out, 1);
+	grpc_slice_unref(out);
+	return bb;
 }
 
 /* Decode, dispatch, encode. Fills c->resp_bb on success; returns the status. */
@@ -184,25 +217,116 @@ static void dispatch(struct rpcd_server *s, struct call *c, struct ctl_status *s
 	void *resp = NULL;
 	st->code = CTL_OK;
 	st->msg[0] = '\0';
+	if (m->stream_fn) { /* its messages come later: stream_step */
+		m->stream_fn(s->r->ctl, req, &c->stream, st);
+		ctl_arena_free(a);
+		return;
+	}
 	if (m->ctl_fn)
 		m->ctl_fn(s->r->ctl, req, &resp, a, st);
 	else
 		m->rpcd_fn(s->r, req, &resp, a, st);
 	if (st->code == CTL_OK) {
-		if (!resp) {
+		if (!resp)
 			ctl_fail(st, CTL_INTERNAL, "handler returned no response");
-		} else {
-			size_t n = protobuf_c_message_get_packed_size(resp);
-			uint8_t *buf = malloc(n ? n : 1);
-			if (!buf)
-				abort();
-			protobuf_c_message_pack(resp, buf);
-			grpc_slice out = grpc_slice_new(buf, n, free);
-			c->resp_bb = grpc_raw_byte_buffer_create(&out, 1);
-			grpc_slice_unref(out);
-		}
+		else
+			c->resp_bb = pack(resp);
 	}
 	ctl_arena_free(a);
+}
+
+/* The call's one log line and its metrics, once its status is known. */
+static void log_call(const struct call *c, const struct rpcd_method *m, const char *subject,
+                     const struct ctl_status *st)
+{
+	const char *method = m ? strrchr(m->path, '/') + 1 : "?";
+	double took = elapsed_ms(&c->start);
+	char ms[32];
+	rpcd_metrics_call(m, st->code, took / 1e3);
+	snprintf(ms, sizeof(ms), "%.3f", took);
+	log_kv(st->code == CTL_OK || st->code == CTL_NOT_FOUND ? LOG_LVL_INFO : LOG_LVL_WARN,
+	       "csi_call", "method", method, "volume", subject, "duration_ms", ms, "code",
+	       ctl_code_name(st->code), "message", st->code ? st->msg : NULL, NULL);
+}
+
+static void start_batch(struct call *c, const grpc_op *ops, size_t n, void *tag)
+{
+	if (grpc_call_start_batch(c->call, ops, n, tag, NULL) != GRPC_CALL_OK)
+		log_fatal("grpc_call_start_batch failed");
+}
+
+/* A streaming call's reference dropped: the last frees it. */
+static void stream_release(struct call *c)
+{
+	if (atomic_fetch_sub(&c->pending, 1) != 1)
+		return;
+	ctl_stream_free(c->stream);
+	call_free(c);
+}
+
+/*
+ * The stream's next batch: its next message, or its status once it has
+ * ended, failed or lost its client. Called by the worker that set it up, then
+ * by the one whose event says the last message went.
+ */
+static void stream_step(struct call *c)
+{
+	grpc_op ops[2];
+	size_t n = 0;
+	void *resp = NULL;
+	struct ctl_arena *a = ctl_arena_new();
+	int more = -1;
+	memset(ops, 0, sizeof(ops));
+	if (c->st.code == CTL_OK && atomic_load(&c->closed))
+		ctl_fail(&c->st, CTL_CANCELLED, "the client went away");
+	if (c->st.code == CTL_OK)
+		more = ctl_stream_next(c->stream, &resp, a, &c->st);
+	if (!c->sent_metadata) {
+		ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+		c->sent_metadata = true;
+	}
+	if (more == 1) {
+		c->resp_bb = pack(resp);
+		ops[n].op = GRPC_OP_SEND_MESSAGE;
+		ops[n++].data.send_message.send_message = c->resp_bb;
+		c->state = CALL_STREAM;
+	} else {
+		log_call(c, c->m, NULL, &c->st);
+		c->status_msg =
+		    grpc_slice_from_copied_string(c->st.code == CTL_OK ? "" : c->st.msg);
+		ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+		ops[n].data.send_status_from_server.status = (grpc_status_code)c->st.code;
+		ops[n++].data.send_status_from_server.status_details = &c->status_msg;
+		c->state = CALL_SEND;
+	}
+	ctl_arena_free(a);
+	atomic_fetch_add(&c->pending, 1);
+	start_batch(c, ops, n, c);
+}
+
+/* A stream's message went (or the call broke): the next step. */
+static void on_stream_sent(struct call *c, bool success)
+{
+	grpc_byte_buffer_destroy(c->resp_bb);
+	c->resp_bb = NULL;
+	if (!success && c->st.code == CTL_OK)
+		ctl_fail(&c->st, CTL_CANCELLED, "the stream broke");
+	stream_step(c);
+	stream_release(c);
+}
+
+/* A stream starts: its close batch (tag c + 1), then its first message. */
+static void stream_start(struct call *c)
+{
+	grpc_op op;
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+	op.data.recv_close_on_server.cancelled = &c->cancelled;
+	c->st.code = CTL_OK;
+	atomic_store(&c->pending, 2); /* the close batch, and this worker until its first step */
+	start_batch(c, &op, 1, (char *)c + 1);
+	stream_step(c);
+	stream_release(c);
 }
 
 static void on_received(struct rpcd_server *s, struct call *c)
@@ -214,15 +338,14 @@ static void on_received(struct rpcd_server *s, struct call *c)
 
 	dispatch(s, c, &st, &m, &subject, &req);
 	store_wait_read(s->r->st); /* what the call read is durable before it goes out */
-
-	const char *method = m ? strrchr(m->path, '/') + 1 : "?";
-	double took = elapsed_ms(&c->start);
-	char ms[32];
-	rpcd_metrics_call(m, st.code, took / 1e3);
-	snprintf(ms, sizeof(ms), "%.3f", took);
-	log_kv(st.code == CTL_OK || st.code == CTL_NOT_FOUND ? LOG_LVL_INFO : LOG_LVL_WARN,
-	       "csi_call", "method", method, "volume", subject, "duration_ms", ms, "code",
-	       ctl_code_name(st.code), "message", st.code ? st.msg : NULL, NULL);
+	if (c->stream) {
+		if (req)
+			protobuf_c_message_free_unpacked(req, NULL);
+		c->m = m;
+		stream_start(c);
+		return;
+	}
+	log_call(c, m, subject, &st);
 	if (req)
 		protobuf_c_message_free_unpacked(req, NULL);
 
@@ -280,6 +403,12 @@ static void *worker(void *arg)
 			pthread_mutex_unlock(&s->mu);
 			continue;
 		}
+		if ((uintptr_t)ev.tag & 1) { /* a stream's close batch: the client closed or left */
+			struct call *c = (struct call *)((char *)ev.tag - 1);
+			atomic_store(&c->closed, true);
+			stream_release(c);
+			continue;
+		}
 		struct call *c = ev.tag;
 		switch (c->state) {
 		case CALL_NEW:
@@ -291,8 +420,14 @@ static void *worker(void *arg)
 		case CALL_RECV:
 			on_received(s, c); /* a failed receive still gets a status */
 			break;
+		case CALL_STREAM:
+			on_stream_sent(c, ev.success);
+			break;
 		case CALL_SEND:
-			call_free(c);
+			if (c->stream)
+				stream_release(c);
+			else
+				call_free(c);
 			break;
 		}
 	}

@@ -151,6 +151,12 @@ def test_snapshot_and_restore(dd):
     before = tree(src)
     snap = c.controller("CreateSnapshot", source_volume_id=v.volume_id, name="snap-1").snapshot
     assert snap.ready_to_use and snap.size_bytes == 128 * MiB
+    # A tree has no blocks: the SnapshotMetadata service says so, and reads nothing.
+    req = c.pb.GetMetadataAllocatedRequest(snapshot_id=snap.snapshot_id)
+    with pytest.raises(grpc.RpcError) as e:
+        c.stream("SnapshotMetadata", "GetMetadataAllocated", req)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "directory volume" in e.value.details()
     open(os.path.join(src, "later"), "w").write("not in the snapshot")
     r = create(dd, "restored", 128 * MiB,
                volume_content_source=c.pb.VolumeContentSource(
