@@ -1,12 +1,17 @@
 /*
- * A unary CSI call over gRPC C core. Runs in the client tools (sepcsictl,
- * sepcsi-bench), with the operator's privilege; nothing here is privileged.
+ * CSI calls over gRPC C core: unary, and server-streaming (the SnapshotMetadata
+ * service). Runs in the client tools (sepcsictl, sepcsi-bench), with the
+ * operator's privilege; nothing here is privileged.
  *
- * Each connection owns one channel and one pluck completion queue. A call is
- * one batch: send metadata, the packed request and the half-close; receive
- * metadata, the answer and the status. It is plucked by its own tag, so the
- * queue never holds anything else, and closing the connection only has to
- * shut the queue down. Nothing here is fatal except allocation failure.
+ * Each connection owns one channel and one pluck completion queue. A unary
+ * call is one batch: send metadata, the packed request and the half-close;
+ * receive metadata, the answer and the status. A streaming call sends the
+ * same way, then receives one answer per batch, each handed on and freed
+ * before the next is asked for (so memory is one answer, however long the
+ * stream), then the status. Every batch is plucked by its own tag and waited
+ * for before the next starts, so the queue never holds anything else and
+ * closing the connection only has to shut the queue down. Nothing here is
+ * fatal except allocation failure.
  */
 #include "csic.h"
 #include "grpc_codes.h"
@@ -133,7 +138,80 @@ __attribute__((format(printf, 3, 4))) static int set_status(struct csic_status *
 	return code;
 }
 
-/* Decode the answer of an OK call; INTERNAL when there is none or it does not parse. */
+/* A new call to method on c's queue, with its deadline; NULL if gRPC will not make one. */
+static grpc_call *new_call(struct csic_conn *c, const char *method, int64_t timeout_ms)
+{
+	gpr_timespec deadline = gpr_inf_future(GPR_CLOCK_MONOTONIC);
+
+	if (timeout_ms > 0)
+		deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+		                        gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+	grpc_slice mslice = grpc_slice_from_copied_string(method);
+	grpc_call *call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
+	                                           mslice, NULL, deadline, NULL);
+	grpc_slice_unref(mslice);
+	return call;
+}
+
+/* req packed into a new byte buffer, which the caller destroys. */
+static grpc_byte_buffer *pack(const ProtobufCMessage *req)
+{
+	size_t n = protobuf_c_message_get_packed_size(req);
+	uint8_t *buf = malloc(n ? n : 1);
+
+	if (!buf)
+		abort();
+	protobuf_c_message_pack(req, buf);
+	grpc_slice out = grpc_slice_new(buf, n, free);
+	grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&out, 1);
+	grpc_slice_unref(out);
+	return bb;
+}
+
+enum { BATCH_NOT_STARTED = -1, BATCH_NOT_DONE = -2 };
+
+/*
+ * Runs the n ops as one batch and waits for it, plucked by its own tag.
+ * Returns 0, with *ok telling whether every op succeeded (a receive that
+ * fails means the call is over: its status says why); BATCH_NOT_STARTED or
+ * BATCH_NOT_DONE otherwise, which batch_failed() words.
+ */
+static int run_batch(struct csic_conn *c, grpc_call *call, const grpc_op *ops, size_t n, bool *ok)
+{
+	int tag = 0;
+
+	*ok = false;
+	if (grpc_call_start_batch(call, ops, n, &tag, NULL) != GRPC_CALL_OK)
+		return BATCH_NOT_STARTED;
+	grpc_event ev =
+	    grpc_completion_queue_pluck(c->cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+	if (ev.type != GRPC_OP_COMPLETE)
+		return BATCH_NOT_DONE;
+	*ok = ev.success != 0;
+	return 0;
+}
+
+static int batch_failed(struct csic_status *st, int rc, const char *method)
+{
+	if (rc == BATCH_NOT_STARTED)
+		return set_status(st, CSIC_INTERNAL, "cannot start a call to %s", method);
+	return set_status(st, CSIC_INTERNAL, "the call to %s did not complete", method);
+}
+
+/* The status the call ended with into *st (its message cut to fit); returns its code. */
+static int copy_status(struct csic_status *st, grpc_status_code status, grpc_slice details)
+{
+	size_t dlen = GRPC_SLICE_LENGTH(details);
+
+	if (dlen >= sizeof(st->message))
+		dlen = sizeof(st->message) - 1;
+	st->code = (int)status;
+	memcpy(st->message, GRPC_SLICE_START_PTR(details), dlen);
+	st->message[dlen] = '\0';
+	return st->code;
+}
+
+/* Decode one answer; INTERNAL when there is none or it does not parse. */
 static int decode(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *resp_desc,
                   ProtobufCMessage **resp, struct csic_status *st)
 {
@@ -162,26 +240,10 @@ int csic_call(struct csic_conn *c, const char *method, const ProtobufCMessage *r
 	st->code = CSIC_OK;
 	st->message[0] = '\0';
 
-	gpr_timespec deadline = gpr_inf_future(GPR_CLOCK_MONOTONIC);
-	if (timeout_ms > 0)
-		deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-		                        gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
-	grpc_slice mslice = grpc_slice_from_copied_string(method);
-	grpc_call *call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
-	                                           mslice, NULL, deadline, NULL);
-	grpc_slice_unref(mslice);
+	grpc_call *call = new_call(c, method, timeout_ms);
 	if (!call)
 		return set_status(st, CSIC_INTERNAL, "cannot create a call to %s", method);
-
-	size_t n = protobuf_c_message_get_packed_size(req);
-	uint8_t *buf = malloc(n ? n : 1);
-	if (!buf)
-		abort();
-	protobuf_c_message_pack(req, buf);
-	grpc_slice out = grpc_slice_new(buf, n, free);
-	grpc_byte_buffer *req_bb = grpc_raw_byte_buffer_create(&out, 1);
-	grpc_slice_unref(out);
-
+	grpc_byte_buffer *req_bb = pack(req);
 	grpc_metadata_array md_initial, md_trailing;
 	grpc_metadata_array_init(&md_initial);
 	grpc_metadata_array_init(&md_trailing);
@@ -206,25 +268,13 @@ int csic_call(struct csic_conn *c, const char *method, const ProtobufCMessage *r
 	ops[5].data.recv_status_on_client.status_details = &details;
 	ops[5].data.recv_status_on_client.error_string = &error_string;
 
-	int tag = 0;
-	int code;
-	if (grpc_call_start_batch(call, ops, 6, &tag, NULL) != GRPC_CALL_OK) {
-		code = set_status(st, CSIC_INTERNAL, "cannot start a call to %s", method);
+	bool ok;
+	int code, rc = run_batch(c, call, ops, 6, &ok);
+	if (rc != 0) {
+		code = batch_failed(st, rc, method);
 		goto out;
 	}
-	grpc_event ev =
-	    grpc_completion_queue_pluck(c->cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-	if (ev.type != GRPC_OP_COMPLETE) {
-		code = set_status(st, CSIC_INTERNAL, "the call to %s did not complete", method);
-		goto out;
-	}
-	st->code = (int)status;
-	size_t dlen = GRPC_SLICE_LENGTH(details);
-	if (dlen >= sizeof(st->message))
-		dlen = sizeof(st->message) - 1;
-	memcpy(st->message, GRPC_SLICE_START_PTR(details), dlen);
-	st->message[dlen] = '\0';
-	code = st->code;
+	code = copy_status(st, status, details);
 	if (code == CSIC_OK)
 		code = decode(resp_bb, resp_desc, resp, st);
 out:
@@ -235,6 +285,108 @@ out:
 	grpc_byte_buffer_destroy(req_bb);
 	if (resp_bb)
 		grpc_byte_buffer_destroy(resp_bb);
+	grpc_call_unref(call);
+	return code;
+}
+
+/*
+ * Receives the answers of a stream one at a time, each decoded, handed to
+ * each and freed before the next is asked for. Returns CSIC_OK at the end of
+ * the stream (the status then says how the server ended it), or our own
+ * failure: INTERNAL (an answer that does not decode, a batch that does not
+ * complete) or CANCELLED (each said stop), with *st filled.
+ */
+static int receive_each(struct csic_conn *c, grpc_call *call,
+                        const ProtobufCMessageDescriptor *resp_desc,
+                        int (*each)(const ProtobufCMessage *msg, void *arg), void *arg,
+                        const char *method, struct csic_status *st)
+{
+	for (unsigned long n = 1;; n++) {
+		grpc_byte_buffer *bb = NULL;
+		grpc_op op;
+		bool ok;
+		memset(&op, 0, sizeof(op));
+		op.op = GRPC_OP_RECV_MESSAGE;
+		op.data.recv_message.recv_message = &bb;
+		int rc = run_batch(c, call, &op, 1, &ok);
+		if (rc != 0)
+			return batch_failed(st, rc, method);
+		if (!ok || !bb)
+			return CSIC_OK; /* the stream is over; the status says how */
+		ProtobufCMessage *msg = NULL;
+		int code = decode(bb, resp_desc, &msg, st);
+		grpc_byte_buffer_destroy(bb);
+		if (code != CSIC_OK)
+			return set_status(st, code, "answer %lu could not be decoded as %s", n,
+			                  resp_desc->name);
+		int stop = each(msg, arg);
+		protobuf_c_message_free_unpacked(msg, NULL);
+		if (stop)
+			return set_status(st, CSIC_CANCELLED,
+			                  "the caller stopped %s after %lu answer(s)", method, n);
+	}
+}
+
+int csic_call_stream(struct csic_conn *c, const char *method, const ProtobufCMessage *req,
+                     const ProtobufCMessageDescriptor *resp_desc,
+                     int (*each)(const ProtobufCMessage *msg, void *arg), void *arg,
+                     int64_t timeout_ms, struct csic_status *st)
+{
+	st->code = CSIC_OK;
+	st->message[0] = '\0';
+
+	grpc_call *call = new_call(c, method, timeout_ms);
+	if (!call)
+		return set_status(st, CSIC_INTERNAL, "cannot create a call to %s", method);
+	grpc_byte_buffer *req_bb = pack(req);
+	grpc_metadata_array md_initial, md_trailing;
+	grpc_metadata_array_init(&md_initial);
+	grpc_metadata_array_init(&md_trailing);
+	grpc_status_code status = GRPC_STATUS_UNKNOWN;
+	grpc_slice details = grpc_empty_slice();
+	const char *error_string = NULL;
+
+	/* The request, whole, then the answers one batch each, then the status. */
+	grpc_op ops[4];
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = req_bb;
+	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[3].data.recv_initial_metadata.recv_initial_metadata = &md_initial;
+
+	bool ok;
+	int code, rc = run_batch(c, call, ops, 4, &ok);
+	if (rc != 0) {
+		code = batch_failed(st, rc, method);
+		goto out;
+	}
+	/* A batch that failed means the call is over: straight to its status. */
+	code = ok ? receive_each(c, call, resp_desc, each, arg, method, st) : CSIC_OK;
+	if (code != CSIC_OK)
+		grpc_call_cancel(call, NULL); /* our failure, not the server's: keep its reason */
+
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[0].data.recv_status_on_client.trailing_metadata = &md_trailing;
+	ops[0].data.recv_status_on_client.status = &status;
+	ops[0].data.recv_status_on_client.status_details = &details;
+	ops[0].data.recv_status_on_client.error_string = &error_string;
+	rc = run_batch(c, call, ops, 1, &ok);
+	if (rc != 0) {
+		if (code == CSIC_OK)
+			code = batch_failed(st, rc, method);
+		goto out;
+	}
+	if (code == CSIC_OK)
+		code = copy_status(st, status, details);
+out:
+	gpr_free((void *)error_string);
+	grpc_slice_unref(details);
+	grpc_metadata_array_destroy(&md_initial);
+	grpc_metadata_array_destroy(&md_trailing);
+	grpc_byte_buffer_destroy(req_bb);
 	grpc_call_unref(call);
 	return code;
 }

@@ -1,15 +1,15 @@
 /*
  * csiclient: the small CSI client library that sepcsictl and sepcsi-bench
- * share. A unary gRPC call over gRPC C core with protobuf-c messages, the
- * names of the gRPC status codes, and the human units both tools accept
- * (sizes such as 1Gi, durations such as 30s).
+ * share. Unary and server-streaming gRPC calls over gRPC C core with
+ * protobuf-c messages, the names of the gRPC status codes, and the human
+ * units both tools accept (sizes such as 1Gi, durations such as 30s).
  *
  * Runs in the operator's process, with whatever privilege the operator has;
  * nothing here is privileged. It knows nothing about sepcsi: any CSI endpoint
  * that speaks gRPC will do.
  *
  * Errors: functions return 0 or -1 (parsers), or the gRPC status code of the
- * call (csic_call). Allocation failure aborts.
+ * call (csic_call, csic_call_stream). Allocation failure aborts.
  */
 #ifndef SEPCSI_CSIC_H
 #define SEPCSI_CSIC_H
@@ -78,6 +78,23 @@ const char *csic_target(const struct csic_conn *c);
 int csic_call(struct csic_conn *c, const char *method, const ProtobufCMessage *req,
               const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
               int64_t timeout_ms, struct csic_status *st);
+
+/*
+ * A server-streaming call ("/csi.v1.SnapshotMetadata/GetMetadataAllocated"):
+ * sends req, then hands each answer, decoded as resp_desc, to each(msg, arg)
+ * as it arrives. msg is the caller's only during that call: it is freed when
+ * each returns, before the next answer is received, so memory stays one
+ * answer however long the stream. timeout_ms bounds the whole stream (<= 0:
+ * no deadline). Returns the status code the stream ended with and fills *st;
+ * the answers handed over before a failure were handed over all the same.
+ * If each returns nonzero, the call is cancelled and the result is CANCELLED
+ * ("the caller stopped ..."); an answer that cannot be decoded cancels it
+ * too and is INTERNAL. Like csic_call, one call at a time per connection.
+ */
+int csic_call_stream(struct csic_conn *c, const char *method, const ProtobufCMessage *req,
+                     const ProtobufCMessageDescriptor *resp_desc,
+                     int (*each)(const ProtobufCMessage *msg, void *arg), void *arg,
+                     int64_t timeout_ms, struct csic_status *st);
 
 /* "NOT_FOUND" for 5; "CODE_<n>" (static per-thread buffer) outside 0..16. */
 const char *csic_code_name(int code);

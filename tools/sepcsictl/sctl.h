@@ -110,6 +110,7 @@ struct sctl_rpc {
 	enum sctl_cap cap;
 	const char *cap_path;
 	const struct sctl_flag *flags; /* ended by a {NULL} entry */
+	bool streams;                  /* server streaming: resp is each message's type */
 };
 
 struct sctl_service {
@@ -151,6 +152,25 @@ void sctl_json_print(FILE *o, struct json_object *j);
 struct json_object *sctl_json_hex(const uint8_t *b, size_t n);
 /* "2026-11-22T10:00:00Z" (nanos > 0: with a 9-digit fraction), in UTC. */
 void sctl_format_time(int64_t seconds, int32_t nanos, char *buf, size_t len);
+
+/*
+ * The printer of the SnapshotMetadata streams (sctl_ranges.c), each message
+ * as it arrives: csic_call_stream's each, with a struct sctl_ranges as its
+ * arg, zeroed but for o and output. Text: the block_metadata_type and
+ * volume_capacity_bytes once (again if a message changes them), then every
+ * range as a list item; JSON: each message as one object on a line. Returns
+ * nonzero, which stops the stream, when o cannot be written: write_errno
+ * then says why.
+ */
+struct sctl_ranges {
+	FILE *o;
+	enum sctl_output output;
+	bool started, listing; /* a header is out; so is its "block_metadata:" line */
+	int type;              /* of the header printed last */
+	int64_t capacity;
+	int write_errno;
+};
+int sctl_print_ranges(const ProtobufCMessage *m, void *arg);
 
 /* `sepcsictl store|audit|metrics ...`: argv[0] is "store", "audit" or "metrics". */
 int sctl_store_main(int argc, char **argv, struct sctl_opts *o);

@@ -572,6 +572,10 @@ void sctl_rpc_help(FILE *o, const struct sctl_rpc *r)
 		if (many)
 			fprintf(o, "  (repeat --access-mode to send one capability per mode)\n");
 	}
+	if (r->streams)
+		fprintf(o, "\nThe answer is a stream: each message prints as it arrives (text: the "
+		           "ranges as one\nlist; json: one object per message, one per line). "
+		           "--timeout bounds the whole stream.\n");
 	fprintf(o, "\n(required) marks fields the CSI spec requires; sepcsictl sends what it is "
 	           "given and\nleaves the check to the driver.\n");
 	fprintf(o, "global flags: --endpoint URL, --output text|json, --timeout DURATION "

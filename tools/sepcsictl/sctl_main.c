@@ -1,7 +1,8 @@
 /*
  * sepcsictl: a command-line CSI client. Every Identity, Controller,
- * GroupController and Node RPC is a subcommand with a flag per request field;
- * answers print as text or JSON; a failed call prints its gRPC status and
+ * GroupController, Node and SnapshotMetadata RPC is a subcommand with a flag
+ * per request field; answers print as text or JSON (a streamed answer message
+ * by message, as it arrives); a failed call prints its gRPC status and
  * message on stderr and exits 10 + the status code. `store` and `audit` read
  * sepcsi's store and the helper's audit log directly, read-only, without the
  * CSI socket.
@@ -29,8 +30,8 @@ static void top_help(FILE *o)
 	        "                       attachments|intents|info|check [--state-dir DIR]\n"
 	        "       sepcsictl audit [--data-dir DIR] [--follow] [--volume ID]\n"
 	        "       sepcsictl metrics [--file PATH]\n\n"
-	        "A CSI client: every Identity, Controller, GroupController and Node RPC, a flag "
-	        "per field.\n\nservices:\n");
+	        "A CSI client: every Identity, Controller, GroupController, Node and "
+	        "SnapshotMetadata RPC,\na flag per field.\n\nservices:\n");
 	for (size_t i = 0; i < sctl_nservices; i++)
 		fprintf(o, "  %-18s %s\n", sctl_services[i].name, sctl_services[i].summary);
 	fprintf(o,
@@ -42,9 +43,11 @@ static void top_help(FILE *o)
 	fprintf(o, "\nglobal flags (anywhere on the line):\n"
 	           "  --endpoint URL         CSI endpoint (default $CSI_ENDPOINT, else "
 	           "unix:///run/sepcsi/csi.sock)\n"
-	           "  --output, -o FORMAT    text (default) or json: one object, proto field "
-	           "names as keys\n"
-	           "  --timeout DURATION     deadline of the call: 30s (default), 500ms, 2m\n"
+	           "  --output, -o FORMAT    text (default) or json: one object (one per line "
+	           "for a stream),\n"
+	           "                         proto field names as keys\n"
+	           "  --timeout DURATION     deadline of the call (of a whole stream): 30s "
+	           "(default), 500ms, 2m\n"
 	           "  --help, -h             help of this level; --version\n\n"
 	           "exit status: 0 success, 1 local failure, 2 usage, 3 store, audit log or "
 	           "metrics file absent,\n"
@@ -125,23 +128,43 @@ int sctl_getopt(int argc, char **argv, const char *optstring, const struct optio
 	}
 }
 
-static int run_rpc(const struct sctl_rpc *r, int argc, char **argv, struct sctl_opts *o)
+/* A unary call, its answer printed once it is all there. */
+static int call_unary(struct csic_conn *c, const struct sctl_rpc *r, const ProtobufCMessage *req,
+                      const struct sctl_opts *o, struct csic_status *st)
 {
-	ProtobufCMessage *req = NULL, *resp = NULL;
-	struct csic_status st;
+	ProtobufCMessage *resp = NULL;
 
-	int rc = sctl_build_request(r, argc, argv, o, &req);
-	if (rc != SCTL_EXIT_OK || !req)
-		return rc;
-	csic_global_init();
-	struct csic_conn *c = csic_open(o->endpoint);
-	int code = csic_call(c, r->method, req, r->resp, &resp, o->timeout_ms, &st);
+	int code = csic_call(c, r->method, req, r->resp, &resp, o->timeout_ms, st);
 	if (code == CSIC_OK) {
 		if (o->output == SCTL_OUT_JSON)
 			sctl_print_json(stdout, resp);
 		else
 			sctl_print_text(stdout, resp);
 		protobuf_c_message_free_unpacked(resp, NULL);
+	}
+	return code;
+}
+
+static int run_rpc(const struct sctl_rpc *r, int argc, char **argv, struct sctl_opts *o)
+{
+	ProtobufCMessage *req = NULL;
+	struct csic_status st;
+	struct sctl_ranges out = {.o = stdout, .output = o->output};
+
+	int rc = sctl_build_request(r, argc, argv, o, &req);
+	if (rc != SCTL_EXIT_OK || !req)
+		return rc;
+	csic_global_init();
+	struct csic_conn *c = csic_open(o->endpoint);
+	/* A stream prints each message as it comes, whatever the status at its end. */
+	int code = r->streams ? csic_call_stream(c, r->method, req, r->resp, sctl_print_ranges,
+	                                         &out, o->timeout_ms, &st)
+	                      : call_unary(c, r, req, o, &st);
+	if (out.write_errno) {
+		fprintf(stderr, "sepcsictl: %s: cannot write the answer: %s\n",
+		        sctl_rpc_method_name(r), strerror(out.write_errno));
+		rc = SCTL_EXIT_FAILURE;
+	} else if (code == CSIC_OK) {
 		rc = SCTL_EXIT_OK;
 	} else {
 		fprintf(stderr, "sepcsictl: %s: %s: %s\n", sctl_rpc_method_name(r),

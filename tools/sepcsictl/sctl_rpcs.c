@@ -7,8 +7,9 @@
  * kebab-case (ControllerPublishVolume -> controller publish-volume); the
  * method name itself is accepted too. The capability flags (--access-type,
  * --fs-type, --mount-flag, --mount-group, --access-mode) are added by the
- * builder to every RPC whose request carries a VolumeCapability.
- * The SnapshotMetadata service (server streaming, alpha) is not covered.
+ * builder to every RPC whose request carries a VolumeCapability. The two
+ * SnapshotMetadata RPCs stream their answers: streams is set, and resp is the
+ * type of each streamed message.
  */
 #include <string.h>
 #include <strings.h>
@@ -149,6 +150,29 @@ static const struct sctl_flag group_id_flags[] = {
     END,
 };
 
+/* ---- SnapshotMetadata ---- */
+#define BLOCK_RANGE_FLAGS                                                                          \
+	{"starting-offset", FK_SIZE, "starting_offset", false,                                     \
+	 "byte position to start from, with units: 0 (default), 1Gi"},                             \
+	{                                                                                          \
+		"max-results", FK_INT, "max_results", false,                                       \
+		    "most ranges per streamed message (0: the plugin chooses)"                     \
+	}
+static const struct sctl_flag allocated_flags[] = {
+    {"snapshot-id", FK_STR, "snapshot_id", true, "snapshot id"},
+    BLOCK_RANGE_FLAGS,
+    SECRETS,
+    END,
+};
+static const struct sctl_flag delta_flags[] = {
+    {"base-snapshot-id", FK_STR, "base_snapshot_id", true, "the older snapshot"},
+    {"target-snapshot-id", FK_STR, "target_snapshot_id", true,
+     "the newer snapshot, of the same volume"},
+    BLOCK_RANGE_FLAGS,
+    SECRETS,
+    END,
+};
+
 /* ---- Node ---- */
 static const struct sctl_flag stage_flags[] = {
     VOLUME_ID(true),
@@ -195,19 +219,21 @@ static const struct sctl_flag node_expand_flags[] = {
     END,
 };
 
-#define RPC(svc, cli, gsvc, meth, type, summ, capk, capp, fl)                                      \
+#define RPC(svc, cli, gsvc, meth, type, summ, capk, capp, fl, strm)                                \
 	{                                                                                          \
 		svc, cli, "/csi.v1." gsvc "/" #meth, summ, &csi__v1__##type##_request__descriptor, \
-		    &csi__v1__##type##_response__descriptor, capk, capp, fl                        \
+		    &csi__v1__##type##_response__descriptor, capk, capp, fl, strm                  \
 	}
 #define ID(cli, meth, type, summ)                                                                  \
-	RPC("identity", cli, "Identity", meth, type, summ, 0, NULL, no_flags)
+	RPC("identity", cli, "Identity", meth, type, summ, 0, NULL, no_flags, false)
 #define CTL(cli, meth, type, summ, capk, capp, fl)                                                 \
-	RPC("controller", cli, "Controller", meth, type, summ, capk, capp, fl)
+	RPC("controller", cli, "Controller", meth, type, summ, capk, capp, fl, false)
 #define GRP(cli, meth, type, summ, fl)                                                             \
-	RPC("group-controller", cli, "GroupController", meth, type, summ, 0, NULL, fl)
+	RPC("group-controller", cli, "GroupController", meth, type, summ, 0, NULL, fl, false)
 #define NODE(cli, meth, type, summ, capk, capp, fl)                                                \
-	RPC("node", cli, "Node", meth, type, summ, capk, capp, fl)
+	RPC("node", cli, "Node", meth, type, summ, capk, capp, fl, false)
+#define SMD(cli, meth, type, summ, fl)                                                             \
+	RPC("snapshot-metadata", cli, "SnapshotMetadata", meth, type, summ, 0, NULL, fl, true)
 
 const struct sctl_rpc sctl_rpcs[] = {
     ID("get-plugin-info", GetPluginInfo, get_plugin_info, "name and version of the plugin"),
@@ -275,6 +301,11 @@ const struct sctl_rpc sctl_rpcs[] = {
     NODE("get-capabilities", NodeGetCapabilities, node_get_capabilities,
          "what the Node service offers", 0, NULL, no_flags),
     NODE("get-info", NodeGetInfo, node_get_info, "node id, limits and topology", 0, NULL, no_flags),
+
+    SMD("get-metadata-allocated", GetMetadataAllocated, get_metadata_allocated,
+        "the allocated block ranges of a snapshot, streamed", allocated_flags),
+    SMD("get-metadata-delta", GetMetadataDelta, get_metadata_delta,
+        "the block ranges that changed between two snapshots, streamed", delta_flags),
 };
 const size_t sctl_nrpcs = sizeof(sctl_rpcs) / sizeof(sctl_rpcs[0]);
 
@@ -283,6 +314,8 @@ const struct sctl_service sctl_services[] = {
     {"controller", "Controller", "volumes and snapshots, wherever they live"},
     {"group-controller", "GroupController", "group snapshots"},
     {"node", "Node", "staging and publishing on this node"},
+    {"snapshot-metadata", "SnapshotMetadata",
+     "allocated and changed block ranges of snapshots (alpha, streamed)"},
 };
 const size_t sctl_nservices = sizeof(sctl_services) / sizeof(sctl_services[0]);
 
