@@ -8,6 +8,7 @@ supervisor's own loader; systemd-analyze verifies the unit; the Nomad job has it
 csi_plugin block and a policy naming Nomad's directory layout; the container
 recipe builds with tools/deps.sh and tools/build.sh. Needs no root and starts no
 driver."""
+import base64
 import configparser
 import glob
 import json
@@ -32,6 +33,20 @@ REMOVED_SIDECAR_FLAGS = {
     # v8.2.0: replaced by --feature-gates=CSIVolumeGroupSnapshot=true
     "csi-snapshotter": ["--enable-volume-group-snapshots"],
 }
+# The flags csi-snapshot-metadata takes (kubernetes-csi/external-snapshot-metadata,
+# pkg/sidecar/sidecar.go; --audience since v0.2.0, klog's --v): an unknown flag stops it.
+SIDECAR_FLAGS = {
+    "csi-snapshot-metadata": {
+        "--csi-address", "--port", "--tls-cert", "--tls-key", "--audience", "--timeout",
+        "--http-endpoint", "--metrics-path", "--max-streaming-duration-min",
+        "--kube-api-qps", "--kube-api-burst", "--kubeconfig", "--v"},
+}
+# Changed-block tracking (snapshotmetadataservice.yaml): the sidecar's image, the
+# Secret it is given, and the API its SnapshotMetadataService is written in (v1alpha1
+# is gone since external-snapshot-metadata v1.0.0).
+SNAPMETA_IMAGE = "registry.k8s.io/sig-storage/csi-snapshot-metadata"
+SNAPMETA_SECRET = "sepcsi-snapshot-metadata-tls"
+SNAPMETA_API = "cbt.storage.k8s.io/v1beta1"
 # docs/controller.md, Parameters and Directory volumes.
 SC_PARAMS = {"fsType", "mkfsOptions", "expandLimitBytes", "type", "baseDir", "pathPattern",
              "onDelete", "archiveOnDelete"}
@@ -240,6 +255,21 @@ def test_daemonset():
         side = c["image"].rsplit("/", 1)[-1].split(":")[0]
         for flag in REMOVED_SIDECAR_FLAGS.get(side, []):
             assert not any(flag_name(a) == flag for a in c.get("args", [])), (side, flag)
+        if side in SIDECAR_FLAGS:
+            unknown = {flag_name(a) for a in c.get("args", [])} - SIDECAR_FLAGS[side]
+            assert not unknown, "%s takes no %s" % (side, sorted(unknown))
+    # Every sidecar comes from the same registry, pinned to a release (vX.Y.Z), and
+    # that release is the one the file's header lists its flags for.
+    with open(os.path.join(K8S, "daemonset.yaml")) as f:
+        header = "".join(ln for ln in f if ln.startswith("#"))
+    for c in pod["containers"]:
+        if c["name"] == "sepcsi":
+            continue
+        repo, _, tag = c["image"].rpartition(":")
+        assert repo.startswith("registry.k8s.io/sig-storage/"), c["image"]
+        assert re.fullmatch(r"v[0-9]+\.[0-9]+\.[0-9]+", tag), c["image"]
+        assert re.search(r"\s%s\s" % re.escape(tag), header), \
+            "%s: release %s is not in daemonset.yaml's header" % (c["name"], tag)
 
 
 def test_sepcsi_flags_exist_and_the_command_line_loads():
@@ -350,6 +380,131 @@ def test_rbac_binds_what_exists():
                  ("snapshot.storage.k8s.io", "volumesnapshotcontents"),
                  ("", "persistentvolumes"), ("", "persistentvolumeclaims")]:
         assert need in granted, need
+
+
+def granted_verbs(service_account, namespace):
+    """{(apiGroup, resource): verbs} the ClusterRoleBindings give a ServiceAccount."""
+    roles = {r["metadata"]["name"]: r for r in by_kind("ClusterRole", False)}
+    out = {}
+    for b in by_kind("ClusterRoleBinding", False):
+        if not any(s["kind"] == "ServiceAccount" and s["name"] == service_account and
+                   s.get("namespace") == namespace for s in b["subjects"]):
+            continue
+        for r in roles[b["roleRef"]["name"]]["rules"]:
+            for g in r["apiGroups"]:
+                for res in r["resources"]:
+                    out.setdefault((g, res), set()).update(r["verbs"])
+    return out
+
+
+def snapmeta_container():
+    ds, _ = sepcsi_container()
+    (c,) = [c for c in ds["spec"]["template"]["spec"]["containers"]
+            if c["image"].rsplit(":", 1)[0] == SNAPMETA_IMAGE]
+    return ds, c
+
+
+def arg_value(c, flag):
+    vals = [a.split("=", 1)[1] for a in c.get("args", []) if flag_name(a) == flag]
+    assert len(vals) == 1, "%s: %s given %d times" % (c["name"], flag, len(vals))
+    return vals[0]
+
+
+def test_snapshot_metadata_sidecar_talks_to_the_drivers_socket():
+    ds, c = snapmeta_container()
+    _, sep = sepcsi_container()
+    assert pinned(c["image"]), c["image"]
+    # The socket sepcsi serves, through the same volume: the driver serves the CSI
+    # SnapshotMetadata service wherever it serves the Controller service (not --mode
+    # node), and says so in GetPluginCapabilities (SNAPSHOT_METADATA_SERVICE).
+    assert not any(a in ("--mode=node", "--mode") for a in sep["args"]), sep["args"]
+    endpoint = arg_value(sep, "--endpoint")
+    assert endpoint.startswith("unix://")
+    sock = endpoint[len("unix://"):]
+    address = arg_value(c, "--csi-address")
+    assert address in (sock, endpoint), (address, endpoint)
+
+    def volume_of(ctr, path):
+        ms = [m for m in ctr["volumeMounts"] if (path + "/").startswith(m["mountPath"] + "/")]
+        assert ms, "%s: nothing mounted at %s" % (ctr["name"], path)
+        m = max(ms, key=lambda m: len(m["mountPath"]))
+        return m["name"], os.path.relpath(path, m["mountPath"])
+    assert volume_of(c, sock) == volume_of(sep, sock), "not the driver's socket"
+    # Its serving certificate and key from the kubernetes.io/tls Secret's two keys.
+    vols = {v["name"]: v for v in ds["spec"]["template"]["spec"]["volumes"]}
+    for flag, key in (("--tls-cert", "tls.crt"), ("--tls-key", "tls.key")):
+        name, rel = volume_of(c, arg_value(c, flag))
+        assert vols[name].get("secret", {}).get("secretName") == SNAPMETA_SECRET, vols[name]
+        assert rel == key, (flag, rel)
+        (m,) = [m for m in c["volumeMounts"] if m["name"] == name]
+        assert m.get("readOnly") is True, m
+    # gRPC and HTTP ports are the container's, and readiness asks the HTTP one.
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert int(arg_value(c, "--port")) in ports.values(), (c["args"], ports)
+    http = int(arg_value(c, "--http-endpoint").rsplit(":", 1)[1])
+    probe = c["readinessProbe"]["httpGet"]
+    assert probe["path"] == "/health"
+    assert ports.get(probe["port"], probe["port"]) == http, (probe, ports)
+    # No port of the pod is taken twice (one network namespace).
+    all_ports = [p["containerPort"] for ctr in ds["spec"]["template"]["spec"]["containers"]
+                 for p in ctr.get("ports", [])]
+    assert len(all_ports) == len(set(all_ports)), all_ports
+
+
+def test_snapshot_metadata_service_secret_and_object_agree():
+    ds, c = snapmeta_container()
+    ns = ds["metadata"]["namespace"]
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    grpc = int(arg_value(c, "--port"))
+    # The Service picks this pod and sends its port to the sidecar's gRPC port, on the
+    # client's own node only (a node's sidecar answers for that node's snapshots).
+    svcs = [s for s in by_kind("Service", False)
+            if any(ports.get(p["targetPort"], p["targetPort"]) == grpc
+                   for p in s["spec"]["ports"])]
+    assert len(svcs) == 1, "one Service for the sidecar's gRPC port %d" % grpc
+    (svc,) = svcs
+    assert svc["metadata"]["namespace"] == ns
+    assert svc["spec"]["selector"].items() <= labels.items(), svc["spec"]["selector"]
+    assert svc["spec"].get("internalTrafficPolicy") == "Local", svc["spec"]
+    (sport,) = [p for p in svc["spec"]["ports"]
+                if ports.get(p["targetPort"], p["targetPort"]) == grpc]
+    # The SnapshotMetadataService: the driver's name, the Service's address, the
+    # sidecar's audience, a CA bundle that is base64.
+    (sms,) = by_kind("SnapshotMetadataService", False)
+    assert sms["apiVersion"] == SNAPMETA_API, sms["apiVersion"]
+    assert sms["metadata"]["name"] == DRIVER
+    assert "namespace" not in sms["metadata"], "SnapshotMetadataService is cluster-scoped"
+    spec = sms["spec"]
+    assert spec["address"] == "%s.%s.svc:%d" % (svc["metadata"]["name"], ns, sport["port"]), \
+        spec["address"]
+    assert spec["audience"] and spec["audience"] == arg_value(c, "--audience"), spec
+    assert base64.b64decode(spec["caCert"], validate=True), "caCert is not base64"
+    # No key material is shipped: no Secret of that name here, and the file tells how
+    # to make it, with that name, in the pod's namespace.
+    assert SNAPMETA_SECRET not in names("Secret"), "the TLS Secret is the operator's"
+    with open(os.path.join(K8S, "snapshotmetadataservice.yaml")) as f:
+        text = f.read()
+    m = re.search(r"kubectl -n (\S+) create secret tls (\S+)", text)
+    assert m and m.groups() == (ns, SNAPMETA_SECRET), m and m.groups()
+    assert "%s.%s.svc" % (svc["metadata"]["name"], ns) in text
+
+
+def test_snapshot_metadata_rbac():
+    """The sidecar's ServiceAccount may review tokens and access (it authenticates
+    and authorizes each client), read snapshots, their contents and classes (to find
+    the driver's snapshot ids), and read the SnapshotMetadataService."""
+    ds, _ = snapmeta_container()
+    sa = ds["spec"]["template"]["spec"]["serviceAccountName"]
+    verbs = granted_verbs(sa, ds["metadata"]["namespace"])
+    for group, res, need in [
+            ("authentication.k8s.io", "tokenreviews", {"create"}),
+            ("authorization.k8s.io", "subjectaccessreviews", {"create"}),
+            ("snapshot.storage.k8s.io", "volumesnapshots", {"get", "list"}),
+            ("snapshot.storage.k8s.io", "volumesnapshotcontents", {"get", "list"}),
+            ("snapshot.storage.k8s.io", "volumesnapshotclasses", {"get", "list"}),
+            ("cbt.storage.k8s.io", "snapshotmetadataservices", {"get", "list"})]:
+        assert need <= verbs.get((group, res), set()), (group, res, verbs.get((group, res)))
 
 
 def test_examples_refer_to_what_exists():
