@@ -34,11 +34,11 @@ def run(*cmd):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
 
-def driver_on(mkfs, scratch):
-    """A Driver whose data directory is a fresh file system made by mkfs."""
+def driver_on(mkfs, scratch, size=8 * GiB):
+    """A Driver whose data directory is a fresh file system made by mkfs, size bytes."""
     img = os.path.join(scratch, "datadir-%d.img" % len(os.listdir(scratch)))
     with open(img, "wb") as f:
-        f.truncate(8 * GiB)
+        f.truncate(size)
     run(*mkfs, img)
     real = os.makedirs
 
