@@ -21,9 +21,15 @@ struct rpcd {
 	struct ctl *ctl;
 	atomic_bool helper_failed;        /* the supervisor gave up on the helper */
 	unsigned long metrics_interval_s; /* 0: no metrics reports (rpcd_metrics.c) */
+	bool snapshot_metadata;           /* --snapshot-metadata: serve that service */
 };
 
-enum rpcd_service { RPCD_IDENTITY = 1, RPCD_CONTROLLER = 2, RPCD_NODE = 4 };
+enum rpcd_service {
+	RPCD_IDENTITY = 1,
+	RPCD_CONTROLLER = 2,
+	RPCD_NODE = 4,
+	RPCD_SNAPSHOT_METADATA = 8 /* with the Controller service, if --snapshot-metadata */
+};
 
 typedef int (*rpcd_handler)(struct rpcd *r, const void *req, void **resp, struct ctl_arena *a,
                             struct ctl_status *st);

@@ -47,10 +47,11 @@ int rpcd_get_plugin_capabilities(struct rpcd *r, const void *req, void **resp, s
 		/* CreateVolumeGroupSnapshot and friends (controller/ctl_group.c). */
 		out->capabilities[n++] = service_cap(
 		    a, CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__GROUP_CONTROLLER_SERVICE);
-		/* GetMetadataAllocated and GetMetadataDelta (controller/ctl_snapmeta.c). */
+	}
+	/* GetMetadataAllocated and GetMetadataDelta (controller/ctl_snapmeta.c). */
+	if (r->cfg.mode != CTL_MODE_NODE && r->snapshot_metadata)
 		out->capabilities[n++] = service_cap(
 		    a, CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__SNAPSHOT_METADATA_SERVICE);
-	}
 	out->capabilities[n++] = service_cap(
 	    a, CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__VOLUME_ACCESSIBILITY_CONSTRAINTS);
 

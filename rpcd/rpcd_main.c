@@ -35,7 +35,7 @@ static void usage(FILE *f)
 	           "                   --state-dir DIR [--mode all|controller|node]\n"
 	           "                   [--max-volumes-per-node N] [--log-format text|json]\n"
 	           "                   [--log-level error|warn|info|debug]\n"
-	           "                   [--metrics-interval SECONDS]\n"
+	           "                   [--metrics-interval SECONDS] [--snapshot-metadata]\n"
 	           "Normally started by sepcsi-supervisor, which passes the helper channel on\n"
 	           "fd 3 and its control channel on fd 4.\n");
 }
@@ -52,6 +52,7 @@ static int parse_args(int argc, char **argv, struct rpcd *r)
 	    {"log-format", required_argument, NULL, 'f'},
 	    {"log-level", required_argument, NULL, 'l'},
 	    {"metrics-interval", required_argument, NULL, 'i'},
+	    {"snapshot-metadata", no_argument, NULL, 'b'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -84,6 +85,9 @@ static int parse_args(int argc, char **argv, struct rpcd *r)
 			break;
 		case 's':
 			r->state_dir = optarg;
+			break;
+		case 'b':
+			r->snapshot_metadata = true;
 			break;
 		case 'x':
 			errno = 0;

@@ -14,7 +14,7 @@
 	}
 #define MS(name, reqtype, fn)                                                                      \
 	{                                                                                          \
-		"/csi.v1.SnapshotMetadata/" #name, RPCD_CONTROLLER,                                \
+		"/csi.v1.SnapshotMetadata/" #name, RPCD_SNAPSHOT_METADATA,                         \
 		    &csi__v1__##reqtype##__descriptor, NULL, NULL, fn                              \
 	}
 #define MI(name, reqtype, fn)                                                                      \
@@ -58,7 +58,7 @@ static const struct rpcd_method methods[] = {
       ctl_delete_volume_group_snapshot),
     M(GroupController, GetVolumeGroupSnapshot, get_volume_group_snapshot_request, CONTROLLER,
       ctl_get_volume_group_snapshot),
-    /* The SnapshotMetadata service too; its two methods stream their answers. */
+    /* With --snapshot-metadata; its two methods stream their answers. */
     MS(GetMetadataAllocated, get_metadata_allocated_request, ctl_get_metadata_allocated),
     MS(GetMetadataDelta, get_metadata_delta_request, ctl_get_metadata_delta),
     M(Node, NodeStageVolume, node_stage_volume_request, NODE, ctl_node_stage_volume),
@@ -107,6 +107,8 @@ bool rpcd_method_enabled(const struct rpcd *r, const struct rpcd_method *m)
 		return r->cfg.mode != CTL_MODE_NODE;
 	case RPCD_NODE:
 		return r->cfg.mode != CTL_MODE_CONTROLLER;
+	case RPCD_SNAPSHOT_METADATA:
+		return r->cfg.mode != CTL_MODE_NODE && r->snapshot_metadata;
 	}
 	return false;
 }

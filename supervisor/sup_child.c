@@ -289,6 +289,8 @@ void sup_child_init(struct sup *s, const struct sup_config *cfg)
 	a[n++] = (char *)cfg->node_id;
 	a[n++] = (char *)"--mode";
 	a[n++] = (char *)sup_mode_name(cfg->mode);
+	if (cfg->snapshot_metadata)
+		a[n++] = (char *)"--snapshot-metadata";
 	a[n++] = (char *)"--state-dir";
 	a[n++] = (char *)cfg->state_dir;
 	a[n++] = (char *)"--log-format";

@@ -172,6 +172,14 @@ static int set_mode(struct sup_config *cfg, const char *val, char *w, size_t wn)
 	return why(w, wn, "'%s' is not one of all, controller, node", val);
 }
 
+static int set_snapshot_metadata(struct sup_config *cfg, const char *val, char *w, size_t wn)
+{
+	if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0)
+		return why(w, wn, "'%s' is not one of on, off", val);
+	cfg->snapshot_metadata = strcmp(val, "on") == 0;
+	return 0;
+}
+
 static int set_state_dir(struct sup_config *cfg, const char *val, char *w, size_t wn)
 {
 	return set_dir(cfg->state_dir, val, w, wn);
@@ -309,6 +317,10 @@ static const struct sup_opt opts[] = {
      "This node's id in NodeGetInfo and topology: [a-zA-Z0-9._-], at most 256.", set_node_id},
     {"mode", "SEPCSI_MODE", "all|controller|node", "all", NULL, "CSI services rpcd offers.",
      set_mode},
+    {"snapshot-metadata", "SEPCSI_SNAPSHOT_METADATA", "on|off", "off", NULL,
+     "Serve and announce the CSI SnapshotMetadata service (changed-block\n"
+     "tracking) wherever the Controller service is served.",
+     set_snapshot_metadata},
     {"state-dir", "SEPCSI_STATE_DIR", "DIR", "/var/lib/sepcsi/state", NULL,
      "rpcd's store; made mode 0700 and owned by the rpcd user.", set_state_dir},
     {"data-dir", "SEPCSI_DATA_DIR", "DIR", "/var/lib/sepcsi/data", NULL,

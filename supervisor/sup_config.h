@@ -48,6 +48,7 @@ struct sup_config {
 	unsigned ready_timeout_s;    /* a child not READY this long after its spawn is killed */
 	char metrics_file[PATH_MAX]; /* Prometheus text file; "" = no metrics (sup_metrics.c) */
 	unsigned metrics_interval_s; /* how often rpcd reports its part */
+	bool snapshot_metadata;      /* rpcd serves the SnapshotMetadata service */
 	bool print_privileges;       /* --print-privileges: print them and exit */
 };
 

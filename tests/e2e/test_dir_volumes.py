@@ -19,7 +19,7 @@ MiB = 1 << 20
 
 @pytest.fixture
 def dd():
-    yield from running(Driver(setup=xfs_base))
+    yield from running(Driver(setup=xfs_base, extra_args=["--snapshot-metadata", "on"]))
 
 
 def dir_cap(mode="SINGLE_NODE_WRITER"):

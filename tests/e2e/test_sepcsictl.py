@@ -1109,15 +1109,23 @@ def merged(ranges):
     return [tuple(r) for r in out]
 
 
-def test_snapshot_metadata(driver, paths):
+@pytest.fixture
+def md_driver():
+    """A driver serving the SnapshotMetadata service (off by default)."""
+    yield from conftest.running(conftest.Driver(extra_args=["--snapshot-metadata", "on"]))
+
+
+def test_snapshot_metadata(md_driver):
     """Both streaming verbs against the driver, on a staged ext4 volume written to and
     snapshotted twice: the allocated ranges of a snapshot (text and JSON agree; a
     starting offset and max results are honoured), the delta of a snapshot against
     itself (nothing) and against the next one (at least what was written between),
     every range within the capacity. An unknown snapshot is NOT_FOUND, a missing id
     INVALID_ARGUMENT, an offset past the end OUT_OF_RANGE: each its exit code, stdout empty."""
+    driver = md_driver
     ep = driver.endpoint
-    staging, _ = paths
+    staging = os.path.join(driver.root, "staging", "vol")
+    os.makedirs(staging)
     sm = "snapshot-metadata"
     vol = ctl_json("controller", "create-volume", "--name", "cli-sm", "--capacity", "64Mi",
                    "--fs-type", "ext4", endpoint=ep)["volume"]

@@ -54,7 +54,7 @@ def ext4_data_dir(d):
 @pytest.fixture(scope="module", params=["reflink", "copy"])
 def mdriver(request):
     setup = xfs_reflink_data_dir if request.param == "reflink" else ext4_data_dir
-    for d in running(Driver(setup=setup)):
+    for d in running(Driver(setup=setup, extra_args=["--snapshot-metadata", "on"])):
         d.kind = request.param
         yield d
 
@@ -280,8 +280,13 @@ def test_bad_input(mdriver):
     assert ranges_of(delta(c, sa1.snapshot_id, sa2.snapshot_id), 8 * MiB) == []
 
 
-def test_node_mode_does_not_serve_it():
-    for d in running(Driver(extra_args=["--mode", "node"])):
+@pytest.mark.parametrize("args", [[], ["--snapshot-metadata", "off"],
+                                  ["--snapshot-metadata", "on", "--mode", "node"]],
+                         ids=["default", "off", "node-mode"])
+def test_not_served_unless_asked(args):
+    """Off by default (a CO or conformance suite that knows no such capability sees
+    nothing new), and never in the node mode: neither the calls nor the capability."""
+    for d in running(Driver(extra_args=args)):
         req = d.client.pb.GetMetadataAllocatedRequest(snapshot_id="ss-" + "0" * 32)
         with pytest.raises(grpc.RpcError) as e:
             d.client.stream("SnapshotMetadata", "GetMetadataAllocated", req)
