@@ -27,12 +27,16 @@
  * volumes, a base cut after the target, or a directory volume's snapshot
  * (no blocks) INVALID_ARGUMENT; a starting_offset below 0 or past the
  * capacity OUT_OF_RANGE; a snapshot deleted while its stream runs ends it
- * with NOT_FOUND.
+ * with NOT_FOUND. The helper runs at most 4 page reads at once; a page it
+ * refuses for that is asked again for up to about 3 s before the stream
+ * fails UNAVAILABLE (the caller may resume it from its last range).
  */
 #include "ctl_int.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct ctl_stream {
 	struct ctl *c;
@@ -134,8 +138,16 @@ static int fetch(struct ctl_stream *s, struct ctl_status *st)
 	struct mh_err e;
 	snprintf(q.snapshot_id, sizeof(q.snapshot_id), "%s", s->target);
 	snprintf(q.base_id, sizeof(q.base_id), "%s", s->base);
-	if (mh_blocks(s->c->mh, &q, &s->page, &e) != 0)
-		return ctl_fail_mh(st, "snapshot metadata", &e);
+	/* Every reader of the helper's taken (BUSY, EAGAIN): wait a little, up to ~3 s. */
+	for (unsigned ms = 50;; ms *= 2) {
+		if (mh_blocks(s->c->mh, &q, &s->page, &e) == 0)
+			break;
+		if (e.kind != MH_E_BUSY || e.sys_errno != EAGAIN || ms > 1600)
+			return ctl_fail_mh(st, "snapshot metadata", &e);
+		nanosleep(
+		    &(struct timespec){.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000},
+		    NULL);
+	}
 	/* The helper checked the page's form; its end must move on, or the stream would not. */
 	if (s->page.next <= s->next || s->page.next > s->size)
 		return ctl_fail(st, CTL_INTERNAL,

@@ -3,7 +3,9 @@
  * service): the ranges of snapshots/<id>.img that hold data, or those where
  * it differs from snapshots/<base>.img. Runs in a worker, holding no key:
  * a snapshot image never changes once it has its name, and an image that is
- * unlinked meanwhile stays readable through the descriptors opened here.
+ * unlinked meanwhile stays readable through the descriptors opened here. At
+ * most MH_WORKERS_BLOCKS run at once (mh_worker.c): more are BUSY (EAGAIN),
+ * so a burst of backups leaves workers to the volumes' own operations.
  *
  * The helper opens both images read-only (regular files of its snapshots
  * directory, by a name it builds from checked ids) and passes them to the
@@ -26,6 +28,7 @@
 
 #include "mh_common.h"
 #include "mh_helper_ops.h"
+#include "mh_pause.h"
 #include "mh_tools.h"
 
 _Static_assert(MH_BLOCKS_MAX == RN_BLOCKS_MAX, "one page fits one answer");
@@ -82,6 +85,7 @@ int mh_answer_blocks(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 		return -1;
 	if (delta && (base = open_snapshot(c, q->base_id, &sb, r)) < 0)
 		goto out;
+	mh_pause(c, "blocks", q->snapshot_id);
 	if (q->offset > (uint64_t)st.st_size) {
 		mh_fail(r, MH_E_REFUSED, EINVAL, "offset %llu is past the snapshot's end (%lld)",
 		        (unsigned long long)q->offset, (long long)st.st_size);

@@ -353,6 +353,15 @@ static pid_t bury(struct slot *s, int *st)
 	return got;
 }
 
+/* Reads of snapshot images (BLOCKS) in flight. */
+static size_t reading(void)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < MH_WORKERS_MAX; i++)
+		n += slots[i].busy && slots[i].io->req.type == MH_REQ_BLOCKS;
+	return n;
+}
+
 /* A request that cannot start: answered at once, unless it is the main loop's own (later). */
 static void refuse(const struct mh_ctx *c, const struct mh_msg *req, int peer, bool internal,
                    enum mh_err_kind kind, int err, const char *why)
@@ -378,8 +387,9 @@ static void start(const struct mh_ctx *c, const struct mh_msg *req, int peer, ui
 		refuse(c, req, peer, internal, MH_E_BUSY, EINPROGRESS, why);
 		return;
 	}
-	if (!s) {
-		refuse(c, req, peer, internal, MH_E_BUSY, EAGAIN, "too many operations in flight");
+	if (!s || (req->type == MH_REQ_BLOCKS && reading() >= MH_WORKERS_BLOCKS)) {
+		refuse(c, req, peer, internal, MH_E_BUSY, EAGAIN,
+		       s ? "too many reads of snapshots in flight" : "too many operations in flight");
 		return;
 	}
 	/* It was just decoded (or made here): failing to encode it is our own bug. */

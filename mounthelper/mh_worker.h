@@ -14,6 +14,8 @@
 #include "mh.h"
 
 #define MH_WORKERS_MAX 16 /* operations in flight at once; more are answered BUSY */
+/* Of them, reads of snapshot images (BLOCKS): a burst of backups leaves the rest to volumes. */
+#define MH_WORKERS_BLOCKS 4
 
 /*
  * Zeroed memory of the main loop's own that no worker inherits (MADV_DONTFORK):

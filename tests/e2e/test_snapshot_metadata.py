@@ -12,6 +12,8 @@ max_results. Bad input gets the spec's codes."""
 import os
 import random
 import subprocess
+import threading
+import time
 
 import grpc
 import pytest
@@ -294,3 +296,44 @@ def test_not_served_unless_asked(args):
         caps = d.client.identity("GetPluginCapabilities").capabilities
         assert d.client.pb.PluginCapability.Service.SNAPSHOT_METADATA_SERVICE not in \
             {x.service.type for x in caps if x.HasField("service")}
+
+
+def test_reads_leave_workers_to_volumes():
+    """At most 4 page reads run in the helper at once: a fifth waits (rpcd asks again for
+    about 3 s, then fails the stream UNAVAILABLE), and the volumes' own operations still
+    find a worker meanwhile. Reads let go within that time all complete."""
+    for d in running(Driver(extra_args=["--snapshot-metadata", "on"],
+                            env={"SEPCSI_TEST_PAUSE": "1"})):
+        c = d.client
+        v = create(c, "md-busy", block_cap(), 8 * MiB)
+        s = snap(c, "md-busy-s", v.volume_id)
+        results = {}
+
+        def read(i):
+            try:
+                results[i] = ranges_of(allocated(c, s.snapshot_id), 8 * MiB)
+            except grpc.RpcError as e:
+                results[i] = e.code()
+
+        d.hold("blocks@" + s.snapshot_id)
+        threads = [threading.Thread(target=read, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for _ in range(4):
+            d.paused("blocks@" + s.snapshot_id)
+        fifth = threading.Thread(target=read, args=(4,))
+        fifth.start()
+        # A volume's own operation is not held up by the reads.
+        w = create(c, "md-busy-other", block_cap(), 8 * MiB)
+        fifth.join(30)
+        assert results.get(4) == grpc.StatusCode.UNAVAILABLE
+        assert "too many reads of snapshots" in d.logs()
+        # Let go within the retries: the next one waits for a reader, then reads.
+        late = threading.Thread(target=read, args=(5,))
+        late.start()
+        time.sleep(0.5)
+        d.release("blocks@" + s.snapshot_id)
+        for t in threads + [late]:
+            t.join(30)
+        assert all(results[i] == [] for i in (0, 1, 2, 3, 5)), results
+        c.controller("DeleteVolume", volume_id=w.volume_id)
