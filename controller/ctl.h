@@ -153,8 +153,9 @@ int ctl_get_volume_group_snapshot(struct ctl *, const void *, void **, struct ct
  * Server-streaming RPCs: the SnapshotMetadata service (ctl_snapmeta.c). A
  * start handler checks the request: on CTL_OK *out is the call's stream,
  * else st is the call's status. ctl_stream_next gives the next message (1,
- * *resp allocated from a), ends the stream (0, st CTL_OK) or fails it (-1, st
- * says why); ctl_stream_free ends it in any state.
+ * *resp allocated from a), nothing yet (2: a page of the helper's had no
+ * range; call it again, or end the call), ends the stream (0, st CTL_OK) or
+ * fails it (-1, st says why); ctl_stream_free ends it in any state.
  */
 struct ctl_stream;
 typedef int (*ctl_stream_handler)(struct ctl *c, const void *req, struct ctl_stream **out,

@@ -168,6 +168,9 @@ int ctl_stream_next(struct ctl_stream *s, void **resp, struct ctl_arena *a, stru
 		}
 		if (fetch(s, st) != CTL_OK)
 			return -1;
+		if (s->page.ranges.n == 0 && s->next < s->size)
+			return 2; /* a page with no range: another turn, the caller's chance to stop
+			           */
 	}
 	uint32_t n = s->page.ranges.n - s->sent;
 	if (n > s->per_msg)

@@ -68,7 +68,7 @@ static const struct sc_rule tools_rules[] = {
     ALLOW("sched_getaffinity", "thread count (tools)"),
     ALLOW("clock_gettime", NULL),
     ALLOW("clock_nanosleep", NULL),
-    ALLOW("alarm", "runner: a probe child's time limit"),
+    ALLOW("alarm", "runner: a probe or BLOCKS child's time limit"),
     ALLOW_EQ("prctl", 0, PR_SET_PDEATHSIG, "runner and its children: die with the helper"),
     ALLOW_EQ("prctl", 0, PR_GET_DUMPABLE, "secure_getenv check (tools: mkfs.ext4)"),
     ALLOW_EQ("prctl", 0, PR_SET_NO_NEW_PRIVS,

@@ -119,6 +119,7 @@ struct rn_answer {
 enum rn_blocks_what { RN_BLOCKS_ALLOCATED = 1, RN_BLOCKS_DELTA = 2 };
 #define RN_BLOCKS_MAX      512            /* ranges in one answer (MH_BLOCKS_MAX) */
 #define RN_BLOCKS_READ_MAX (256ULL << 20) /* bytes of each image one page may read */
+#define RN_BLOCKS_SCAN_MAX (64ULL << 30)  /* bytes of the images one delta page may cover */
 #define RN_BLOCK           4096ULL        /* the granularity of every range */
 
 struct rn_blocks {

@@ -17,12 +17,17 @@
  * A server-streaming method (the SnapshotMetadata service) whose start
  * succeeds moves NEW -> STREAM (one message in flight at a time: the next is
  * made only when the last one's batch completes, so a slow reader holds one
- * message, and a worker only while it makes one) -> SEND (the status). Its
+ * message) -> SEND (the status). Its messages are made by STREAMERS threads
+ * of their own, never by the workers, from a queue in arrival order: making
+ * one waits for the helper to read a page of snapshots, and a page with no
+ * range puts the stream back at the end of the queue, so streams take turns
+ * and Probe or a Node call never waits behind a long read. Its
  * RECV_CLOSE_ON_SERVER is a batch of its own, started with the stream, whose
  * tag is the call's address plus one (calls are allocated, so their addresses
  * are even); it completes when the client closes or cancels, and a stream
- * whose client has gone ends with CANCELLED before its next message. Such a
- * call counts its batches in flight and is freed when the last one completes.
+ * whose client has gone ends with CANCELLED at its next turn. Such a call
+ * counts its batches in flight and its place in the queue, and is freed when
+ * the last of them is done.
  *
  * Stopping: shutdown_and_notify admits no new calls and completes its tag when
  * the calls in flight are done; only then is the queue shut down and drained.
@@ -49,6 +54,8 @@
 #define STOP_GRACE_SECONDS 30
 /* Outstanding requests for each registered method. */
 #define REQUESTS_PER_METHOD 2
+/* Threads making streams' messages: as many as the helper reads pages at once. */
+#define STREAMERS 4
 
 enum call_state { CALL_NEW, CALL_RECV, CALL_STREAM, CALL_SEND };
 
@@ -69,6 +76,8 @@ struct call {
 	atomic_bool closed;   /* its RECV_CLOSE_ON_SERVER batch completed */
 	bool sent_metadata;   /* its initial metadata went with the first message */
 	struct ctl_status st; /* how it ends */
+	struct rpcd_server *srv;
+	struct call *queued_next; /* in the streamers' queue */
 };
 
 struct rpcd_server {
@@ -82,6 +91,12 @@ struct rpcd_server {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	bool shutdown_done;
+	/* Streams waiting for their next message, and the threads that make them. */
+	pthread_t streamers[STREAMERS];
+	pthread_mutex_t qmu;
+	pthread_cond_t qcv;
+	struct call *qhead, *qtail;
+	bool qstop;
 };
 
 static struct call *call_new(void)
@@ -264,12 +279,27 @@ static void stream_release(struct call *c)
 	call_free(c);
 }
 
+/* Queue the stream for its next step; the caller's reference goes with it. */
+static void stream_queue(struct call *c)
+{
+	struct rpcd_server *s = c->srv;
+	pthread_mutex_lock(&s->qmu);
+	c->queued_next = NULL;
+	if (s->qtail)
+		s->qtail->queued_next = c;
+	else
+		s->qhead = c;
+	s->qtail = c;
+	pthread_cond_signal(&s->qcv);
+	pthread_mutex_unlock(&s->qmu);
+}
+
 /*
  * The stream's next batch: its next message, or its status once it has
- * ended, failed or lost its client. Called by the worker that set it up, then
- * by the one whose event says the last message went.
+ * ended, failed or lost its client. False when it has none yet (a page held
+ * no range): it is queued again, its reference with it.
  */
-static void stream_step(struct call *c)
+static bool stream_step(struct call *c)
 {
 	grpc_op ops[2];
 	size_t n = 0;
@@ -281,6 +311,11 @@ static void stream_step(struct call *c)
 		ctl_fail(&c->st, CTL_CANCELLED, "the client went away");
 	if (c->st.code == CTL_OK)
 		more = ctl_stream_next(c->stream, &resp, a, &c->st);
+	if (more == 2) {
+		ctl_arena_free(a);
+		stream_queue(c);
+		return false;
+	}
 	if (!c->sent_metadata) {
 		ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
 		c->sent_metadata = true;
@@ -302,31 +337,53 @@ static void stream_step(struct call *c)
 	ctl_arena_free(a);
 	atomic_fetch_add(&c->pending, 1);
 	start_batch(c, ops, n, c);
+	return true;
 }
 
-/* A stream's message went (or the call broke): the next step. */
+/* A streamer: the queue's streams, one step each, until the server stops. */
+static void *streamer(void *arg)
+{
+	struct rpcd_server *s = arg;
+	for (;;) {
+		pthread_mutex_lock(&s->qmu);
+		while (!s->qhead && !s->qstop)
+			pthread_cond_wait(&s->qcv, &s->qmu);
+		struct call *c = s->qhead;
+		if (c) {
+			s->qhead = c->queued_next;
+			if (!s->qhead)
+				s->qtail = NULL;
+		}
+		pthread_mutex_unlock(&s->qmu);
+		if (!c)
+			return NULL;
+		if (stream_step(c))
+			stream_release(c); /* the queue's reference */
+	}
+}
+
+/* A stream's message went (or the call broke): its next step, in the queue. */
 static void on_stream_sent(struct call *c, bool success)
 {
 	grpc_byte_buffer_destroy(c->resp_bb);
 	c->resp_bb = NULL;
 	if (!success && c->st.code == CTL_OK)
 		ctl_fail(&c->st, CTL_CANCELLED, "the stream broke");
-	stream_step(c);
-	stream_release(c);
+	stream_queue(c); /* the batch's reference, now the queue's */
 }
 
-/* A stream starts: its close batch (tag c + 1), then its first message. */
-static void stream_start(struct call *c)
+/* A stream starts: its close batch (tag c + 1), then its first step, in the queue. */
+static void stream_start(struct rpcd_server *s, struct call *c)
 {
 	grpc_op op;
 	memset(&op, 0, sizeof(op));
 	op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
 	op.data.recv_close_on_server.cancelled = &c->cancelled;
 	c->st.code = CTL_OK;
-	atomic_store(&c->pending, 2); /* the close batch, and this worker until its first step */
+	c->srv = s;
+	atomic_store(&c->pending, 2); /* the close batch, and the queue */
 	start_batch(c, &op, 1, (char *)c + 1);
-	stream_step(c);
-	stream_release(c);
+	stream_queue(c);
 }
 
 static void on_received(struct rpcd_server *s, struct call *c)
@@ -342,7 +399,7 @@ static void on_received(struct rpcd_server *s, struct call *c)
 		if (req)
 			protobuf_c_message_free_unpacked(req, NULL);
 		c->m = m;
-		stream_start(c);
+		stream_start(s, c);
 		return;
 	}
 	log_call(c, m, subject, &st);
@@ -443,6 +500,11 @@ struct rpcd_server *rpcd_server_start(struct rpcd *r, int nworkers)
 	s->nworkers = nworkers;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
+	pthread_mutex_init(&s->qmu, NULL);
+	pthread_cond_init(&s->qcv, NULL);
+	for (int i = 0; i < STREAMERS; i++)
+		if (pthread_create(&s->streamers[i], NULL, streamer, s) != 0)
+			log_fatal("cannot start streamer thread");
 
 	s->cq = grpc_completion_queue_create_for_next(NULL);
 	s->server = grpc_server_create(NULL, NULL);
@@ -495,6 +557,13 @@ void rpcd_server_stop_and_free(struct rpcd_server *s)
 	}
 	pthread_mutex_unlock(&s->mu);
 
+	/* Every call is done: no stream is left to make a message for. */
+	pthread_mutex_lock(&s->qmu);
+	s->qstop = true;
+	pthread_cond_broadcast(&s->qcv);
+	pthread_mutex_unlock(&s->qmu);
+	for (int i = 0; i < STREAMERS; i++)
+		pthread_join(s->streamers[i], NULL);
 	grpc_completion_queue_shutdown(s->cq);
 	for (int i = 0; i < s->nworkers; i++)
 		pthread_join(s->workers[i], NULL);
@@ -502,6 +571,8 @@ void rpcd_server_stop_and_free(struct rpcd_server *s)
 	grpc_completion_queue_destroy(s->cq);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->qmu);
+	pthread_cond_destroy(&s->qcv);
 	free(s->workers);
 	free(s);
 }

@@ -15,9 +15,10 @@
  *  - every other block is read from both, in READ_CHUNK pieces, and compared.
  * So a reflinked pair costs reads only where the volume was written between
  * the two cuts, and a copied pair (no shared extents) reads both images' data.
- * A page ends when RN_BLOCKS_MAX ranges are found, or when RN_BLOCKS_READ_MAX
- * bytes of each image have been read: its time and memory are bounded
- * whatever the volume's size, and the helper asks for the next page from
+ * A page ends when RN_BLOCKS_MAX ranges are found, when RN_BLOCKS_READ_MAX
+ * bytes of each image have been read, or when its windows have covered
+ * RN_BLOCKS_SCAN_MAX bytes: its time and memory are bounded whatever the
+ * volume's size, and the helper asks for the next page from
  * where this one stopped. Ranges are whole 4 KiB blocks, but never past the
  * target's end. Beyond the base's end (the volume grew between the cuts) the
  * base reads as zeros.
@@ -78,9 +79,11 @@ static uint64_t up(uint64_t v)
 }
 
 /* The target's data ranges from pos on: 0 or an errno. */
-static int allocated(int fd, struct rn_blocks *b, uint64_t pos)
+static int allocated(int fd, int sock, struct rn_blocks *b, uint64_t pos)
 {
-	while (pos < b->size) {
+	for (unsigned k = 0; pos < b->size; k++) {
+		if (k % 4096 == 4095 && rn_hung_up(sock))
+			return ECANCELED;
 		off_t data = lseek(fd, (off_t)pos, SEEK_DATA);
 		if (data < 0)
 			return errno == ENXIO ? 0 : errno; /* ENXIO: only a hole is left */
@@ -204,8 +207,14 @@ static int delta(struct delta *d, uint64_t pos)
 	static uint8_t st[WBLOCKS], sb[WBLOCKS];
 	static uint64_t pt[WBLOCKS], pb[WBLOCKS];
 	struct rn_blocks *b = d->b;
-	uint64_t end = up(b->size);
+	uint64_t end = up(b->size), from = pos;
 	while (pos < end) {
+		if (pos - from >= RN_BLOCKS_SCAN_MAX) {
+			b->next = pos; /* time enough for one page: the next goes on from here */
+			return 0;
+		}
+		if (rn_hung_up(d->sock))
+			return ECANCELED;
 		uint64_t hi = end - pos < WINDOW ? end : pos + WINDOW, hb;
 		int err = classify(d->target, pos, &hi, st, pt);
 		hb = hi;
@@ -246,7 +255,7 @@ void rn_blocks(const struct rn_job *j, const int fds[3])
 		b.size = b.next = (uint64_t)st.st_size;
 		uint64_t from = down(j->size);
 		struct delta d = {.target = fds[1], .base = fds[2], .sock = fds[0], .b = &b};
-		b.err = j->tool == RN_BLOCKS_ALLOCATED ? allocated(fds[1], &b, from)
+		b.err = j->tool == RN_BLOCKS_ALLOCATED ? allocated(fds[1], fds[0], &b, from)
 		        : j->tool == RN_BLOCKS_DELTA   ? delta(&d, from)
 		                                       : EINVAL;
 	}

@@ -199,6 +199,29 @@ static void __attribute__((noreturn)) probe_child(int sock, int fd)
 	rn_answer_exit(PROBE_ANSWER_FD, &a);
 }
 
+/*
+ * RN_BLOCKS, in a child of its own for each page: it holds only the job's
+ * three descriptors (on 3, 4 and 5; stdio kept for a crash's message), none
+ * the runner holds for other jobs, and has BLOCKS_SECONDS to answer.
+ */
+#define BLOCKS_SECONDS 600
+
+static void __attribute__((noreturn)) blocks_child(const struct rn_job *j, const int *fds)
+{
+	int moved[3];
+	for (int i = 0; i < 3; i++)
+		if ((moved[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 16)) < 0)
+			_exit(1);
+	for (int i = 0; i < 3; i++)
+		if (dup2(moved[i], 3 + i) < 0)
+			_exit(1);
+	if (close_range(6, ~0U, 0) < 0)
+		_exit(1);
+	alarm(BLOCKS_SECONDS);
+	rn_blocks(j, (const int[]){3, 4, 5});
+	_exit(0);
+}
+
 /* A job run in a thread: a copy of the job and its descriptors. */
 struct thread_job {
 	struct rn_job j;
@@ -231,10 +254,8 @@ static void take(const struct rn_job *j, int fds[RN_FDS_MAX])
 		if (rn_fork_job() == 0)
 			probe_child(fds[0], fds[1]);
 	} else if (j->kind == RN_BLOCKS) {
-		if (rn_fork_job() == 0) {
-			rn_blocks(j, fds);
-			_exit(0);
-		}
+		if (rn_fork_job() == 0)
+			blocks_child(j, fds);
 	} else if (j->kind == RN_SIZE) {
 		struct thread_job *t = malloc(sizeof(*t));
 		if (!t)
