@@ -337,3 +337,29 @@ def test_reads_leave_workers_to_volumes():
             t.join(30)
         assert all(results[i] == [] for i in (0, 1, 2, 3, 5)), results
         c.controller("DeleteVolume", volume_id=w.volume_id)
+
+
+def test_delta_across_an_expansion(mdriver):
+    """The volume grew between the two snapshots: the capacity is the target's, the
+    base reads as zeros past its end, so only what was written there is changed."""
+    d, c, rnd = mdriver, mdriver.client, random.Random(5)
+    name = "md-grow-" + d.kind
+    v = create(c, name, block_cap(), 8 * MiB)
+    st = Staged(d, v.volume_id, name, block_cap())
+    try:
+        write_blocks(st.file("dev"), {0, 100}, rnd)
+        s1 = snap(c, name + "-s1", v.volume_id)
+    finally:
+        st.unstage()
+    c.controller("ControllerExpandVolume", volume_id=v.volume_id,
+                 capacity_range=c.pb.CapacityRange(required_bytes=16 * MiB))
+    st = Staged(d, v.volume_id, name, block_cap())
+    try:
+        write_blocks(st.file("dev"), {2048 + 7, 4095}, rnd)  # past the old end
+        s2 = snap(c, name + "-s2", v.volume_id)
+    finally:
+        st.unstage()
+    assert s2.size_bytes == 16 * MiB
+    dl = ranges_of(delta(c, s1.snapshot_id, s2.snapshot_id), 16 * MiB)
+    assert blocks_of(dl) == {2048 + 7, 4095}
+    assert blocks_of(ranges_of(allocated(c, s2.snapshot_id), 16 * MiB)) == {0, 100, 2055, 4095}
