@@ -389,7 +389,8 @@ static void start(const struct mh_ctx *c, const struct mh_msg *req, int peer, ui
 	}
 	if (!s || (req->type == MH_REQ_BLOCKS && reading() >= MH_WORKERS_BLOCKS)) {
 		refuse(c, req, peer, internal, MH_E_BUSY, EAGAIN,
-		       s ? "too many reads of snapshots in flight" : "too many operations in flight");
+		       s ? "too many reads of snapshots in flight"
+		         : "too many operations in flight");
 		return;
 	}
 	/* It was just decoded (or made here): failing to encode it is our own bug. */
