@@ -77,7 +77,9 @@ static int start(struct ctl *c, const char *base_id, const char *target_id, int6
 	if (lookup(c, target_id, delta ? "target_snapshot_id" : "snapshot_id", &t, st) ||
 	    (delta && lookup(c, base_id, "base_snapshot_id", &b, st)))
 		goto done;
-	if (max_results < 0) {
+	if (!t || (delta && !b)) {
+		ctl_fail(st, CTL_INTERNAL, "the store found no snapshot record");
+	} else if (max_results < 0) {
 		ctl_fail(st, CTL_INVALID_ARGUMENT, "max_results must not be negative");
 	} else if (b && strcmp(b->source_volume_id, t->source_volume_id) != 0) {
 		ctl_fail(st, CTL_INVALID_ARGUMENT,
@@ -175,6 +177,7 @@ int ctl_stream_next(struct ctl_stream *s, void **resp, struct ctl_arena *a, stru
 	uint32_t n = s->page.ranges.n - s->sent;
 	if (n > s->per_msg)
 		n = s->per_msg;
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of message pointers */
 	Csi__V1__BlockMetadata **list = ctl_alloc(a, (n ? n : 1) * sizeof(*list));
 	Csi__V1__BlockMetadata *items = ctl_alloc(a, (n ? n : 1) * sizeof(*items));
 	for (uint32_t i = 0; i < n; i++) {

@@ -75,7 +75,7 @@ int mh_answer_blocks(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	const struct mh_req_blocks *q = &req->u.blocks;
 	struct mh_ans_blocks *out = &ans->u.blocks_ans;
 	bool delta = q->what == MH_BLOCKS_DELTA;
-	struct stat st, sb;
+	struct stat st = {0}, sb = {0};
 	int ret = -1, base = -1;
 	if (delta != (q->base_id[0] != '\0'))
 		return mh_fail(r, MH_E_REFUSED, EINVAL,

@@ -111,10 +111,11 @@ static const uint32_t opaque = FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC |
  */
 static int classify(int fd, uint64_t lo, uint64_t *hi, uint8_t *state, uint64_t *phys)
 {
-	static struct {
+	static union {
 		struct fiemap f;
-		struct fiemap_extent x[NEXTENTS];
+		char room[sizeof(struct fiemap) + NEXTENTS * sizeof(struct fiemap_extent)];
 	} m;
+	const struct fiemap_extent *ext = m.f.fm_extents;
 	uint64_t nb = (*hi - lo) / RN_BLOCK;
 	memset(state, B_ZERO, nb);
 	memset(&m, 0, sizeof(m));
@@ -128,11 +129,11 @@ static int classify(int fd, uint64_t lo, uint64_t *hi, uint8_t *state, uint64_t 
 		return 0;
 	}
 	uint32_t n = m.f.fm_mapped_extents;
-	if (n == NEXTENTS && !(m.x[n - 1].fe_flags & FIEMAP_EXTENT_LAST) &&
-	    m.x[n - 1].fe_logical + m.x[n - 1].fe_length < *hi)
-		*hi = up(m.x[n - 1].fe_logical + m.x[n - 1].fe_length);
+	if (n == NEXTENTS && !(ext[n - 1].fe_flags & FIEMAP_EXTENT_LAST) &&
+	    ext[n - 1].fe_logical + ext[n - 1].fe_length < *hi)
+		*hi = up(ext[n - 1].fe_logical + ext[n - 1].fe_length);
 	for (uint32_t i = 0; i < n; i++) {
-		const struct fiemap_extent *x = &m.x[i];
+		const struct fiemap_extent *x = &ext[i];
 		uint64_t s = x->fe_logical < lo ? lo : x->fe_logical;
 		uint64_t e = x->fe_logical + x->fe_length;
 		if (e > *hi)

@@ -13,6 +13,9 @@ ext4 mounts, raw block and directory volumes:
     -> NodeStageVolume -> NodePublishVolume -> read the pattern back
     [directory volumes: -> CreateSnapshot -> DeleteSnapshot, a copy and a removal of
      the tree, which the helper's tree runner makes]
+    [raw block volumes: -> CreateSnapshot -> GetMetadataAllocated (exactly the three
+     blocks written) -> GetMetadataDelta against itself (nothing) -> DeleteSnapshot:
+     streams, whose pages the helper's tool runner reads]
     -> NodeUnpublishVolume -> NodeUnstageVolume -> DeleteVolume
 
 Every call is retried as a CO retries (kubelet and the external sidecars retry any
@@ -161,14 +164,19 @@ class ChaosClient(csi_client.CsiClient):
 
 
 def retried(tally, stuck_after, label, client, service, method, /, **fields):
-    """One CSI call as a CO makes it: the same request until it succeeds."""
+    """One CSI call as a CO makes it: the same request until it succeeds. A
+    SnapshotMetadata stream is asked again whole (its messages, as a list)."""
     start = time.monotonic()
     unavailable = None  # since when every attempt was UNAVAILABLE
     delay = BACKOFF[0]
-    call = getattr(client, service)
     while True:
         try:
-            resp = call(method, timeout=CALL_TIMEOUT, **fields)
+            if service == "SnapshotMetadata":
+                resp = client.stream(service, method,
+                                     getattr(client.pb, method + "Request")(**fields),
+                                     timeout=CALL_TIMEOUT)
+            else:
+                resp = getattr(client, service)(method, timeout=CALL_TIMEOUT, **fields)
             tally.add("calls", method)
             return resp
         except grpc.RpcError as e:
@@ -284,6 +292,25 @@ class Lifecycles(threading.Thread):
         finally:
             client.close()
 
+    def snapshot_metadata(self, call, name, vid):
+        """A snapshot of the volume in use, and what the SnapshotMetadata service says of
+        it: exactly the blocks written, and nothing changed against itself."""
+        r = self.chaos
+        snap = call("controller", "CreateSnapshot", name=name + "-snap",
+                    source_volume_id=vid).snapshot
+        sid = snap.snapshot_id
+        got = blocks_in(call("SnapshotMetadata", "GetMetadataAllocated", snapshot_id=sid))
+        want = {o // 4096 for o in BLOCK_OFFSETS}
+        if got != want:
+            r.tally.note("data", "%s %s: allocated blocks %s, not %s" % (
+                name, sid, sorted(got)[:8], sorted(want)))
+        same = blocks_in(call("SnapshotMetadata", "GetMetadataDelta", base_snapshot_id=sid,
+                              target_snapshot_id=sid))
+        if same:
+            r.tally.note("data", "%s %s: changed against itself: %s" % (
+                name, sid, sorted(same)[:8]))
+        call("controller", "DeleteSnapshot", snapshot_id=sid)
+
     def lifecycle(self, client, name):
         r, k = self.chaos, self.chaos.kubelet
 
@@ -326,6 +353,8 @@ class Lifecycles(threading.Thread):
                 snap = call("controller", "CreateSnapshot", name=name + "-snap",
                             source_volume_id=vid).snapshot
                 call("controller", "DeleteSnapshot", snapshot_id=snap.snapshot_id)
+            if self.block and not first:
+                self.snapshot_metadata(call, name, vid)
             call("node", "NodeUnpublishVolume", **unpublish)
             call("node", "NodeUnstageVolume", **unstage)
         call("controller", "DeleteVolume", volume_id=vid)
@@ -593,12 +622,19 @@ def kubelet_layout(driver):
     return k
 
 
+def blocks_in(msgs):
+    """The 4 KiB blocks a SnapshotMetadata stream's ranges cover."""
+    return {o // 4096 for m in msgs for b in m.block_metadata
+            for o in range(b.byte_offset, b.byte_offset + b.size_bytes, 4096)}
+
+
 def start_driver(bin_dir=None, directories=True):
     """A driver that restarts its children up to 100 times a second, in kubelet's layout;
     with directories, a base for directory volumes (the helper mounts), else none (the
     helper's capable core mounts)."""
     d = conftest.Driver(kubelet=True, bin_dir=bin_dir, setup=xfs_base if directories else None,
-                        extra_args=["--restart-limit", "100", "--restart-window", "1"])
+                        extra_args=["--restart-limit", "100", "--restart-window", "1",
+                                    "--snapshot-metadata", "on"])
     d.kubelet = kubelet_layout(d)
     return d
 
