@@ -27,9 +27,10 @@
  * volumes, a base cut after the target, or a directory volume's snapshot
  * (no blocks) INVALID_ARGUMENT; a starting_offset below 0 or past the
  * capacity OUT_OF_RANGE; a snapshot deleted while its stream runs ends it
- * with NOT_FOUND. The helper runs at most 4 page reads at once; a page it
- * refuses for that is asked again for up to about 3 s before the stream
- * fails UNAVAILABLE (the caller may resume it from its last range).
+ * with NOT_FOUND. The helper runs at most 4 page reads at once, as many as
+ * rpcd's streamer threads ask for (rpcd/rpcd_server.c); a page it refuses
+ * all the same is asked again for up to about 3 s before the stream fails
+ * UNAVAILABLE (the caller may resume it from its last range).
  */
 #include "ctl_int.h"
 

@@ -111,24 +111,23 @@ static const uint32_t opaque = FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC |
  */
 static int classify(int fd, uint64_t lo, uint64_t *hi, uint8_t *state, uint64_t *phys)
 {
-	static union {
-		struct fiemap f;
-		char room[sizeof(struct fiemap) + NEXTENTS * sizeof(struct fiemap_extent)];
-	} m;
-	const struct fiemap_extent *ext = m.f.fm_extents;
+	/* A struct fiemap and its NEXTENTS extents after it, 8-byte aligned. */
+	static uint64_t room[(sizeof(struct fiemap) + NEXTENTS * sizeof(struct fiemap_extent)) / 8];
+	struct fiemap *f = (struct fiemap *)room;
+	const struct fiemap_extent *ext = f->fm_extents;
 	uint64_t nb = (*hi - lo) / RN_BLOCK;
 	memset(state, B_ZERO, nb);
-	memset(&m, 0, sizeof(m));
-	m.f.fm_start = lo;
-	m.f.fm_length = *hi - lo;
-	m.f.fm_extent_count = NEXTENTS;
-	if (ioctl(fd, FS_IOC_FIEMAP, &m.f) < 0) {
+	memset(room, 0, sizeof(room));
+	f->fm_start = lo;
+	f->fm_length = *hi - lo;
+	f->fm_extent_count = NEXTENTS;
+	if (ioctl(fd, FS_IOC_FIEMAP, f) < 0) {
 		if (errno != EOPNOTSUPP && errno != ENOTTY)
 			return errno;
 		memset(state, B_UNKNOWN, nb);
 		return 0;
 	}
-	uint32_t n = m.f.fm_mapped_extents;
+	uint32_t n = f->fm_mapped_extents;
 	if (n == NEXTENTS && !(ext[n - 1].fe_flags & FIEMAP_EXTENT_LAST) &&
 	    ext[n - 1].fe_logical + ext[n - 1].fe_length < *hi)
 		*hi = up(ext[n - 1].fe_logical + ext[n - 1].fe_length);

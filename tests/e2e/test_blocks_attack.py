@@ -311,6 +311,33 @@ def _descendants(pid):
     return descendants(pid)
 
 
+def test_at_most_four_reads_at_once():
+    """Pages held in the helper (a test pause point): a fifth BLOCKS is BUSY at once
+    (EAGAIN), and the volumes' own requests still find a worker."""
+    import hostile
+    for hd in running(hostile.HostileDriver(env={"SEPCSI_TEST_PAUSE": "1"})):
+        r, d = hd.rpcd, hd.driver
+        make_vol(r, VOL, 8 * MiB)
+        make_snap(r, S1, VOL)
+        d.hold("blocks@" + S1)
+        ids = [r.send(Msg(T.REQ_BLOCKS, what=mh_wire.BLOCKS_ALLOCATED, snapshot_id=S1))
+               for _ in range(4)]
+        for _ in range(4):
+            d.paused("blocks@" + S1)
+        a = r.call(Msg(T.REQ_BLOCKS, what=mh_wire.BLOCKS_ALLOCATED, snapshot_id=S1))
+        assert a.type == T.ANS_ERROR and a.kind == E.BUSY and a.sys_errno == 11, a
+        assert "too many reads of snapshots" in a.reason
+        assert r.call(Msg(T.REQ_CREATE, volume_id=VOL2, size_bytes=8 * MiB)).type == \
+            T.ANS_CREATE
+        d.release("blocks@" + S1)
+        got = {}
+        while len(got) < 4:
+            m = r.recv(60)
+            got[m.id] = m
+        assert sorted(got) == sorted(ids)
+        assert all(m.type == T.ANS_BLOCKS and m.ranges == () for m in got.values())
+
+
 def test_race_with_delete_and_recreate(hostile_blocks):
     """Pages racing DELETE_SNAPSHOT of their target and base, and a snapshot re-created
     under the same id from another volume: every answer is either well formed for the

@@ -299,9 +299,9 @@ def test_not_served_unless_asked(args):
 
 
 def test_reads_leave_workers_to_volumes():
-    """At most 4 page reads run in the helper at once: a fifth waits (rpcd asks again for
-    about 3 s, then fails the stream UNAVAILABLE), and the volumes' own operations still
-    find a worker meanwhile. Reads let go within that time all complete."""
+    """The helper reads at most 4 pages at once, and rpcd makes streams' messages in 4
+    threads of its own: a fifth stream waits its turn (it does not fail), and the
+    volumes' own operations still find a worker meanwhile. Let go, every one reads."""
     for d in running(Driver(extra_args=["--snapshot-metadata", "on"],
                             env={"SEPCSI_TEST_PAUSE": "1"})):
         c = d.client
@@ -316,27 +316,21 @@ def test_reads_leave_workers_to_volumes():
                 results[i] = e.code()
 
         d.hold("blocks@" + s.snapshot_id)
-        threads = [threading.Thread(target=read, args=(i,)) for i in range(4)]
-        for t in threads:
+        threads = [threading.Thread(target=read, args=(i,)) for i in range(5)]
+        for t in threads[:4]:
             t.start()
         for _ in range(4):
             d.paused("blocks@" + s.snapshot_id)
-        fifth = threading.Thread(target=read, args=(4,))
-        fifth.start()
+        threads[4].start()
         # A volume's own operation is not held up by the reads.
         w = create(c, "md-busy-other", block_cap(), 8 * MiB)
-        fifth.join(30)
-        assert results.get(4) == grpc.StatusCode.UNAVAILABLE
-        assert "too many reads of snapshots" in d.logs()
-        # Let go within the retries: the next one waits for a reader, then reads.
-        late = threading.Thread(target=read, args=(5,))
-        late.start()
-        time.sleep(0.5)
-        d.release("blocks@" + s.snapshot_id)
-        for t in threads + [late]:
-            t.join(30)
-        assert all(results[i] == [] for i in (0, 1, 2, 3, 5)), results
         c.controller("DeleteVolume", volume_id=w.volume_id)
+        time.sleep(4)  # longer than a refused page is asked again: the fifth still waits
+        assert results == {}, results
+        d.release("blocks@" + s.snapshot_id)
+        for t in threads:
+            t.join(60)
+        assert all(results[i] == [] for i in range(5)), results
 
 
 def test_delta_across_an_expansion(mdriver):
