@@ -40,7 +40,7 @@ def write(harness, name, data):
 
 # ---- the helper protocol (proto/mh_proto.h) ----
 
-MH_VERSION = 7
+MH_VERSION = 8
 T = dict(
     REQ_PING=1, ANS_PING=2, REQ_CREATE=3, ANS_CREATE=4, REQ_DELETE=5, ANS_DELETE=6,
     REQ_STAGE=7, ANS_STAGE=8, REQ_UNSTAGE=9, ANS_UNSTAGE=10, REQ_PUBLISH=11, ANS_PUBLISH=12,
@@ -52,7 +52,8 @@ T = dict(
     ANS_DIR_PUBLISH=38, REQ_DIR_UNPUBLISH=39, ANS_DIR_UNPUBLISH=40, REQ_DIR_STATS=41,
     ANS_DIR_STATS=42, REQ_DIR_CAPACITY=43, ANS_DIR_CAPACITY=44, REQ_DIR_SNAPSHOT=45,
     ANS_DIR_SNAPSHOT=46, REQ_DIR_DELETE_SNAPSHOT=47, ANS_DIR_DELETE_SNAPSHOT=48,
-    REQ_FREEZE=51, ANS_FREEZE=52, REQ_THAW=53, ANS_THAW=54, ANS_ERROR=100)
+    REQ_FREEZE=51, ANS_FREEZE=52, REQ_THAW=53, ANS_THAW=54, REQ_GROUP_SNAPSHOT=63,
+    ANS_GROUP_SNAPSHOT=64, REQ_BLOCKS=65, ANS_BLOCKS=66, ANS_ERROR=100)
 
 
 def s(b):
@@ -127,6 +128,12 @@ def requests():
         "stats": msg("REQ_STATS", s(VOL) + s(TARGET) + u8(0)),
         "list-images": msg("REQ_LIST", u32(1) + s(b"")),
         "list-mounts-after": msg("REQ_LIST", u32(3) + s(b"417")),
+        "group-snapshot": msg("REQ_GROUP_SNAPSHOT", u32(2) + s(VOL) + s(SNAP) + s(VOL2)
+                              + s(b"ss-fedcba9876543210fedcba9876543210") + s(b"") * 28),
+        "blocks-allocated": msg("REQ_BLOCKS", u32(1) + s(SNAP) + s(b"") + u64(4096)),
+        "blocks-delta": msg("REQ_BLOCKS", u32(2) + s(SNAP) + s(SNAP) + u64(0)),
+        "hostile-blocks-base-without-delta": msg("REQ_BLOCKS", u32(1) + s(SNAP) + s(SNAP)
+                                                 + u64(0)),
         # The capable core's own (from rpcd, a violation).
         "freeze": msg("REQ_FREEZE", s(VOL) + u32(30)),
         "thaw": msg("REQ_THAW", s(VOL)),
@@ -158,6 +165,8 @@ def answers():
                          + s(b"file system errors")),
         "ans-list": msg("ANS_LIST", u8(1) + s(b"417 b " + VOL + b" " + TARGET + b"\n")),
         "ans-error": msg("ANS_ERROR", u32(2) + u32(2) + s(b"no such image")),
+        "ans-blocks": msg("ANS_BLOCKS", u64(1 << 30) + u64(1 << 20) + u32(2) + u64(0) + u64(4096)
+                          + u64(8192) + u64(65536)),
     }
 
 
@@ -178,6 +187,9 @@ def mh_msg_seeds():
         "edge-bad-clone-source": msg("REQ_CLONE", s(VOL2) + u8(3) + s(SNAP) + u64(1)),
         "edge-error-kind-ok": msg("ANS_ERROR", u32(0) + u32(0) + s(b"")),
         "edge-error-kind-unavailable": msg("ANS_ERROR", u32(8) + u32(0) + s(b"")),
+        "edge-blocks-too-many": msg("ANS_BLOCKS", u64(0) + u64(0) + u32(513)),
+        "edge-blocks-count-past-end": msg("ANS_BLOCKS", u64(0) + u64(0) + u32(2) + u64(0)
+                                          + u64(4096)),
     }
     for name, m in edge.items():
         write("mh_msg", name, m)
