@@ -275,7 +275,10 @@ def test_core_records_of_detached_images_go_when_the_table_is_full(driver):
         made.append(vid)
     vid, staging = stage(driver, "rec-churn-kept")  # attached after: still found
     compactions = re.findall(r"loop_records_compacted before=(\d+) after=(\d+)", driver.logs())
-    assert compactions and all(int(b) == 64 and int(a) <= 1 for b, a in compactions), \
+    # What stays is what is still attached: the device staged then, and at most the one
+    # unstaged just before, whose detach (autoclear, at its last close) the kernel may
+    # still be finishing in its own time.
+    assert compactions and all(int(b) == 64 and int(a) <= 2 for b, a in compactions), \
         compactions
     assert device_of(driver, vid) != []
     c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
