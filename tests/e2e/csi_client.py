@@ -67,13 +67,18 @@ class CsiClient:
             response_deserializer=getattr(pb, method + "Response").FromString)
         return rpc(request, timeout=timeout)
 
-    def stream(self, service, method, request, timeout=30):
-        """Server-streaming call (SnapshotMetadata); returns all responses."""
+    def stream_iter(self, service, method, request, timeout=30):
+        """Server-streaming call (SnapshotMetadata): its responses as they come, from an
+        iterator that can also be cancelled (.cancel())."""
         rpc = self.channel.unary_stream(
             "/csi.v1.%s/%s" % (service, method),
             request_serializer=lambda msg: msg.SerializeToString(),
             response_deserializer=getattr(pb, method + "Response").FromString)
-        return list(rpc(request, timeout=timeout))
+        return rpc(request, timeout=timeout)
+
+    def stream(self, service, method, request, timeout=30):
+        """Server-streaming call (SnapshotMetadata); returns all responses."""
+        return list(self.stream_iter(service, method, request, timeout))
 
     def raw(self, service, method, data, timeout=30):
         """Send arbitrary request bytes; return the raw response bytes."""

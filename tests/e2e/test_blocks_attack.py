@@ -29,8 +29,8 @@ from csi_client import block_cap
 from mh_wire import E, Msg, T
 from test_controller_snapshots import Staged, create, snap
 from test_snapshot_metadata import (BLOCK, allocated, blocks_of, data_blocks, delta,
-                                    differing_blocks, ext4_data_dir, ranges_of,
-                                    xfs_reflink_data_dir)
+                                    differing_blocks, ext4_data_dir, loop_data_dir,
+                                    ranges_of, xfs_reflink_data_dir)
 
 MiB = 1 << 20
 HELPER = "sepcsi-mounthel"
@@ -539,17 +539,12 @@ def test_cancelled_and_abandoned_streams_leak_nothing(cdriver):
     def churn(n):
         for i in range(n):
             cl = csi_client.CsiClient(d.endpoint)
-            rpc = cl.channel.unary_stream(
-                "/csi.v1.SnapshotMetadata/GetMetadataDelta" if i % 2 else
-                "/csi.v1.SnapshotMetadata/GetMetadataAllocated",
-                request_serializer=lambda m: m.SerializeToString(),
-                response_deserializer=(cl.pb.GetMetadataDeltaResponse if i % 2 else
-                                       cl.pb.GetMetadataAllocatedResponse).FromString)
             req = (cl.pb.GetMetadataDeltaRequest(base_snapshot_id=d.s1,
                                                  target_snapshot_id=d.s2, max_results=1)
                    if i % 2 else
                    cl.pb.GetMetadataAllocatedRequest(snapshot_id=d.s1, max_results=1))
-            it = rpc(req, timeout=60)
+            it = cl.stream_iter("SnapshotMetadata", "GetMetadataDelta" if i % 2 else
+                                "GetMetadataAllocated", req, timeout=60)
             try:
                 next(it)
                 if i % 3 == 0:
@@ -582,11 +577,7 @@ def test_many_streams_at_once_do_not_starve_other_calls(cdriver):
     clients, its = [], []
     for i in range(64):
         cl = csi_client.CsiClient(d.endpoint)
-        rpc = cl.channel.unary_stream(
-            "/csi.v1.SnapshotMetadata/GetMetadataAllocated",
-            request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=cl.pb.GetMetadataAllocatedResponse.FromString)
-        its.append(rpc(cl.pb.GetMetadataAllocatedRequest(snapshot_id=d.s1, max_results=1),
+        its.append(cl.stream_iter("SnapshotMetadata", "GetMetadataAllocated", cl.pb.GetMetadataAllocatedRequest(snapshot_id=d.s1, max_results=1),
                        timeout=120))
         clients.append(cl)
     try:
@@ -621,11 +612,7 @@ def test_snapshot_deleted_mid_stream_ends_it(cdriver):
     part of the ranges (a client would take a truncated list as complete)."""
     d, c = cdriver, cdriver.client
     sid = snap(c, "cli-doomed", d.vid).snapshot_id
-    rpc = c.channel.unary_stream(
-        "/csi.v1.SnapshotMetadata/GetMetadataAllocated",
-        request_serializer=lambda m: m.SerializeToString(),
-        response_deserializer=c.pb.GetMetadataAllocatedResponse.FromString)
-    it = rpc(c.pb.GetMetadataAllocatedRequest(snapshot_id=sid, max_results=1), timeout=120)
+    it = c.stream_iter("SnapshotMetadata", "GetMetadataAllocated", c.pb.GetMetadataAllocatedRequest(snapshot_id=sid, max_results=1), timeout=120)
     first = next(it)
     assert len(first.block_metadata) == 1
     c.controller("DeleteSnapshot", snapshot_id=sid)
@@ -655,11 +642,7 @@ def test_stop_with_streams_open_is_prompt():
         clients, its = [], []
         for i in range(16):
             cl = csi_client.CsiClient(d.endpoint)
-            rpc = cl.channel.unary_stream(
-                "/csi.v1.SnapshotMetadata/GetMetadataAllocated",
-                request_serializer=lambda m: m.SerializeToString(),
-                response_deserializer=cl.pb.GetMetadataAllocatedResponse.FromString)
-            it = rpc(cl.pb.GetMetadataAllocatedRequest(snapshot_id=sid, max_results=1),
+            it = cl.stream_iter("SnapshotMetadata", "GetMetadataAllocated", cl.pb.GetMetadataAllocatedRequest(snapshot_id=sid, max_results=1),
                      timeout=300)
             if i % 2:
                 next(it)
@@ -685,16 +668,7 @@ def test_stop_with_streams_open_is_prompt():
 
 def big_ext4_data_dir(d):
     """The data directory on an ext4 of 8 GiB (sparse): every snapshot a copy."""
-    import subprocess
-    img = os.path.join(d.tmp, "data.img")
-    with open(img, "wb") as f:
-        f.truncate(8192 * MiB)
-    subprocess.run(["mkfs.ext4", "-q", img], check=True)
-    dev = subprocess.run(["losetup", "-f", "--show", img], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    os.makedirs(d.data, mode=0o700)
-    subprocess.run(["mount", dev, d.data], check=True)
-    os.chmod(d.data, 0o700)
+    loop_data_dir(d, ["mkfs.ext4", "-q"], 8192 * MiB)
 
 
 def test_streams_waiting_for_pages_hold_no_worker():
@@ -715,11 +689,7 @@ def test_streams_waiting_for_pages_hold_no_worker():
         clients, its, codes = [], [], {}
         for i in range(8):
             cl = csi_client.CsiClient(d.endpoint)
-            rpc = cl.channel.unary_stream(
-                "/csi.v1.SnapshotMetadata/GetMetadataDelta",
-                request_serializer=lambda m: m.SerializeToString(),
-                response_deserializer=cl.pb.GetMetadataDeltaResponse.FromString)
-            its.append(rpc(cl.pb.GetMetadataDeltaRequest(base_snapshot_id=s1,
+            its.append(cl.stream_iter("SnapshotMetadata", "GetMetadataDelta", cl.pb.GetMetadataDeltaRequest(base_snapshot_id=s1,
                                                          target_snapshot_id=s2),
                            timeout=300))
             clients.append(cl)

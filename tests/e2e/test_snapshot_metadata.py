@@ -21,36 +21,33 @@ import pytest
 from csi_client import block_cap, mount_cap
 from conftest import Driver, running
 from test_controller_snapshots import Staged, create, snap
+from test_datapath import mount_data_dir
 
 MiB = 1 << 20
 BLOCK = 4096
 VARIABLE_LENGTH = 2
 
 
-def xfs_reflink_data_dir(d):
-    """The data directory on an xfs with reflink: snapshots share the volume's extents."""
+def loop_data_dir(d, mkfs, size=1024 * MiB):
+    """The data directory on a file system of its own, made by mkfs on a sparse image
+    of size bytes in the test's tree, through a loop device of the test's."""
     img = os.path.join(d.tmp, "data.img")
     with open(img, "wb") as f:
-        f.truncate(1024 * MiB)
-    subprocess.run(["mkfs.xfs", "-q", "-m", "reflink=1", img], check=True)
+        f.truncate(size)
+    subprocess.run(mkfs + [img], check=True)
     dev = subprocess.run(["losetup", "-f", "--show", img], capture_output=True, text=True,
                          check=True).stdout.strip()
-    os.makedirs(d.data, mode=0o700)
-    subprocess.run(["mount", dev, d.data], check=True)
-    os.chmod(d.data, 0o700)
+    mount_data_dir(d, dev)
+
+
+def xfs_reflink_data_dir(d):
+    """The data directory on an xfs with reflink: snapshots share the volume's extents."""
+    loop_data_dir(d, ["mkfs.xfs", "-q", "-m", "reflink=1"])
 
 
 def ext4_data_dir(d):
     """The data directory on an ext4 of its own: no reflink, every snapshot a copy."""
-    img = os.path.join(d.tmp, "data.img")
-    with open(img, "wb") as f:
-        f.truncate(1024 * MiB)
-    subprocess.run(["mkfs.ext4", "-q", img], check=True)
-    dev = subprocess.run(["losetup", "-f", "--show", img], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    os.makedirs(d.data, mode=0o700)
-    subprocess.run(["mount", dev, d.data], check=True)
-    os.chmod(d.data, 0o700)
+    loop_data_dir(d, ["mkfs.ext4", "-q"])
 
 
 @pytest.fixture(scope="module", params=["reflink", "copy"])
