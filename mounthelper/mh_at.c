@@ -266,7 +266,7 @@ int mh_at_make(const struct mh_ctx *c, const struct mh_at *at, bool dir, const c
 		return mh_fail(r, mh_kind_of_errno(errno), errno, "cannot create %s: %s",
 		               dir ? "directory" : "file", strerror(errno));
 	mh_pause(c, "made", volume_id); /* tests: killed before the mark */
-	if (mh_at_mark(fd, volume_id, r) < 0)
+	if (mh_at_mark(fd, volume_id, false, r) < 0)
 		ret = -1;
 	close(fd);
 	if (ret == 1 && renameat2(at->dir, tmp, at->dir, at->name, RENAME_NOREPLACE) < 0) {
@@ -281,7 +281,7 @@ int mh_at_make(const struct mh_ctx *c, const struct mh_at *at, bool dir, const c
 	return ret;
 }
 
-int mh_at_mark(int fd, const char *id, struct mh_res *r)
+int mh_at_mark(int fd, const char *id, bool replace, struct mh_res *r)
 {
 	struct stat st;
 	char mark[64];
@@ -289,7 +289,8 @@ int mh_at_mark(int fd, const char *id, struct mh_res *r)
 	if (fstat(fd, &st) < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "stat new object: %s", strerror(errno));
 	mark_value(id, st.st_ino, mark, sizeof(mark));
-	if (fsetxattr(fd, MH_AT_MARK_XATTR, mark, strlen(mark), XATTR_CREATE) < 0)
+	if (fsetxattr(fd, MH_AT_MARK_XATTR, mark, strlen(mark),
+	              replace ? XATTR_REPLACE : XATTR_CREATE) < 0)
 		return mh_fail(r, MH_E_FAILED, errno,
 		               "cannot mark the new object as sepcsi's (trusted xattr): %s",
 		               strerror(errno));

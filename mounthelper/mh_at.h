@@ -88,9 +88,11 @@ int mh_at_remove_ours(const struct mh_at *at, const char *volume_id, struct mh_r
 int mh_at_check_dir(int fd, const char *what, struct mh_res *r);
 /*
  * Mark the object fd, just made, as made for id (a volume or snapshot id):
- * the trusted.sepcsi.owner attribute, "<id>:<inode>", never replacing one.
+ * the trusted.sepcsi.owner attribute, "<id>:<inode>". Never replacing one,
+ * but with replace: only replacing one (a btrfs snapshot's, copied by the
+ * kernel from the subvolume it was made of).
  */
-int mh_at_mark(int fd, const char *id, struct mh_res *r);
+int mh_at_mark(int fd, const char *id, bool replace, struct mh_res *r);
 /* Does the open object fd, of stat st, carry the mark of id for its own inode? */
 bool mh_at_marked(int fd, const struct stat *st, const char *id);
 #define MH_AT_MARK_XATTR "trusted.sepcsi.owner"

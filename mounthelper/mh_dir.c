@@ -47,6 +47,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "mh_btrfs.h"
 #include "mh_dir_area.h"
 #include "mh_quota.h"
 #include "mh_helper_ops.h"
@@ -122,13 +123,39 @@ static int check_fields(const struct mh_ctx *c, uint16_t type, const struct mh_r
 	return 0;
 }
 
-static void answer_size(int base, int fd, const struct mh_req_dir *q, struct mh_ans_dir *ans)
+/*
+ * The enforced size of volume directory fd: its btrfs subvolume's quota group
+ * limit, or its project quota's; with the bytes and inodes it holds (inodes:
+ * project quotas only). 0, or -1 if the size is not enforced.
+ */
+static int quota_of(int base, int fd, const char *volume_id, uint64_t *limit, uint64_t *used,
+                    uint64_t *inodes)
 {
 	struct dqblk dq;
-	uint64_t limit;
 	uint32_t id;
-	ans->quota = mh_quota_of(base, fd, q->volume_id, &id, &limit, &dq) == 0 && limit > 0;
+	*inodes = 0;
+	if (mh_btrfs_subvol(fd))
+		return mh_btrfs_usage(fd, used, limit) == 0 && *limit ? 0 : -1;
+	if (mh_quota_of(base, fd, volume_id, &id, limit, &dq) < 0 || !*limit)
+		return -1;
+	*used = dq.dqb_curspace;
+	*inodes = dq.dqb_curinodes;
+	return 0;
+}
+
+static void answer_size(int base, int fd, const struct mh_req_dir *q, struct mh_ans_dir *ans)
+{
+	uint64_t limit, used, inodes;
+	ans->quota = quota_of(base, fd, q->volume_id, &limit, &used, &inodes) == 0;
 	ans->size_bytes = ans->quota ? limit : q->size_bytes;
+}
+
+/* Give the new directory fd its size: a quota group limit on btrfs, else a project quota. */
+static int quota_start(int base, int fd, const struct mh_req_dir *q, struct mh_res *r)
+{
+	if (mh_btrfs_subvol(fd))
+		return mh_btrfs_quota_on(fd) ? mh_btrfs_limit(fd, q->size_bytes, r) : 0;
+	return mh_quota_on(base) ? mh_quota_start(base, fd, q->volume_id, q->size_bytes, r) : 0;
 }
 
 /* ---- the handlers ----------------------------------------------------------------- */
@@ -156,6 +183,7 @@ int mh_answer_dir_create(const struct mh_ctx *c, const struct mh_msg *req, struc
 	const struct mh_req_dir *q = &req->u.dir;
 	struct mh_at at = {.dir = -1};
 	struct mh_tree_copied copied = {0};
+	bool whole = false;
 	int base = -1, work = -1, fd = -1, src = -1, ret = -1;
 	if (check_fields(c, req->type, q, r) < 0 ||
 	    (base = mh_dir_base_open(c, q->base, false, r)) < 0 ||
@@ -174,11 +202,11 @@ int mh_answer_dir_create(const struct mh_ctx *c, const struct mh_msg *req, struc
 		goto out;
 	}
 	if ((work = mh_dir_area(base, MH_DIR_WORK, true, r)) < 0 ||
-	    (fd = mh_dir_work_make(c, work, q->volume_id, r)) < 0)
+	    (fd = mh_dir_work_make(c, work, q->volume_id, src, &whole, r)) < 0)
 		goto out;
-	if (mh_quota_on(base) && mh_quota_start(base, fd, q->volume_id, q->size_bytes, r) < 0)
+	if (quota_start(base, fd, q, r) < 0)
 		goto out;
-	if (src >= 0 && mh_tree_copy(src, fd, &copied, r) < 0)
+	if (src >= 0 && !whole && mh_tree_copy(src, fd, &copied, r) < 0)
 		goto out;
 	if (fsync(fd) < 0) {
 		mh_fail(r, MH_E_FAILED, errno, "fsync: %s", strerror(errno));
@@ -193,7 +221,7 @@ int mh_answer_dir_create(const struct mh_ctx *c, const struct mh_msg *req, struc
 	}
 	(void)fsync(at.dir);
 	answer_size(base, fd, q, &ans->u.dir_ans);
-	ans->u.dir_ans.reflinked = src >= 0 && copied.reflinked;
+	ans->u.dir_ans.reflinked = src >= 0 && (whole || copied.reflinked);
 	a->note = copied.skipped ? "device nodes, FIFOs or sockets of the source not copied" : NULL;
 	ret = 0;
 out:
@@ -287,14 +315,19 @@ int mh_answer_dir_expand(const struct mh_ctx *c, const struct mh_msg *req, struc
 {
 	const struct mh_req_dir *q = &req->u.dir;
 	struct dqblk dq;
-	uint64_t limit;
+	uint64_t limit, used;
 	uint32_t id = 0;
 	int base = -1, fd = -1, ret = -1;
 	if (check_fields(c, req->type, q, r) < 0 ||
 	    (base = mh_dir_base_open(c, q->base, false, r)) < 0 ||
 	    (fd = mh_dir_volume_open(base, q, r)) < 0)
 		goto out;
-	if (mh_quota_of(base, fd, q->volume_id, &id, &limit, &dq) == 0) {
+	if (mh_btrfs_subvol(fd) && mh_btrfs_usage(fd, &used, &limit) == 0) {
+		if (limit && limit >= q->size_bytes)
+			a->note = "the quota group's limit is that large already";
+		else if (mh_btrfs_limit(fd, q->size_bytes, r) < 0)
+			goto out;
+	} else if (mh_quota_of(base, fd, q->volume_id, &id, &limit, &dq) == 0) {
 		if (limit >= q->size_bytes)
 			a->note = "the quota is that large already";
 		else if (mh_quota_set(base, id, q->size_bytes, r) < 0)
@@ -416,9 +449,7 @@ int mh_answer_dir_stats(const struct mh_ctx *c, const struct mh_msg *req, struct
 	struct mh_at at = {.dir = -1};
 	struct mh_mnt m;
 	struct statvfs vfs;
-	struct dqblk dq;
-	uint64_t limit;
-	uint32_t id;
+	uint64_t limit, used, inodes;
 	int base = -1, fd = -1, tfd = -1, ret = -1;
 	(void)a;
 	if (check_fields(c, req->type, q, r) < 0 ||
@@ -441,11 +472,11 @@ int mh_answer_dir_stats(const struct mh_ctx *c, const struct mh_msg *req, struct
 	}
 	s->inodes_total = vfs.f_files;
 	s->inodes_free = vfs.f_ffree;
-	if (mh_quota_of(base, fd, q->volume_id, &id, &limit, &dq) == 0 && limit > 0) {
+	if (quota_of(base, fd, q->volume_id, &limit, &used, &inodes) == 0) {
 		s->bytes_total = limit;
-		s->bytes_used = dq.dqb_curspace;
-		s->bytes_available = limit > dq.dqb_curspace ? limit - dq.dqb_curspace : 0;
-		s->inodes_used = dq.dqb_curinodes;
+		s->bytes_used = used;
+		s->bytes_available = limit > used ? limit - used : 0;
+		s->inodes_used = inodes;
 	} else { /* advisory: the base's own figures */
 		s->bytes_total = (uint64_t)vfs.f_blocks * vfs.f_frsize;
 		s->bytes_available = (uint64_t)vfs.f_bavail * vfs.f_frsize;
@@ -479,7 +510,7 @@ int mh_answer_dir_capacity(const struct mh_ctx *c, const struct mh_msg *req, str
 	cap->available_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
 	cap->total_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
 	cap->max_volume_bytes = pol_max_volume_bytes(c->pol);
-	cap->quota = mh_quota_on(base);
+	cap->quota = mh_quota_on(base) || mh_btrfs_quota_on(base);
 	close(base);
 	return 0;
 }
@@ -489,6 +520,8 @@ int mh_answer_dir_snapshot(const struct mh_ctx *c, const struct mh_msg *req, str
 {
 	const struct mh_req_dir *q = &req->u.dir;
 	struct mh_tree_copied copied = {0};
+	uint64_t limit;
+	bool whole = false;
 	int base = -1, fd = -1, snaps = -1, work = -1, wfd = -1, ret = -1;
 	if (check_fields(c, req->type, q, r) < 0 ||
 	    (base = mh_dir_base_open(c, q->base, false, r)) < 0 ||
@@ -496,14 +529,17 @@ int mh_answer_dir_snapshot(const struct mh_ctx *c, const struct mh_msg *req, str
 		goto out;
 	if ((wfd = mh_dir_open_marked(snaps, q->snapshot_id, q->snapshot_id, r)) >= 0) {
 		a->note = "exists already";
-		ret = 0;
+		/* a worker killed after the rename may have left it writable */
+		ret = mh_btrfs_subvol(wfd) ? mh_btrfs_set_ro(wfd, true, r) : 0;
 		goto out;
 	}
 	if (!mh_absent(r) || (fd = mh_dir_volume_open(base, q, r)) < 0 ||
 	    (work = mh_dir_area(base, MH_DIR_WORK, true, r)) < 0 ||
-	    (wfd = mh_dir_work_make(c, work, q->snapshot_id, r)) < 0 ||
-	    mh_tree_copy(fd, wfd, &copied, r) < 0)
+	    (wfd = mh_dir_work_make(c, work, q->snapshot_id, fd, &whole, r)) < 0 ||
+	    (!whole && mh_tree_copy(fd, wfd, &copied, r) < 0))
 		goto out;
+	if (whole && mh_btrfs_usage(fd, &copied.bytes, &limit) < 0)
+		copied.bytes = 0;                /* no quota groups: what it holds is not counted */
 	mh_pause(c, "dir-made", q->snapshot_id); /* tests: copied, not in place */
 	if (fsync(wfd) < 0 ||
 	    renameat2(work, q->snapshot_id, snaps, q->snapshot_id, RENAME_NOREPLACE) < 0) {
@@ -512,8 +548,10 @@ int mh_answer_dir_snapshot(const struct mh_ctx *c, const struct mh_msg *req, str
 		goto out;
 	}
 	(void)fsync(snaps);
+	if (whole && mh_btrfs_set_ro(wfd, true, r) < 0)
+		goto out;
 	ans->u.copy_ans.size_bytes = copied.bytes;
-	ans->u.copy_ans.reflinked = copied.reflinked;
+	ans->u.copy_ans.reflinked = whole || copied.reflinked;
 	a->note = copied.skipped ? "device nodes, FIFOs or sockets not copied" : NULL;
 	ret = 0;
 out:

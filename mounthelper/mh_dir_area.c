@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mh_btrfs.h"
 #include "mh_dir.h"
 #include "mh_pause.h"
 #include "mh_tree.h"
@@ -195,7 +196,10 @@ int mh_dir_volume_open(int base, const struct mh_req_dir *q, struct mh_res *r)
  * Remove the tree name (a volume or snapshot id) in one of the helper's areas,
  * if present, and only if it proves to be that id's: its mark (the volume's
  * directory keeps it through the rename into the trash), or, unmarked, an
- * empty directory (what a worker killed between mkdir and mark leaves).
+ * empty directory (what a worker killed between mkdir and mark leaves). On
+ * btrfs a subvolume with another id's mark is a snapshot made for name by a
+ * worker killed before it marked it (only the helper writes in its areas),
+ * and a subvolume is destroyed whole, without a walk of its tree.
  * Anything else there is left alone (and then blocks that id's next make or
  * removal, which fails rather than replace it).
  */
@@ -207,9 +211,15 @@ int mh_dir_purge(const struct mh_ctx *c, int area_fd, const char *name, struct m
 		return errno == ENOENT
 		           ? 0
 		           : mh_fail(r, MH_E_FAILED, errno, "open %s: %s", name, strerror(errno));
-	bool ours = marked(fd, name);
+	bool subvol = mh_btrfs_subvol(fd);
+	bool ours = marked(fd, name) || (subvol && has_mark(fd));
 	if (ours)
 		mh_pause(c, "purge", name); /* tests: a tree about to be emptied */
+	if (ours && subvol) {
+		int rc = mh_btrfs_destroy(area_fd, name, fd, r);
+		close(fd);
+		return rc;
+	}
 	int rc = ours ? mh_tree_empty(fd, r) : 0;
 	close(fd);
 	if (rc == 0 && unlinkat(area_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT &&
@@ -226,6 +236,11 @@ int mh_dir_trash(const struct mh_ctx *c, int base, int dir, const char *name, co
 	if (t < 0)
 		return -1;
 	int rc = mh_dir_purge(c, t, id, r);
+	/* A read-only subvolume (a snapshot) cannot be renamed: made writable first. */
+	int fd = openat2_retry(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
+	if (rc == 0 && fd >= 0 && marked(fd, id) && mh_btrfs_subvol(fd))
+		rc = mh_btrfs_set_ro(fd, false, r);
+	mh_closep(&fd);
 	if (rc == 0 && renameat2(dir, name, t, id, RENAME_NOREPLACE) < 0)
 		rc = mh_fail(r, mh_kind_of_errno(errno), errno, "move to the trash: %s",
 		             strerror(errno));
@@ -238,18 +253,27 @@ int mh_dir_trash(const struct mh_ctx *c, int base, int dir, const char *name, co
 	return rc;
 }
 
-/* Make id's directory in the work area: marked, mode 0755, then given its quota. */
-int mh_dir_work_make(const struct mh_ctx *c, int work, const char *id, struct mh_res *r)
+/*
+ * Make id's directory in the work area, marked. On btrfs a subvolume: a
+ * writable snapshot of src when src is one (*whole: nothing left to copy),
+ * else an empty one. An empty one is given mode 0755.
+ */
+int mh_dir_work_make(const struct mh_ctx *c, int work, const char *id, int src, bool *whole,
+                     struct mh_res *r)
 {
+	*whole = src >= 0 && mh_btrfs_on(work) && mh_btrfs_subvol(src);
 	if (mh_dir_purge(c, work, id, r) < 0)
 		return -1;
-	if (mkdirat(work, id, 0700) < 0)
+	if (mh_btrfs_on(work) && mh_btrfs_make(work, id, *whole ? src : -1, r) < 0)
+		return -1;
+	if (!mh_btrfs_on(work) && mkdirat(work, id, 0700) < 0)
 		return mh_fail(r, mh_kind_of_errno(errno), errno, "mkdir: %s", strerror(errno));
 	int fd = openat2_retry(work, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
 	if (fd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "open the new directory: %s",
 		               strerror(errno));
-	if (mh_at_mark(fd, id, r) < 0 || fchmod(fd, 0755) < 0) {
+	/* A snapshot keeps its source's mode and owner, and carries its source's mark. */
+	if (mh_at_mark(fd, id, *whole, r) < 0 || (!*whole && fchmod(fd, 0755) < 0)) {
 		mh_fail(r, MH_E_FAILED, errno, "mark the new directory: %s", strerror(errno));
 		close(fd);
 		return -1;

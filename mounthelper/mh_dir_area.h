@@ -44,7 +44,12 @@ int mh_dir_purge(const struct mh_ctx *c, int area_fd, const char *name, struct m
 int mh_dir_trash(const struct mh_ctx *c, int base, int dir, const char *name, const char *id,
                  struct mh_res *r);
 
-/* Make id's directory in the work area: marked, mode 0755. The fd, or -1 with r. */
-int mh_dir_work_make(const struct mh_ctx *c, int work, const char *id, struct mh_res *r);
+/*
+ * Make id's directory in the work area, marked: on btrfs a subvolume, a
+ * writable snapshot of src (*whole) when src (>= 0) is one; else empty, mode
+ * 0755. The fd, or -1 with r.
+ */
+int mh_dir_work_make(const struct mh_ctx *c, int work, const char *id, int src, bool *whole,
+                     struct mh_res *r);
 
 #endif

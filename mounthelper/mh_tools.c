@@ -340,6 +340,23 @@ int mh_tools_job(enum mh_runner which, uint32_t kind, const int *fds, uint32_t n
 	return ret;
 }
 
+int mh_tools_subvol(uint64_t what, int subvol, int work, const char *name, struct rn_answer *a,
+                    struct mh_res *r)
+{
+	static struct rn_job j;
+	memset(&j, 0, sizeof(j));
+	j.kind = RN_TREE_SUBVOL;
+	j.size = what;
+	j.argc = 1;
+	snprintf(j.argv[0], sizeof(j.argv[0]), "%s", name);
+	int ans = send_job(MH_RUNNER_TREE, &j, (int[]){subvol, work}, 2, r);
+	if (ans < 0)
+		return -1;
+	int ret = recv_answer(ans, a, r);
+	close(ans);
+	return ret;
+}
+
 int mh_tools_blocks(uint32_t what, uint64_t offset, int target, int base, struct rn_blocks *b,
                     struct mh_res *r)
 {

@@ -61,6 +61,14 @@ int mh_tools_job(enum mh_runner which, uint32_t kind, const int *fds, uint32_t n
                  struct rn_answer *a, struct mh_res *r);
 
 /*
+ * The tree runner's RN_TREE_SUBVOL what (enum rn_subvol) on btrfs subvolume
+ * subvol: a writable snapshot named name in work, or its read-only flag set
+ * or cleared (work: subvol again). 0 with the runner's answer in a, or -1 with r.
+ */
+int mh_tools_subvol(uint64_t what, int subvol, int work, const char *name, struct rn_answer *a,
+                    struct mh_res *r);
+
+/*
  * Run tool with args (args[0] is its name) on the image file img (an fd open
  * for reading and writing), which the runner appends as RN_TOOL_TARGET.
  * Waits for it, at most timeout_ms (then the runner kills it); out receives

@@ -41,3 +41,11 @@ int mh_tree_copy(int src, int dst, struct mh_tree_copied *out, struct mh_res *r)
 	    .bytes = a.bytes, .reflinked = a.reflinked != 0, .skipped = a.skipped};
 	return outcome(&a, r);
 }
+
+int mh_tree_subvol(uint64_t what, int subvol, int work, const char *name, struct mh_res *r)
+{
+	struct rn_answer a = {0};
+	if (mh_tools_subvol(what, subvol, work < 0 ? subvol : work, name, &a, r) < 0)
+		return -1;
+	return outcome(&a, r);
+}

@@ -34,4 +34,11 @@ struct mh_tree_copied {
  */
 int mh_tree_copy(int src, int dst, struct mh_tree_copied *out, struct mh_res *r);
 
+/*
+ * A btrfs subvolume, by the tree runner (it needs the subvolume's owner or
+ * CAP_FOWNER): a writable snapshot named name in work (RN_SUBVOL_SNAP), or
+ * made read-only or writable (RN_SUBVOL_RO, RN_SUBVOL_RW; work -1). 0, or -1 with r.
+ */
+int mh_tree_subvol(uint64_t what, int subvol, int work, const char *name, struct mh_res *r);
+
 #endif

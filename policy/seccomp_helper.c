@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/btrfs.h>
 #include <linux/loop.h>
 #include <sched.h>
 #include <signal.h>
@@ -78,6 +79,17 @@ static const struct sc_rule helper_rules[] = {
     IOCTL(FS_IOC_FSGETXATTR, "a new volume directory's flags, before its project is set"),
     IOCTL(FS_IOC_FSSETXATTR,
           "give a new volume directory its project id, inherited (recorded apart: trusted.*)"),
+    IOCTL(BTRFS_IOC_SUBVOL_CREATE, "btrfs base: a new volume, a subvolume in the work area"),
+    IOCTL(BTRFS_IOC_SNAP_DESTROY_V2,
+          "btrfs base: destroy a trashed volume or snapshot, and subvolumes a tenant made in it "
+          "(CAP_SYS_ADMIN)"),
+    IOCTL(BTRFS_IOC_INO_LOOKUP, "btrfs base: a subvolume's id, from its root directory"),
+    IOCTL(BTRFS_IOC_TREE_SEARCH,
+          "btrfs base: quota groups' usage and limits; subvolumes inside a trashed one "
+          "(CAP_SYS_ADMIN)"),
+    IOCTL(BTRFS_IOC_QGROUP_LIMIT, "btrfs base: a volume's size (CAP_SYS_ADMIN)"),
+    ALLOW_EQ("fsetxattr", 4, XATTR_REPLACE,
+             "btrfs base: a snapshot's mark, its source's copied by the kernel, made its own"),
 
     /* the sockets: a new channel from the supervisor, workers, the runners */
     ALLOW("recvmsg", "control message with a passed fd; the tool runner's answer"),

@@ -6,6 +6,7 @@
 #include "sc_rules.h"
 
 #include <fcntl.h>
+#include <linux/btrfs.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -76,6 +77,8 @@ static const struct sc_rule tree_rules[] = {
     ALLOW("ftruncate", "a copy's size (its holes)"),
     ALLOW("fsync", "a copied file, durable before the copy takes its name"),
     IOCTL(FICLONE, "reflink a copied file"),
+    IOCTL(BTRFS_IOC_SNAP_CREATE_V2, "btrfs base: snapshot a volume (its owner or CAP_FOWNER)"),
+    IOCTL(BTRFS_IOC_SUBVOL_SETFLAGS, "btrfs base: a snapshot made read-only, or writable again"),
 };
 
 const struct pol_sc_table pol_sc_tree = SC_TABLE("sepcsi-tree-runner", tree_rules);

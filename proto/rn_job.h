@@ -45,6 +45,12 @@
  *            owner, mode, times and xattrs; err, reason, bytes (of regular
  *            files), reflinked (every file shares its source's extents),
  *            skipped (device nodes, FIFOs and sockets, not copied)
+ *   RN_TREE_SUBVOL fds: answer, a btrfs subvolume, and for a snapshot the
+ *            helper's work area; argv[0] (argc 1): a volume or snapshot id
+ *            size RN_SUBVOL_SNAP: a writable snapshot of the subvolume, named
+ *            argv[0] in the work area; RN_SUBVOL_RO, RN_SUBVOL_RW: the
+ *            subvolume made read-only or writable (both need its owner or
+ *            CAP_FOWNER, which the helper does not hold); err, reason
  */
 #ifndef SEPCSI_RN_JOB_H
 #define SEPCSI_RN_JOB_H
@@ -63,7 +69,11 @@ enum rn_kind {
 	RN_TREE_COPY,
 	RN_SIGNATURE,
 	RN_BLOCKS,
+	RN_TREE_SUBVOL,
 };
+
+/* RN_TREE_SUBVOL: what is done, in size. */
+enum rn_subvol { RN_SUBVOL_SNAP = 1, RN_SUBVOL_RO, RN_SUBVOL_RW };
 
 /* The only programs the runner ever starts. Debian (merged /usr) installs them in /sbin. */
 enum rn_tool {

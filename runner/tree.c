@@ -35,6 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/btrfs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -465,8 +467,40 @@ static void tree_copy(int sock, int src, int dst, struct rn_answer *a)
 	free(cp.buf);
 }
 
+/*
+ * A btrfs subvolume (a volume or snapshot the helper proved its own):
+ * snapshotted into the work area under a name that is one plain component,
+ * or made read-only or writable. The kernel does each in one call, whatever
+ * the tree holds.
+ */
+static void tree_subvol(const struct rn_job *j, const int fds[3], struct rn_answer *a)
+{
+	uint64_t flags = j->size == RN_SUBVOL_RO ? BTRFS_SUBVOL_RDONLY : 0;
+	const char *name = j->argv[0];
+	if (j->size == RN_SUBVOL_SNAP) {
+		struct btrfs_ioctl_vol_args_v2 v = {.fd = fds[1]};
+		if (j->argc != 1 || !memchr(name, '\0', RN_ARG_LEN) || !name[0] ||
+		    strchr(name, '/') || name[0] == '.' || fds[2] < 0) {
+			a->err = EINVAL;
+			snprintf(a->reason, sizeof(a->reason), "not a name for a snapshot");
+			return;
+		}
+		snprintf(v.name, sizeof(v.name), "%s", name);
+		if (ioctl(fds[2], BTRFS_IOC_SNAP_CREATE_V2, &v) < 0) {
+			a->err = errno;
+			snprintf(a->reason, sizeof(a->reason), "snapshot into %.72s: %s", name,
+			         strerror(errno));
+		}
+	} else if ((j->size != RN_SUBVOL_RO && j->size != RN_SUBVOL_RW) ||
+	           ioctl(fds[1], BTRFS_IOC_SUBVOL_SETFLAGS, &flags) < 0) {
+		a->err = j->size == RN_SUBVOL_RO || j->size == RN_SUBVOL_RW ? errno : EINVAL;
+		snprintf(a->reason, sizeof(a->reason), "make the subvolume %s: %s",
+		         flags ? "read-only" : "writable", strerror(a->err));
+	}
+}
+
 /* The descriptors each kind of job carries, the answer socket first; 0: the tools runner's. */
-static const uint32_t job_fds[] = {[RN_TREE_EMPTY] = 2, [RN_TREE_COPY] = 3};
+static const uint32_t job_fds[] = {[RN_TREE_EMPTY] = 2, [RN_TREE_COPY] = 3, [RN_TREE_SUBVOL] = 3};
 
 /* Each job in a child of its own: a walk can take long, and a hang-up stops it. */
 static void take(const struct rn_job *j, int fds[RN_FDS_MAX])
@@ -476,6 +510,8 @@ static void take(const struct rn_job *j, int fds[RN_FDS_MAX])
 	struct rn_answer a = {0};
 	if (j->kind == RN_TREE_EMPTY)
 		tree_empty(fds[0], fds[1], &a);
+	else if (j->kind == RN_TREE_SUBVOL)
+		tree_subvol(j, fds, &a);
 	else
 		tree_copy(fds[0], fds[1], fds[2], &a);
 	rn_answer_exit(fds[0], &a);

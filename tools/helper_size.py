@@ -52,7 +52,7 @@ FEATURES = [
     ("volume stats and condition", ["mh_stats.c"]),
     ("reconciliation (LIST) and the start-up sweep",
      ["mh_list", "mh_list_mounts.c", "mh_sweep.c"]),
-    ("directory volumes", ["mh_dir", "mh_dir_area", "mh_quota", "mh_tree"]),
+    ("directory volumes", ["mh_dir", "mh_dir_area", "mh_quota", "mh_btrfs", "mh_tree"]),
 ]
 
 

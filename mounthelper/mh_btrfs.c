@@ -1,0 +1,235 @@
+/*
+ * Directory volumes on a btrfs base: each volume and each snapshot is a
+ * subvolume of its own, its capacity the referenced-bytes limit of the
+ * subvolume's quota group. Made, snapshotted and destroyed by the kernel in
+ * one call each, whatever the tree holds: nothing here reads, walks or
+ * follows anything a tenant wrote. Quota and subvolume facts come from the
+ * kernel's own trees (BTRFS_IOC_TREE_SEARCH of the quota and root trees),
+ * never from a file.
+ *
+ * Runs in a helper worker (DIR_STATS and DIR_CAPACITY: the main loop) as root
+ * with the helper's capabilities, under seccomp. Nothing here is fatal.
+ *
+ * Safety argument. Every call acts on a descriptor the caller opened and
+ * proved (a marked directory, one of the helper's areas, a base), or on a
+ * name in a helper area. The one call that names a subvolume by id, the
+ * destruction of a subvolume a tenant made inside its own volume (which would
+ * otherwise keep the volume's from being destroyed), takes its ids only from
+ * the root tree's records of what lies beneath the volume being destroyed,
+ * a volume already renamed into the trash area.
+ */
+#include "mh_btrfs.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <linux/btrfs.h>
+#include <linux/btrfs_tree.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+
+#include "mh_tree.h"
+#include "rn_job.h"
+
+#define BTRFS_MAGIC 0x9123683EL
+#define NESTED_MAX  4096 /* subvolumes a tenant made in one volume that are destroyed */
+#define DEPTH_MAX   64
+
+bool mh_btrfs_on(int fd)
+{
+	struct statfs sf;
+	return fstatfs(fd, &sf) == 0 && sf.f_type == BTRFS_MAGIC;
+}
+
+bool mh_btrfs_subvol(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) &&
+	       st.st_ino == BTRFS_FIRST_FREE_OBJECTID && mh_btrfs_on(fd);
+}
+
+/* The id of the subvolume whose root is fd: 0 if it cannot be learnt. */
+static uint64_t subvol_id(int fd)
+{
+	struct btrfs_ioctl_ino_lookup_args a = {.objectid = BTRFS_FIRST_FREE_OBJECTID};
+	return ioctl(fd, BTRFS_IOC_INO_LOOKUP, &a) == 0 ? a.treeid : 0;
+}
+
+/*
+ * The kernel's items of key (objectid, type, offset from lo to hi) in tree:
+ * each passed to each(); at most max. The number found, or -1 with errno.
+ */
+static int search(int fd, uint64_t tree, uint64_t objectid, uint32_t type, uint64_t lo, uint64_t hi,
+                  int max,
+                  void (*each)(const struct btrfs_ioctl_search_header *, const void *, void *),
+                  void *arg)
+{
+	struct btrfs_ioctl_search_args a;
+	int found = 0;
+	while (found < max) {
+		memset(&a, 0, sizeof(a));
+		a.key = (struct btrfs_ioctl_search_key){.tree_id = tree,
+		                                        .min_objectid = objectid,
+		                                        .max_objectid = objectid,
+		                                        .min_type = type,
+		                                        .max_type = type,
+		                                        .min_offset = lo,
+		                                        .max_offset = hi,
+		                                        .max_transid = UINT64_MAX,
+		                                        .nr_items = 512};
+		if (ioctl(fd, BTRFS_IOC_TREE_SEARCH, &a) < 0)
+			return -1;
+		if (a.key.nr_items == 0)
+			break;
+		size_t off = 0;
+		uint64_t last = hi;
+		for (uint32_t i = 0; i < a.key.nr_items && found < max; i++) {
+			struct btrfs_ioctl_search_header h;
+			memcpy(&h, a.buf + off, sizeof(h));
+			off += sizeof(h);
+			if (off + h.len > sizeof(a.buf))
+				return errno = EIO, -1;
+			if (h.objectid == objectid && h.type == type) {
+				each(&h, a.buf + off, arg);
+				found++;
+			}
+			off += h.len;
+			last = h.offset;
+		}
+		if (last >= hi)
+			break;
+		lo = last + 1;
+	}
+	return found;
+}
+
+static void take_status(const struct btrfs_ioctl_search_header *h, const void *item, void *arg)
+{
+	struct btrfs_qgroup_status_item s;
+	if (h->len >= sizeof(s)) {
+		memcpy(&s, item, sizeof(s));
+		*(bool *)arg = (le64toh(s.flags) & BTRFS_QGROUP_STATUS_FLAG_ON) != 0;
+	}
+}
+
+bool mh_btrfs_quota_on(int fd)
+{
+	bool on = false;
+	return mh_btrfs_on(fd) &&
+	       search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_STATUS_KEY, 0, 0, 1,
+	              take_status, &on) == 1 &&
+	       on;
+}
+
+int mh_btrfs_make(int dir, const char *name, int src, struct mh_res *r)
+{
+	if (src >= 0) /* a snapshot needs src's owner or CAP_FOWNER: the tree runner's */
+		return mh_tree_subvol(RN_SUBVOL_SNAP, src, dir, name, r);
+	struct btrfs_ioctl_vol_args a = {0};
+	snprintf(a.name, sizeof(a.name), "%s", name);
+	if (ioctl(dir, BTRFS_IOC_SUBVOL_CREATE, &a) < 0)
+		return mh_fail(r, mh_kind_of_errno(errno), errno, "create subvolume %s: %s", name,
+		               strerror(errno));
+	return 0;
+}
+
+int mh_btrfs_set_ro(int fd, bool ro, struct mh_res *r)
+{
+	return mh_tree_subvol(ro ? RN_SUBVOL_RO : RN_SUBVOL_RW, fd, -1, "-", r);
+}
+
+struct kids {
+	uint64_t id[512];
+	int n;
+};
+
+static void take_child(const struct btrfs_ioctl_search_header *h, const void *item, void *arg)
+{
+	struct kids *k = arg;
+	(void)item;
+	if (k->n < (int)(sizeof(k->id) / sizeof(k->id[0])))
+		k->id[k->n++] = h->offset;
+}
+
+/*
+ * Destroy every subvolume beneath subvolume id (the root tree's records of
+ * it: kernel-made, never a path), deepest first; *budget bounds how many.
+ */
+static int destroy_nested(int fd, uint64_t id, int depth, int *budget, struct mh_res *r)
+{
+	struct kids k = {.n = 0};
+	if (depth > DEPTH_MAX)
+		return mh_fail(r, MH_E_FAILED, ELOOP, "subvolumes nested deeper than %d",
+		               DEPTH_MAX);
+	if (search(fd, BTRFS_ROOT_TREE_OBJECTID, id, BTRFS_ROOT_REF_KEY, 0, UINT64_MAX,
+	           (int)(sizeof(k.id) / sizeof(k.id[0])), take_child, &k) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "list the subvolumes inside: %s",
+		               strerror(errno));
+	for (int i = 0; i < k.n; i++) {
+		if (--*budget < 0)
+			return mh_fail(r, MH_E_FAILED, EMLINK, "more than %d subvolumes inside",
+			               NESTED_MAX);
+		if (destroy_nested(fd, k.id[i], depth + 1, budget, r) < 0)
+			return -1;
+		struct btrfs_ioctl_vol_args_v2 a = {.flags = BTRFS_SUBVOL_SPEC_BY_ID,
+		                                    .subvolid = k.id[i]};
+		if (ioctl(fd, BTRFS_IOC_SNAP_DESTROY_V2, &a) < 0 && errno != ENOENT)
+			return mh_fail(r, MH_E_FAILED, errno, "destroy subvolume %llu inside: %s",
+			               (unsigned long long)k.id[i], strerror(errno));
+	}
+	return 0;
+}
+
+int mh_btrfs_destroy(int dir, const char *name, int fd, struct mh_res *r)
+{
+	uint64_t id = subvol_id(fd);
+	int budget = NESTED_MAX;
+	if (!id)
+		return mh_fail(r, MH_E_FAILED, errno, "which subvolume is %s: %s", name,
+		               strerror(errno));
+	if (destroy_nested(fd, id, 0, &budget, r) < 0)
+		return -1;
+	struct btrfs_ioctl_vol_args_v2 a = {0};
+	snprintf(a.name, sizeof(a.name), "%s", name);
+	if (ioctl(dir, BTRFS_IOC_SNAP_DESTROY_V2, &a) < 0 && errno != ENOENT)
+		return mh_fail(r, mh_kind_of_errno(errno), errno, "destroy subvolume %s: %s", name,
+		               strerror(errno));
+	return 0;
+}
+
+int mh_btrfs_limit(int fd, uint64_t bytes, struct mh_res *r)
+{
+	/* qgroupid 0: the qgroup of fd's own subvolume, 0/<its id>. */
+	struct btrfs_ioctl_qgroup_limit_args a = {
+	    .lim = {.flags = BTRFS_QGROUP_LIMIT_MAX_RFER, .max_rfer = bytes ? bytes : UINT64_MAX}};
+	if (ioctl(fd, BTRFS_IOC_QGROUP_LIMIT, &a) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "set the subvolume's quota group limit: %s",
+		               strerror(errno));
+	return 0;
+}
+
+static void take_u64(const struct btrfs_ioctl_search_header *h, const void *item, void *arg)
+{
+	/* rfer is an info item's second field, max_rfer a limit item's */
+	if (h->len >= 2 * sizeof(uint64_t)) {
+		uint64_t v[2];
+		memcpy(v, item, sizeof(v));
+		*(uint64_t *)arg = le64toh(v[1]);
+	}
+}
+
+int mh_btrfs_usage(int fd, uint64_t *used, uint64_t *limit)
+{
+	uint64_t id = subvol_id(fd);
+	*used = *limit = 0;
+	if (!id || !mh_btrfs_quota_on(fd) ||
+	    search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_INFO_KEY, id, id, 1, take_u64,
+	           used) != 1)
+		return -1;
+	if (search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_LIMIT_KEY, id, id, 1, take_u64,
+	           limit) < 0)
+		return -1;
+	return 0;
+}
