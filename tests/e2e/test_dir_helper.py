@@ -52,13 +52,13 @@ def xfs_base(d):
         f.write("[directories]\nbase_dirs = %s\n" % d.base)
 
 
-def btrfs_base(d, quota=True):
+def btrfs_base(d, quota=True, size=1024 * MiB):
     """A btrfs mounted at <tmp>/base, named in the policy, with quota groups
     enabled (quota=False: without); volumes are subvolumes there."""
     img = os.path.join(d.tmp, "base.img")
     d.base = os.path.join(d.tmp, "base")
     with open(img, "wb") as f:
-        f.truncate(1024 * MiB)
+        f.truncate(size)
     subprocess.run(["mkfs.btrfs", "-q", img], check=True)
     os.makedirs(d.base)
     subprocess.run(["mount", "-o", "loop", img, d.base], check=True)
