@@ -3,7 +3,8 @@
 Usage, as root inside a private mount namespace (tools/test.sh does this):
     unshare -m --propagation private /usr/bin/python3 tests/conformance/sanity.py \
         BUILD_DIR [MODE ...]
-MODE is one of mount-xfs, block, mount-ext4, directory (default: all four).
+MODE is one of mount-xfs, block, mount-ext4, directory, directory-btrfs (default: all
+five).
 
 The driver runs with its embedded defaults: the default policy, whose only
 allowed root is /var/lib/kubelet. A tmpfs is mounted there (in this private
@@ -15,7 +16,9 @@ kubelet's own layout:
                 target   plugins/kubernetes.io/csi/volumeDevices/publish/<pv>/target
 Store, images and socket live in a temporary directory. In directory mode the
 driver is given a policy naming one base directory there ([directories]
-base_dirs), and csi-sanity the parameters type: directory and baseDir: it. After each run the
+base_dirs), and csi-sanity the parameters type: directory and baseDir: it; in
+directory-btrfs mode that base is a loop-mounted btrfs with quota groups enabled (volumes
+are subvolumes with quota group limits). After each run the
 driver is stopped and the machine is checked: no mount left beneath the
 kubelet root, no loop device backed by the run's images.
 
@@ -59,6 +62,7 @@ MODES = {
     "block": ("block", ""),
     "mount-ext4": ("mount", "fsType: ext4\n"),
     "directory": ("mount", "type: directory\nbaseDir: {base}\n"),
+    "directory-btrfs": ("mount", "type: directory\nbaseDir: {base}\n"),
 }
 
 
@@ -130,6 +134,13 @@ def run_mode(build, sanity, mode):
     extra = []
     if "{base}" in MODES[mode][1]:
         os.makedirs(base, mode=0o755)
+        if mode == "directory-btrfs":
+            img = os.path.join(tmp, "base.img")
+            with open(img, "wb") as f:
+                f.truncate(16 << 30)
+            subprocess.run(["mkfs.btrfs", "-q", img], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(["mount", "-o", "loop", img, base], check=True)
+            subprocess.run(["btrfs", "quota", "enable", base], check=True)
         os.chmod(base, 0o755)
         with open(os.path.join(tmp, "policy.ini"), "w") as f:
             f.write("[directories]\nbase_dirs = %s\n" % base)
@@ -180,6 +191,8 @@ def run_mode(build, sanity, mode):
                 os.killpg(sup.pid, signal.SIGKILL)
                 sup.wait()
                 problems.append("the supervisor did not stop on SIGTERM")
+        if mode == "directory-btrfs":  # its loop device goes with it (autoclear)
+            subprocess.run(["umount", base], check=False)
         if interrupted:  # ^C or SIGTERM: nothing left on the machine, then on up
             for dev in loops_backed_by(os.path.join(tmp, "data")):
                 subprocess.run(["losetup", "-d", dev], check=False)
