@@ -34,8 +34,8 @@
 #include "rn_job.h"
 
 #define BTRFS_MAGIC 0x9123683EL
-#define NESTED_MAX  4096 /* subvolumes a tenant made in one volume that are destroyed */
-#define DEPTH_MAX   64
+#define NESTED_MAX  4096  /* subvolumes inside a volume destroyed by one call */
+#define LOOKS_MAX   65536 /* searches of the root tree by one call */
 
 bool mh_btrfs_on(int fd)
 {
@@ -155,41 +155,60 @@ static void take_child(const struct btrfs_ioctl_search_header *h, const void *it
 
 /*
  * Destroy every subvolume beneath subvolume id (the root tree's records of
- * it: kernel-made, never a path), deepest first; *budget bounds how many.
+ * it: kernel-made, never a path), one leaf at a time: down the first child
+ * until one has none, that one destroyed by id. Any depth or width; every
+ * call destroys at least one while any is left, so a tree larger than one
+ * call's budget goes in later calls.
  */
-static int destroy_nested(int fd, uint64_t id, int depth, int *budget, struct mh_res *r)
+static int destroy_nested(int fd, uint64_t id, struct mh_res *r)
 {
-	struct kids k = {.n = 0};
-	if (depth > DEPTH_MAX)
-		return mh_fail(r, MH_E_FAILED, ELOOP, "subvolumes nested deeper than %d",
-		               DEPTH_MAX);
-	if (search(fd, BTRFS_ROOT_TREE_OBJECTID, id, BTRFS_ROOT_REF_KEY, 0, UINT64_MAX,
-	           (int)(sizeof(k.id) / sizeof(k.id[0])), take_child, &k) < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "list the subvolumes inside: %s",
-		               strerror(errno));
-	for (int i = 0; i < k.n; i++) {
-		if (--*budget < 0)
-			return mh_fail(r, MH_E_FAILED, EMLINK, "more than %d subvolumes inside",
-			               NESTED_MAX);
-		if (destroy_nested(fd, k.id[i], depth + 1, budget, r) < 0)
-			return -1;
+	int looks = LOOKS_MAX;
+	for (int destroyed = 0; destroyed < NESTED_MAX; destroyed++) {
+		struct kids k = {.n = 0};
+		uint64_t leaf = id;
+		for (;;) {
+			k.n = 0;
+			if (--looks < 0)
+				return mh_fail(
+				    r, MH_E_FAILED, EMLINK,
+				    "too many subvolumes inside: %d destroyed, more later",
+				    destroyed);
+			if (search(fd, BTRFS_ROOT_TREE_OBJECTID, leaf, BTRFS_ROOT_REF_KEY, 0,
+			           UINT64_MAX, 1, take_child, &k) < 0)
+				return mh_fail(r, MH_E_FAILED, errno,
+				               "list the subvolumes inside: %s", strerror(errno));
+			if (k.n == 0)
+				break;
+			leaf = k.id[0];
+		}
+		if (leaf == id)
+			return 0;
 		struct btrfs_ioctl_vol_args_v2 a = {.flags = BTRFS_SUBVOL_SPEC_BY_ID,
-		                                    .subvolid = k.id[i]};
+		                                    .subvolid = leaf};
 		if (ioctl(fd, BTRFS_IOC_SNAP_DESTROY_V2, &a) < 0 && errno != ENOENT)
 			return mh_fail(r, MH_E_FAILED, errno, "destroy subvolume %llu inside: %s",
-			               (unsigned long long)k.id[i], strerror(errno));
+			               (unsigned long long)leaf, strerror(errno));
 	}
-	return 0;
+	return mh_fail(r, MH_E_FAILED, EMLINK, "more than %d subvolumes inside: more later",
+	               NESTED_MAX);
+}
+
+int mh_btrfs_nested(int fd)
+{
+	struct kids k = {.n = 0};
+	uint64_t id = subvol_id(fd);
+	return id ? search(fd, BTRFS_ROOT_TREE_OBJECTID, id, BTRFS_ROOT_REF_KEY, 0, UINT64_MAX, 1,
+	                   take_child, &k)
+	          : -1;
 }
 
 int mh_btrfs_destroy(int dir, const char *name, int fd, struct mh_res *r)
 {
 	uint64_t id = subvol_id(fd);
-	int budget = NESTED_MAX;
 	if (!id)
 		return mh_fail(r, MH_E_FAILED, errno, "which subvolume is %s: %s", name,
 		               strerror(errno));
-	if (destroy_nested(fd, id, 0, &budget, r) < 0)
+	if (destroy_nested(fd, id, r) < 0)
 		return -1;
 	struct btrfs_ioctl_vol_args_v2 a = {0};
 	snprintf(a.name, sizeof(a.name), "%s", name);

@@ -28,6 +28,9 @@ int mh_btrfs_set_ro(int fd, bool ro, struct mh_res *r);
 /* Destroy subvolume name in dir, open as fd, with every subvolume made inside it. */
 int mh_btrfs_destroy(int dir, const char *name, int fd, struct mh_res *r);
 
+/* How many subvolumes (0 or 1: any) were made inside subvolume fd; -1 unknown. */
+int mh_btrfs_nested(int fd);
+
 /* Limit the referenced bytes of subvolume fd's quota group (0: no limit). */
 int mh_btrfs_limit(int fd, uint64_t bytes, struct mh_res *r);
 

@@ -477,6 +477,13 @@ int mh_answer_dir_stats(const struct mh_ctx *c, const struct mh_msg *req, struct
 		s->bytes_used = used;
 		s->bytes_available = limit > used ? limit - used : 0;
 		s->inodes_used = inodes;
+		if (mh_btrfs_subvol(fd) &&
+		    mh_btrfs_nested(fd) > 0) { /* docs/helper.md: known gap */
+			s->abnormal = 1;
+			snprintf(s->message, sizeof(s->message),
+			         "the volume holds btrfs subvolumes of its own: what they hold is "
+			         "outside its quota group's limit");
+		}
 	} else { /* advisory: the base's own figures */
 		s->bytes_total = (uint64_t)vfs.f_blocks * vfs.f_frsize;
 		s->bytes_available = (uint64_t)vfs.f_bavail * vfs.f_frsize;

@@ -3,16 +3,19 @@
 by how many files it holds. Run as root inside a private mount namespace:
 
     SEPCSI_BUILD_DIR=$PWD/build unshare -m --propagation private \\
-        /usr/bin/python3 tests/bench/dir_tree.py [--files 100,2000] [-n 5]
+        /usr/bin/python3 tests/bench/dir_tree.py [--files 100,2000] [-n 5] [--base btrfs]
 
 A real driver with an xfs base directory (a loop-mounted image in the test's
-temporary directory, as in tests/e2e/test_dir_helper.py). For each size F, a
+temporary directory, as in tests/e2e/test_dir_helper.py), or with --base btrfs
+a btrfs one with quota groups (4 GiB), where a volume is a subvolume and a
+snapshot, a restore and a delete are each one kernel call. For each size F, a
 directory volume is created, published, and filled with F files of 4 KiB in
 subdirectories of 100, a symlink per subdirectory and a hard link per 100 files;
 then n times: CreateSnapshot, a restore (CreateVolume from the snapshot),
 DeleteVolume of the restore and DeleteSnapshot, each timed. These are the calls
-whose trees the helper's tree runner copies and removes (docs/helper.md, "The
-tree runner"). Prints medians and ranges in milliseconds; asserts nothing.
+whose trees the helper's tree runner copies and removes on other bases
+(docs/helper.md, "The tree runner"). Prints medians and ranges in milliseconds;
+asserts nothing.
 """
 import argparse
 import os
@@ -23,7 +26,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 import conftest  # noqa: E402
 from csi_client import mount_cap  # noqa: E402
-from test_dir_helper import xfs_base  # noqa: E402
+from test_dir_helper import btrfs_base, xfs_base  # noqa: E402
 
 MiB = 1 << 20
 CALLS = ("CreateSnapshot", "restore (CreateVolume)", "DeleteVolume (restore)",
@@ -51,7 +54,7 @@ def bench(d, files, n):
     params = {"type": "directory", "baseDir": d.base}
     name = "tree-%d" % files
     vid = c.controller("CreateVolume", name=name, volume_capabilities=[cap], parameters=params,
-                       capacity_range=c.pb.CapacityRange(required_bytes=256 * MiB)
+                       capacity_range=c.pb.CapacityRange(required_bytes=d.volume_bytes)
                        ).volume.volume_id
     fill(os.path.join(d.base, name), files)
     times = {k: [] for k in CALLS}
@@ -83,12 +86,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", default="100,2000")
     ap.add_argument("-n", type=int, default=5)
+    ap.add_argument("--base", choices=("xfs", "btrfs"), default="xfs")
     opts = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root")
-    d = conftest.Driver(setup=xfs_base, extra_args=["--log-level", "warn"])
+    setup = xfs_base if opts.base == "xfs" else lambda d: btrfs_base(d, size=4096 * MiB)
+    d = conftest.Driver(setup=setup, extra_args=["--log-level", "warn"])
+    d.volume_bytes = 256 * MiB if opts.base == "xfs" else 1024 * MiB
     try:
-        print("directory volume trees on an xfs base; %d runs each" % opts.n)
+        print("directory volume trees on an %s base; %d runs each" % (opts.base, opts.n))
         print("%7s %-24s %9s %9s %9s" % ("files", "call", "median ms", "min ms", "max ms"))
         for files in (int(x) for x in opts.files.split(",")):
             bench(d, files, opts.n)

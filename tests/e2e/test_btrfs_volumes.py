@@ -208,6 +208,14 @@ def test_hostile_tree_is_snapshotted_archived_and_deleted_whole(bd):
                     os.path.join(vdir, "x", "y", "sub", "deeper")], check=True)
     subprocess.run(["btrfs", "-q", "subvolume", "snapshot", vdir, os.path.join(vdir, "self")],
                    check=True)
+    # What the tenant's own subvolumes hold is outside the volume's limit: the volume's
+    # condition says so (docs/helper.md, "Known gap").
+    t = publish(bd, v.volume_id, dict(v.volume_context), "h")
+    st = c.node("NodeGetVolumeStats", volume_id=v.volume_id, volume_path=t)
+    assert st.volume_condition.abnormal and "subvolumes" in st.volume_condition.message
+    c.node("NodeUnpublishVolume", volume_id=v.volume_id, target_path=t)
+    c.node("NodeUnstageVolume", volume_id=v.volume_id,
+           staging_target_path=os.path.join(bd.root, "staging", "h"))
     snap = c.controller("CreateSnapshot", source_volume_id=v.volume_id, name="hs").snapshot
     r = create(bd, "hostile-copy", 1024 * MiB, parameters=params(bd, onDelete="archive"),
                volume_content_source=c.pb.VolumeContentSource(
