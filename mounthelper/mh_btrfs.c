@@ -36,6 +36,8 @@
 #define BTRFS_MAGIC 0x9123683EL
 #define NESTED_MAX  4096  /* subvolumes inside a volume destroyed by one call */
 #define LOOKS_MAX   65536 /* searches of the root tree by one call */
+/* BTRFS_QGROUP_STATUS_FLAG_SIMPLE_MODE (Linux 6.7), newer than Debian 12's headers */
+#define QUOTA_SIMPLE (1ULL << 3)
 
 bool mh_btrfs_on(int fd)
 {
@@ -110,17 +112,34 @@ static void take_status(const struct btrfs_ioctl_search_header *h, const void *i
 	struct btrfs_qgroup_status_item s;
 	if (h->len >= sizeof(s)) {
 		memcpy(&s, item, sizeof(s));
-		*(bool *)arg = (le64toh(s.flags) & BTRFS_QGROUP_STATUS_FLAG_ON) != 0;
+		*(uint64_t *)arg = le64toh(s.flags);
 	}
+}
+
+/* The quota status flags of fd's file system: 0 when quota groups are off. */
+static uint64_t quota_flags(int fd)
+{
+	uint64_t flags = 0;
+	if (!mh_btrfs_on(fd) || search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_STATUS_KEY, 0,
+	                               0, 1, take_status, &flags) != 1)
+		return 0;
+	return flags & BTRFS_QGROUP_STATUS_FLAG_ON ? flags : 0;
 }
 
 bool mh_btrfs_quota_on(int fd)
 {
-	bool on = false;
-	return mh_btrfs_on(fd) &&
-	       search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_STATUS_KEY, 0, 0, 1,
-	              take_status, &on) == 1 &&
-	       on;
+	return quota_flags(fd) != 0;
+}
+
+/*
+ * The quota group that bounds subvolume id. With simple quotas, 1/<id>: it
+ * holds the volume's own group and, the kernel adding them, every subvolume
+ * made inside it later, a tenant's own included; with full accounting,
+ * 0/<id>, the volume's own (a subvolume made inside is outside it).
+ */
+static uint64_t bounding_group(int fd, uint64_t id)
+{
+	return quota_flags(fd) & QUOTA_SIMPLE ? (1ULL << 48) | id : id;
 }
 
 int mh_btrfs_make(int dir, const char *name, int src, struct mh_res *r)
@@ -154,18 +173,31 @@ static void take_child(const struct btrfs_ioctl_search_header *h, const void *it
 }
 
 /*
+ * No limit on quota group g any more: destroying a subvolume reserves room
+ * charged to its parent's group, which refuses it when full (EDQUOT), and the
+ * parent is being destroyed too. Through dir, outside the volume. Best
+ * effort: the destroy that follows says whether it was enough.
+ */
+static void unlimit(int dir, uint64_t g)
+{
+	struct btrfs_ioctl_qgroup_limit_args a = {
+	    .qgroupid = g, .lim = {.flags = BTRFS_QGROUP_LIMIT_MAX_RFER, .max_rfer = UINT64_MAX}};
+	(void)ioctl(dir, BTRFS_IOC_QGROUP_LIMIT, &a);
+}
+
+/*
  * Destroy every subvolume beneath subvolume id (the root tree's records of
  * it: kernel-made, never a path), one leaf at a time: down the first child
  * until one has none, that one destroyed by id. Any depth or width; every
  * call destroys at least one while any is left, so a tree larger than one
  * call's budget goes in later calls.
  */
-static int destroy_nested(int fd, uint64_t id, struct mh_res *r)
+static int destroy_nested(int dir, int fd, uint64_t id, uint64_t group, struct mh_res *r)
 {
 	int looks = LOOKS_MAX;
 	for (int destroyed = 0; destroyed < NESTED_MAX; destroyed++) {
 		struct kids k = {.n = 0};
-		uint64_t leaf = id;
+		uint64_t leaf = id, up = id;
 		for (;;) {
 			k.n = 0;
 			if (--looks < 0)
@@ -179,13 +211,19 @@ static int destroy_nested(int fd, uint64_t id, struct mh_res *r)
 				               "list the subvolumes inside: %s", strerror(errno));
 			if (k.n == 0)
 				break;
+			up = leaf;
 			leaf = k.id[0];
 		}
 		if (leaf == id)
 			return 0;
 		struct btrfs_ioctl_vol_args_v2 a = {.flags = BTRFS_SUBVOL_SPEC_BY_ID,
 		                                    .subvolid = leaf};
-		if (ioctl(fd, BTRFS_IOC_SNAP_DESTROY_V2, &a) < 0 && errno != ENOENT)
+		int rc = ioctl(dir, BTRFS_IOC_SNAP_DESTROY_V2, &a);
+		if (rc < 0 && errno == EDQUOT) { /* its parent is full: the limit goes first */
+			unlimit(dir, up == id ? group : up);
+			rc = ioctl(dir, BTRFS_IOC_SNAP_DESTROY_V2, &a);
+		}
+		if (rc < 0 && errno != ENOENT)
 			return mh_fail(r, MH_E_FAILED, errno, "destroy subvolume %llu inside: %s",
 			               (unsigned long long)leaf, strerror(errno));
 	}
@@ -193,13 +231,14 @@ static int destroy_nested(int fd, uint64_t id, struct mh_res *r)
 	               NESTED_MAX);
 }
 
-int mh_btrfs_nested(int fd)
+int mh_btrfs_escapes(int fd)
 {
 	struct kids k = {.n = 0};
 	uint64_t id = subvol_id(fd);
-	return id ? search(fd, BTRFS_ROOT_TREE_OBJECTID, id, BTRFS_ROOT_REF_KEY, 0, UINT64_MAX, 1,
-	                   take_child, &k)
-	          : -1;
+	if (!id || (quota_flags(fd) & QUOTA_SIMPLE))
+		return id ? 0 : -1;
+	return search(fd, BTRFS_ROOT_TREE_OBJECTID, id, BTRFS_ROOT_REF_KEY, 0, UINT64_MAX, 1,
+	              take_child, &k);
 }
 
 int mh_btrfs_destroy(int dir, const char *name, int fd, struct mh_res *r)
@@ -208,22 +247,40 @@ int mh_btrfs_destroy(int dir, const char *name, int fd, struct mh_res *r)
 	if (!id)
 		return mh_fail(r, MH_E_FAILED, errno, "which subvolume is %s: %s", name,
 		               strerror(errno));
-	if (destroy_nested(fd, id, r) < 0)
+	uint64_t group = bounding_group(fd, id);
+	if (destroy_nested(dir, fd, id, group, r) < 0)
 		return -1;
 	struct btrfs_ioctl_vol_args_v2 a = {0};
 	snprintf(a.name, sizeof(a.name), "%s", name);
 	if (ioctl(dir, BTRFS_IOC_SNAP_DESTROY_V2, &a) < 0 && errno != ENOENT)
 		return mh_fail(r, mh_kind_of_errno(errno), errno, "destroy subvolume %s: %s", name,
 		               strerror(errno));
+	if (group != id) { /* its 1/<id>, emptied and removed: best effort, nothing depends on it */
+		struct btrfs_ioctl_qgroup_assign_args un = {.assign = 0, .src = id, .dst = group};
+		struct btrfs_ioctl_qgroup_create_args rm = {.create = 0, .qgroupid = group};
+		(void)ioctl(dir, BTRFS_IOC_QGROUP_ASSIGN, &un);
+		(void)ioctl(dir, BTRFS_IOC_QGROUP_CREATE, &rm);
+	}
 	return 0;
 }
 
-int mh_btrfs_limit(int fd, uint64_t bytes, struct mh_res *r)
+int mh_btrfs_limit(int base, int fd, uint64_t bytes, struct mh_res *r)
 {
-	/* qgroupid 0: the qgroup of fd's own subvolume, 0/<its id>. */
+	uint64_t id = subvol_id(fd), group = id ? bounding_group(fd, id) : 0;
+	if (!id)
+		return mh_fail(r, MH_E_FAILED, errno, "which subvolume: %s", strerror(errno));
+	if (group != id) { /* made once, the volume's own group in it: nothing else is */
+		struct btrfs_ioctl_qgroup_create_args mk = {.create = 1, .qgroupid = group};
+		struct btrfs_ioctl_qgroup_assign_args in = {.assign = 1, .src = id, .dst = group};
+		if ((ioctl(base, BTRFS_IOC_QGROUP_CREATE, &mk) < 0 && errno != EEXIST) ||
+		    (ioctl(base, BTRFS_IOC_QGROUP_ASSIGN, &in) < 0 && errno != EEXIST))
+			return mh_fail(r, MH_E_FAILED, errno, "the volume's quota group 1/%llu: %s",
+			               (unsigned long long)id, strerror(errno));
+	}
 	struct btrfs_ioctl_qgroup_limit_args a = {
+	    .qgroupid = group,
 	    .lim = {.flags = BTRFS_QGROUP_LIMIT_MAX_RFER, .max_rfer = bytes ? bytes : UINT64_MAX}};
-	if (ioctl(fd, BTRFS_IOC_QGROUP_LIMIT, &a) < 0)
+	if (ioctl(base, BTRFS_IOC_QGROUP_LIMIT, &a) < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "set the subvolume's quota group limit: %s",
 		               strerror(errno));
 	return 0;
@@ -241,13 +298,12 @@ static void take_u64(const struct btrfs_ioctl_search_header *h, const void *item
 
 int mh_btrfs_usage(int fd, uint64_t *used, uint64_t *limit)
 {
-	uint64_t id = subvol_id(fd);
+	uint64_t id = subvol_id(fd), g = id && mh_btrfs_quota_on(fd) ? bounding_group(fd, id) : 0;
 	*used = *limit = 0;
-	if (!id || !mh_btrfs_quota_on(fd) ||
-	    search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_INFO_KEY, id, id, 1, take_u64,
-	           used) != 1)
+	if (!g || search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_INFO_KEY, g, g, 1, take_u64,
+	                 used) != 1)
 		return -1;
-	if (search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_LIMIT_KEY, id, id, 1, take_u64,
+	if (search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_LIMIT_KEY, g, g, 1, take_u64,
 	           limit) < 0)
 		return -1;
 	return 0;

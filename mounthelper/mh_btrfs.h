@@ -28,11 +28,18 @@ int mh_btrfs_set_ro(int fd, bool ro, struct mh_res *r);
 /* Destroy subvolume name in dir, open as fd, with every subvolume made inside it. */
 int mh_btrfs_destroy(int dir, const char *name, int fd, struct mh_res *r);
 
-/* How many subvolumes (0 or 1: any) were made inside subvolume fd; -1 unknown. */
-int mh_btrfs_nested(int fd);
+/*
+ * Whether subvolumes were made inside subvolume fd that its limit does not
+ * bound (with full accounting; simple quotas bound them): 1, 0, or -1 unknown.
+ */
+int mh_btrfs_escapes(int fd);
 
-/* Limit the referenced bytes of subvolume fd's quota group (0: no limit). */
-int mh_btrfs_limit(int fd, uint64_t bytes, struct mh_res *r);
+/*
+ * Limit the referenced bytes of the quota group bounding subvolume fd (0: no
+ * limit). The ioctls go through base, outside the volume: a transaction in a
+ * volume at its limit could not reserve its own room.
+ */
+int mh_btrfs_limit(int base, int fd, uint64_t bytes, struct mh_res *r);
 
 /* Subvolume fd's referenced bytes and limit (0: none), from its quota group; -1 none. */
 int mh_btrfs_usage(int fd, uint64_t *used, uint64_t *limit);

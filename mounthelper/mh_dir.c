@@ -154,7 +154,7 @@ static void answer_size(int base, int fd, const struct mh_req_dir *q, struct mh_
 static int quota_start(int base, int fd, const struct mh_req_dir *q, struct mh_res *r)
 {
 	if (mh_btrfs_subvol(fd))
-		return mh_btrfs_quota_on(fd) ? mh_btrfs_limit(fd, q->size_bytes, r) : 0;
+		return mh_btrfs_quota_on(fd) ? mh_btrfs_limit(base, fd, q->size_bytes, r) : 0;
 	return mh_quota_on(base) ? mh_quota_start(base, fd, q->volume_id, q->size_bytes, r) : 0;
 }
 
@@ -325,7 +325,7 @@ int mh_answer_dir_expand(const struct mh_ctx *c, const struct mh_msg *req, struc
 	if (mh_btrfs_subvol(fd) && mh_btrfs_usage(fd, &used, &limit) == 0) {
 		if (limit && limit >= q->size_bytes)
 			a->note = "the quota group's limit is that large already";
-		else if (mh_btrfs_limit(fd, q->size_bytes, r) < 0)
+		else if (mh_btrfs_limit(base, fd, q->size_bytes, r) < 0)
 			goto out;
 	} else if (mh_quota_of(base, fd, q->volume_id, &id, &limit, &dq) == 0) {
 		if (limit >= q->size_bytes)
@@ -478,7 +478,7 @@ int mh_answer_dir_stats(const struct mh_ctx *c, const struct mh_msg *req, struct
 		s->bytes_available = limit > used ? limit - used : 0;
 		s->inodes_used = inodes;
 		if (mh_btrfs_subvol(fd) &&
-		    mh_btrfs_nested(fd) > 0) { /* docs/helper.md: known gap */
+		    mh_btrfs_escapes(fd) > 0) { /* docs/helper.md: known gap */
 			s->abnormal = 1;
 			snprintf(s->message, sizeof(s->message),
 			         "the volume holds btrfs subvolumes of its own: what they hold is "

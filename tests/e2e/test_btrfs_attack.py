@@ -26,9 +26,9 @@ def tenant(script, cwd):
                            "/bin/bash", "-ec", script], cwd=cwd, capture_output=True, text=True)
 
 
-@pytest.fixture
-def bp():
-    for hd in running(HostileDriver(setup=btrfs_base)):
+@pytest.fixture(params=["full", "simple"])
+def bp(request):
+    for hd in running(HostileDriver(setup=lambda d: btrfs_base(d, quota=request.param))):
         yield Peer(hd)
 
 

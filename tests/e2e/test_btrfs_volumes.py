@@ -18,14 +18,16 @@ from test_dir_volumes import create, dir_cap, params, pod_target
 MiB = 1 << 20
 
 
-@pytest.fixture
-def bd():
-    yield from running(Driver(setup=lambda d: btrfs_base(d, size=4096 * MiB)))
+@pytest.fixture(params=["full", "simple"])
+def bd(request):
+    """A btrfs base with full quota accounting, or with simple quotas."""
+    yield from running(Driver(setup=lambda d: btrfs_base(d, quota=request.param,
+                                                         size=4096 * MiB)))
 
 
 @pytest.fixture
 def noquota():
-    yield from running(Driver(setup=lambda d: btrfs_base(d, quota=False)))
+    yield from running(Driver(setup=lambda d: btrfs_base(d, quota=None)))
 
 
 def subvol_id(path):
@@ -34,11 +36,12 @@ def subvol_id(path):
     return int(out)
 
 
-def qgroup(base, path):
-    """(referenced, max referenced) of path's subvolume, as `btrfs qgroup show` prints them."""
-    out = subprocess.run(["btrfs", "qgroup", "show", "--raw", "-r", base], check=True,
+def qgroup(d, path):
+    """(referenced, max referenced) of the quota group bounding path's subvolume, as `btrfs
+    qgroup show` prints them: 0/<id> with full accounting, 1/<id> with simple quotas."""
+    out = subprocess.run(["btrfs", "qgroup", "show", "--raw", "-r", d.base], check=True,
                          capture_output=True, text=True).stdout
-    want = "0/%d" % subvol_id(path)
+    want = "%d/%d" % (1 if d.simple else 0, subvol_id(path))
     for line in out.splitlines():
         f = line.split()
         if f and f[0] == want:
@@ -92,12 +95,12 @@ def test_capacity_enforced_expanded_and_reported(bd):
     assert ctx["capacity"] == "quota"
     vdir = os.path.join(bd.base, "claim")
     assert is_subvol(vdir, ro=False)
-    assert qgroup(bd.base, vdir)[1] == 32 * MiB
+    assert qgroup(bd, vdir)[1] == 32 * MiB
     t = publish(bd, v.volume_id, ctx, "p1")
     assert write(os.path.join(t, "a"), 48 * MiB) == errno.EDQUOT
     subprocess.run(["btrfs", "filesystem", "sync", bd.base], check=True)
     stats = c.node("NodeGetVolumeStats", volume_id=v.volume_id, volume_path=t)
-    used, limit = qgroup(bd.base, vdir)
+    used, limit = qgroup(bd, vdir)
     b = [u for u in stats.usage if u.unit == c.pb.VolumeUsage.BYTES][0]
     assert (b.total, b.used, b.available) == (limit, used, limit - used)
     assert 24 * MiB < used <= 32 * MiB
@@ -105,24 +108,35 @@ def test_capacity_enforced_expanded_and_reported(bd):
     exp = c.controller("ControllerExpandVolume", volume_id=v.volume_id,
                        capacity_range=c.pb.CapacityRange(required_bytes=96 * MiB))
     assert exp.capacity_bytes == 96 * MiB and not exp.node_expansion_required
-    assert qgroup(bd.base, vdir)[1] == 96 * MiB
+    assert qgroup(bd, vdir)[1] == 96 * MiB
     assert write(os.path.join(t, "b"), 48 * MiB) == 0
-    # Space a snapshot shares still counts against the volume: its referenced bytes.
     snap = c.controller("CreateSnapshot", source_volume_id=v.volume_id, name="s").snapshot
     os.unlink(os.path.join(t, "b"))
     subprocess.run(["btrfs", "filesystem", "sync", bd.base], check=True)
-    assert qgroup(bd.base, vdir)[0] < 40 * MiB  # freed for the volume, kept by the snapshot
-    assert write(os.path.join(t, "c"), 56 * MiB) == 0
-    assert write(os.path.join(t, "d"), 48 * MiB) == errno.EDQUOT
+    if bd.simple:
+        # Simple quotas charge an extent to the volume that wrote it while anything keeps
+        # it: what the snapshot keeps still counts against the volume.
+        assert qgroup(bd, vdir)[0] > 72 * MiB
+        assert write(os.path.join(t, "c"), 32 * MiB) == errno.EDQUOT
+    else:
+        # Full accounting counts what the volume references: freed for the volume, kept
+        # by the snapshot.
+        assert qgroup(bd, vdir)[0] < 40 * MiB
+        assert write(os.path.join(t, "c"), 56 * MiB) == 0
+        assert write(os.path.join(t, "d"), 48 * MiB) == errno.EDQUOT
     # A restore (at least its snapshot's size) is limited on its own, and counts what it
     # shares with its origin.
     r = create(bd, "restored", 96 * MiB, volume_content_source=c.pb.VolumeContentSource(
         snapshot=c.pb.VolumeContentSource.SnapshotSource(snapshot_id=snap.snapshot_id)))
     rdir = os.path.join(bd.base, "restored")
     subprocess.run(["btrfs", "filesystem", "sync", bd.base], check=True)
-    assert is_subvol(rdir, ro=False) and qgroup(bd.base, rdir)[1] == 96 * MiB
-    assert qgroup(bd.base, rdir)[0] > 72 * MiB
-    assert write(os.path.join(rdir, "more"), 32 * MiB) == errno.EDQUOT
+    assert is_subvol(rdir, ro=False) and qgroup(bd, rdir)[1] == 96 * MiB
+    if bd.simple:  # what it shares stays charged to its origin; what it writes, to it
+        assert write(os.path.join(rdir, "more"), 80 * MiB) == 0
+        assert write(os.path.join(rdir, "more2"), 32 * MiB) == errno.EDQUOT
+    else:  # it references what it shares
+        assert qgroup(bd, rdir)[0] > 72 * MiB
+        assert write(os.path.join(rdir, "more"), 32 * MiB) == errno.EDQUOT
     c.node("NodeUnpublishVolume", volume_id=v.volume_id, target_path=t)
     c.node("NodeUnstageVolume", volume_id=v.volume_id,
            staging_target_path=os.path.join(bd.root, "staging", "p1"))
@@ -208,14 +222,6 @@ def test_hostile_tree_is_snapshotted_archived_and_deleted_whole(bd):
                     os.path.join(vdir, "x", "y", "sub", "deeper")], check=True)
     subprocess.run(["btrfs", "-q", "subvolume", "snapshot", vdir, os.path.join(vdir, "self")],
                    check=True)
-    # What the tenant's own subvolumes hold is outside the volume's limit: the volume's
-    # condition says so (docs/helper.md, "Known gap").
-    t = publish(bd, v.volume_id, dict(v.volume_context), "h")
-    st = c.node("NodeGetVolumeStats", volume_id=v.volume_id, volume_path=t)
-    assert st.volume_condition.abnormal and "subvolumes" in st.volume_condition.message
-    c.node("NodeUnpublishVolume", volume_id=v.volume_id, target_path=t)
-    c.node("NodeUnstageVolume", volume_id=v.volume_id,
-           staging_target_path=os.path.join(bd.root, "staging", "h"))
     snap = c.controller("CreateSnapshot", source_volume_id=v.volume_id, name="hs").snapshot
     r = create(bd, "hostile-copy", 1024 * MiB, parameters=params(bd, onDelete="archive"),
                volume_content_source=c.pb.VolumeContentSource(
@@ -252,3 +258,32 @@ def test_without_quota_groups_sizes_are_advisory(noquota):
     c.controller("DeleteSnapshot", snapshot_id=snap.snapshot_id)
     c.controller("DeleteVolume", volume_id=v.volume_id)
     assert sorted(n for n in os.listdir(noquota.base) if not n.startswith(".")) == []
+
+
+def test_subvolumes_a_tenant_makes(bd):
+    """A tenant makes subvolumes of its own inside its volume (no privilege needed) and
+    writes there. Simple quotas put them in the volume's group 1/<id>: the limit holds.
+    Full accounting gives each a group of its own outside the limit: the volume's
+    condition says so (docs/helper.md, "Known gap")."""
+    c = bd.client
+    v = create(bd, "nest", 32 * MiB)
+    t = publish(bd, v.volume_id, dict(v.volume_context), "n")
+    subprocess.run(["btrfs", "-q", "subvolume", "create", os.path.join(t, "own")], check=True)
+    subprocess.run(["btrfs", "-q", "subvolume", "snapshot", t, os.path.join(t, "self")],
+                   check=True)
+    if bd.simple:
+        assert write(os.path.join(t, "own", "a"), 48 * MiB) == errno.EDQUOT
+        assert write(os.path.join(t, "self", "b"), 16 * MiB) == errno.EDQUOT
+    else:
+        assert write(os.path.join(t, "own", "a"), 48 * MiB) == 0
+    st = c.node("NodeGetVolumeStats", volume_id=v.volume_id, volume_path=t)
+    assert st.volume_condition.abnormal == (not bd.simple)
+    if not bd.simple:
+        assert "subvolumes" in st.volume_condition.message
+    c.node("NodeUnpublishVolume", volume_id=v.volume_id, target_path=t)
+    c.node("NodeUnstageVolume", volume_id=v.volume_id,
+           staging_target_path=os.path.join(bd.root, "staging", "n"))
+    c.controller("DeleteVolume", volume_id=v.volume_id)
+    out = subprocess.run(["btrfs", "subvolume", "list", bd.base], check=True,
+                         capture_output=True, text=True).stdout
+    assert out.strip() == "", out

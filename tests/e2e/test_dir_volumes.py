@@ -12,15 +12,15 @@ import pytest
 
 from conftest import Driver, mounts_under, running
 from csi_client import block_cap, mount_cap
-from test_dir_helper import btrfs_base, tree, write, xfs_base
+from test_dir_helper import BASES, tree, write
 
 MiB = 1 << 20
 
 
-@pytest.fixture(params=["xfs", "btrfs"])
+@pytest.fixture(params=list(BASES))
 def dd(request):
-    setup = {"xfs": xfs_base, "btrfs": btrfs_base}[request.param]
-    yield from running(Driver(setup=setup, extra_args=["--snapshot-metadata", "on"]))
+    yield from running(Driver(setup=BASES[request.param],
+                              extra_args=["--snapshot-metadata", "on"]))
 
 
 def dir_cap(mode="SINGLE_NODE_WRITER"):
