@@ -21,6 +21,8 @@
 #include "mh_btrfs.h"
 
 #include <endian.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <errno.h>
 #include <linux/btrfs.h>
 #include <linux/btrfs_tree.h>
@@ -29,8 +31,10 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <unistd.h>
 
 #include "mh_tree.h"
+#include "openat2.h"
 #include "rn_job.h"
 
 #define BTRFS_MAGIC 0x9123683EL
@@ -172,6 +176,78 @@ static void take_child(const struct btrfs_ioctl_search_header *h, const void *it
 		k->id[k->n++] = h->offset;
 }
 
+struct backref {
+	uint64_t parent, dirid;
+	char name[NAME_MAX + 1];
+};
+
+static void take_backref(const struct btrfs_ioctl_search_header *h, const void *item, void *arg)
+{
+	struct backref *b = arg;
+	struct btrfs_root_ref ref;
+	if (h->len < sizeof(ref))
+		return;
+	memcpy(&ref, item, sizeof(ref));
+	size_t n = le16toh(ref.name_len);
+	if (n == 0 || n > NAME_MAX || sizeof(ref) + n > h->len)
+		return;
+	b->parent = h->offset;
+	b->dirid = le64toh(ref.dirid);
+	memcpy(b->name, (const char *)item + sizeof(ref), n);
+	b->name[n] = '\0';
+}
+
+/*
+ * Subvolume sub (inside subvolume top, which fd is), opened: its path beneath
+ * top from the kernel's records (each subvolume's back reference in the root
+ * tree: its parent, the directory it is in and its name; that directory's
+ * path from BTRFS_IOC_INO_LOOKUP), opened beneath fd without a symlink, and
+ * proved sub by its id. The fd, or -1.
+ */
+static int open_nested(int fd, uint64_t top, uint64_t sub)
+{
+	char path[PATH_MAX] = "", tmp[PATH_MAX];
+	for (uint64_t at = sub; at != top;) {
+		struct backref b = {.parent = 0};
+		struct btrfs_ioctl_ino_lookup_args a;
+		if (strlen(path) > PATH_MAX / 2 ||
+		    search(fd, BTRFS_ROOT_TREE_OBJECTID, at, BTRFS_ROOT_BACKREF_KEY, 0, UINT64_MAX,
+		           1, take_backref, &b) != 1 ||
+		    !b.parent)
+			return -1;
+		a = (struct btrfs_ioctl_ino_lookup_args){.treeid = b.parent, .objectid = b.dirid};
+		if (ioctl(fd, BTRFS_IOC_INO_LOOKUP, &a) < 0)
+			return -1;
+		a.name[sizeof(a.name) - 1] = '\0';
+		if (snprintf(tmp, sizeof(tmp), "%s%s%s%s", a.name, b.name, path[0] ? "/" : "",
+		             path) >= (int)sizeof(tmp))
+			return -1;
+		memcpy(path, tmp, sizeof(path));
+		at = b.parent;
+	}
+	int nfd = openat2_retry(fd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
+	if (nfd >= 0 && subvol_id(nfd) != sub) {
+		close(nfd);
+		return -1;
+	}
+	return nfd;
+}
+
+/*
+ * Subvolume sub inside top made writable (a tenant made it read-only, and
+ * what is inside it cannot be destroyed then), by the tree runner: the
+ * tenant owns it. 0, or -1.
+ */
+static int make_writable(int fd, uint64_t top, uint64_t sub, struct mh_res *r)
+{
+	int nfd = open_nested(fd, top, sub);
+	if (nfd < 0)
+		return -1;
+	int rc = mh_tree_subvol(RN_SUBVOL_RW, nfd, -1, "-", r);
+	close(nfd);
+	return rc;
+}
+
 /*
  * No limit on quota group g any more: destroying a subvolume reserves room
  * charged to its parent's group, which refuses it when full (EDQUOT), and the
@@ -223,6 +299,9 @@ static int destroy_nested(int dir, int fd, uint64_t id, uint64_t group, struct m
 			unlimit(dir, up == id ? group : up);
 			rc = ioctl(dir, BTRFS_IOC_SNAP_DESTROY_V2, &a);
 		}
+		if (rc < 0 && errno == EROFS && up != id && make_writable(fd, id, up, r) == 0)
+			rc = ioctl(dir, BTRFS_IOC_SNAP_DESTROY_V2,
+			           &a); /* its parent was read-only */
 		if (rc < 0 && errno != ENOENT)
 			return mh_fail(r, MH_E_FAILED, errno, "destroy subvolume %llu inside: %s",
 			               (unsigned long long)leaf, strerror(errno));

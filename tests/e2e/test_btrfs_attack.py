@@ -3,7 +3,9 @@ limits, snapshots), kept as regression tests. The tenant acts through the publis
 mount, as root without CAP_SYS_ADMIN (a container's default capability set, via setpriv):
 it cannot lift its limit; its own subvolumes, nested deep or wide, read-only, or
 snapshots of its volume carrying the helper's mark, never stop a delete nor lead the helper
-elsewhere. Two gaps it found stay open (docs/helper.md, "Known gap")."""
+elsewhere. Its finding that a tenant's own subvolume escapes the limit under full quota
+accounting is test_btrfs_volumes.py's test_subvolumes_a_tenant_makes (docs/helper.md,
+"Known gaps")."""
 import errno
 import os
 import subprocess
@@ -97,6 +99,22 @@ def test_readonly_volume_does_not_block_archive(bp):
                         mode=DIR_ARCHIVE))
     assert ans.type == T.ANS_DIR_DELETE, ans
     assert os.path.isdir(os.path.join(bp.base, "archived-v"))
+
+
+def test_readonly_nested_is_destroyed(bp):
+    """The tenant owns the subvolumes it makes: it makes one read-only with subvolumes
+    inside, two deep (destroying what is inside needs its parent writable). The helper
+    finds each one's path from the kernel's records, opens it without a symlink, proves it
+    by its id, and has the tree runner make it writable: the delete succeeds."""
+    t = published(bp, VOL, "v")
+    r = tenant("mkdir -p d/e; btrfs subvolume create d/e/a >/dev/null;"
+               "btrfs subvolume create d/e/a/b >/dev/null; btrfs subvolume create d/e/a/b/c"
+               " >/dev/null; echo data > d/e/a/b/c/f; btrfs property set d/e/a/b ro true;"
+               "btrfs property set d/e/a ro true", t)
+    assert r.returncode == 0, r.stderr
+    bp.unpublish(VOL, "v", t)
+    delete_until_gone(bp, tries=1)
+    assert subvols(bp.base) == []
 
 
 def test_readonly_nested_and_delete(bp):
