@@ -69,7 +69,7 @@ import grpc  # noqa: E402
 import conftest  # noqa: E402
 import csi_client  # noqa: E402
 from csi_client import block_cap, mount_cap  # noqa: E402
-from test_dir_helper import xfs_base  # noqa: E402
+from test_dir_helper import BASES  # noqa: E402
 from test_security import POD, Kubelet  # noqa: E402
 
 MiB = 1 << 20
@@ -628,11 +628,13 @@ def blocks_in(msgs):
             for o in range(b.byte_offset, b.byte_offset + b.size_bytes, 4096)}
 
 
-def start_driver(bin_dir=None, directories=True):
+def start_driver(bin_dir=None, directories=True, base="xfs"):
     """A driver that restarts its children up to 100 times a second, in kubelet's layout;
-    with directories, a base for directory volumes (the helper mounts), else none (the
-    helper's capable core mounts)."""
-    d = conftest.Driver(kubelet=True, bin_dir=bin_dir, setup=xfs_base if directories else None,
+    with directories, a base for directory volumes (the helper mounts; base: one of
+    test_dir_helper's BASES, xfs, btrfs or btrfs-simple), else none (the helper's capable
+    core mounts)."""
+    d = conftest.Driver(kubelet=True, bin_dir=bin_dir,
+                        setup=BASES[base] if directories else None,
                         extra_args=["--restart-limit", "100", "--restart-window", "1",
                                     "--snapshot-metadata", "on"])
     d.kubelet = kubelet_layout(d)
@@ -822,6 +824,8 @@ def main():
     p.add_argument("--seconds", type=float, help="chaos time (SEPCSI_CHAOS_SECONDS, 60)")
     p.add_argument("--seed", type=int, help="kill schedule seed (SEPCSI_CHAOS_SEED)")
     p.add_argument("--clients", type=int, help="client threads (SEPCSI_CHAOS_CLIENTS, 10)")
+    p.add_argument("--dir-base", choices=sorted(BASES), default="xfs",
+                   help="the base directory's file system for directory volumes (xfs)")
     p.add_argument("--keep", action="store_true",
                    help="leave the driver's tree (log, store, images) and the times of "
                    "the kills (kills.txt) for a look")
@@ -837,7 +841,8 @@ def main():
     s.seconds = a.seconds if a.seconds is not None else s.seconds
     s.seed = a.seed if a.seed is not None else s.seed
     s.clients = a.clients if a.clients is not None else s.clients
-    d = start_driver(os.path.abspath(os.path.join(a.build, "bin")) if a.build else None)
+    d = start_driver(os.path.abspath(os.path.join(a.build, "bin")) if a.build else None,
+                     base=a.dir_base)
     res = None
     try:
         res = run(d, s)

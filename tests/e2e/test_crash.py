@@ -447,11 +447,12 @@ def test_rpcd_killed_with_many_volumes_published(kd):
     assert_nothing_left(kd)
 
 
-@pytest.fixture
-def dkd():
-    """A pausable driver with an xfs base for directory volumes, restarting without limit."""
-    from test_dir_helper import xfs_base
-    d = Driver(kubelet=True, setup=xfs_base, env={"SEPCSI_TEST_PAUSE": "1"},
+@pytest.fixture(params=["xfs", "btrfs-simple"])
+def dkd(request):
+    """A pausable driver with an xfs base for directory volumes, or a btrfs one (volumes as
+    subvolumes), restarting without limit."""
+    from test_dir_helper import BASES
+    d = Driver(kubelet=True, setup=BASES[request.param], env={"SEPCSI_TEST_PAUSE": "1"},
                extra_args=["--restart-limit", "100", "--restart-window", "1"])
     d.kubelet = chaos.kubelet_layout(d)
     d.before = chaos.tree(d.root)
