@@ -3,11 +3,12 @@
 by how many files it holds. Run as root inside a private mount namespace:
 
     SEPCSI_BUILD_DIR=$PWD/build unshare -m --propagation private \\
-        /usr/bin/python3 tests/bench/dir_tree.py [--files 100,2000] [-n 5] [--base btrfs]
+        /usr/bin/python3 tests/bench/dir_tree.py [--files 100,2000] [-n 5] \
+        [--base xfs|btrfs|btrfs-simple]
 
 A real driver with an xfs base directory (a loop-mounted image in the test's
 temporary directory, as in tests/e2e/test_dir_helper.py), or with --base btrfs
-a btrfs one with quota groups (4 GiB), where a volume is a subvolume and a
+a btrfs one with quota groups (4 GiB; btrfs-simple: simple quotas), where a volume is a subvolume and a
 snapshot, a restore and a delete are each one kernel call. For each size F, a
 directory volume is created, published, and filled with F files of 4 KiB in
 subdirectories of 100, a symlink per subdirectory and a hard link per 100 files;
@@ -86,11 +87,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", default="100,2000")
     ap.add_argument("-n", type=int, default=5)
-    ap.add_argument("--base", choices=("xfs", "btrfs"), default="xfs")
+    ap.add_argument("--base", choices=("xfs", "btrfs", "btrfs-simple"), default="xfs")
     opts = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root")
-    setup = xfs_base if opts.base == "xfs" else lambda d: btrfs_base(d, size=4096 * MiB)
+    quota = "simple" if opts.base == "btrfs-simple" else "full"
+    setup = xfs_base if opts.base == "xfs" else lambda d: btrfs_base(d, quota, 4096 * MiB)
     d = conftest.Driver(setup=setup, extra_args=["--log-level", "warn"])
     d.volume_bytes = 256 * MiB if opts.base == "xfs" else 1024 * MiB
     try:
