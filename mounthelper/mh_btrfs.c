@@ -127,7 +127,7 @@ static uint64_t quota_flags(int fd)
 	if (!mh_btrfs_on(fd) || search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_STATUS_KEY, 0,
 	                               0, 1, take_status, &flags) != 1)
 		return 0;
-	return flags & BTRFS_QGROUP_STATUS_FLAG_ON ? flags : 0;
+	return (flags & BTRFS_QGROUP_STATUS_FLAG_ON) ? flags : 0;
 }
 
 bool mh_btrfs_quota_on(int fd)
@@ -143,7 +143,7 @@ bool mh_btrfs_quota_on(int fd)
  */
 static uint64_t bounding_group(int fd, uint64_t id)
 {
-	return quota_flags(fd) & QUOTA_SIMPLE ? (1ULL << 48) | id : id;
+	return (quota_flags(fd) & QUOTA_SIMPLE) ? (1ULL << 48) | id : id;
 }
 
 int mh_btrfs_make(int dir, const char *name, int src, struct mh_res *r)
