@@ -26,7 +26,9 @@
 #include <errno.h>
 #include <linux/btrfs.h>
 #include <linux/btrfs_tree.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -38,10 +40,11 @@
 #include "rn_job.h"
 
 #define BTRFS_MAGIC 0x9123683EL
-#define NESTED_MAX  4096  /* subvolumes inside a volume destroyed by one call */
-#define LOOKS_MAX   65536 /* searches of the root tree by one call */
-/* BTRFS_QGROUP_STATUS_FLAG_SIMPLE_MODE (Linux 6.7), newer than Debian 12's headers */
-#define QUOTA_SIMPLE (1ULL << 3)
+#define NESTED_MAX  4096       /* subvolumes inside a volume destroyed by one call */
+#define LOOKS_MAX   65536      /* searches of the root tree by one call */
+#define CHAIN_MAX   4096       /* subvolumes between a volume and one nested in it */
+#define ROOM        (64 << 20) /* room a full group is given for a destroy to reserve */
+#define DEPTH_MAX   16384      /* directories between a subvolume's root and one in it */
 
 bool mh_btrfs_on(int fd)
 {
@@ -113,37 +116,20 @@ static int search(int fd, uint64_t tree, uint64_t objectid, uint32_t type, uint6
 
 static void take_status(const struct btrfs_ioctl_search_header *h, const void *item, void *arg)
 {
-	struct btrfs_qgroup_status_item s;
-	if (h->len >= sizeof(s)) {
-		memcpy(&s, item, sizeof(s));
-		*(uint64_t *)arg = le64toh(s.flags);
+	struct btrfs_qgroup_status_item st;
+	if (h->len >= sizeof(st)) {
+		memcpy(&st, item, sizeof(st));
+		*(bool *)arg = (le64toh(st.flags) & BTRFS_QGROUP_STATUS_FLAG_ON) != 0;
 	}
-}
-
-/* The quota status flags of fd's file system: 0 when quota groups are off. */
-static uint64_t quota_flags(int fd)
-{
-	uint64_t flags = 0;
-	if (!mh_btrfs_on(fd) || search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_STATUS_KEY, 0,
-	                               0, 1, take_status, &flags) != 1)
-		return 0;
-	return (flags & BTRFS_QGROUP_STATUS_FLAG_ON) ? flags : 0;
 }
 
 bool mh_btrfs_quota_on(int fd)
 {
-	return quota_flags(fd) != 0;
-}
-
-/*
- * The quota group that bounds subvolume id. With simple quotas, 1/<id>: it
- * holds the volume's own group and, the kernel adding them, every subvolume
- * made inside it later, a tenant's own included; with full accounting,
- * 0/<id>, the volume's own (a subvolume made inside is outside it).
- */
-static uint64_t bounding_group(int fd, uint64_t id)
-{
-	return (quota_flags(fd) & QUOTA_SIMPLE) ? (1ULL << 48) | id : id;
+	bool on = false;
+	return mh_btrfs_on(fd) &&
+	       search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_STATUS_KEY, 0, 0, 1,
+	              take_status, &on) == 1 &&
+	       on;
 }
 
 int mh_btrfs_make(int dir, const char *name, int src, struct mh_res *r)
@@ -176,99 +162,222 @@ static void take_child(const struct btrfs_ioctl_search_header *h, const void *it
 		k->id[k->n++] = h->offset;
 }
 
-struct backref {
-	uint64_t parent, dirid;
+/*
+ * A place in the kernel's records: a subvolume's in its parent subvolume
+ * (a ROOT_BACKREF item: parent, directory, name), or a directory's in its
+ * parent directory (an INODE_REF item: parent, name).
+ */
+struct place {
+	uint64_t ino, parent, dirid;
 	char name[NAME_MAX + 1];
 };
 
+/* An item holding a fixed part of fixed bytes, its name's length at len_at, then the name. */
+static void take_place(const struct btrfs_ioctl_search_header *h, const void *item, struct place *p,
+                       size_t fixed, size_t len_at)
+{
+	uint16_t len;
+	if (h->len < fixed)
+		return;
+	memcpy(&len, (const char *)item + len_at, sizeof(len));
+	size_t n = le16toh(len);
+	if (n == 0 || n > NAME_MAX || fixed + n > h->len)
+		return;
+	p->parent = h->offset;
+	memcpy(p->name, (const char *)item + fixed, n);
+	p->name[n] = '\0';
+}
+
 static void take_backref(const struct btrfs_ioctl_search_header *h, const void *item, void *arg)
 {
-	struct backref *b = arg;
-	struct btrfs_root_ref ref;
-	if (h->len < sizeof(ref))
-		return;
-	memcpy(&ref, item, sizeof(ref));
-	size_t n = le16toh(ref.name_len);
-	if (n == 0 || n > NAME_MAX || sizeof(ref) + n > h->len)
-		return;
-	b->parent = h->offset;
-	b->dirid = le64toh(ref.dirid);
-	memcpy(b->name, (const char *)item + sizeof(ref), n);
-	b->name[n] = '\0';
+	struct place *p = arg;
+	uint64_t dirid;
+	take_place(h, item, p, sizeof(struct btrfs_root_ref),
+	           offsetof(struct btrfs_root_ref, name_len));
+	if (p->parent) { /* taken: the fixed part, dirid first, is there */
+		memcpy(&dirid, item, sizeof(dirid));
+		p->dirid = le64toh(dirid);
+	}
+}
+
+static void take_iref(const struct btrfs_ioctl_search_header *h, const void *item, void *arg)
+{
+	take_place(h, item, arg, sizeof(struct btrfs_inode_ref),
+	           offsetof(struct btrfs_inode_ref, name_len));
 }
 
 /*
- * Subvolume sub (inside subvolume top, which fd is), opened: its path beneath
- * top from the kernel's records (each subvolume's back reference in the root
- * tree: its parent, the directory it is in and its name; that directory's
- * path from BTRFS_IOC_INO_LOOKUP), opened beneath fd without a symlink, and
- * proved sub by its id. The fd, or -1.
+ * Directory ino of subvolume tree, whose root directory root is, opened: its
+ * names up to that root from the subvolume's inode references (the kernel's
+ * records), then down again one component at a time beneath root, never
+ * through a symlink, each directory proved by its inode number and
+ * subvolume. Any depth up to DEPTH_MAX, whatever the path's length. A new
+ * fd, or -1.
  */
-static int open_nested(int fd, uint64_t top, uint64_t sub)
+static int open_dir_in(int fd, int root, uint64_t tree, uint64_t ino)
 {
-	char path[PATH_MAX] = "", tmp[PATH_MAX];
-	for (uint64_t at = sub; at != top;) {
-		struct backref b = {.parent = 0};
-		struct btrfs_ioctl_ino_lookup_args a;
-		if (strlen(path) > PATH_MAX / 2 ||
+	struct place *up = calloc(DEPTH_MAX, sizeof(*up));
+	int n = 0, cur = -1;
+	for (uint64_t at = ino; up && at != BTRFS_FIRST_FREE_OBJECTID; at = up[n++].parent) {
+		up[n].ino = at;
+		if (n == DEPTH_MAX - 1 ||
+		    search(fd, tree, at, BTRFS_INODE_REF_KEY, 0, UINT64_MAX, 1, take_iref,
+		           &up[n]) != 1 ||
+		    !up[n].parent)
+			goto out;
+	}
+	cur = up ? openat2_retry(root, ".", O_RDONLY | O_DIRECTORY, 0, RESOLVE_IN_TREE) : -1;
+	for (int i = n - 1; cur >= 0 && i >= 0; i--) {
+		struct stat st;
+		int next = openat2_retry(cur, up[i].name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0,
+		                         RESOLVE_IN_TREE);
+		close(cur);
+		cur = next;
+		if (cur >= 0 &&
+		    (fstat(cur, &st) < 0 || st.st_ino != up[i].ino || subvol_id(cur) != tree)) {
+			close(cur);
+			cur = -1;
+		}
+	}
+out:
+	free(up);
+	return cur;
+}
+
+/*
+ * Subvolume sub, nested in subvolume top (whose root fd is), opened one
+ * subvolume at a time from top down: each one's place in its parent from its
+ * back reference in the root tree (the parent, the directory it is in, its
+ * name), that directory opened as above, the subvolume beneath it without a
+ * symlink, proved by its id. A new fd, or -1.
+ */
+static int open_subvol(int fd, uint64_t top, uint64_t sub)
+{
+	struct place *chain = calloc(CHAIN_MAX, sizeof(*chain));
+	int n = 0, cur = -1;
+	for (uint64_t at = sub; chain && at != top; at = chain[n++].parent)
+		if (n == CHAIN_MAX ||
 		    search(fd, BTRFS_ROOT_TREE_OBJECTID, at, BTRFS_ROOT_BACKREF_KEY, 0, UINT64_MAX,
-		           1, take_backref, &b) != 1 ||
-		    !b.parent)
-			return -1;
-		a = (struct btrfs_ioctl_ino_lookup_args){.treeid = b.parent, .objectid = b.dirid};
-		if (ioctl(fd, BTRFS_IOC_INO_LOOKUP, &a) < 0)
-			return -1;
-		a.name[sizeof(a.name) - 1] = '\0';
-		if (snprintf(tmp, sizeof(tmp), "%s%s%s%s", a.name, b.name, path[0] ? "/" : "",
-		             path) >= (int)sizeof(tmp))
-			return -1;
-		memcpy(path, tmp, sizeof(path));
-		at = b.parent;
+		           1, take_backref, &chain[n]) != 1 ||
+		    !chain[n].parent)
+			goto out;
+	cur = chain ? openat2_retry(fd, ".", O_RDONLY | O_DIRECTORY, 0, RESOLVE_IN_TREE) : -1;
+	for (int i = n - 1; cur >= 0 && i >= 0; i--) {
+		uint64_t want = i ? chain[i - 1].parent : sub; /* chain[i] is want's place */
+		int dir = open_dir_in(fd, cur, chain[i].parent, chain[i].dirid);
+		close(cur);
+		cur = dir < 0
+		          ? -1
+		          : openat2_retry(dir, chain[i].name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
+		                          0, RESOLVE_IN_TREE);
+		if (dir >= 0)
+			close(dir);
+		if (cur >= 0 && subvol_id(cur) != want) {
+			close(cur);
+			cur = -1;
+		}
 	}
-	int nfd = openat2_retry(fd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
-	if (nfd >= 0 && subvol_id(nfd) != sub) {
-		close(nfd);
-		return -1;
-	}
-	return nfd;
+out:
+	free(chain);
+	return cur;
 }
 
-/*
- * Subvolume sub inside top made writable (a tenant made it read-only, and
- * what is inside it cannot be destroyed then), by the tree runner: the
- * tenant owns it. 0, or -1.
- */
-static int make_writable(int fd, uint64_t top, uint64_t sub, struct mh_res *r)
+static void take_u64(const struct btrfs_ioctl_search_header *h, const void *item, void *arg)
 {
-	int nfd = open_nested(fd, top, sub);
-	if (nfd < 0)
-		return -1;
-	int rc = mh_tree_subvol(RN_SUBVOL_RW, nfd, -1, "-", r);
-	close(nfd);
-	return rc;
+	/* rfer is an info item's second field, max_rfer a limit item's */
+	if (h->len >= 2 * sizeof(uint64_t)) {
+		uint64_t v[2];
+		memcpy(v, item, sizeof(v));
+		*(uint64_t *)arg = le64toh(v[1]);
+	}
 }
 
-/*
- * No limit on quota group g any more: destroying a subvolume reserves room
- * charged to its parent's group, which refuses it when full (EDQUOT), and the
- * parent is being destroyed too. Through dir, outside the volume. Best
- * effort: the destroy that follows says whether it was enough.
- */
-static void unlimit(int dir, uint64_t g)
+/* Quota group g's referenced bytes and limit (0: none), as of the last commit; -1 none. */
+static int group_usage(int fd, uint64_t g, uint64_t *used, uint64_t *limit)
+{
+	*used = *limit = 0;
+	if (search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_INFO_KEY, g, g, 1, take_u64,
+	           used) != 1 ||
+	    search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_LIMIT_KEY, g, g, 1, take_u64,
+	           limit) < 0)
+		return -1;
+	if (*limit == UINT64_MAX)
+		*limit = 0;
+	return 0;
+}
+
+/* Quota group g limited to bytes (0: none), through dir. */
+static int set_limit(int dir, uint64_t g, uint64_t bytes)
 {
 	struct btrfs_ioctl_qgroup_limit_args a = {
-	    .qgroupid = g, .lim = {.flags = BTRFS_QGROUP_LIMIT_MAX_RFER, .max_rfer = UINT64_MAX}};
-	(void)ioctl(dir, BTRFS_IOC_QGROUP_LIMIT, &a);
+	    .qgroupid = g,
+	    .lim = {.flags = BTRFS_QGROUP_LIMIT_MAX_RFER, .max_rfer = bytes ? bytes : UINT64_MAX}};
+	return ioctl(dir, BTRFS_IOC_QGROUP_LIMIT, &a);
+}
+
+/* A limit given room for a destroy, to be put back if the volume is not destroyed. */
+struct loosened {
+	uint64_t group, limit;
+};
+
+/*
+ * Destroy subvolume leaf, whose parent is subvolume up (inside top, whose
+ * root fd is), by its name in the directory holding it, both opened from the
+ * kernel's records (open_subvol, open_dir_in). A destroy reserves room
+ * charged to up's quota group: a full one (EDQUOT) is given ROOM more than it
+ * holds, recorded in *lo to be put back if the volume stays. An up the tenant
+ * made read-only (EROFS) is made writable, and a sticky directory of another
+ * uid's (EPERM) loses its sticky bit, by the tree runner (CAP_FOWNER): the
+ * volume is in the trash, being destroyed. 0, or -1 with r.
+ */
+static int destroy_leaf(int dir, int fd, uint64_t top, uint64_t up, uint64_t leaf,
+                        struct loosened *lo, struct mh_res *r)
+{
+	struct place b = {.parent = 0};
+	uint64_t used, limit;
+	int pfd = -1, dfd = -1, rc = -1;
+	if (search(fd, BTRFS_ROOT_TREE_OBJECTID, leaf, BTRFS_ROOT_BACKREF_KEY, up, up, 1,
+	           take_backref, &b) != 1 ||
+	    (pfd = up == top ? openat2_retry(fd, ".", O_RDONLY | O_DIRECTORY, 0, RESOLVE_IN_TREE)
+	                     : open_subvol(fd, top, up)) < 0 ||
+	    (dfd = open_dir_in(fd, pfd, up, b.dirid)) < 0) {
+		mh_fail(r, MH_E_FAILED, errno ? errno : ENOENT,
+		        "find subvolume %llu inside, in subvolume %llu", (unsigned long long)leaf,
+		        (unsigned long long)up);
+		goto out;
+	}
+	struct btrfs_ioctl_vol_args_v2 a = {0};
+	snprintf(a.name, sizeof(a.name), "%s", b.name);
+	rc = ioctl(dfd, BTRFS_IOC_SNAP_DESTROY_V2, &a);
+	if (rc < 0 && errno == EDQUOT && !lo->group && group_usage(fd, up, &used, &limit) == 0 &&
+	    limit && set_limit(dir, up, used + ROOM) == 0) {
+		*lo = (struct loosened){.group = up, .limit = limit};
+		rc = ioctl(dfd, BTRFS_IOC_SNAP_DESTROY_V2, &a);
+	}
+	if (rc < 0 && errno == EROFS && up != top &&
+	    mh_tree_subvol(RN_SUBVOL_RW, pfd, -1, "-", r) == 0)
+		rc = ioctl(dfd, BTRFS_IOC_SNAP_DESTROY_V2, &a);
+	/* a sticky directory another uid owns: only its owner or CAP_FOWNER may remove in it */
+	if (rc < 0 && errno == EPERM && mh_tree_subvol(RN_SUBVOL_UNSTICK, dfd, -1, "-", r) == 0)
+		rc = ioctl(dfd, BTRFS_IOC_SNAP_DESTROY_V2, &a);
+	if (rc < 0 && errno != ENOENT && r->kind == MH_E_OK)
+		mh_fail(r, MH_E_FAILED, errno, "destroy subvolume %llu inside: %s",
+		        (unsigned long long)leaf, strerror(errno));
+	rc = rc < 0 && errno != ENOENT ? -1 : 0;
+out:
+	mh_closep(&dfd);
+	mh_closep(&pfd);
+	return rc;
 }
 
 /*
  * Destroy every subvolume beneath subvolume id (the root tree's records of
  * it: kernel-made, never a path), one leaf at a time: down the first child
- * until one has none, that one destroyed by id. Any depth or width; every
- * call destroys at least one while any is left, so a tree larger than one
- * call's budget goes in later calls.
+ * until one has none, that one destroyed. Any depth or width; every call
+ * destroys at least one while any is left, so a tree larger than one call's
+ * budget goes in later calls.
  */
-static int destroy_nested(int dir, int fd, uint64_t id, uint64_t group, struct mh_res *r)
+static int destroy_nested(int dir, int fd, uint64_t id, struct loosened *lo, struct mh_res *r)
 {
 	int looks = LOOKS_MAX;
 	for (int destroyed = 0; destroyed < NESTED_MAX; destroyed++) {
@@ -292,19 +401,9 @@ static int destroy_nested(int dir, int fd, uint64_t id, uint64_t group, struct m
 		}
 		if (leaf == id)
 			return 0;
-		struct btrfs_ioctl_vol_args_v2 a = {.flags = BTRFS_SUBVOL_SPEC_BY_ID,
-		                                    .subvolid = leaf};
-		int rc = ioctl(dir, BTRFS_IOC_SNAP_DESTROY_V2, &a);
-		if (rc < 0 && errno == EDQUOT) { /* its parent is full: the limit goes first */
-			unlimit(dir, up == id ? group : up);
-			rc = ioctl(dir, BTRFS_IOC_SNAP_DESTROY_V2, &a);
-		}
-		if (rc < 0 && errno == EROFS && up != id && make_writable(fd, id, up, r) == 0)
-			rc = ioctl(dir, BTRFS_IOC_SNAP_DESTROY_V2,
-			           &a); /* its parent was read-only */
-		if (rc < 0 && errno != ENOENT)
-			return mh_fail(r, MH_E_FAILED, errno, "destroy subvolume %llu inside: %s",
-			               (unsigned long long)leaf, strerror(errno));
+		errno = 0;
+		if (destroy_leaf(dir, fd, id, up, leaf, lo, r) < 0)
+			return -1;
 	}
 	return mh_fail(r, MH_E_FAILED, EMLINK, "more than %d subvolumes inside: more later",
 	               NESTED_MAX);
@@ -314,76 +413,47 @@ int mh_btrfs_escapes(int fd)
 {
 	struct kids k = {.n = 0};
 	uint64_t id = subvol_id(fd);
-	if (!id || (quota_flags(fd) & QUOTA_SIMPLE))
-		return id ? 0 : -1;
-	return search(fd, BTRFS_ROOT_TREE_OBJECTID, id, BTRFS_ROOT_REF_KEY, 0, UINT64_MAX, 1,
-	              take_child, &k);
+	return id ? search(fd, BTRFS_ROOT_TREE_OBJECTID, id, BTRFS_ROOT_REF_KEY, 0, UINT64_MAX, 1,
+	                   take_child, &k)
+	          : -1;
 }
 
 int mh_btrfs_destroy(int dir, const char *name, int fd, struct mh_res *r)
 {
+	struct loosened lo = {0};
 	uint64_t id = subvol_id(fd);
 	if (!id)
 		return mh_fail(r, MH_E_FAILED, errno, "which subvolume is %s: %s", name,
 		               strerror(errno));
-	uint64_t group = bounding_group(fd, id);
-	if (destroy_nested(dir, fd, id, group, r) < 0)
-		return -1;
-	struct btrfs_ioctl_vol_args_v2 a = {0};
-	snprintf(a.name, sizeof(a.name), "%s", name);
-	if (ioctl(dir, BTRFS_IOC_SNAP_DESTROY_V2, &a) < 0 && errno != ENOENT)
-		return mh_fail(r, mh_kind_of_errno(errno), errno, "destroy subvolume %s: %s", name,
-		               strerror(errno));
-	if (group != id) { /* its 1/<id>, emptied and removed: best effort, nothing depends on it */
-		struct btrfs_ioctl_qgroup_assign_args un = {.assign = 0, .src = id, .dst = group};
-		struct btrfs_ioctl_qgroup_create_args rm = {.create = 0, .qgroupid = group};
-		(void)ioctl(dir, BTRFS_IOC_QGROUP_ASSIGN, &un);
-		(void)ioctl(dir, BTRFS_IOC_QGROUP_CREATE, &rm);
+	int rc = destroy_nested(dir, fd, id, &lo, r);
+	if (rc == 0) {
+		struct btrfs_ioctl_vol_args_v2 a = {0};
+		snprintf(a.name, sizeof(a.name), "%s", name);
+		if (ioctl(dir, BTRFS_IOC_SNAP_DESTROY_V2, &a) < 0 && errno != ENOENT)
+			rc = mh_fail(r, mh_kind_of_errno(errno), errno, "destroy subvolume %s: %s",
+			             name, strerror(errno));
 	}
-	return 0;
+	if (rc < 0 && lo.group) /* the volume stays: its limit too */
+		(void)set_limit(dir, lo.group, lo.limit);
+	return rc;
 }
 
 int mh_btrfs_limit(int base, int fd, uint64_t bytes, struct mh_res *r)
 {
-	uint64_t id = subvol_id(fd), group = id ? bounding_group(fd, id) : 0;
+	uint64_t id = subvol_id(fd);
 	if (!id)
 		return mh_fail(r, MH_E_FAILED, errno, "which subvolume: %s", strerror(errno));
-	if (group != id) { /* made once, the volume's own group in it: nothing else is */
-		struct btrfs_ioctl_qgroup_create_args mk = {.create = 1, .qgroupid = group};
-		struct btrfs_ioctl_qgroup_assign_args in = {.assign = 1, .src = id, .dst = group};
-		if ((ioctl(base, BTRFS_IOC_QGROUP_CREATE, &mk) < 0 && errno != EEXIST) ||
-		    (ioctl(base, BTRFS_IOC_QGROUP_ASSIGN, &in) < 0 && errno != EEXIST))
-			return mh_fail(r, MH_E_FAILED, errno, "the volume's quota group 1/%llu: %s",
-			               (unsigned long long)id, strerror(errno));
-	}
-	struct btrfs_ioctl_qgroup_limit_args a = {
-	    .qgroupid = group,
-	    .lim = {.flags = BTRFS_QGROUP_LIMIT_MAX_RFER, .max_rfer = bytes ? bytes : UINT64_MAX}};
-	if (ioctl(base, BTRFS_IOC_QGROUP_LIMIT, &a) < 0)
+	if (set_limit(base, id, bytes) < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "set the subvolume's quota group limit: %s",
 		               strerror(errno));
 	return 0;
 }
 
-static void take_u64(const struct btrfs_ioctl_search_header *h, const void *item, void *arg)
-{
-	/* rfer is an info item's second field, max_rfer a limit item's */
-	if (h->len >= 2 * sizeof(uint64_t)) {
-		uint64_t v[2];
-		memcpy(v, item, sizeof(v));
-		*(uint64_t *)arg = le64toh(v[1]);
-	}
-}
-
 int mh_btrfs_usage(int fd, uint64_t *used, uint64_t *limit)
 {
-	uint64_t id = subvol_id(fd), g = id && mh_btrfs_quota_on(fd) ? bounding_group(fd, id) : 0;
+	uint64_t id = subvol_id(fd);
 	*used = *limit = 0;
-	if (!g || search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_INFO_KEY, g, g, 1, take_u64,
-	                 used) != 1)
+	if (!id || !mh_btrfs_quota_on(fd))
 		return -1;
-	if (search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, BTRFS_QGROUP_LIMIT_KEY, g, g, 1, take_u64,
-	           limit) < 0)
-		return -1;
-	return 0;
+	return group_usage(fd, id, used, limit);
 }

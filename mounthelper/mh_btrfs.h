@@ -29,8 +29,8 @@ int mh_btrfs_set_ro(int fd, bool ro, struct mh_res *r);
 int mh_btrfs_destroy(int dir, const char *name, int fd, struct mh_res *r);
 
 /*
- * Whether subvolumes were made inside subvolume fd that its limit does not
- * bound (with full accounting; simple quotas bound them): 1, 0, or -1 unknown.
+ * Whether subvolumes were made inside subvolume fd (a tenant's own, whose
+ * quota groups its limit does not bound): 1, 0, or -1 unknown.
  */
 int mh_btrfs_escapes(int fd);
 

@@ -88,14 +88,6 @@ static const struct sc_rule helper_rules[] = {
           "btrfs base: quota groups' usage and limits; subvolumes inside a trashed one "
           "(CAP_SYS_ADMIN)"),
     IOCTL(BTRFS_IOC_QGROUP_LIMIT, "btrfs base: a volume's size (CAP_SYS_ADMIN)"),
-    IOCTL(BTRFS_IOC_QGROUP_CREATE,
-          "btrfs base, simple quotas: a volume's group 1/<id>, made and removed (CAP_SYS_ADMIN)"),
-    IOCTL(BTRFS_IOC_QGROUP_ASSIGN,
-          "btrfs base, simple quotas: the volume's own group into it, and out (CAP_SYS_ADMIN)"),
-    IOCTL(BTRFS_IOC_QGROUP_CREATE,
-          "btrfs base, simple quotas: a volume's group 1/<id>, made and removed (CAP_SYS_ADMIN)"),
-    IOCTL(BTRFS_IOC_QGROUP_ASSIGN,
-          "btrfs base, simple quotas: the volume's own group into it, and out (CAP_SYS_ADMIN)"),
     ALLOW_EQ("fsetxattr", 4, XATTR_REPLACE,
              "btrfs base: a snapshot's mark, its source's copied by the kernel, made its own"),
 

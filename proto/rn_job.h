@@ -50,7 +50,9 @@
  *            size RN_SUBVOL_SNAP: a writable snapshot of the subvolume, named
  *            argv[0] in the work area; RN_SUBVOL_RO, RN_SUBVOL_RW: the
  *            subvolume made read-only or writable (both need its owner or
- *            CAP_FOWNER, which the helper does not hold); err, reason
+ *            CAP_FOWNER, which the helper does not hold); RN_SUBVOL_UNSTICK:
+ *            the directory given instead loses its sticky bit (a subvolume in
+ *            it can then be destroyed by the helper); err, reason
  */
 #ifndef SEPCSI_RN_JOB_H
 #define SEPCSI_RN_JOB_H
@@ -73,7 +75,7 @@ enum rn_kind {
 };
 
 /* RN_TREE_SUBVOL: what is done, in size. */
-enum rn_subvol { RN_SUBVOL_SNAP = 1, RN_SUBVOL_RO, RN_SUBVOL_RW };
+enum rn_subvol { RN_SUBVOL_SNAP = 1, RN_SUBVOL_RO, RN_SUBVOL_RW, RN_SUBVOL_UNSTICK };
 
 /* The only programs the runner ever starts. Debian (merged /usr) installs them in /sbin. */
 enum rn_tool {

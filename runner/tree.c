@@ -470,7 +470,8 @@ static void tree_copy(int sock, int src, int dst, struct rn_answer *a)
 /*
  * A btrfs subvolume (a volume or snapshot the helper proved its own):
  * snapshotted into the work area under a name that is one plain component,
- * or made read-only or writable. The kernel does each in one call, whatever
+ * or made read-only or writable; or a directory of a trashed volume holding
+ * a subvolume to destroy, its sticky bit cleared. The kernel does each in one call, whatever
  * the tree holds.
  */
 static void tree_subvol(const struct rn_job *j, const int fds[3], struct rn_answer *a)
@@ -490,6 +491,14 @@ static void tree_subvol(const struct rn_job *j, const int fds[3], struct rn_answ
 			a->err = errno;
 			snprintf(a->reason, sizeof(a->reason), "snapshot into %.72s: %s", name,
 			         strerror(errno));
+		}
+	} else if (j->size == RN_SUBVOL_UNSTICK) {
+		struct stat st;
+		if (fstat(fds[1], &st) < 0 || !S_ISDIR(st.st_mode) ||
+		    fchmod(fds[1], st.st_mode & 07777 & ~(mode_t)S_ISVTX) < 0) {
+			a->err = errno ? errno : ENOTDIR;
+			snprintf(a->reason, sizeof(a->reason), "clear a directory's sticky bit: %s",
+			         strerror(a->err));
 		}
 	} else if ((j->size != RN_SUBVOL_RO && j->size != RN_SUBVOL_RW) ||
 	           ioctl(fds[1], BTRFS_IOC_SUBVOL_SETFLAGS, &flags) < 0) {
