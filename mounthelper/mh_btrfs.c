@@ -39,12 +39,13 @@
 #include "openat2.h"
 #include "rn_job.h"
 
-#define BTRFS_MAGIC 0x9123683EL
-#define NESTED_MAX  4096       /* subvolumes inside a volume destroyed by one call */
-#define LOOKS_MAX   65536      /* searches of the root tree by one call */
-#define CHAIN_MAX   4096       /* subvolumes between a volume and one nested in it */
-#define ROOM        (64 << 20) /* room a full group is given for a destroy to reserve */
-#define DEPTH_MAX   16384      /* directories between a subvolume's root and one in it */
+#define BTRFS_MAGIC  0x9123683EL
+#define NESTED_MAX   4096       /* subvolumes inside a volume destroyed by one call */
+#define STEPS_MAX    (1L << 20) /* searches and opens one request spends on a tenant's layout */
+#define CHAIN_MAX    64         /* subvolumes between a volume and one opened in it by name */
+#define LOOSENED_MAX 64         /* full quota groups given room by one request */
+#define ROOM         (64 << 20) /* room a full group is given for a destroy to reserve */
+#define DEPTH_MAX    16384      /* directories between a subvolume's root and one opened in it */
 
 bool mh_btrfs_on(int fd)
 {
@@ -206,6 +207,22 @@ static void take_iref(const struct btrfs_ioctl_search_header *h, const void *ite
 	           offsetof(struct btrfs_inode_ref, name_len));
 }
 
+/* One destroy of a volume's subvolumes: its descriptors, its budget, the limits it raised. */
+struct destroying {
+	int dir, fd;                  /* the trash area; the trashed volume's root */
+	uint64_t top;                 /* the trashed volume's subvolume id */
+	long steps;                   /* searches and opens left to this request */
+	int nlo;                      /* limits raised, to be put back if the volume stays */
+	uint64_t lo[LOOSENED_MAX][2]; /* group, its limit */
+	struct mh_res *r;
+};
+
+/* One more step of the work a tenant's layout costs; false once the request's budget is spent. */
+static bool step(struct destroying *d)
+{
+	return --d->steps >= 0;
+}
+
 /*
  * Directory ino of subvolume tree, whose root directory root is, opened: its
  * names up to that root from the subvolume's inode references (the kernel's
@@ -214,13 +231,14 @@ static void take_iref(const struct btrfs_ioctl_search_header *h, const void *ite
  * subvolume. Any depth up to DEPTH_MAX, whatever the path's length. A new
  * fd, or -1.
  */
-static int open_dir_in(int fd, int root, uint64_t tree, uint64_t ino)
+static int open_dir_in(struct destroying *d, int root, uint64_t tree, uint64_t ino)
 {
+	int fd = d->fd;
 	struct place *up = calloc(DEPTH_MAX, sizeof(*up));
 	int n = 0, cur = -1;
 	for (uint64_t at = ino; up && at != BTRFS_FIRST_FREE_OBJECTID; at = up[n++].parent) {
 		up[n].ino = at;
-		if (n == DEPTH_MAX - 1 ||
+		if (n == DEPTH_MAX - 1 || !step(d) ||
 		    search(fd, tree, at, BTRFS_INODE_REF_KEY, 0, UINT64_MAX, 1, take_iref,
 		           &up[n]) != 1 ||
 		    !up[n].parent)
@@ -229,8 +247,10 @@ static int open_dir_in(int fd, int root, uint64_t tree, uint64_t ino)
 	cur = up ? openat2_retry(root, ".", O_RDONLY | O_DIRECTORY, 0, RESOLVE_IN_TREE) : -1;
 	for (int i = n - 1; cur >= 0 && i >= 0; i--) {
 		struct stat st;
-		int next = openat2_retry(cur, up[i].name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0,
-		                         RESOLVE_IN_TREE);
+		int next = !step(d)
+		               ? -1
+		               : openat2_retry(cur, up[i].name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
+		                               0, RESOLVE_IN_TREE);
 		close(cur);
 		cur = next;
 		if (cur >= 0 &&
@@ -251,12 +271,14 @@ out:
  * name), that directory opened as above, the subvolume beneath it without a
  * symlink, proved by its id. A new fd, or -1.
  */
-static int open_subvol(int fd, uint64_t top, uint64_t sub)
+static int open_subvol(struct destroying *d, uint64_t sub)
 {
+	int fd = d->fd;
+	uint64_t top = d->top;
 	struct place *chain = calloc(CHAIN_MAX, sizeof(*chain));
 	int n = 0, cur = -1;
 	for (uint64_t at = sub; chain && at != top; at = chain[n++].parent)
-		if (n == CHAIN_MAX ||
+		if (n == CHAIN_MAX || !step(d) ||
 		    search(fd, BTRFS_ROOT_TREE_OBJECTID, at, BTRFS_ROOT_BACKREF_KEY, 0, UINT64_MAX,
 		           1, take_backref, &chain[n]) != 1 ||
 		    !chain[n].parent)
@@ -264,7 +286,7 @@ static int open_subvol(int fd, uint64_t top, uint64_t sub)
 	cur = chain ? openat2_retry(fd, ".", O_RDONLY | O_DIRECTORY, 0, RESOLVE_IN_TREE) : -1;
 	for (int i = n - 1; cur >= 0 && i >= 0; i--) {
 		uint64_t want = i ? chain[i - 1].parent : sub; /* chain[i] is want's place */
-		int dir = open_dir_in(fd, cur, chain[i].parent, chain[i].dirid);
+		int dir = open_dir_in(d, cur, chain[i].parent, chain[i].dirid);
 		close(cur);
 		cur = dir < 0
 		          ? -1
@@ -315,97 +337,130 @@ static int set_limit(int dir, uint64_t g, uint64_t bytes)
 	return ioctl(dir, BTRFS_IOC_QGROUP_LIMIT, &a);
 }
 
-/* A limit given room for a destroy, to be put back if the volume is not destroyed. */
-struct loosened {
-	uint64_t group, limit;
-};
+/*
+ * Quota group up is too full for a destroy to reserve its room (EDQUOT):
+ * given ROOM more than it holds, its limit recorded to be put back if the
+ * volume stays. Each group once per request. True if raised.
+ */
+static bool make_room(struct destroying *d, uint64_t up)
+{
+	uint64_t used, limit;
+	for (int i = 0; i < d->nlo; i++)
+		if (d->lo[i][0] == up)
+			return false;
+	if (d->nlo == LOOSENED_MAX || group_usage(d->fd, up, &used, &limit) < 0 || !limit ||
+	    set_limit(d->dir, up, used + ROOM) < 0)
+		return false;
+	d->lo[d->nlo][0] = up;
+	d->lo[d->nlo++][1] = limit;
+	return true;
+}
 
 /*
- * Destroy subvolume leaf, whose parent is subvolume up (inside top, whose
- * root fd is), by its name in the directory holding it, both opened from the
- * kernel's records (open_subvol, open_dir_in). A destroy reserves room
- * charged to up's quota group: a full one (EDQUOT) is given ROOM more than it
- * holds, recorded in *lo to be put back if the volume stays. An up the tenant
- * made read-only (EROFS) is made writable, and a sticky directory of another
- * uid's (EPERM) loses its sticky bit, by the tree runner (CAP_FOWNER): the
- * volume is in the trash, being destroyed. 0, or -1 with r.
+ * Destroy subvolume leaf, whose parent is subvolume up, by name in the
+ * directory holding it, both opened from the kernel's records (open_subvol,
+ * open_dir_in): what a tenant can put in the way of a destroy by id. An up
+ * the tenant made read-only (EROFS) is made writable, and a sticky directory
+ * of another uid's (EPERM) loses its sticky bit, by the tree runner
+ * (CAP_FOWNER): the volume is in the trash, being destroyed. The ioctl's
+ * result, errno set.
  */
-static int destroy_leaf(int dir, int fd, uint64_t top, uint64_t up, uint64_t leaf,
-                        struct loosened *lo, struct mh_res *r)
+static int destroy_by_name(struct destroying *d, uint64_t up, uint64_t leaf)
 {
 	struct place b = {.parent = 0};
-	uint64_t used, limit;
 	int pfd = -1, dfd = -1, rc = -1;
-	if (search(fd, BTRFS_ROOT_TREE_OBJECTID, leaf, BTRFS_ROOT_BACKREF_KEY, up, up, 1,
-	           take_backref, &b) != 1 ||
-	    (pfd = up == top ? openat2_retry(fd, ".", O_RDONLY | O_DIRECTORY, 0, RESOLVE_IN_TREE)
-	                     : open_subvol(fd, top, up)) < 0 ||
-	    (dfd = open_dir_in(fd, pfd, up, b.dirid)) < 0) {
-		mh_fail(r, MH_E_FAILED, errno ? errno : ENOENT,
-		        "find subvolume %llu inside, in subvolume %llu", (unsigned long long)leaf,
-		        (unsigned long long)up);
+	if (search(d->fd, BTRFS_ROOT_TREE_OBJECTID, leaf, BTRFS_ROOT_BACKREF_KEY, up, up, 1,
+	           take_backref, &b) != 1) {
+		errno = ENOENT; /* gone meanwhile */
+		return -1;
+	}
+	if ((pfd = up == d->top
+	               ? openat2_retry(d->fd, ".", O_RDONLY | O_DIRECTORY, 0, RESOLVE_IN_TREE)
+	               : open_subvol(d, up)) < 0 ||
+	    (dfd = open_dir_in(d, pfd, up, b.dirid)) < 0) {
+		errno = d->steps < 0 ? EAGAIN : ELOOP; /* deeper than followed, or moved */
 		goto out;
 	}
 	struct btrfs_ioctl_vol_args_v2 a = {0};
 	snprintf(a.name, sizeof(a.name), "%s", b.name);
 	rc = ioctl(dfd, BTRFS_IOC_SNAP_DESTROY_V2, &a);
-	if (rc < 0 && errno == EDQUOT && !lo->group && group_usage(fd, up, &used, &limit) == 0 &&
-	    limit && set_limit(dir, up, used + ROOM) == 0) {
-		*lo = (struct loosened){.group = up, .limit = limit};
+	if (rc < 0 && errno == EDQUOT && make_room(d, up))
 		rc = ioctl(dfd, BTRFS_IOC_SNAP_DESTROY_V2, &a);
-	}
-	if (rc < 0 && errno == EROFS && up != top &&
-	    mh_tree_subvol(RN_SUBVOL_RW, pfd, -1, "-", r) == 0)
+	if (rc < 0 && errno == EROFS && up != d->top &&
+	    mh_tree_subvol(RN_SUBVOL_RW, pfd, -1, "-", d->r) == 0)
 		rc = ioctl(dfd, BTRFS_IOC_SNAP_DESTROY_V2, &a);
-	/* a sticky directory another uid owns: only its owner or CAP_FOWNER may remove in it */
-	if (rc < 0 && errno == EPERM && mh_tree_subvol(RN_SUBVOL_UNSTICK, dfd, -1, "-", r) == 0)
+	if (rc < 0 && errno == EPERM && mh_tree_subvol(RN_SUBVOL_UNSTICK, dfd, -1, "-", d->r) == 0)
 		rc = ioctl(dfd, BTRFS_IOC_SNAP_DESTROY_V2, &a);
-	if (rc < 0 && errno != ENOENT && r->kind == MH_E_OK)
-		mh_fail(r, MH_E_FAILED, errno, "destroy subvolume %llu inside: %s",
-		        (unsigned long long)leaf, strerror(errno));
-	rc = rc < 0 && errno != ENOENT ? -1 : 0;
-out:
+out:;
+	int e = errno;
 	mh_closep(&dfd);
 	mh_closep(&pfd);
+	errno = e;
 	return rc;
 }
 
 /*
- * Destroy every subvolume beneath subvolume id (the root tree's records of
- * it: kernel-made, never a path), one leaf at a time: down the first child
- * until one has none, that one destroyed. Any depth or width; every call
- * destroys at least one while any is left, so a tree larger than one call's
- * budget goes in later calls.
+ * Destroy subvolume leaf (parent up): by id through the trash area, the
+ * kernel finding it (cheap whatever the layout); where the tenant put
+ * something in the way (a full parent, a read-only one, a sticky directory,
+ * a path longer than the kernel names), as above. 0, or -1 with d->r.
  */
-static int destroy_nested(int dir, int fd, uint64_t id, struct loosened *lo, struct mh_res *r)
+static int destroy_leaf(struct destroying *d, uint64_t up, uint64_t leaf)
 {
-	int looks = LOOKS_MAX;
+	struct btrfs_ioctl_vol_args_v2 a = {.flags = BTRFS_SUBVOL_SPEC_BY_ID, .subvolid = leaf};
+	int rc = ioctl(d->dir, BTRFS_IOC_SNAP_DESTROY_V2, &a);
+	if (rc < 0 && errno == EDQUOT && make_room(d, up))
+		rc = ioctl(d->dir, BTRFS_IOC_SNAP_DESTROY_V2, &a);
+	if (rc < 0 &&
+	    (errno == EROFS || errno == EPERM || errno == ENAMETOOLONG || errno == EDQUOT))
+		rc = destroy_by_name(d, up, leaf);
+	if (rc == 0 || errno == ENOENT)
+		return 0;
+	if (d->r->kind != MH_E_OK)
+		return -1;
+	int e = errno;
+	const char *why = e == EAGAIN ? "too much work for one request, more later"
+	                  : e == ELOOP
+	                      ? "it lies deeper than the helper follows, or moved meanwhile"
+	                      : strerror(e);
+	return mh_fail(d->r, MH_E_FAILED, e, "destroy subvolume %llu inside: %s",
+	               (unsigned long long)leaf, why);
+}
+
+/*
+ * Destroy every subvolume beneath the trashed volume (the root tree's records
+ * of it: kernel-made, never a path), one leaf at a time: down the first child
+ * until one has none, that one destroyed. Any depth or width; every request
+ * destroys at least one while any is left and its budget allows, the rest
+ * by the next.
+ */
+static int destroy_nested(struct destroying *d)
+{
 	for (int destroyed = 0; destroyed < NESTED_MAX; destroyed++) {
 		struct kids k = {.n = 0};
-		uint64_t leaf = id, up = id;
+		uint64_t leaf = d->top, up = d->top;
 		for (;;) {
 			k.n = 0;
-			if (--looks < 0)
+			if (!step(d))
 				return mh_fail(
-				    r, MH_E_FAILED, EMLINK,
+				    d->r, MH_E_FAILED, EAGAIN,
 				    "too many subvolumes inside: %d destroyed, more later",
 				    destroyed);
-			if (search(fd, BTRFS_ROOT_TREE_OBJECTID, leaf, BTRFS_ROOT_REF_KEY, 0,
+			if (search(d->fd, BTRFS_ROOT_TREE_OBJECTID, leaf, BTRFS_ROOT_REF_KEY, 0,
 			           UINT64_MAX, 1, take_child, &k) < 0)
-				return mh_fail(r, MH_E_FAILED, errno,
+				return mh_fail(d->r, MH_E_FAILED, errno,
 				               "list the subvolumes inside: %s", strerror(errno));
 			if (k.n == 0)
 				break;
 			up = leaf;
 			leaf = k.id[0];
 		}
-		if (leaf == id)
+		if (leaf == d->top)
 			return 0;
-		errno = 0;
-		if (destroy_leaf(dir, fd, id, up, leaf, lo, r) < 0)
+		if (destroy_leaf(d, up, leaf) < 0)
 			return -1;
 	}
-	return mh_fail(r, MH_E_FAILED, EMLINK, "more than %d subvolumes inside: more later",
+	return mh_fail(d->r, MH_E_FAILED, EAGAIN, "more than %d subvolumes inside: more later",
 	               NESTED_MAX);
 }
 
@@ -420,12 +475,12 @@ int mh_btrfs_escapes(int fd)
 
 int mh_btrfs_destroy(int dir, const char *name, int fd, struct mh_res *r)
 {
-	struct loosened lo = {0};
-	uint64_t id = subvol_id(fd);
-	if (!id)
+	struct destroying d = {
+	    .dir = dir, .fd = fd, .top = subvol_id(fd), .steps = STEPS_MAX, .r = r};
+	if (!d.top)
 		return mh_fail(r, MH_E_FAILED, errno, "which subvolume is %s: %s", name,
 		               strerror(errno));
-	int rc = destroy_nested(dir, fd, id, &lo, r);
+	int rc = destroy_nested(&d);
 	if (rc == 0) {
 		struct btrfs_ioctl_vol_args_v2 a = {0};
 		snprintf(a.name, sizeof(a.name), "%s", name);
@@ -433,8 +488,8 @@ int mh_btrfs_destroy(int dir, const char *name, int fd, struct mh_res *r)
 			rc = mh_fail(r, mh_kind_of_errno(errno), errno, "destroy subvolume %s: %s",
 			             name, strerror(errno));
 	}
-	if (rc < 0 && lo.group) /* the volume stays: its limit too */
-		(void)set_limit(dir, lo.group, lo.limit);
+	for (int i = 0; rc < 0 && i < d.nlo; i++) /* the volume stays: its limits too */
+		(void)set_limit(dir, d.lo[i][0], d.lo[i][1]);
 	return rc;
 }
 

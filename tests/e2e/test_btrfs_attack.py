@@ -236,7 +236,7 @@ def test_a_full_volume_keeps_its_limit_when_its_delete_fails(bp):
     assert write(os.path.join(t, "fill"), 100 * MiB) == errno.EDQUOT
     subprocess.run(["btrfs", "filesystem", "sync", bp.base], check=True)
     ans = bp.err(req(T.REQ_DIR_DELETE, volume_id=VOL, base=bp.base, name="v"), E.FAILED)
-    assert "find subvolume" in ans.reason, ans
+    assert "deeper than the helper follows" in ans.reason, ans
     trashed = os.path.join(bp.base, ".sepcsi-trash", VOL)
     assert not os.path.exists(os.path.join(trashed, "n"))  # destroyed with the room given
     assert qgroup_limit(bp.base, trashed) == 64 * MiB
@@ -261,3 +261,29 @@ def test_no_tenant_counts_against_another_volume(bp):
     assert write(os.path.join(tw, "mine"), 56 * MiB) == 0
     bp.unpublish(VOL2, "w", tw)
     bp.unpublish(VOL, "v", t)
+
+
+def test_full_snapshots_of_its_own_are_destroyed_at_once(bp):
+    """Four snapshots the tenant made of its volume (each with the volume's limit), each
+    holding a subvolume and filled to that limit, as the volume is: each full group is given
+    room once, all in the same request."""
+    deleted_whole(bp, "for i in $(seq 4); do btrfs subvolume snapshot . S$i >/dev/null;"
+                      " btrfs subvolume create S$i/n >/dev/null; done;"
+                      " for f in S1/f S2/f S3/f S4/f f; do"
+                      " dd if=/dev/zero of=$f bs=1M count=100 2>/dev/null || true; done; sync")
+
+
+def test_many_subvolumes_beneath_a_path_too_long_to_name(bp):
+    """A hundred subvolumes at the end of 5,000 directories (a path the kernel cannot name,
+    so each is found and destroyed by name, step by step): the work a request spends is
+    bounded, every request makes progress, and the volume goes in a few."""
+    t = published(bp, VOL, "v")
+    r = tenant("/usr/bin/python3 -c \"import fcntl, os; "
+               "[(os.mkdir('d'), os.chdir('d')) for _ in range(5000)]; "
+               "[fcntl.ioctl(os.open('.', os.O_RDONLY), (1 << 30) | (4096 << 16) | (0x94 << 8) "
+               "| 14, bytearray(bytes(8) + b's%d' % i + bytes(4087 - len(str(i))))) "
+               "for i in range(100)]\"", t)
+    assert r.returncode == 0, r.stderr
+    bp.unpublish(VOL, "v", t)
+    delete_until_gone(bp, tries=4)
+    assert subvols(bp.base) == []
