@@ -18,11 +18,14 @@
  * directory is made in the work area, marked as the volume's (trusted xattr
  * naming the volume and the inode, mh_at.c), given its project quota and its
  * content there, and only then renamed into place without replacing
- * anything: a name never shows a half-made volume, and a directory the helper
+ * anything (on a btrfs base the directory is a subvolume, and a snapshot or
+ * a copy of a subvolume is made by the kernel, mh_btrfs.c): a name never
+ * shows a half-made volume, and a directory the helper
  * did not mark for this volume (another volume's, a retained or archived one,
  * an administrator's) is never published, grown, copied, archived or
  * removed. Removal first renames the marked directory into the trash area,
- * then empties it there (mh_tree.c: no symlink followed, no mount crossed);
+ * then empties it there (mh_tree.c: no symlink followed, no mount crossed;
+ * a subvolume is destroyed instead, mh_btrfs.c);
  * what a killed worker leaves in the work and trash areas is removed by the
  * next request for that id, and by PURGE, the main loop's own request to a
  * worker after start and after a worker's death (mh_worker.c): a tree's size

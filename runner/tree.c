@@ -1,7 +1,9 @@
 /*
  * A directory volume's tree: emptied (RN_TREE_EMPTY: DIR_DELETE,
  * DIR_DELETE_SNAPSHOT) or copied (RN_TREE_COPY: DIR_SNAPSHOT, DIR_CREATE from
- * a source), on the directory descriptors the helper opened and checked.
+ * a source), on the directory descriptors the helper opened and checked; on a
+ * btrfs base, the few subvolume calls that need CAP_FOWNER (RN_TREE_SUBVOL:
+ * snapshot, read-only flag, a trashed directory's sticky bit) instead.
  *
  * Runs in the tree runner (sepcsi-tree-runner), a job's child: uid 0 with
  * CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID and CAP_CHOWN only (a volume's
@@ -471,8 +473,8 @@ static void tree_copy(int sock, int src, int dst, struct rn_answer *a)
  * A btrfs subvolume (a volume or snapshot the helper proved its own):
  * snapshotted into the work area under a name that is one plain component,
  * or made read-only or writable; or a directory of a trashed volume holding
- * a subvolume to destroy, its sticky bit cleared. The kernel does each in one call, whatever
- * the tree holds.
+ * a subvolume to destroy, its sticky bit cleared. The kernel does each in
+ * one call, whatever the tree holds.
  */
 static void tree_subvol(const struct rn_job *j, const int fds[3], struct rn_answer *a)
 {
