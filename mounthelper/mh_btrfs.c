@@ -2,9 +2,9 @@
  * Directory volumes on a btrfs base: each volume and each snapshot is a
  * subvolume of its own, its capacity the referenced-bytes limit of the
  * subvolume's quota group. Made, snapshotted and destroyed by the kernel in
- * one call each, whatever the tree holds: nothing here reads, walks or
- * follows anything a tenant wrote. Quota and subvolume facts come from the
- * kernel's own trees (BTRFS_IOC_TREE_SEARCH of the quota and root trees),
+ * one call each, whatever the tree holds: nothing here reads a tenant's
+ * bytes or walks its tree. Quota and subvolume facts come from the kernel's
+ * own trees (BTRFS_IOC_TREE_SEARCH of the quota, root and subvolume trees),
  * never from a file.
  *
  * Runs in a helper worker (DIR_STATS and DIR_CAPACITY: the main loop) as root
@@ -12,11 +12,15 @@
  *
  * Safety argument. Every call acts on a descriptor the caller opened and
  * proved (a marked directory, one of the helper's areas, a base), or on a
- * name in a helper area. The one call that names a subvolume by id, the
- * destruction of a subvolume a tenant made inside its own volume (which would
- * otherwise keep the volume's from being destroyed), takes its ids only from
- * the root tree's records of what lies beneath the volume being destroyed,
- * a volume already renamed into the trash area.
+ * name in a helper area. What a delete destroys besides that (subvolumes a
+ * tenant made inside its own volume, which would otherwise keep the volume's
+ * from being destroyed) is found only from the root tree's records of what
+ * lies beneath the volume being destroyed, a volume already renamed into the
+ * trash area: destroyed by id, or where the tenant put something in the way,
+ * by name in a directory opened one component at a time beneath the trashed
+ * volume (names from the kernel's records, no symlink followed, each step
+ * proved by inode number and subvolume id). The limits it raises on the way
+ * are those of groups beneath the volume, and are put back if it stays.
  */
 #include "mh_btrfs.h"
 
