@@ -349,12 +349,15 @@ static int set_limit(int dir, uint64_t g, uint64_t bytes)
 static bool make_room(struct destroying *d, uint64_t up)
 {
 	uint64_t used, limit;
+	int e = errno; /* the destroy's EDQUOT, kept when no room is made */
 	for (int i = 0; i < d->nlo; i++)
 		if (d->lo[i][0] == up)
 			return false;
 	if (d->nlo == LOOSENED_MAX || group_usage(d->fd, up, &used, &limit) < 0 || !limit ||
-	    set_limit(d->dir, up, used + ROOM) < 0)
+	    set_limit(d->dir, up, (used > limit ? used : limit) + ROOM) < 0) {
+		errno = e;
 		return false;
+	}
 	d->lo[d->nlo][0] = up;
 	d->lo[d->nlo++][1] = limit;
 	return true;
@@ -373,9 +376,11 @@ static int destroy_by_name(struct destroying *d, uint64_t up, uint64_t leaf)
 {
 	struct place b = {.parent = 0};
 	int pfd = -1, dfd = -1, rc = -1;
-	if (search(d->fd, BTRFS_ROOT_TREE_OBJECTID, leaf, BTRFS_ROOT_BACKREF_KEY, up, up, 1,
-	           take_backref, &b) != 1) {
-		errno = ENOENT; /* gone meanwhile */
+	int found = search(d->fd, BTRFS_ROOT_TREE_OBJECTID, leaf, BTRFS_ROOT_BACKREF_KEY, up, up, 1,
+	                   take_backref, &b);
+	if (found != 1) {
+		if (found == 0)
+			errno = ENOENT; /* gone meanwhile */
 		return -1;
 	}
 	if ((pfd = up == d->top
@@ -390,11 +395,17 @@ static int destroy_by_name(struct destroying *d, uint64_t up, uint64_t leaf)
 	rc = ioctl(dfd, BTRFS_IOC_SNAP_DESTROY_V2, &a);
 	if (rc < 0 && errno == EDQUOT && make_room(d, up))
 		rc = ioctl(dfd, BTRFS_IOC_SNAP_DESTROY_V2, &a);
-	if (rc < 0 && errno == EROFS && up != d->top &&
-	    mh_tree_subvol(RN_SUBVOL_RW, pfd, -1, "-", d->r) == 0)
+	/* up, the trashed volume itself included, made read-only by its tenant */
+	if (rc < 0 && errno == EROFS) {
+		if (mh_tree_subvol(RN_SUBVOL_RW, pfd, -1, "-", d->r) < 0)
+			goto out; /* d->r says why */
 		rc = ioctl(dfd, BTRFS_IOC_SNAP_DESTROY_V2, &a);
-	if (rc < 0 && errno == EPERM && mh_tree_subvol(RN_SUBVOL_UNSTICK, dfd, -1, "-", d->r) == 0)
+	}
+	if (rc < 0 && errno == EPERM) {
+		if (mh_tree_subvol(RN_SUBVOL_UNSTICK, dfd, -1, "-", d->r) < 0)
+			goto out;
 		rc = ioctl(dfd, BTRFS_IOC_SNAP_DESTROY_V2, &a);
+	}
 out:;
 	int e = errno;
 	mh_closep(&dfd);
@@ -415,13 +426,14 @@ static int destroy_leaf(struct destroying *d, uint64_t up, uint64_t leaf)
 	int rc = ioctl(d->dir, BTRFS_IOC_SNAP_DESTROY_V2, &a);
 	if (rc < 0 && errno == EDQUOT && make_room(d, up))
 		rc = ioctl(d->dir, BTRFS_IOC_SNAP_DESTROY_V2, &a);
-	if (rc < 0 &&
-	    (errno == EROFS || errno == EPERM || errno == ENAMETOOLONG || errno == EDQUOT))
+	/* EOPNOTSUPP: by id on an idmapped mount of the base */
+	if (rc < 0 && (errno == EROFS || errno == EPERM || errno == ENAMETOOLONG ||
+	               errno == EDQUOT || errno == EOPNOTSUPP))
 		rc = destroy_by_name(d, up, leaf);
+	if (d->r->kind != MH_E_OK) /* the tree runner failed */
+		return -1;
 	if (rc == 0 || errno == ENOENT)
 		return 0;
-	if (d->r->kind != MH_E_OK)
-		return -1;
 	int e = errno;
 	const char *why = e == EAGAIN ? "too much work for one request, more later"
 	                  : e == ELOOP

@@ -9,6 +9,7 @@ accounting is test_btrfs_volumes.py's test_subvolumes_a_tenant_makes (docs/helpe
 import errno
 import os
 import subprocess
+import threading
 
 import pytest
 
@@ -287,3 +288,35 @@ def test_many_subvolumes_beneath_a_path_too_long_to_name(bp):
     bp.unpublish(VOL, "v", t)
     delete_until_gone(bp, tries=4)
     assert subvols(bp.base) == []
+
+
+@pytest.fixture
+def pp():
+    """As bp, with full quota accounting and the helper's test pause points."""
+    for hd in running(HostileDriver(setup=btrfs_base, env={"SEPCSI_TEST_PAUSE": "1"})):
+        yield Peer(hd)
+
+
+def test_volume_made_read_only_in_the_trash_is_destroyed(pp):
+    """A compromised rpcd deletes a volume still bound in its pod. Once the volume is in the
+    trash (the helper held there), the tenant makes its volume's root read-only through the
+    bind, so nothing inside it can be destroyed: the helper makes it writable again (the
+    tree runner), and the delete succeeds."""
+    t = published(pp, VOL, "v")
+    r = tenant("btrfs subvolume create n >/dev/null; echo x > n/f", t)
+    assert r.returncode == 0, r.stderr
+    d = pp.hd.driver
+    d.hold("trashed")
+    answer = []
+    th = threading.Thread(target=lambda: answer.append(
+        pp.r.call(req(T.REQ_DIR_DELETE, volume_id=VOL, base=pp.base, name="v"))))
+    th.start()
+    try:
+        d.paused("trashed")
+        r = tenant(SET_RO % ".", t)
+        assert r.returncode == 0, r.stderr
+    finally:
+        d.release("trashed")
+    th.join(120)
+    assert answer and answer[0].type == T.ANS_DIR_DELETE, answer
+    assert subvols(pp.base) == []
