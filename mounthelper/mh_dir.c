@@ -33,6 +33,17 @@
  * the marked directory itself (nosuid, nodev; read-only from the read-only
  * clone of its base) on a target of the policy's target patterns, exactly as
  * PUBLISH does for image volumes.
+ *
+ * A shared base (shared_base_dirs) is the same directories seen by every
+ * node's helper. There a mark is a record in the base's own area, naming the
+ * directory's inode and birth time (mh_dir_area.c), read the same way by every
+ * node: what a request or a volume_context says is never proof. Each node
+ * records its publications there before it opens a directory, and a delete
+ * or an archive looks for them after it moved the directory: nothing is
+ * emptied or renamed away while any node publishes it, and a node removes
+ * only its own records (its --node-id, never a request's). Retained and
+ * archived directories keep a mark that is no longer the volume's
+ * (mh_dir_keep), on every base.
  */
 #include "mh_dir.h"
 
@@ -81,6 +92,8 @@ static unsigned uses(uint16_t type)
 		return U_VOL | U_NAME | U_SNAP;
 	case MH_REQ_DIR_DELETE_SNAPSHOT:
 		return U_SNAP;
+	case MH_REQ_DIR_NODE:
+		return U_NAME;
 	default: /* DIR_CAPACITY */
 		return 0;
 	}
@@ -99,7 +112,9 @@ static int check_fields(const struct mh_ctx *c, uint16_t type, const struct mh_r
 	if (((u & U_VOL) != 0) != (q->volume_id[0] != '\0') ||
 	    ((u & U_SNAP) != 0) != (q->snapshot_id[0] != '\0'))
 		return mh_fail(r, MH_E_REFUSED, EINVAL, "volume or snapshot id missing or unused");
-	if ((u & U_NAME) ? !pol_dir_name_ok(q->name) : q->name[0] != '\0')
+	if ((u & U_NAME)
+	        ? !pol_dir_name_ok(q->name) || (type == MH_REQ_DIR_NODE && strchr(q->name, '/'))
+	        : q->name[0] != '\0')
 		return mh_fail(r, MH_E_REFUSED, EINVAL,
 		               "malformed directory name: 1 to 4 components of letters, digits, "
 		               "'.', '_' and '-', none starting with '.' or \"archived-\"");
@@ -158,7 +173,10 @@ static int quota_start(int base, int fd, const struct mh_req_dir *q, struct mh_r
 {
 	if (mh_btrfs_subvol(fd))
 		return mh_btrfs_quota_on(fd) ? mh_btrfs_limit(base, fd, q->size_bytes, r) : 0;
-	return mh_quota_on(base) ? mh_quota_start(base, fd, q->volume_id, q->size_bytes, r) : 0;
+	/* A shared base's size is advisory: its project record would be a trusted.* one. */
+	return !mh_dir_shared() && mh_quota_on(base)
+	           ? mh_quota_start(base, fd, q->volume_id, q->size_bytes, r)
+	           : 0;
 }
 
 /* ---- the handlers ----------------------------------------------------------------- */
@@ -249,6 +267,8 @@ static int archive(int dir, const char *name, const char *id, char *to, size_t l
 	struct stat st;
 	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		return mh_fail(r, MH_E_FAILED, EEXIST, "cannot rename it to %s", to);
+	if (mh_dir_shared() && mh_dir_still_free(id, dir, name, dir, to, r) < 0)
+		return -1;
 	(void)fsync(dir);
 	return 0;
 }
@@ -286,13 +306,19 @@ int mh_answer_dir_delete(const struct mh_ctx *c, const struct mh_msg *req, struc
 		}
 		goto out;
 	}
+	/* Shared: not while a node publishes it (checked again after the move). */
+	if (q->mode != MH_DIR_RETAIN && mh_dir_shared() && mh_dir_published(q->volume_id, r) != 0)
+		goto out;
+	/* Kept (retained, archived): its mark is no longer the volume's (mh_dir_keep). */
 	switch (q->mode) {
 	case MH_DIR_RETAIN:
 		a->note = "retained";
-		ret = 0;
+		ret = mh_dir_keep(fd, q->volume_id, r);
 		break;
 	case MH_DIR_ARCHIVE:
 		ret = archive(at.dir, at.name, q->volume_id, to, sizeof(to), r);
+		if (ret == 0)
+			ret = mh_dir_keep(fd, q->volume_id, r);
 		snprintf(note, sizeof(note), "archived as %s", to);
 		a->note = note;
 		break;
@@ -354,12 +380,26 @@ int mh_answer_dir_publish(const struct mh_ctx *c, const struct mh_msg *req, stru
 	struct mh_mnt tm;
 	struct mh_at tat = {.dir = -1};
 	struct stat st;
-	bool ro = q->mode == 1, made = false, changed = false;
+	bool ro = q->mode == 1, made = false, changed = false, noted = false, shared;
 	int base = -1, fd = -1, bind = -1, tfd = -1, ret = -1, id;
 	(void)ans;
 	if (check_fields(c, req->type, q, r) < 0 ||
-	    (base = mh_dir_base_open(c, q->base, false, r)) < 0 ||
-	    (fd = mh_dir_volume_open(base, q, r)) < 0 || fstat(fd, &v.st) < 0) {
+	    (base = mh_dir_base_open(c, q->base, false, r)) < 0) {
+		mh_missing_means(r, MH_E_PRECONDITION);
+		goto out;
+	}
+	/*
+	 * On a shared base, this node's record of the publication comes before the
+	 * directory is opened (a delete on any node looks for it after it moved the
+	 * directory away), and no other node's may stand in its way (a single-node
+	 * access mode's, mh_dir_other_nodes).
+	 */
+	shared = mh_dir_shared();
+	bool one = q->flags & MH_F_ONE_NODE;
+	if (shared && (mh_dir_pub_note(q->volume_id, q->path, one, &noted, r) < 0 ||
+	               mh_dir_other_nodes(q->volume_id, one, r) != 0))
+		goto out;
+	if ((fd = mh_dir_volume_open(base, q, r)) < 0 || fstat(fd, &v.st) < 0) {
 		mh_missing_means(r, MH_E_PRECONDITION);
 		goto out;
 	}
@@ -400,6 +440,12 @@ out:
 	mh_at_close(&tat);
 	if (ret < 0 && made)
 		mh_remove_made(c, q->path, POL_TARGET, q->volume_id);
+	if (ret < 0 && noted) { /* through the base itself: a read-only bind opened its clone */
+		mh_closep(&base);
+		base = mh_dir_base_open(c, q->base, false, &(struct mh_res){0});
+		if (base >= 0)
+			(void)mh_dir_pub_note(q->volume_id, q->path, -1, NULL, &(struct mh_res){0});
+	}
 	mh_closep(&bind);
 	mh_closep(&fd);
 	mh_closep(&base);
@@ -422,7 +468,7 @@ int mh_answer_dir_unpublish(const struct mh_ctx *c, const struct mh_msg *req, st
 			a->note = "target does not exist";
 			ret = 0;
 		}
-		goto out;
+		goto unnote;
 	}
 	/* Without its directory nothing mounted can be proved the volume's: none is touched. */
 	if ((fd = mh_dir_volume_open(base, q, r)) < 0 ? !mh_absent(r) : fstat(fd, &v.st) < 0)
@@ -436,6 +482,9 @@ int mh_answer_dir_unpublish(const struct mh_ctx *c, const struct mh_msg *req, st
 	          : unmounted ? NULL
 	                      : "nothing was published there";
 	ret = 0;
+unnote: /* Shared: nothing of it is bound at the target any more. */
+	if (ret == 0 && mh_dir_shared() && mh_dir_pub_note(q->volume_id, q->path, -1, NULL, r) < 0)
+		ret = -1;
 out:
 	mh_closep(&fd);
 	mh_at_close(&at);
@@ -520,7 +569,8 @@ int mh_answer_dir_capacity(const struct mh_ctx *c, const struct mh_msg *req, str
 	cap->available_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
 	cap->total_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
 	cap->max_volume_bytes = pol_max_volume_bytes(c->pol);
-	cap->quota = mh_quota_on(base) || mh_btrfs_quota_on(base);
+	cap->shared = mh_dir_shared();
+	cap->quota = !cap->shared && (mh_quota_on(base) || mh_btrfs_quota_on(base));
 	close(base);
 	return 0;
 }
@@ -597,6 +647,25 @@ int mh_answer_dir_delete_snapshot(const struct mh_ctx *c, const struct mh_msg *r
 out:
 	mh_closep(&fd);
 	mh_closep(&snaps);
+	mh_closep(&base);
+	return ret;
+}
+
+int mh_answer_dir_node(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                       struct mh_audit *a, struct mh_res *r)
+{
+	const struct mh_req_dir *q = &req->u.dir;
+	int base = -1, ret = -1;
+	(void)ans;
+	(void)a;
+	if (check_fields(c, req->type, q, r) < 0 ||
+	    (base = mh_dir_base_open(c, q->base, false, r)) < 0)
+		goto out;
+	if (!mh_dir_shared())
+		mh_fail(r, MH_E_REFUSED, EINVAL, "not a shared base: its only node is this one");
+	else
+		ret = mh_dir_node_known(base, q->name, r);
+out:
 	mh_closep(&base);
 	return ret;
 }

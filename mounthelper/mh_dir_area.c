@@ -18,7 +18,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -30,20 +32,197 @@
 #include "openat2.h"
 #include "pol_view.h"
 
+/*
+ * Marks on a shared base ([directories] shared_base_dirs). A network file
+ * system carries no trusted.* attribute (and one a root-squashing export
+ * would not let root set), so there a mark is a record in the base itself:
+ * the file <base>/.sepcsi-marks/<inode number in hex>, holding what the
+ * attribute would and the directory's birth time, "<id>:<inode>:<birth>"
+ * (identity(), below). The records' area is the helper's alone
+ * (root's, 0700, as every area), which no tenant reaches: a tenant sees its
+ * own directory only, through its pods' binds, and the base lets no one else
+ * in. Any node's helper, root there, reads and writes the same records, so
+ * a node that did not make a volume proves its directory exactly as the one
+ * that did. Inode numbers are what a network file system keeps stable for
+ * every client; a record of an inode that is gone (its directory removed by
+ * hand) marks nothing that takes the number after it, where the file system
+ * keeps birth times; where it keeps none, it can only refuse: it marks no
+ * directory a tenant can make, since every such directory lies inside a
+ * marked one (mh_dir_locate).
+ *
+ * Which base's records: the base this process opened last (mh_dir_base_open).
+ * A worker serves one request at a time, every handler opens its base before
+ * it looks at any mark, and no request acts on two bases.
+ */
+static int shared_marks = -1; /* the records' area, or -1: the base keeps trusted.* marks */
+static int write_record(int fd, const char *id, const char *suffix, struct mh_res *r);
+static int shared_pubs = -1;           /* its publications' area (below) */
+static char shared_node[NAME_MAX + 1]; /* this helper's --node-id, "" for none */
+
+static void record_name(ino_t ino, char *buf, size_t len)
+{
+	snprintf(buf, len, "%llx", (unsigned long long)ino);
+}
+
+/* The record of inode ino, read into buf; its length, or -1 (errno ENOENT: none). */
+static ssize_t record_read(ino_t ino, char *buf, size_t len)
+{
+	char name[32];
+	record_name(ino, name, sizeof(name));
+	int fd = openat2_retry(shared_marks, name, O_RDONLY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, len - 1);
+	close(fd);
+	if (n >= 0)
+		buf[n] = '\0';
+	return n;
+}
+
+/*
+ * What names the object fd in its record: "<inode>:<birth time>" (0 where the
+ * file system keeps none). An inode number is used again once its object is
+ * gone, its birth time not: a record left by a directory removed by hand
+ * (or by a purge killed between the rmdir and the record's removal) names no
+ * object that takes the number after it, and is not a mark. -1 if fd cannot
+ * be asked.
+ */
+static int identity(int fd, char *buf, size_t len)
+{
+	struct statx sx;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME, &sx) < 0)
+		return -1;
+	if (sx.stx_mask & STATX_BTIME)
+		snprintf(buf, len, "%llu:%lld.%09u", (unsigned long long)sx.stx_ino,
+		         (long long)sx.stx_btime.tv_sec, sx.stx_btime.tv_nsec);
+	else
+		snprintf(buf, len, "%llu:0", (unsigned long long)sx.stx_ino);
+	return 0;
+}
+
 /* Does the open object fd carry the mark of id, for its own inode? */
 static bool marked(int fd, const char *id)
 {
 	struct stat st;
-	return fstat(fd, &st) == 0 && mh_at_marked(fd, &st, id);
+	char ident[64], want[MH_ID_MAX + 80], got[MH_ID_MAX + 80];
+	if (fstat(fd, &st) < 0)
+		return false;
+	if (shared_marks < 0)
+		return mh_at_marked(fd, &st, id);
+	if (identity(fd, ident, sizeof(ident)) < 0)
+		return false;
+	snprintf(want, sizeof(want), "%s:%s", id, ident);
+	return record_read(st.st_ino, got, sizeof(got)) >= 0 && strcmp(got, want) == 0;
 }
 
 /*
- * Does the open (not O_PATH) object fd carry a mark of any id? True also when
- * the attribute cannot be read for any other reason than its absence.
+ * Does the open (not O_PATH) object fd carry a mark of any id (a kept one's
+ * too)? True also when the mark cannot be read for any other reason than its
+ * absence; on a shared base, a record of an object gone is none.
  */
 static bool has_mark(int fd)
 {
-	return fgetxattr(fd, MH_AT_MARK_XATTR, NULL, 0) >= 0 || errno != ENODATA;
+	struct stat st;
+	char ident[64], got[MH_ID_MAX + 80];
+	if (shared_marks < 0)
+		return fgetxattr(fd, MH_AT_MARK_XATTR, NULL, 0) >= 0 || errno != ENODATA;
+	if (fstat(fd, &st) < 0 || identity(fd, ident, sizeof(ident)) < 0)
+		return true;
+	if (record_read(st.st_ino, got, sizeof(got)) < 0)
+		return errno != ENOENT;
+	const char *of = strchr(got, ':');
+	size_t n = strlen(ident);
+	return !of || (strncmp(of + 1, ident, n) == 0 &&
+	               (of[1 + n] == '\0' || strcmp(of + 1 + n, ":kept") == 0));
+}
+
+/*
+ * Mark the object fd, just made, as id's. On a shared base its record is
+ * written whole under a temporary name and takes the place of whatever
+ * record its inode number had: while fd is open no other object has that
+ * number, so a record there is a stale one of an object gone.
+ */
+static int mark(int fd, const char *id, bool replace, struct mh_res *r)
+{
+	if (shared_marks < 0)
+		return mh_at_mark(fd, id, replace, r);
+	return write_record(fd, id, "", r);
+}
+
+/*
+ * A shared base's record of the object fd: "<id>:<inode><suffix>", written
+ * whole under a temporary name, then in place of whatever record its inode
+ * number had.
+ */
+static int write_record(int fd, const char *id, const char *suffix, struct mh_res *r)
+{
+	struct stat st;
+	char name[32], tmp[48], ident[64], rec[MH_ID_MAX + 96];
+	if (fstat(fd, &st) < 0 || identity(fd, ident, sizeof(ident)) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "stat the directory: %s", strerror(errno));
+	record_name(st.st_ino, name, sizeof(name));
+	snprintf(tmp, sizeof(tmp), "%s.new", name);
+	int n = snprintf(rec, sizeof(rec), "%s:%s%s", id, ident, suffix);
+	(void)unlinkat(shared_marks, tmp, 0);
+	int w = openat2_retry(shared_marks, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600,
+	                      RESOLVE_IN_TREE);
+	bool ok = w >= 0 && write(w, rec, (size_t)n) == n && fsync(w) == 0;
+	int err = errno;
+	mh_closep(&w);
+	/* The stale record goes first: no rename here ever replaces anything. */
+	if (ok && (unlinkat(shared_marks, name, 0) == 0 || errno == ENOENT) &&
+	    renameat2(shared_marks, tmp, shared_marks, name, RENAME_NOREPLACE) == 0) {
+		(void)fsync(shared_marks);
+		return 0;
+	}
+	err = ok ? errno : err;
+	(void)unlinkat(shared_marks, tmp, 0);
+	return mh_fail(r, MH_E_FAILED, err, "cannot record the new directory as sepcsi's: %s",
+	               strerror(err));
+}
+
+/*
+ * A kept directory (DIR_DELETE's retain and archive): its mark becomes
+ * "<id>:<inode>:kept", still a mark (no volume is ever made or found inside
+ * it) but no longer the volume's: no request for that id publishes, grows,
+ * copies or removes it again, and on a shared base no node adopts it.
+ */
+int mh_dir_keep(int fd, const char *id, struct mh_res *r)
+{
+	struct stat st;
+	char v[MH_ID_MAX + 48];
+	if (shared_marks >= 0)
+		return write_record(fd, id, ":kept", r);
+	if (fstat(fd, &st) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "stat the directory: %s", strerror(errno));
+	snprintf(v, sizeof(v), "%s:%llu:kept", id, (unsigned long long)st.st_ino);
+	int rc = fsetxattr(fd, MH_AT_MARK_XATTR, v, strlen(v), XATTR_REPLACE);
+	/* A subvolume its tenant made read-only: writable for the mark, then read-only again. */
+	if (rc < 0 && errno == EROFS && mh_btrfs_subvol(fd)) {
+		if (mh_btrfs_set_ro(fd, false, r) < 0)
+			return -1;
+		rc = fsetxattr(fd, MH_AT_MARK_XATTR, v, strlen(v), XATTR_REPLACE);
+		int err = errno;
+		if (mh_btrfs_set_ro(fd, true, r) < 0)
+			return -1;
+		errno = err;
+	}
+	if (rc < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "mark the directory kept: %s",
+		               strerror(errno));
+	return 0;
+}
+
+/* After the object of inode ino, marked as id's, is gone: its record goes too. */
+static void unmark(ino_t ino, const char *id)
+{
+	char name[32], got[MH_ID_MAX + 80], want[MH_ID_MAX + 32];
+	if (shared_marks < 0)
+		return;
+	int n = snprintf(want, sizeof(want), "%s:%llu:", id, (unsigned long long)ino);
+	record_name(ino, name, sizeof(name));
+	if (record_read(ino, got, sizeof(got)) >= 0 && strncmp(got, want, (size_t)n) == 0)
+		(void)unlinkat(shared_marks, name, 0);
 }
 
 /*
@@ -72,22 +251,50 @@ static int keep_private(int fd, const char *base, bool ro, struct mh_res *r)
 	return 0;
 }
 
+/*
+ * One of a shared base's record areas (ro: not made, not changed), as every
+ * area, root's alone: the fd, or -1 with r.
+ */
+static int area_open(int base, const char *which, bool ro, struct mh_res *r)
+{
+	if (!ro)
+		return mh_dir_area(base, which, true, r);
+	int fd =
+	    openat2_retry(base, which, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
+	if (fd < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "open %s: %s", which, strerror(errno));
+	if (mh_at_check_dir(fd, which, r) < 0)
+		mh_closep(&fd);
+	return fd;
+}
+
 /* The base (ro: its read-only clone), O_RDONLY: quotactl_fd and fstatvfs want a real fd. */
 int mh_dir_base_open(const struct mh_ctx *c, const char *base, bool ro, struct mh_res *r)
 {
 	size_t i = 0;
 	while (pol_base_dir(c->pol, i) && strcmp(pol_base_dir(c->pol, i), base) != 0)
 		i++;
+	mh_closep(&shared_marks);
+	mh_closep(&shared_pubs);
 	int fd =
 	    open(ro ? pol_view_ro_base(i) : base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "cannot open base directory %s: %s", base,
 		               strerror(errno));
-	if (mh_at_check_dir(fd, "the base directory", r) < 0 || keep_private(fd, base, ro, r) < 0) {
+	if (mh_at_check_dir(fd, "the base directory", r) < 0 || keep_private(fd, base, ro, r) < 0 ||
+	    (pol_base_shared(c->pol, i) &&
+	     ((shared_marks = area_open(fd, MH_DIR_MARKS, ro, r)) < 0 ||
+	      (shared_pubs = area_open(fd, MH_DIR_PUBS, ro, r)) < 0))) {
+		mh_closep(&shared_marks);
 		close(fd);
 		return -1;
 	}
 	return fd;
+}
+
+bool mh_dir_shared(void)
+{
+	return shared_marks >= 0;
 }
 
 /*
@@ -211,8 +418,21 @@ int mh_dir_purge(const struct mh_ctx *c, int area_fd, const char *name, struct m
 		return errno == ENOENT
 		           ? 0
 		           : mh_fail(r, MH_E_FAILED, errno, "open %s: %s", name, strerror(errno));
+	struct stat st;
 	bool subvol = mh_btrfs_subvol(fd);
 	bool ours = marked(fd, name) || (subvol && has_mark(fd));
+	if (fstat(fd, &st) < 0)
+		ours = false;
+	/*
+	 * A shared base: a volume some node still publishes is never emptied, even
+	 * if a delete that moved it into the trash died before it could look
+	 * (mh_dir_still_free) or move it back: it waits there for the unpublish.
+	 */
+	if (ours && mh_dir_shared() && pol_volume_id_valid(name) &&
+	    mh_dir_published(name, r) != 0) {
+		close(fd);
+		return -1;
+	}
 	if (ours)
 		mh_pause(c, "purge", name); /* tests: a tree about to be emptied */
 	if (ours && subvol) {
@@ -225,7 +445,27 @@ int mh_dir_purge(const struct mh_ctx *c, int area_fd, const char *name, struct m
 	if (rc == 0 && unlinkat(area_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT &&
 	    (ours || errno != ENOTEMPTY))
 		rc = mh_fail(r, MH_E_FAILED, errno, "remove %s: %s", name, strerror(errno));
+	if (rc == 0 && ours)
+		unmark(st.st_ino, name);
 	return rc;
+}
+
+/*
+ * On a shared base, after volume id's directory moved from dir/name to
+ * to/to_name: if a node published it meanwhile (its record written before it
+ * opened the directory, mh_dir_pub_note), it goes back where it was and the
+ * move is refused. 0, or -1 with r.
+ */
+int mh_dir_still_free(const char *id, int dir, const char *name, int to, const char *to_name,
+                      struct mh_res *r)
+{
+	if (mh_dir_published(id, r) == 0)
+		return 0;
+	/* Failing that, the trash keeps it whole until no node publishes it (mh_dir_purge). */
+	if (renameat2(to, to_name, dir, name, RENAME_NOREPLACE) < 0)
+		log_kv(LOG_LVL_ERROR, "dir_move_back_failed", "volume", id, "error",
+		       strerror(errno), NULL);
+	return -1;
 }
 
 /* Rename name in dir into the trash area and remove it there. */
@@ -244,6 +484,8 @@ int mh_dir_trash(const struct mh_ctx *c, int base, int dir, const char *name, co
 	if (rc == 0 && renameat2(dir, name, t, id, RENAME_NOREPLACE) < 0)
 		rc = mh_fail(r, mh_kind_of_errno(errno), errno, "move to the trash: %s",
 		             strerror(errno));
+	if (rc == 0 && mh_dir_shared() && mh_dir_still_free(id, dir, name, t, id, r) < 0)
+		rc = -1;
 	if (rc == 0) {
 		(void)fsync(dir);
 		mh_pause(c, "trashed", id); /* tests: out of its place, not removed yet */
@@ -273,7 +515,7 @@ int mh_dir_work_make(const struct mh_ctx *c, int work, const char *id, int src, 
 		return mh_fail(r, MH_E_FAILED, errno, "open the new directory: %s",
 		               strerror(errno));
 	/* A snapshot keeps its source's mode and owner, and carries its source's mark. */
-	if (mh_at_mark(fd, id, *whole, r) < 0 || (!*whole && fchmod(fd, 0755) < 0)) {
+	if (mark(fd, id, *whole, r) < 0 || (!*whole && fchmod(fd, 0755) < 0)) {
 		mh_fail(r, MH_E_FAILED, errno, "mark the new directory: %s", strerror(errno));
 		close(fd);
 		return -1;
@@ -281,11 +523,173 @@ int mh_dir_work_make(const struct mh_ctx *c, int work, const char *id, int src, 
 	return fd;
 }
 
+/*
+ * Publications on a shared base: the file <base>/.sepcsi-published/<volume
+ * id>@<node id>@<hash of the target path> (FNV-1a, 16 hex digits), holding
+ * the target, written by the node that binds before it opens the volume's
+ * directory and removed once its bind is gone. The node id is the helper's
+ * own (--node-id, from the supervisor), never a request's: a node removes
+ * only its own records, whatever target it is sent. A delete on any node
+ * moves the directory away first and looks for publications after
+ * (mh_dir_published): a publication that opened the directory before the
+ * move wrote its record before that, and is seen.
+ */
+static void pub_name(const char *id, const char *target, bool one, char *buf, size_t len)
+{
+	uint64_t h = 14695981039346656037ULL;
+	for (const unsigned char *p = (const unsigned char *)target; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	snprintf(buf, len, "%s@%s@%016llx%s", id, shared_node, (unsigned long long)h,
+	         one ? "@1" : "");
+}
+
+void mh_dir_set_node(const char *node)
+{
+	snprintf(shared_node, sizeof(shared_node), "%s", node ? node : "");
+}
+
+int mh_dir_pub_note(const char *id, const char *target, int one, bool *made, struct mh_res *r)
+{
+	char name[MH_ID_MAX + NAME_MAX + 32];
+	int fd;
+	if (!shared_node[0])
+		return mh_fail(r, MH_E_REFUSED, EPERM,
+		               "this helper serves no node plugin (no --node-id): it publishes "
+		               "nothing on a shared base");
+	if (one < 0) { /* removed, whichever mode it was made with */
+		for (int k = 0; k < 2; k++) {
+			pub_name(id, target, k, name, sizeof(name));
+			if (unlinkat(shared_pubs, name, 0) < 0 && errno != ENOENT)
+				return mh_fail(r, MH_E_FAILED, errno,
+				               "remove the publication's record: %s",
+				               strerror(errno));
+		}
+		return 0;
+	}
+	pub_name(id, target, one, name, sizeof(name));
+	fd = openat2_retry(shared_pubs, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600,
+	                   RESOLVE_IN_TREE);
+	*made = fd >= 0;
+	if (fd < 0 && errno == EEXIST)
+		return 0;
+	size_t n = strlen(target);
+	bool ok = fd >= 0 && write(fd, target, n) == (ssize_t)n && write(fd, "\n", 1) == 1 &&
+	          fsync(fd) == 0 && fsync(shared_pubs) == 0;
+	int err = errno;
+	mh_closep(&fd);
+	if (!ok && *made)
+		(void)unlinkat(shared_pubs, name, 0);
+	return ok ? 0 : mh_fail(r, MH_E_FAILED, err, "record the publication: %s", strerror(err));
+}
+
+/* Which of volume id's publications pub_scan() looks for. */
+enum pub_which {
+	PUB_ANY,       /* any node's, this one's too */
+	PUB_OTHER,     /* another node's */
+	PUB_OTHER_ONE, /* another node's, made in a single-node access mode */
+};
+
+/* 0 if none of volume id's publications is one of which, else 1 with r PRECONDITION (or -1). */
+static int pub_scan(const char *id, enum pub_which which, struct mh_res *r)
+{
+	size_t n = strlen(id), own = strlen(shared_node);
+	int fd = openat2_retry(shared_pubs, ".", O_RDONLY | O_DIRECTORY, 0, RESOLVE_IN_TREE);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+	if (!d) {
+		mh_closep(&fd);
+		return mh_fail(r, MH_E_FAILED, errno, "read %s: %s", MH_DIR_PUBS, strerror(errno));
+	}
+	while ((e = readdir(d)) != NULL) {
+		const char *node = e->d_name + n + 1, *at = strchr(node, '@');
+		if (strncmp(e->d_name, id, n) != 0 || e->d_name[n] != '@' || !at)
+			continue;
+		size_t len = strlen(e->d_name);
+		bool mine = (size_t)(at - node) == own && strncmp(node, shared_node, own) == 0;
+		bool one = len > 2 && strcmp(e->d_name + len - 2, "@1") == 0;
+		if ((which != PUB_ANY && mine) || (which == PUB_OTHER_ONE && !one))
+			continue;
+		mh_fail(r, MH_E_PRECONDITION, EBUSY, "volume %s is published on node %.*s%s", id,
+		        (int)(at - node), node,
+		        which == PUB_ANY ? ": unpublish it there first"
+		                         : ", and a single-node access mode allows no other");
+		break;
+	}
+	closedir(d);
+	return r->kind == MH_E_OK ? 0 : 1;
+}
+
+int mh_dir_other_nodes(const char *id, bool one, struct mh_res *r)
+{
+	return pub_scan(id, one ? PUB_OTHER : PUB_OTHER_ONE, r);
+}
+
+int mh_dir_published(const char *id, struct mh_res *r)
+{
+	return pub_scan(id, PUB_ANY, r);
+}
+
+int mh_dir_node_known(int base, const char *node, struct mh_res *r)
+{
+	struct stat st;
+	int area = mh_dir_area(base, MH_DIR_NODES, false, r);
+	if (area < 0)
+		return mh_missing_means(r, MH_E_NOTFOUND);
+	int rc = fstatat(area, node, &st, AT_SYMLINK_NOFOLLOW);
+	close(area);
+	if (rc == 0 && S_ISREG(st.st_mode))
+		return 0;
+	return mh_fail(r, MH_E_NOTFOUND, ENOENT,
+	               "no node plugin with node id %.128s has started on this base", node);
+}
+
+int mh_dir_shared_check(const struct mh_ctx *c, size_t i, const char *node, struct mh_res *r)
+{
+	const char *b = pol_base_dir(c->pol, i);
+	struct statfs sfs;
+	struct stat st;
+	int base = mh_dir_base_open(c, b, false, r), fd = -1;
+	if (base < 0)
+		return -1;
+	/* Inode numbers name the records; every btrfs subvolume's root has the same one. */
+	if (fstatfs(base, &sfs) == 0 && sfs.f_type == BTRFS_SUPER_MAGIC)
+		mh_fail(r, MH_E_REFUSED, EINVAL, "a btrfs base cannot be shared");
+	else if ((fd = openat(shared_marks, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600)) < 0 &&
+	         (fd = openat2_retry(shared_marks, ".probe", O_WRONLY | O_CREAT | O_NOFOLLOW, 0600,
+	                             RESOLVE_IN_TREE)) < 0)
+		mh_fail(r, MH_E_FAILED, errno, "cannot write in %s: %s", MH_DIR_MARKS,
+		        strerror(errno));
+	else if (fstat(fd, &st) < 0 || st.st_uid != 0 || st.st_gid != 0)
+		mh_fail(r, MH_E_REFUSED, EPERM,
+		        "what root makes there is not root's: the export squashes root");
+	(void)unlinkat(shared_marks, ".probe", 0);
+	mh_closep(&fd);
+	/* This node's plugin: a record any controller's ControllerPublishVolume looks for. */
+	int nodes = r->kind == MH_E_OK && node ? mh_dir_area(base, MH_DIR_NODES, true, r) : -1;
+	if (nodes >= 0 && (fd = openat2_retry(nodes, node, O_WRONLY | O_CREAT | O_NOFOLLOW, 0600,
+	                                      RESOLVE_IN_TREE)) < 0)
+		mh_fail(r, MH_E_FAILED, errno, "record node %s: %s", node, strerror(errno));
+	mh_closep(&fd);
+	mh_closep(&nodes);
+	mh_closep(&shared_marks); /* the main loop opens its base again for each request */
+	mh_closep(&shared_pubs);
+	close(base);
+	return r->kind == MH_E_OK ? 0 : -1;
+}
+
 void mh_dir_leftovers(const struct mh_ctx *c, void (*found)(size_t base, const char *id))
 {
 	static const char *const areas[] = {MH_DIR_WORK, MH_DIR_TRASH};
 	for (size_t i = 0; pol_base_dir(c->pol, i); i++) {
 		struct mh_res ignore = {0};
+		/*
+		 * A shared base's areas hold what the controller's helper, on another
+		 * node, may be doing right now: a restarting node leaves them alone.
+		 * What a killed request left there goes at that id's next request
+		 * (DIR_CREATE, DIR_SNAPSHOT and DIR_DELETE purge it first).
+		 */
+		if (pol_base_shared(c->pol, i))
+			continue;
 		int base = mh_dir_base_open(c, pol_base_dir(c->pol, i), false, &ignore);
 		for (size_t k = 0; base >= 0 && k < sizeof(areas) / sizeof(areas[0]); k++) {
 			int fd = mh_dir_area(base, areas[k], false, &ignore);

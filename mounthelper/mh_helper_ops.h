@@ -29,7 +29,7 @@ int mh_core_attached(const char *volume_id, struct mh_res *r);
 /* Directory volumes (mh_dir.c). */
 mh_answer_fn mh_answer_dir_create, mh_answer_dir_delete, mh_answer_dir_expand,
     mh_answer_dir_publish, mh_answer_dir_unpublish, mh_answer_dir_stats, mh_answer_dir_capacity,
-    mh_answer_dir_snapshot, mh_answer_dir_delete_snapshot;
+    mh_answer_dir_snapshot, mh_answer_dir_delete_snapshot, mh_answer_dir_node;
 /* The main loop's own (mh_list.c). */
 mh_answer_fn mh_answer_purge;
 

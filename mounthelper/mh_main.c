@@ -62,6 +62,7 @@
 #include "mh.h"
 #include "mh_freeze.h"
 #include "mh_audit.h"
+#include "mh_dir_area.h"
 #include "mh_identity.h"
 #include "mh_image_life.h"
 #include "mh_loop.h"
@@ -81,9 +82,10 @@
 
 struct args {
 	const char *policy, *data_dir;
-	int core_fd;  /* the capable core's channel, -1 without one */
-	bool no_core; /* serve everything itself, as with directory volumes (tests) */
-	bool user;    /* --user: the identity it takes once its own core runs */
+	const char *node_id; /* --node-id: a node plugin's, recorded on each shared base */
+	int core_fd;         /* the capable core's channel, -1 without one */
+	bool no_core;        /* serve everything itself, as with directory volumes (tests) */
+	bool user;           /* --user: the identity it takes once its own core runs */
 	uid_t uid;
 	gid_t gid;
 	const char *fmt_name, *lvl_name; /* for the runner */
@@ -108,6 +110,8 @@ static void usage(FILE *f)
 	        "                         (tests of the helper's own handlers)\n"
 	        "  --user UID:GID         the identity it takes once the core it starts runs;\n"
 	        "                         it owns the images (without it: stays uid 0)\n"
+	        "  --node-id ID           this node plugin's node id, recorded on each shared\n"
+	        "                         base (a controller-only driver passes none)\n"
 	        "  --help                 this text\n"
 	        "\n"
 	        "Exit status: 0 channel closed, 1 start-up failure, 2 broken policy,\n"
@@ -124,6 +128,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	    {"core-fd", required_argument, NULL, 'c'},
 	    {"no-core", no_argument, NULL, 'n'},
 	    {"user", required_argument, NULL, 'u'},
+	    {"node-id", required_argument, NULL, 'i'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -170,6 +175,9 @@ static void parse_args(int argc, char **argv, struct args *a)
 			break;
 		case 'n':
 			a->no_core = true;
+			break;
+		case 'i':
+			a->node_id = optarg;
 			break;
 		case 'u': {
 			unsigned long u, g;
@@ -661,6 +669,20 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	uid_t owner = start_core && a->user ? a->uid : 0;
 	open_data_dir(a->data_dir, ctx, owner, a->gid, core_fd < 0 && !start_core,
 	              pol_seccomp_log_only(pol));
+	/* A node id that is no plain name is recorded nowhere: no controller publishes to it. */
+	const char *node = a->node_id && pol_dir_name_ok(a->node_id) && !strchr(a->node_id, '/')
+	                       ? a->node_id
+	                       : NULL;
+	if (a->node_id && !node)
+		log_kv(LOG_LVL_WARN, "node_id_not_recorded", "node_id", a->node_id, "why",
+		       "not a plain name of [A-Za-z0-9._-]", NULL);
+	mh_dir_set_node(node);
+	for (size_t i = 0; pol_base_dir(pol, i); i++) {
+		struct mh_res r = {0};
+		if (pol_base_shared(pol, i) && mh_dir_shared_check(ctx, i, node, &r) < 0)
+			log_fatal("shared base directory %s: %s (docs/operations.md)",
+			          pol_base_dir(pol, i), r.reason);
+	}
 	if (start_core)
 		core_fd = mh_core_start(pol, a->data_dir, owner, a->fmt_name, a->lvl_name);
 	if (core_fd >= 0)

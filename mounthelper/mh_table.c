@@ -48,6 +48,7 @@ void mh_fields_more(const struct mh_msg *q, struct mh_fields *f)
 	case MH_REQ_DIR_CAPACITY:
 	case MH_REQ_DIR_SNAPSHOT:
 	case MH_REQ_DIR_DELETE_SNAPSHOT:
+	case MH_REQ_DIR_NODE:
 	case MH_REQ_PURGE:
 		f->a = (struct mh_audit){.volume_id = d->volume_id[0] ? d->volume_id : NULL,
 		                         .snapshot_id = d->snapshot_id[0] ? d->snapshot_id : NULL,
@@ -71,7 +72,7 @@ size_t mh_ops_keys(const struct mh_msg *q, const char *keys[MH_OPS_KEYS_MAX])
 	const char *all[] = {f.a.snapshot_id, f.a.volume_id, f.a.source_id, f.a.path};
 	size_t n = 0;
 	if (q->type == MH_REQ_STATS || q->type == MH_REQ_DIR_STATS ||
-	    q->type == MH_REQ_DIR_CAPACITY)
+	    q->type == MH_REQ_DIR_CAPACITY || q->type == MH_REQ_DIR_NODE)
 		return 0; /* read-only: answered at once, never in flight */
 	if (q->type == MH_REQ_BLOCKS)
 		return 0; /* reads snapshot images, which never change: beside anything */
@@ -144,7 +145,7 @@ const struct mh_op_row mh_op_rows[] = {
     {MH_REQ_DIR_EXPAND, MH_ANS_DIR_EXPAND, mh_answer_dir_expand, "DIR_EXPAND", false, 0,
      "raises the project quota of a directory marked as this volume's; never lowers it"},
     {MH_REQ_DIR_PUBLISH, MH_ANS_DIR_PUBLISH, mh_answer_dir_publish, "DIR_PUBLISH", false,
-     MH_F_MOUNT_GROUP,
+     MH_F_MOUNT_GROUP | MH_F_ONE_NODE,
      "binds only the directory marked as this volume's, nosuid,nodev (read-only from the "
      "base's read-only clone), on an empty target of a target pattern; checked after"},
     {MH_REQ_DIR_UNPUBLISH, MH_ANS_DIR_UNPUBLISH, mh_answer_dir_unpublish, "DIR_UNPUBLISH", false, 0,
@@ -161,6 +162,9 @@ const struct mh_op_row mh_op_rows[] = {
      "DIR_DELETE_SNAPSHOT", false, 0,
      "removes only <base>/.sepcsi-snapshots/<id> if marked as that snapshot, as DIR_DELETE "
      "does"},
+    {MH_REQ_DIR_NODE, MH_ANS_DIR_NODE, mh_answer_dir_node, "DIR_NODE", true, 0,
+     "looks for <base>/.sepcsi-nodes/<node id> on a shared base, which a helper started with "
+     "that --node-id made; changes nothing"},
     /* The main loop's own: never from rpcd. */
     {MH_REQ_PURGE, MH_ANS_PURGE, mh_answer_purge, "PURGE", false, 0,
      "removes what dead operations left of one id: <id>.img.tmp in images/ and snapshots/; "

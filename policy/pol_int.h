@@ -21,7 +21,8 @@ struct pol_list {
 
 struct pol {
 	struct pol_list roots, fstypes, opts;
-	struct pol_list bases;            /* [directories] base_dirs */
+	struct pol_list bases;            /* [directories] base_dirs and shared_base_dirs */
+	uint32_t shared_bases;            /* bit i: bases.v[i] is a shared base */
 	struct pol_list staging, targets; /* path patterns, relative to each root */
 	struct pol_list mkfs[POL_NFS];
 	uint64_t min_bytes, max_bytes;

@@ -175,6 +175,12 @@ bool pol_seccomp_log_only(const struct pol *p);
  */
 const char *pol_base_dir(const struct pol *p, size_t i);
 bool pol_base_dir_known(const struct pol *p, const char *path);
+/*
+ * Whether the i-th base is shared ([directories] shared_base_dirs): one cluster
+ * file system mounted at that path on every node, so any node's helper may act
+ * on its volumes, and marks are records in the base (no trusted.* attribute).
+ */
+bool pol_base_shared(const struct pol *p, size_t i);
 
 /*
  * A directory volume's name beneath its base: 1 to 4 components separated by

@@ -101,6 +101,7 @@ enum key_id {
 	K_FREEZE,
 	K_LOG_ONLY,
 	K_BASES,
+	K_SHARED,
 	K_COUNT
 };
 
@@ -122,6 +123,7 @@ static const struct {
     [K_FREEZE] = {"volumes", "freeze_max_seconds", false},
     [K_LOG_ONLY] = {"seccomp", "log_only", false},
     [K_BASES] = {"directories", "base_dirs", true},
+    [K_SHARED] = {"directories", "shared_base_dirs", true},
 };
 
 struct loader {
@@ -238,8 +240,8 @@ static struct pol_list *key_list(struct pol *p, enum key_id k)
 		return &p->mkfs[k - K_MKFS_EXT4];
 	if (k == K_ROOTS)
 		return &p->roots;
-	if (k == K_BASES)
-		return &p->bases;
+	if (k == K_BASES || k == K_SHARED)
+		return &p->bases; /* one list: a shared base is a base, flagged (pol_base_shared) */
 	if (k == K_STAGING || k == K_TARGETS)
 		return k == K_STAGING ? &p->staging : &p->targets;
 	return k == K_TYPES ? &p->fstypes : &p->opts;
@@ -352,9 +354,16 @@ static void handle_list(struct loader *ld, enum key_id k, const char *value)
 			     word);
 			return;
 		}
-		if (k == K_BASES && !pol_path_syntax_ok(word)) {
+		if ((k == K_BASES || k == K_SHARED) && !pol_path_syntax_ok(word)) {
 			fail(ld,
 			     "base directory '%s' is not a canonical absolute path other than /",
+			     word);
+			return;
+		}
+		if ((k == K_BASES || k == K_SHARED) && pol_list_has(l, word, n)) {
+			fail(ld,
+			     "base directory '%s' is listed twice (base_dirs and shared_base_dirs "
+			     "are one list)",
 			     word);
 			return;
 		}
@@ -384,6 +393,8 @@ static void handle_list(struct loader *ld, enum key_id k, const char *value)
 			fail(ld, "too many entries for %s", keys[k].name);
 			return;
 		}
+		if (k == K_SHARED)
+			ld->p->shared_bases |= 1u << (l->n - 1);
 	}
 	if (!any)
 		fail(ld, "%s needs at least one value", keys[k].name);
@@ -408,8 +419,10 @@ static int handler(void *user, const char *section, const char *name, const char
 	}
 	if (keys[k].is_list) {
 		if (!ld->seen[k]) {
-			/* The file's value replaces the default list; repeats append. */
-			pol_list_clear(key_list(ld->p, k));
+			/* The file's value replaces the default list; repeats append. The
+			 * bases have none, and their two keys fill one list. */
+			if (k != K_BASES && k != K_SHARED)
+				pol_list_clear(key_list(ld->p, k));
 			ld->seen[k] = true;
 		}
 		handle_list(ld, k, value);

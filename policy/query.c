@@ -54,6 +54,11 @@ bool pol_base_dir_known(const struct pol *p, const char *path)
 	return path && pol_list_has(&p->bases, path, strlen(path));
 }
 
+bool pol_base_shared(const struct pol *p, size_t i)
+{
+	return i < p->bases.n && (p->shared_bases >> i & 1);
+}
+
 const char *pol_fstype(const struct pol *p, size_t i)
 {
 	return list_at(&p->fstypes, i);

@@ -89,7 +89,8 @@ static const struct sc_rule helper_rules[] = {
           "(CAP_SYS_ADMIN)"),
     IOCTL(BTRFS_IOC_QGROUP_LIMIT, "btrfs base: a volume's size (CAP_SYS_ADMIN)"),
     ALLOW_EQ("fsetxattr", 4, XATTR_REPLACE,
-             "btrfs base: a snapshot's mark, its source's copied by the kernel, made its own"),
+             "btrfs base: a snapshot's mark, its source's copied by the kernel, made its own; "
+             "a retained or archived directory's mark made a kept one's"),
 
     /* the sockets: a new channel from the supervisor, workers, the runners */
     ALLOW("recvmsg", "control message with a passed fd; the tool runner's answer"),

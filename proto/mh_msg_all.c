@@ -63,13 +63,11 @@ static const struct field f_blocks[] = {U32(blocks.what, MH_BLOCKS_ALLOCATED, MH
                                         STR(blocks.base_id, MH_ID_MAX), U64(blocks.offset), END};
 static const struct field f_blocks_ans[] = {U64(blocks_ans.size_bytes), U64(blocks_ans.next),
                                             RANGES(blocks_ans.ranges), END};
-static const struct field f_capacity_ans[] = {U64(capacity_ans.available_bytes),
-                                              U64(capacity_ans.total_bytes),
-                                              U64(capacity_ans.max_volume_bytes),
-                                              BOOL(capacity_ans.reflink),
-                                              BOOL(capacity_ans.quota),
-                                              BOOL(capacity_ans.direct_io),
-                                              END};
+static const struct field f_capacity_ans[] = {
+    U64(capacity_ans.available_bytes),  U64(capacity_ans.total_bytes),
+    U64(capacity_ans.max_volume_bytes), BOOL(capacity_ans.reflink),
+    BOOL(capacity_ans.quota),           BOOL(capacity_ans.direct_io),
+    BOOL(capacity_ans.shared),          END};
 static const struct field f_dir[] = {STR(dir.volume_id, MH_ID_MAX),
                                      STR(dir.base, MH_PATH_MAX),
                                      STR(dir.name, MH_DIRNAME_MAX),
@@ -125,6 +123,8 @@ static const struct codec more_codecs[] = {
     [MH_ANS_GROUP_SNAPSHOT] = {"ANS_GROUP_SNAPSHOT", f_group_ans},
     [MH_REQ_BLOCKS] = {"REQ_BLOCKS", f_blocks},
     [MH_ANS_BLOCKS] = {"ANS_BLOCKS", f_blocks_ans},
+    [MH_REQ_DIR_NODE] = {"REQ_DIR_NODE", f_dir},
+    [MH_ANS_DIR_NODE] = {"ANS_DIR_NODE", NULL},
 };
 
 const struct mh_codecs mh_codecs_all = {more_codecs, sizeof(more_codecs) / sizeof(more_codecs[0]),

@@ -21,7 +21,7 @@
 
 #include "mh_limits.h"
 
-#define MH_PROTO_VERSION 8
+#define MH_PROTO_VERSION 9
 #define MH_HDR_LEN       12
 #define MH_MSG_MAX       16384
 
@@ -99,6 +99,8 @@ enum mh_type {
 	MH_ANS_GROUP_SNAPSHOT = 64,
 	MH_REQ_BLOCKS = 65, /* one page of a snapshot's allocated ranges, or of two's differences */
 	MH_ANS_BLOCKS = 66,
+	MH_REQ_DIR_NODE = 67, /* has a node plugin of this node id started on a shared base */
+	MH_ANS_DIR_NODE = 68,
 	MH_ANS_ERROR = 100, /* any request may be answered with this */
 };
 
@@ -150,7 +152,8 @@ struct mh_req_freeze {
 #define MH_F_CREATE_DIR  0x02
 #define MH_F_REMOVE_DIR  0x04
 #define MH_F_MOUNT_GROUP 0x08
-#define MH_F_ALL         0x0f
+#define MH_F_ONE_NODE    0x10 /* DIR_PUBLISH, shared base: a single-node access mode */
+#define MH_F_ALL         0x1f
 
 struct mh_req_stage {
 	char volume_id[MH_ID_MAX + 1];
@@ -274,6 +277,7 @@ struct mh_ans_capacity {
 	uint8_t reflink;           /* 1 if the data directory's file system supports FICLONE */
 	uint8_t quota;     /* DIR_CAPACITY: 1 if the base enforces project quotas (else advisory) */
 	uint8_t direct_io; /* CAPACITY: 1 if loop devices read the images with direct I/O */
+	uint8_t shared;    /* DIR_CAPACITY: 1 if the base is shared by every node (policy) */
 };
 
 /* What DIR_DELETE does with the volume's directory (mode). */
@@ -287,9 +291,10 @@ struct mh_ans_capacity {
  * anything else), so one shape serves them all.
  */
 struct mh_req_dir {
-	char volume_id[MH_ID_MAX + 1];   /* all but DIR_CAPACITY, DIR_DELETE_SNAPSHOT */
+	char volume_id[MH_ID_MAX + 1];   /* all but DIR_CAPACITY, DIR_DELETE_SNAPSHOT, DIR_NODE */
 	char base[MH_PATH_MAX + 1];      /* all: one of the policy's base_dirs, exactly */
-	char name[MH_DIRNAME_MAX + 1];   /* the volume's directory beneath base (not CAPACITY) */
+	char name[MH_DIRNAME_MAX + 1];   /* the volume's directory beneath base (not CAPACITY);
+	                                    DIR_NODE: a node id, one component */
 	char path[MH_PATH_MAX + 1];      /* DIR_PUBLISH, DIR_UNPUBLISH, DIR_STATS: the target */
 	char snapshot_id[MH_ID_MAX + 1]; /* DIR_SNAPSHOT, DIR_DELETE_SNAPSHOT */
 	uint8_t source_kind;             /* DIR_CREATE: 0, MH_SRC_SNAPSHOT or MH_SRC_VOLUME */
@@ -297,7 +302,7 @@ struct mh_req_dir {
 	char source_name[MH_DIRNAME_MAX + 1]; /* DIR_CREATE from a volume: its name */
 	uint64_t size_bytes;                  /* DIR_CREATE, DIR_EXPAND: the quota */
 	uint8_t mode;  /* DIR_DELETE: MH_DIR_*; DIR_PUBLISH: readonly (0 or 1) */
-	uint8_t flags; /* DIR_PUBLISH: MH_F_MOUNT_GROUP */
+	uint8_t flags; /* DIR_PUBLISH: MH_F_MOUNT_GROUP, MH_F_ONE_NODE */
 	uint32_t gid;  /* with MH_F_MOUNT_GROUP */
 };
 

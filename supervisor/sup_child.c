@@ -320,6 +320,10 @@ void sup_child_init(struct sup *s, const struct sup_config *cfg)
 		a[n++] = (char *)"--policy";
 		a[n++] = (char *)cfg->policy;
 	}
+	if (cfg->mode != SUP_MODE_CONTROLLER) { /* a node plugin: its id, for shared bases */
+		a[n++] = (char *)"--node-id";
+		a[n++] = (char *)cfg->node_id;
+	}
 	a[n++] = (char *)"--log-format";
 	a[n++] = (char *)sup_log_format_name(cfg->log_format);
 	a[n++] = (char *)"--log-level";

@@ -26,7 +26,7 @@ surrogateescape, so any byte string survives a round trip).
 import enum
 import struct
 
-VERSION = 8
+VERSION = 9
 HDR_LEN = 12
 MSG_MAX = 16384
 ID_MAX = 64
@@ -46,7 +46,8 @@ F_BLOCK = 0x01
 F_CREATE_DIR = 0x02
 F_REMOVE_DIR = 0x04
 F_MOUNT_GROUP = 0x08
-F_ALL = 0x0F
+F_ONE_NODE = 0x10
+F_ALL = 0x1F
 
 SRC_SNAPSHOT = 1
 SRC_VOLUME = 2
@@ -120,6 +121,8 @@ class T(enum.IntEnum):
     ANS_GROUP_SNAPSHOT = 64
     REQ_BLOCKS = 65
     ANS_BLOCKS = 66
+    REQ_DIR_NODE = 67
+    ANS_DIR_NODE = 68
     ANS_ERROR = 100
 
 
@@ -227,7 +230,8 @@ _STAGE_REQ = (("volume_id", ID), ("staging_path", PATH), ("fs_type", FSTYPE),
               ("mount_flags", OPTS), ("mkfs_options", OPTS), ("readonly", BOOL),
               ("flags", FLAGS), ("gid", U32))
 _CAPACITY_ANS = (("available_bytes", U64), ("total_bytes", U64), ("max_volume_bytes", U64),
-                 ("reflink", BOOL), ("quota", BOOL), ("direct_io", BOOL))
+                 ("reflink", BOOL), ("quota", BOOL), ("direct_io", BOOL),
+                 ("shared", BOOL))
 _STATS_ANS = (("bytes_total", U64), ("bytes_available", U64), ("bytes_used", U64),
               ("inodes_total", U64), ("inodes_free", U64), ("inodes_used", U64),
               ("abnormal", BOOL), ("message", REASON))
@@ -314,6 +318,8 @@ FIELDS = {
     T.ANS_GROUP_SNAPSHOT: _GROUP_ANS,
     T.REQ_BLOCKS: (("what", BLOCKS_WHAT), ("snapshot_id", ID), ("base_id", ID), ("offset", U64)),
     T.ANS_BLOCKS: (("size_bytes", U64), ("next", U64), ("ranges", RANGES)),
+    T.REQ_DIR_NODE: _DIR_REQ,
+    T.ANS_DIR_NODE: (),
     T.ANS_ERROR: (("kind", KIND), ("sys_errno", U32), ("reason", REASON)),
 }
 
@@ -516,5 +522,5 @@ VIOLATIONS = {
     "over-long string": raw(T.REQ_DELETE, 10, Writer().str(b"v" * (ID_MAX + 1)).bytes()),
     "bad boolean": raw(T.REQ_PUBLISH, 11, Writer().str("v").str("/s").str("/t")
                        .u8(2).u8(0).bytes()),
-    "unknown flag": raw(T.REQ_UNSTAGE, 12, Writer().str("v").str("/s").u8(0x10).bytes()),
+    "unknown flag": raw(T.REQ_UNSTAGE, 12, Writer().str("v").str("/s").u8(F_ALL + 1).bytes()),
 }

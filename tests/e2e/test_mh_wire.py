@@ -52,22 +52,22 @@ def samples():
 
 
 def test_known_bytes():
-    assert encode(Msg(T.REQ_PING, 0x01020304)) == bytes.fromhex("0008 0001 01020304 00000000")
+    assert encode(Msg(T.REQ_PING, 0x01020304)) == bytes.fromhex("0009 0001 01020304 00000000")
     assert encode(Msg(T.REQ_CREATE, 9, volume_id="ab", size_bytes=5)) == bytes.fromhex(
-        "0008 0003 00000009 0000000c  0002 6162  0000000000000005")
+        "0009 0003 00000009 0000000c  0002 6162  0000000000000005")
     assert encode(Msg(T.ANS_ERROR, 1, kind=E.BUSY, sys_errno=16, reason="in use")) == \
-        bytes.fromhex("0008 0064 00000001 00000010  00000004 00000010 0006") + b"in use"
+        bytes.fromhex("0009 0064 00000001 00000010  00000004 00000010 0006") + b"in use"
     assert encode(Msg(T.REQ_UNSTAGE, 2, volume_id="v", staging_path="/s", flags=5)) == \
-        bytes.fromhex("0008 0009 00000002 00000008  0001 76 0002 2f73 05")
+        bytes.fromhex("0009 0009 00000002 00000008  0001 76 0002 2f73 05")
     # A directory request: every field, empty ones as zero-length strings.
     assert encode(Msg(T.REQ_DIR_DELETE, 3, volume_id="v", base="/b", name="n", mode=2)) == \
-        bytes.fromhex("0008 0021 00000003 00000021  0001 76 0002 2f62 0001 6e 0000 0000 00"
+        bytes.fromhex("0009 0021 00000003 00000021  0001 76 0002 2f62 0001 6e 0000 0000 00"
                       "0000 0000 0000000000000000 02 00 00000000")
 
 
 def test_every_type_listed():
     assert set(mh_wire.FIELDS) == set(T)
-    assert len(mh_wire.REQUESTS) == 26 and len(mh_wire.ANSWERS) == 27
+    assert len(mh_wire.REQUESTS) == 27 and len(mh_wire.ANSWERS) == 28
     for t in mh_wire.REQUESTS:
         assert mh_wire.answer_type(t).name == "ANS_" + t.name[4:]
 

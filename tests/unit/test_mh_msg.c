@@ -288,10 +288,15 @@ static void build_samples(void)
 	m = add(MH_ANS_DIR_CAPACITY, 502);
 	m->u.capacity_ans.available_bytes = 1ULL << 40;
 	m->u.capacity_ans.quota = 1;
+	m->u.capacity_ans.shared = 1;
 	m = add(MH_ANS_DIR_STATS, 503);
 	m->u.stats_ans.bytes_total = 1ULL << 30;
 	m = add(MH_ANS_DIR_SNAPSHOT, 504);
 	m->u.copy_ans.size_bytes = 4096;
+	m = add(MH_REQ_DIR_NODE, 505);
+	strcpy(m->u.dir.base, "/mnt/cluster");
+	strcpy(m->u.dir.name, "node-a.example");
+	add(MH_ANS_DIR_NODE, 505);
 
 	for (uint32_t k = MH_E_REFUSED; k <= MH_E_PRECONDITION; k++) {
 		m = add(MH_ANS_ERROR, 100 + k);
@@ -425,7 +430,8 @@ static void test_names(void)
 	CHECK(strcmp(mh_type_name(MH_ANS_FLUSH), "ANS_FLUSH") == 0);
 	CHECK(strcmp(mh_type_name(MH_REQ_GROUP_SNAPSHOT), "REQ_GROUP_SNAPSHOT") == 0);
 	CHECK(strcmp(mh_type_name(MH_ANS_BLOCKS), "ANS_BLOCKS") == 0);
-	CHECK(strcmp(mh_type_name(67), "UNKNOWN") == 0);
+	CHECK(strcmp(mh_type_name(MH_REQ_DIR_NODE), "REQ_DIR_NODE") == 0);
+	CHECK(strcmp(mh_type_name(69), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(99), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(101), "UNKNOWN") == 0);
 	CHECK(strcmp(mh_type_name(UINT16_MAX), "UNKNOWN") == 0);
@@ -452,7 +458,7 @@ static void test_encoder_refuses(void)
 	m.u.stage.readonly = 2;
 	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) < 0);
 	m.u.stage.readonly = 0;
-	m.u.stage.flags = 0x10; /* unknown flag bit */
+	m.u.stage.flags = MH_F_ALL + 1; /* unknown flag bit */
 	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) < 0);
 	m.u.stage.flags = MH_F_ALL;
 	CHECK(mh_msg_encode(&m, enc, sizeof(enc), &len) == 0);
@@ -588,7 +594,7 @@ static const char *layout(uint16_t type)
 		return "8b";
 	case MH_ANS_CAPACITY:
 	case MH_ANS_DIR_CAPACITY:
-		return "888bbb";
+		return "888bbbb";
 	case MH_REQ_DIR_CREATE:
 	case MH_REQ_DIR_DELETE:
 	case MH_REQ_DIR_EXPAND:
@@ -598,6 +604,7 @@ static const char *layout(uint16_t type)
 	case MH_REQ_DIR_CAPACITY:
 	case MH_REQ_DIR_SNAPSHOT:
 	case MH_REQ_DIR_DELETE_SNAPSHOT:
+	case MH_REQ_DIR_NODE:
 	case MH_REQ_PURGE:
 		return "sssssmss8mf4";
 	case MH_ANS_DIR_CREATE:
