@@ -335,6 +335,13 @@ bool ctl_access_mode_readonly(int mode)
 	}
 }
 
+bool ctl_access_mode_multi_node(int mode)
+{
+	return mode == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY ||
+	       mode == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_SINGLE_WRITER ||
+	       mode == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER;
+}
+
 const char *ctl_cap_fs_type(const Csi__V1__VolumeCapability *cap)
 {
 	if (cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT || !cap->mount ||
@@ -356,6 +363,12 @@ static bool fs_type_supported(const char *fs)
 int ctl_check_capability(struct ctl_status *st, const Csi__V1__VolumeCapability *cap,
                          const char *field)
 {
+	return ctl_check_capability_modes(st, cap, field, false);
+}
+
+int ctl_check_capability_modes(struct ctl_status *st, const Csi__V1__VolumeCapability *cap,
+                               const char *field, bool multi_node)
+{
 	if (!cap)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT, "%s is required", field);
 	if (!cap->access_mode)
@@ -368,10 +381,18 @@ int ctl_check_capability(struct ctl_status *st, const Csi__V1__VolumeCapability 
 		break;
 	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__UNKNOWN:
 		return ctl_fail(st, CTL_INVALID_ARGUMENT, "%s.access_mode.mode is required", field);
-	default:
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY:
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_SINGLE_WRITER:
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER:
+		if (multi_node)
+			break;
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,
 		                "%s.access_mode %d is not supported: sepcsi volumes are node-local "
-		                "and support only single-node access modes",
+		                "and support only single-node access modes (except directory "
+		                "volumes on a shared base)",
+		                field, (int)cap->access_mode->mode);
+	default:
+		return ctl_fail(st, CTL_INVALID_ARGUMENT, "%s.access_mode %d is no CSI access mode",
 		                field, (int)cap->access_mode->mode);
 	}
 	switch (cap->access_type_case) {

@@ -105,6 +105,7 @@ struct create_args {
 	/* A directory volume (params.dir): its name beneath params.base, and a source's name. */
 	char dir_name[MH_DIRNAME_MAX + 1];
 	char source_name[MH_DIRNAME_MAX + 1];
+	bool shared; /* params.base is shared by every node (the helper's DIR_CAPACITY says) */
 };
 
 static int parse_source(struct ctl_status *st, const Csi__V1__VolumeContentSource *cs,
@@ -148,12 +149,13 @@ static int check_create(struct ctl *c, struct ctl_status *st,
 	memset(ca, 0, sizeof(*ca));
 	ca->req = req->capacity_range ? req->capacity_range->required_bytes : 0;
 	ca->lim = req->capacity_range ? req->capacity_range->limit_bytes : 0;
+	/* Multi-node modes only for a directory volume, once its base proves shared. */
 	if (ctl_check_name(st, req->name, "name") ||
-	    ctl_caps_shape(st, req->volume_capabilities, req->n_volume_capabilities,
-	                   "volume_capabilities", &ca->shape) ||
 	    ctl_vparams_parse(st, CTL_KV(a, req, parameters), req->n_parameters,
 	                      CTL_KV(a, req, mutable_parameters), req->n_mutable_parameters,
-	                      &ca->params))
+	                      &ca->params) ||
+	    ctl_caps_shape(st, req->volume_capabilities, req->n_volume_capabilities,
+	                   "volume_capabilities", ca->params.dir, &ca->shape))
 		return st->code;
 	if (ca->req < 0 || ca->lim < 0)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT, "capacity_range must not be negative");
@@ -166,7 +168,7 @@ static int check_create(struct ctl *c, struct ctl_status *st,
 		/* A directory on the base's file system: mount access, nothing to format. */
 		for (size_t i = 0; i < req->n_volume_capabilities; i++)
 			if (ctl_dir_check_capability(st, req->volume_capabilities[i],
-			                             "volume_capabilities"))
+			                             "volume_capabilities", true))
 				return st->code;
 		if (ctl_vparams_dir_name(st, &ca->params, CTL_KV(a, req, parameters),
 		                         req->n_parameters, req->name, ca->dir_name))
@@ -363,7 +365,8 @@ static int answer_existing(struct ctl *c, struct ctl_status *st, struct ctl_aren
 {
 	struct ctl_status topo = {0};
 	/* The volume is on this node: a requirement without it is incompatible too. */
-	if (!same_request(old, ca) || check_topology(c, &topo, req->accessibility_requirements))
+	if (!same_request(old, ca) || (!ctl_volume_is_shared(old) &&
+	                               check_topology(c, &topo, req->accessibility_requirements)))
 		return ctl_fail(st, CTL_ALREADY_EXISTS,
 		                "volume '%s' exists with a different capacity, access type, file "
 		                "system, parameters, content source or topology",
@@ -383,7 +386,8 @@ static int check_fits(struct ctl *c, struct ctl_status *st, const struct create_
 		return ctl_fail(st, CTL_INVALID_ARGUMENT,
 		                CTL_P_EXPAND_LIMIT " %lld is below the volume's size %lld",
 		                (long long)ca->params.expand_limit, (long long)size);
-	if (ctl_data_available(c, st, ca->params.dir ? ca->params.base : NULL, &avail, &largest))
+	if (ctl_data_available(c, st, ca->params.dir ? ca->params.base : NULL, &avail, &largest,
+	                       NULL))
 		return st->code;
 	/* Bigger than any volume may be (policy, file system): no retry can help. */
 	if ((uint64_t)size > largest)
@@ -451,6 +455,7 @@ static int create_new(struct ctl *c, struct ctl_status *st, struct ctl_arena *a,
 	    .dir_name = (char *)ca->dir_name,
 	    .on_delete = ca->params.dir ? (char *)ctl_dir_mode_name(ca->params.on_delete) : "",
 	    .quota = dir.quota != 0,
+	    .shared = ca->shared ? STORE_SHARED_MADE : STORE_SHARED_NO,
 	};
 	int rc = ctl_record_begin(c);
 	if (rc == STORE_OK)
@@ -482,6 +487,23 @@ static int check_dir_free(struct ctl *c, struct ctl_status *st, const struct cre
 		ctl_fail_store(st, "look up directory", rc);
 	store_volume_free(other);
 	return rc == STORE_NOTFOUND ? (int)CTL_OK : (int)st->code;
+}
+
+/*
+ * Whether the base is shared (the helper's policy says so, in DIR_CAPACITY);
+ * a node-local one serves single-node access modes only.
+ */
+static int check_dir_shared(struct ctl *c, struct ctl_status *st,
+                            const Csi__V1__CreateVolumeRequest *req, struct create_args *ca)
+{
+	uint64_t avail;
+	if (ctl_data_available(c, st, ca->params.base, &avail, NULL, &ca->shared))
+		return st->code;
+	for (size_t i = 0; !ca->shared && i < req->n_volume_capabilities; i++)
+		if (ctl_dir_check_capability(st, req->volume_capabilities[i], "volume_capabilities",
+		                             false))
+			return st->code;
+	return CTL_OK;
 }
 
 int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_arena *a,
@@ -523,8 +545,10 @@ int ctl_create_volume(struct ctl *c, const void *r, void **resp, struct ctl_aren
 		ctl_fail_store(st, "look up volume name", rc);
 		goto out;
 	}
-	if (check_topology(c, st, req->accessibility_requirements) ||
-	    (ca.params.dir && check_dir_free(c, st, &ca)))
+	if (ca.params.dir && (check_dir_free(c, st, &ca) || check_dir_shared(c, st, req, &ca)))
+		goto out;
+	/* A volume on a shared base is reached from every node: no topology to meet. */
+	if (!ca.shared && check_topology(c, st, req->accessibility_requirements))
 		goto out;
 	/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): check_create() set fs_asked */
 	fs = ca.shape.block || ca.params.dir ? "" : *ca.fs_asked ? ca.fs_asked : "ext4";

@@ -394,7 +394,7 @@ int ctl_cap_wellformed(struct ctl_status *st, const Csi__V1__VolumeCapability *c
 }
 
 int ctl_caps_shape(struct ctl_status *st, Csi__V1__VolumeCapability *const *caps, size_t n,
-                   const char *field, struct ctl_shape *out)
+                   const char *field, bool multi_node, struct ctl_shape *out)
 {
 	size_t blocks = 0;
 	out->block = false;
@@ -402,7 +402,7 @@ int ctl_caps_shape(struct ctl_status *st, Csi__V1__VolumeCapability *const *caps
 	if (n == 0)
 		return ctl_fail(st, CTL_INVALID_ARGUMENT, "%s is required", field);
 	for (size_t i = 0; i < n; i++) {
-		if (ctl_check_capability(st, caps[i], field))
+		if (ctl_check_capability_modes(st, caps[i], field, multi_node))
 			return st->code;
 		if (caps[i]->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK) {
 			blocks++;
@@ -428,8 +428,9 @@ bool ctl_cap_fits_volume(const Csi__V1__VolumeCapability *cap, const struct stor
                          char *why, size_t whysz)
 {
 	struct ctl_status st = {0};
-	if (ctl_volume_is_dir(v) ? ctl_dir_check_capability(&st, cap, "volume_capability")
-	                         : ctl_check_capability(&st, cap, "volume_capability")) {
+	if (ctl_volume_is_dir(v)
+	        ? ctl_dir_check_capability(&st, cap, "volume_capability", ctl_volume_is_shared(v))
+	        : ctl_check_capability(&st, cap, "volume_capability")) {
 		snprintf(why, whysz, "%s", st.msg);
 		return false;
 	}
@@ -474,10 +475,13 @@ Csi__V1__Volume *ctl_volume_msg(struct ctl *c, struct ctl_arena *a, const struct
 	csi__v1__volume__init(vol);
 	vol->capacity_bytes = v->capacity_bytes;
 	vol->volume_id = ctl_strdup(a, v->id);
-	vol->n_accessible_topology = 1;
-	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of message pointers */
-	vol->accessible_topology = ctl_alloc(a, sizeof(*vol->accessible_topology));
-	vol->accessible_topology[0] = ctl_node_topology(c, a);
+	/* On a shared base: none, which the spec reads as "every node alike". */
+	if (!ctl_volume_is_shared(v)) {
+		vol->n_accessible_topology = 1;
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of message pointers */
+		vol->accessible_topology = ctl_alloc(a, sizeof(*vol->accessible_topology));
+		vol->accessible_topology[0] = ctl_node_topology(c, a);
+	}
 	if (ctl_volume_is_dir(v))
 		ctl_dir_context(a, v, vol);
 
@@ -544,7 +548,7 @@ int ctl_published_nodes(struct ctl *c, struct ctl_status *st, const char *volume
 }
 
 int ctl_data_available(struct ctl *c, struct ctl_status *st, const char *base, uint64_t *avail,
-                       uint64_t *max)
+                       uint64_t *max, bool *shared)
 {
 	struct mh_ans_capacity cap;
 	struct mh_err e;
@@ -562,6 +566,8 @@ int ctl_data_available(struct ctl *c, struct ctl_status *st, const char *base, u
 	*avail = cap.available_bytes;
 	if (max)
 		*max = cap.max_volume_bytes;
+	if (shared)
+		*shared = base && cap.shared;
 	return st->code = CTL_OK;
 }
 

@@ -22,6 +22,7 @@
 /* Directory volumes only: */
 #define CTL_P_BASE_DIR          "baseDir"         /* required: one of the helper's base_dirs */
 #define CTL_P_PATH_PATTERN      "pathPattern"     /* the name beneath it (ctl_dirname.h) */
+#define CTL_CTX_SHARED          "shared"          /* volume_context: "true" on a shared base */
 #define CTL_P_ON_DELETE         "onDelete"        /* delete (default), retain, archive */
 #define CTL_P_ARCHIVE_ON_DELETE "archiveOnDelete" /* older spelling: true = archive */
 #define CTL_PATTERN_MAX         1024
@@ -116,7 +117,7 @@ struct ctl_shape {
  * INVALID_ARGUMENT naming field otherwise; n == 0 is INVALID_ARGUMENT too.
  */
 int ctl_caps_shape(struct ctl_status *st, Csi__V1__VolumeCapability *const *caps, size_t n,
-                   const char *field, struct ctl_shape *out);
+                   const char *field, bool multi_node, struct ctl_shape *out);
 /* Well formed: access mode and access type present. INVALID_ARGUMENT otherwise. */
 int ctl_cap_wellformed(struct ctl_status *st, const Csi__V1__VolumeCapability *cap,
                        const char *field);
@@ -130,6 +131,17 @@ bool ctl_cap_fits_volume(const Csi__V1__VolumeCapability *cap, const struct stor
 /* The smallest volume a file system can be made on ("" = raw block). */
 int64_t ctl_min_volume_bytes(const char *fs);
 
+/*
+ * NodeStageVolume and NodePublishVolume of a volume this node does not know
+ * whose volume_context (ctx) names a directory volume on a shared base: the
+ * helper proves it, and it is recorded as adopted. CTL_OK also when there is
+ * nothing to adopt (the lookup that follows answers NOT_FOUND).
+ */
+int ctl_dir_adopt(struct ctl *c, struct ctl_status *st, const char *volume_id,
+                  const struct ctl_kv *ctx, size_t n);
+/* An adopted volume with no staging and no publication left here is forgotten. */
+void ctl_dir_forget(struct ctl *c, const struct store_volume *v);
+
 /* Response pieces, allocated from a. */
 Csi__V1__Volume *ctl_volume_msg(struct ctl *c, struct ctl_arena *a, const struct store_volume *v);
 Csi__V1__Snapshot *ctl_snapshot_msg(struct ctl_arena *a, const struct store_snapshot *s);
@@ -142,10 +154,11 @@ int ctl_published_nodes(struct ctl *c, struct ctl_status *st, const char *volume
  * What the helper's data directory (base NULL: CAPACITY) or a directory
  * volumes' base directory (DIR_CAPACITY) may still promise to new volumes,
  * and the largest volume it would create now (max, may be NULL), as the
- * helper counts them. CTL_OK or the mapped error.
+ * helper counts them; with a base, whether the helper's policy says every
+ * node shares it (shared, may be NULL). CTL_OK or the mapped error.
  */
 int ctl_data_available(struct ctl *c, struct ctl_status *st, const char *base, uint64_t *avail,
-                       uint64_t *max);
+                       uint64_t *max, bool *shared);
 
 /*
  * Grow a volume to bytes: its image (RESIZE) or its directory's quota

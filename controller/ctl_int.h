@@ -37,9 +37,13 @@ int ctl_check_required(struct ctl_status *st, const char *value, const char *fie
 int ctl_check_path(struct ctl_status *st, const char *path, const char *field);
 int ctl_check_capability(struct ctl_status *st, const Csi__V1__VolumeCapability *cap,
                          const char *field);
+/* The same; multi_node: multi-node access modes too (a directory volume on a shared base). */
+int ctl_check_capability_modes(struct ctl_status *st, const Csi__V1__VolumeCapability *cap,
+                               const char *field, bool multi_node);
 /* True for the access modes that only read. */
 bool ctl_mode_readonly(const Csi__V1__VolumeCapability *cap);
-bool ctl_access_mode_readonly(int mode); /* the same, for a recorded AccessMode.Mode */
+bool ctl_access_mode_readonly(int mode);   /* the same, for a recorded AccessMode.Mode */
+bool ctl_access_mode_multi_node(int mode); /* MULTI_NODE_* */
 /* The fs type a capability asks for ("" if none or block). */
 const char *ctl_cap_fs_type(const Csi__V1__VolumeCapability *cap);
 /* Mount flags of a capability joined with ',' into out; CTL_OK or INVALID_ARGUMENT. */
@@ -95,6 +99,8 @@ void ctl_volume_mount_extras(const struct store_volume *v, struct mh_req_stage *
  * and bound by the helper's DIR_* requests, instead of an image.
  */
 bool ctl_volume_is_dir(const struct store_volume *v);
+/* A directory volume on a base every node shares (store_volume.shared). */
+bool ctl_volume_is_shared(const struct store_volume *v);
 /* *q zeroed, then v's id, base directory and name: what every DIR_* request about v names. */
 void ctl_dir_req(const struct store_volume *v, struct mh_req_dir *q);
 /*
@@ -103,16 +109,16 @@ void ctl_dir_req(const struct store_volume *v, struct mh_req_dir *q);
  * -1 with *e set.
  */
 int ctl_dir_publish(struct ctl *c, const struct store_volume *v, const char *target, bool readonly,
-                    uint32_t gid, struct mh_err *e);
+                    uint32_t gid, int mode, struct mh_err *e);
 int ctl_dir_unpublish(struct ctl *c, const struct store_volume *v, const char *target,
                       struct mh_err *e);
 /*
  * A capability a directory volume can have: well formed, mount access, no
- * fs_type, no mount flags (a bind takes none), one node and at most one
- * writer. CTL_OK or INVALID_ARGUMENT naming field.
+ * fs_type, no mount flags (a bind takes none); a single-node access mode,
+ * or on a shared base (shared) any. CTL_OK or INVALID_ARGUMENT naming field.
  */
 int ctl_dir_check_capability(struct ctl_status *st, const Csi__V1__VolumeCapability *cap,
-                             const char *field);
+                             const char *field, bool shared);
 
 /* The topology segment of this node, allocated from a. */
 Csi__V1__Topology *ctl_node_topology(struct ctl *c, struct ctl_arena *a);

@@ -5,6 +5,7 @@
  * the work is done, because its operations are idempotent and the kernel may
  * have lost the mounts (a reboot) while the store kept the intent.
  */
+#include "ctl_cs.h"
 #include "ctl_int.h"
 #include "ctl_intent.h"
 
@@ -96,7 +97,10 @@ static int check_cap_fits(struct ctl_status *st, const struct store_volume *v,
                           const Csi__V1__VolumeCapability *cap)
 {
 	if (ctl_volume_is_dir(v))
-		return ctl_dir_check_capability(st, cap, "volume_capability");
+		return ctl_dir_check_capability(st, cap, "volume_capability",
+		                                ctl_volume_is_shared(v));
+	if (ctl_check_capability(st, cap, "volume_capability"))
+		return st->code; /* an image: single-node access modes only */
 	if (cap_is_block(cap))
 		return CTL_OK;
 	const char *fs = ctl_cap_fs_type(cap);
@@ -164,12 +168,15 @@ int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_
 	struct store_staging *old = NULL;
 	char flags[MH_OPTS_MAX + 1];
 
+	/* Multi-node modes are checked against the volume (a shared base's only), below. */
 	if (ctl_check_required(st, req->volume_id, "volume_id") ||
 	    ctl_check_path(st, req->staging_target_path, "staging_target_path") ||
-	    ctl_check_capability(st, req->volume_capability, "volume_capability") ||
+	    ctl_check_capability_modes(st, req->volume_capability, "volume_capability", true) ||
 	    ctl_cap_mount_flags(st, req->volume_capability, flags, sizeof(flags)))
 		return st->code;
-	if (enter(c, st, req->volume_id, false, &v))
+	if (ctl_dir_adopt(c, st, req->volume_id, CTL_KV(a, req, volume_context),
+	                  req->n_volume_context) ||
+	    enter(c, st, req->volume_id, false, &v))
 		return st->code;
 
 	const Csi__V1__VolumeCapability *cap = req->volume_capability;
@@ -301,6 +308,7 @@ int ctl_node_unstage_volume(struct ctl *c, const void *r, void **resp, struct ct
 		ctl_fail_store(st, "forget staging", rc);
 		goto out;
 	}
+	ctl_dir_forget(c, v); /* made elsewhere on a shared base: nothing of it left here */
 	Csi__V1__NodeUnstageVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_unstage_volume_response__init(out);
 	*resp = out;
@@ -324,7 +332,7 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 	if (ctl_check_required(st, req->volume_id, "volume_id") ||
 	    (!eph && ctl_check_path(st, req->staging_target_path, "staging_target_path")) ||
 	    ctl_check_path(st, req->target_path, "target_path") ||
-	    ctl_check_capability(st, req->volume_capability, "volume_capability") ||
+	    ctl_check_capability_modes(st, req->volume_capability, "volume_capability", !eph) ||
 	    ctl_cap_mount_flags(st, req->volume_capability, flags, sizeof(flags)))
 		return st->code;
 	if (eph) {
@@ -335,7 +343,9 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 		}
 		return st->code;
 	}
-	if (enter(c, st, req->volume_id, false, &v))
+	if (ctl_dir_adopt(c, st, req->volume_id, CTL_KV(a, req, volume_context),
+	                  req->n_volume_context) ||
+	    enter(c, st, req->volume_id, false, &v))
 		return st->code;
 
 	const Csi__V1__VolumeCapability *cap = req->volume_capability;
@@ -391,7 +401,7 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 	if (!old && ctl_intent_begin(c, st, CTL_OP_PUBLISH, subject, v->id, detail))
 		goto out;
 	/* A directory volume: its directory is bound onto the target (DIR_PUBLISH). */
-	if (dir ? ctl_dir_publish(c, v, req->target_path, ro, gid, &e) != 0
+	if (dir ? ctl_dir_publish(c, v, req->target_path, ro, gid, mode, &e) != 0
 	        : mh_publish(c->mh, &mp, &e) != 0) {
 		ctl_fail_mh(st, "publish", &e);
 		goto out;
@@ -467,6 +477,7 @@ int ctl_node_unpublish_volume(struct ctl *c, const void *r, void **resp, struct 
 			ctl_fail_store(st, "forget publication", rc);
 			goto out;
 		}
+		ctl_dir_forget(c, v);
 	}
 	Csi__V1__NodeUnpublishVolumeResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__node_unpublish_volume_response__init(out);

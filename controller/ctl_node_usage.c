@@ -151,9 +151,13 @@ int ctl_node_expand_volume(struct ctl *c, const void *r, void **resp, struct ctl
 	if (cr && (cr->required_bytes < 0 || cr->limit_bytes < 0))
 		return ctl_fail(st, CTL_INVALID_ARGUMENT, "capacity_range must not be negative");
 	if (req->volume_capability &&
-	    ctl_check_capability(st, req->volume_capability, "volume_capability"))
+	    ctl_check_capability_modes(st, req->volume_capability, "volume_capability", true))
 		return st->code;
 	if (ctl_volume_resolve(c, st, req->volume_id, &v))
+		goto out;
+	/* Multi-node modes for a volume on a shared base only. */
+	if (req->volume_capability && !ctl_volume_is_shared(v) &&
+	    ctl_check_capability(st, req->volume_capability, "volume_capability"))
 		goto out;
 	if (!(locked = ctl_lock(c, req->volume_id))) {
 		ctl_fail(st, CTL_ABORTED, "an operation on volume %s is already in progress",
@@ -181,6 +185,9 @@ int ctl_node_expand_volume(struct ctl *c, const void *r, void **resp, struct ctl
 			goto out;
 		}
 	}
+	/* Made elsewhere (a shared base): its size is its controller's, and advisory. */
+	if (v->shared == STORE_SHARED_ADOPTED && cr && (int64_t)size < cr->required_bytes)
+		size = (uint64_t)cr->required_bytes;
 	if (cr && cr->required_bytes && (int64_t)size < cr->required_bytes) {
 		ctl_fail(st, CTL_OUT_OF_RANGE,
 		         "volume %s holds %llu bytes, less than required_bytes %lld: expand it "

@@ -623,8 +623,9 @@ static int republish_dir(struct ctl *c, const struct store_volume *v,
 	store_staging_free(s);
 	log_kv(LOG_LVL_INFO, "reconcile_restore", "what", "publication", "volume_id", v->id, "path",
 	       p->target_path, NULL);
-	return helper_ok(ctl_dir_publish(c, v, p->target_path, p->readonly, gid, &e), &e,
-	                 "publish again", v->id)
+	return helper_ok(
+	           ctl_dir_publish(c, v, p->target_path, p->readonly, gid, p->access_mode, &e), &e,
+	           "publish again", v->id)
 	           ? 0
 	           : -1;
 }

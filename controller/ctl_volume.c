@@ -124,7 +124,7 @@ int ctl_controller_expand_volume(struct ctl *c, const void *r, void **resp, stru
 		}
 		uint64_t avail = 0, max = 0;
 		bool dir = ctl_volume_is_dir(v);
-		if (ctl_data_available(c, st, dir ? v->dir_base : NULL, &avail, &max))
+		if (ctl_data_available(c, st, dir ? v->dir_base : NULL, &avail, &max, NULL))
 			goto out;
 		if (max && (uint64_t)want > max) {
 			ctl_fail(st, CTL_OUT_OF_RANGE,
@@ -363,7 +363,7 @@ int ctl_get_capacity(struct ctl *c, const void *r, void **resp, struct ctl_arena
 	struct ctl_vparams p;
 	struct ctl_shape shape = {.fs = ""};
 	struct ctl_status why = {0};
-	bool fits = true;
+	bool fits = true, shared = false;
 	uint64_t avail = 0;
 
 	for (size_t i = 0; i < req->n_volume_capabilities; i++) {
@@ -374,24 +374,27 @@ int ctl_get_capacity(struct ctl *c, const void *r, void **resp, struct ctl_arena
 		return st->code;
 	if (req->n_volume_capabilities &&
 	    ctl_caps_shape(&why, req->volume_capabilities, req->n_volume_capabilities,
-	                   "volume_capabilities", &shape))
+	                   "volume_capabilities", p.dir, &shape))
 		fits = false;
 	if (fits && !shape.block && *shape.fs && *p.fs_type && strcmp(shape.fs, p.fs_type) != 0)
 		fits = false;
-	if (fits && !topology_is_here(c, req->accessible_topology))
-		fits = false;
-	/* A directory volume: mount access only, no file system named, one writer at most. */
-	for (size_t i = 0; fits && p.dir && i < req->n_volume_capabilities; i++)
-		fits = ctl_dir_check_capability(&why, req->volume_capabilities[i],
-		                                "volume_capabilities") == CTL_OK;
 	const char *fs = shape.block ? "" : *shape.fs ? shape.fs : *p.fs_type ? p.fs_type : "ext4";
 	int64_t min_bytes = p.dir ? CTL_DIR_MIN_BYTES : ctl_min_volume_bytes(fs);
 
 	uint64_t largest = 0;
-	if (fits && ctl_data_available(c, st, p.dir ? p.base : NULL, &avail, &largest)) {
+	if (fits && ctl_data_available(c, st, p.dir ? p.base : NULL, &avail, &largest, &shared)) {
 		ctl_vparams_release(&p);
 		return st->code;
 	}
+	/* A shared base is the same from every segment. */
+	if (fits && !shared && !topology_is_here(c, req->accessible_topology))
+		fits = false;
+	/* A directory volume: mount access only, no file system named, one node unless shared. */
+	for (size_t i = 0; fits && p.dir && i < req->n_volume_capabilities; i++)
+		fits = ctl_dir_check_capability(&why, req->volume_capabilities[i],
+		                                "volume_capabilities", shared) == CTL_OK;
+	if (!fits)
+		avail = 0;
 	ctl_vparams_release(&p);
 	Csi__V1__GetCapacityResponse *out = ctl_alloc(a, sizeof(*out));
 	csi__v1__get_capacity_response__init(out);

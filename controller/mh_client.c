@@ -364,6 +364,7 @@ static unsigned deadline_s(struct mh_client *c, uint16_t type)
 	case MH_REQ_LIST:
 	case MH_REQ_DIR_STATS:
 	case MH_REQ_DIR_CAPACITY:
+	case MH_REQ_DIR_NODE:
 		return c->deadline[0];
 	case MH_REQ_SNAPSHOT:
 	case MH_REQ_GROUP_SNAPSHOT:

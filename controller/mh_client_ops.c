@@ -275,7 +275,8 @@ int mh_dir(struct mh_client *c, uint16_t type, const struct mh_req_dir *q, struc
 {
 	struct mh_msg req = {.type = type};
 
-	if (type < MH_REQ_DIR_CREATE || type > MH_REQ_DIR_DELETE_SNAPSHOT || (type & 1) == 0) {
+	if ((type < MH_REQ_DIR_CREATE || type > MH_REQ_DIR_DELETE_SNAPSHOT || (type & 1) == 0) &&
+	    type != MH_REQ_DIR_NODE) {
 		mh_client_set_err(err, MH_E_REFUSED, 0, "not a directory-volume request");
 		return -1;
 	}

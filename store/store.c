@@ -153,6 +153,15 @@ static const char *const store_migrations[] = {
     "  WHERE kind = 'directory';"
     "ALTER TABLE snapshots ADD COLUMN kind TEXT NOT NULL DEFAULT 'image';"
     "ALTER TABLE snapshots ADD COLUMN dir_base TEXT NOT NULL DEFAULT '';",
+
+    /*
+     * to version 6: directory volumes on a base every node shares. shared is
+     * 0 (a node-local volume), 1 (on a shared base, made by this driver's
+     * Controller service) or 2 (on a shared base, made elsewhere: this node
+     * learnt it from the volume_context of NodeStageVolume or
+     * NodePublishVolume, and forgets it once it holds no staging of it).
+     */
+    "ALTER TABLE volumes ADD COLUMN shared INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define STORE_SCHEMA_VERSION ((int64_t)(sizeof store_migrations / sizeof store_migrations[0]))

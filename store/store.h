@@ -54,7 +54,13 @@ struct store_volume {
 	char *dir_name;  /* its directory beneath dir_base; unique per base among volumes */
 	char *on_delete; /* "delete", "retain" or "archive" */
 	bool quota;      /* a project quota enforces capacity_bytes (else it is advisory) */
+	int shared;      /* since schema 6: STORE_SHARED_* */
 };
+
+/* store_volume.shared: where a directory volume's base is, and who made it. */
+#define STORE_SHARED_NO      0 /* a node-local volume */
+#define STORE_SHARED_MADE    1 /* on a base every node shares, made by this Controller service */
+#define STORE_SHARED_ADOPTED 2 /* on a shared base, made elsewhere, staged or published here */
 
 #define STORE_KIND_IMAGE     "image"
 #define STORE_KIND_DIRECTORY "directory"

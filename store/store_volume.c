@@ -15,7 +15,7 @@
 #define VOLUME_COLUMNS                                                                             \
 	"id, name, capacity_bytes, fs_type, parameters, content_source, created_unix_ns,"          \
 	" mkfs_options, nouuid, mutable_parameters, condition, kind, dir_base, dir_name,"          \
-	" on_delete, quota"
+	" on_delete, quota, shared"
 
 static void *store_volume_from_row(sqlite3_stmt *q)
 {
@@ -37,6 +37,7 @@ static void *store_volume_from_row(sqlite3_stmt *q)
 	v->dir_name = store_column_text(q, 13);
 	v->on_delete = store_column_text(q, 14);
 	v->quota = sqlite3_column_int(q, 15) != 0;
+	v->shared = sqlite3_column_int(q, 16);
 	return v;
 }
 
@@ -83,7 +84,7 @@ int store_volume_put(struct store *st, const struct store_volume *v)
 	q = store_stmt(st, STMT_VOLUME_PUT,
 	               "INSERT INTO volumes (" VOLUME_COLUMNS
 	               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
-	               " ?15, ?16)",
+	               " ?15, ?16, ?17)",
 	               what);
 	if (!q) {
 		rc = STORE_ERROR;
@@ -104,7 +105,8 @@ int store_volume_put(struct store *st, const struct store_volume *v)
 	    (rc = store_bind_text_or_empty(q, 13, v->dir_base)) != SQLITE_OK ||
 	    (rc = store_bind_text_or_empty(q, 14, v->dir_name)) != SQLITE_OK ||
 	    (rc = store_bind_text_or_empty(q, 15, v->on_delete)) != SQLITE_OK ||
-	    (rc = sqlite3_bind_int(q, 16, v->quota ? 1 : 0)) != SQLITE_OK) {
+	    (rc = sqlite3_bind_int(q, 16, v->quota ? 1 : 0)) != SQLITE_OK ||
+	    (rc = sqlite3_bind_int(q, 17, v->shared)) != SQLITE_OK) {
 		rc = store_fail(st, rc, what);
 		goto out;
 	}

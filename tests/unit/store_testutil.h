@@ -20,10 +20,13 @@
 #include "tap.h"
 
 /* The schema version this build's store_open() migrates to. */
-#define STORE_TEST_SCHEMA 5
+#define STORE_TEST_SCHEMA 6
 
 /* SQL that takes the step to schema 5 (directory volumes) away again, for migration tests. */
+/* Schema 6 back to 5: volumes on a shared base. */
+#define STORE_TEST_UNDO_V6 "ALTER TABLE volumes DROP COLUMN shared;"
 #define STORE_TEST_UNDO_V5                                                                         \
+	STORE_TEST_UNDO_V6                                                                         \
 	"DROP INDEX volumes_by_directory;"                                                         \
 	"ALTER TABLE volumes DROP COLUMN kind;"                                                    \
 	"ALTER TABLE volumes DROP COLUMN dir_base;"                                                \
