@@ -3,8 +3,8 @@
 Usage, as root inside a private mount namespace (tools/test.sh does this):
     unshare -m --propagation private /usr/bin/python3 tests/conformance/sanity.py \
         BUILD_DIR [MODE ...]
-MODE is one of mount-xfs, block, mount-ext4, directory, directory-btrfs (default: all
-five).
+MODE is one of mount-xfs, block, mount-ext4, directory, directory-btrfs, directory-shared,
+directory-shared-all (default: all seven).
 
 The driver runs with its embedded defaults: the default policy, whose only
 allowed root is /var/lib/kubelet. A tmpfs is mounted there (in this private
@@ -18,7 +18,16 @@ Store, images and socket live in a temporary directory. In directory mode the
 driver is given a policy naming one base directory there ([directories]
 base_dirs), and csi-sanity the parameters type: directory and baseDir: it; in
 directory-btrfs mode that base is a loop-mounted btrfs with quota groups enabled (volumes
-are subvolumes with quota group limits). After each run the
+are subvolumes with quota group limits). In directory-shared mode the base is a shared
+one ([directories] shared_base_dirs) and two drivers serve it, as a cluster deploys them:
+one with --mode controller (its own node id, store, data directory and socket) and one
+with --mode node; csi-sanity is given the first as --csi.controllerendpoint and the
+second as --csi.endpoint, each through modeproxy.py, which turns every
+SINGLE_NODE_WRITER capability csi-sanity sends (it has no flag for another mode) into
+MULTI_NODE_MULTI_WRITER. csi-sanity asks the plugin capabilities of --csi.endpoint only, so
+against a node plugin alone it skips the specs that make a volume and then stage and
+publish it ("Node Service should work"); directory-shared-all runs the whole suite once more
+with one driver (--mode all) over the shared base, through the proxy. After each run the
 driver is stopped and the machine is checked: no mount left beneath the
 kubelet root, no loop device backed by the run's images.
 
@@ -45,6 +54,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 
 import csi_client  # noqa: E402
+import modeproxy  # noqa: E402
 from conftest import loops_backed_by  # noqa: E402
 from hostcaps import CAP_SYS_RESOURCE, bounding_has  # noqa: E402
 
@@ -63,7 +73,10 @@ MODES = {
     "mount-ext4": ("mount", "fsType: ext4\n"),
     "directory": ("mount", "type: directory\nbaseDir: {base}\n"),
     "directory-btrfs": ("mount", "type: directory\nbaseDir: {base}\n"),
+    "directory-shared": ("mount", "type: directory\nbaseDir: {base}\n"),
+    "directory-shared-all": ("mount", "type: directory\nbaseDir: {base}\n"),
 }
+SHARED_NODES = ("sanity-controller", "sanity-node")  # --mode controller, --mode node
 
 
 def find_sanity():
@@ -142,24 +155,41 @@ def run_mode(build, sanity, mode):
             subprocess.run(["mount", "-o", "loop", img, base], check=True)
             subprocess.run(["btrfs", "quota", "enable", base], check=True)
         os.chmod(base, 0o755)
+        key = "shared_base_dirs" if mode.startswith("directory-shared") else "base_dirs"
         with open(os.path.join(tmp, "policy.ini"), "w") as f:
-            f.write("[directories]\nbase_dirs = %s\n" % base)
+            f.write("[directories]\n%s = %s\n" % (key, base))
         extra = ["--policy", os.path.join(tmp, "policy.ini")]
     for name, text in (("params.yaml", params), ("mutable.yaml", "expandLimitBytes: 8Gi\n")):
         with open(os.path.join(tmp, name), "w") as f:
             f.write(text)
-    sup = subprocess.Popen(
-        [os.path.join(build, "bin", "sepcsi-supervisor"), "--endpoint", endpoint,
-         "--node-id", "sanity-node", "--state-dir", os.path.join(tmp, "state"),
-         "--data-dir", os.path.join(tmp, "data")] + extra,
-        stdout=open(log_path, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    shared, split = mode.startswith("directory-shared"), mode == "directory-shared"
+    sups, proxies, endpoints = [], [], []
+    for node in SHARED_NODES if split else ("sanity-node",):
+        own = "" if node == "sanity-node" else "ctl-"
+        ep = "unix://" + os.path.join(tmp, "sock", own + "csi.sock")
+        endpoints.append(ep)
+        sups.append(subprocess.Popen(
+            [os.path.join(build, "bin", "sepcsi-supervisor"), "--endpoint", ep,
+             "--node-id", node, "--state-dir", os.path.join(tmp, own + "state"),
+             "--data-dir", os.path.join(tmp, own + "data")] + extra +
+            (["--mode", "controller" if own else "node"] if split else []),
+            stdout=open(log_path if not own else log_path + ".ctl", "w"),
+            stderr=subprocess.STDOUT, start_new_session=True))
+    sup = sups[-1]
     problems = []
     results = []
     interrupted = True  # until the run's end is reached: then its own checks clean up
     try:
-        csi_client.wait_ready(endpoint, 30)
+        for ep in endpoints:
+            csi_client.wait_ready(ep, 30)
+        if shared:  # the node's, then the controller's, each through a proxy
+            mnmw = csi_client.pb.VolumeCapability.AccessMode.MULTI_NODE_MULTI_WRITER
+            snw = csi_client.pb.VolumeCapability.AccessMode.SINGLE_NODE_WRITER
+            for ep, name in ((endpoints[-1], "proxy-node.sock"), (endpoints[0], "proxy-ctl.sock")):
+                listen = "unix://" + os.path.join(tmp, "sock", name)
+                proxies.append((listen, modeproxy.Proxy(listen, ep, snw, mnmw).start()))
         report = os.path.join(tmp, "report.json")
-        args = [sanity, "--csi.endpoint", endpoint,
+        args = [sanity, "--csi.endpoint", proxies[0][0] if shared else endpoint,
                 "--csi.stagingdir", stagingdir, "--csi.mountdir", mountdir,
                 "--csi.testvolumeaccesstype", access,
                 "--csi.testvolumesize", str(512 << 20),
@@ -168,6 +198,8 @@ def run_mode(build, sanity, mode):
                 "--ginkgo.no-color", "--ginkgo.json-report", report]
         if params:
             args += ["--csi.testvolumeparameters", os.path.join(tmp, "params.yaml")]
+        if split:
+            args += ["--csi.controllerendpoint", proxies[1][0]]
         with open(os.path.join(tmp, "sanity.out"), "w") as out:
             try:
                 subprocess.run(args, stdout=out, stderr=subprocess.STDOUT,
@@ -183,22 +215,26 @@ def run_mode(build, sanity, mode):
         problems.append(str(e))
         interrupted = False
     finally:
-        if sup.poll() is None:
-            os.kill(sup.pid, signal.SIGTERM)
-            try:
-                sup.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(sup.pid, signal.SIGKILL)
-                sup.wait()
-                problems.append("the supervisor did not stop on SIGTERM")
+        for _, proxy in proxies:
+            proxy.stop()
+        for sup in sups:
+            if sup.poll() is None:
+                os.kill(sup.pid, signal.SIGTERM)
+                try:
+                    sup.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(sup.pid, signal.SIGKILL)
+                    sup.wait()
+                    problems.append("the supervisor did not stop on SIGTERM")
         if mode == "directory-btrfs":  # its loop device goes with it (autoclear)
             subprocess.run(["umount", base], check=False)
         if interrupted:  # ^C or SIGTERM: nothing left on the machine, then on up
             for dev in loops_backed_by(os.path.join(tmp, "data")):
                 subprocess.run(["losetup", "-d", dev], check=False)
             shutil.rmtree(tmp, ignore_errors=True)
-    if sup.returncode != 0:
-        problems.append("the supervisor exited %s" % sup.returncode)
+    for sup in sups:
+        if sup.returncode != 0:
+            problems.append("the supervisor exited %s" % sup.returncode)
     left_mounts = mounts_beneath(KUBELET)
     left_loops = loops_backed_by(os.path.join(tmp, "data"))
     if left_mounts:

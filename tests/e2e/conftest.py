@@ -244,7 +244,7 @@ class Driver:
     """A running sepcsi-supervisor and what it was given."""
 
     def __init__(self, extra_args=(), policy_extra="", bin_dir=None, prefix=(), wait=True,
-                 env=None, kubelet=False, setup=None):
+                 env=None, kubelet=False, setup=None, node_id="e2e-node"):
         self.tmp, self.lock = claim_tmp("sepcsi-e2e-")
         self.root = os.path.join(self.tmp, "root")
         self.state = os.path.join(self.tmp, "state")
@@ -252,7 +252,7 @@ class Driver:
         self.sock = os.path.join(self.tmp, "sock", "csi.sock")
         self.metrics = os.path.join(self.tmp, "metrics", "sepcsi.prom")
         self.endpoint = "unix://" + self.sock
-        self.node_id = "e2e-node"
+        self.node_id = node_id
         os.makedirs(self.root)
         self.policy = os.path.join(self.tmp, "policy.ini")
         with open(self.policy, "w") as f:

@@ -1,13 +1,14 @@
-"""The deployment recipes in deploy/: every Kubernetes manifest parses and its
-objects have the fields their kind needs and point at objects that exist; every
-flag given to sepcsi-supervisor (DaemonSet, systemd unit, Nomad job) is one its
---help lists, and the whole command line is accepted (--print-privileges parses
-and checks every flag and loads the policy, then exits); every image is pinned to
-a version; the kustomization lists what is there; the policies load with the
-supervisor's own loader; systemd-analyze verifies the unit; the Nomad job has its
-csi_plugin block and a policy naming Nomad's directory layout; the container
-recipe builds with tools/deps.sh and tools/build.sh. Needs no root and starts no
-driver."""
+"""The deployment recipes in deploy/: in each Kubernetes layout (deploy/kubernetes,
+node-local volumes; deploy/kubernetes/shared, directory volumes on shared bases) every
+manifest parses and its objects have the fields their kind needs and point at objects
+that exist; every flag given to sepcsi-supervisor (DaemonSet, Deployment, systemd
+unit, Nomad job) is one its --help lists, and the whole command line is accepted
+(--print-privileges parses and checks every flag and loads the policy, then exits);
+every image is pinned to a version; each kustomization lists what is there; the
+policies load with the supervisor's own loader; the two layouts can run side by side;
+systemd-analyze verifies the unit; the Nomad job has its csi_plugin block and a policy
+naming Nomad's directory layout; the container recipe builds with tools/deps.sh and
+tools/build.sh. Needs no root and starts no driver."""
 import base64
 import configparser
 import glob
@@ -25,8 +26,18 @@ import conftest
 
 DEPLOY = os.path.join(conftest.REPO, "deploy")
 K8S = os.path.join(DEPLOY, "kubernetes")
+SHARED = os.path.join(K8S, "shared")
 SUPERVISOR = os.path.join(conftest.BIN, "sepcsi-supervisor")
 DRIVER = "local.sepcsi.io"
+SHARED_DRIVER = "shared.sepcsi.io"
+# The Kubernetes layouts, each a kustomization with a driver name of its own: node-local
+# volumes (one DaemonSet, controller and node on every node), and directory volumes on
+# shared bases (one controller Deployment for the cluster, node plugins in a DaemonSet).
+LAYOUTS = {"local": (K8S, DRIVER), "shared": (SHARED, SHARED_DRIVER)}
+WORKLOAD_KINDS = ("DaemonSet", "Deployment")
+# Sidecars that take --leader-election (a central instance acts only while it holds
+# its Lease).
+LEADER_ELECTED = {"csi-provisioner", "csi-resizer", "csi-snapshotter", "csi-attacher"}
 
 # Flags a sidecar release no longer takes: giving one stops the sidecar at start.
 REMOVED_SIDECAR_FLAGS = {
@@ -84,26 +95,46 @@ def load_docs(path):
         return [d for d in yaml.safe_load_all(f) if d is not None]
 
 
-def manifests(examples=True):
-    """{path: [objects]} of every YAML file under deploy/kubernetes."""
+def manifests(examples=True, root=K8S):
+    """{path: [objects]} of every YAML file of the layout in root (examples/ too unless
+    told); the files of another layout's directory beneath root are that layout's."""
+    others = [r for r, _ in LAYOUTS.values() if r != root and r.startswith(root + os.sep)]
     out = {}
-    for p in sorted(glob.glob(os.path.join(K8S, "**", "*.yaml"), recursive=True)):
+    for p in sorted(glob.glob(os.path.join(root, "**", "*.yaml"), recursive=True)):
+        if any(p.startswith(o + os.sep) for o in others):
+            continue
         if not examples and os.sep + "examples" + os.sep in p:
             continue
         out[p] = load_docs(p)
     return out
 
 
-def objects(examples=True):
-    return [(p, o) for p, docs in manifests(examples).items() for o in docs]
+def objects(examples=True, root=K8S):
+    return [(p, o) for p, docs in manifests(examples, root).items() for o in docs]
 
 
-def by_kind(kind, examples=True):
-    return [o for _, o in objects(examples) if o.get("kind") == kind]
+def by_kind(kind, examples=True, root=K8S):
+    return [o for _, o in objects(examples, root) if o.get("kind") == kind]
 
 
-def names(kind, examples=True):
-    return {o["metadata"]["name"] for o in by_kind(kind, examples)}
+def names(kind, examples=True, root=K8S):
+    return {o["metadata"]["name"] for o in by_kind(kind, examples, root)}
+
+
+class Layout:
+    """One kustomization under deploy/kubernetes: its directory and its driver's name."""
+
+    def __init__(self, name):
+        self.name = name
+        self.root, self.driver = LAYOUTS[name]
+
+    def __repr__(self):
+        return self.name
+
+
+@pytest.fixture(params=sorted(LAYOUTS))
+def layout(request):
+    return Layout(request.param)
 
 
 def help_flags():
@@ -167,24 +198,111 @@ def policy_values(text):
     return {s: {k: v.split() for k, v in cp[s].items()} for s in cp.sections()}
 
 
-def k8s_policy_text():
-    cms = [o for o in by_kind("ConfigMap", False) if o["metadata"]["name"] == "sepcsi-policy"]
-    assert len(cms) == 1
-    return cms[0]["data"]["policy.ini"]
+def k8s_policy(root=K8S):
+    """The layout's one policy ConfigMap (the one with a policy.ini)."""
+    cms = [o for o in by_kind("ConfigMap", False, root) if "policy.ini" in o.get("data", {})]
+    assert len(cms) == 1, "%s: one policy ConfigMap, not %d" % (root, len(cms))
+    return cms[0]
 
 
-def sepcsi_container():
-    (ds,) = by_kind("DaemonSet", False)
-    (c,) = [c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "sepcsi"]
+def k8s_policy_text(root=K8S):
+    return k8s_policy(root)["data"]["policy.ini"]
+
+
+def bases_of(text):
+    """(node-local bases, shared bases) a policy names."""
+    d = policy_values(text).get("directories", {})
+    return d.get("base_dirs", []), d.get("shared_base_dirs", [])
+
+
+def pod_spec(workload):
+    return workload["spec"]["template"]["spec"]
+
+
+def workloads(root=K8S):
+    """[(path, object)] of the layout's DaemonSets and Deployments (not the examples')."""
+    return [(p, o) for p, o in objects(False, root) if o.get("kind") in WORKLOAD_KINDS]
+
+
+def sepcsi_containers(root=K8S):
+    """[(path, workload, container)] of every sepcsi container of the layout."""
+    return [(p, w, c) for p, w in workloads(root) for c in pod_spec(w)["containers"]
+            if c["name"] == "sepcsi"]
+
+
+def sepcsi_container(root=K8S):
+    (ds,) = by_kind("DaemonSet", False, root)
+    (c,) = [c for c in pod_spec(ds)["containers"] if c["name"] == "sepcsi"]
     return ds, c
+
+
+def sidecar_name(c):
+    return c["image"].rsplit("/", 1)[-1].split(":")[0]
+
+
+def arg_value(c, flag):
+    vals = [a.split("=", 1)[1] for a in c.get("args", []) if flag_name(a) == flag]
+    assert len(vals) == 1, "%s: %s given %d times" % (c["name"], flag, len(vals))
+    return vals[0]
+
+
+def flag_on(c, flag):
+    """A boolean flag given once, and true."""
+    vals = [a for a in c.get("args", []) if flag_name(a) == flag]
+    return len(vals) == 1 and vals[0] in (flag, flag + "=true")
+
+
+def served_driver(c):
+    """The driver name a sepcsi container serves: --driver-name, else its variable, else
+    the default --help states."""
+    given = [a.split("=", 1)[1] for a in c.get("args", []) if flag_name(a) == "--driver-name"]
+    assert len(given) <= 1, given
+    if given:
+        return given[0]
+    env = [e.get("value") for e in c.get("env", []) if e["name"] == "SEPCSI_DRIVER_NAME"]
+    if env and env[0]:
+        return env[0]
+    _, text = help_flags()
+    m = re.search(r"--driver-name NAME\n.*?default ([^\]\s]+)\]", text, re.S)
+    assert m, "no default driver name in --help"
+    return m.group(1)
+
+
+def volume_of(ctr, path):
+    """(volume name, path relative to its mount) of where path is in a container."""
+    ms = [m for m in ctr["volumeMounts"] if (path + "/").startswith(m["mountPath"] + "/")]
+    assert ms, "%s: nothing mounted at %s" % (ctr["name"], path)
+    m = max(ms, key=lambda m: len(m["mountPath"]))
+    return m["name"], os.path.relpath(path, m["mountPath"])
+
+
+def host_path(workload, ctr, path):
+    """Where path of a container is on the host (a hostPath volume), else None."""
+    name, rel = volume_of(ctr, path)
+    (v,) = [v for v in pod_spec(workload).get("volumes", []) if v["name"] == name]
+    if "hostPath" not in v:
+        return None
+    return os.path.normpath(os.path.join(v["hostPath"]["path"], rel))
+
+
+def nested(a, b):
+    return (a + "/").startswith(b + "/") or (b + "/").startswith(a + "/")
 
 
 # Kubernetes
 
 
-def test_every_manifest_parses_with_required_fields():
-    found = manifests()
-    assert found, "no manifests under deploy/kubernetes"
+def test_every_manifest_belongs_to_one_layout():
+    every = set(glob.glob(os.path.join(K8S, "**", "*.yaml"), recursive=True))
+    seen = [p for root, _ in LAYOUTS.values() for p in manifests(root=root)]
+    assert len(seen) == len(set(seen)) and set(seen) == every, every ^ set(seen)
+    for root, _ in LAYOUTS.values():
+        assert os.path.isfile(os.path.join(root, "kustomization.yaml")), root
+
+
+def test_every_manifest_parses_with_required_fields(layout):
+    found = manifests(root=layout.root)
+    assert found, "no manifests under %s" % layout.root
     for path, docs in found.items():
         assert docs, "%s holds no object" % path
         for o in docs:
@@ -223,139 +341,204 @@ def check_pod_spec(spec, where, volumes_ok=True):
     return vols
 
 
-def test_daemonset():
-    (ds,) = by_kind("DaemonSet", False)
-    spec = ds["spec"]
-    labels = spec["template"]["metadata"]["labels"]
-    assert spec["selector"]["matchLabels"].items() <= labels.items()
-    pod = spec["template"]["spec"]
-    assert pod["serviceAccountName"] in names("ServiceAccount", False)
-    vols = check_pod_spec(pod, "DaemonSet")
-    for v in vols.values():
-        if "configMap" in v:
-            assert v["configMap"]["name"] in names("ConfigMap", False), v
-            # The supervisor takes a policy file only if nobody but root can write it.
-            assert v["configMap"].get("defaultMode", 0o644) & 0o022 == 0, v
-    # The registrar registers the socket the driver serves, at kubelet's path for it.
-    _, sep = sepcsi_container()
+def test_workloads(layout):
+    """Each DaemonSet and Deployment: selector, ServiceAccount, volumes, the sepcsi
+    container's privilege and resources, sidecars' flags, and sidecars pinned to the
+    releases their file's header lists."""
+    found = workloads(layout.root)
+    assert [w for _, w in found if w["kind"] == "DaemonSet"], "no node plugin"
+    for path, w in found:
+        where = "%s %s" % (w["kind"], w["metadata"]["name"])
+        spec = w["spec"]
+        labels = spec["template"]["metadata"]["labels"]
+        assert spec["selector"]["matchLabels"].items() <= labels.items(), where
+        pod = pod_spec(w)
+        assert pod["serviceAccountName"] in names("ServiceAccount", False, layout.root), where
+        vols = check_pod_spec(pod, where)
+        for v in vols.values():
+            if "configMap" in v:
+                assert v["configMap"]["name"] in names("ConfigMap", False, layout.root), v
+                # The supervisor takes a policy file only if nobody but root can write it.
+                assert v["configMap"].get("defaultMode", 0o644) & 0o022 == 0, v
+        (sep,) = [c for c in pod["containers"] if c["name"] == "sepcsi"]
+        assert sep["securityContext"]["privileged"] is True, where
+        res = sep["resources"]
+        assert res["requests"]["memory"] and res["limits"]["memory"] and \
+            res["requests"]["cpu"], where
+        # Every sidecar talks to the socket this pod's sepcsi serves.
+        endpoint = arg_value(sep, "--endpoint")
+        assert endpoint.startswith("unix://"), endpoint
+        sock = endpoint[len("unix://"):]
+        for c in pod["containers"]:
+            if c is not sep and any(flag_name(a) == "--csi-address" for a in c["args"]):
+                address = arg_value(c, "--csi-address")
+                assert address in (sock, endpoint), (where, c["name"], address)
+                assert volume_of(c, sock) == volume_of(sep, sock), (where, c["name"])
+        for c in pod["containers"]:
+            side = sidecar_name(c)
+            for flag in REMOVED_SIDECAR_FLAGS.get(side, []):
+                assert not any(flag_name(a) == flag for a in c.get("args", [])), (side, flag)
+            if side in SIDECAR_FLAGS:
+                unknown = {flag_name(a) for a in c.get("args", [])} - SIDECAR_FLAGS[side]
+                assert not unknown, "%s takes no %s" % (side, sorted(unknown))
+        # Every sidecar comes from the same registry, pinned to a release (vX.Y.Z), and
+        # that release is the one the file's header lists its flags for.
+        with open(path) as f:
+            header = "".join(ln for ln in f if ln.startswith("#"))
+        for c in pod["containers"]:
+            if c is sep:
+                continue
+            repo, _, tag = c["image"].rpartition(":")
+            assert repo.startswith("registry.k8s.io/sig-storage/"), c["image"]
+            assert re.fullmatch(r"v[0-9]+\.[0-9]+\.[0-9]+", tag), c["image"]
+            assert re.search(r"\s%s\s" % re.escape(tag), header), \
+                "%s: release %s is not in %s's header" % (c["name"], tag,
+                                                          os.path.basename(path))
+
+
+def test_daemonset(layout):
+    """The node plugin: the registrar registers the socket the driver serves, at
+    kubelet's path for this driver, and the driver's mounts reach kubelet."""
+    ds, sep = sepcsi_container(layout.root)
+    pod = pod_spec(ds)
+    vols = {v["name"]: v for v in pod["volumes"]}
     assert "--endpoint=unix:///csi/csi.sock" in sep["args"]
     (reg,) = [c for c in pod["containers"] if c["name"] == "node-driver-registrar"]
-    assert "--kubelet-registration-path=/var/lib/kubelet/plugins/%s/csi.sock" % DRIVER \
-        in reg["args"]
+    assert "--kubelet-registration-path=/var/lib/kubelet/plugins/%s/csi.sock" % \
+        layout.driver in reg["args"]
     plugin_dir = [v for v in vols.values() if v.get("hostPath", {}).get("path") ==
-                  "/var/lib/kubelet/plugins/" + DRIVER]
+                  "/var/lib/kubelet/plugins/" + layout.driver]
     assert plugin_dir, "the socket's directory is not kubelet's plugin directory"
+    assert volume_of(sep, "/csi/csi.sock")[0] == plugin_dir[0]["name"]
     # Mounts made inside the container reach kubelet only through Bidirectional.
     assert any(m["mountPath"] == "/var/lib/kubelet" and
                m.get("mountPropagation") == "Bidirectional" for m in sep["volumeMounts"])
-    assert sep["securityContext"]["privileged"] is True
-    res = sep["resources"]
-    assert res["requests"]["memory"] and res["limits"]["memory"] and res["requests"]["cpu"]
-    for c in pod["containers"]:
-        side = c["image"].rsplit("/", 1)[-1].split(":")[0]
-        for flag in REMOVED_SIDECAR_FLAGS.get(side, []):
-            assert not any(flag_name(a) == flag for a in c.get("args", [])), (side, flag)
-        if side in SIDECAR_FLAGS:
-            unknown = {flag_name(a) for a in c.get("args", [])} - SIDECAR_FLAGS[side]
-            assert not unknown, "%s takes no %s" % (side, sorted(unknown))
-    # Every sidecar comes from the same registry, pinned to a release (vX.Y.Z), and
-    # that release is the one the file's header lists its flags for.
-    with open(os.path.join(K8S, "daemonset.yaml")) as f:
-        header = "".join(ln for ln in f if ln.startswith("#"))
-    for c in pod["containers"]:
-        if c["name"] == "sepcsi":
-            continue
-        repo, _, tag = c["image"].rpartition(":")
-        assert repo.startswith("registry.k8s.io/sig-storage/"), c["image"]
-        assert re.fullmatch(r"v[0-9]+\.[0-9]+\.[0-9]+", tag), c["image"]
-        assert re.search(r"\s%s\s" % re.escape(tag), header), \
-            "%s: release %s is not in daemonset.yaml's header" % (c["name"], tag)
 
 
-def test_sepcsi_flags_exist_and_the_command_line_loads():
-    _, c = sepcsi_container()
-    args = [a.replace("$(NODE_NAME)", "node-1") for a in c["args"]]
-    policy_mount = [m for m in c["volumeMounts"] if m["name"] == "policy"]
-    assert policy_mount, "the policy ConfigMap is not mounted"
-    policy_args = [a for a in args if flag_name(a) == "--policy"]
-    assert policy_args == ["--policy=%s/policy.ini" % policy_mount[0]["mountPath"]]
-    check_command_line(args, k8s_policy_text())
+def test_sepcsi_flags_exist_and_the_command_line_loads(layout):
+    found = sepcsi_containers(layout.root)
+    assert found
+    for _, w, c in found:
+        args = [a.replace("$(NODE_NAME)", "node-1") for a in c["args"]]
+        policy_mount = [m for m in c["volumeMounts"] if m["name"] == "policy"]
+        assert policy_mount, "%s: the policy ConfigMap is not mounted" % w["metadata"]["name"]
+        (v,) = [v for v in pod_spec(w)["volumes"] if v["name"] == "policy"]
+        assert v["configMap"]["name"] == k8s_policy(layout.root)["metadata"]["name"], v
+        policy_args = [a for a in args if flag_name(a) == "--policy"]
+        assert policy_args == ["--policy=%s/policy.ini" % policy_mount[0]["mountPath"]]
+        check_command_line(args, k8s_policy_text(layout.root))
 
 
-def test_images_pinned_to_the_release():
+def test_images_pinned_to_the_release(layout):
     version = project_version()
-    _, c = sepcsi_container()
-    assert c["image"] == "sepcsi:%s" % version, (c["image"], version)
-    (kust,) = load_docs(os.path.join(K8S, "kustomization.yaml"))
+    for _, _, c in sepcsi_containers(layout.root):
+        assert c["image"] == "sepcsi:%s" % version, (c["image"], version)
+    (kust,) = load_docs(os.path.join(layout.root, "kustomization.yaml"))
     for img in kust.get("images", []):
         assert img.get("newTag") not in (None, "", "latest"), img
         if img["name"] == "sepcsi":
             assert img["newTag"] == version, (img, version)
-    for path, o in objects():
+    for path, o in objects(root=layout.root):
         for s in (o.get("spec", {}).get("template", {}).get("spec"), o.get("spec")):
             for c in (s or {}).get("containers", []) if isinstance(s, dict) else []:
                 assert pinned(c["image"]), (path, c["image"])
 
 
-def test_kustomization_lists_what_is_there():
-    (kust,) = load_docs(os.path.join(K8S, "kustomization.yaml"))
+def test_kustomization_lists_what_is_there(layout):
+    (kust,) = load_docs(os.path.join(layout.root, "kustomization.yaml"))
     assert kust["kind"] == "Kustomization"
     listed = kust["resources"]
     assert len(set(listed)) == len(listed)
     for r in listed:
-        assert os.path.isfile(os.path.join(K8S, r)), "kustomization lists missing %s" % r
+        assert os.path.isfile(os.path.join(layout.root, r)), \
+            "kustomization lists missing %s" % r
         assert not r.startswith("examples"), "examples are not part of the set: %s" % r
-    present = {os.path.relpath(p, K8S) for p in manifests(examples=False)} - \
-        {"kustomization.yaml"}
+    present = {os.path.relpath(p, layout.root)
+               for p in manifests(examples=False, root=layout.root)} - {"kustomization.yaml"}
     assert present == set(listed), "not listed: %s; listed, absent: %s" % (
         present - set(listed), set(listed) - present)
 
 
-def test_k8s_policy_loads():
-    text = k8s_policy_text()
+def test_k8s_policy_loads(layout):
+    text = k8s_policy_text(layout.root)
     load_policy(text)
-    pol = policy_values(text)
-    _, c = sepcsi_container()
-    data = [a.split("=", 1)[1] for a in c["args"] if flag_name(a) == "--data-dir"][0]
-    for base in pol.get("directories", {}).get("base_dirs", []):
-        assert not (base + "/").startswith(data + "/") and not (data + "/").startswith(
-            base + "/"), "base dir %s overlaps the data directory %s" % (base, data)
-        (sepdir,) = [m for m in c["volumeMounts"] if m["name"] == "sepcsi-dir"]
-        assert base.startswith(sepdir["mountPath"] + "/"), "%s is not on a host path" % base
+    bases, shared = bases_of(text)
+    if layout.name == "shared":
+        assert shared, "the shared layout's policy names no shared base"
+    for _, w, c in sepcsi_containers(layout.root):
+        data = arg_value(c, "--data-dir")
+        vols = {v["name"]: v for v in pod_spec(w)["volumes"]}
+        for base in bases + shared:
+            assert not nested(base, data), \
+                "base dir %s overlaps the data directory %s" % (base, data)
+        for base in bases:
+            (sepdir,) = [m for m in c["volumeMounts"] if m["name"] == "sepcsi-dir"]
+            assert base.startswith(sepdir["mountPath"] + "/"), \
+                "%s is not on a host path" % base
+        # A shared base is the operator's mount, at the same path on the host and in
+        # the pod; the pod sees a mount made after it started (HostToContainer), and
+        # does not start where the path is missing (type Directory: a base made empty
+        # on the node's own disk would take volumes no other node sees).
+        for base in shared:
+            ms = [m for m in c["volumeMounts"] if m["mountPath"] == base]
+            assert len(ms) == 1, "%s: shared base %s is not mounted at its own path" % (
+                w["metadata"]["name"], base)
+            assert ms[0].get("mountPropagation") in ("HostToContainer", "Bidirectional"), \
+                ms[0]
+            assert not ms[0].get("readOnly"), ms[0]
+            hp = vols[ms[0]["name"]].get("hostPath", {})
+            assert hp.get("path") == base and hp.get("type") == "Directory", hp
 
 
-def test_storage_classes():
-    policy = policy_values(k8s_policy_text())
-    bases = policy.get("directories", {}).get("base_dirs", [])
-    assert names("CSIDriver", False) == {DRIVER}
-    classes = by_kind("StorageClass", False)
+def test_storage_classes(layout):
+    bases, shared = bases_of(k8s_policy_text(layout.root))
+    assert names("CSIDriver", False, layout.root) == {layout.driver}
+    classes = by_kind("StorageClass", False, layout.root)
     kinds = set()
     for sc in classes:
-        assert sc["provisioner"] == DRIVER, sc["metadata"]["name"]
-        assert sc.get("volumeBindingMode") == "WaitForFirstConsumer", sc["metadata"]["name"]
+        name = sc["metadata"]["name"]
+        assert sc["provisioner"] == layout.driver, name
         params = sc.get("parameters", {}) or {}
         for k, v in params.items():
-            assert isinstance(v, str), (sc["metadata"]["name"], k)
+            assert isinstance(v, str), (name, k)
             assert k in SC_PARAMS or k.startswith("csi.storage.k8s.io/"), \
-                "%s: unknown parameter %s" % (sc["metadata"]["name"], k)
+                "%s: unknown parameter %s" % (name, k)
         fs = params.get("csi.storage.k8s.io/fstype", params.get("fsType", ""))
+        binding = "WaitForFirstConsumer"
         if params.get("type") == "directory":
-            assert params["baseDir"] in bases, "baseDir %s is not in the policy" % (
+            assert params["baseDir"] in bases + shared, "baseDir %s is not in the policy" % (
                 params["baseDir"])
-            assert not fs and "mkfsOptions" not in params, sc["metadata"]["name"]
-            kinds.add("directory")
+            assert not fs and "mkfsOptions" not in params, name
+            if params["baseDir"] in shared:
+                # No node is pinned: the claim binds at once.
+                binding = "Immediate"
+                kinds.add("shared directory")
+            else:
+                kinds.add("directory")
         else:
-            assert not DIR_ONLY_PARAMS & set(params), sc["metadata"]["name"]
-            assert fs in ("", "ext4", "xfs", "btrfs"), sc["metadata"]["name"]
+            assert not DIR_ONLY_PARAMS & set(params), name
+            assert fs in ("", "ext4", "xfs", "btrfs"), name
             kinds.add(fs or "block")
-    assert {"ext4", "xfs", "block", "directory"} <= kinds, kinds
+        assert sc.get("volumeBindingMode") == binding, (name, sc.get("volumeBindingMode"))
+    if layout.name == "local":
+        assert {"ext4", "xfs", "block", "directory"} <= kinds, kinds
+        # A shared base wants one controller for the cluster, not one per node.
+        assert "shared directory" not in kinds, kinds
+    else:
+        # Only directory volumes on a shared base: an image made by the one controller
+        # would live on its node alone.
+        assert kinds == {"shared directory"}, kinds
 
 
-def test_snapshot_and_attribute_classes():
-    for kind in ("VolumeSnapshotClass", "VolumeGroupSnapshotClass"):
-        (c,) = by_kind(kind, False)
-        assert c["driver"] == DRIVER and c["deletionPolicy"] in ("Delete", "Retain"), c
+def test_snapshot_and_attribute_classes(layout):
+    (c,) = by_kind("VolumeSnapshotClass", False, layout.root)
+    assert c["driver"] == layout.driver and c["deletionPolicy"] in ("Delete", "Retain"), c
+    if layout.name == "shared":
+        # Directory volumes are not grouped (docs/controller.md).
+        assert not by_kind("VolumeGroupSnapshotClass", True, layout.root)
+        return
     (g,) = by_kind("VolumeGroupSnapshotClass", False)
+    assert g["driver"] == DRIVER and g["deletionPolicy"] in ("Delete", "Retain"), g
     assert g["apiVersion"].startswith("groupsnapshot.storage.k8s.io/"), g["apiVersion"]
     (vac,) = by_kind("VolumeAttributesClass")
     assert vac["driverName"] == DRIVER
@@ -363,34 +546,64 @@ def test_snapshot_and_attribute_classes():
     assert set(vac["parameters"]) <= MUTABLE_PARAMS and vac["parameters"], vac
 
 
-def test_rbac_binds_what_exists():
-    for b in by_kind("ClusterRoleBinding", False):
-        assert b["roleRef"]["name"] in names("ClusterRole", False), b
+# What each layout's sidecars must be granted: the current sidecars read group snapshots
+# in their own API group and VolumeAttributesClass in storage.k8s.io/v1; the node-local
+# provisioners publish CSIStorageCapacity; the shared layout's sidecars take leases.
+RBAC_NEEDS = {
+    "local": [("groupsnapshot.storage.k8s.io", "volumegroupsnapshotcontents"),
+              ("groupsnapshot.storage.k8s.io", "volumegroupsnapshotclasses"),
+              ("storage.k8s.io", "volumeattributesclasses"),
+              ("storage.k8s.io", "csistoragecapacities"),
+              ("snapshot.storage.k8s.io", "volumesnapshotcontents"),
+              ("", "persistentvolumes"), ("", "persistentvolumeclaims")],
+    "shared": [("storage.k8s.io", "volumeattributesclasses"),
+               ("snapshot.storage.k8s.io", "volumesnapshotcontents"),
+               ("", "persistentvolumes"), ("", "persistentvolumeclaims"),
+               ("", "persistentvolumeclaims/status"), ("", "events"),
+               ("coordination.k8s.io", "leases")],
+}
+
+
+def test_rbac_binds_what_exists(layout):
+    root = layout.root
+    roles = {("ClusterRole", n) for n in names("ClusterRole", False, root)}
+    for r in by_kind("Role", False, root):
+        roles.add(("Role", r["metadata"]["name"], r["metadata"]["namespace"]))
+    for b in by_kind("ClusterRoleBinding", False, root) + by_kind("RoleBinding", False, root):
+        ref = b["roleRef"]
+        if ref["kind"] == "Role":
+            assert ("Role", ref["name"], b["metadata"]["namespace"]) in roles, b
+        else:
+            assert ("ClusterRole", ref["name"]) in roles, b
         for s in b["subjects"]:
             if s["kind"] == "ServiceAccount":
-                assert s["name"] in names("ServiceAccount", False), s
-    rules = [r for role in by_kind("ClusterRole", False) for r in role["rules"]]
-    granted = {(g, res) for r in rules for g in r["apiGroups"] for res in r["resources"]}
-    # What the current sidecars read: group snapshots moved to their own API group,
-    # VolumeAttributesClass is storage.k8s.io/v1.
-    for need in [("groupsnapshot.storage.k8s.io", "volumegroupsnapshotcontents"),
-                 ("groupsnapshot.storage.k8s.io", "volumegroupsnapshotclasses"),
-                 ("storage.k8s.io", "volumeattributesclasses"),
-                 ("storage.k8s.io", "csistoragecapacities"),
-                 ("snapshot.storage.k8s.io", "volumesnapshotcontents"),
-                 ("", "persistentvolumes"), ("", "persistentvolumeclaims")]:
+                assert s["name"] in names("ServiceAccount", False, root), s
+    # What the pods that call the API server are granted.
+    granted = set()
+    for _, w in workloads(root):
+        granted |= set(granted_verbs(pod_spec(w)["serviceAccountName"],
+                                     w["metadata"]["namespace"], root))
+    for need in RBAC_NEEDS[layout.name]:
         assert need in granted, need
 
 
-def granted_verbs(service_account, namespace):
-    """{(apiGroup, resource): verbs} the ClusterRoleBindings give a ServiceAccount."""
-    roles = {r["metadata"]["name"]: r for r in by_kind("ClusterRole", False)}
+def granted_verbs(service_account, namespace, root=K8S):
+    """{(apiGroup, resource): verbs} the ClusterRoleBindings, and the RoleBindings of
+    namespace, give a ServiceAccount."""
+    croles = {r["metadata"]["name"]: r for r in by_kind("ClusterRole", False, root)}
+    roles = {(r["metadata"]["namespace"], r["metadata"]["name"]): r
+             for r in by_kind("Role", False, root)}
+    bindings = by_kind("ClusterRoleBinding", False, root) + [
+        b for b in by_kind("RoleBinding", False, root)
+        if b["metadata"]["namespace"] == namespace]
     out = {}
-    for b in by_kind("ClusterRoleBinding", False):
+    for b in bindings:
         if not any(s["kind"] == "ServiceAccount" and s["name"] == service_account and
                    s.get("namespace") == namespace for s in b["subjects"]):
             continue
-        for r in roles[b["roleRef"]["name"]]["rules"]:
+        ref = b["roleRef"]
+        role = roles[(namespace, ref["name"])] if ref["kind"] == "Role" else croles[ref["name"]]
+        for r in role["rules"]:
             for g in r["apiGroups"]:
                 for res in r["resources"]:
                     out.setdefault((g, res), set()).update(r["verbs"])
@@ -402,12 +615,6 @@ def snapmeta_container():
     (c,) = [c for c in ds["spec"]["template"]["spec"]["containers"]
             if c["image"].rsplit(":", 1)[0] == SNAPMETA_IMAGE]
     return ds, c
-
-
-def arg_value(c, flag):
-    vals = [a.split("=", 1)[1] for a in c.get("args", []) if flag_name(a) == flag]
-    assert len(vals) == 1, "%s: %s given %d times" % (c["name"], flag, len(vals))
-    return vals[0]
 
 
 def test_snapshot_metadata_sidecar_talks_to_the_drivers_socket():
@@ -423,12 +630,6 @@ def test_snapshot_metadata_sidecar_talks_to_the_drivers_socket():
     sock = endpoint[len("unix://"):]
     address = arg_value(c, "--csi-address")
     assert address in (sock, endpoint), (address, endpoint)
-
-    def volume_of(ctr, path):
-        ms = [m for m in ctr["volumeMounts"] if (path + "/").startswith(m["mountPath"] + "/")]
-        assert ms, "%s: nothing mounted at %s" % (ctr["name"], path)
-        m = max(ms, key=lambda m: len(m["mountPath"]))
-        return m["name"], os.path.relpath(path, m["mountPath"])
     assert volume_of(c, sock) == volume_of(sep, sock), "not the driver's socket"
     # Its serving certificate and key from the kubernetes.io/tls Secret's two keys.
     vols = {v["name"]: v for v in ds["spec"]["template"]["spec"]["volumes"]}
@@ -507,26 +708,159 @@ def test_snapshot_metadata_rbac():
         assert need <= verbs.get((group, res), set()), (group, res, verbs.get((group, res)))
 
 
-def test_examples_refer_to_what_exists():
-    pvcs = {o["metadata"]["name"]: o for o in by_kind("PersistentVolumeClaim")}
+def test_examples_refer_to_what_exists(layout):
+    root = layout.root
+    pvcs = {o["metadata"]["name"]: o for o in by_kind("PersistentVolumeClaim", True, root)}
     assert pvcs, "no example claim"
     for pvc in pvcs.values():
-        assert pvc["spec"]["storageClassName"] in names("StorageClass"), pvc
+        assert pvc["spec"]["storageClassName"] in names("StorageClass", True, root), pvc
         vac = pvc["spec"].get("volumeAttributesClassName")
-        assert vac is None or vac in names("VolumeAttributesClass"), vac
+        assert vac is None or vac in names("VolumeAttributesClass", True, root), vac
         src = pvc["spec"].get("dataSource")
         if src:
-            assert src["kind"] == "VolumeSnapshot" and src["name"] in names("VolumeSnapshot")
-    for snap in by_kind("VolumeSnapshot"):
-        assert snap["spec"]["volumeSnapshotClassName"] in names("VolumeSnapshotClass")
+            assert src["kind"] == "VolumeSnapshot" and \
+                src["name"] in names("VolumeSnapshot", True, root)
+    for snap in by_kind("VolumeSnapshot", True, root):
+        assert snap["spec"]["volumeSnapshotClassName"] in names("VolumeSnapshotClass", True,
+                                                                root)
         assert snap["spec"]["source"]["persistentVolumeClaimName"] in pvcs
-    pods = by_kind("Pod")
+    # The examples' pods: Pods, and the pod templates of their workloads.
+    pods = [("Pod " + o["metadata"]["name"], o["spec"]) for o in by_kind("Pod", True, root)]
+    pods += [("%s %s" % (o["kind"], o["metadata"]["name"]), pod_spec(o))
+             for p, o in objects(True, root)
+             if os.sep + "examples" + os.sep in p and "template" in o.get("spec", {})]
     assert pods
-    for pod in pods:
-        vols = check_pod_spec(pod["spec"], "Pod " + pod["metadata"]["name"])
+    for where, spec in pods:
+        vols = check_pod_spec(spec, where)
         for v in vols.values():
             if "persistentVolumeClaim" in v:
                 assert v["persistentVolumeClaim"]["claimName"] in pvcs, v
+
+
+def test_driver_names_agree(layout):
+    """One name per layout: the CSIDriver, what every sepcsi container serves, the
+    classes' provisioner and driver, and kubelet's plugin directory."""
+    root, driver = layout.root, layout.driver
+    assert names("CSIDriver", False, root) == {driver}
+    for _, w, c in sepcsi_containers(root):
+        assert served_driver(c) == driver, (w["metadata"]["name"], served_driver(c))
+    for sc in by_kind("StorageClass", True, root):
+        assert sc["provisioner"] == driver, sc["metadata"]["name"]
+    for kind in ("VolumeSnapshotClass", "VolumeGroupSnapshotClass"):
+        for c in by_kind(kind, True, root):
+            assert c["driver"] == driver, c["metadata"]["name"]
+    for vac in by_kind("VolumeAttributesClass", True, root):
+        assert vac["driverName"] == driver, vac["metadata"]["name"]
+    for _, w in workloads(root):
+        for v in pod_spec(w).get("volumes", []):
+            p = v.get("hostPath", {}).get("path", "")
+            if p.startswith("/var/lib/kubelet/plugins/"):
+                assert p == "/var/lib/kubelet/plugins/" + driver, (w["metadata"]["name"], p)
+
+
+def test_layouts_live_side_by_side():
+    """Both layouts may run in one cluster, on the same nodes: no object of one replaces
+    one of the other, no selector picks the other's pods, and no two sepcsi containers
+    keep their store or data directory in the same place on a host."""
+    seen = {}
+    for name, (root, _) in LAYOUTS.items():
+        for path, o in objects(True, root):
+            if os.path.basename(path) == "kustomization.yaml":
+                continue
+            key = (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])
+            assert key not in seen, "%s in %s and %s" % (key, seen[key], name)
+            seen[key] = name
+    pods = [(name, w) for name, (root, _) in LAYOUTS.items() for _, w in workloads(root)]
+    selectors = [(name, o["spec"]["selector"]) for name, (root, _) in LAYOUTS.items()
+                 for o in by_kind("Service", False, root)]
+    selectors += [(name, w["spec"]["selector"]["matchLabels"]) for name, w in pods]
+    for name, sel in selectors:
+        for other, w in pods:
+            labels = w["spec"]["template"]["metadata"]["labels"]
+            if other != name:
+                assert not sel.items() <= labels.items(), (name, sel, w["metadata"]["name"])
+    places = []
+    for name, (root, _) in LAYOUTS.items():
+        for _, w, c in sepcsi_containers(root):
+            for flag in ("--state-dir", "--data-dir"):
+                where = host_path(w, c, arg_value(c, flag))
+                assert where, "%s: %s is not kept on the host" % (w["metadata"]["name"], flag)
+                places.append(("%s %s" % (w["metadata"]["name"], flag), where))
+    for i, (a, pa) in enumerate(places):
+        for b, pb in places[i + 1:]:
+            assert not nested(pa, pb), "%s (%s) and %s (%s)" % (a, pa, b, pb)
+
+
+def shared_workloads():
+    (dep,) = by_kind("Deployment", False, SHARED)
+    (ds,) = by_kind("DaemonSet", False, SHARED)
+    return dep, ds
+
+
+def test_shared_controller_and_node_modes():
+    """Shared bases: one controller (Identity and Controller), node plugins (Identity and
+    Node) everywhere; the controller's store is one, so one replica, and the old pod
+    stops before the new one starts."""
+    dep, ds = shared_workloads()
+    for w, mode in ((dep, "controller"), (ds, "node")):
+        (c,) = [c for c in pod_spec(w)["containers"] if c["name"] == "sepcsi"]
+        assert arg_value(c, "--mode") == mode, (w["metadata"]["name"], c["args"])
+    assert dep["spec"]["replicas"] == 1
+    assert dep["spec"]["strategy"]["type"] == "Recreate"
+    pod = pod_spec(dep)
+    (sep,) = [c for c in pod["containers"] if c["name"] == "sepcsi"]
+    # kubelet never calls the controller: its socket is the pod's own, and nothing it
+    # does has to reach the host's mounts.
+    (v,) = [v for v in pod["volumes"] if v["name"] == volume_of(sep, "/csi/csi.sock")[0]]
+    assert "emptyDir" in v, v
+    assert not any(m.get("mountPropagation") == "Bidirectional"
+                   for c in pod["containers"] for m in c.get("volumeMounts", [])), pod
+    # The node plugins create nothing: no provisioning sidecar runs beside them.
+    assert {sidecar_name(c) for c in pod_spec(ds)["containers"]} <= {
+        "sepcsi", "csi-node-driver-registrar", "livenessprobe"}
+    assert "csi-provisioner" in {sidecar_name(c) for c in pod["containers"]}
+
+
+def test_shared_sidecars_are_leader_elected():
+    """Every sidecar of the controller that takes --leader-election has it (none runs
+    per node), the provisioner hands CreateVolume the claim's metadata (pathPattern),
+    and the sidecars' ServiceAccount may hold a Lease in the pod's namespace."""
+    dep, ds = shared_workloads()
+    pod = pod_spec(dep)
+    elected = [c for c in pod["containers"] if sidecar_name(c) in LEADER_ELECTED]
+    assert {sidecar_name(c) for c in elected} >= {"csi-provisioner", "csi-resizer",
+                                                  "csi-snapshotter"}
+    for c in elected:
+        assert flag_on(c, "--leader-election"), (c["name"], c["args"])
+        assert not any(flag_name(a) == "--node-deployment" for a in c["args"]), c["args"]
+    (prov,) = [c for c in elected if sidecar_name(c) == "csi-provisioner"]
+    assert flag_on(prov, "--extra-create-metadata"), prov["args"]
+    assert not any(flag_name(a) == "--enable-capacity" for a in prov["args"]), prov["args"]
+    assert not [c for c in pod_spec(ds)["containers"] if sidecar_name(c) in LEADER_ELECTED]
+    verbs = granted_verbs(pod["serviceAccountName"], dep["metadata"]["namespace"], SHARED)
+    assert {"get", "create", "update"} <= verbs.get(("coordination.k8s.io", "leases"), set())
+    # The node plugins' pods talk to no API server.
+    sa = pod_spec(ds)["serviceAccountName"]
+    assert not granted_verbs(sa, ds["metadata"]["namespace"], SHARED), sa
+
+
+def test_shared_storage_class_and_claim():
+    """The class binds at once, on a base the policy lists as shared; the CSIDriver asks
+    for no attach and publishes no capacity; the example claim is ReadWriteMany."""
+    _, shared = bases_of(k8s_policy_text(SHARED))
+    classes = by_kind("StorageClass", False, SHARED)
+    assert classes
+    for sc in classes:
+        assert sc["volumeBindingMode"] == "Immediate", sc["metadata"]["name"]
+        assert sc["parameters"]["type"] == "directory", sc["metadata"]["name"]
+        assert sc["parameters"]["baseDir"] in shared, sc["parameters"]["baseDir"]
+    (drv,) = by_kind("CSIDriver", False, SHARED)
+    assert drv["spec"]["attachRequired"] is False
+    assert drv["spec"]["storageCapacity"] is False
+    rwx = [p for p in by_kind("PersistentVolumeClaim", True, SHARED)
+           if "ReadWriteMany" in p["spec"]["accessModes"]]
+    assert rwx and all(p["spec"]["storageClassName"] in names("StorageClass", False, SHARED)
+                       for p in rwx), rwx
 
 
 # systemd
