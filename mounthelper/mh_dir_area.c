@@ -58,6 +58,7 @@ static int shared_marks = -1; /* the records' area, or -1: the base keeps truste
 static int write_record(int fd, const char *id, const char *suffix, struct mh_res *r);
 static int shared_pubs = -1;           /* its publications' area (below) */
 static char shared_node[NAME_MAX + 1]; /* this helper's --node-id, "" for none */
+static bool node_only;                 /* --node-only: a node plugin's helper alone */
 
 static void record_name(ino_t ino, char *buf, size_t len)
 {
@@ -543,9 +544,10 @@ static void pub_name(const char *id, const char *target, bool one, char *buf, si
 	         one ? "@1" : "");
 }
 
-void mh_dir_set_node(const char *node)
+void mh_dir_set_node(const char *node, bool only)
 {
 	snprintf(shared_node, sizeof(shared_node), "%s", node ? node : "");
+	node_only = only;
 }
 
 int mh_dir_pub_note(const char *id, const char *target, int one, bool *made, struct mh_res *r)
@@ -684,11 +686,11 @@ void mh_dir_leftovers(const struct mh_ctx *c, void (*found)(size_t base, const c
 		struct mh_res ignore = {0};
 		/*
 		 * A shared base's areas hold what the controller's helper, on another
-		 * node, may be doing right now: a restarting node leaves them alone.
-		 * What a killed request left there goes at that id's next request
-		 * (DIR_CREATE, DIR_SNAPSHOT and DIR_DELETE purge it first).
+		 * node, may be doing right now: a node plugin's helper leaves them to
+		 * that one's (a volume any node publishes is never emptied anyway,
+		 * mh_dir_purge).
 		 */
-		if (pol_base_shared(c->pol, i))
+		if (pol_base_shared(c->pol, i) && node_only)
 			continue;
 		int base = mh_dir_base_open(c, pol_base_dir(c->pol, i), false, &ignore);
 		for (size_t k = 0; base >= 0 && k < sizeof(areas) / sizeof(areas[0]); k++) {

@@ -74,8 +74,12 @@ int mh_dir_trash(const struct mh_ctx *c, int base, int dir, const char *name, co
 int mh_dir_work_make(const struct mh_ctx *c, int work, const char *id, int src, bool *whole,
                      struct mh_res *r);
 
-/* This helper's node id (--node-id), named in its publications' records; NULL: none. */
-void mh_dir_set_node(const char *node);
+/*
+ * This helper's node id (--node-id), named in its publications' records (NULL:
+ * none), and whether it serves a node plugin only (--node-only: it leaves the
+ * shared bases' work and trash areas to the controller's helper).
+ */
+void mh_dir_set_node(const char *node, bool only);
 
 /*
  * The shared base's record of volume id's publication at target by this

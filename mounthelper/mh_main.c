@@ -83,6 +83,7 @@
 struct args {
 	const char *policy, *data_dir;
 	const char *node_id; /* --node-id: a node plugin's, recorded on each shared base */
+	bool node_only;      /* --node-only: serves no Controller service (leaves shared areas) */
 	int core_fd;         /* the capable core's channel, -1 without one */
 	bool no_core;        /* serve everything itself, as with directory volumes (tests) */
 	bool user;           /* --user: the identity it takes once its own core runs */
@@ -112,6 +113,8 @@ static void usage(FILE *f)
 	        "                         it owns the images (without it: stays uid 0)\n"
 	        "  --node-id ID           this node plugin's node id, recorded on each shared\n"
 	        "                         base (a controller-only driver passes none)\n"
+	        "  --node-only            it serves a node plugin only: what killed requests left\n"
+	        "                         in a shared base's areas is the controller's to remove\n"
 	        "  --help                 this text\n"
 	        "\n"
 	        "Exit status: 0 channel closed, 1 start-up failure, 2 broken policy,\n"
@@ -129,6 +132,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	    {"no-core", no_argument, NULL, 'n'},
 	    {"user", required_argument, NULL, 'u'},
 	    {"node-id", required_argument, NULL, 'i'},
+	    {"node-only", no_argument, NULL, 'o'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -178,6 +182,9 @@ static void parse_args(int argc, char **argv, struct args *a)
 			break;
 		case 'i':
 			a->node_id = optarg;
+			break;
+		case 'o':
+			a->node_only = true;
 			break;
 		case 'u': {
 			unsigned long u, g;
@@ -676,7 +683,7 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	if (a->node_id && !node)
 		log_kv(LOG_LVL_WARN, "node_id_not_recorded", "node_id", a->node_id, "why",
 		       "not a plain name of [A-Za-z0-9._-]", NULL);
-	mh_dir_set_node(node);
+	mh_dir_set_node(node, a->node_only);
 	for (size_t i = 0; pol_base_dir(pol, i); i++) {
 		struct mh_res r = {0};
 		if (pol_base_shared(pol, i) && mh_dir_shared_check(ctx, i, node, &r) < 0)

@@ -324,6 +324,8 @@ void sup_child_init(struct sup *s, const struct sup_config *cfg)
 		a[n++] = (char *)"--node-id";
 		a[n++] = (char *)cfg->node_id;
 	}
+	if (cfg->mode == SUP_MODE_NODE)
+		a[n++] = (char *)"--node-only";
 	a[n++] = (char *)"--log-format";
 	a[n++] = (char *)sup_log_format_name(cfg->log_format);
 	a[n++] = (char *)"--log-level";

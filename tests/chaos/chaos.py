@@ -84,7 +84,9 @@ KINDS = ("helper", "worker", "runner", "tree", "core", "rpcd")
 WORKER_WAIT = 0.5  # how long a turn that drew "worker" first looks for one
 HELPER, RPCD = "sepcsi-mounthel", "sepcsi-rpcd"  # /proc/<pid>/comm keeps 15 characters
 STORE_FILE = "sepcsi.db"
-BASE_AREAS = (".sepcsi-work", ".sepcsi-trash", ".sepcsi-snapshots")
+BASE_AREAS = (".sepcsi-work", ".sepcsi-trash", ".sepcsi-snapshots",
+              ".sepcsi-marks", ".sepcsi-published")  # the last two: a shared base's records
+NODE_RECORDS = ".sepcsi-nodes"  # a shared base's node plugins: this driver's own stays
 BLOCK_OFFSETS = (0, 5 * MiB + 4096, VOLUME_BYTES - 4096)  # where block clients write
 CHECK_WAIT = 20  # seconds the final Probe and ListVolumes are retried
 # The pytest timeout of a run with the default settings: chaos for at most 3 times
@@ -570,6 +572,9 @@ def driver_leaks(driver, kubelet_before):
         p = os.path.join(base, n)
         if n in BASE_AREAS and os.path.isdir(p):
             leaks["dirs"] += [os.path.join(p, m) for m in sorted(os.listdir(p))]
+        elif n == NODE_RECORDS and os.path.isdir(p):
+            leaks["dirs"] += [os.path.join(p, m) for m in sorted(os.listdir(p))
+                              if m != driver.node_id]
         else:
             leaks["dirs"].append(p)
     new = tree(driver.root) - kubelet_before

@@ -23,11 +23,12 @@ def chaos_driver():
     yield from running(chaos.start_driver())
 
 
-@pytest.fixture(params=["xfs", "btrfs-simple", None], ids=["directories", "btrfs", "core"])
+@pytest.fixture(params=["xfs", "btrfs-simple", "shared", None],
+                ids=["directories", "btrfs", "shared", "core"])
 def any_chaos_driver(request):
     """With a directory base (the helper mounts, its tree runner walks; on btrfs volumes are
-    subvolumes), and without (the helper's capable core mounts, and is among those
-    killed)."""
+    subvolumes; a shared base marks with records in the base), and without (the helper's
+    capable core mounts, and is among those killed)."""
     yield from running(chaos.start_driver(directories=request.param is not None,
                                           base=request.param or "xfs"))
 
