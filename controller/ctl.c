@@ -243,7 +243,8 @@ int ctl_volume_get(struct ctl *c, const char *id, struct store_volume **v)
 	if (!pol_volume_id_valid(id))
 		return STORE_NOTFOUND;
 	int rc = store_volume_get(c->st, id, v);
-	if (rc == STORE_OK && ctl_volume_is_ephemeral(*v)) {
+	if (rc == STORE_OK &&
+	    (ctl_volume_is_ephemeral(*v) || (*v)->shared == STORE_SHARED_ADOPTED)) {
 		store_volume_free(*v);
 		*v = NULL;
 		rc = STORE_NOTFOUND;

@@ -69,8 +69,9 @@ bool ctl_volume_is_ephemeral(const struct store_volume *v);
  * The volume a Controller request names by our id: STORE_OK with *v set, or
  * STORE_NOTFOUND for a malformed id, no such volume, or an ephemeral inline
  * volume (the Node service's alone: the CO never created it, and a record the
- * Controller service added to it would outlive its NodeUnpublishVolume), or
- * the store's error.
+ * Controller service added to it would outlive its NodeUnpublishVolume) or a
+ * shared base's volume this node adopted (the Node service's alone here: the
+ * controller that made it deletes, grows and copies it), or the store's error.
  */
 int ctl_volume_get(struct ctl *c, const char *id, struct store_volume **v);
 

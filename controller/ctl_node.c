@@ -252,6 +252,8 @@ int ctl_node_stage_volume(struct ctl *c, const void *r, void **resp, struct ctl_
 	*resp = out;
 	st->code = CTL_OK;
 out:
+	if (st->code != CTL_OK)
+		ctl_dir_forget(c, v); /* adopted for this request: nothing of it is here */
 	store_staging_free(old);
 	leave(c, req->volume_id, v);
 	return st->code;
@@ -430,6 +432,8 @@ int ctl_node_publish_volume(struct ctl *c, const void *r, void **resp, struct ct
 	*resp = out;
 	st->code = CTL_OK;
 out:
+	if (st->code != CTL_OK)
+		ctl_dir_forget(c, v); /* adopted for this request: nothing of it is here */
 	store_publication_free(old);
 	store_staging_free(stg);
 	leave(c, req->volume_id, v);

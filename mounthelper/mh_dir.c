@@ -195,7 +195,7 @@ static int source_open(int base, const struct mh_req_dir *q, struct mh_res *r)
 	struct mh_req_dir src = {0};
 	snprintf(src.volume_id, sizeof(src.volume_id), "%s", q->source_id);
 	snprintf(src.name, sizeof(src.name), "%s", q->source_name);
-	return mh_dir_volume_open(base, &src, r);
+	return mh_dir_volume_open(base, &src, false, r);
 }
 
 int mh_answer_dir_create(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
@@ -306,8 +306,8 @@ int mh_answer_dir_delete(const struct mh_ctx *c, const struct mh_msg *req, struc
 		}
 		goto out;
 	}
-	/* Shared: not while a node publishes it (checked again after the move). */
-	if (q->mode != MH_DIR_RETAIN && mh_dir_shared() && mh_dir_published(q->volume_id, r) != 0)
+	/* Shared: not while a node publishes it (checked again after a move), kept or not. */
+	if (mh_dir_shared() && mh_dir_published(q->volume_id, r) != 0)
 		goto out;
 	/* Kept (retained, archived): its mark is no longer the volume's (mh_dir_keep). */
 	switch (q->mode) {
@@ -349,7 +349,7 @@ int mh_answer_dir_expand(const struct mh_ctx *c, const struct mh_msg *req, struc
 	int base = -1, fd = -1, ret = -1;
 	if (check_fields(c, req->type, q, r) < 0 ||
 	    (base = mh_dir_base_open(c, q->base, false, r)) < 0 ||
-	    (fd = mh_dir_volume_open(base, q, r)) < 0)
+	    (fd = mh_dir_volume_open(base, q, false, r)) < 0)
 		goto out;
 	if (mh_btrfs_subvol(fd) && mh_btrfs_usage(fd, &used, &limit) == 0) {
 		if (limit && limit >= q->size_bytes)
@@ -399,7 +399,7 @@ int mh_answer_dir_publish(const struct mh_ctx *c, const struct mh_msg *req, stru
 	if (shared && (mh_dir_pub_note(q->volume_id, q->path, one, &noted, r) < 0 ||
 	               mh_dir_other_nodes(q->volume_id, one, r) != 0))
 		goto out;
-	if ((fd = mh_dir_volume_open(base, q, r)) < 0 || fstat(fd, &v.st) < 0) {
+	if ((fd = mh_dir_volume_open(base, q, false, r)) < 0 || fstat(fd, &v.st) < 0) {
 		mh_missing_means(r, MH_E_PRECONDITION);
 		goto out;
 	}
@@ -409,7 +409,7 @@ int mh_answer_dir_publish(const struct mh_ctx *c, const struct mh_msg *req, stru
 	if (ro) {
 		mh_closep(&base);
 		if ((base = mh_dir_base_open(c, q->base, true, r)) < 0 ||
-		    (bind = mh_dir_volume_open(base, q, r)) < 0 || fstat(bind, &st) < 0)
+		    (bind = mh_dir_volume_open(base, q, false, r)) < 0 || fstat(bind, &st) < 0)
 			goto out;
 		if (st.st_dev != v.st.st_dev || st.st_ino != v.st.st_ino) {
 			mh_fail(r, MH_E_FAILED, EAGAIN, "the volume's directory changed meanwhile");
@@ -471,7 +471,7 @@ int mh_answer_dir_unpublish(const struct mh_ctx *c, const struct mh_msg *req, st
 		goto unnote;
 	}
 	/* Without its directory nothing mounted can be proved the volume's: none is touched. */
-	if ((fd = mh_dir_volume_open(base, q, r)) < 0 ? !mh_absent(r) : fstat(fd, &v.st) < 0)
+	if ((fd = mh_dir_volume_open(base, q, true, r)) < 0 ? !mh_absent(r) : fstat(fd, &v.st) < 0)
 		goto out;
 	if (mh_unmount_ours(&at, &v, &unmounted, r) < 0)
 		goto out;
@@ -506,7 +506,7 @@ int mh_answer_dir_stats(const struct mh_ctx *c, const struct mh_msg *req, struct
 	(void)a;
 	if (check_fields(c, req->type, q, r) < 0 ||
 	    (base = mh_dir_base_open(c, q->base, false, r)) < 0 ||
-	    (fd = mh_dir_volume_open(base, q, r)) < 0 || fstat(fd, &v.st) < 0)
+	    (fd = mh_dir_volume_open(base, q, false, r)) < 0 || fstat(fd, &v.st) < 0)
 		goto out;
 	if (q->path[0]) { /* it must be published there */
 		if (mh_at_open(c, q->path, POL_TARGET | POL_STAGING, &at, r) < 0 ||
@@ -593,7 +593,7 @@ int mh_answer_dir_snapshot(const struct mh_ctx *c, const struct mh_msg *req, str
 		ret = mh_btrfs_subvol(wfd) ? mh_btrfs_set_ro(wfd, true, r) : 0;
 		goto out;
 	}
-	if (!mh_absent(r) || (fd = mh_dir_volume_open(base, q, r)) < 0 ||
+	if (!mh_absent(r) || (fd = mh_dir_volume_open(base, q, false, r)) < 0 ||
 	    (work = mh_dir_area(base, MH_DIR_WORK, true, r)) < 0 ||
 	    (wfd = mh_dir_work_make(c, work, q->snapshot_id, fd, &whole, r)) < 0 ||
 	    (!whole && mh_tree_copy(fd, wfd, &copied, r) < 0))

@@ -36,164 +36,179 @@
  * Marks on a shared base ([directories] shared_base_dirs). A network file
  * system carries no trusted.* attribute (and one a root-squashing export
  * would not let root set), so there a mark is a record in the base itself:
- * the file <base>/.sepcsi-marks/<inode number in hex>, holding what the
- * attribute would and the directory's birth time, "<id>:<inode>:<birth>"
- * (identity(), below). The records' area is the helper's alone
- * (root's, 0700, as every area), which no tenant reaches: a tenant sees its
- * own directory only, through its pods' binds, and the base lets no one else
- * in. Any node's helper, root there, reads and writes the same records, so
- * a node that did not make a volume proves its directory exactly as the one
- * that did. Inode numbers are what a network file system keeps stable for
- * every client; a record of an inode that is gone (its directory removed by
- * hand) marks nothing that takes the number after it, where the file system
- * keeps birth times; where it keeps none, it can only refuse: it marks no
- * directory a tenant can make, since every such directory lies inside a
- * marked one (mh_dir_locate).
+ * the file <base>/.sepcsi-marks/<inode number, hex>-<birth time> holding the
+ * id, and for a kept directory (DIR_DELETE's retain and archive) a second,
+ * "...-kept". A name is never used for two objects: an inode number is used
+ * again once its object is gone, its birth time not, so a record left by a
+ * directory removed by hand (or by a purge killed between its rmdir and the
+ * record's removal) marks nothing that takes the number next, and no record
+ * is ever rewritten in place. Where the file system keeps no birth time
+ * ("0"), a record left behind marks no directory a tenant can make (every
+ * such directory lies inside a marked one, which mh_dir_locate never passes)
+ * and a directory the helper makes above a volume that takes its number is
+ * refused.
+ *
+ * The records' area is the helper's alone (root's, 0700, as every area),
+ * which no tenant reaches: a tenant sees its own directory only, through its
+ * pods' binds, and the base lets no one else in. Any node's helper, root
+ * there, reads and writes the same records, so a node that did not make a
+ * volume proves its directory exactly as the one that did.
  *
  * Which base's records: the base this process opened last (mh_dir_base_open).
  * A worker serves one request at a time, every handler opens its base before
  * it looks at any mark, and no request acts on two bases.
  */
-static int shared_marks = -1; /* the records' area, or -1: the base keeps trusted.* marks */
-static int write_record(int fd, const char *id, const char *suffix, struct mh_res *r);
+static int shared_marks = -1;          /* the records' area, or -1: trusted.* marks */
 static int shared_pubs = -1;           /* its publications' area (below) */
 static char shared_node[NAME_MAX + 1]; /* this helper's --node-id, "" for none */
 static bool node_only;                 /* --node-only: a node plugin's helper alone */
 
-static void record_name(ino_t ino, char *buf, size_t len)
-{
-	snprintf(buf, len, "%llx", (unsigned long long)ino);
-}
+#define RECORD_MAX 96
 
-/* The record of inode ino, read into buf; its length, or -1 (errno ENOENT: none). */
-static ssize_t record_read(ino_t ino, char *buf, size_t len)
-{
-	char name[32];
-	record_name(ino, name, sizeof(name));
-	int fd = openat2_retry(shared_marks, name, O_RDONLY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, len - 1);
-	close(fd);
-	if (n >= 0)
-		buf[n] = '\0';
-	return n;
-}
-
-/*
- * What names the object fd in its record: "<inode>:<birth time>" (0 where the
- * file system keeps none). An inode number is used again once its object is
- * gone, its birth time not: a record left by a directory removed by hand
- * (or by a purge killed between the rmdir and the record's removal) names no
- * object that takes the number after it, and is not a mark. -1 if fd cannot
- * be asked.
+/* The names of the object fd's records: its mark's and its kept mark's. -1 if fd cannot be asked.
  */
-static int identity(int fd, char *buf, size_t len)
+static int record_names(int fd, char rec[RECORD_MAX], char kept[RECORD_MAX])
 {
 	struct statx sx;
+	char birth[48] = "0";
 	if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME, &sx) < 0)
 		return -1;
 	if (sx.stx_mask & STATX_BTIME)
-		snprintf(buf, len, "%llu:%lld.%09u", (unsigned long long)sx.stx_ino,
-		         (long long)sx.stx_btime.tv_sec, sx.stx_btime.tv_nsec);
-	else
-		snprintf(buf, len, "%llu:0", (unsigned long long)sx.stx_ino);
+		snprintf(birth, sizeof(birth), "%lld.%09u", (long long)sx.stx_btime.tv_sec,
+		         sx.stx_btime.tv_nsec);
+	snprintf(rec, RECORD_MAX, "%llx-%s", (unsigned long long)sx.stx_ino, birth);
+	snprintf(kept, RECORD_MAX, "%s-kept", rec);
 	return 0;
 }
 
-/* Does the open object fd carry the mark of id, for its own inode? */
-static bool marked(int fd, const char *id)
+/*
+ * Whether the small file name in the records' area dir holds want (NULL: any
+ * text; its trailing newline not counted): 1, 0 if it does not or is absent,
+ * -1 if it cannot be read.
+ */
+static int holds(int dir, const char *name, const char *want)
+{
+	char got[MH_PATH_MAX + 2];
+	int fd = openat2_retry(dir, name, O_RDONLY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	ssize_t n = read(fd, got, sizeof(got) - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	if (n > 0 && got[n - 1] == '\n')
+		n--;
+	got[n] = '\0';
+	return !want || strcmp(got, want) == 0;
+}
+
+/* 1 if the record name exists and (id not NULL) holds id, 0 if not, -1 if it cannot be read. */
+static int record_is(const char *name, const char *id)
+{
+	return holds(shared_marks, name, id);
+}
+
+/*
+ * Does the open object fd carry the mark of id, for its own inode (kept_too:
+ * or the kept mark of id, which no request acts on but an unpublish)?
+ */
+static bool marked_as(int fd, const char *id, bool kept_too)
 {
 	struct stat st;
-	char ident[64], want[MH_ID_MAX + 80], got[MH_ID_MAX + 80];
+	char rec[RECORD_MAX], kept[RECORD_MAX], v[MH_ID_MAX + 32];
 	if (fstat(fd, &st) < 0)
 		return false;
-	if (shared_marks < 0)
-		return mh_at_marked(fd, &st, id);
-	if (identity(fd, ident, sizeof(ident)) < 0)
+	if (shared_marks < 0) {
+		snprintf(v, sizeof(v), "%s:%llu:kept", id, (unsigned long long)st.st_ino);
+		return mh_at_marked(fd, &st, id) ||
+		       (kept_too &&
+		        fgetxattr(fd, MH_AT_MARK_XATTR, rec, sizeof(rec)) == (ssize_t)strlen(v) &&
+		        memcmp(rec, v, strlen(v)) == 0);
+	}
+	if (record_names(fd, rec, kept) < 0)
 		return false;
-	snprintf(want, sizeof(want), "%s:%s", id, ident);
-	return record_read(st.st_ino, got, sizeof(got)) >= 0 && strcmp(got, want) == 0;
+	int own = record_is(rec, id), k = record_is(kept, id);
+	return (own == 1 && record_is(kept, NULL) == 0) || (kept_too && k == 1);
+}
+
+static bool marked(int fd, const char *id)
+{
+	return marked_as(fd, id, false);
 }
 
 /*
  * Does the open (not O_PATH) object fd carry a mark of any id (a kept one's
  * too)? True also when the mark cannot be read for any other reason than its
- * absence; on a shared base, a record of an object gone is none.
+ * absence.
  */
 static bool has_mark(int fd)
 {
-	struct stat st;
-	char ident[64], got[MH_ID_MAX + 80];
+	char rec[RECORD_MAX], kept[RECORD_MAX];
 	if (shared_marks < 0)
 		return fgetxattr(fd, MH_AT_MARK_XATTR, NULL, 0) >= 0 || errno != ENODATA;
-	if (fstat(fd, &st) < 0 || identity(fd, ident, sizeof(ident)) < 0)
-		return true;
-	if (record_read(st.st_ino, got, sizeof(got)) < 0)
-		return errno != ENOENT;
-	const char *of = strchr(got, ':');
-	size_t n = strlen(ident);
-	return !of || (strncmp(of + 1, ident, n) == 0 &&
-	               (of[1 + n] == '\0' || strcmp(of + 1 + n, ":kept") == 0));
+	return record_names(fd, rec, kept) < 0 || record_is(rec, NULL) != 0 ||
+	       record_is(kept, NULL) != 0;
 }
 
-/*
- * Mark the object fd, just made, as id's. On a shared base its record is
- * written whole under a temporary name and takes the place of whatever
- * record its inode number had: while fd is open no other object has that
- * number, so a record there is a stale one of an object gone.
- */
-static int mark(int fd, const char *id, bool replace, struct mh_res *r)
+/* The record name, holding id, made whole: written under a temporary name, then renamed. */
+static int write_record(const char *name, const char *id, struct mh_res *r)
 {
-	if (shared_marks < 0)
-		return mh_at_mark(fd, id, replace, r);
-	return write_record(fd, id, "", r);
-}
-
-/*
- * A shared base's record of the object fd: "<id>:<inode><suffix>", written
- * whole under a temporary name, then in place of whatever record its inode
- * number had.
- */
-static int write_record(int fd, const char *id, const char *suffix, struct mh_res *r)
-{
-	struct stat st;
-	char name[32], tmp[48], ident[64], rec[MH_ID_MAX + 96];
-	if (fstat(fd, &st) < 0 || identity(fd, ident, sizeof(ident)) < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "stat the directory: %s", strerror(errno));
-	record_name(st.st_ino, name, sizeof(name));
+	char tmp[RECORD_MAX + 8];
 	snprintf(tmp, sizeof(tmp), "%s.new", name);
-	int n = snprintf(rec, sizeof(rec), "%s:%s%s", id, ident, suffix);
 	(void)unlinkat(shared_marks, tmp, 0);
 	int w = openat2_retry(shared_marks, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600,
 	                      RESOLVE_IN_TREE);
-	bool ok = w >= 0 && write(w, rec, (size_t)n) == n && fsync(w) == 0;
+	size_t n = strlen(id);
+	bool ok = w >= 0 && write(w, id, n) == (ssize_t)n && fsync(w) == 0;
 	int err = errno;
 	mh_closep(&w);
-	/* The stale record goes first: no rename here ever replaces anything. */
-	if (ok && (unlinkat(shared_marks, name, 0) == 0 || errno == ENOENT) &&
-	    renameat2(shared_marks, tmp, shared_marks, name, RENAME_NOREPLACE) == 0) {
+	if (ok && renameat2(shared_marks, tmp, shared_marks, name, RENAME_NOREPLACE) == 0) {
 		(void)fsync(shared_marks);
 		return 0;
 	}
 	err = ok ? errno : err;
 	(void)unlinkat(shared_marks, tmp, 0);
-	return mh_fail(r, MH_E_FAILED, err, "cannot record the new directory as sepcsi's: %s",
+	if (err == EEXIST && record_is(name, id) == 1)
+		return 0; /* made already, by a request killed after it */
+	return mh_fail(r, MH_E_FAILED, err, "cannot record the directory as sepcsi's: %s",
 	               strerror(err));
 }
 
+/* Mark the object fd, just made, as id's. */
+static int mark(int fd, const char *id, bool replace, struct mh_res *r)
+{
+	char rec[RECORD_MAX], kept[RECORD_MAX];
+	if (shared_marks < 0)
+		return mh_at_mark(fd, id, replace, r);
+	if (record_names(fd, rec, kept) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "statx: %s", strerror(errno));
+	/* Only without birth times can records by these names be there: of an object gone. */
+	(void)unlinkat(shared_marks, kept, 0);
+	(void)unlinkat(shared_marks, rec, 0);
+	return write_record(rec, id, r);
+}
+
 /*
- * A kept directory (DIR_DELETE's retain and archive): its mark becomes
- * "<id>:<inode>:kept", still a mark (no volume is ever made or found inside
- * it) but no longer the volume's: no request for that id publishes, grows,
- * copies or removes it again, and on a shared base no node adopts it.
+ * A kept directory (DIR_DELETE's retain and archive): its mark becomes a kept
+ * one's, still a mark (no volume is ever made or found inside it) but no
+ * longer the volume's: no request for that id publishes, grows, copies or
+ * removes it again (an unpublish still unbinds it), and on a shared base no
+ * node adopts it. There the kept record is made first and the volume's then
+ * removed, so a kill between leaves it kept.
  */
 int mh_dir_keep(int fd, const char *id, struct mh_res *r)
 {
 	struct stat st;
-	char v[MH_ID_MAX + 48];
-	if (shared_marks >= 0)
-		return write_record(fd, id, ":kept", r);
+	char v[MH_ID_MAX + 48], rec[RECORD_MAX], kept[RECORD_MAX];
+	if (shared_marks >= 0) {
+		if (record_names(fd, rec, kept) < 0)
+			return mh_fail(r, MH_E_FAILED, errno, "statx: %s", strerror(errno));
+		if (write_record(kept, id, r) < 0)
+			return -1;
+		(void)unlinkat(shared_marks, rec, 0);
+		(void)fsync(shared_marks);
+		return 0;
+	}
 	if (fstat(fd, &st) < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "stat the directory: %s", strerror(errno));
 	snprintf(v, sizeof(v), "%s:%llu:kept", id, (unsigned long long)st.st_ino);
@@ -214,16 +229,15 @@ int mh_dir_keep(int fd, const char *id, struct mh_res *r)
 	return 0;
 }
 
-/* After the object of inode ino, marked as id's, is gone: its record goes too. */
-static void unmark(ino_t ino, const char *id)
+/* After the object whose records are named rec and kept, id's, is gone: they go too. */
+static void unmark(const char *rec, const char *kept, const char *id)
 {
-	char name[32], got[MH_ID_MAX + 80], want[MH_ID_MAX + 32];
 	if (shared_marks < 0)
 		return;
-	int n = snprintf(want, sizeof(want), "%s:%llu:", id, (unsigned long long)ino);
-	record_name(ino, name, sizeof(name));
-	if (record_read(ino, got, sizeof(got)) >= 0 && strncmp(got, want, (size_t)n) == 0)
-		(void)unlinkat(shared_marks, name, 0);
+	if (record_is(rec, id) == 1)
+		(void)unlinkat(shared_marks, rec, 0);
+	if (record_is(kept, id) == 1)
+		(void)unlinkat(shared_marks, kept, 0);
 }
 
 /*
@@ -373,7 +387,7 @@ int mh_dir_area(int base, const char *which, bool create, struct mh_res *r)
  * Open the directory name in dir if it carries id's mark: the fd; -1 with r
  * NOTFOUND if it is absent, EXISTS if something else is there.
  */
-int mh_dir_open_marked(int dir, const char *name, const char *id, struct mh_res *r)
+static int open_marked(int dir, const char *name, const char *id, bool kept_too, struct mh_res *r)
 {
 	int fd = openat2_retry(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
 	if (fd < 0) {
@@ -381,7 +395,7 @@ int mh_dir_open_marked(int dir, const char *name, const char *id, struct mh_res 
 			return mh_fail(r, MH_E_NOTFOUND, ENOENT, "%s does not exist", name);
 		return mh_fail(r, MH_E_EXISTS, errno, "%s is not a directory of sepcsi's", name);
 	}
-	if (!marked(fd, id)) {
+	if (!marked_as(fd, id, kept_too)) {
 		close(fd);
 		return mh_fail(r, MH_E_EXISTS, EEXIST,
 		               "%s exists and is not %s's: it is left as it is", name, id);
@@ -389,13 +403,18 @@ int mh_dir_open_marked(int dir, const char *name, const char *id, struct mh_res 
 	return fd;
 }
 
+int mh_dir_open_marked(int dir, const char *name, const char *id, struct mh_res *r)
+{
+	return open_marked(dir, name, id, false, r);
+}
+
 /* The volume's marked directory; NOTFOUND if it (or a directory above) is missing. */
-int mh_dir_volume_open(int base, const struct mh_req_dir *q, struct mh_res *r)
+int mh_dir_volume_open(int base, const struct mh_req_dir *q, bool kept_too, struct mh_res *r)
 {
 	struct mh_at at = {.dir = -1};
 	if (mh_dir_locate(base, q->name, false, &at, r) < 0)
 		return -1;
-	int fd = mh_dir_open_marked(at.dir, at.name, q->volume_id, r);
+	int fd = open_marked(at.dir, at.name, q->volume_id, kept_too, r);
 	mh_at_close(&at);
 	return fd;
 }
@@ -419,10 +438,10 @@ int mh_dir_purge(const struct mh_ctx *c, int area_fd, const char *name, struct m
 		return errno == ENOENT
 		           ? 0
 		           : mh_fail(r, MH_E_FAILED, errno, "open %s: %s", name, strerror(errno));
-	struct stat st;
+	char rec[RECORD_MAX] = "", kept[RECORD_MAX] = "";
 	bool subvol = mh_btrfs_subvol(fd);
 	bool ours = marked(fd, name) || (subvol && has_mark(fd));
-	if (fstat(fd, &st) < 0)
+	if (shared_marks >= 0 && record_names(fd, rec, kept) < 0)
 		ours = false;
 	/*
 	 * A shared base: a volume some node still publishes is never emptied, even
@@ -447,7 +466,7 @@ int mh_dir_purge(const struct mh_ctx *c, int area_fd, const char *name, struct m
 	    (ours || errno != ENOTEMPTY))
 		rc = mh_fail(r, MH_E_FAILED, errno, "remove %s: %s", name, strerror(errno));
 	if (rc == 0 && ours)
-		unmark(st.st_ino, name);
+		unmark(rec, kept, name);
 	return rc;
 }
 
@@ -477,14 +496,24 @@ int mh_dir_trash(const struct mh_ctx *c, int base, int dir, const char *name, co
 	if (t < 0)
 		return -1;
 	int rc = mh_dir_purge(c, t, id, r);
+	struct stat was = {0}, moved;
 	/* A read-only subvolume (a snapshot) cannot be renamed: made writable first. */
 	int fd = openat2_retry(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_IN_TREE);
-	if (rc == 0 && fd >= 0 && marked(fd, id) && mh_btrfs_subvol(fd))
+	if (rc == 0 && (fd < 0 || !marked(fd, id) || fstat(fd, &was) < 0))
+		rc = mh_fail(r, MH_E_EXISTS, EEXIST, "%s is not %s's any more", name, id);
+	if (rc == 0 && mh_btrfs_subvol(fd))
 		rc = mh_btrfs_set_ro(fd, false, r);
 	mh_closep(&fd);
 	if (rc == 0 && renameat2(dir, name, t, id, RENAME_NOREPLACE) < 0)
 		rc = mh_fail(r, mh_kind_of_errno(errno), errno, "move to the trash: %s",
 		             strerror(errno));
+	/* What moved is what was proved id's (a name another request changed meanwhile goes back).
+	 */
+	if (rc == 0 && (fstatat(t, id, &moved, AT_SYMLINK_NOFOLLOW) < 0 ||
+	                moved.st_dev != was.st_dev || moved.st_ino != was.st_ino)) {
+		(void)renameat2(t, id, dir, name, RENAME_NOREPLACE);
+		rc = mh_fail(r, MH_E_FAILED, EAGAIN, "%s changed while it was moved", name);
+	}
 	if (rc == 0 && mh_dir_shared() && mh_dir_still_free(id, dir, name, t, id, r) < 0)
 		rc = -1;
 	if (rc == 0) {
@@ -544,6 +573,12 @@ static void pub_name(const char *id, const char *target, bool one, char *buf, si
 	         one ? "@1" : "");
 }
 
+/* 1 if the publication record name holds target, 0 if not or absent, -1 if unreadable. */
+static int pub_holds(const char *name, const char *target)
+{
+	return holds(shared_pubs, name, target);
+}
+
 void mh_dir_set_node(const char *node, bool only)
 {
 	snprintf(shared_node, sizeof(shared_node), "%s", node ? node : "");
@@ -558,10 +593,11 @@ int mh_dir_pub_note(const char *id, const char *target, int one, bool *made, str
 		return mh_fail(r, MH_E_REFUSED, EPERM,
 		               "this helper serves no node plugin (no --node-id): it publishes "
 		               "nothing on a shared base");
-	if (one < 0) { /* removed, whichever mode it was made with */
+	if (one < 0) { /* removed, whichever mode it was made with, if it is this target's */
 		for (int k = 0; k < 2; k++) {
 			pub_name(id, target, k, name, sizeof(name));
-			if (unlinkat(shared_pubs, name, 0) < 0 && errno != ENOENT)
+			if (pub_holds(name, target) == 1 && unlinkat(shared_pubs, name, 0) < 0 &&
+			    errno != ENOENT)
 				return mh_fail(r, MH_E_FAILED, errno,
 				               "remove the publication's record: %s",
 				               strerror(errno));
@@ -572,8 +608,10 @@ int mh_dir_pub_note(const char *id, const char *target, int one, bool *made, str
 	fd = openat2_retry(shared_pubs, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600,
 	                   RESOLVE_IN_TREE);
 	*made = fd >= 0;
-	if (fd < 0 && errno == EEXIST)
+	if (fd < 0 && errno == EEXIST && pub_holds(name, target) == 1)
 		return 0;
+	if (fd < 0 && errno == EEXIST) /* another target of this node's, its hash the same */
+		return mh_fail(r, MH_E_FAILED, EEXIST, "the publication's record is another's");
 	size_t n = strlen(target);
 	bool ok = fd >= 0 && write(fd, target, n) == (ssize_t)n && write(fd, "\n", 1) == 1 &&
 	          fsync(fd) == 0 && fsync(shared_pubs) == 0;
@@ -603,8 +641,10 @@ static int pub_scan(const char *id, enum pub_which which, struct mh_res *r)
 		return mh_fail(r, MH_E_FAILED, errno, "read %s: %s", MH_DIR_PUBS, strerror(errno));
 	}
 	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, id, n) != 0 || e->d_name[n] != '@')
+			continue;
 		const char *node = e->d_name + n + 1, *at = strchr(node, '@');
-		if (strncmp(e->d_name, id, n) != 0 || e->d_name[n] != '@' || !at)
+		if (!at)
 			continue;
 		size_t len = strlen(e->d_name);
 		bool mine = (size_t)(at - node) == own && strncmp(node, shared_node, own) == 0;

@@ -53,8 +53,11 @@ int mh_dir_area(int base, const char *which, bool create, struct mh_res *r);
  */
 int mh_dir_open_marked(int dir, const char *name, const char *id, struct mh_res *r);
 
-/* The volume's marked directory; NOTFOUND if it (or a directory above) is missing. */
-int mh_dir_volume_open(int base, const struct mh_req_dir *q, struct mh_res *r);
+/*
+ * The volume's marked directory (kept_too: or marked kept, for an unpublish);
+ * NOTFOUND if it (or a directory above) is missing.
+ */
+int mh_dir_volume_open(int base, const struct mh_req_dir *q, bool kept_too, struct mh_res *r);
 
 /*
  * Remove the tree name (an id) in one of the helper's areas, if present and

@@ -573,6 +573,16 @@ int pol_load_buffer(const char *name, const char *buf, size_t len, struct pol **
 		}
 	}
 	for (size_t i = 0; i < p->bases.n; i++) {
+		for (size_t j = 0; j < i; j++) {
+			if (pol_paths_nested(p->bases.v[i], p->bases.v[j])) {
+				pol_seterr(
+				    err, errlen,
+				    "%s: [directories] base directories %s and %s overlap: a "
+				    "volume would lie inside another base's",
+				    name, p->bases.v[j], p->bases.v[i]);
+				goto fail;
+			}
+		}
 		for (size_t j = 0; j < p->roots.n; j++) {
 			if (pol_paths_nested(p->bases.v[i], p->roots.v[j])) {
 				pol_seterr(

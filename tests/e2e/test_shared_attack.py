@@ -21,8 +21,8 @@ from conftest import Driver, mounts_under
 from csi_client import mount_cap
 from hostile import HostileDriver
 from mh_wire import DIR_DELETE, Msg, T
-from test_shared_base import (MNMW, SNW, Cluster, code_of, create, publish, record,  # noqa: F401
-                              unpublish)
+from test_shared_base import (MNMW, SNW, Cluster, code_of, create, publish,  # noqa: F401
+                              record_name, records, unpublish)
 
 
 @pytest.fixture
@@ -307,14 +307,6 @@ def test_adopt_then_delete_overrides_on_delete(cl):
 
 # ---- (1) a hostile tenant ------------------------------------------------------------------
 
-def record_by_ino(cl, ino):
-    try:
-        with open(os.path.join(cl.base, ".sepcsi-marks", "%x" % ino)) as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-
-
 def test_stale_record_blocks_new_volumes(cl):
     """A record outlives its directory (an administrator removes a kept one by hand, or a
     purge is killed between its rmdir and the record's removal), and the number is used
@@ -325,9 +317,8 @@ def test_stale_record_blocks_new_volumes(cl):
     z = create(cl, "zz2", parameters={"type": "directory", "baseDir": cl.base,
                                       "onDelete": "retain"})
     zpath = os.path.join(cl.base, "zz2")
-    ino = os.stat(zpath).st_ino
     cl.ctl.client.controller("DeleteVolume", volume_id=z.volume_id)
-    assert record_by_ino(cl, ino).startswith("%s:%d:" % (z.volume_id, ino))
+    assert records(cl.base, zpath) == {"kept": z.volume_id}
     c = cl.ctl.client
 
     def make(name, group):
@@ -340,8 +331,8 @@ def test_stale_record_blocks_new_volumes(cl):
     make("g0-vol", "g0")
     g0 = os.path.join(cl.base, "g0")
     gino = os.stat(g0).st_ino
-    with open(os.path.join(cl.base, ".sepcsi-marks", "%x" % gino), "w") as f:
-        f.write("%s:%d:1.000000000" % (z.volume_id, gino))  # born long before g0
+    with open(os.path.join(cl.base, ".sepcsi-marks", "%x-1.000000000" % gino), "w") as f:
+        f.write(z.volume_id)  # of a directory born long before g0
     make("g0-vol2", "g0")  # a stale record is no mark: g0 is no volume's
     assert sorted(os.listdir(g0)) == ["g0-vol", "g0-vol2"]
     ctx = dict(z.volume_context, directory=g0)
@@ -362,9 +353,10 @@ def test_tenant_dir_with_stale_record_is_not_reachable(cl):
     sx, tx = publish(cl.a, x, "pod-x")
     try:
         os.mkdir(os.path.join(tx, "evil"))
-        ino = os.stat(os.path.join(tx, "evil")).st_ino
-        with open(os.path.join(cl.base, ".sepcsi-marks", "%x" % ino), "w") as f:
-            f.write("%s:%d" % (z.volume_id, ino))
+        # Even a record naming this very directory (its inode and birth time).
+        name = record_name(os.path.join(tx, "evil"))
+        with open(os.path.join(cl.base, ".sepcsi-marks", name), "w") as f:
+            f.write(z.volume_id)
         ctx = dict(z.volume_context, directory=os.path.join(cl.base, "tenanty", "evil"))
         code, msg = code_of(publish, cl.b, z, "pod-z", ctx=ctx)
         assert code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT,

@@ -8,7 +8,9 @@ delete while a node still publishes it is refused. The marks are records in the 
 never trusted.* attributes. Then what a tenant or a client can try across nodes: a
 volume_context pointing at another volume, inside a volume, through a symlink, a forged
 record inside the tenant's own directory, a base this node does not share."""
+import ctypes
 import os
+import struct
 import subprocess
 
 import grpc
@@ -101,13 +103,31 @@ def unpublish(d, v, staging, target):
     d.client.node("NodeUnstageVolume", volume_id=v.volume_id, staging_target_path=staging)
 
 
-def record(cl, path):
-    """The base's record of the directory at path (its mark), or None."""
-    try:
-        with open(os.path.join(cl.base, ".sepcsi-marks", "%x" % os.stat(path).st_ino)) as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def record_name(path):
+    """The name of the record of the directory at path: "<inode, hex>-<birth time>"
+    (statx(2), which Python does not wrap; "0" where the file system keeps none)."""
+    buf = ctypes.create_string_buffer(256)
+    if _libc.statx(-100, os.fsencode(path), 0x100, 0x900, buf) != 0:  # AT_SYMLINK_NOFOLLOW
+        raise OSError(ctypes.get_errno(), "statx", path)
+    mask, = struct.unpack_from("I", buf, 0)
+    ino, = struct.unpack_from("Q", buf, 32)
+    sec, nsec = struct.unpack_from("qI", buf, 80)
+    return "%x-%s" % (ino, "%d.%09d" % (sec, nsec) if mask & 0x800 else "0")
+
+
+def records(base, path):
+    """The base's records of the directory at path: {"mark": id, "kept": id}, as present."""
+    out, marks = {}, os.path.join(base, ".sepcsi-marks")
+    for kind, suffix in (("mark", ""), ("kept", "-kept")):
+        try:
+            with open(os.path.join(marks, record_name(path) + suffix)) as f:
+                out[kind] = f.read()
+        except FileNotFoundError:
+            pass
+    return out
 
 
 def test_one_volume_written_on_one_node_read_on_another(cl):
@@ -120,9 +140,8 @@ def test_one_volume_written_on_one_node_read_on_another(cl):
     assert ctx["directory"] == path
     # The mark is the base's record, never an attribute a network file system lacks.
     assert not [x for x in os.listxattr(path) if x.startswith("trusted.")]
-    # "<id>:<inode>:<birth time>": an inode number used again is no longer marked.
-    rec = record(cl, path).split(":")
-    assert rec[:2] == [v.volume_id, str(os.stat(path).st_ino)] and len(rec) == 3, rec
+    # Named by inode number and birth time: a number used again is no longer marked.
+    assert records(cl.base, path) == {"mark": v.volume_id}
 
     # Controller publications to any node (a cluster with attachRequired: true); a
     # single-node mode is refused for a second node.
@@ -216,7 +235,7 @@ def test_on_delete_modes(cl, on_delete):
             assert f.read() == "kept?"
         # A kept directory keeps a mark, no longer the volume's: no volume is ever made or
         # found inside it, and no node adopts it again from the old volume_context.
-        assert record(cl, os.path.join(cl.base, n)).endswith(":kept")
+        assert records(cl.base, os.path.join(cl.base, n)) == {"kept": v.volume_id}
         code, msg = code_of(publish, cl.b, v, "pod-again")
         assert code == grpc.StatusCode.NOT_FOUND, msg
     assert not os.path.exists(path) or on_delete == "retain"

@@ -189,6 +189,19 @@ static void test_broken(void)
 	broken("[paths]\nallowed_roots = /var/lib/\n", 2, "canonical");
 	broken("[paths]\nallowed_roots = /var/lib/kubelet /var/lib/kubelet/pods\n", 0, "overlap");
 	broken("[paths]\nallowed_roots = /srv/k/p /srv/k\n", 0, "overlap");
+	/* Bases: one list of both keys, none in another, none twice. */
+	broken("[directories]\nbase_dirs = /srv/a\nshared_base_dirs = /srv/a/b\n", 0, "overlap");
+	broken("[directories]\nshared_base_dirs = /srv/a\nbase_dirs = /srv/a\n", 3, "twice");
+	{
+		char err[256];
+		struct pol *q = load_text("[directories]\nshared_base_dirs = /mnt/c\n"
+		                          "base_dirs = /srv/l\n",
+		                          err, sizeof(err));
+		CHECK(q && strcmp(pol_base_dir(q, 0), "/mnt/c") == 0 && pol_base_shared(q, 0) &&
+		      strcmp(pol_base_dir(q, 1), "/srv/l") == 0 && !pol_base_shared(q, 1) &&
+		      !pol_base_shared(q, 2));
+		pol_free(q);
+	}
 
 	char longline[400];
 	snprintf(longline, sizeof(longline), "[paths]\nallowed_roots = /%0250d\n", 0);
