@@ -115,10 +115,11 @@ static int record_is(const char *name, const char *id)
 static bool marked_as(int fd, const char *id, bool kept_too)
 {
 	struct stat st;
-	char rec[RECORD_MAX], kept[RECORD_MAX], v[MH_ID_MAX + 32];
+	char rec[RECORD_MAX], kept[RECORD_MAX];
 	if (fstat(fd, &st) < 0)
 		return false;
 	if (shared_marks < 0) {
+		char v[MH_ID_MAX + 32];
 		snprintf(v, sizeof(v), "%s:%llu:kept", id, (unsigned long long)st.st_ino);
 		return mh_at_marked(fd, &st, id) ||
 		       (kept_too &&
@@ -199,8 +200,9 @@ static int mark(int fd, const char *id, bool replace, struct mh_res *r)
 int mh_dir_keep(int fd, const char *id, struct mh_res *r)
 {
 	struct stat st;
-	char v[MH_ID_MAX + 48], rec[RECORD_MAX], kept[RECORD_MAX];
+	char v[MH_ID_MAX + 48];
 	if (shared_marks >= 0) {
+		char rec[RECORD_MAX], kept[RECORD_MAX];
 		if (record_names(fd, rec, kept) < 0)
 			return mh_fail(r, MH_E_FAILED, errno, "statx: %s", strerror(errno));
 		if (write_record(kept, id, r) < 0)
