@@ -231,15 +231,23 @@ int mh_dir_keep(int fd, const char *id, struct mh_res *r)
 	return 0;
 }
 
-/* After the object whose records are named rec and kept, id's, is gone: they go too. */
+/*
+ * After the object whose records are named rec and kept is gone: they go too
+ * when they are id's (NULL: it had none), and so does what a worker killed
+ * while writing one left (rec.new, kept.new: names of that object alone).
+ */
 static void unmark(const char *rec, const char *kept, const char *id)
 {
-	if (shared_marks < 0)
+	char tmp[RECORD_MAX + 8];
+	if (shared_marks < 0 || !rec[0])
 		return;
-	if (record_is(rec, id) == 1)
-		(void)unlinkat(shared_marks, rec, 0);
-	if (record_is(kept, id) == 1)
-		(void)unlinkat(shared_marks, kept, 0);
+	for (int k = 0; k < 2; k++) {
+		const char *name = k ? kept : rec;
+		if (id && record_is(name, id) == 1)
+			(void)unlinkat(shared_marks, name, 0);
+		snprintf(tmp, sizeof(tmp), "%s.new", name);
+		(void)unlinkat(shared_marks, tmp, 0);
+	}
 }
 
 /*
@@ -464,11 +472,13 @@ int mh_dir_purge(const struct mh_ctx *c, int area_fd, const char *name, struct m
 	}
 	int rc = ours ? mh_tree_empty(fd, r) : 0;
 	close(fd);
-	if (rc == 0 && unlinkat(area_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT &&
-	    (ours || errno != ENOTEMPTY))
+	bool gone = false;
+	if (rc == 0 && (unlinkat(area_fd, name, AT_REMOVEDIR) == 0 || errno == ENOENT))
+		gone = true;
+	else if (rc == 0 && (ours || errno != ENOTEMPTY))
 		rc = mh_fail(r, MH_E_FAILED, errno, "remove %s: %s", name, strerror(errno));
-	if (rc == 0 && ours)
-		unmark(rec, kept, name);
+	if (gone)
+		unmark(rec, kept, ours ? name : NULL);
 	return rc;
 }
 
