@@ -89,7 +89,7 @@ BASE_AREAS = (".sepcsi-work", ".sepcsi-trash", ".sepcsi-snapshots",
 NODE_RECORDS = ".sepcsi-nodes"  # a shared base's node plugins: this driver's own stays
 # A shared base's marks: a worker killed between a directory's removal and its record's
 # leaves the record, which marks nothing that exists (it names the directory's inode
-# and birth time: docs/helper.md, known gaps). Such records are counted apart, not leaks;
+# and birth time: docs/helper.md, known gaps). Such records are not leaks here;
 # a record naming a directory that exists in the base is one.
 MARKS = ".sepcsi-marks"
 BLOCK_OFFSETS = (0, 5 * MiB + 4096, VOLUME_BYTES - 4096)  # where block clients write
