@@ -40,9 +40,9 @@
  * id, and for a kept directory (DIR_DELETE's retain and archive) a second,
  * "...-kept". A name is never used for two objects: an inode number is used
  * again once its object is gone, its birth time not, so a record left by a
- * directory removed by hand marks nothing that takes the number next, and no
- * record is ever rewritten in place (a purge removes a directory's records
- * before the directory: mh_dir_purge). Where the file system keeps no birth time
+ * directory removed by hand (or by a purge killed between its rmdir and the
+ * record's removal) marks nothing that takes the number next, and no record
+ * is ever rewritten in place. Where the file system keeps no birth time
  * ("0"), a record left behind marks no directory a tenant can make (every
  * such directory lies inside a marked one, which mh_dir_locate never passes)
  * and a directory the helper makes above a volume that takes its number is
@@ -232,18 +232,19 @@ int mh_dir_keep(int fd, const char *id, struct mh_res *r)
 }
 
 /*
- * The records named rec and kept, and what a worker killed while writing one
- * left (rec.new, kept.new), of an object about to go or gone: names of that
- * object alone (its inode and birth time), whatever they hold.
+ * After the object whose records are named rec and kept is gone: they go too
+ * when they are id's (NULL: it had none), and so does what a worker killed
+ * while writing one left (rec.new, kept.new: names of that object alone).
  */
-static void unmark(const char *rec, const char *kept)
+static void unmark(const char *rec, const char *kept, const char *id)
 {
 	char tmp[RECORD_MAX + 8];
 	if (shared_marks < 0 || !rec[0])
 		return;
 	for (int k = 0; k < 2; k++) {
 		const char *name = k ? kept : rec;
-		(void)unlinkat(shared_marks, name, 0);
+		if (id && record_is(name, id) == 1)
+			(void)unlinkat(shared_marks, name, 0);
 		snprintf(tmp, sizeof(tmp), "%s.new", name);
 		(void)unlinkat(shared_marks, tmp, 0);
 	}
@@ -471,24 +472,13 @@ int mh_dir_purge(const struct mh_ctx *c, int area_fd, const char *name, struct m
 	}
 	int rc = ours ? mh_tree_empty(fd, r) : 0;
 	close(fd);
-	/*
-	 * Ours, emptied: on a shared base its records go before it does, so a kill
-	 * in between leaves an empty unmarked directory named by the id, which the
-	 * next purge removes (above), never a record of nothing. Marked again if it
-	 * stays. Another's (an unmarked empty one) loses its records once gone.
-	 */
-	if (rc == 0 && ours)
-		unmark(rec, kept);
-	bool gone = rc == 0 && (unlinkat(area_fd, name, AT_REMOVEDIR) == 0 || errno == ENOENT);
-	if (rc == 0 && !gone) {
-		int err = errno;
-		if (ours && rec[0])
-			(void)write_record(rec, name, &(struct mh_res){0});
-		if (ours || err != ENOTEMPTY)
-			rc = mh_fail(r, MH_E_FAILED, err, "remove %s: %s", name, strerror(err));
-	}
-	if (gone && !ours)
-		unmark(rec, kept);
+	bool gone = false;
+	if (rc == 0 && (unlinkat(area_fd, name, AT_REMOVEDIR) == 0 || errno == ENOENT))
+		gone = true;
+	else if (rc == 0 && (ours || errno != ENOTEMPTY))
+		rc = mh_fail(r, MH_E_FAILED, errno, "remove %s: %s", name, strerror(errno));
+	if (gone)
+		unmark(rec, kept, ours ? name : NULL);
 	return rc;
 }
 

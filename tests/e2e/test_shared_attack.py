@@ -311,7 +311,7 @@ def test_adopt_then_delete_overrides_on_delete(cl):
 
 def test_stale_record_blocks_new_volumes(cl):
     """A record outlives its directory (an administrator removes a kept one by hand, or a
-    file system's own repair removes it), and the number is used
+    purge is killed between its rmdir and the record's removal), and the number is used
     again by a directory the helper makes above a new volume. Written here directly (a
     file system reuses numbers when it likes): the stale record names that directory's
     inode with another birth time. SAFE: it is no mark: volumes are still made beneath
