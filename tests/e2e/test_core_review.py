@@ -13,6 +13,7 @@ import os
 import random
 import select
 import signal
+import socket
 import struct
 import subprocess
 import time
@@ -623,6 +624,29 @@ def test_no_freeze_while_a_flush_of_the_volume_is_held(core):
     assert w.wait(30) == 0
     core.ok(unstage(VOL, st))
     core.alive()
+
+
+def test_flush_hands_its_peer_no_descriptor(core):
+    """The write-back stays on the core's side: FLUSH's answer carries no descriptor. A
+    review of a version that handed the peer a read-only detached mount of the volume's
+    file system (to syncfs in its own worker) showed why: every mount of a live superblock
+    sees what a pod unlocked, so the peer, which owns only the image (ciphertext for a
+    pod's fscrypt directory), read that directory in plaintext; a kept descriptor also
+    pinned the file system past its UNSTAGE."""
+    core.image(VOL)
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st))
+    _dirty(st, 4)
+    msg = Msg(T.REQ_FLUSH, volume_id=VOL)
+    msg.id, core.next_id = core.next_id, core.next_id + 1
+    core.sock.send(encode(msg))
+    core.sock.settimeout(HANG)
+    data, fds, _, _ = socket.recv_fds(core.sock, mh_wire.MSG_MAX + 1, 4)
+    for fd in fds:
+        os.close(fd)
+    ans = mh_wire.decode(data)
+    assert ans.id == msg.id and ans.type == T.ANS_FLUSH and fds == [], (ans, fds)
+    core.ok(unstage(VOL, st))
 
 
 def test_an_image_with_a_second_name_is_refused(core):
