@@ -108,6 +108,12 @@ static int record_is(const char *name, const char *id)
 	return holds(shared_marks, name, id);
 }
 
+/* A kept mark's trusted.* value (mh_dir_keep): the volume's, for its inode, but kept. */
+static void kept_value(const char *id, ino_t ino, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s:%llu:kept", id, (unsigned long long)ino);
+}
+
 /*
  * Does the open object fd carry the mark of id, for its own inode (kept_too:
  * or the kept mark of id, which no request acts on but an unpublish)?
@@ -120,7 +126,7 @@ static bool marked_as(int fd, const char *id, bool kept_too)
 		return false;
 	if (shared_marks < 0) {
 		char v[MH_ID_MAX + 32];
-		snprintf(v, sizeof(v), "%s:%llu:kept", id, (unsigned long long)st.st_ino);
+		kept_value(id, st.st_ino, v, sizeof(v));
 		return mh_at_marked(fd, &st, id) ||
 		       (kept_too &&
 		        fgetxattr(fd, MH_AT_MARK_XATTR, rec, sizeof(rec)) == (ssize_t)strlen(v) &&
@@ -213,7 +219,7 @@ int mh_dir_keep(int fd, const char *id, struct mh_res *r)
 	}
 	if (fstat(fd, &st) < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "stat the directory: %s", strerror(errno));
-	snprintf(v, sizeof(v), "%s:%llu:kept", id, (unsigned long long)st.st_ino);
+	kept_value(id, st.st_ino, v, sizeof(v));
 	int rc = fsetxattr(fd, MH_AT_MARK_XATTR, v, strlen(v), XATTR_REPLACE);
 	/* A subvolume its tenant made read-only: writable for the mark, then read-only again. */
 	if (rc < 0 && errno == EROFS && mh_btrfs_subvol(fd)) {
