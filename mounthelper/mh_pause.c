@@ -11,7 +11,8 @@
  * operation on that id (root's directory, 0711 if the helper makes it, opened
  * at start so that a helper under its own uid still looks there; no symlink
  * followed); while it
- * exists the worker logs "test_pause point=<gate> pid=N" once and waits,
+ * exists the worker logs "test_pause point=<gate> pid=N key=<id>" once (no
+ * key for a request without an id) and waits,
  * polling every 5 ms. The test removes the file to let it go
  * on, or kills the worker, the helper or rpcd meanwhile. One point is in the
  * main loop, not a worker: "dispatch", after an idle worker was picked for a
@@ -79,7 +80,8 @@ void mh_pause(const struct mh_ctx *c, const char *point, const char *key)
 		return;
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	log_kv(LOG_LVL_INFO, "test_pause", "point", gate, "pid", pid, NULL);
+	/* The key too: a test holding an unkeyed gate tells its request from another's. */
+	log_kv(LOG_LVL_INFO, "test_pause", "point", gate, "pid", pid, "key", key, NULL);
 	const struct timespec tick = {.tv_nsec = 5000000L};
 	while (gate_exists(c, gate))
 		nanosleep(&tick, NULL);

@@ -308,21 +308,26 @@ class Driver:
     # started with env={"SEPCSI_TEST_PAUSE": "1"}): hold(point) makes the next
     # worker that reaches the point wait there; paused(point) waits until one
     # does and returns its pid; release(point) lets it (and later ones) go on.
-    def hold(self, point):
+    def _pauses(self, point, keyed):
+        """The log's lines of workers paused at point (keyed: only those whose request
+        has a key, an id: not a start-up reconciliation's LIST held at the same gate)."""
+        return [ln for ln in self.logs().splitlines()
+                if ("test_pause point=%s " % point) in ln and (not keyed or " key=" in ln)]
+
+    def hold(self, point, keyed=False):
         gates = os.path.join(self.data, "test-pause")
         os.makedirs(gates, mode=0o700, exist_ok=True)
         open(os.path.join(gates, point), "w").close()
         self._seen = getattr(self, "_seen", {})
-        self._seen.setdefault(point, self.logs().count("test_pause point=%s " % point))
+        self._seen.setdefault((point, keyed), len(self._pauses(point, keyed)))
 
-    def paused(self, point, timeout=60):
+    def paused(self, point, timeout=60, keyed=False):
         deadline = time.monotonic() + timeout
-        want = self._seen[point] + 1
+        want = self._seen[(point, keyed)] + 1
         while True:
-            lines = [ln for ln in self.logs().splitlines()
-                     if ("test_pause point=%s " % point) in ln]
+            lines = self._pauses(point, keyed)
             if len(lines) >= want:
-                self._seen[point] = want
+                self._seen[(point, keyed)] = want
                 return int(lines[want - 1].split("pid=")[1].split()[0])
             assert time.monotonic() < deadline, "no worker paused at %s" % point
             time.sleep(0.005)
