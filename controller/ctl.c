@@ -141,9 +141,21 @@ char *ctl_strdup(struct ctl_arena *a, const char *s)
 
 /* ---- locks ---- */
 
+/*
+ * Held keys, each with whether reconciliation holds it. Reconciliation holds
+ * a key for one store read or one helper operation and never waits for one,
+ * so a request that finds it there waits for it (no cycle can form); only a
+ * key another request holds answers ABORTED.
+ */
+struct held {
+	char *key;
+	bool background;
+};
+
 struct ctl_locks {
 	pthread_mutex_t mu;
-	char **keys;
+	pthread_cond_t released;
+	struct held *held;
 	size_t n, cap;
 };
 
@@ -151,6 +163,7 @@ struct ctl_locks *ctl_locks_new(void)
 {
 	struct ctl_locks *l = xcalloc(1, sizeof(*l));
 	pthread_mutex_init(&l->mu, NULL);
+	pthread_cond_init(&l->released, NULL);
 	return l;
 }
 
@@ -159,45 +172,61 @@ void ctl_locks_free(struct ctl_locks *l)
 	if (!l)
 		return;
 	for (size_t i = 0; i < l->n; i++)
-		free(l->keys[i]);
-	free(l->keys);
+		free(l->held[i].key);
+	free(l->held);
+	pthread_cond_destroy(&l->released);
 	pthread_mutex_destroy(&l->mu);
 	free(l);
 }
 
-bool ctl_lock(struct ctl *c, const char *key)
+static struct held *held_by(struct ctl_locks *l, const char *key)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (strcmp(l->held[i].key, key) == 0)
+			return &l->held[i];
+	return NULL;
+}
+
+static bool lock_as(struct ctl *c, const char *key, bool background)
 {
 	struct ctl_locks *l = c->locks;
-	bool ok = true;
+	struct held *h;
 	pthread_mutex_lock(&l->mu);
-	for (size_t i = 0; i < l->n; i++) {
-		if (strcmp(l->keys[i], key) == 0) {
-			ok = false;
-			goto out;
+	while (!background && (h = held_by(l, key)) && h->background)
+		pthread_cond_wait(&l->released, &l->mu);
+	bool ok = !held_by(l, key);
+	if (ok) {
+		if (l->n == l->cap) {
+			l->cap = l->cap ? l->cap * 2 : 16;
+			l->held = realloc(l->held, l->cap * sizeof(*l->held));
+			if (!l->held)
+				abort();
 		}
+		l->held[l->n++] = (struct held){xstrdup(key), background};
 	}
-	if (l->n == l->cap) {
-		l->cap = l->cap ? l->cap * 2 : 16;
-		l->keys = realloc(l->keys, l->cap * sizeof(*l->keys));
-		if (!l->keys)
-			abort();
-	}
-	l->keys[l->n++] = xstrdup(key);
-out:
 	pthread_mutex_unlock(&l->mu);
 	return ok;
+}
+
+bool ctl_lock(struct ctl *c, const char *key)
+{
+	return lock_as(c, key, false);
+}
+
+bool ctl_lock_background(struct ctl *c, const char *key)
+{
+	return lock_as(c, key, true);
 }
 
 void ctl_unlock(struct ctl *c, const char *key)
 {
 	struct ctl_locks *l = c->locks;
 	pthread_mutex_lock(&l->mu);
-	for (size_t i = 0; i < l->n; i++) {
-		if (strcmp(l->keys[i], key) == 0) {
-			free(l->keys[i]);
-			l->keys[i] = l->keys[--l->n];
-			break;
-		}
+	struct held *h = held_by(l, key);
+	if (h) {
+		free(h->key);
+		*h = l->held[--l->n];
+		pthread_cond_broadcast(&l->released);
 	}
 	pthread_mutex_unlock(&l->mu);
 }
@@ -483,7 +512,8 @@ int ctl_check_name(struct ctl_status *st, const char *name, const char *field)
 	return CTL_OK;
 }
 
-bool ctl_lock_keys(struct ctl *c, const char *const *keys, size_t n, const char **busy)
+static bool lock_keys_as(struct ctl *c, const char *const *keys, size_t n, const char **busy,
+                         bool background)
 {
 	for (size_t i = 0; i < n; i++) {
 		bool dup = false;
@@ -491,7 +521,7 @@ bool ctl_lock_keys(struct ctl *c, const char *const *keys, size_t n, const char 
 			dup = dup || strcmp(keys[i], keys[j]) == 0;
 		if (dup)
 			continue;
-		if (!ctl_lock(c, keys[i])) {
+		if (!lock_as(c, keys[i], background)) {
 			if (busy)
 				*busy = keys[i];
 			ctl_unlock_keys(c, keys, i);
@@ -499,6 +529,16 @@ bool ctl_lock_keys(struct ctl *c, const char *const *keys, size_t n, const char 
 		}
 	}
 	return true;
+}
+
+bool ctl_lock_keys(struct ctl *c, const char *const *keys, size_t n, const char **busy)
+{
+	return lock_keys_as(c, keys, n, busy, false);
+}
+
+bool ctl_lock_keys_background(struct ctl *c, const char *const *keys, size_t n)
+{
+	return lock_keys_as(c, keys, n, NULL, true);
 }
 
 void ctl_unlock_keys(struct ctl *c, const char *const *keys, size_t n)

@@ -19,12 +19,15 @@ struct ctl {
 
 /*
  * Per-key serialisation: at most one operation in flight per volume id (and
- * per CreateVolume name). ctl_lock returns false if the key is busy, and the
- * caller answers ABORTED as the spec asks.
+ * per CreateVolume name). ctl_lock returns false if a request holds the key,
+ * and the caller answers ABORTED as the spec asks; it waits for a key
+ * reconciliation holds. ctl_lock_background (reconciliation's) never waits:
+ * false if anyone holds the key.
  */
 struct ctl_locks *ctl_locks_new(void);
 void ctl_locks_free(struct ctl_locks *l);
 bool ctl_lock(struct ctl *c, const char *key);
+bool ctl_lock_background(struct ctl *c, const char *key);
 void ctl_unlock(struct ctl *c, const char *key);
 
 /* Map a helper failure to a status, prefixing context ("stage: ..."). */
@@ -145,6 +148,7 @@ int ctl_check_name(struct ctl_status *st, const char *name, const char *field);
  * *busy (if not NULL) naming the key that was in use. Keys may repeat.
  */
 bool ctl_lock_keys(struct ctl *c, const char *const *keys, size_t n, const char **busy);
+bool ctl_lock_keys_background(struct ctl *c, const char *const *keys, size_t n);
 void ctl_unlock_keys(struct ctl *c, const char *const *keys, size_t n);
 
 /* Wall-clock time as Unix nanoseconds, and as a protobuf Timestamp from a. */

@@ -16,8 +16,9 @@
  * The helper's list is read before the store, and every request writes its
  * intent before it asks the helper, so whatever a request in flight makes is
  * either not listed yet or accounted for. Every action takes the keys the
- * requests take (a busy key means a request is on it: skipped, not waited
- * for) and reads the store again under them.
+ * requests take, as background keys (a busy key means a request is on it:
+ * skipped, not waited for; a request that finds a key held here waits for it
+ * rather than answer ABORTED), and reads the store again under them.
  *
  * Runs in rpcd, unprivileged, on a thread of its own (rpcd_main.c).
  */
@@ -353,7 +354,7 @@ static int settle_one(struct ctl *c, const struct store_intent *in)
 		snprintf(name_key, sizeof(name_key), "%s%s", ops[i].lock_prefix, subject_of(in));
 		keys[1] = name_key;
 	}
-	if (!ctl_lock_keys(c, keys, 2, NULL))
+	if (!ctl_lock_keys_background(c, keys, 2))
 		return -1; /* a request is on it: its own end settles it */
 	/* Read again under the keys: the request may have finished meanwhile. */
 	int ret = settle_held(c, in->key);
@@ -504,7 +505,7 @@ static int orphans(struct ctl *c, char *mounts)
 	}
 	/* Mounts first: an image still mounted cannot be removed. */
 	for (char *l = strtok_r(mounts, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-		if (split(l, w, 4) != 4 || !ctl_lock(c, w[2])) {
+		if (split(l, w, 4) != 4 || !ctl_lock_background(c, w[2])) {
 			ret = -1;
 			continue;
 		}
@@ -514,7 +515,7 @@ static int orphans(struct ctl *c, char *mounts)
 	for (int snap = 0; snap < 2; snap++) {
 		for (char *l = strtok_r(snap ? snaps : images, "\n", &save); l;
 		     l = strtok_r(NULL, "\n", &save)) {
-			if (split(l, w, 2) != 2 || !ctl_lock(c, w[0])) {
+			if (split(l, w, 2) != 2 || !ctl_lock_background(c, w[0])) {
 				ret = -1;
 				continue;
 			}
@@ -667,7 +668,7 @@ static int restore(struct ctl *c, const char *list)
 	    store_publication_list(c->st, &p, &np) != STORE_OK)
 		ret = -1;
 	for (size_t i = 0; i < ns; i++) {
-		if (!ctl_lock(c, s[i]->volume_id)) {
+		if (!ctl_lock_background(c, s[i]->volume_id)) {
 			ret = -1;
 			continue;
 		}
@@ -677,7 +678,7 @@ static int restore(struct ctl *c, const char *list)
 		ctl_unlock(c, s[i]->volume_id);
 	}
 	for (size_t i = 0; i < np; i++) {
-		if (!ctl_lock(c, p[i]->volume_id)) {
+		if (!ctl_lock_background(c, p[i]->volume_id)) {
 			ret = -1;
 			continue;
 		}

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "ctl_int.h"
 #include "mh_client.h"
 #include "store.h"
 #include "tap.h"
@@ -1467,6 +1468,50 @@ static void test_concurrency(struct mh_client *mh)
 	CHECK(delete_volume(vid) == CTL_OK);
 }
 
+struct bg_delete {
+	const char *id;
+	atomic_int code; /* -1 until the request has answered */
+};
+
+static void *delete_thread(void *arg)
+{
+	struct bg_delete *b = arg;
+	atomic_store(&b->code, delete_volume(b->id));
+	return NULL;
+}
+
+/*
+ * Reconciliation holds a volume's key only for a store read or one helper
+ * operation: a request that finds it there waits for it rather than answer
+ * ABORTED (a CO would retry, but a request just after start need not fail).
+ * Reconciliation itself never waits: a key any request holds is skipped.
+ */
+static void test_reconcile_keys(void)
+{
+	char vid[64];
+	struct create_opts o = {.name = "reconciled", .req = 16 * MiB};
+	CHECK(create(&o, vid, NULL) == CTL_OK);
+	CHECK(ctl_lock_background(ctl, vid));
+	CHECK(!ctl_lock_background(ctl, vid));
+	struct bg_delete bg = {.id = vid, .code = -1};
+	pthread_t t;
+	pthread_create(&t, NULL, delete_thread, &bg);
+	tap_sleep_ms(200);
+	CHECK(atomic_load(&bg.code) == -1); /* waiting, not ABORTED */
+	ctl_unlock(ctl, vid);
+	pthread_join(t, NULL);
+	CHECK(atomic_load(&bg.code) == CTL_OK);
+
+	CHECK(ctl_lock(ctl, "held-by-a-request"));
+	CHECK(!ctl_lock(ctl, "held-by-a-request"));
+	CHECK(!ctl_lock_background(ctl, "held-by-a-request"));
+	const char *keys[2] = {"free-key", "held-by-a-request"};
+	CHECK(!ctl_lock_keys_background(ctl, keys, 2));
+	CHECK(ctl_lock(ctl, "free-key")); /* none of the keys kept */
+	ctl_unlock(ctl, "free-key");
+	ctl_unlock(ctl, "held-by-a-request");
+}
+
 /* ---- directory volumes ---- */
 
 #define PVC_NS  "csi.storage.k8s.io/pvc/namespace"
@@ -1885,6 +1930,7 @@ int main(void)
 	test_capacity();
 	test_groups();
 	test_concurrency(mh);
+	test_reconcile_keys();
 	test_dir_params();
 	test_dir_create_delete();
 	test_dir_intent_reconcile();
