@@ -144,9 +144,12 @@ char *ctl_strdup(struct ctl_arena *a, const char *s)
 /*
  * Held keys, each with whether reconciliation holds it. Reconciliation holds
  * a key for one store read or one helper operation and never waits for one,
- * so a request that finds it there waits for it (no cycle can form); only a
- * key another request holds answers ABORTED.
+ * so a request that finds it there waits for it (no cycle can form), but at
+ * most CTL_BACKGROUND_WAIT_S: a restage after a reboot may hold a key for
+ * long, and a gRPC worker is not pinned behind it. A key another request
+ * holds, or reconciliation holds past the wait, answers ABORTED.
  */
+#define CTL_BACKGROUND_WAIT_S 1
 struct held {
 	char *key;
 	bool background;
@@ -162,8 +165,12 @@ struct ctl_locks {
 struct ctl_locks *ctl_locks_new(void)
 {
 	struct ctl_locks *l = xcalloc(1, sizeof(*l));
+	pthread_condattr_t ca;
 	pthread_mutex_init(&l->mu, NULL);
-	pthread_cond_init(&l->released, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&l->released, &ca);
+	pthread_condattr_destroy(&ca);
 	return l;
 }
 
@@ -191,9 +198,13 @@ static bool lock_as(struct ctl *c, const char *key, bool background)
 {
 	struct ctl_locks *l = c->locks;
 	struct held *h;
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += CTL_BACKGROUND_WAIT_S;
 	pthread_mutex_lock(&l->mu);
-	while (!background && (h = held_by(l, key)) && h->background)
-		pthread_cond_wait(&l->released, &l->mu);
+	while (!background && (h = held_by(l, key)) && h->background &&
+	       pthread_cond_timedwait(&l->released, &l->mu, &until) == 0)
+		;
 	bool ok = !held_by(l, key);
 	if (ok) {
 		if (l->n == l->cap) {

@@ -20,9 +20,9 @@ struct ctl {
 /*
  * Per-key serialisation: at most one operation in flight per volume id (and
  * per CreateVolume name). ctl_lock returns false if a request holds the key,
- * and the caller answers ABORTED as the spec asks; it waits for a key
- * reconciliation holds. ctl_lock_background (reconciliation's) never waits:
- * false if anyone holds the key.
+ * and the caller answers ABORTED as the spec asks; it waits a while (a
+ * second) for a key reconciliation holds. ctl_lock_background
+ * (reconciliation's) never waits: false if anyone holds the key.
  */
 struct ctl_locks *ctl_locks_new(void);
 void ctl_locks_free(struct ctl_locks *l);

@@ -1482,8 +1482,9 @@ static void *delete_thread(void *arg)
 
 /*
  * Reconciliation holds a volume's key only for a store read or one helper
- * operation: a request that finds it there waits for it rather than answer
- * ABORTED (a CO would retry, but a request just after start need not fail).
+ * operation: a request that finds it there waits for it (a second at most)
+ * rather than answer ABORTED (a CO would retry, but a request just after
+ * start need not fail).
  * Reconciliation itself never waits: a key any request holds is skipped.
  */
 static void test_reconcile_keys(void)
@@ -1501,6 +1502,10 @@ static void test_reconcile_keys(void)
 	ctl_unlock(ctl, vid);
 	pthread_join(t, NULL);
 	CHECK(atomic_load(&bg.code) == CTL_OK);
+	/* But only a while: a key reconciliation keeps (a long restage) answers ABORTED. */
+	CHECK(ctl_lock_background(ctl, "restaging"));
+	CHECK(!ctl_lock(ctl, "restaging"));
+	ctl_unlock(ctl, "restaging");
 
 	CHECK(ctl_lock(ctl, "held-by-a-request"));
 	CHECK(!ctl_lock(ctl, "held-by-a-request"));
