@@ -24,8 +24,8 @@ import mh_wire
 from conftest import BIN  # noqa: F401  (the build the fixtures use)
 from mh_wire import F_BLOCK, F_CREATE_DIR, E, Msg, T, encode
 from stallfuse import StallFuse
-from test_core import (VOL, VOL2, MiB, core, expand, refresh, freeze, fresh, publish, stage,  # noqa: F401
-                       stats, unpublish, unstage, writer)
+from test_core import (VOL, VOL2, MiB, attached, core, expand, refresh, freeze, fresh, publish,  # noqa: F401
+                       stage, stats, unpublish, unstage, writer)
 
 HANG = 10  # seconds the core is given to answer before it is called hung
 
@@ -710,3 +710,34 @@ def test_expand_never_shrinks_a_device_either(core):
     assert _size(os.path.join(st, "dev")) == 64 * MiB
     os.truncate(img, 64 * MiB)
     core.ok(unstage(VOL, st, flags=F_BLOCK))
+
+
+@pytest.mark.parametrize("block", [False, True], ids=["fs", "block"])
+def test_a_device_held_open_at_unstage_keeps_its_image_counted_until_it_is_gone(core, block):
+    """A process outside the core holds the volume's loop device open at UNSTAGE (for raw
+    block, a pod's process may pass its device on and outlive the pod). The core waits for
+    the detach a bounded time, then answers BUSY and still serves; the CO's retry finds
+    nothing staged (OK: LOOP_CLR_FD left the device to clear itself), but ATTACHED still
+    counts the device, so the orchestrating side neither formats nor deletes the image
+    while anyone can reach it; once the holder closes it, the device is gone."""
+    core.image(VOL, fs=None if block else "ext4")
+    st = core.dir("blk/v1" if block else "staging/v1")
+    flags = F_BLOCK if block else 0
+    core.ok(stage(VOL, st, fs="" if block else "ext4", flags=flags))
+    devs = mh_wire_loops(core.img(VOL))
+    assert len(devs) == 1, devs
+    fd = os.open(devs[0], os.O_RDONLY)
+    try:
+        ans = core.call(unstage(VOL, st, flags=flags))
+        assert ans.type == T.ANS_ERROR and ans.kind == E.BUSY, ans
+        core.alive()
+        core.ok(unstage(VOL, st, flags=flags))
+        assert core.ok(attached(VOL)).devices == 1
+        assert mh_wire_loops(core.img(VOL)) == devs
+    finally:
+        os.close(fd)
+    deadline = time.monotonic() + 10
+    while mh_wire_loops(core.img(VOL)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert mh_wire_loops(core.img(VOL)) == []
+    assert core.ok(attached(VOL)).devices == 0
