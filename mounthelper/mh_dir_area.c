@@ -157,28 +157,49 @@ static bool has_mark(int fd)
 	       record_is(kept, NULL) != 0;
 }
 
-/* The record name, holding id, made whole: written under a temporary name, then renamed. */
+/*
+ * The record name in the area dir, holding text (and a newline if nl), made
+ * whole: written under the temporary name tmp (a killed writer leaves only
+ * that, which the next one removes), then renamed, never over another. 0 with
+ * *made (may be NULL) true if made now, false if it held text already; -1 with
+ * errno (EEXIST: it holds something else).
+ */
+static int write_whole(int dir, const char *name, const char *tmp, const char *text, bool nl,
+                       bool *made)
+{
+	if (made)
+		*made = false;
+	(void)unlinkat(dir, tmp, 0);
+	int w = openat2_retry(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600,
+	                      RESOLVE_IN_TREE);
+	size_t n = strlen(text);
+	bool ok = w >= 0 && write(w, text, n) == (ssize_t)n && (!nl || write(w, "\n", 1) == 1) &&
+	          fsync(w) == 0;
+	int err = errno;
+	mh_closep(&w);
+	if (ok && renameat2(dir, tmp, dir, name, RENAME_NOREPLACE) == 0) {
+		(void)fsync(dir);
+		if (made)
+			*made = true;
+		return 0;
+	}
+	err = ok ? errno : err;
+	(void)unlinkat(dir, tmp, 0);
+	if (err == EEXIST && holds(dir, name, text) == 1)
+		return 0; /* made already, by a request killed after it */
+	errno = err;
+	return -1;
+}
+
+/* The mark record name, holding id, made whole (write_whole; temporary name name.new). */
 static int write_record(const char *name, const char *id, struct mh_res *r)
 {
 	char tmp[RECORD_MAX + 8];
 	snprintf(tmp, sizeof(tmp), "%s.new", name);
-	(void)unlinkat(shared_marks, tmp, 0);
-	int w = openat2_retry(shared_marks, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600,
-	                      RESOLVE_IN_TREE);
-	size_t n = strlen(id);
-	bool ok = w >= 0 && write(w, id, n) == (ssize_t)n && fsync(w) == 0;
-	int err = errno;
-	mh_closep(&w);
-	if (ok && renameat2(shared_marks, tmp, shared_marks, name, RENAME_NOREPLACE) == 0) {
-		(void)fsync(shared_marks);
+	if (write_whole(shared_marks, name, tmp, id, false, NULL) == 0)
 		return 0;
-	}
-	err = ok ? errno : err;
-	(void)unlinkat(shared_marks, tmp, 0);
-	if (err == EEXIST && record_is(name, id) == 1)
-		return 0; /* made already, by a request killed after it */
-	return mh_fail(r, MH_E_FAILED, err, "cannot record the directory as sepcsi's: %s",
-	               strerror(err));
+	return mh_fail(r, MH_E_FAILED, errno, "cannot record the directory as sepcsi's: %s",
+	               strerror(errno));
 }
 
 /* Mark the object fd, just made, as id's. */
@@ -591,6 +612,12 @@ static void pub_name(const char *id, const char *target, bool one, char *buf, si
 	         one ? "@1" : "");
 }
 
+/* A record's temporary name while it is written: ".new-" first, so no volume id's scan sees it. */
+static void pub_tmp_name(const char *name, char *buf, size_t len)
+{
+	snprintf(buf, len, ".new-%s", name);
+}
+
 /* 1 if the publication record name holds target, 0 if not or absent, -1 if unreadable. */
 static int pub_holds(const char *name, const char *target)
 {
@@ -605,8 +632,7 @@ void mh_dir_set_node(const char *node, bool only)
 
 int mh_dir_pub_note(const char *id, const char *target, int one, bool *made, struct mh_res *r)
 {
-	char name[MH_ID_MAX + NAME_MAX + 32];
-	int fd;
+	char name[MH_ID_MAX + NAME_MAX + 32], tmp[MH_ID_MAX + NAME_MAX + 40];
 	if (!shared_node[0])
 		return mh_fail(r, MH_E_REFUSED, EPERM,
 		               "this helper serves no node plugin (no --node-id): it publishes "
@@ -614,6 +640,8 @@ int mh_dir_pub_note(const char *id, const char *target, int one, bool *made, str
 	if (one < 0) { /* removed, whichever mode it was made with, if it is this target's */
 		for (int k = 0; k < 2; k++) {
 			pub_name(id, target, k, name, sizeof(name));
+			pub_tmp_name(name, tmp, sizeof(tmp));
+			(void)unlinkat(shared_pubs, tmp, 0); /* what a killed writer left */
 			if (pub_holds(name, target) == 1 && unlinkat(shared_pubs, name, 0) < 0 &&
 			    errno != ENOENT)
 				return mh_fail(r, MH_E_FAILED, errno,
@@ -622,22 +650,18 @@ int mh_dir_pub_note(const char *id, const char *target, int one, bool *made, str
 		}
 		return 0;
 	}
+	/*
+	 * Written whole or not at all (write_whole): a worker killed while writing
+	 * leaves only the temporary name, never a record that holds no target and
+	 * would stand in the way of this target for good.
+	 */
 	pub_name(id, target, one, name, sizeof(name));
-	fd = openat2_retry(shared_pubs, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600,
-	                   RESOLVE_IN_TREE);
-	*made = fd >= 0;
-	if (fd < 0 && errno == EEXIST && pub_holds(name, target) == 1)
+	pub_tmp_name(name, tmp, sizeof(tmp));
+	if (write_whole(shared_pubs, name, tmp, target, true, made) == 0)
 		return 0;
-	if (fd < 0 && errno == EEXIST) /* another target of this node's, its hash the same */
+	if (errno == EEXIST) /* another target of this node's, its hash the same */
 		return mh_fail(r, MH_E_FAILED, EEXIST, "the publication's record is another's");
-	size_t n = strlen(target);
-	bool ok = fd >= 0 && write(fd, target, n) == (ssize_t)n && write(fd, "\n", 1) == 1 &&
-	          fsync(fd) == 0 && fsync(shared_pubs) == 0;
-	int err = errno;
-	mh_closep(&fd);
-	if (!ok && *made)
-		(void)unlinkat(shared_pubs, name, 0);
-	return ok ? 0 : mh_fail(r, MH_E_FAILED, err, "record the publication: %s", strerror(err));
+	return mh_fail(r, MH_E_FAILED, errno, "record the publication: %s", strerror(errno));
 }
 
 /* Which of volume id's publications pub_scan() looks for. */

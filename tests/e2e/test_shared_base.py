@@ -367,3 +367,36 @@ def test_what_a_killed_worker_left_goes(cl):
     while os.path.exists(left) or os.path.exists(tmp):
         assert time.monotonic() < deadline, "the leftovers were not removed"
         time.sleep(0.05)
+
+
+def pub_record_name(vid, node, target, one=False):
+    """A publication's record in <base>/.sepcsi-published: <id>@<node>@<FNV-1a of the
+    target, 16 hex digits>[@1]."""
+    h = 14695981039346656037
+    for b in os.fsencode(target):
+        h = ((h ^ b) * 1099511628211) & (2**64 - 1)
+    return "%s@%s@%016x%s" % (vid, node, h, "@1" if one else "")
+
+
+def test_what_a_killed_publication_writer_left_stands_in_no_way(cl):
+    """A worker killed while it wrote a publication's record leaves only the record's
+    temporary file (.new-<name>), never a record holding no target: one such record
+    once made every later publish of that target fail ("the publication's record is
+    another's") and kept the volume from being deleted. The next publish of the target
+    records it whole, its unpublish removes the record and the leftover, and the delete
+    goes on."""
+    v = create(cl, "killed-writer")
+    parent = os.path.join(cl.a.root, "pods", "pod-k", "volumes", "kubernetes.io~csi",
+                          v.volume_id)
+    name = pub_record_name(v.volume_id, "node-a", os.path.join(parent, "mount"))
+    pubs = os.path.join(cl.base, ".sepcsi-published")
+    with open(os.path.join(pubs, ".new-" + name), "w") as f:
+        f.write(parent[:10])  # cut short
+    staging, target = publish(cl.a, v, "pod-k")
+    with open(os.path.join(pubs, name)) as f:
+        assert f.read() == target + "\n"
+    code, msg = code_of(cl.ctl.client.controller, "DeleteVolume", volume_id=v.volume_id)
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "node-a" in msg, msg
+    unpublish(cl.a, v, staging, target)
+    assert os.listdir(pubs) == []
+    cl.ctl.client.controller("DeleteVolume", volume_id=v.volume_id)
