@@ -444,7 +444,7 @@ out:
 		mh_closep(&base);
 		base = mh_dir_base_open(c, q->base, false, &(struct mh_res){0});
 		if (base >= 0)
-			(void)mh_dir_pub_note(q->volume_id, q->path, -1, NULL, &(struct mh_res){0});
+			mh_dir_pub_undo(q->volume_id, q->path, q->flags & MH_F_ONE_NODE);
 	}
 	mh_closep(&bind);
 	mh_closep(&fd);

@@ -160,9 +160,11 @@ static bool has_mark(int fd)
 /*
  * The record name in the area dir, holding text (and a newline if nl), made
  * whole: written under the temporary name tmp (a killed writer leaves only
- * that, which the next one removes), then renamed, never over another. 0 with
- * *made (may be NULL) true if made now, false if it held text already; -1 with
- * errno (EEXIST: it holds something else).
+ * that, which the next one removes), then linked into place: link(2) never
+ * replaces a name and is atomic on a network file system too, where
+ * renameat2's RENAME_NOREPLACE is refused. 0 with *made (may be NULL) true if
+ * made now, false if it held text already; -1 with errno (EEXIST: it holds
+ * something else; a name made now whose directory cannot be synced is removed).
  */
 static int write_whole(int dir, const char *name, const char *tmp, const char *text, bool nl,
                        bool *made)
@@ -175,18 +177,21 @@ static int write_whole(int dir, const char *name, const char *tmp, const char *t
 	size_t n = strlen(text);
 	bool ok = w >= 0 && write(w, text, n) == (ssize_t)n && (!nl || write(w, "\n", 1) == 1) &&
 	          fsync(w) == 0;
+	ok = ok && linkat(dir, tmp, dir, name, 0) == 0;
 	int err = errno;
 	mh_closep(&w);
-	if (ok && renameat2(dir, tmp, dir, name, RENAME_NOREPLACE) == 0) {
-		(void)fsync(dir);
+	(void)unlinkat(dir, tmp, 0);
+	if (ok && fsync(dir) == 0) {
 		if (made)
 			*made = true;
 		return 0;
 	}
-	err = ok ? errno : err;
-	(void)unlinkat(dir, tmp, 0);
-	if (err == EEXIST && holds(dir, name, text) == 1)
+	if (ok) { /* made now, not known to last: not kept */
+		err = errno;
+		(void)unlinkat(dir, name, 0);
+	} else if (err == EEXIST && holds(dir, name, text) == 1) {
 		return 0; /* made already, by a request killed after it */
+	}
 	errno = err;
 	return -1;
 }
@@ -612,10 +617,14 @@ static void pub_name(const char *id, const char *target, bool one, char *buf, si
 	         one ? "@1" : "");
 }
 
-/* A record's temporary name while it is written: ".new-" first, so no volume id's scan sees it. */
+/*
+ * A record's temporary name while it is written: ".n-" in place of the
+ * volume id's "sv-", so no volume id's scan sees it, and no longer than the
+ * record's own name.
+ */
 static void pub_tmp_name(const char *name, char *buf, size_t len)
 {
-	snprintf(buf, len, ".new-%s", name);
+	snprintf(buf, len, ".n-%s", name + 3);
 }
 
 /* 1 if the publication record name holds target, 0 if not or absent, -1 if unreadable. */
@@ -630,26 +639,30 @@ void mh_dir_set_node(const char *node, bool only)
 	node_only = only;
 }
 
+/* Remove the record of id's publication at target made in mode one, if it holds target. */
+static int pub_remove(const char *id, const char *target, bool one, struct mh_res *r)
+{
+	char name[MH_ID_MAX + NAME_MAX + 32], tmp[MH_ID_MAX + NAME_MAX + 32];
+	pub_name(id, target, one, name, sizeof(name));
+	pub_tmp_name(name, tmp, sizeof(tmp));
+	(void)unlinkat(shared_pubs, tmp, 0); /* what a killed writer left */
+	if (pub_holds(name, target) == 1 && unlinkat(shared_pubs, name, 0) < 0 && errno != ENOENT)
+		return mh_fail(r, MH_E_FAILED, errno, "remove the publication's record: %s",
+		               strerror(errno));
+	return 0;
+}
+
 int mh_dir_pub_note(const char *id, const char *target, int one, bool *made, struct mh_res *r)
 {
-	char name[MH_ID_MAX + NAME_MAX + 32], tmp[MH_ID_MAX + NAME_MAX + 40];
+	char name[MH_ID_MAX + NAME_MAX + 32], tmp[MH_ID_MAX + NAME_MAX + 32];
 	if (!shared_node[0])
 		return mh_fail(r, MH_E_REFUSED, EPERM,
 		               "this helper serves no node plugin (no --node-id): it publishes "
 		               "nothing on a shared base");
-	if (one < 0) { /* removed, whichever mode it was made with, if it is this target's */
-		for (int k = 0; k < 2; k++) {
-			pub_name(id, target, k, name, sizeof(name));
-			pub_tmp_name(name, tmp, sizeof(tmp));
-			(void)unlinkat(shared_pubs, tmp, 0); /* what a killed writer left */
-			if (pub_holds(name, target) == 1 && unlinkat(shared_pubs, name, 0) < 0 &&
-			    errno != ENOENT)
-				return mh_fail(r, MH_E_FAILED, errno,
-				               "remove the publication's record: %s",
-				               strerror(errno));
-		}
-		return 0;
-	}
+	if (one < 0) /* removed, whichever mode it was made with, if it is this target's */
+		return pub_remove(id, target, false, r) < 0 || pub_remove(id, target, true, r) < 0
+		           ? -1
+		           : 0;
 	/*
 	 * Written whole or not at all (write_whole): a worker killed while writing
 	 * leaves only the temporary name, never a record that holds no target and
@@ -662,6 +675,12 @@ int mh_dir_pub_note(const char *id, const char *target, int one, bool *made, str
 	if (errno == EEXIST) /* another target of this node's, its hash the same */
 		return mh_fail(r, MH_E_FAILED, EEXIST, "the publication's record is another's");
 	return mh_fail(r, MH_E_FAILED, errno, "record the publication: %s", strerror(errno));
+}
+
+void mh_dir_pub_undo(const char *id, const char *target, bool one)
+{
+	if (shared_node[0])
+		(void)pub_remove(id, target, one, &(struct mh_res){0});
 }
 
 /* Which of volume id's publications pub_scan() looks for. */

@@ -91,6 +91,11 @@ void mh_dir_set_node(const char *node, bool only);
  * node id).
  */
 int mh_dir_pub_note(const char *id, const char *target, int one, bool *made, struct mh_res *r);
+/*
+ * A failed publish's undo: only the record it made (mode one) goes, never the
+ * other mode's, which an earlier publication at the same target may hold.
+ */
+void mh_dir_pub_undo(const char *id, const char *target, bool one);
 
 /*
  * 0 if no other node publishes volume id in a way a publication here cannot

@@ -67,7 +67,9 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("pipe2", "a worker's pipe to the main loop"),
 
     /* directory volumes: a volume's tree beneath its base, on fds (mh_dir.c, mh_tree.c) */
-    ALLOW_EQ("linkat", 4, 0, "copy a tree: a second name of a file already copied"),
+    ALLOW_EQ("linkat", 4, 0,
+             "copy a tree: a second name of a file already copied; a shared base's record "
+             "put in place whole, never over another name"),
     ALLOW("symlinkat", "copy a tree: a symlink, copied as a symlink, never followed"),
     ALLOW("readlinkat", "copy a tree: what a symlink says"),
     ALLOW_EQ("fchownat", 4, AT_SYMLINK_NOFOLLOW, "copy a tree: a symlink's owner"),

@@ -22,7 +22,7 @@ import pytest
 from conftest import Driver, mounts_under
 from csi_client import mount_cap
 from hostile import HostileDriver
-from mh_wire import DIR_DELETE, Msg, T
+from mh_wire import DIR_DELETE, F_ONE_NODE, Msg, T
 from test_shared_base import (MNMW, SNW, Cluster, code_of, create, publish,  # noqa: F401
                               record_name, records, unpublish)
 
@@ -178,6 +178,36 @@ def test_hostile_rpcd_forged_publication_other_volume(cl):
         assert still_there(ta)
     finally:
         safe_unpublish(cl, cl.a, v, sa, ta)
+
+
+def test_hostile_rpcd_failed_publish_keeps_the_other_modes_record(cl):
+    """A compromised rpcd on another node publishes a volume at its target in a multi-node
+    mode (its node's record made), then again at that target in a single-node mode,
+    read-only: refused (already published read-write). The failed publish's undo once
+    removed the records of both modes, so the target stayed bound with none, and a
+    delete on the controller went on under the pod. SAFE: only the record the failed
+    publish made goes; the delete is refused while the bind stands."""
+    v = create(cl, "victim-undo")
+    vdir = dict(v.volume_context)["directory"]
+    with open(os.path.join(vdir, "precious"), "w") as f:
+        f.write("tenant data\n")
+    h = other_node(cl, "evil-undo", hostile=True)
+    r = h.rpcd
+    target = os.path.join(cl.a.root, "pods", "pod-e", "volumes", "kubernetes.io~csi",
+                          v.volume_id, "mount")
+    os.makedirs(os.path.dirname(in_view(h, target)), exist_ok=True)
+    pub = r.call(dir_req(T.REQ_DIR_PUBLISH, v, cl, path=target, mode=0))
+    assert pub.type == T.ANS_DIR_PUBLISH, pub
+    try:
+        bad = r.call(dir_req(T.REQ_DIR_PUBLISH, v, cl, path=target, mode=1,
+                             flags=F_ONE_NODE))
+        assert bad.type == T.ANS_ERROR, bad
+        code, msg = code_of(cl.ctl.client.controller, "DeleteVolume", volume_id=v.volume_id)
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and "node-evil" in msg, msg
+        assert still_there(vdir)
+    finally:
+        r.call(dir_req(T.REQ_DIR_UNPUBLISH, v, cl, path=target))
+    cl.ctl.client.controller("DeleteVolume", volume_id=v.volume_id)
 
 
 def test_hostile_rpcd_cannot_bind_foreign_or_unmarked(cl):

@@ -390,7 +390,7 @@ def test_what_a_killed_publication_writer_left_stands_in_no_way(cl):
                           v.volume_id)
     name = pub_record_name(v.volume_id, "node-a", os.path.join(parent, "mount"))
     pubs = os.path.join(cl.base, ".sepcsi-published")
-    with open(os.path.join(pubs, ".new-" + name), "w") as f:
+    with open(os.path.join(pubs, ".n-" + name[3:]), "w") as f:
         f.write(parent[:10])  # cut short
     staging, target = publish(cl.a, v, "pod-k")
     with open(os.path.join(pubs, name)) as f:
