@@ -751,6 +751,12 @@ int mh_dir_shared_check(const struct mh_ctx *c, size_t i, const char *node, stru
 	const char *b = pol_base_dir(c->pol, i);
 	struct statfs sfs;
 	struct stat st;
+	/* A publication's record is one name: <volume id>@<node id>@<16 hex digits>@1. */
+	if (node && strlen(node) > MH_DIR_NODE_MAX)
+		return mh_fail(r, MH_E_REFUSED, ENAMETOOLONG,
+		               "a node id is at most %d bytes on a shared base (its publications' "
+		               "records are named by it); this one is %zu",
+		               MH_DIR_NODE_MAX, strlen(node));
 	int base = mh_dir_base_open(c, b, false, r), fd = -1;
 	if (base < 0)
 		return -1;

@@ -15,6 +15,8 @@
 #define MH_DIR_MARKS ".sepcsi-marks"     /* a shared base's marks, one record per inode */
 #define MH_DIR_PUBS  ".sepcsi-published" /* a shared base's publications, on every node */
 #define MH_DIR_NODES ".sepcsi-nodes"     /* a shared base's node plugins, by node id */
+/* The longest node id a shared base takes: a publication record's name is at most NAME_MAX. */
+#define MH_DIR_NODE_MAX (255 - POL_ID_LEN - (int)sizeof("@@0123456789abcdef@1") + 1)
 
 /*
  * The base (ro: its read-only clone), O_RDONLY, root's alone: the fd, or -1
@@ -27,8 +29,8 @@ int mh_dir_base_open(const struct mh_ctx *c, const char *base, bool ro, struct m
 /*
  * At start, the i-th base, when the policy says it is shared: reachable, root's
  * alone as every base, not btrfs, and root's files there root's (an export
- * that squashes root fails); then, with a node id (a node plugin's helper),
- * <base>/.sepcsi-nodes/<node> made. 0, or -1 with r.
+ * that squashes root fails); then, with a node id (a node plugin's helper), no
+ * longer than MH_DIR_NODE_MAX, <base>/.sepcsi-nodes/<node> made. 0, or -1 with r.
  */
 int mh_dir_shared_check(const struct mh_ctx *c, size_t i, const char *node, struct mh_res *r);
 

@@ -349,6 +349,29 @@ def test_a_btrfs_base_is_never_shared():
         d.cleanup()
 
 
+def test_a_node_id_too_long_for_the_records_is_refused_at_start(cl):
+    """A publication's record on a shared base is named <volume id>@<node id>@<hash>@1, one
+    file name: a node id over 200 bytes could never publish there. The helper says so at
+    start instead of failing every NodePublishVolume; one of 200 bytes publishes, in the
+    single-node mode whose record's name is the longest."""
+    long_id = Driver(extra_args=["--mode", "node"], node_id="n" * 201, wait=False,
+                     policy_extra="[directories]\nshared_base_dirs = %s\n" % cl.base)
+    cl.drivers.append(long_id)
+    deadline = time.monotonic() + 120  # a bound for slow machines, not a figure
+    while "a node id is at most 200 bytes on a shared base" not in long_id.logs():
+        assert time.monotonic() < deadline, "the helper did not refuse the node id"
+        time.sleep(0.05)
+    assert not os.path.exists(os.path.join(cl.base, ".sepcsi-nodes", "n" * 201))
+    fits = cl.start("node", "n" * 200, "shared_base_dirs = %s\n" % cl.base)
+    v = create(cl, "long-node", mode=SNW)
+    staging, target = publish(fits, v, "pod-long", mode=SNW)
+    pubs = os.listdir(os.path.join(cl.base, ".sepcsi-published"))
+    assert [len(p) for p in pubs] == [255] and pubs[0].endswith("@1"), pubs
+    unpublish(fits, v, staging, target)
+    assert os.listdir(os.path.join(cl.base, ".sepcsi-published")) == []
+    cl.ctl.client.controller("DeleteVolume", volume_id=v.volume_id)
+
+
 def test_what_a_killed_worker_left_goes(cl):
     """A worker killed between making a volume's directory in the work area and its record
     leaves the directory and the record's temporary file (<inode>-<birth>.new). The
