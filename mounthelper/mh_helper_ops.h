@@ -24,7 +24,7 @@ mh_answer_fn mh_relay, mh_relay_unstage, mh_relay_publish, mh_relay_unpublish, m
  * before an UNSTAGE or FREEZE of it; what it does not, that request does.
  */
 void mh_core_flush(const char *volume_id);
-/* 1 if a loop device backs images/<id>.img, asked of the core (which alone can look); 0; -1. */
+/* How many loop devices back images/<id>.img, asked of the core (which alone can look); -1. */
 int mh_core_attached(const char *volume_id, struct mh_res *r);
 /* Directory volumes (mh_dir.c). */
 mh_answer_fn mh_answer_dir_create, mh_answer_dir_delete, mh_answer_dir_expand,

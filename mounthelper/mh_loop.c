@@ -388,32 +388,42 @@ int mh_loop_list(dev_t dev, ino_t ino, struct mh_loop **out, struct mh_res *r)
 	}
 }
 
-static void sleep_ms(long ms)
+/*
+ * LOOP_CLR_FD of l, on the descriptor that proved it still the same device
+ * bound to (dev, ino) (an open device is neither torn down nor bound anew):
+ * detached at once, or, with another holder, only marked autoclear.
+ */
+static void clear(const struct mh_loop *l, dev_t dev, ino_t ino)
 {
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	struct loop_info64 info;
+	struct stat st;
+	int fd = open_loop(l->nr, O_RDONLY | O_NONBLOCK);
+	if (fd < 0)
+		return;
+	if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && fstat(fd, &st) == 0 &&
+	    st.st_rdev == l->rdev && info.lo_device == (uint64_t)dev &&
+	    info.lo_inode == (uint64_t)ino)
+		ioctl(fd, LOOP_CLR_FD, 0);
+	close(fd);
+}
+
+/* What the detach of l left: 0 if it is gone, -1 (BUSY, EALREADY) if a holder keeps it. */
+static int held(const struct mh_loop *l, struct mh_res *r)
+{
+	return mh_fail(r, MH_E_BUSY, EALREADY,
+	               "%s is still attached (held open elsewhere; it goes when it is closed)",
+	               l->path);
 }
 
 int mh_loop_ensure_detached(dev_t dev, ino_t ino, struct mh_res *r)
 {
 	struct mh_loop l;
-	/* Autoclear normally runs when the last holder closes; give it a moment. */
-	for (int i = 0; i < 40; i++) {
-		int found = mh_loop_find(dev, ino, &l, r);
-		if (found <= 0)
-			return found;
-		if (i == 20) {
-			/* Still bound after 1s: ask explicitly (sets autoclear if still open). */
-			int fd = open_loop(l.nr, O_RDONLY);
-			if (fd >= 0) {
-				ioctl(fd, LOOP_CLR_FD, 0);
-				close(fd);
-			}
-		}
-		sleep_ms(50);
-	}
-	return mh_fail(r, MH_E_BUSY, EBUSY, "%s is still attached (held open elsewhere)", l.path);
+	int found = mh_loop_find(dev, ino, &l, r);
+	if (found <= 0)
+		return found;
+	clear(&l, dev, ino); /* autoclear has not run: a holder is left (a probe, a reader) */
+	found = mh_loop_find(dev, ino, &l, r);
+	return found <= 0 ? found : held(&l, r);
 }
 
 int mh_loop_nr_of_rdev(dev_t rdev)
@@ -473,18 +483,8 @@ int mh_loop_size(const struct mh_loop *l, uint64_t *size, struct mh_res *r)
 
 int mh_loop_detach(const struct mh_loop *l, dev_t dev, ino_t ino, struct mh_res *r)
 {
-	int fd = open_loop(l->nr, O_RDONLY | O_NONBLOCK);
-	if (fd >= 0) {
-		/* Our fd is the only opener we allow: then the kernel detaches at once. */
-		ioctl(fd, LOOP_CLR_FD, 0);
-		close(fd);
-	}
-	for (int i = 0; i < 20; i++) {
-		struct mh_loop now;
-		struct mh_res ignore = {0};
-		if (mh_loop_by_rdev(l->rdev, dev, ino, &now, &ignore) == 0)
-			return 0;
-		sleep_ms(50);
-	}
-	return mh_fail(r, MH_E_BUSY, EBUSY, "%s is still attached (held open elsewhere)", l->path);
+	struct mh_loop now;
+	struct mh_res ignore = {0};
+	clear(l, dev, ino); /* with no other opener, the kernel detaches it at once */
+	return mh_loop_by_rdev(l->rdev, dev, ino, &now, &ignore) == 0 ? 0 : held(l, r);
 }

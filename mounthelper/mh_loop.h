@@ -137,14 +137,16 @@ int mh_loop_set_capacity(const struct mh_loop *l, struct mh_res *r);
 int mh_loop_size(const struct mh_loop *l, uint64_t *size, struct mh_res *r);
 
 /*
- * Detach l now (LOOP_CLR_FD) and wait until it is gone. If someone else holds
- * it open, the kernel only marks it autoclear: then MH_E_BUSY, never success.
+ * Detach l now (LOOP_CLR_FD), never waiting. If someone else holds it open,
+ * the kernel only marks it autoclear, and it goes when the holder closes it:
+ * then -1, MH_E_BUSY with EALREADY (whoever asked may wait for it: mh_relay.c).
  */
 int mh_loop_detach(const struct mh_loop *l, dev_t dev, ino_t ino, struct mh_res *r);
 
 /*
- * Make sure no loop device is backed by (dev, ino) any more: wait briefly for
- * autoclear, then ask with LOOP_CLR_FD. 0 when detached, -1 (BUSY) otherwise.
+ * Make sure no loop device is backed by (dev, ino) any more: one still bound
+ * (autoclear waits for a holder) is asked LOOP_CLR_FD, never waited for. 0
+ * when none is left, -1 otherwise: MH_E_BUSY with EALREADY, as mh_loop_detach.
  */
 int mh_loop_ensure_detached(dev_t dev, ino_t ino, struct mh_res *r);
 

@@ -240,9 +240,10 @@ out:
 	mh_closep(&lfd);
 	if (ret < 0 && attached_here) {
 		struct mh_res ignore = {0};
+		/* EALREADY: held for a moment (a probe); it goes by itself (autoclear). */
 		if (mh_loop_ensure_detached(v.st.st_dev, v.st.st_ino, &ignore) < 0)
-			log_kv(LOG_LVL_ERROR, "loop_leak", "device", v.loop.path, "reason",
-			       ignore.reason, NULL);
+			log_kv(ignore.sys_errno == EALREADY ? LOG_LVL_INFO : LOG_LVL_ERROR,
+			       "loop_leak", "device", v.loop.path, "reason", ignore.reason, NULL);
 	}
 	mh_closep(&img);
 	if (ret < 0 && made_dir) /* leave no directory we made */

@@ -22,10 +22,13 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "pol_caps.h"
+#include "mh_common.h"
+#include "mh_loop.h"
 #include "mh_tools.h"
 #include "mh_view.h"
 #include "mh_worker.h"
@@ -156,7 +159,7 @@ int mh_core_attached(const char *volume_id, struct mh_res *r)
 	snprintf(q.u.del.volume_id, sizeof(q.u.del.volume_id), "%s", volume_id);
 	if (mh_core_ask(&q, &ans, r) < 0)
 		return -1;
-	return ans.u.attached.devices > 0;
+	return ans.u.attached.devices > INT_MAX ? INT_MAX : (int)ans.u.attached.devices;
 }
 
 #define RELAYED(name, own)                                                                         \
@@ -174,18 +177,86 @@ void mh_core_flush(const char *volume_id)
 	(void)mh_core_ask(&q, &ans, &ignore); /* what it leaves, the request after writes back */
 }
 
-/* A file system's UNSTAGE: written back first, by the core's flusher. */
+/* How many loop devices back the volume's image now (any name): 0, more, or -1 with r. */
+static int attached_now(const struct mh_ctx *c, const char *volume_id, struct mh_res *r)
+{
+	struct mh_vol v;
+	if (c->core)
+		return mh_core_attached(volume_id, r);
+	if (mh_vol_lookup(c, volume_id, &v, r) < 0)
+		return -1;
+	return mh_loop_count_held(v.st.st_dev, v.st.st_ino, r);
+}
+
+static bool past(const struct timespec *end)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > end->tv_sec ||
+	       (now.tv_sec == end->tv_sec && now.tv_nsec >= end->tv_nsec);
+}
+
+/*
+ * UNSTAGE and UNPUBLISH, whose detach found a loop device held open by
+ * another process (udev's probe after an unmount, a reader): the kernel
+ * detaches it when that one closes it, and the handler answers BUSY with
+ * EALREADY at once, never waiting (the core has one thread for every volume).
+ * The wait is here, in this worker: ATTACHED asked at growing intervals (20 ms
+ * to 160 ms), for 2 s at most, and once fewer devices back the image than
+ * right after the answer (none: at once), the request again, whose answer
+ * stands (it finds nothing left to unmount or detach, and does the rest, such
+ * as a directory to remove). Past that the BUSY stands; the CO's retry is
+ * answered at once (mh_detach_unused: an autoclear device clears itself), and
+ * ATTACHED counts the device until it goes, so its image is neither formatted
+ * nor removed. A device that went between the answer and the first ATTACHED,
+ * while another stays (a read-only publication's, beside its staging's), is
+ * missed: that BUSY too stands, and the retry is answered OK.
+ */
+static int detached(mh_answer_fn *fn, const char *volume_id, const struct mh_ctx *c,
+                    const struct mh_msg *req, struct mh_msg *ans, struct mh_audit *a,
+                    struct mh_res *r)
+{
+	struct timespec end;
+	struct mh_res ignore = {0};
+	int rc = fn(c, req, ans, a, r), before, n;
+	long ms = 20;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += 2;
+	while (rc < 0 && r->kind == MH_E_BUSY && r->sys_errno == EALREADY && !past(&end)) {
+		if ((before = n = attached_now(c, volume_id, &ignore)) < 0)
+			break;
+		while (n > 0 && n >= before && !past(&end)) {
+			nanosleep(&(struct timespec){0, ms * 1000000L}, NULL);
+			ms = ms < 160 ? ms * 2 : ms;
+			if ((n = attached_now(c, volume_id, &ignore)) < 0)
+				return rc;
+		}
+		if (n > 0 && n >= before)
+			break; /* still held at the deadline: the BUSY stands */
+		*r = (struct mh_res){0};
+		if ((rc = fn(c, req, ans, a, r)) == 0)
+			a->note = "done once the loop device another process held was let go";
+	}
+	return rc;
+}
+
+/* UNSTAGE; a file system's written back first, by the core's flusher. */
 int mh_relay_unstage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                      struct mh_audit *a, struct mh_res *r)
 {
-	if (!c->core)
-		return mh_answer_unstage(c, req, ans, a, r);
-	if (!(req->u.unstage.flags & MH_F_BLOCK))
+	if (c->core && !(req->u.unstage.flags & MH_F_BLOCK))
 		mh_core_flush(req->u.unstage.volume_id);
-	return mh_relay(c, req, ans, a, r);
+	return detached(c->core ? mh_relay : mh_answer_unstage, req->u.unstage.volume_id, c, req,
+	                ans, a, r);
+}
+
+int mh_relay_unpublish(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                       struct mh_audit *a, struct mh_res *r)
+{
+	return detached(c->core ? mh_relay : mh_answer_unpublish, req->u.unpublish.volume_id, c,
+	                req, ans, a, r);
 }
 
 RELAYED(mh_relay_publish, mh_answer_publish)
-RELAYED(mh_relay_unpublish, mh_answer_unpublish)
 RELAYED(mh_relay_expand, mh_answer_expand)
 RELAYED(mh_relay_stats, mh_answer_stats)

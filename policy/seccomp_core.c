@@ -58,7 +58,9 @@ static const struct sc_rule core_rules[] = {
     ALLOW("getpid", NULL),
     ALLOW("gettid", "abort(): raise() names its own thread"),
     ALLOW("clock_gettime", "time stamps when the vDSO is unavailable (code path)"),
-    ALLOW("clock_nanosleep", "wait for a loop device to autoclear; test pause points"),
+    ALLOW("clock_nanosleep",
+          "a moment between tries (an unmount, a loop device taken meanwhile); the helper: the "
+          "wait for a held loop device to go; test pause points"),
 
     /* files: the data dir, /dev/loop*, /proc/self/mountinfo, /sys (paths in code) */
     ALLOW("read", NULL),

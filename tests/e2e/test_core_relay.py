@@ -21,9 +21,9 @@ import pytest
 
 import mh_wire
 from conftest import BIN, cleanup_tree, with_fds
-from mh_wire import E, Msg, T, decode, encode
-from test_core import (CONFINED, SECRETS, MiB, Core, expand, loops, mounts, publish, stage, stats,
-                       unpublish, unstage)
+from mh_wire import F_BLOCK, F_CREATE_DIR, F_REMOVE_DIR, E, Msg, T, decode, encode
+from test_core import (CONFINED, SECRETS, MiB, Core, expand, loops, loops_of, mounts, publish,
+                       stage, stats, unpublish, unstage)
 
 VOL = "sv-" + "0" * 31 + "a"
 VOL2 = "sv-" + "0" * 31 + "b"
@@ -630,3 +630,105 @@ def test_stats_holds_no_key(pair):
         assert sorted(got) == [4000, 4001]
         assert not any(a.type == T.ANS_ERROR and a.kind == E.BUSY for a in got.values()), got
     pair.ok(unstage(VOL, staging))
+
+
+def core_audits(pair, op):
+    return [ln for ln in pair.logs().splitlines()
+            if "audit" in ln and "op=%s " % op in ln and VOL in ln]
+
+
+def held_until_the_core_answers(pair, op, dev, ask):
+    """ask() with dev held open by the test until the core has answered op with EALREADY
+    (it never waits for the device itself); then the core's first and last op."""
+    fd = os.open(dev, os.O_RDONLY)
+
+    def let_go():
+        deadline = time.monotonic() + 60  # a bound for slow machines, not a figure
+        while not [ln for ln in core_audits(pair, op) if "errno=%d" % errno.EALREADY in ln]:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        os.close(fd)
+
+    t = threading.Thread(target=let_go)
+    t.start()
+    try:
+        ask()
+    finally:
+        t.join()
+    return core_audits(pair, op)[-2:]
+
+
+@pytest.mark.parametrize("block", [False, True], ids=["fs", "block"])
+def test_a_held_device_is_waited_for_by_the_helper_not_the_core(pair, block):
+    """UNSTAGE of a volume whose loop device another process holds open (udev's probe right
+    after an unmount; a reader): the core never waits in its one thread. It answers BUSY
+    with EALREADY at once, and the helper's worker waits for the device to go, then asks
+    again: a holder that lets go within the helper's bound costs the CO nothing (OK, and
+    the rest done: an ephemeral volume's directory removed). One that holds on past it
+    gets BUSY, as before; the CO's retry is answered OK, with the device still counted by
+    the core's ATTACHED until its holder closes it: the image is not deleted meanwhile."""
+    img = pair.path("data/images", VOL + ".img")
+    pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=64 * MiB))
+    if block:
+        path, fs, up, down = pair.dir("blk/a"), "", F_BLOCK, F_BLOCK
+    else:
+        pair.dir("pods/e")
+        path, fs = pair.path("root", "pods/e/mount"), "ext4"
+        up, down = F_CREATE_DIR, F_REMOVE_DIR
+
+    # Let go once the core has answered: the helper's wait, not the core's, sees it gone.
+    pair.ok(stage(VOL, path, fs=fs, flags=up))
+    [dev] = [ln.split()[0] for ln in loops_of(img)]
+    first, last = held_until_the_core_answers(pair, "UNSTAGE", dev,
+                                              lambda: pair.ok(unstage(VOL, path, flags=down)))
+    assert "kind=BUSY" in first and "errno=%d" % errno.EALREADY in first, first
+    assert "result=ok" in last, last
+    assert loops_of(img) == [] and not os.path.lexists(os.path.join(path, "dev") if block
+                                                       else path)
+
+    # Held past the helper's bound: BUSY; the retry OK, the device counted until it goes.
+    pair.ok(stage(VOL, path, fs=fs, flags=up))
+    [dev] = [ln.split()[0] for ln in loops_of(img)]
+    fd = os.open(dev, os.O_RDONLY)
+    try:
+        ans = pair.call(unstage(VOL, path, flags=down))
+        assert ans.type == T.ANS_ERROR and ans.kind == E.BUSY, ans
+        assert ans.sys_errno == errno.EALREADY and "held open elsewhere" in ans.reason, ans
+        pair.ok(unstage(VOL, path, flags=down))
+        assert len(loops_of(img)) == 1
+        ans = pair.call(Msg(T.REQ_DELETE, volume_id=VOL))  # the core's ATTACHED counts it
+        assert ans.type == T.ANS_ERROR and ans.kind == E.BUSY and os.path.exists(img), ans
+    finally:
+        os.close(fd)
+    deadline = time.monotonic() + 10  # a bound for slow machines, not a figure
+    while loops_of(img) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert loops_of(img) == []
+    pair.ok(Msg(T.REQ_DELETE, volume_id=VOL))
+
+
+def test_a_held_read_only_publication_device_is_waited_for_at_unpublish(pair):
+    """A read-only publication of a read-write raw block staging has a loop device of its
+    own, beside the staging's, detached at UNPUBLISH. Held open there, the core answers
+    BUSY with EALREADY at once; the helper waits until fewer devices back the image (the
+    staging's stays), then asks again: OK, the target removed, the staging's device kept."""
+    img = pair.path("data/images", VOL + ".img")
+    pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=64 * MiB))
+    st, pods = pair.dir("blk/s"), pair.dir("blk/p")
+    target = os.path.join(pods, "pod1")
+    pair.ok(stage(VOL, st, fs="", flags=F_BLOCK))
+    staging_dev = os.stat(os.path.join(st, "dev")).st_rdev
+    pair.ok(Msg(T.REQ_PUBLISH, volume_id=VOL, staging_path=st, target_path=target,
+                flags=F_BLOCK, readonly=1))
+    ro_dev = os.stat(target).st_rdev
+    assert ro_dev != staging_dev and len(loops_of(img)) == 2
+    [ro_name] = [ln.split()[0] for ln in loops_of(img)
+                 if os.stat(ln.split()[0]).st_rdev == ro_dev]
+    first, last = held_until_the_core_answers(pair, "UNPUBLISH", ro_name,
+                                              lambda: pair.ok(unpublish(VOL, target)))
+    assert "errno=%d" % errno.EALREADY in first and "result=ok" in last, (first, last)
+    assert not os.path.lexists(target)
+    assert [os.stat(ln.split()[0]).st_rdev for ln in loops_of(img)] == [staging_dev]
+    pair.ok(unstage(VOL, st, flags=F_BLOCK))
+    assert loops_of(img) == []

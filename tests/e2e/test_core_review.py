@@ -9,6 +9,7 @@ kubelet's tree is now looked at through mh_at_look (mh_at.c): opened O_PATH, its
 type read without a call into it, and only then stat'ed; a stacked file system mounted
 beneath the allowed root is refused. They held the helper's requests the same way.
 """
+import errno
 import os
 import random
 import select
@@ -715,8 +716,9 @@ def test_expand_never_shrinks_a_device_either(core):
 @pytest.mark.parametrize("block", [False, True], ids=["fs", "block"])
 def test_a_device_held_open_at_unstage_keeps_its_image_counted_until_it_is_gone(core, block):
     """A process outside the core holds the volume's loop device open at UNSTAGE (for raw
-    block, a pod's process may pass its device on and outlive the pod). The core waits for
-    the detach a bounded time, then answers BUSY and still serves; the CO's retry finds
+    block, a pod's process may pass its device on and outlive the pod). The core never waits
+    for the detach in its one thread: it answers BUSY with EALREADY (the device goes when
+    its holder closes it; the orchestrating side's worker waits) and serves; the retry finds
     nothing staged (OK: LOOP_CLR_FD left the device to clear itself), but ATTACHED still
     counts the device, so the orchestrating side neither formats nor deletes the image
     while anyone can reach it; once the holder closes it, the device is gone."""
@@ -730,6 +732,7 @@ def test_a_device_held_open_at_unstage_keeps_its_image_counted_until_it_is_gone(
     try:
         ans = core.call(unstage(VOL, st, flags=flags))
         assert ans.type == T.ANS_ERROR and ans.kind == E.BUSY, ans
+        assert ans.sys_errno == errno.EALREADY and "held open elsewhere" in ans.reason, ans
         core.alive()
         core.ok(unstage(VOL, st, flags=flags))
         assert core.ok(attached(VOL)).devices == 1

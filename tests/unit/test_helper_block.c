@@ -20,6 +20,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "helper_harness.h"
@@ -34,6 +35,30 @@
 static void path_in(char *out, size_t len, const char *dir, const char *name)
 {
 	snprintf(out, len, "%s/%s/%s", root, dir, name);
+}
+
+/*
+ * A process holding path open for a moment (300 ms, well inside the helper's
+ * 2 s wait for a held device), from before this returns: its pid, or -1.
+ */
+static pid_t hold_briefly(const char *path)
+{
+	int ready[2];
+	char c = 0;
+	if (pipe(ready) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(path, O_RDONLY);
+		(void)!write(ready[1], "x", 1);
+		usleep(300 * 1000);
+		_exit(fd >= 0 ? 0 : 1);
+	}
+	close(ready[1]);
+	if (pid > 0 && read(ready[0], &c, 1) != 1)
+		pid = -1;
+	close(ready[0]);
+	return pid;
 }
 
 static void test_block(struct helper *h)
@@ -147,7 +172,7 @@ static void test_block(struct helper *h)
 	CHECK(do_unstage2(h, VA, staging, MH_F_BLOCK | MH_F_REMOVE_DIR) == MH_E_OK);
 	CHECK(exists(staging) && !exists(devfile) && our_loops(false) == 0);
 
-	/* A held-open device: UNSTAGE answers BUSY, never success. */
+	/* A held-open device node: UNSTAGE answers BUSY (its bind is busy), never success. */
 	mkdir(staging, 0750);
 	stage_req(&q, VA, staging, "", "", 0, MH_F_BLOCK);
 	CHECK(do_stage2(h, &q, NULL) == MH_E_OK);
@@ -156,6 +181,16 @@ static void test_block(struct helper *h)
 	if (fd >= 0)
 		close(fd);
 	CHECK(do_unstage2(h, VA, staging, MH_F_BLOCK) == MH_E_OK);
+	CHECK(our_loops(false) == 0);
+	/*
+	 * The loop device itself held (not its node in the staging, whose bind would then
+	 * be busy), and let go during the helper's wait (mh_relay.c): OK, the device gone.
+	 */
+	CHECK(do_stage2(h, &q, NULL) == MH_E_OK);
+	CHECK(loop_dev_of(VA, dev, sizeof(dev)));
+	pid_t holder = hold_briefly(dev);
+	CHECK(holder > 0 && do_unstage2(h, VA, staging, MH_F_BLOCK) == MH_E_OK);
+	CHECK(holder > 0 && waitpid(holder, NULL, 0) == holder);
 	CHECK(our_loops(false) == 0);
 	/* Publish without a staging: PRECONDITION; a foreign file system there: REFUSED. */
 	CHECK(do_publish2(h, VA, staging, t1, 0, MH_F_BLOCK) == MH_E_PRECONDITION);
