@@ -408,7 +408,7 @@ static void clear(const struct mh_loop *l, dev_t dev, ino_t ino)
 }
 
 /* What the detach of l left: 0 if it is gone, -1 (BUSY, EALREADY) if a holder keeps it. */
-static int held(const struct mh_loop *l, struct mh_res *r)
+static int still_held(const struct mh_loop *l, struct mh_res *r)
 {
 	return mh_fail(r, MH_E_BUSY, EALREADY,
 	               "%s is still attached (held open elsewhere; it goes when it is closed)",
@@ -417,13 +417,13 @@ static int held(const struct mh_loop *l, struct mh_res *r)
 
 int mh_loop_ensure_detached(dev_t dev, ino_t ino, struct mh_res *r)
 {
-	struct mh_loop l;
+	struct mh_loop l = {0};
 	int found = mh_loop_find(dev, ino, &l, r);
 	if (found <= 0)
 		return found;
 	clear(&l, dev, ino); /* autoclear has not run: a holder is left (a probe, a reader) */
 	found = mh_loop_find(dev, ino, &l, r);
-	return found <= 0 ? found : held(&l, r);
+	return found <= 0 ? found : still_held(&l, r);
 }
 
 int mh_loop_nr_of_rdev(dev_t rdev)
@@ -486,5 +486,5 @@ int mh_loop_detach(const struct mh_loop *l, dev_t dev, ino_t ino, struct mh_res 
 	struct mh_loop now;
 	struct mh_res ignore = {0};
 	clear(l, dev, ino); /* with no other opener, the kernel detaches it at once */
-	return mh_loop_by_rdev(l->rdev, dev, ino, &now, &ignore) == 0 ? 0 : held(l, r);
+	return mh_loop_by_rdev(l->rdev, dev, ino, &now, &ignore) == 0 ? 0 : still_held(l, r);
 }

@@ -218,12 +218,13 @@ static int detached(mh_answer_fn *fn, const char *volume_id, const struct mh_ctx
 {
 	struct timespec end;
 	struct mh_res ignore = {0};
-	int rc = fn(c, req, ans, a, r), before, n;
+	int rc = fn(c, req, ans, a, r);
 	long ms = 20;
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	end.tv_sec += 2;
 	while (rc < 0 && r->kind == MH_E_BUSY && r->sys_errno == EALREADY && !past(&end)) {
-		if ((before = n = attached_now(c, volume_id, &ignore)) < 0)
+		int before = attached_now(c, volume_id, &ignore), n = before;
+		if (before < 0)
 			break;
 		while (n > 0 && n >= before && !past(&end)) {
 			nanosleep(&(struct timespec){0, ms * 1000000L}, NULL);

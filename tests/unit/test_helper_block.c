@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helper_harness.h"
@@ -51,7 +52,7 @@ static pid_t hold_briefly(const char *path)
 	if (pid == 0) {
 		int fd = open(path, O_RDONLY);
 		(void)!write(ready[1], "x", 1);
-		usleep(300 * 1000);
+		nanosleep(&(struct timespec){0, 300 * 1000000L}, NULL);
 		_exit(fd >= 0 ? 0 : 1);
 	}
 	close(ready[1]);
