@@ -400,10 +400,15 @@ static void clear(const struct mh_loop *l, dev_t dev, ino_t ino)
 	int fd = open_loop(l->nr, O_RDONLY | O_NONBLOCK);
 	if (fd < 0)
 		return;
-	if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && fstat(fd, &st) == 0 &&
-	    st.st_rdev == l->rdev && info.lo_device == (uint64_t)dev &&
-	    info.lo_inode == (uint64_t)ino)
-		ioctl(fd, LOOP_CLR_FD, 0);
+	char name[sizeof(info.lo_file_name) + 1];
+	if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && fstat(fd, &st) == 0) {
+		snprintf(name, sizeof(name), "%.*s", (int)sizeof(info.lo_file_name),
+		         (const char *)info.lo_file_name);
+		/* Ours as bound_to() tells: (dev, ino), the device itself, named by a volume id. */
+		if (st.st_rdev == l->rdev && info.lo_device == (uint64_t)dev &&
+		    info.lo_inode == (uint64_t)ino && pol_volume_id_valid(name))
+			ioctl(fd, LOOP_CLR_FD, 0);
+	}
 	close(fd);
 }
 
@@ -413,17 +418,6 @@ static int still_held(const struct mh_loop *l, struct mh_res *r)
 	return mh_fail(r, MH_E_BUSY, EALREADY,
 	               "%s is still attached (held open elsewhere; it goes when it is closed)",
 	               l->path);
-}
-
-int mh_loop_ensure_detached(dev_t dev, ino_t ino, struct mh_res *r)
-{
-	struct mh_loop l = {0};
-	int found = mh_loop_find(dev, ino, &l, r);
-	if (found <= 0)
-		return found;
-	clear(&l, dev, ino); /* autoclear has not run: a holder is left (a probe, a reader) */
-	found = mh_loop_find(dev, ino, &l, r);
-	return found <= 0 ? found : still_held(&l, r);
 }
 
 int mh_loop_nr_of_rdev(dev_t rdev)
@@ -484,7 +478,7 @@ int mh_loop_size(const struct mh_loop *l, uint64_t *size, struct mh_res *r)
 int mh_loop_detach(const struct mh_loop *l, dev_t dev, ino_t ino, struct mh_res *r)
 {
 	struct mh_loop now;
-	struct mh_res ignore = {0};
 	clear(l, dev, ino); /* with no other opener, the kernel detaches it at once */
-	return mh_loop_by_rdev(l->rdev, dev, ino, &now, &ignore) == 0 ? 0 : still_held(l, r);
+	int bound = mh_loop_by_rdev(l->rdev, dev, ino, &now, r);
+	return bound <= 0 ? bound : still_held(l, r);
 }

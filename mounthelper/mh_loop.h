@@ -137,17 +137,12 @@ int mh_loop_set_capacity(const struct mh_loop *l, struct mh_res *r);
 int mh_loop_size(const struct mh_loop *l, uint64_t *size, struct mh_res *r);
 
 /*
- * Detach l now (LOOP_CLR_FD), never waiting. If someone else holds it open,
- * the kernel only marks it autoclear, and it goes when the holder closes it:
- * then -1, MH_E_BUSY with EALREADY (whoever asked may wait for it: mh_relay.c).
+ * Detach l, the device proved (dev, ino)'s, now (LOOP_CLR_FD, if it is still
+ * that device bound to (dev, ino)), never waiting: 0 once it is gone (an
+ * autoclear device after its last unmount, too). If someone else holds it
+ * open, the kernel only marks it autoclear, and it goes when the holder closes
+ * it: then -1, MH_E_BUSY with EALREADY (whoever asked may wait: mh_relay.c).
  */
 int mh_loop_detach(const struct mh_loop *l, dev_t dev, ino_t ino, struct mh_res *r);
-
-/*
- * Make sure no loop device is backed by (dev, ino) any more: one still bound
- * (autoclear waits for a holder) is asked LOOP_CLR_FD, never waited for. 0
- * when none is left, -1 otherwise: MH_E_BUSY with EALREADY, as mh_loop_detach.
- */
-int mh_loop_ensure_detached(dev_t dev, ino_t ino, struct mh_res *r);
 
 #endif

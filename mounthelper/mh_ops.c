@@ -241,9 +241,12 @@ out:
 	if (ret < 0 && attached_here) {
 		struct mh_res ignore = {0};
 		/* EALREADY: held for a moment (a probe); it goes by itself (autoclear). */
-		if (mh_loop_ensure_detached(v.st.st_dev, v.st.st_ino, &ignore) < 0)
-			log_kv(ignore.sys_errno == EALREADY ? LOG_LVL_INFO : LOG_LVL_ERROR,
-			       "loop_leak", "device", v.loop.path, "reason", ignore.reason, NULL);
+		if (mh_loop_detach(&v.loop, v.st.st_dev, v.st.st_ino, &ignore) < 0) {
+			bool pending = ignore.sys_errno == EALREADY;
+			log_kv(pending ? LOG_LVL_INFO : LOG_LVL_ERROR,
+			       pending ? "loop_detach_pending" : "loop_leak", "device", v.loop.path,
+			       "reason", ignore.reason, NULL);
+		}
 	}
 	mh_closep(&img);
 	if (ret < 0 && made_dir) /* leave no directory we made */
@@ -303,7 +306,7 @@ int mh_answer_unstage(const struct mh_ctx *c, const struct mh_msg *req, struct m
 		if (mh_unmount_ours(&at, &v, NULL, r) < 0)
 			goto out;
 		/* The device should autoclear with its last mount; make sure it did. */
-		if (mh_loop_ensure_detached(v.st.st_dev, v.st.st_ino, r) < 0)
+		if (mh_loop_detach(&v.loop, v.st.st_dev, v.st.st_ino, r) < 0)
 			goto out;
 	} else {
 		a->note = "not staged";

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "pol_caps.h"
 #include "mh_common.h"
@@ -188,14 +189,6 @@ static int attached_now(const struct mh_ctx *c, const char *volume_id, struct mh
 	return mh_loop_count_held(v.st.st_dev, v.st.st_ino, r);
 }
 
-static bool past(const struct timespec *end)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > end->tv_sec ||
-	       (now.tv_sec == end->tv_sec && now.tv_nsec >= end->tv_nsec);
-}
-
 /*
  * UNSTAGE and UNPUBLISH, whose detach found a loop device held open by
  * another process (udev's probe after an unmount, a reader): the kernel
@@ -216,17 +209,15 @@ static int detached(mh_answer_fn *fn, const char *volume_id, const struct mh_ctx
                     const struct mh_msg *req, struct mh_msg *ans, struct mh_audit *a,
                     struct mh_res *r)
 {
-	struct timespec end;
 	struct mh_res ignore = {0};
 	int rc = fn(c, req, ans, a, r);
+	int64_t end = mono_ms() + 2000; /* from the first answer */
 	long ms = 20;
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	end.tv_sec += 2;
-	while (rc < 0 && r->kind == MH_E_BUSY && r->sys_errno == EALREADY && !past(&end)) {
+	while (rc < 0 && r->kind == MH_E_BUSY && r->sys_errno == EALREADY && mono_ms() < end) {
 		int before = attached_now(c, volume_id, &ignore), n = before;
 		if (before < 0)
 			break;
-		while (n > 0 && n >= before && !past(&end)) {
+		while (n > 0 && n >= before && mono_ms() < end) {
 			nanosleep(&(struct timespec){0, ms * 1000000L}, NULL);
 			ms = ms < 160 ? ms * 2 : ms;
 			if ((n = attached_now(c, volume_id, &ignore)) < 0)

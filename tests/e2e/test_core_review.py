@@ -744,3 +744,48 @@ def test_a_device_held_open_at_unstage_keeps_its_image_counted_until_it_is_gone(
         time.sleep(0.05)
     assert mh_wire_loops(core.img(VOL)) == []
     assert core.ok(attached(VOL)).devices == 0
+
+
+def test_a_hostile_detach_clears_no_device_but_the_named_volumes(core):
+    """The core clears a held loop device at once (LOOP_CLR_FD, which on a device still
+    open only sets autoclear), checked and cleared on one descriptor. A compromised
+    orchestrator naming one volume at another volume's staging, or at a device node's
+    path, clears nothing it has not proved the named volume's own: root's device and the
+    other volume's, each held open, keep their binding and their flags; the named
+    volume's own held device is the only one set to clear itself."""
+    core.image(VOL)
+    core.image(VOL2, fs=None)
+    st, blk = core.dir("staging/v1"), core.dir("blk/v2")
+    core.ok(stage(VOL, st))
+    core.ok(stage(VOL2, blk, fs="", flags=F_BLOCK))
+    root_img = core.image(None, path=os.path.join(core.out, "root.img"), uid=0)
+    root_dev = subprocess.run(["losetup", "--find", "--show", root_img], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    [own], [other] = mh_wire_loops(core.img(VOL)), mh_wire_loops(core.img(VOL2))
+
+    def flags():
+        out = subprocess.run(["losetup", "-l", "-n", "-O", "NAME,AUTOCLEAR,BACK-INO"],
+                             capture_output=True, text=True, check=True).stdout
+        return {f[0]: (f[1], f[2]) for f in (ln.split() for ln in out.splitlines())}
+
+    fds = [os.open(d, os.O_RDONLY) for d in (own, other, root_dev)]
+    try:
+        before = flags()
+        for msg in (unstage(VOL, blk, flags=F_BLOCK), unstage(VOL, blk),
+                    unpublish(VOL, os.path.join(blk, "dev")), unpublish(VOL, blk),
+                    unstage(VOL2, st), unstage(VOL2, st, flags=F_BLOCK)):
+            ans = core.call(msg)  # refused, or nothing of the named volume there: OK
+            assert ans.type != T.ANS_ERROR or ans.sys_errno != errno.EALREADY, (msg, ans)
+        assert flags() == before
+        ans = core.call(unstage(VOL, st))  # its own, held: left to clear itself
+        assert ans.type == T.ANS_ERROR and ans.sys_errno == errno.EALREADY, ans
+        after = flags()
+        assert after[own][0] == "1" and after[other] == before[other], (before, after)
+        assert after[root_dev] == before[root_dev], (before, after)
+        assert mh_wire_loops(core.img(VOL2)) == [other] and os.path.exists(
+            os.path.join(blk, "dev"))
+    finally:
+        for fd in fds:
+            os.close(fd)
+        subprocess.run(["losetup", "-d", root_dev], check=False)
+    core.ok(unstage(VOL2, blk, flags=F_BLOCK))

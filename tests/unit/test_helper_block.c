@@ -39,10 +39,11 @@ static void path_in(char *out, size_t len, const char *dir, const char *name)
 }
 
 /*
- * A process holding path open for a moment (300 ms, well inside the helper's
- * 2 s wait for a held device), from before this returns: its pid, or -1.
+ * A process holding the device path open from before this returns until gone
+ * no longer exists (the UNSTAGE that unlinks it has reached its detach), then
+ * letting go, inside the helper's wait for a held device: its pid, or -1.
  */
-static pid_t hold_briefly(const char *path)
+static pid_t hold_until_gone(const char *path, const char *gone)
 {
 	int ready[2];
 	char c = 0;
@@ -52,7 +53,9 @@ static pid_t hold_briefly(const char *path)
 	if (pid == 0) {
 		int fd = open(path, O_RDONLY);
 		(void)!write(ready[1], "x", 1);
-		nanosleep(&(struct timespec){0, 300 * 1000000L}, NULL);
+		for (int i = 0; i < 60000 && access(gone, F_OK) == 0;
+		     i++) /* 60 s for slow machines */
+			nanosleep(&(struct timespec){0, 1000000L}, NULL);
 		_exit(fd >= 0 ? 0 : 1);
 	}
 	close(ready[1]);
@@ -189,7 +192,7 @@ static void test_block(struct helper *h)
 	 */
 	CHECK(do_stage2(h, &q, NULL) == MH_E_OK);
 	CHECK(loop_dev_of(VA, dev, sizeof(dev)));
-	pid_t holder = hold_briefly(dev);
+	pid_t holder = hold_until_gone(dev, devfile);
 	CHECK(holder > 0 && do_unstage2(h, VA, staging, MH_F_BLOCK) == MH_E_OK);
 	CHECK(holder > 0 && waitpid(holder, NULL, 0) == holder);
 	CHECK(our_loops(false) == 0);
