@@ -400,8 +400,8 @@ static void clear(const struct mh_loop *l, dev_t dev, ino_t ino)
 	int fd = open_loop(l->nr, O_RDONLY | O_NONBLOCK);
 	if (fd < 0)
 		return;
-	char name[sizeof(info.lo_file_name) + 1];
 	if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && fstat(fd, &st) == 0) {
+		char name[sizeof(info.lo_file_name) + 1];
 		snprintf(name, sizeof(name), "%.*s", (int)sizeof(info.lo_file_name),
 		         (const char *)info.lo_file_name);
 		/* Ours as bound_to() tells: (dev, ino), the device itself, named by a volume id. */
