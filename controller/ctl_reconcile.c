@@ -377,6 +377,17 @@ static int settle_intents(struct ctl *c)
 
 /* ---- 2. and 3. what the helper made, against the store ----------------------------------- */
 
+/* Every LIST, pages together, at most this long: a helper gone wrong does not exhaust rpcd. */
+#define LIST_ALL_MAX (64u << 20)
+
+/* Does a LIST's cursor move on (mount ids by number, names in order)? Else its pages loop. */
+static bool moves_on(uint32_t what, const char *cursor, const char *next)
+{
+	if (what == MH_LIST_MOUNTS)
+		return strtoull(next, NULL, 10) > strtoull(cursor, NULL, 10);
+	return strcmp(next, cursor) > 0;
+}
+
 /* Every page of one LIST, as one text (caller frees), or NULL. */
 static char *list_all(struct ctl *c, uint32_t what)
 {
@@ -406,7 +417,17 @@ static char *list_all(struct ctl *c, uint32_t what)
 			last--;
 		while (last > page->text && last[-1] != '\n')
 			last--;
-		snprintf(after, sizeof(after), "%.*s", (int)strcspn(last, " "), last);
+		char next[sizeof(after)];
+		snprintf(next, sizeof(next), "%.*s", (int)strcspn(last, " "), last);
+		const char *cursor = after;
+		if (page->more && (!moves_on(what, cursor, next) || len > LIST_ALL_MAX)) {
+			log_kv(LOG_LVL_ERROR, "list_refused", "why",
+			       "a page that does not move on, or a list past 64 MiB", NULL);
+			free(all);
+			all = NULL;
+			break;
+		}
+		memcpy(after, next, sizeof(after));
 	} while (page->more && after[0]);
 	free(page);
 	return all;
