@@ -22,6 +22,9 @@ install(TARGETS sepcsictl sepcsi-bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDI
 install(TARGETS sepcsi-rpcd sepcsi-mounthelper sepcsi-core sepcsi-runner sepcsi-tree-runner
                 sepcsi-privileges
         RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/sepcsi)
+# Execute-only for its owner too, as built (mounthelper/CMakeLists.txt says why).
+install(TARGETS sepcsi-reader RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/sepcsi
+        PERMISSIONS OWNER_EXECUTE GROUP_EXECUTE WORLD_EXECUTE)
 # Execute-only, as built (supervisor/CMakeLists.txt says why).
 install(TARGETS sepcsi-metrics-check RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/sepcsi
         PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_EXECUTE WORLD_EXECUTE)

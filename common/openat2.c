@@ -1,6 +1,6 @@
 /*
- * openat2(2) with a retry (openat2.h). Runs in the helper and its tree
- * runner, on whatever privilege they hold; it only opens.
+ * openat2(2) with a retry (openat2.h). Runs in the helper, its core, its
+ * reader and its tree runner, on whatever privilege they hold; it only opens.
  */
 #include "openat2.h"
 
@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+int (*openat2_no_syscall)(int dirfd, const char *rel, int flags, mode_t mode, uint64_t resolve);
 
 int openat2_retry(int dirfd, const char *rel, int flags, mode_t mode, uint64_t resolve)
 {
@@ -17,6 +19,8 @@ int openat2_retry(int dirfd, const char *rel, int flags, mode_t mode, uint64_t r
 		long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
 		if (fd >= 0)
 			return (int)fd;
+		if (errno == ENOSYS && openat2_no_syscall)
+			return openat2_no_syscall(dirfd, rel, flags, mode, resolve);
 		if (errno != EAGAIN && errno != EINTR)
 			break;
 	}

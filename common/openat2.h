@@ -16,8 +16,12 @@
 /*
  * openat2 of rel beneath dirfd with these RESOLVE_* flags (O_CLOEXEC added),
  * retried on EAGAIN (a concurrent rename or mount raced the lookup) and
- * EINTR; the fd, or -1 with errno.
+ * EINTR; the fd, or -1 with errno. Where openat2 answers ENOSYS, what
+ * openat2_no_syscall does, if it is set (sepcsi-reader's filter: it opens one
+ * name with openat, reader_openat2.c); else ENOSYS.
  */
 int openat2_retry(int dirfd, const char *rel, int flags, mode_t mode, uint64_t resolve);
+extern int (*openat2_no_syscall)(int dirfd, const char *rel, int flags, mode_t mode,
+                                 uint64_t resolve);
 
 #endif

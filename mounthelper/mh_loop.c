@@ -85,13 +85,22 @@ static dev_t loop_rdev(int nr)
  * filter for block devices of the loop major only, and /dev is the helper's
  * private tmpfs, seen by no one else.
  */
+bool mh_loop_make_nodes = true;
+
+/*
+ * How a device is opened only to be asked (LOOP_GET_STATUS64, BLKGETSIZE64):
+ * neither for reading nor for writing (access mode 3), so that no byte of it
+ * can be read through that descriptor, the reader's least of all.
+ */
+#define LOOP_LOOK (O_ACCMODE | O_NONBLOCK)
+
 static int open_loop(int nr, int flags)
 {
 	char p[32];
 	snprintf(p, sizeof(p), "/dev/loop%d", nr);
 	int fd = open(p, flags | O_CLOEXEC);
-	if (fd >= 0 || errno != ENOENT)
-		return fd;
+	if (fd >= 0 || errno != ENOENT || !mh_loop_make_nodes)
+		return fd; /* sepcsi-reader: a node its core never made is no device of its */
 	dev_t rdev = loop_rdev(nr);
 	if (rdev == 0) {
 		errno = ENOENT; /* no such device: gone */
@@ -224,7 +233,7 @@ static int bound_to(int nr, dev_t dev, ino_t ino, bool any_name, struct mh_loop 
 {
 	struct mh_loop l;
 	loop_name(&l, nr);
-	int fd = open_loop(nr, O_RDONLY | O_NONBLOCK);
+	int fd = open_loop(nr, LOOP_LOOK);
 	if (fd < 0)
 		return (errno == ENOENT || errno == ENXIO) ? 0 : -1;
 	struct loop_info64 info;
@@ -265,7 +274,7 @@ int mh_loop_status(int nr, struct mh_loop *out, dev_t *dev, ino_t *ino, char *na
 	struct loop_info64 info;
 	struct stat st;
 	loop_name(out, nr);
-	int fd = open_loop(nr, O_RDONLY | O_NONBLOCK), ret = -1;
+	int fd = open_loop(nr, LOOP_LOOK), ret = -1;
 	if (fd < 0)
 		return -1;
 	if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && fstat(fd, &st) == 0) {
@@ -464,7 +473,7 @@ int mh_loop_set_capacity(const struct mh_loop *l, struct mh_res *r)
 
 int mh_loop_size(const struct mh_loop *l, uint64_t *size, struct mh_res *r)
 {
-	int fd = open_loop(l->nr, O_RDONLY | O_NONBLOCK);
+	int fd = open_loop(l->nr, LOOP_LOOK);
 	if (fd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "open %s: %s", l->path, strerror(errno));
 	int ret = 0;

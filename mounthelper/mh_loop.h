@@ -97,6 +97,14 @@ int mh_loop_scan(dev_t dev, ino_t ino, bool any_name, struct mh_loop *out, size_
  */
 int mh_loop_count_held(dev_t dev, ino_t ino, struct mh_res *r);
 
+/*
+ * Whether a missing /dev/loopN node is made (true: the helper and the core).
+ * sepcsi-reader, which shares the core's /dev and may make nothing, sets it
+ * false: a node the core never made is of a device it never attached or
+ * looked at, so none of its, and is answered as gone.
+ */
+extern bool mh_loop_make_nodes;
+
 /* O_PATH fd of the helper's node /dev/loopN (made if missing); the caller closes. */
 int mh_loop_node(const struct mh_loop *l, struct mh_res *r);
 

@@ -85,6 +85,7 @@ struct args {
 	const char *node_id; /* --node-id: a node plugin's, recorded on each shared base */
 	bool node_only;      /* --node-only: serves no Controller service (leaves shared areas) */
 	int core_fd;         /* the capable core's channel, -1 without one */
+	int reader_fd;       /* its reader's (STATS, LIST of mounts), given with core_fd */
 	bool no_core;        /* serve everything itself, as with directory volumes (tests) */
 	bool user;           /* --user: the identity it takes once its own core runs */
 	uid_t uid;
@@ -96,29 +97,31 @@ struct args {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-	        "usage: sepcsi-mounthelper [options]\n"
-	        "The privileged helper of sepcsi. Started by sepcsi-supervisor with its\n"
-	        "request channel on fd 3 and the control channel on fd 4; not for manual use.\n"
-	        "\n"
-	        "  --policy FILE          policy file (default: built-in policy, docs/policy.md)\n"
-	        "  --data-dir DIR         where volume images live (default " DEFAULT_DATA_DIR ")\n"
-	        "  --log-format text|json log line format (default text)\n"
-	        "  --log-level LEVEL      error, warn, info or debug (default info)\n"
-	        "  --core-fd N            the capable core's channel (sepcsi-core): it mounts,\n"
-	        "                         unmounts, grows and looks at volumes for the helper\n"
-	        "  --no-core              start no core: mount itself, as with directory volumes\n"
-	        "                         (tests of the helper's own handlers)\n"
-	        "  --user UID:GID         the identity it takes once the core it starts runs;\n"
-	        "                         it owns the images (without it: stays uid 0)\n"
-	        "  --node-id ID           this node plugin's node id, recorded on each shared\n"
-	        "                         base (a controller-only driver passes none)\n"
-	        "  --node-only            it serves a node plugin only: what killed requests left\n"
-	        "                         in a shared base's areas is the controller's to remove\n"
-	        "  --help                 this text\n"
-	        "\n"
-	        "Exit status: 0 channel closed, 1 start-up failure, 2 broken policy,\n"
-	        "3 protocol violation (by the supervisor; by rpcd only when unsupervised).\n");
+	fprintf(
+	    f, "usage: sepcsi-mounthelper [options]\n"
+	       "The privileged helper of sepcsi. Started by sepcsi-supervisor with its\n"
+	       "request channel on fd 3 and the control channel on fd 4; not for manual use.\n"
+	       "\n"
+	       "  --policy FILE          policy file (default: built-in policy, docs/policy.md)\n"
+	       "  --data-dir DIR         where volume images live (default " DEFAULT_DATA_DIR ")\n"
+	       "  --log-format text|json log line format (default text)\n"
+	       "  --log-level LEVEL      error, warn, info or debug (default info)\n"
+	       "  --core-fd N            the capable core's channel (sepcsi-core): it mounts,\n"
+	       "                         unmounts, grows and looks at volumes for the helper\n"
+	       "  --reader-fd N          with --core-fd: the core's reader (sepcsi-reader), which\n"
+	       "                         answers STATS and LIST of mounts\n"
+	       "  --no-core              start no core: mount itself, as with directory volumes\n"
+	       "                         (tests of the helper's own handlers)\n"
+	       "  --user UID:GID         the identity it takes once the core it starts runs;\n"
+	       "                         it owns the images (without it: stays uid 0)\n"
+	       "  --node-id ID           this node plugin's node id, recorded on each shared\n"
+	       "                         base (a controller-only driver passes none)\n"
+	       "  --node-only            it serves a node plugin only: what killed requests left\n"
+	       "                         in a shared base's areas is the controller's to remove\n"
+	       "  --help                 this text\n"
+	       "\n"
+	       "Exit status: 0 channel closed, 1 start-up failure, 2 broken policy,\n"
+	       "3 protocol violation (by the supervisor; by rpcd only when unsupervised).\n");
 }
 
 static void parse_args(int argc, char **argv, struct args *a)
@@ -129,6 +132,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	    {"log-format", required_argument, NULL, 'f'},
 	    {"log-level", required_argument, NULL, 'l'},
 	    {"core-fd", required_argument, NULL, 'c'},
+	    {"reader-fd", required_argument, NULL, 'r'},
 	    {"no-core", no_argument, NULL, 'n'},
 	    {"user", required_argument, NULL, 'u'},
 	    {"node-id", required_argument, NULL, 'i'},
@@ -140,6 +144,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	char *end;
 	*a = (struct args){.data_dir = DEFAULT_DATA_DIR,
 	                   .core_fd = -1,
+	                   .reader_fd = -1,
 	                   .fmt_name = "text",
 	                   .lvl_name = "info",
 	                   .fmt = LOG_FMT_TEXT,
@@ -169,14 +174,18 @@ static void parse_args(int argc, char **argv, struct args *a)
 			}
 			break;
 		case 'c':
+		case 'r': {
 			errno = 0;
 			long fd = strtol(optarg, &end, 10);
-			a->core_fd = errno || *end || fd > 1024 ? -1 : (int)fd;
-			if (a->core_fd <= SEPCSI_FD_CONTROL) {
-				fprintf(stderr, "sepcsi-mounthelper: bad --core-fd '%s'\n", optarg);
+			int *to = c == 'c' ? &a->core_fd : &a->reader_fd;
+			*to = errno || *end || fd > 1024 ? -1 : (int)fd;
+			if (*to <= SEPCSI_FD_CONTROL) {
+				fprintf(stderr, "sepcsi-mounthelper: bad --%s-fd '%s'\n",
+				        c == 'c' ? "core" : "reader", optarg);
 				exit(1);
 			}
 			break;
+		}
 		case 'n':
 			a->no_core = true;
 			break;
@@ -556,31 +565,35 @@ static void setup_signals(sigset_t *unblocked)
 }
 
 /* Wait until every worker has finished its request and ended, and send their answers. */
-/* What the core's channel is watched for: answers, and room for questions waiting. */
-static short core_events(void)
+/* What the core's channel (or its reader's) is watched for: answers, room for questions. */
+static struct pollfd core_poll(int chan)
 {
-	return (short)(POLLIN | (mh_workers_core_waiting() ? POLLOUT : 0));
+	return (struct pollfd){.fd = mh_workers_core_fd(chan),
+	                       .events =
+	                           (short)(POLLIN | (mh_workers_core_waiting(chan) ? POLLOUT : 0))};
 }
 
-static void core_io(short revents)
+static void core_io(const struct pollfd *p)
 {
-	if (revents & POLLOUT)
-		mh_workers_core_send();
-	if (revents & ~POLLOUT)
-		mh_workers_core_answer(); /* an answer, or the end of the channel */
+	for (int chan = 0; chan < MH_CHANS; chan++) {
+		if (p[chan].revents & POLLOUT)
+			mh_workers_core_send(chan);
+		if (p[chan].revents & ~POLLOUT)
+			mh_workers_core_answer(chan); /* an answer, or the end of the channel */
+	}
 }
 
 static void drain_workers(const struct mh_ctx *ctx, int peer, uint32_t gen)
 {
 	mh_workers_end_all();
 	while (mh_workers_count() > 0) {
-		struct pollfd p[1 + MH_WORKERS_MAX] = {
-		    {.fd = mh_workers_core_fd(), .events = core_events()}};
-		size_t n = mh_workers_pollfds(p + 1, MH_WORKERS_MAX);
-		if (poll(p, 1 + n, mh_workers_timeout_ms(ctx)) < 0 && errno != EINTR)
+		struct pollfd p[MH_CHANS + MH_WORKERS_MAX] = {core_poll(MH_CHAN_CORE),
+		                                              core_poll(MH_CHAN_READER)};
+		size_t n = mh_workers_pollfds(p + MH_CHANS, MH_WORKERS_MAX);
+		if (poll(p, MH_CHANS + n, mh_workers_timeout_ms(ctx)) < 0 && errno != EINTR)
 			log_fatal("poll: %s", strerror(errno));
-		core_io(p[0].revents); /* work in flight finishes, with the core's part */
-		mh_workers_reap(ctx, peer, gen, p + 1, n);
+		core_io(p); /* work in flight finishes, with the core's part */
+		mh_workers_reap(ctx, peer, gen, p + MH_CHANS, n);
 		mh_workers_enforce(ctx);
 	}
 }
@@ -629,9 +642,15 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	 */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		log_fatal("PR_SET_DUMPABLE: %s", strerror(errno));
-	/* Neither the runners nor a tool inherit the core's channel. */
-	if (a->core_fd >= 0 && fcntl(a->core_fd, F_SETFD, FD_CLOEXEC) < 0)
-		log_fatal("fd %d: %s", a->core_fd, strerror(errno));
+	/* Neither the runners nor a tool inherit the core's channel, nor its reader's. */
+	if ((a->core_fd >= 0) != (a->reader_fd >= 0))
+		log_fatal(
+		    "--core-fd and --reader-fd go together: the reader answers STATS and LIST");
+	for (int i = 0; i < 2; i++) {
+		int fd = i ? a->reader_fd : a->core_fd;
+		if (fd >= 0 && fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+			log_fatal("fd %d: %s", fd, strerror(errno));
+	}
 	if (pol_load(a->policy, &pol, err, sizeof(err)) < 0) {
 		log_kv(LOG_LVL_ERROR, "policy_error", "error", err, NULL);
 		exit(EXIT_POLICY);
@@ -665,7 +684,7 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	 * (started below, in the helper's view); with them, the helper keeps doing
 	 * it all itself, for now (docs/helper.md).
 	 */
-	int core_fd = a->core_fd;
+	int core_fd = a->core_fd, reader_fd = a->reader_fd;
 	bool start_core = core_fd < 0 && pol_base_dir(pol, 0) == NULL && !a->no_core;
 	mh_tools_locate(); /* beside the helper's binary, which its view does not show */
 	if (start_core)
@@ -691,7 +710,8 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 			          pol_base_dir(pol, i), r.reason);
 	}
 	if (start_core)
-		core_fd = mh_core_start(pol, a->data_dir, owner, a->fmt_name, a->lvl_name);
+		core_fd =
+		    mh_core_start(pol, a->data_dir, owner, a->fmt_name, a->lvl_name, &reader_fd);
 	if (core_fd >= 0)
 		mh_view_leave_to_core(pol); /* before the runners: they see none of it either */
 	mh_pause_init(ctx->data_fd);
@@ -715,9 +735,10 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 		mh_view_drop_proc(); /* its runner keeps its own (it reopens images by fd there) */
 	if (!is_socket(SEPCSI_FD_PEER))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);
-	if (core_fd >= 0 && !is_socket(core_fd))
-		log_fatal("fd %d is not the capable core's channel", core_fd);
-	mh_workers_set_core(core_fd);
+	if (core_fd >= 0 && (!is_socket(core_fd) || !is_socket(reader_fd)))
+		log_fatal("fd %d or %d is not the capable core's channel or its reader's", core_fd,
+		          reader_fd);
+	mh_workers_set_core(core_fd, reader_fd);
 	setup_signals(unblocked);
 
 	if ((ctx->core ? pol_caps_confine_helper_core()
@@ -739,8 +760,10 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 		log_kv(LOG_LVL_WARN, "loop_devices_buffered", "why", buffered, NULL);
 	mh_space_init(ctx);
 	mh_workers_init();
-	if (core_fd >= 0)
+	if (core_fd >= 0) {
 		core_wait_ready(core_fd);
+		core_wait_ready(reader_fd); /* its confinement in place, too */
+	}
 	return pol;
 }
 
@@ -755,40 +778,41 @@ static void serve(const struct mh_ctx *ctx, int ctl, const sigset_t *unblocked, 
 	bool closing = false; /* unsupervised and the channel ended: finish, then exit */
 	while (!stop_requested && !closing) {
 		mh_workers_purge(ctx); /* what dead operations left, in a worker (not here) */
-		struct pollfd p[6 + MH_WORKERS_MAX] = {
+		struct pollfd p[7 + MH_WORKERS_MAX] = {
+		    core_poll(MH_CHAN_CORE), /* -1: none */
+		    core_poll(MH_CHAN_READER),
 		    {.fd = *peer, .events = POLLIN},
 		    {.fd = ctl, .events = POLLIN},
 		    {.fd = mh_tools_pidfd(MH_RUNNER_TOOLS), .events = POLLIN},
 		    {.fd = mh_tools_pidfd(MH_RUNNER_TREE), .events = POLLIN},
-		    {.fd = mh_workers_core_fd(), .events = core_events()}, /* -1: none */
-		    {.fd = mh_audit_writer_fd(), .events = 0}};            /* its end only */
-		size_t nw = mh_workers_pollfds(p + 6, MH_WORKERS_MAX);
+		    {.fd = mh_audit_writer_fd(), .events = 0}}; /* its end only */
+		size_t nw = mh_workers_pollfds(p + 7, MH_WORKERS_MAX);
 		int wait_ms = mh_workers_timeout_ms(ctx);
 		struct timespec ts = {.tv_sec = wait_ms / 1000,
 		                      .tv_nsec = (wait_ms % 1000) * 1000000L};
-		if (ppoll(p, 6 + nw, wait_ms < 0 ? NULL : &ts, unblocked) < 0) {
+		if (ppoll(p, 7 + nw, wait_ms < 0 ? NULL : &ts, unblocked) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_fatal("ppoll: %s", strerror(errno));
 		}
 		/* Before a request is read: answered workers release their ids first. */
-		core_io(p[4].revents); /* answers to the workers waiting for them */
-		mh_workers_reap(ctx, *peer, *gen, p + 6, nw);
+		core_io(p); /* answers to the workers waiting for them */
+		mh_workers_reap(ctx, *peer, *gen, p + 7, nw);
 		mh_workers_enforce(ctx); /* a freeze that ran out is ended now */
-		if (p[5].revents)
+		if (p[6].revents)
 			log_fatal("the audit writer is gone; the helper does not act unrecorded");
-		if (p[2].revents)
+		if (p[4].revents)
 			log_fatal(
 			    "the tool runner died; the helper cannot format volumes without it");
-		if (p[3].revents)
+		if (p[5].revents)
 			log_fatal(
 			    "the tree runner died; the helper cannot delete or copy directory "
 			    "volumes without it");
-		if (p[1].revents) {
+		if (p[3].revents) {
 			*gen += control_one(ctl, peer); /* a new channel, even on the same fd */
 			continue;
 		}
-		if (!p[0].revents)
+		if (!p[2].revents)
 			continue;
 		switch (serve_one(ctx, *peer, *gen, ctl)) {
 		case SERVED:

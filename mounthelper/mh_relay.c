@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -34,38 +35,13 @@
 #include "mh_view.h"
 #include "mh_worker.h"
 
-/*
- * The child, before exec: dies with the helper; a view of its own, built as
- * the helper's was but from inside the helper's (a tmpfs root no other process
- * shares: the helper could otherwise rename what lies in the core's root,
- * its /dev or the directories leading to the allowed roots); its channel on
- * fd 3, the compiled policy on fd 5, and nothing else of the helper's (not
- * rpcd's channel, not the supervisor's: fd 4 closed, so it has no supervisor);
- * its capabilities set (pol_caps_confine_core), which the exec keeps.
- */
-static void __attribute__((noreturn))
-exec_core(int exe, int chan, int policy, pid_t parent, const struct pol *pol, const char *data_dir,
-          char *const argv[])
+/* Its environment: nothing of the helper's but the tests' switches and the sanitizers'. */
+static char **kept_env(void)
 {
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
-		_exit(127);
-	mh_view_enter(pol, data_dir);
-	int c = fcntl(chan, F_DUPFD, 10), p = fcntl(policy, F_DUPFD, 10),
-	    e = fcntl(exe, F_DUPFD_CLOEXEC, 10);
-	if (c < 0 || p < 0 || e < 0 || dup2(c, 3) != 3 || dup2(p, 5) != 5)
-		_exit(127);
-	close(4);
-	/* Its capabilities, set here and kept across the exec: the core only checks them. */
-	if (close_range(6, ~0U, CLOSE_RANGE_CLOEXEC) < 0 || pol_caps_confine_core() < 0)
-		_exit(127);
-	/*
-	 * Its environment: nothing of the helper's but the tests' switch of pause
-	 * points and the sanitizer builds' options (those the supervisor passes on).
-	 */
 	static const char *const keep[] = {"SEPCSI_TEST_PAUSE", "ASAN_OPTIONS", "UBSAN_OPTIONS",
 	                                   "LSAN_OPTIONS"};
 	static char vars[4][512];
-	char *envp[5] = {NULL};
+	static char *envp[5];
 	size_t n = 0;
 	for (size_t i = 0; i < 4; i++) {
 		const char *v = getenv(keep[i]);
@@ -75,11 +51,111 @@ exec_core(int exe, int chan, int policy, pid_t parent, const struct pol *pol, co
 			n++;
 		}
 	}
-	fexecve(e, argv, envp);
+	envp[n] = NULL;
+	return envp;
+}
+
+/*
+ * The core's reader and its flusher (sepcsi-reader, sepcsi-reader --flusher),
+ * each forked by the core's child once the core's view is built, so that
+ * they see the core's mounts by the core's mount ids: each dies with the
+ * core; fds[i] at descriptor i for each i of 3 to 6 where fds[i] >= 0 (the
+ * reader: its channel, the images directory, the compiled policy; the
+ * flusher: the compiled policy, its socket to the core), nothing else; uid 0
+ * without any capability (pol_caps_confine_tools: every set empty, the
+ * securebits locked, no_new_privs), which the exec keeps; at most
+ * READER_FDS_MAX descriptors open.
+ */
+#define READER_FDS_MAX 16
+
+static void __attribute__((noreturn))
+exec_reader(int exe, const int fds[7], pid_t parent, char *const argv[])
+{
+	int moved[7];
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+		_exit(127);
+	for (int i = 3; i < 7; i++)
+		if ((moved[i] = fds[i] < 0 ? -1 : fcntl(fds[i], F_DUPFD_CLOEXEC, 10)) < 0 &&
+		    fds[i] >= 0)
+			_exit(127);
+	int e = fcntl(exe, F_DUPFD_CLOEXEC, 10);
+	/* Everything closes at the exec but what dup2 places (which clears its close-on-exec). */
+	if (e < 0 || close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		_exit(127);
+	for (int i = 3; i < 7; i++)
+		if (moved[i] >= 0 && dup2(moved[i], i) != i)
+			_exit(127);
+	/*
+	 * Few descriptors: it needs about 8, and one taken over could otherwise hold
+	 * thousands of kubelet's mounts busy (an O_PATH descriptor pins a mount).
+	 */
+	if (setrlimit(RLIMIT_NOFILE, &(struct rlimit){READER_FDS_MAX, READER_FDS_MAX}) < 0 ||
+	    pol_caps_confine_tools() < 0)
+		_exit(127);
+	fexecve(e, argv, kept_env());
 	_exit(127);
 }
 
-static int core_exe = -1;
+/*
+ * The child, before exec: dies with the helper; a view of its own, built as
+ * the helper's was but from inside the helper's (a tmpfs root no other process
+ * shares: the helper could otherwise rename what lies in the core's root,
+ * its /dev or the directories leading to the allowed roots); its channel on
+ * fd 3, the compiled policy on fd 5, and nothing else of the helper's (not
+ * rpcd's channel, not the supervisor's: fd 4 closed, so it has no supervisor);
+ * its capabilities set (pol_caps_confine_core), which the exec keeps.
+ */
+struct core_start {
+	int exe, chan, policy;                      /* the core's */
+	int reader_exe, reader_chan, reader_policy; /* its reader's */
+	int flusher_policy; /* its flusher's (the same binary as the reader) */
+	char **argv, **reader_argv, **flusher_argv;
+};
+
+static void __attribute__((noreturn))
+exec_core(const struct core_start *s, pid_t parent, const struct pol *pol, const char *data_dir)
+{
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+		_exit(127);
+	mh_view_enter(pol, data_dir);
+	/* The images directory as the core sees it: its reader's ".." is the core's view. */
+	char images_path[PATH_MAX];
+	int fl[2], images = -1;
+	if (snprintf(images_path, sizeof(images_path), "%s/images", data_dir) <
+	        (int)sizeof(images_path) &&
+	    (images = open(images_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		_exit(127);
+	if (images < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fl) < 0)
+		_exit(127);
+	pid_t core = getpid(), reader = fork();
+	if (reader == 0)
+		exec_reader(
+		    s->reader_exe,
+		    (const int[7]){-1, -1, -1, s->reader_chan, images, s->reader_policy, -1}, core,
+		    s->reader_argv);
+	pid_t flusher = reader < 0 ? -1 : fork();
+	if (flusher == 0)
+		exec_reader(s->reader_exe,
+		            (const int[7]){-1, -1, -1, -1, -1, s->flusher_policy, fl[1]}, core,
+		            s->flusher_argv);
+	int exe = s->exe, chan = s->chan, policy = s->policy;
+	if (flusher < 0 || close(s->reader_chan) < 0 || close(fl[1]) < 0)
+		_exit(127);
+	/* Its channel, its policy and its flusher's socket (core_flush.c) on fds 3, 5 and 6. */
+	int c = fcntl(chan, F_DUPFD, 10), p = fcntl(policy, F_DUPFD, 10),
+	    f = fcntl(fl[0], F_DUPFD, 10), e = fcntl(exe, F_DUPFD_CLOEXEC, 10);
+	if (c < 0 || p < 0 || f < 0 || e < 0 || dup2(c, 3) != 3 || dup2(p, 5) != 5 ||
+	    dup2(f, 6) != 6)
+		_exit(127);
+	close(4);
+	/* Its capabilities, set here and kept across the exec: the core only checks them. */
+	if (close_range(7, ~0U, CLOSE_RANGE_CLOEXEC) < 0 || pol_caps_confine_core() < 0)
+		_exit(127);
+	fexecve(e, s->argv, kept_env());
+	_exit(127);
+}
+
+static int core_exe = -1, reader_exe = -1;
 
 void mh_core_locate(void)
 {
@@ -90,24 +166,25 @@ void mh_core_locate(void)
 		log_fatal("cannot find the helper's own binary: %s", strerror(errno));
 	self[n] = '\0';
 	*strrchr(self, '/') = '\0';
-	snprintf(path, sizeof(path), "%s/sepcsi-core", self);
-	/* As trusted as the helper's own binary: beside it, and nobody else may change it. */
-	int exe = open(path, O_PATH | O_CLOEXEC);
-	if (exe < 0 || fstat(exe, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
-	    (st.st_mode & 022))
-		log_fatal("%s: missing, or not a root-owned file only root may write", path);
-	core_exe = exe;
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", self, i ? "sepcsi-reader" : "sepcsi-core");
+		/* As trusted as the helper's binary: beside it, and nobody else may change it. */
+		int exe = open(path, O_PATH | O_CLOEXEC);
+		if (exe < 0 || fstat(exe, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
+		    (st.st_mode & 022))
+			log_fatal("%s: missing, or not a root-owned file only root may write",
+			          path);
+		/* Unreadable even by root, its owner: not dumpable from its exec on (CMakeLists).
+		 */
+		if (i && (st.st_mode & 0444))
+			log_fatal("%s: must be execute-only (mode 0111), as installed", path);
+		*(i ? &reader_exe : &core_exe) = exe;
+	}
 }
 
-int mh_core_start(const struct pol *pol, const char *data_dir, uid_t owner, const char *fmt,
-                  const char *lvl)
+/* The policy as the core and its reader read it: compiled, in a file of no name. */
+static int compiled_policy(const struct pol *pol)
 {
-	char owner_s[16];
-	snprintf(owner_s, sizeof(owner_s), "%u", (unsigned)owner);
-	int sv[2], exe = core_exe;
-	if (exe < 0)
-		log_fatal("the capable core's binary was not located"); /* our own bug */
-	/* The policy as the core reads it: compiled, in a file of no name. */
 	/* Sealed once written: no one, the core included, changes it afterwards. */
 	int policy = memfd_create("sepcsi-policy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	FILE *f = policy < 0 ? NULL : fdopen(fcntl(policy, F_DUPFD_CLOEXEC, 0), "w");
@@ -115,8 +192,23 @@ int mh_core_start(const struct pol *pol, const char *data_dir, uid_t owner, cons
 	    fcntl(policy, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) <
 	        0)
 		log_fatal("cannot compile the policy for the core: %s", strerror(errno));
+	return policy;
+}
+
+int mh_core_start(const struct pol *pol, const char *data_dir, uid_t owner, const char *fmt,
+                  const char *lvl, int *reader)
+{
+	char owner_s[16];
+	snprintf(owner_s, sizeof(owner_s), "%u", (unsigned)owner);
+	int sv[2], rv[2];
+	if (core_exe < 0 || reader_exe < 0)
+		log_fatal("the capable core's binary was not located"); /* our own bug */
+	/* One each: the core and its reader each read theirs from its start. */
+	int policy = compiled_policy(pol), reader_policy = compiled_policy(pol),
+	    flusher_policy = compiled_policy(pol);
 	int started[2]; /* its end closes at the exec: the core has its namespace by then */
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, rv) < 0 ||
 	    pipe2(started, O_CLOEXEC) < 0)
 		log_fatal("cannot make the core's channel: %s", strerror(errno));
 	pid_t parent = getpid();
@@ -127,14 +219,34 @@ int mh_core_start(const struct pol *pol, const char *data_dir, uid_t owner, cons
 		                "--owner",     owner_s,        "--policy-fd",
 		                "5",           "--log-format", (char *)fmt,
 		                "--log-level", (char *)lvl,    NULL};
-		exec_core(exe, sv[1], policy, parent, pol, data_dir, argv);
+		char *reader_argv[] = {"sepcsi-reader", "--owner",     owner_s,     "--log-format",
+		                       (char *)fmt,     "--log-level", (char *)lvl, NULL};
+		char *flusher_argv[] = {
+		    "sepcsi-reader", "--flusher", "--log-format", (char *)fmt, "--log-level",
+		    (char *)lvl,     NULL};
+		struct core_start s = {.exe = core_exe,
+		                       .chan = sv[1],
+		                       .policy = policy,
+		                       .reader_exe = reader_exe,
+		                       .reader_chan = rv[1],
+		                       .reader_policy = reader_policy,
+		                       .flusher_policy = flusher_policy,
+		                       .argv = argv,
+		                       .reader_argv = reader_argv,
+		                       .flusher_argv = flusher_argv};
+		exec_core(&s, parent, pol, data_dir);
 	}
 	if (pid < 0)
 		log_fatal("cannot start the capable core: %s", strerror(errno));
 	mh_wait_for_exec(started); /* the helper changes its view next: the core's is its own */
 	close(sv[1]);
+	close(rv[1]);
 	close(policy);
-	close(exe);
+	close(reader_policy);
+	close(flusher_policy);
+	close(core_exe);
+	close(reader_exe);
+	*reader = rv[0];
 	char pidbuf[16];
 	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)pid);
 	log_kv(LOG_LVL_INFO, "core_started", "pid", pidbuf, NULL);

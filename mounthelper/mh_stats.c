@@ -17,7 +17,8 @@
  *    file; bytes_total is the device size, the rest 0; abnormal if the loop
  *    device no longer backs the image.
  *
- * Safety argument: reading only (statx, statvfs, sysfs, BLKGETSIZE64); paths
+ * Safety argument: reading only (statx, statvfs on an O_PATH descriptor, sysfs,
+ * BLKGETSIZE64); paths
  * must be staging or target paths of the policy and are opened beneath their
  * root without following symlinks (mh_at.c), so a hostile rpcd learns at
  * most the usage of a mount in kubelet's CSI directories.
@@ -132,9 +133,13 @@ int mh_answer_stats(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		where = &sub;
 	}
 	mh_closep(&fd);
-	/* A directory is opened for statvfs; a block target may be a file. */
+	/*
+	 * O_PATH: statvfs and the mount's look need no more, and nothing of the
+	 * volume is opened for reading (the reader may list no directory there).
+	 * A file system's root is a directory; a block target may be a file.
+	 */
 	if (r->kind == MH_E_OK)
-		fd = mh_at_child(where, block ? O_PATH : O_RDONLY | O_DIRECTORY, r);
+		fd = mh_at_child(where, O_PATH | (block ? 0 : O_DIRECTORY), r);
 	if (fd < 0) {
 		if (r->kind == MH_E_REFUSED && r->sys_errno == ENOTDIR) /* a file, not a mount */
 			mh_refail(r, MH_E_NOTFOUND, ENOTDIR, "not a sepcsi mount of this volume");

@@ -109,6 +109,7 @@ struct slot {
 	size_t ans_len;            /* its encoded answer, once it has sent one; else 0 */
 	uint32_t core_id;          /* its question to the core in flight, by the core's id; 0 */
 	uint32_t core_ask;         /* that question's id as the worker asked it */
+	int chan;                  /* which channel it went to: MH_CHAN_CORE or MH_CHAN_READER */
 	bool retire;               /* ends once it has answered (a stop, with a core) */
 	struct slot_io *io;        /* its request and answer, in the main loop's own memory */
 };
@@ -140,7 +141,8 @@ struct main_io {
 static struct slot slots[MH_WORKERS_MAX];
 static struct main_io *mio;
 static int note_fd = -1; /* in a worker: its end of the pair */
-static int core_fd = -1; /* in the main loop: the capable core's channel, -1 without one */
+/* In the main loop: the capable core's channel and its reader's, -1 without a core. */
+static int chan_fd[MH_CHANS] = {-1, -1};
 static uint32_t core_next = 1;
 
 void *mh_main_only(size_t size)
@@ -266,9 +268,11 @@ worker_main(const struct mh_ctx *c, int peer, int ctl, int sock, pid_t parent)
 		close(peer);
 	if (ctl >= 0)
 		close(ctl);
-	if (core_fd >= 0)
-		close(core_fd); /* its questions go through the main loop */
-	core_fd = -1;
+	for (int i = 0; i < MH_CHANS; i++) {
+		if (chan_fd[i] >= 0)
+			close(chan_fd[i]); /* its questions go through the main loop */
+		chan_fd[i] = -1;
+	}
 	note_fd = sock;
 	int top = worker_fill_fds();
 	for (;;) {
@@ -639,6 +643,39 @@ size_t mh_workers_pollfds(struct pollfd *p, size_t max)
 
 /* ---- the capable core's questions ------------------------------------------------ */
 
+static const char *const chan_name[MH_CHANS] = {"capable core", "core's reader"};
+
+/*
+ * Looks (STATS, LIST) asked of the reader at once, at most: a reader that
+ * stalls (or was taken over and stays silent) holds that many workers, half
+ * of them, so every other request still finds one; a ninth look is BUSY, which
+ * the CO asks again (kubelet: at its next volume stats period).
+ */
+#define MH_READER_ASKING_MAX 8
+
+/* Questions on channel chan not answered yet. */
+static size_t asking(int chan)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < MH_WORKERS_MAX; i++)
+		n += slots[i].busy && slots[i].core_id != 0 && slots[i].chan == chan;
+	return n;
+}
+
+/* The worker of s asked a look with the reader full: BUSY, from the main loop, at once. */
+static void busy_look(struct slot *s, uint32_t ask)
+{
+	struct mh_msg ans = {.type = MH_ANS_ERROR, .id = ask};
+	size_t len;
+	ans.u.error.kind = MH_E_BUSY;
+	ans.u.error.sys_errno = EAGAIN;
+	snprintf(ans.u.error.reason, sizeof(ans.u.error.reason),
+	         "the core's reader has %d looks in flight already", MH_READER_ASKING_MAX);
+	if (mh_msg_encode(&ans, mio->scratch, MH_MSG_MAX, &len) < 0)
+		log_fatal("cannot encode a BUSY answer");   /* our own bug */
+	(void)send(s->fd, mio->scratch, len, MSG_NOSIGNAL); /* a dead worker is reaped */
+}
+
 static uint32_t id_at(const uint8_t *msg)
 {
 	return (uint32_t)msg[4] << 24 | (uint32_t)msg[5] << 16 | (uint32_t)msg[6] << 8 | msg[7];
@@ -650,25 +687,33 @@ static void set_id(uint8_t *msg, uint32_t id)
 		msg[4 + i] = (uint8_t)(id >> (24 - 8 * i));
 }
 
-void mh_workers_set_core(int fd)
+void mh_workers_set_core(int core, int reader)
 {
-	core_fd = fd;
+	chan_fd[MH_CHAN_CORE] = core;
+	chan_fd[MH_CHAN_READER] = reader;
 }
 
 /*
- * A worker's question to the core, under an id of the main loop's own: the
- * core answers out of order, and the workers' ids are not unique.
+ * A worker's question to the core, or to its reader (STATS, LIST), under an id
+ * of the main loop's own: the core answers out of order, and the workers' ids
+ * are not unique.
  */
 static void relay_to_core(struct slot *s, uint8_t *msg, size_t len)
 {
 	uint16_t type = (uint16_t)(msg[2] << 8 | msg[3]);
-	bool relayed = type == MH_REQ_STAGE || type == MH_REQ_UNSTAGE || type == MH_REQ_PUBLISH ||
-	               type == MH_REQ_UNPUBLISH || type == MH_REQ_EXPAND || type == MH_REQ_STATS ||
-	               type == MH_REQ_FREEZE || type == MH_REQ_THAW || type == MH_REQ_REFRESH ||
-	               type == MH_REQ_ATTACHED || type == MH_REQ_LIST ||
+	bool looks = type == MH_REQ_STATS || type == MH_REQ_LIST;
+	bool relayed = looks || type == MH_REQ_STAGE || type == MH_REQ_UNSTAGE ||
+	               type == MH_REQ_PUBLISH || type == MH_REQ_UNPUBLISH ||
+	               type == MH_REQ_EXPAND || type == MH_REQ_FREEZE || type == MH_REQ_THAW ||
+	               type == MH_REQ_REFRESH || type == MH_REQ_ATTACHED ||
 	               type == MH_REQ_STAGE_CHECK || type == MH_REQ_FLUSH;
-	if (core_fd < 0 || len < MH_HDR_LEN || s->core_id != 0 || !s->busy || !relayed)
+	s->chan = looks ? MH_CHAN_READER : MH_CHAN_CORE;
+	if (chan_fd[s->chan] < 0 || len < MH_HDR_LEN || s->core_id != 0 || !s->busy || !relayed)
 		log_fatal("a worker asked the core out of turn"); /* our own bug */
+	if (looks && asking(MH_CHAN_READER) >= MH_READER_ASKING_MAX) {
+		busy_look(s, id_at(msg));
+		return;
+	}
 	s->core_ask = id_at(msg);
 	s->core_id = core_next++;
 	if (core_next == 0)
@@ -676,64 +721,65 @@ static void relay_to_core(struct slot *s, uint8_t *msg, size_t len)
 	set_id(msg, s->core_id);
 	memcpy(s->io->question, msg, len);
 	s->io->question_len = len;
-	mh_workers_core_send();
+	mh_workers_core_send(s->chan);
 }
 
-int mh_workers_core_fd(void)
+int mh_workers_core_fd(int chan)
 {
-	return core_fd;
+	return chan_fd[chan];
 }
 
-/* The slot whose question waits longest for the core's channel; NULL if none waits. */
-static struct slot *next_question(void)
+/* The slot whose question waits longest for channel chan; NULL if none waits. */
+static struct slot *next_question(int chan)
 {
 	struct slot *first = NULL;
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		struct slot *s = &slots[i];
-		if (s->io && s->io->question_len &&
+		if (s->io && s->io->question_len && s->chan == chan &&
 		    (!first || s->core_id - first->core_id > (1U << 31)))
 			first = s;
 	}
 	return first;
 }
 
-bool mh_workers_core_waiting(void)
+bool mh_workers_core_waiting(int chan)
 {
-	return next_question() != NULL;
+	return next_question(chan) != NULL;
 }
 
 /*
  * Never a blocking send: a core busy with a long mount must not stop this
  * loop, which answers PING, reaps workers and ends freezes that ran out.
  */
-void mh_workers_core_send(void)
+void mh_workers_core_send(int chan)
 {
 	struct slot *s;
-	while ((s = next_question()) != NULL) {
-		ssize_t n = send(core_fd, s->io->question, s->io->question_len,
+	while ((s = next_question(chan)) != NULL) {
+		ssize_t n = send(chan_fd[chan], s->io->question, s->io->question_len,
 		                 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return; /* the rest when the channel can take it (POLLOUT) */
 		if (n != (ssize_t)s->io->question_len)
-			log_fatal("the capable core's channel broke: %s", strerror(errno));
+			log_fatal("the %s's channel broke: %s", chan_name[chan], strerror(errno));
 		s->io->question_len = 0;
 	}
 }
 
-void mh_workers_core_answer(void)
+void mh_workers_core_answer(int chan)
 {
 	uint8_t *buf = mio->scratch;
-	ssize_t n = recv(core_fd, buf, MH_MSG_MAX, MSG_DONTWAIT | MSG_TRUNC);
+	ssize_t n = recv(chan_fd[chan], buf, MH_MSG_MAX, MSG_DONTWAIT | MSG_TRUNC);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0)
-		log_fatal("the capable core ended its channel");
+		log_fatal("the %s ended its channel", chan_name[chan]);
 	if ((size_t)n < MH_HDR_LEN || (size_t)n > MH_MSG_MAX)
-		log_fatal("the capable core sent a datagram of %zd bytes", n);
+		log_fatal("the %s sent a datagram of %zd bytes", chan_name[chan], n);
 	uint32_t id = id_at(buf);
 	for (size_t i = 0; i < MH_WORKERS_MAX; i++) {
 		struct slot *s = &slots[i];
-		if (!s->busy || s->core_id == 0 || s->core_id != id)
+		/* Only the channel asked answers: the reader never answers for the core. */
+		if (!s->busy || s->core_id == 0 || s->core_id != id || s->chan != chan)
 			continue;
 		if (s->pid == 0) { /* its worker died: the keys it held are free only now */
 			log_kv(LOG_LVL_INFO, "core_answer_dropped", "reason",
@@ -899,8 +945,12 @@ void mh_workers_reap(const struct mh_ctx *c, int peer, uint32_t gen, const struc
 		} else if (!s->ending) {
 			log_kv(LOG_LVL_WARN, "worker_ended", "reason", "died while idle", NULL);
 		}
-		*s = (struct slot){
-		    .pidfd = -1, .fd = -1, .io = s->io, .busy = asked != 0, .core_id = asked};
+		*s = (struct slot){.pidfd = -1,
+		                   .fd = -1,
+		                   .io = s->io,
+		                   .busy = asked != 0,
+		                   .core_id = asked,
+		                   .chan = s->chan};
 	}
 }
 
@@ -910,7 +960,7 @@ void mh_workers_end_all(void)
 		if (slots[i].pid == 0)
 			continue;
 		/* One that may still wait for the core's answer ends after its own. */
-		if (slots[i].busy && !slots[i].internal && core_fd >= 0) {
+		if (slots[i].busy && !slots[i].internal && chan_fd[MH_CHAN_CORE] >= 0) {
 			slots[i].retire = true;
 			continue;
 		}

@@ -76,33 +76,38 @@ bool mh_workers_hold(const char *key);
 #define MH_NOTE_CORE   'C' /* followed by a request for the capable core, relayed */
 
 /*
- * The capable core (sepcsi-core) on fd, which the main loop relays its
- * workers' questions to (mh_core_ask), each under an id of its own.
+ * The capable core (sepcsi-core) on core and its reader (sepcsi-reader: STATS
+ * and LIST of mounts) on reader, which the main loop relays its workers'
+ * questions to (mh_core_ask), each under an id of its own; -1, -1 without.
  */
-void mh_workers_set_core(int fd);
+enum { MH_CHAN_CORE, MH_CHAN_READER, MH_CHANS };
+void mh_workers_set_core(int core, int reader);
 /*
- * Find sepcsi-core beside the helper's binary (root's, only root may write
- * it), before the view, which does not show it; fatal if it cannot.
+ * Find sepcsi-core and sepcsi-reader beside the helper's binary (root's, only
+ * root may write them), before the view, which does not show them; fatal if
+ * it cannot.
  */
 void mh_core_locate(void);
 /*
  * Then start it as the helper's child, in a view of its own built from inside
  * the helper's (mh_view_enter in the child, before its exec), the policy
- * compiled on its fd 5 and its channel on fd 3: the channel's other end.
- * owner: the uid owning images/ and snapshots/ (the helper's own identity).
- * Before the helper's confinement; fatal if it cannot.
+ * compiled on its fd 5 and its channel on fd 3: the channel's other end; and
+ * its reader and flusher, forked in that view before the core's exec, without
+ * any capability: the reader's channel's other end in *reader. owner: the
+ * uid owning images/ and snapshots/ (the helper's own identity). Before the
+ * helper's confinement; fatal if it cannot.
  */
 struct pol;
 int mh_core_start(const struct pol *pol, const char *data_dir, uid_t owner, const char *fmt,
-                  const char *lvl);
-/* Its fd, for the main loop's wait; -1 without one. */
-int mh_workers_core_fd(void);
-/* In the main loop: one answer of the core, to the worker that asked. */
-void mh_workers_core_answer(void);
-/* Questions wait for the core's channel (poll it for POLLOUT)? */
-bool mh_workers_core_waiting(void);
-/* Send what waits, as far as the channel takes it without blocking. */
-void mh_workers_core_send(void);
+                  const char *lvl, int *reader);
+/* Channel chan's fd, for the main loop's wait; -1 without one. */
+int mh_workers_core_fd(int chan);
+/* In the main loop: one answer on channel chan, to the worker that asked. */
+void mh_workers_core_answer(int chan);
+/* Questions wait for channel chan (poll it for POLLOUT)? */
+bool mh_workers_core_waiting(int chan);
+/* Send what waits for chan, as far as the channel takes it without blocking. */
+void mh_workers_core_send(int chan);
 /*
  * In a worker: ask the core req and wait for its answer. 0 with *ans (the
  * core's answer, of req's answer type, id as asked), or -1 with r (its error,

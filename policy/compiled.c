@@ -5,14 +5,15 @@
  * for the program that compiles: tools/policy/policy_main.c);
  * pol_load_compiled reads it (here).
  *
- *   "SEPCSIPOL1\n"
+ *   "SEPCSIPOL3\n"
  *   9 lists, in the order of struct pol (roots, fstypes, opts, bases, staging,
  *   targets, mkfs ext4, xfs, btrfs): u8 count, then each entry u16 length and
  *   its bytes (no NUL);
  *   u64 min_bytes, u64 max_bytes, u32 overcommit_pct, u32 freeze_max_s,
  *   u8 log_only;
  *   the core's confinement: u64 its capabilities, u64 those it keeps if
- *   permitted, then its seccomp filter and its flusher's, each a u16 count of
+ *   permitted, then its seccomp filter, its flusher's and its reader's
+ *   (sepcsi-reader, which loads the record too), each a u16 count of
  *   BPF instructions (1 to 4096) and the instructions (pol_seccomp_export);
  *   u32 the FNV-1a hash of every byte before it; and nothing after.
  * All integers are big-endian. The reader holds each list to its bound and
@@ -78,7 +79,7 @@ uint32_t pol_hash(const void *buf, size_t len)
 	return h;
 }
 
-/* The confinement: capabilities, two filters. */
+/* The confinement: capabilities, three filters. */
 static int get_confinement(struct reader *r, struct pol *p)
 {
 	uint64_t n;

@@ -44,7 +44,7 @@ char *pol_xstrdup(const char *s);
 /* FNV-1a, 32 bits: the compiled confinement arrived whole (not a proof against a forger). */
 uint32_t pol_hash(const void *buf, size_t len);
 /* The compiled form (compiled.c): its first bytes, and the longest entry it carries. */
-#define POL_COMPILED_MAGIC "SEPCSIPOL2\n" /* 2: with the core's confinement */
+#define POL_COMPILED_MAGIC "SEPCSIPOL3\n" /* 2: the core's confinement; 3: its reader's filter */
 #define POL_ENTRY_MAX      4096
 /* The i-th list of p in the compiled form's order; NULL past the last. */
 struct pol_list *pol_list_at(struct pol *p, size_t i);

@@ -21,6 +21,7 @@
 struct pol_sc_table;
 extern const struct pol_sc_table pol_sc_core;    /* sepcsi-core */
 extern const struct pol_sc_table pol_sc_flusher; /* sepcsi-core's flusher child */
+extern const struct pol_sc_table pol_sc_reader;  /* sepcsi-reader, the core's looks */
 extern const struct pol_sc_table pol_sc_helper;  /* sepcsi-mounthelper and its workers: core's + */
 extern const struct pol_sc_table pol_sc_tools;   /* its tool runner and the mkfs tools */
 extern const struct pol_sc_table pol_sc_tree;    /* its tree runner */

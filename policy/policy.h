@@ -58,11 +58,11 @@ int pol_load_compiled(int fd, struct pol **out, char *err, size_t errlen);
 /*
  * What a compiled policy also carries, for the capable core, which links
  * neither its own capability table nor its seccomp tables: the capabilities it
- * keeps (and those it keeps if permitted), and its filters and its flusher's,
- * built by the compiler from policy/seccomp_core.c (pol_seccomp_load loads
- * one). A policy loaded from its file has none (0, NULL).
+ * keeps (and those it keeps if permitted), and its filter, its flusher's and
+ * its reader's, built by the compiler from policy/seccomp_core.c and seccomp_reader.c
+ * (pol_seccomp_load loads one). A policy loaded from its file has none (0, NULL).
  */
-enum pol_filter { POL_FILTER_CORE, POL_FILTER_FLUSHER, POL_FILTERS };
+enum pol_filter { POL_FILTER_CORE, POL_FILTER_FLUSHER, POL_FILTER_READER, POL_FILTERS };
 void pol_core_caps(const struct pol *p, uint64_t *caps, uint64_t *optional);
 const void *pol_core_filter(const struct pol *p, enum pol_filter which, size_t *len);
 

@@ -655,7 +655,8 @@ int pol_compile(const struct pol *p, FILE *out)
 	put(c, pol_caps_helper_mask(), 8);
 	put(c, pol_caps_helper_optional_mask(), 8);
 	if (pol_seccomp_export(&pol_sc_core, p->log_only, c) < 0 ||
-	    pol_seccomp_export(&pol_sc_flusher, p->log_only, c) < 0)
+	    pol_seccomp_export(&pol_sc_flusher, p->log_only, c) < 0 ||
+	    pol_seccomp_export(&pol_sc_reader, p->log_only, c) < 0)
 		rc = -1;
 	if (fclose(c) != 0 || rc < 0) {
 		free(rec);

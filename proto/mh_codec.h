@@ -65,7 +65,7 @@ struct field {
 #define ERR_KIND(m) U32(m, MH_E_REFUSED, MH_E_UNAVAILABLE - 1)
 
 /* Payloads of the core's types that other types share too (mh_msg.c). */
-extern const struct field f_delete[], f_size_ans[], f_stats_ans[];
+extern const struct field f_delete[], f_size_ans[], f_error[];
 
 /* A message type: its name, and its payload's fields (NULL: none). */
 struct codec {

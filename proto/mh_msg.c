@@ -122,23 +122,8 @@ static const struct field f_attached_ans[] = {U32(attached.devices, 0, UINT32_MA
 static const struct field f_expand[] = {
     STR(expand.volume_id, MH_ID_MAX), STR(expand.staging_path, MH_PATH_MAX),
     STR(expand.fs_type, MH_FSTYPE_MAX), FLAGS(expand.flags), END};
-static const struct field f_stats[] = {STR(stats.volume_id, MH_ID_MAX),
-                                       STR(stats.path, MH_PATH_MAX), FLAGS(stats.flags), END};
-const struct field f_stats_ans[] = {U64(stats_ans.bytes_total),
-                                    U64(stats_ans.bytes_available),
-                                    U64(stats_ans.bytes_used),
-                                    U64(stats_ans.inodes_total),
-                                    U64(stats_ans.inodes_free),
-                                    U64(stats_ans.inodes_used),
-                                    BOOL(stats_ans.abnormal),
-                                    STR(stats_ans.message, MH_REASON_MAX),
-                                    END};
-static const struct field f_list[] = {U32(list.what, MH_LIST_IMAGES, MH_LIST_MOUNTS),
-                                      STR(list.after, MH_ID_MAX), END};
-static const struct field f_list_ans[] = {BOOL(list_ans.more), STR(list_ans.text, MH_LIST_TEXT_MAX),
-                                          END};
-static const struct field f_error[] = {ERR_KIND(error.kind), U32(error.sys_errno, 0, UINT32_MAX),
-                                       STR(error.reason, MH_REASON_MAX), END};
+const struct field f_error[] = {ERR_KIND(error.kind), U32(error.sys_errno, 0, UINT32_MAX),
+                                STR(error.reason, MH_REASON_MAX), END};
 
 static size_t width(enum field_kind k)
 {
@@ -227,7 +212,10 @@ static int get_fields(struct rbuf *r, const struct field *f, struct mh_msg *m)
 	return 0;
 }
 
-/* The capable core's types: those it serves and its answers (core/core_table.c). */
+/*
+ * The capable core's types: those it serves and its answers (core/core_table.c);
+ * not STATS and LIST, which sepcsi-reader serves (mh_msg_all.c).
+ */
 static const struct codec core_codecs[] = {
     [MH_REQ_PING] = {"REQ_PING", NULL},
     [MH_ANS_PING] = {"ANS_PING", NULL},
@@ -241,10 +229,6 @@ static const struct codec core_codecs[] = {
     [MH_ANS_UNPUBLISH] = {"ANS_UNPUBLISH", NULL},
     [MH_REQ_EXPAND] = {"REQ_EXPAND", f_expand},
     [MH_ANS_EXPAND] = {"ANS_EXPAND", f_size_ans},
-    [MH_REQ_STATS] = {"REQ_STATS", f_stats},
-    [MH_ANS_STATS] = {"ANS_STATS", f_stats_ans},
-    [MH_REQ_LIST] = {"REQ_LIST", f_list},
-    [MH_ANS_LIST] = {"ANS_LIST", f_list_ans},
     [MH_REQ_FREEZE] = {"REQ_FREEZE", f_freeze},
     [MH_ANS_FREEZE] = {"ANS_FREEZE", NULL},
     [MH_REQ_THAW] = {"REQ_THAW", f_delete},

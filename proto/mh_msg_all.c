@@ -1,13 +1,29 @@
 /*
  * Every message type of the helper protocol (mh_proto.h): the capable core's
- * (mh_msg.c) and the rest, which only rpcd and the helper speak (images made
- * and copied, capacity, directory volumes, the helper's PURGE). The core
+ * (mh_msg.c) and the rest, which only rpcd, the helper and sepcsi-reader speak
+ * (images made and copied, capacity, directory volumes, the helper's PURGE;
+ * STATS and LIST, the reader's). The core
  * links mh_msg.c alone, so it decodes no payload of a type it does not serve.
  */
 #include "mh_proto.h"
 
 #include "mh_codec.h"
 
+static const struct field f_stats[] = {STR(stats.volume_id, MH_ID_MAX),
+                                       STR(stats.path, MH_PATH_MAX), FLAGS(stats.flags), END};
+static const struct field f_stats_ans[] = {U64(stats_ans.bytes_total),
+                                           U64(stats_ans.bytes_available),
+                                           U64(stats_ans.bytes_used),
+                                           U64(stats_ans.inodes_total),
+                                           U64(stats_ans.inodes_free),
+                                           U64(stats_ans.inodes_used),
+                                           BOOL(stats_ans.abnormal),
+                                           STR(stats_ans.message, MH_REASON_MAX),
+                                           END};
+static const struct field f_list[] = {U32(list.what, MH_LIST_IMAGES, MH_LIST_MOUNTS),
+                                      STR(list.after, MH_ID_MAX), END};
+static const struct field f_list_ans[] = {BOOL(list_ans.more), STR(list_ans.text, MH_LIST_TEXT_MAX),
+                                          END};
 static const struct field f_create[] = {STR(create.volume_id, MH_ID_MAX), U64(create.size_bytes),
                                         END};
 static const struct field f_resize[] = {STR(resize.volume_id, MH_ID_MAX), U64(resize.size_bytes),
@@ -109,6 +125,10 @@ static const struct codec more_codecs[] = {
     [MH_ANS_DIR_PUBLISH] = {"ANS_DIR_PUBLISH", NULL},
     [MH_REQ_DIR_UNPUBLISH] = {"REQ_DIR_UNPUBLISH", f_dir},
     [MH_ANS_DIR_UNPUBLISH] = {"ANS_DIR_UNPUBLISH", NULL},
+    [MH_REQ_STATS] = {"REQ_STATS", f_stats},
+    [MH_ANS_STATS] = {"ANS_STATS", f_stats_ans},
+    [MH_REQ_LIST] = {"REQ_LIST", f_list},
+    [MH_ANS_LIST] = {"ANS_LIST", f_list_ans},
     [MH_REQ_DIR_STATS] = {"REQ_DIR_STATS", f_dir},
     [MH_ANS_DIR_STATS] = {"ANS_DIR_STATS", f_stats_ans},
     [MH_REQ_DIR_CAPACITY] = {"REQ_DIR_CAPACITY", f_dir},
@@ -126,6 +146,17 @@ static const struct codec more_codecs[] = {
     [MH_REQ_DIR_NODE] = {"REQ_DIR_NODE", f_dir},
     [MH_ANS_DIR_NODE] = {"ANS_DIR_NODE", NULL},
 };
+
+/* sepcsi-reader's types: those it serves and its answers (reader/reader_table.c). */
+static const struct codec reader_codecs[] = {
+    [MH_REQ_PING] = {"REQ_PING", NULL},      [MH_ANS_PING] = {"ANS_PING", NULL},
+    [MH_REQ_STATS] = {"REQ_STATS", f_stats}, [MH_ANS_STATS] = {"ANS_STATS", f_stats_ans},
+    [MH_REQ_LIST] = {"REQ_LIST", f_list},    [MH_ANS_LIST] = {"ANS_LIST", f_list_ans},
+    [MH_ANS_ERROR] = {"ANS_ERROR", f_error},
+};
+
+const struct mh_codecs mh_codecs_reader = {reader_codecs,
+                                           sizeof(reader_codecs) / sizeof(reader_codecs[0]), NULL};
 
 const struct mh_codecs mh_codecs_all = {more_codecs, sizeof(more_codecs) / sizeof(more_codecs[0]),
                                         &mh_codecs_core};

@@ -416,7 +416,7 @@ const char *mh_type_name(uint16_t type);
  * or mh_codecs_all, every type (mh_msg_all.c: what the calls above use).
  */
 struct mh_codecs;
-extern const struct mh_codecs mh_codecs_core, mh_codecs_all;
+extern const struct mh_codecs mh_codecs_core, mh_codecs_reader, mh_codecs_all;
 int mh_msg_encode_in(const struct mh_codecs *t, const struct mh_msg *m, uint8_t *out, size_t cap,
                      size_t *len);
 int mh_msg_decode_in(const struct mh_codecs *t, const uint8_t *in, size_t len, struct mh_msg *m);

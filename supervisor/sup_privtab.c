@@ -128,12 +128,18 @@ static void print_privileges(FILE *out)
 	                     seccomp_cell(&pol_sc_helper, "seccomp_helper.c", sc, sizeof(sc))});
 	snprintf(caps, sizeof(caps),
 	         "%s%s%s%s; securebits locked; the helper's child, without directory volumes; its "
-	         "flusher holds none",
+	         "flusher and its reader hold none",
 	         cap_list(pol_caps_helper_mask(), a), opt ? " (+ " : "",
 	         opt ? cap_list(opt, b) : "", opt ? " if present)" : "");
 	pol_md_row(out, 5,
 	           (const char *[]){"core", "0", caps, "yes",
 	                            seccomp_cell(&pol_sc_core, "seccomp_core.c", sc, sizeof(sc))});
+	static const char reader_caps[] = "none (every set empty, securebits locked); the core's "
+	                                  "child, in its view; Landlock: reading only";
+	pol_md_row(
+	    out, 5,
+	    (const char *[]){"reader (STATS, LIST of mounts)", "0", reader_caps, "yes",
+	                     seccomp_cell(&pol_sc_reader, "seccomp_reader.c", sc, sizeof(sc))});
 }
 
 static void print_seccomp_helper(FILE *out)
@@ -149,6 +155,11 @@ static void print_seccomp_core(FILE *out)
 static void print_seccomp_flusher(FILE *out)
 {
 	pol_seccomp_print(&pol_sc_flusher, out);
+}
+
+static void print_seccomp_reader(FILE *out)
+{
+	pol_seccomp_print(&pol_sc_reader, out);
 }
 
 static void print_seccomp_audit(FILE *out)
@@ -204,6 +215,7 @@ static const struct {
     {"seccomp-helper", print_seccomp_helper},   /* docs/helper.md */
     {"seccomp-core", print_seccomp_core},       /* docs/helper.md */
     {"seccomp-flusher", print_seccomp_flusher}, /* docs/helper.md */
+    {"seccomp-reader", print_seccomp_reader},   /* docs/helper.md */
     {"seccomp-audit", print_seccomp_audit},     /* docs/helper.md */
     {"seccomp-tools", print_seccomp_tools},     /* docs/helper.md */
     {"seccomp-probe", print_seccomp_probe},     /* docs/helper.md */
@@ -429,8 +441,25 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	     "time, re-checking each; parses no byte a tenant wrote and execs nothing. Its "
 	     "capabilities are set before its exec by its starter, carried across it (then "
 	     "emptied from its inheritable and ambient sets) and checked at its start. "
-	     "Securebits NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, all locked; its "
-	     "flusher child holds no capability.",
+	     "Securebits NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, all locked; it forks "
+	     "nothing: its flusher and its reader, started beside it, hold no capability.",
+	     0, 0},
+	    {"sepcsi-reader", 0, 0, 0, 0, 0, 0, true, &pol_sc_reader, "seccomp_reader.c", true,
+	     "The core's child without directory volumes (mounthelper/reader/), forked in the "
+	     "core's view before the core's exec: answers the helper's STATS and LIST of "
+	     "mounts, which need no capability, so that their code is not in the process "
+	     "holding CAP_SYS_ADMIN. Root without any capability (kubelet's directories are "
+	     "root's), not dumpable; Landlock keeps it to reading: no file written, made, "
+	     "removed or truncated anywhere, files read only under /proc, /sys, /dev and the "
+	     "images.",
+	     0, 0},
+	    {"sepcsi-flusher", 0, 0, 0, 0, 0, 0, true, &pol_sc_flusher, "seccomp_core.c", true,
+	     "The core's other child without directory volumes (sepcsi-reader --flusher, "
+	     "mounthelper/reader/reader_flush.c), forked beside the reader: writes back the "
+	     "file system the core hands it before an UNSTAGE or a FREEZE, so that the "
+	     "core's one thread never waits for it. Root without any capability, not "
+	     "dumpable, no descriptor but its socket to the core; its filter has no open of "
+	     "any kind.",
 	     0, 0},
 	    {"sepcsi-audit", 0, 0, 0, 0, 0, 0, true, &pol_sc_audit, "seccomp_helper.c", true,
 	     "The helper's child beside its core (mounthelper/mh_audit.c), forked while the "
@@ -452,12 +481,16 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	     "capabilities are ambient, so that they survive its exec.",
 	     0, 0},
 	};
-	/* The core and the audit writer run without directory volumes, the tree runner with them.
+	/*
+	 * The core, its reader and the audit writer run without directory volumes, the tree
+	 * runner with them.
 	 */
 	struct proc_priv p[sizeof(all) / sizeof(all[0])];
 	size_t np = 0;
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		if ((dirs ? strcmp(all[i].name, "sepcsi-core") != 0 &&
+		                strcmp(all[i].name, "sepcsi-reader") != 0 &&
+		                strcmp(all[i].name, "sepcsi-flusher") != 0 &&
 		                strcmp(all[i].name, "sepcsi-audit") != 0
 		          : strcmp(all[i].name, "sepcsi-tree-runner") != 0) &&
 		    (cfg->metrics_file[0] || strcmp(all[i].name, "sepcsi-metrics-check") != 0))

@@ -60,8 +60,8 @@ def dwarf_string(value):
     return m.group(1) if m else value
 
 
-# Processes forked from another's binary without an exec, under a name of their own.
-FORKED_FROM = {"sepcsi-audit": "sepcsi-mounthelper"}
+# Processes run from another's binary, under a name of their own.
+FORKED_FROM = {"sepcsi-audit": "sepcsi-mounthelper", "sepcsi-flusher": "sepcsi-reader"}
 
 
 def units(binary):

@@ -23,17 +23,15 @@ int core_freeze_wait_ms(void);
 void core_freeze_expire(bool all);
 
 /*
- * The flusher (core_flush.c): a child without capabilities that writes back a
+ * The flusher (core_flush.c; sepcsi-reader --flusher): a process without
+ * capabilities, started beside the core by its starter, that writes back a
  * volume's file system when its peer asks FLUSH (before UNSTAGE and FREEZE),
  * so that the core's one thread does not wait for it. Its socket is at
  * CORE_FD_FLUSH.
  */
 #define CORE_FD_FLUSH POL_SC_FLUSH_FD
-/*
- * Fork it (at start, before the core's own filter), under filter (len bytes,
- * its compiled policy's: pol_core_filter); 0, or -1 with errno.
- */
-int core_flush_start(const void *filter, size_t len);
+/* Find it (at start): 0, or -1 with errno (no flusher: the core writes back itself). */
+int core_flush_init(void);
 /* The socket to wait on for its answers; -1 when there is no flusher. */
 int core_flush_fd(void);
 /*

@@ -1,21 +1,22 @@
 /*
- * The flusher: the slow half of an unmount or a freeze, out of the core's
- * one thread. Unmounting or freezing a file system first writes back what it
- * holds dirty, which can take seconds (tests/bench/core_serial.py); done by
- * the core itself, every other volume's request would wait behind it. So the
- * orchestrating side asks FLUSH of a volume before its UNSTAGE or FREEZE: the
- * core hands the volume's file system to the flusher, a child it forks at
- * start, and goes on serving requests in order; when the flusher says it is
- * done, FLUSH is answered, and the UNSTAGE or FREEZE that follows finds little
- * left to write (what a tenant wrote since, bounded by the kernel's dirty
- * limits, it writes back itself). One flusher, in order: a volume with much
- * to write back delays the others' FLUSH, never another request.
+ * The core's side of the flusher: the slow half of an unmount or a freeze,
+ * out of the core's one thread. Unmounting or freezing a file system first
+ * writes back what it holds dirty, which can take seconds
+ * (tests/bench/core_serial.py); done by the core itself, every other volume's
+ * request would wait behind it. So the orchestrating side asks FLUSH of a
+ * volume before its UNSTAGE or FREEZE: the core hands the volume's file
+ * system to the flusher and goes on serving requests in order; when the
+ * flusher says it is done, FLUSH is answered, and the UNSTAGE or FREEZE that
+ * follows finds little left to write (what a tenant wrote since, bounded by
+ * the kernel's dirty limits, it writes back itself). One flusher, in order: a
+ * volume with much to write back delays the others' FLUSH, never another
+ * request.
  *
- * The flusher runs as root WITHOUT any capability (dropped right after the
- * fork), under a filter of its own (pol_sc_flusher, compiled into the core's
- * policy by its starter: receive a descriptor,
- * syncfs, close, answer, exit), with no descriptor but its socket. It is
- * killed with the core (PR_SET_PDEATHSIG) and ends when its socket does.
+ * The flusher is `sepcsi-reader --flusher` (reader/reader_flush.c), which the
+ * core's starter starts beside it, its socket on the core's CORE_FD_FLUSH:
+ * root WITHOUT any capability, under a filter of its own (receive a
+ * descriptor, syncfs, close, answer, exit), with no descriptor but its
+ * socket, killed with the core. The core forks nothing.
  *
  * Safety argument. syncfs writes back what a file system already holds; it
  * changes nothing a user would see. The core hands over only a detached clone
@@ -38,81 +39,29 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
-
-#include <cap-ng.h>
 
 #include "log.h"
 #include "mh_at.h"
 #include "mh_common.h"
 #include "mh_mount.h"
-#include "pol_seccomp.h"
 
 static int flusher = -1; /* the core's end of the socket; -1 without a flusher */
 
-static void __attribute__((noreturn)) serve(void)
+int core_flush_init(void)
 {
-	for (;;) {
-		union {
-			struct cmsghdr h;
-			char buf[CMSG_SPACE(sizeof(int))];
-		} ctl;
-		uint32_t tag;
-		struct iovec iov = {.iov_base = &tag, .iov_len = sizeof(tag)};
-		struct msghdr m = {.msg_iov = &iov,
-		                   .msg_iovlen = 1,
-		                   .msg_control = ctl.buf,
-		                   .msg_controllen = sizeof(ctl.buf)};
-		ssize_t n = recvmsg(CORE_FD_FLUSH, &m, MSG_CMSG_CLOEXEC);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			_exit(0);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		if (n != sizeof(tag) || !c || c->cmsg_type != SCM_RIGHTS ||
-		    c->cmsg_len != CMSG_LEN(sizeof(int)))
-			_exit(3); /* only the core writes here */
-		int fd;
-		memcpy(&fd, CMSG_DATA(c), sizeof(fd));
-		int32_t err = syncfs(fd) < 0 ? errno : 0;
-		close(fd); /* before the answer: the request finds the file system as it left it */
-		uint8_t out[8];
-		memcpy(out, &tag, 4);
-		memcpy(out + 4, &err, 4);
-		if (send(CORE_FD_FLUSH, out, sizeof(out), MSG_NOSIGNAL) != sizeof(out))
-			_exit(0);
-	}
-}
-
-int core_flush_start(const void *filter, size_t len)
-{
-	int sv[2];
-	/* A dead flusher is reaped by the kernel: the core's filter has no wait4. */
-	if (signal(SIGCHLD, SIG_IGN) == SIG_ERR ||
-	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+	struct stat st;
+	/* A dead flusher (or reader) is reaped by the kernel: the core's filter has no wait4. */
+	if (signal(SIGCHLD, SIG_IGN) == SIG_ERR)
 		return -1;
-	pid_t core = getpid(), pid = fork();
-	if (pid < 0) {
-		close(sv[0]);
-		close(sv[1]);
+	if (fstat(CORE_FD_FLUSH, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+		errno = ENOTSOCK;
 		return -1;
 	}
-	if (pid == 0) {
-		/* Every set but the bounding one (that needs CAP_SETPCAP): it never execs. */
-		capng_clear(CAPNG_SELECT_CAPS);
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != core ||
-		    capng_apply(CAPNG_SELECT_CAPS) < 0 || dup2(sv[1], CORE_FD_FLUSH) < 0 ||
-		    close_range(0, CORE_FD_FLUSH - 1, 0) < 0 ||
-		    close_range(CORE_FD_FLUSH + 1, ~0U, 0) < 0 ||
-		    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || pol_seccomp_load(filter, len) < 0)
-			_exit(1);
-		serve();
-	}
-	close(sv[1]);
-	flusher = sv[0]; /* where it is: only the child's end has a number of its own */
-	log_kv(LOG_LVL_DEBUG, "flusher_started", NULL);
+	flusher = CORE_FD_FLUSH;
+	log_kv(LOG_LVL_DEBUG, "flusher_found", NULL);
 	return 0;
 }
 

@@ -7,11 +7,12 @@
  * ids) itself, exactly as the helper's rows do (it runs the same handlers).
  *
  * What it never does: look inside an image (no probe, no mkfs: a blank image
- * fails at its mount), run a tool, fork or exec after start, keep a worker.
- * Its one child, the flusher, forked at start without capabilities, writes
- * back a volume's file system when its peer asks FLUSH, before UNSTAGE or
- * FREEZE of it (core_flush.c), so that the write-back never holds the other
- * requests.
+ * fails at its mount), run a tool, fork or exec, keep a worker. Its flusher,
+ * started beside it without capabilities (fd 6: sepcsi-reader --flusher),
+ * writes back a volume's file system when its peer asks FLUSH, before UNSTAGE
+ * or FREEZE of it (core_flush.c), so that the write-back never holds the
+ * other requests; its reader, beside it too, answers STATS and LIST of
+ * mounts, which it does not serve.
  * The images belong to the orchestrating side (--owner): the core attaches
  * only a regular file that uid owns, so it can never be made to expose a file
  * its peer could not already read and write (mh_image.c).
@@ -26,7 +27,7 @@
  *      it), images/ and snapshots/ (the owner's, group root, 0750) and
  *      audit.log (root's); thaw what a dead process left frozen, detach
  *      the raw block devices it left that nothing uses (mh_sweep.c);
- *   4. fork the flusher; confine: its capabilities are its starter's (set
+ *   4. find its flusher (fd 6); confine: its capabilities are its starter's (set
  *      before the exec: mh_relay.c), checked here against the compiled
  *      policy's set; then its own seccomp allowlist (policy/seccomp_core.c: no
  *      fork, exec, signal or socketpair);
@@ -337,8 +338,7 @@ int main(int argc, char **argv)
 	log_init("core", a.fmt, a.lvl);
 	if (getuid() != 0 || geteuid() != 0)
 		log_fatal("must run as root (uid 0)");
-	/* Not dumpable, nor its flusher (uid 0, no capability): no /proc/<pid>/root into its view.
-	 */
+	/* Not dumpable (nor its flusher and reader): no /proc/<pid>/root into its view. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		log_fatal("PR_SET_DUMPABLE: %s", strerror(errno));
 	if (pol_load_compiled(a.policy_fd, &pol, err, sizeof(err)) < 0) {
@@ -361,11 +361,10 @@ int main(int argc, char **argv)
 	mh_loop_records_rebuild(ctx.images_fd); /* in memory: core_loops.c */
 	mh_sweep(&ctx, NULL); /* raw block devices a dead core attached and nothing uses */
 	setup_signals(&unblocked);
-	size_t flen, clen;
-	const void *flusher = pol_core_filter(pol, POL_FILTER_FLUSHER, &flen),
-	           *filter = pol_core_filter(pol, POL_FILTER_CORE, &clen);
-	if (core_flush_start(flusher, flen) < 0)
-		log_kv(LOG_LVL_ERROR, "flusher_not_started", "error", strerror(errno), "then",
+	size_t clen;
+	const void *filter = pol_core_filter(pol, POL_FILTER_CORE, &clen);
+	if (core_flush_init() < 0)
+		log_kv(LOG_LVL_ERROR, "no_flusher", "error", strerror(errno), "then",
 		       "unmounts and freezes write back in the core's own thread", NULL);
 	check_caps(pol);
 	if (pol_seccomp_load(filter, clen) < 0)

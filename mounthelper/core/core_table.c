@@ -19,7 +19,6 @@
 #include "mh_at.h"
 #include "mh_common.h"
 #include "mh_image.h"
-#include "mh_list.h"
 #include "mh_loop.h"
 #include "mh_resize.h"
 
@@ -133,16 +132,6 @@ static int answer_flush(const struct mh_ctx *c, const struct mh_msg *req, struct
 	return 0;
 }
 
-/* LIST of mounts; the images and snapshots are the orchestrating side's to list. */
-static int answer_list(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
-                       struct mh_audit *a, struct mh_res *r)
-{
-	(void)a;
-	if (req->u.list.what != MH_LIST_MOUNTS)
-		return mh_fail(r, MH_E_REFUSED, EINVAL, "the core lists mounts only");
-	return mh_list_mounts(c, req->u.list.after, &ans->u.list_ans, r);
-}
-
 /* Every type the core serves is one the helper's table shares (mh_dispatch.c). */
 void mh_fields_more(const struct mh_msg *q, struct mh_fields *f)
 {
@@ -166,7 +155,6 @@ const struct mh_op_row mh_op_rows[] = {
     {MH_REQ_EXPAND, MH_ANS_EXPAND, answer_expand, "EXPAND", false, MH_F_BLOCK,
      "thaws what the core froze of this volume, then grows only a file system proved to be "
      "this volume's mount, with that file system's own ioctl on the verified mount"},
-    MH_ROW_STATS(mh_answer_stats),
     {MH_REQ_FREEZE, MH_ANS_FREEZE, core_answer_freeze, "FREEZE", false, 0,
      "freezes only the file system mounted from this volume's own loop device, and thaws it "
      "itself at the deadline (the policy's freeze_max_seconds at most), at its end, or at "
@@ -186,9 +174,6 @@ const struct mh_op_row mh_op_rows[] = {
     {MH_REQ_FLUSH, MH_ANS_FLUSH, answer_flush, "FLUSH", true, 0,
      "writes back, out of its thread, only the file system mounted from this volume's own "
      "loop device, never a frozen one; changes nothing a user sees"},
-    {MH_REQ_LIST, MH_ANS_LIST, answer_list, "LIST", true, 0,
-     "lists only the mounts of its own loop devices and binds of their nodes, with volume "
-     "ids; changes nothing"},
 };
 
 const size_t mh_op_nrows = sizeof(mh_op_rows) / sizeof(mh_op_rows[0]);

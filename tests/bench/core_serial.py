@@ -141,10 +141,7 @@ def main():
     try:
         core.start()
         if args.no_flusher:
-            kids = subprocess.run(["pgrep", "-P", str(core.proc.pid)], capture_output=True,
-                                  text=True).stdout.split()
-            for pid in kids:
-                os.kill(int(pid), 9)
+            os.kill(core.flusher.pid, 9)  # started beside it (test_core.Core.spawn)
         core.image(VOL, size=2048 * MiB)
         st = core.dir("staging/v1")
         alone = []

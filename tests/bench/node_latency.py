@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Benchmark: latency of NodeStageVolume (first stage, which formats), of a
-repeated NodeStageVolume (already staged), NodePublishVolume and
-NodeUnpublishVolume, per file system and size, against a real sepcsi started
+repeated NodeStageVolume (already staged), NodePublishVolume,
+NodeGetVolumeStats (of the published volume) and NodeUnpublishVolume, per
+file system and size, against a real sepcsi started
 in a temporary tree. Run as root inside a private mount namespace:
 
     unshare -m --propagation private /usr/bin/python3 tests/bench/node_latency.py [N]
@@ -40,7 +41,8 @@ def main():
     try:
         for fs, size in CONFIGS:
             res = {"NodeStageVolume (formats)": [], "NodeStageVolume (again)": [],
-                   "NodePublishVolume": [], "NodeUnpublishVolume": []}
+                   "NodePublishVolume": [], "NodeGetVolumeStats": [],
+                   "NodeUnpublishVolume": []}
             for i in range(n):
                 name = "b-%s-%d-%d" % (fs, size // MiB, i)
                 cap = mount_cap(fs)
@@ -58,6 +60,8 @@ def main():
                 res["NodePublishVolume"].append(timed(
                     c.node, "NodePublishVolume", volume_id=vid, staging_target_path=staging,
                     target_path=target, volume_capability=cap))
+                res["NodeGetVolumeStats"].append(timed(
+                    c.node, "NodeGetVolumeStats", volume_id=vid, volume_path=target))
                 res["NodeUnpublishVolume"].append(timed(
                     c.node, "NodeUnpublishVolume", volume_id=vid, target_path=target))
                 c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)

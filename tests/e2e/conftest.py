@@ -134,7 +134,7 @@ def copy_bin_dir():
     d = tempfile.mkdtemp(prefix="sepcsi-bin-")
     os.chmod(d, 0o755)
     for name in ("sepcsi-supervisor", "sepcsi-rpcd", "sepcsi-mounthelper", "sepcsi-core",
-                 "sepcsi-runner", "sepcsi-tree-runner", "sepcsi-privileges",
+                 "sepcsi-reader", "sepcsi-runner", "sepcsi-tree-runner", "sepcsi-privileges",
                  "sepcsi-metrics-check"):
         shutil.copy2(os.path.join(BIN, name), os.path.join(d, name))
     return d

@@ -311,8 +311,9 @@ def test_side_by_side_smoke():
     assert res.returncode == 0, res.stdout + res.stderr
     out = res.stdout
     assert "errors: none" in out and "PROBLEM" not in out
-    assert re.search(r"^  sepcsi .* pids \(\d+\): sepcsi-audit, sepcsi-core x2, "
-                     r"sepcsi-mounthel.*, sepcsi-rpcd, sepcsi-runner, sepcsi-supervis$",
+    assert re.search(r"^  sepcsi .* pids \(\d+\): sepcsi-audit, sepcsi-core, sepcsi-flusher, "
+                     r"sepcsi-mounthel.*, sepcsi-reader, sepcsi-rpcd, sepcsi-runner, "
+                     r"sepcsi-supervis$",
                      out, re.M)
     assert re.search(r"^  hostpathplugin .* pids \(1\): hostpathplugin$", out, re.M)
     for rpc in LIFECYCLE:  # in both sections, a p50 and p99 for each driver

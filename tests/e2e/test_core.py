@@ -73,6 +73,14 @@ CONFINED = ["setpriv", "--bounding-set=" + CORE_CAPS, "--inh-caps=" + CORE_CAPS,
             "+noroot_locked,+no_setuid_fixup,+no_setuid_fixup_locked,+keep_caps_locked"]
 
 
+# Its reader's: uid 0 without any capability, as pol_caps_confine_tools leaves it.
+READER_CONFINED = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all",
+                   "--no-new-privs", "--securebits=+noroot,+noroot_locked,+no_setuid_fixup,"
+                   "+no_setuid_fixup_locked,+keep_caps_locked"]
+# What the core no longer serves: its reader (sepcsi-reader) answers them.
+READS = (T.REQ_STATS, T.REQ_LIST)
+
+
 class Core:
     """A sepcsi-core on a fresh tree, the test being its orchestrator:
         <tmp>/root      the allowed root (kubelet's files in it)
@@ -96,16 +104,21 @@ class Core:
             f.write("[paths]\nallowed_roots = %s\nstaging_paths = **\ntarget_paths = **\n"
                     % self.root)
         self.proc, self.sock, self.next_id = None, None, 1
+        self.reader, self.rsock, self.flusher = None, None, None
 
     def path(self, *rel):
         return os.path.join(self.tmp, *rel)
 
     def compiled(self):
-        """The policy as the core reads it: compiled by sepcsi-policy, on fd 5."""
-        with open(self.path("policy.bin"), "wb") as f:
+        """The policy as the core reads it: compiled by sepcsi-policy, on fd 5 (a file of
+        its own each time: the core, its reader and its flusher each read theirs)."""
+        fd, path = tempfile.mkstemp(prefix="policy-", suffix=".bin", dir=self.tmp)
+        with os.fdopen(fd, "wb") as f:
             subprocess.run([os.path.join(BIN, "sepcsi-policy"), "compile", self.policy],
                            stdout=f, check=True)
-        return os.open(self.path("policy.bin"), os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
+        os.unlink(path)
+        return fd
 
     def spawn(self, policy_fd, control=False, starter=None):
         """With control, fd 4 is a supervisor's control channel (self.ctl: READY on it),
@@ -117,14 +130,16 @@ class Core:
         c, d = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) if control else \
             (None, None)
         self.log = open(self.path("core.log"), "w")
+        flush = self.spawn_flusher()
 
         argv, keep = with_fds(
             (CONFINED if starter is None else starter) +
             [os.path.join(BIN, "sepcsi-core"), "--data-dir", self.data, "--owner", str(OWNER),
              "--policy-fd", "5", "--log-level", "debug"],
-            {3: b.fileno(), 5: policy_fd, **({4: d.fileno()} if d else {})})
+            {3: b.fileno(), 5: policy_fd, 6: flush.fileno(), **({4: d.fileno()} if d else {})})
         self.proc = subprocess.Popen(argv, pass_fds=keep, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
+        flush.close()
         b.close()
         if d:
             d.close()
@@ -132,17 +147,59 @@ class Core:
         os.close(policy_fd)
         self.sock = a
 
+    def spawn_flusher(self):
+        """The core's flusher, as the core's starter starts it (sepcsi-reader --flusher,
+        confined as the reader): its socket on fd 6, the compiled policy on fd 5. Returns
+        the core's end (its fd 6)."""
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pol = self.compiled()
+        self.flog = open(self.path("flusher.log"), "w")
+        argv, fds = with_fds(READER_CONFINED + [os.path.join(BIN, "sepcsi-reader"), "--flusher"],
+                             {5: pol, 6: b.fileno()})
+        self.flusher = subprocess.Popen(argv, pass_fds=fds, stdout=self.flog,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        os.close(pol)
+        b.close()
+        return a
+
+    def spawn_reader(self, starter=None, mine=True):
+        """The core's reader, as the core's starter forks it: uid 0 without any capability,
+        its channel on fd 3 (self.rsock), the images directory on fd 4, the compiled
+        policy on fd 5; the test asks it STATS and LIST (call() sends them there)."""
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        images, pol = os.open(self.images, os.O_RDONLY | os.O_DIRECTORY), self.compiled()
+        self.rlog = open(self.path("reader.log"), "w")
+        argv, fds = with_fds(
+            (READER_CONFINED if starter is None else starter) +
+            [os.path.join(BIN, "sepcsi-reader"), "--owner", str(self.owner()),
+             "--log-level", "debug"], {3: b.fileno(), 4: images, 5: pol})
+        self.reader = subprocess.Popen(argv, pass_fds=fds, stdout=self.rlog,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+        for fd in (images, pol):
+            os.close(fd)
+        b.close()
+        if not mine:
+            return a  # its channel is someone else's (a helper's)
+        self.rsock = a
+
+    def owner(self):
+        return OWNER
+
     def start(self):
         self.spawn(self.compiled())
+        self.spawn_reader()
         self.alive()
         return self
 
-    def call(self, msg, timeout=20):
+    def call(self, msg, timeout=20, to=None):
+        """msg's answer from the core, or from its reader for STATS and LIST (to: a
+        socket of the test's choosing)."""
+        sock = to or (self.rsock if msg.type in READS and self.rsock else self.sock)
         msg.id, self.next_id = self.next_id, self.next_id + 1
-        self.sock.send(encode(msg))
-        self.sock.settimeout(timeout)
+        sock.send(encode(msg))
+        sock.settimeout(timeout)
         try:
-            ans = decode(self.sock.recv(mh_wire.MSG_MAX + 1))
+            ans = decode(sock.recv(mh_wire.MSG_MAX + 1))
         except socket.timeout:
             raise AssertionError("no answer to %r in %ds: the core hangs" % (msg, timeout))
         assert ans.id == msg.id
@@ -154,10 +211,11 @@ class Core:
         return ans
 
     def alive(self):
-        """The core answers PING at once: it is not hung on anything."""
-        t = time.monotonic()
-        assert self.call(Msg(T.REQ_PING), timeout=5).type == T.ANS_PING
-        assert time.monotonic() - t < 5
+        """The core answers PING at once (and its reader, if started): not hung on anything."""
+        for sock in [self.sock] + ([self.rsock] if self.rsock else []):
+            t = time.monotonic()
+            assert self.call(Msg(T.REQ_PING), timeout=5, to=sock).type == T.ANS_PING
+            assert time.monotonic() - t < 5
 
     def logs(self):
         with open(self.path("core.log")) as f:
@@ -177,8 +235,9 @@ class Core:
             dirnames[:] = [d for d in dirnames
                            if os.lstat(os.path.join(dirpath, d)).st_dev == top]
         for p in list(files):
-            if p.startswith(self.path("data/loops")) or p in (self.path("data/audit.log"),
-                                                              self.path("core.log")):
+            if p.startswith(self.path("data/loops")) or p in (
+                    self.path("data/audit.log"), self.path("core.log"),
+                    self.path("reader.log"), self.path("flusher.log")):
                 del files[p]
         core = mounts(self.proc.pid, self.root) if self.proc.poll() is None else None
         # Loop devices of this tree's files (the machine may run other tests).
@@ -229,6 +288,17 @@ class Core:
         return p
 
     def stop(self):
+        if self.rsock:
+            self.rsock.close()  # its channel ends: it exits
+        if self.reader and self.reader.poll() is None:
+            try:
+                self.reader.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.reader.pid, signal.SIGKILL)
+                self.reader.wait(10)
+        if self.reader:
+            self.rlog.close()
+        self.reader, self.rsock = None, None
         if self.sock:
             self.sock.close()
         if self.proc and self.proc.poll() is None:
@@ -239,6 +309,14 @@ class Core:
                 self.proc.wait(10)
         if self.proc:
             self.log.close()
+        if self.flusher:  # its socket ended with the core: it exits
+            try:
+                self.flusher.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.flusher.pid, signal.SIGKILL)
+                self.flusher.wait(10)
+            self.flog.close()
+            self.flusher = None
 
 
 @pytest.fixture
@@ -685,6 +763,9 @@ PROTOCOL = dict(mh_wire.VIOLATIONS, **{  # and the rows the core does not serve
         (T.REQ_DIR_CREATE, dict(volume_id=VOL, base="/b", name="d")),
         (T.REQ_DIR_DELETE, dict(volume_id=VOL, base="/b", name="d")),
         (T.REQ_DIR_PUBLISH, dict(volume_id=VOL, base="/b", name="d", path="/t")),
+        # its reader's rows: the core links neither their handlers nor their codecs
+        (T.REQ_STATS, dict(volume_id=VOL, path="/t", flags=0)),
+        (T.REQ_LIST, dict(what=mh_wire.LIST_MOUNTS, after="")),
         (T.ANS_STAGE, {}))},
     **{"NUL in path": mh_wire.raw(T.REQ_UNSTAGE, 98, W().str(VOL).str(b"/tmp/\0x").u8(0)
                                   .bytes()),
@@ -721,7 +802,7 @@ def test_many_requests_in_flight_are_answered_in_order(core):
     order, and none is lost."""
     core.image(VOL)
     st = core.dir("staging/v1")
-    msgs = [stats(VOL, st), Msg(T.REQ_PING), unstage(VOL, st)] * 30
+    msgs = [Msg(T.REQ_ATTACHED, volume_id=VOL), Msg(T.REQ_PING), unstage(VOL, st)] * 30
     for i, m in enumerate(msgs):
         m.id = 1000 + i
         core.sock.send(encode(m))

@@ -48,18 +48,25 @@ class Pair(Core):
         core_end.close()
         os.close(pol)
         self.hlog = open(self.path("helper.log"), "w")
-        self.start_helper(helper_core)
+        helper_reader = self.spawn_reader(mine=False)
+        self.start_helper(helper_core, helper_reader)
         helper_core.close()
+        helper_reader.close()
         return self
 
-    def start_helper(self, core_channel):
-        """A helper asking whoever holds core_channel's other end; the test is its rpcd."""
+    def owner(self):
+        return 0  # the helper's images are root's
+
+    def start_helper(self, core_channel, reader_channel):
+        """A helper asking whoever holds core_channel's other end (and reader_channel's:
+        STATS, LIST); the test is its rpcd."""
         test_end, helper_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         peer, core = helper_peer.fileno(), core_channel.fileno()
 
         argv, keep = with_fds(
             [os.path.join(BIN, "sepcsi-mounthelper"), "--policy", self.policy, "--data-dir",
-             self.data, "--core-fd", "6", "--log-level", "debug"], {3: peer, 6: core})
+             self.data, "--core-fd", "6", "--reader-fd", "7", "--log-level", "debug"],
+            {3: peer, 6: core, 7: reader_channel.fileno()})
         self.helper = subprocess.Popen(
             argv, pass_fds=keep, stdout=self.hlog,
             stderr=subprocess.STDOUT, start_new_session=True,
@@ -101,11 +108,12 @@ def fs_type(path):
                           text=True).stdout.strip()
 
 
-def core_did(pair, op, vid):
-    """The core's own audit line of op for vid, with its result."""
-    lines = [ln for ln in pair.logs().splitlines()
-             if "audit" in ln and "op=" + op in ln and vid in ln]
-    assert lines, "the core did no %s of %s:\n%s" % (op, vid, pair.logs())
+def core_did(pair, op, vid, log="core.log"):
+    """The core's own audit line of op for vid (or its reader's), with its result."""
+    with open(pair.path(log)) as f:
+        logs = f.read()
+    lines = [ln for ln in logs.splitlines() if "audit" in ln and "op=" + op in ln and vid in ln]
+    assert lines, "%s did no %s of %s:\n%s" % (log, op, vid, logs)
     return lines[-1]
 
 
@@ -123,7 +131,8 @@ def test_lifecycle_through_the_core(pair):
     pair.ok(publish(VOL, staging, target))
     assert "result=ok" in core_did(pair, "PUBLISH", VOL)
     st = pair.ok(stats(VOL, target))
-    assert st.bytes_total > 32 * MiB and "result=ok" in core_did(pair, "STATS", VOL)
+    assert st.bytes_total > 32 * MiB and "result=ok" in core_did(pair, "STATS", VOL, "reader.log")
+    assert "op=STATS" not in pair.logs()  # the reader's, never the core's
     pair.ok(stage(VOL, staging))  # again: the core answers it is staged; nothing formatted
     pair.ok(unpublish(VOL, target))
     pair.ok(unstage(VOL, staging))
@@ -204,15 +213,20 @@ def test_an_answer_of_another_type_is_a_failure(pair):
     pair.sock.close()  # the helper's channel ends: it exits
     pair.helper.wait(10)
     fake, helper_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    reader, helper_reader = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 
-    def wrong():  # PING for everything: right only for the helper's first question, PING
-        q = decode(fake.recv(mh_wire.MSG_MAX + 1))
-        fake.send(encode(Msg(T.ANS_PING, q.id)))
-    ready = threading.Thread(target=wrong)  # the helper is ready once its core answers
-    ready.start()
-    pair.start_helper(helper_end)  # a new helper, asking the fake core
-    ready.join(20)
+    def wrong(sock=fake):  # PING for everything: right only for the helper's first, PING
+        q = decode(sock.recv(mh_wire.MSG_MAX + 1))
+        sock.send(encode(Msg(T.ANS_PING, q.id)))
+    # The helper is ready once its core answers, and its reader.
+    ready = [threading.Thread(target=wrong, args=(s,)) for s in (fake, reader)]
+    for t in ready:
+        t.start()
+    pair.start_helper(helper_end, helper_reader)  # a new helper, asking the fake core
+    for t in ready:
+        t.join(20)
     helper_end.close()
+    helper_reader.close()
     # UNSTAGE of a file system asks FLUSH first: that wrong answer is only a write-back
     # not done; the UNSTAGE's own is the failure.
     for msg, questions in ((Msg(T.REQ_DELETE, volume_id=VOL), 1),
@@ -227,6 +241,7 @@ def test_an_answer_of_another_type_is_a_failure(pair):
             (msg, ans)
     assert os.path.exists(pair.path("data/images", VOL + ".img"))
     fake.close()
+    reader.close()
 
 
 def test_core_errors_and_concurrent_questions(pair):

@@ -296,7 +296,7 @@ def test_compiled_policy_fuzz_never_crashes(fresh):
             b[i] = rnd.choice([0, 0xFF, 0x7F, 0x80, b[i] ^ (1 << rnd.randrange(8)),
                                rnd.randrange(256)])
         cases.append(bytes(b))
-    magic = b"SEPCSIPOL2\n"
+    magic = b"SEPCSIPOL3\n"
     cases += [magic, magic + b"\xff" * 9, magic + b"\x00" * 9 + b"\x00" * 25,
               magic + b"\xff\xff\xff" + b"A" * 70000, whole * 2, b"\0" * 70000]
     fresh.proc = None
@@ -387,7 +387,7 @@ def test_an_allowed_root_on_an_overlay_is_served(fresh):
 
 def _lists(blob):
     """A compiled policy split: its 9 lists and the fixed tail (compiled.c's format)."""
-    p, out = len(b"SEPCSIPOL2\n"), []
+    p, out = len(b"SEPCSIPOL3\n"), []
     for _ in range(9):
         n, p = blob[p], p + 1
         items = []
@@ -400,7 +400,7 @@ def _lists(blob):
 
 
 def _build(lists, tail):
-    b = bytearray(b"SEPCSIPOL2\n")
+    b = bytearray(b"SEPCSIPOL3\n")
     for items in lists:
         b.append(len(items))
         for it in items:
@@ -451,10 +451,10 @@ def _dirty(path, mib, name="data"):
 
 
 def _flusher(c):
-    kids = subprocess.run(["pgrep", "-P", str(c.proc.pid)], capture_output=True,
-                          text=True).stdout.split()
-    assert len(kids) == 1, kids
-    return int(kids[0])
+    """The core's flusher (sepcsi-reader --flusher, started beside it: Core.spawn)."""
+    with open("/proc/%d/comm" % c.flusher.pid) as f:
+        assert f.read().strip() == "sepcsi-flusher"
+    return c.flusher.pid
 
 
 def _flush_held(c):

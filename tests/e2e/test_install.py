@@ -29,7 +29,8 @@ EXAMPLE = "share/doc/sepcsi/examples/policy.ini"
 PROGRAMS = {
     "sbin": {"sepcsi-supervisor"},
     "bin": {"sepcsictl", "sepcsi-bench"},
-    "libexec/sepcsi": {"sepcsi-rpcd", "sepcsi-mounthelper", "sepcsi-core", "sepcsi-runner",
+    "libexec/sepcsi": {"sepcsi-rpcd", "sepcsi-mounthelper", "sepcsi-core", "sepcsi-reader",
+                       "sepcsi-runner",
                        "sepcsi-tree-runner", "sepcsi-privileges",
                        "sepcsi-metrics-check"},
 }
@@ -85,7 +86,8 @@ def test_files_where_they_belong(prefix):
             st = os.lstat(os.path.join(path, n))
             assert stat.S_ISREG(st.st_mode) and st.st_uid == 0, n
             # The metrics check is execute-only: not dumpable from its exec on.
-            assert stat.S_IMODE(st.st_mode) == (0o711 if n == "sepcsi-metrics-check" else 0o755), n
+            assert stat.S_IMODE(st.st_mode) == {"sepcsi-metrics-check": 0o711,
+                                                "sepcsi-reader": 0o111}.get(n, 0o755), n
     for d, names in MAN_PAGES.items():
         assert set(os.listdir(os.path.join(prefix, d))) == names, d
     # The directories the supervisor checks (and those leading there) are root's only.

@@ -225,7 +225,7 @@ def test_a_restart_records_attached_images_only(hdriver):
 
 
 def core_pid(d):
-    """The capable core: the helper's child named sepcsi-core (its flusher is the core's)."""
+    """The capable core: the helper's child named sepcsi-core (its reader and flusher are the core's)."""
     helper = d.children().get("sepcsi-mounthel")
     for p in descendants(helper) if helper else ():
         try:

@@ -87,8 +87,11 @@ def test_running_processes_match_print_privileges(driver):
     # Beside its core and runner, idle workers (rpcd's first LIST of mounts ran in one).
     kids = {comm(pid): pid for pid in helper_children(helper) if comm(pid) != "sepcsi-mounthel"}
     assert sorted(kids) == ["sepcsi-audit", "sepcsi-core", "sepcsi-runner"], kids
+    # The core's reader and flusher are the core's children, started beside it.
+    core_kids = {comm(pid): pid for pid in helper_children(kids["sepcsi-core"])}
+    assert sorted(core_kids) == ["sepcsi-flusher", "sepcsi-reader"], core_kids
     pids = {"sepcsi-supervisor": driver.sup_pid(), "sepcsi-rpcd": driver.children()["sepcsi-rpcd"],
-            "sepcsi-mounthelper": helper, **kids}
+            "sepcsi-mounthelper": helper, **core_kids, **kids}
     # The metrics check lives for one report only: test_metrics.py looks at it as it runs.
     assert set(pids) == set(printed) - {"sepcsi-metrics-check"}
     host_root = os.stat("/")
@@ -114,7 +117,8 @@ def test_running_processes_match_print_privileges(driver):
         view = p["view"]
         tops = {v.strip("/").split("/")[0] for v in view if v != "/"}
         # They see the data directory (the audit writer, the helper's view).
-        mounters = ("sepcsi-mounthelper", "sepcsi-core", "sepcsi-audit")
+        mounters = ("sepcsi-mounthelper", "sepcsi-core", "sepcsi-reader", "sepcsi-flusher",
+                    "sepcsi-audit")
         if name in mounters:  # (and the empty mount points of what the helper detached)
             seen = {d for d in os.listdir(root) if d in tops or os.listdir(root + "/" + d)}
             assert seen == tops, (name, sorted(os.listdir(root)), sorted(tops))
@@ -131,13 +135,17 @@ def test_running_processes_match_print_privileges(driver):
         # and reaches an image only through the descriptor a job carries.
         assert bool(os.listdir(root + driver.data)) == (name in mounters), name
         roots = [v for v in view if v == driver.root]
-        assert bool(roots) == (name == "sepcsi-core")  # kubelet's tree: the core's alone
+        # kubelet's tree: the core's alone, and its reader's and flusher's, in its view
+        assert bool(roots) == (name in ("sepcsi-core", "sepcsi-reader", "sepcsi-flusher"))
         # Its mounts: the view's, and (the core's) whatever lies beneath the allowed roots.
         with open("/proc/%d/mountinfo" % pid) as f:
             points = [ln.split()[4] for ln in f]
         for mp in points:  # the tool runner's /dev is a tmpfs of its own, with null only
             assert mp in view or any(mp.startswith(r + "/") for r in roots) or (
                 mp == "/dev" and name == "sepcsi-runner"), (name, mp)
+        if name in ("sepcsi-reader", "sepcsi-flusher"):  # the core's view: the core's mounts
+            assert os.readlink("/proc/%d/ns/mnt" % pid) == os.readlink(
+                "/proc/%d/ns/mnt" % kids["sepcsi-core"])
         assert set(view) - {"/dev/null", "/dev/loop-control"} - \
             {v for v in view if v.startswith("/etc/") or v in ("/bin", "/sbin", "/lib",
                                                              "/lib32", "/lib64", "/libx32")} \

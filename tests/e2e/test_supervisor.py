@@ -694,6 +694,11 @@ def unix_sockets():
     return out
 
 
+def ppid(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"^PPid:\t(\d+)$", f.read(), re.M).group(1))
+
+
 def test_fds_after_restarts(driver):
     """After helper, rpcd and helper restarts: each child has exactly its
     documented fds from the supervisor (0 /dev/null, 3 the channel, 4 control,
@@ -740,18 +745,19 @@ def test_fds_after_restarts(driver):
     peer = {(pid, fd): p for _, _, p, users in socks for pid, fd in users}
     # The helper's channel leads to rpcd, whatever fd rpcd keeps it on.
     assert holder[peer[(helper, 3)]] == rpcd
-    # Both control sockets lead to the supervisor; the others to the tool runner, the core
-    # and the audit writer.
+    # Both control sockets lead to the supervisor; the others to the tool runner, the core,
+    # the audit writer and the core's reader (the core's child).
     assert holder[peer[(helper, 4)]] == sup
     kids = []
     for fd in socket_fds[2:]:
         kid = holder[peer[(helper, fd)]]
-        with open("/proc/%d/status" % kid) as f:
-            assert "PPid:\t%d\n" % helper in f.read()
         with open("/proc/%d/comm" % kid) as f:
             kids.append(f.read().strip())
+        # The helper's child, or (the reader) the child of its child, the core.
+        up = [ppid(kid)] + ([ppid(ppid(kid))] if kids[-1] == "sepcsi-reader" else [])
+        assert up[-1] == helper, (kids[-1], up)
     assert sorted(k for k in kids if k != HELPER) == ["sepcsi-audit", "sepcsi-core",
-                                                      "sepcsi-runner"], kids
+                                                      "sepcsi-reader", "sepcsi-runner"], kids
     assert holder[peer[(rpcd, 4)]] == sup
     # rpcd keeps no channel to a dead helper: it holds exactly two seqpacket
     # sockets, one to the helper and one to the supervisor.

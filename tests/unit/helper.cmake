@@ -23,3 +23,19 @@ endforeach()
 # without them (tests/e2e/test_isolation.py).
 add_executable(quota_emu ${CMAKE_CURRENT_LIST_DIR}/quota_emu.c)
 sepcsi_target_warnings(quota_emu)
+
+# sepcsi-reader's Landlock ruleset, applied in a child: reading only, and only
+# where it looks. Skipped (77) on a kernel without Landlock.
+sepcsi_unit_test(test_reader_landlock
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_reader_landlock.c
+          ${PROJECT_SOURCE_DIR}/mounthelper/reader/reader_landlock.c)
+target_include_directories(test_reader_landlock PRIVATE ${PROJECT_SOURCE_DIR}/mounthelper/reader)
+set_tests_properties(test_reader_landlock PROPERTIES SKIP_RETURN_CODE 77)
+
+# openat2_retry without openat2 (sepcsi-reader's filter answers it ENOSYS): one
+# name opened as openat2 would, the rest ENOSYS.
+sepcsi_unit_test(test_openat2
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_openat2.c
+          ${PROJECT_SOURCE_DIR}/mounthelper/reader/reader_openat2.c
+  LIBS PkgConfig::SECCOMP)
+target_include_directories(test_openat2 PRIVATE ${PROJECT_SOURCE_DIR}/mounthelper/reader)

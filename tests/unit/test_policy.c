@@ -4,6 +4,7 @@
  * syntax, path checks and the mount option allowlist. No privilege needed.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -516,6 +517,31 @@ static void test_compiled_confinement(struct pol *file, struct pol *q)
 			if (allowed)
 				_exit(getpid() > 0 ? 0 : 4);                /* getpid: the core's */
 			(void)syscall(SYS_socket, AF_INET, SOCK_STREAM, 0); /* never the core's */
+			_exit(5);
+		}
+		int st = 0;
+		CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+		CHECK(allowed ? WIFEXITED(st) && WEXITSTATUS(st) == 0
+		              : WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS);
+	}
+	/* Its reader's filter, carried too: it reads (getpid), and opens no socket, forks nothing.
+	 */
+	size_t rlen;
+	const void *reader = pol_core_filter(q, POL_FILTER_READER, &rlen);
+	CHECK(reader && rlen >= 8 && rlen % 8 == 0 && rlen < len);
+	for (int allowed = 0; reader && allowed < 3; allowed++) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			if (pol_seccomp_load(reader, rlen) < 0)
+				_exit(3);
+			if (allowed == 1)
+				_exit(getpid() > 0 ? 0 : 4);
+			if (allowed == 2) /* openat2 answers ENOSYS: its flags are out of sight */
+				_exit(syscall(SYS_openat2, AT_FDCWD, "/", NULL, 0) < 0 &&
+				              errno == ENOSYS
+				          ? 0
+				          : 6);
+			(void)syscall(SYS_socket, AF_UNIX, SOCK_STREAM, 0);
 			_exit(5);
 		}
 		int st = 0;

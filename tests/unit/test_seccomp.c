@@ -76,6 +76,9 @@ enum probe {
 	P_MMAP_FILE,
 	P_MMAP_ANON,
 	P_OPENAT,
+	P_OPEN_WRITE,
+	P_OPEN_TRUNC,
+	P_FCNTL_SETOWN,
 };
 
 /* Leave the child without libc or sanitizer exit hooks (LeakSanitizer would need ptrace). */
@@ -185,6 +188,14 @@ static int do_probe(enum probe p)
 		if (open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0)
 			return 0;
 		return errno == EACCES ? 4 : 1;
+	case P_OPEN_WRITE: /* /dev/null for writing */
+		/* cppcheck-suppress leakReturnValNotUsed ; a probe in a child that exits at once */
+		return open("/dev/null", O_WRONLY | O_CLOEXEC) >= 0 ? 0 : 1;
+	case P_FCNTL_SETOWN: /* SIGIO aimed at a process of its choosing */
+		return fcntl(0, F_SETOWN, getpid()) == 0 ? 0 : 1;
+	case P_OPEN_TRUNC: /* read-only, but truncating: O_TRUNC on an empty file */
+		/* cppcheck-suppress leakReturnValNotUsed ; a probe in a child that exits at once */
+		return open("/dev/null", O_RDONLY | O_TRUNC | O_CLOEXEC) >= 0 ? 0 : 1;
 	case P_KILL_TERM:
 		return kill(getpid(), 0) == 0 ? 0 : 1;
 	case P_I386_GETPID:
@@ -377,6 +388,23 @@ static void test_flusher_filter(void)
 	CHECK(pol_seccomp_syscall_count(&pol_sc_flusher) <= 8);
 	printf("# core flusher filter allows %zu system calls\n",
 	       pol_seccomp_syscall_count(&pol_sc_flusher));
+}
+
+/*
+ * The core's reader: it reads (openat pinned to reading), answers on fd 3 and
+ * logs on stderr; nothing that writes, mounts, forks or signals.
+ */
+static void test_reader_filter(void)
+{
+	const enum probe killed[] = {
+	    P_OPEN_WRITE,    P_OPEN_TRUNC, P_FTRUNCATE,     P_MOUNT,       P_FORK,  P_CLONE3,
+	    P_EXECVE,        P_KILL_KILL,  P_SOCKET_UNIX,   P_PTRACE,      P_SETNS, P_MKNOD_LOOP,
+	    P_UMOUNT_DETACH, P_PIDFD_OPEN, P_MOUNT_SETATTR, P_FCNTL_SETOWN};
+	check_killed(&pol_sc_reader, killed, sizeof(killed) / sizeof(killed[0]));
+	CHECK(probe(&pol_sc_reader, false, P_OPENAT) == 0); /* reading is what it is for */
+	CHECK(probe(&pol_sc_reader, false, P_WRITE) == 0);  /* its log, on stderr */
+	printf("# core reader filter allows %zu system calls\n",
+	       pol_seccomp_syscall_count(&pol_sc_reader));
 }
 
 /* The helper's audit writer: it appends to its file what its socket brings, and nothing else. */
@@ -576,6 +604,7 @@ int main(void)
 	test_helper_filter();
 	test_core_filter();
 	test_flusher_filter();
+	test_reader_filter();
 	test_audit_filter();
 	test_metrics_filter();
 	test_tools_filter();
