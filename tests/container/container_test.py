@@ -499,14 +499,11 @@ def audit(spec):
         name = {"sepcsi-supervis": "sepcsi-supervisor", "sepcsi-rpcd": "sepcsi-rpcd",
                 "sepcsi-mounthel": "sepcsi-mounthelper", "sepcsi-runner": "sepcsi-runner",
                 "sepcsi-tree-run": "sepcsi-tree-runner", "sepcsi-core": "sepcsi-core",
+                "sepcsi-reader": "sepcsi-reader", "sepcsi-flusher": "sepcsi-flusher",
                 "sepcsi-audit": "sepcsi-audit", "sepcsi-metrics-": "sepcsi-metrics-check"}.get(comm)
         parent = procs.get(int(st["PPid"]), ("",))[0]
         if comm == "sepcsi-supervis" and parent == "sepcsi-supervis":
             continue  # a child between the supervisor's fork and its exec: it has no row yet
-        if comm == "sepcsi-core" and parent == "sepcsi-core":
-            check(st["CapEff"] == st["CapPrm"] == "0000000000000000",
-                  "the core's flusher (pid %d) holds %s" % (pid, st["CapEff"]))
-            continue  # its flusher: no row of its own, no capability
         check(name in rows, "process %d (%s) is in no row of --print-privileges" % (pid, comm))
         r = rows[name]
         got = {"uid": int(st["Uid"].split()[1]), "gid": int(st["Gid"].split()[1]),
@@ -529,7 +526,7 @@ def audit(spec):
         else:
             view_matches(pid, name, r["view"])
     for name in ("sepcsi-supervisor", "sepcsi-rpcd", "sepcsi-mounthelper", "sepcsi-runner") + \
-            (("sepcsi-core", "sepcsi-audit") if CORE else ()):
+            (("sepcsi-core", "sepcsi-reader", "sepcsi-flusher", "sepcsi-audit") if CORE else ()):
         check(name in seen, "no %s in the container" % name)
     return sorted(seen)
 
