@@ -79,7 +79,12 @@ static const struct sc_rule core_rules[] = {
              "(kernel 6.8 and later; else mountinfo)"),
     ALLOW("getdents64", "list /sys/block, the images, a directory that must be empty"),
     ALLOW("readlink", "libmount path canonicalisation"),
-    ALLOW("fcntl", "fdopendir"),
+    ALLOW_EQ("fcntl", 1, F_GETFD, "fdopendir"),
+    ALLOW_EQ("fcntl", 1, F_SETFD, "close-on-exec"),
+    ALLOW_EQ("fcntl", 1, F_GETFL, "fdopendir"),
+    ALLOW_EQ("fcntl", 1, F_SETFL,
+             "an image opened O_NONBLOCK back to blocking (never F_SETOWN, F_SETSIG or "
+             "F_SETLEASE: a signal to another process, a lease on its file)"),
     ALLOW("fstatfs", "CAPACITY of the data directory; STATS of a volume"),
     ALLOW("fchown", "MH_F_MOUNT_GROUP: a new volume root's group (CAP_CHOWN); a copied file"),
     ALLOW("fchmod", "MH_F_MOUNT_GROUP: g+rwx,setgid on a new volume root; a copied file"),

@@ -65,6 +65,8 @@ static const struct sc_rule helper_rules[] = {
     ALLOW("close_range", "a worker closes every descriptor a request opened before it answers"),
     ALLOW("dup2", "a new request channel on fd 3"),
     ALLOW("pipe2", "a worker's pipe to the main loop"),
+    ALLOW_EQ("fcntl", 1, F_DUPFD_CLOEXEC,
+             "a new worker fills the gaps below its request channel's descriptors"),
 
     /* directory volumes: a volume's tree beneath its base, on fds (mh_dir.c, mh_tree.c) */
     ALLOW_EQ("linkat", 4, 0,

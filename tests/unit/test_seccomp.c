@@ -362,10 +362,13 @@ static void test_helper_filter(void)
 	       pol_seccomp_syscall_count(&pol_sc_helper));
 }
 
-/* The capable core: the helper's dangers, and no process of its own either. */
+/*
+ * The capable core: the helper's dangers, no process of its own either, and
+ * no SIGIO aimed at another process (fcntl pinned to descriptor and status flags).
+ */
 static void test_core_filter(void)
 {
-	const enum probe no_process[] = {P_FORK, P_CLONE3, P_PIDFD_OPEN};
+	const enum probe no_process[] = {P_FORK, P_CLONE3, P_PIDFD_OPEN, P_FCNTL_SETOWN};
 	check_killed(&pol_sc_core, mounter_killed,
 	             sizeof(mounter_killed) / sizeof(mounter_killed[0]));
 	check_killed(&pol_sc_core, no_process, sizeof(no_process) / sizeof(no_process[0]));
