@@ -17,6 +17,7 @@
 
 #include "grpc_codes.h"
 #include "log.h"
+#include "policy_all.h"
 
 static void *xcalloc(size_t n, size_t sz)
 {

@@ -6,6 +6,8 @@
  */
 #include "ctl_cs.h"
 #include "ctl_dirname.h"
+#include "mh_proto_all.h"
+#include "policy_all.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -10,6 +10,7 @@
  * Runs in rpcd, unprivileged; nothing here is fatal but allocation failure.
  */
 #include "ctl_cs.h"
+#include "mh_proto_all.h"
 
 #include <stdio.h>
 #include <stdlib.h>

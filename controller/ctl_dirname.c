@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "policy.h"
+#include "policy_all.h"
 
 /* Each variable, with its alias, and where its value comes from. */
 static const struct {

@@ -12,6 +12,7 @@
  */
 #include "ctl_int.h"
 #include "ctl_intent.h"
+#include "policy_all.h"
 
 #include <stdio.h>
 #include <string.h>

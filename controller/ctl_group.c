@@ -17,6 +17,7 @@
  */
 #include "ctl_cs.h"
 #include "ctl_intent.h"
+#include "policy_all.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,6 +5,7 @@
  * path asked about really is one of this volume's.
  */
 #include "ctl_int.h"
+#include "mh_proto_all.h"
 
 #include <stdio.h>
 #include <string.h>

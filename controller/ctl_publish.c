@@ -8,6 +8,7 @@
  * real work at NodeStageVolume.
  */
 #include "ctl_cs.h"
+#include "mh_proto_all.h"
 
 #include <stdio.h>
 #include <string.h>

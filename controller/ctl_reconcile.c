@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "mh_proto_all.h"
 
 #define ACCESS_BLOCK 1
 

@@ -33,8 +33,10 @@
  * UNAVAILABLE (the caller may resume it from its last range).
  */
 #include "ctl_int.h"
+#include "mh_proto_all.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

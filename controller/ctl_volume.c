@@ -12,6 +12,7 @@
  */
 #include "ctl_cs.h"
 #include "ctl_intent.h"
+#include "mh_proto_all.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -37,6 +37,7 @@
 #include "clock.h"
 #include "log.h"
 #include "mh_client_int.h"
+#include "mh_proto_all.h"
 
 struct waiter {
 	uint32_t id;

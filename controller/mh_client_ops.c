@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "mh_client_int.h"
+#include "mh_proto_all.h"
 
 /* Copy a caller's string into a bounded request field, or refuse locally with a reason. */
 static int copy_arg(char *dst, size_t cap, const char *src, const char *what, struct mh_err *err)

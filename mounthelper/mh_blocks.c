@@ -29,6 +29,7 @@
 #include "mh_common.h"
 #include "mh_helper_ops.h"
 #include "mh_pause.h"
+#include "mh_proto_all.h"
 #include "mh_tools.h"
 
 _Static_assert(MH_BLOCKS_MAX == RN_BLOCKS_MAX, "one page fits one answer");

@@ -69,6 +69,8 @@
 #include "mh_tree.h"
 #include "openat2.h"
 #include "pol_view.h"
+#include "policy_all.h"
+#include "mh_proto_all.h"
 
 /* ---- which fields each request uses ------------------------------------------ */
 

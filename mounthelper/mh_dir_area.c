@@ -31,6 +31,7 @@
 #include "mh_tree.h"
 #include "openat2.h"
 #include "pol_view.h"
+#include "policy_all.h"
 
 /*
  * Marks on a shared base ([directories] shared_base_dirs). A network file

@@ -53,7 +53,6 @@ struct mh_fields mh_ops_fields(const struct mh_msg *q)
 {
 	struct mh_fields f = {.flags = -1, .readonly = -1};
 	switch (q->type) {
-	case MH_REQ_DELETE:
 	case MH_REQ_THAW:
 	case MH_REQ_REFRESH:
 	case MH_REQ_ATTACHED:
@@ -90,10 +89,6 @@ struct mh_fields mh_ops_fields(const struct mh_msg *q)
 		f.a = (struct mh_audit){.volume_id = q->u.expand.volume_id,
 		                        .path = q->u.expand.staging_path};
 		f.flags = q->u.expand.flags;
-		break;
-	case MH_REQ_STATS:
-		f.a = (struct mh_audit){.volume_id = q->u.stats.volume_id, .path = q->u.stats.path};
-		f.flags = q->u.stats.flags;
 		break;
 	default:
 		mh_fields_more(q, &f);

@@ -8,6 +8,7 @@
 #define SEPCSI_MH_HELPER_OPS_H
 
 #include "mh_ops.h"
+#include "mh_proto_all.h"
 
 mh_answer_fn mh_answer_create, mh_answer_delete, mh_answer_stage, mh_answer_resize,
     mh_answer_snapshot, mh_answer_group_snapshot, mh_answer_delete_snapshot, mh_answer_clone,
@@ -49,5 +50,14 @@ mh_answer_fn mh_answer_purge;
 		    "system's "                                                                    \
 		    "own ioctl on the verified mount"                                              \
 	}
+
+#define MH_OPS_KEYS_MAX ((size_t)2 * MH_GROUP_MAX) /* a GROUP_SNAPSHOT's volumes and snapshots */
+
+/*
+ * The ids and paths a request acts on, as strings (pointers into req): two
+ * requests that share one may not run at the same time. Returns the count.
+ * The helper's (mh_table.c): the core runs one request at a time.
+ */
+size_t mh_ops_keys(const struct mh_msg *req, const char *keys[MH_OPS_KEYS_MAX]);
 
 #endif

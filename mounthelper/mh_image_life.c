@@ -25,14 +25,15 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mh_helper_ops.h"
 #include "mh_image_life.h"
 #include "mh_loop.h"
-#include "mh_helper_ops.h"
 #include "mh_pause.h"
 #include "mh_resize.h"
 #include "mh_space.h"
 #include "mh_tools.h"
 #include "mh_worker.h"
+#include "policy_all.h"
 
 #define NAME_LEN MH_IMAGE_NAME_MAX
 

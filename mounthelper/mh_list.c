@@ -34,11 +34,13 @@
 #include "log.h"
 #include "mh_common.h"
 #include "mh_dir.h"
+#include "mh_helper_ops.h"
 #include "mh_image_life.h"
 #include "mh_list.h"
 #include "mh_loop.h"
 #include "mh_mount.h"
-#include "mh_helper_ops.h"
+#include "mh_proto_all.h"
+#include "policy_all.h"
 
 /* ---- images and snapshots ------------------------------------------------------ */
 

@@ -75,6 +75,8 @@
 #include "pol_caps.h"
 #include "pol_seccomp.h"
 #include "supctl.h"
+#include "policy_all.h"
+#include "mh_proto_all.h"
 
 #define EXIT_POLICY      2
 #define EXIT_PROTOCOL    3

@@ -47,14 +47,14 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mh_helper_ops.h"
 #include "mh_image_life.h"
 #include "mh_loop.h"
 #include "mh_mount.h"
-#include "mh_helper_ops.h"
 #include "mh_pause.h"
-#include "mh_resize.h"
 #include "mh_tools.h"
 #include "mh_worker.h"
+#include "policy_all.h"
 
 #define MKFS_TIMEOUT_MS (15L * 60 * 1000) /* a huge sparse xfs can discard for a while */
 #define MKFS_OUTPUT_MAX 4096
@@ -206,7 +206,7 @@ int mh_mkfs(const char *fstype, char *const *args, size_t nargs, bool zeroed, in
  * The look reads the image file img, which is what the volume holds: the
  * device lfd, attached by this worker a moment ago, is a view of the whole
  * file, and its cache is flushed first so that it holds nothing the file does
- * not. seen receives what it read of the file system's size, for the growing.
+ * not. arg keeps what it read of the file system's size, for the growing.
  * After mkfs the device's cache is flushed again, and the mount, which names
  * its file system type, is what checks the new file system.
  */
@@ -215,20 +215,28 @@ struct mkfs_args {
 	char buf[MH_OPTS_MAX + POL_MKFS_ARGS_MAX + 1];
 	char *v[POL_MKFS_ARGS_MAX];
 	size_t n;
+	/* What the look found, for growing it: MH_PROBE_MATCH, its size, the image's. */
+	int probe;
+	struct rn_answer sig;
+	uint64_t image_bytes;
+	bool ro;
 };
 
 static int format_if_blank(const struct mh_ctx *c, const struct mh_req_stage *q, int img, int lfd,
-                           bool ro, void *arg, struct mh_fs_size *seen, struct mh_res *r)
+                           bool ro, void *arg, struct mh_res *r)
 {
-	const struct mkfs_args *mk = arg;
-	struct rn_answer sig = {0};
+	struct mkfs_args *mk = arg;
+	struct stat st;
 	if (mh_loop_flush(lfd, r) < 0)
 		return -1;
+	if (fstat(img, &st) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
 	bool empty = mh_image_empty(img);
-	int probe = empty ? MH_PROBE_BLANK : mh_probe(img, q->fs_type, &sig, r);
-	*seen = (struct mh_fs_size){sig.fs_block_size, sig.fs_blocks};
-	if (probe != MH_PROBE_BLANK)
-		return probe;
+	mk->probe = empty ? MH_PROBE_BLANK : mh_probe(img, q->fs_type, &mk->sig, r);
+	mk->image_bytes = (uint64_t)st.st_size;
+	mk->ro = ro;
+	if (mk->probe != MH_PROBE_BLANK)
+		return mk->probe < 0 ? -1 : 0;
 	if (ro)
 		return mh_fail(r, MH_E_PRECONDITION, 0, "blank volume cannot be staged read-only");
 	/*
@@ -242,23 +250,56 @@ static int format_if_blank(const struct mh_ctx *c, const struct mh_req_stage *q,
 	mh_pause(c, "mkfs", q->volume_id); /* tests: the device attached, blank, unformatted */
 	if (mh_mkfs(q->fs_type, mk->v, mk->n, empty, img, name, r) < 0 || mh_loop_flush(lfd, r) < 0)
 		return -1;
-	return MH_PROBE_BLANK;
+	return 0;
+}
+
+/*
+ * CSI: a volume restored or cloned larger than its source has the larger size
+ * once staged. After a STAGE that mounted a file system the look found on a
+ * bigger image, an EXPAND of it, the core's or this process's own. Best
+ * effort: the mount stays even if growing fails (ext4 without
+ * CAP_SYS_RESOURCE); the audit record says so and EXPAND can retry.
+ */
+static void grow_after_stage(const struct mh_ctx *c, const struct mh_msg *req,
+                             const struct mkfs_args *mk, struct mh_audit *a)
+{
+	const struct mh_req_stage *q = &req->u.stage;
+	struct mh_msg grow = {.type = MH_REQ_EXPAND, .id = req->id}, grown;
+	struct mh_audit ga = {0};
+	struct mh_res why = {0};
+	/* EXT4_IOC_RESIZE_FS needs CAP_SYS_RESOURCE even for a no-op: asked only if needed. */
+	bool smaller =
+	    strcmp(q->fs_type, "ext4") != 0 ||
+	    (mk->sig.fs_block_size && mk->image_bytes / mk->sig.fs_block_size > mk->sig.fs_blocks);
+	if (mk->probe != MH_PROBE_MATCH || mk->ro || !smaller)
+		return;
+	snprintf(grow.u.expand.volume_id, sizeof(grow.u.expand.volume_id), "%s", q->volume_id);
+	snprintf(grow.u.expand.staging_path, sizeof(grow.u.expand.staging_path), "%s",
+	         q->staging_path);
+	snprintf(grow.u.expand.fs_type, sizeof(grow.u.expand.fs_type), "%s", q->fs_type);
+	int rc = c->core ? mh_core_ask(&grow, &grown, &why)
+	                 : mh_answer_expand(c, &grow, &grown, &ga, &why);
+	if (rc < 0) {
+		log_kv(LOG_LVL_WARN, "grow_after_stage", "volume_id", q->volume_id, "reason",
+		       why.reason, NULL);
+		a->note = "staged; file system NOT grown to the volume's size (see log)";
+	} else if (!c->core && !ga.note) { /* the core's EXPAND says nothing of what it did */
+		a->note = "file system grown to the volume's size";
+	}
 }
 
 /*
  * STAGE of a file system when the capable core mounts: the image file probed
  * and formatted here, if blank and attached nowhere, then the core's STAGE;
  * an existing file system on a bigger image (a larger restore or clone) then
- * grown by the core's EXPAND, as grow_after_stage does.
+ * grown by the core's EXPAND (grow_after_stage).
  */
 static int stage_by_core(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
-                         struct mh_audit *a, const struct mkfs_args *mk, struct mh_res *r)
+                         struct mh_audit *a, struct mkfs_args *mk, struct mh_res *r)
 {
 	const struct mh_req_stage *q = &req->u.stage;
-	struct rn_answer sig = {0};
 	struct stat st;
 	struct mh_mount_opts o = {0};
-	int probe = MH_PROBE_MATCH;
 	struct mh_msg look = *req, seen;
 	/*
 	 * Everything the core would refuse the request for, before the image is
@@ -267,52 +308,38 @@ static int stage_by_core(const struct mh_ctx *c, const struct mh_msg *req, struc
 	 * will be: asked, or "ro" among the mount options.
 	 */
 	int checked = mh_stage_check(c, q, &o, r);
-	bool ro = (o.sb & POL_SB_RO) != 0;
+	mk->ro = (o.sb & POL_SB_RO) != 0;
 	mh_mount_opts_free(&o);
 	look.type = MH_REQ_STAGE_CHECK;
 	if (checked < 0 || mh_core_ask(&look, &seen, r) < 0)
 		return -1;
-	int img = mh_image_open(c, q->volume_id, ro, r);
+	int img = mh_image_open(c, q->volume_id, mk->ro, r);
 	if (img < 0)
 		return -1;
 	int found = fstat(img, &st) < 0
 	                ? mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno))
 	                : mh_core_attached(q->volume_id, r);
+	mk->image_bytes = found < 0 ? 0 : (uint64_t)st.st_size;
 	/* Attached: staged already (the core answers so), or busy; never formatted under it. */
 	if (found == 0 && !mh_image_taken_raw(img)) {
 		bool empty = mh_image_empty(img);
-		probe = empty ? MH_PROBE_BLANK : mh_probe(img, q->fs_type, &sig, r);
-		if (probe == MH_PROBE_BLANK && ro)
-			probe = mh_fail(r, MH_E_PRECONDITION, 0,
-			                "blank volume cannot be staged read-only");
-		else if (probe == MH_PROBE_BLANK) {
+		mk->probe = empty ? MH_PROBE_BLANK : mh_probe(img, q->fs_type, &mk->sig, r);
+		if (mk->probe == MH_PROBE_BLANK && mk->ro)
+			mk->probe = mh_fail(r, MH_E_PRECONDITION, 0,
+			                    "blank volume cannot be staged read-only");
+		else if (mk->probe == MH_PROBE_BLANK) {
 			char name[MH_IMAGE_NAME_MAX];
 			mh_image_name(q->volume_id, name, sizeof(name));
 			mh_pause(c, "mkfs", q->volume_id); /* tests: blank, unformatted */
 			if (mh_mkfs(q->fs_type, mk->v, mk->n, empty, img, name, r) < 0)
-				probe = -1;
+				mk->probe = -1;
 		}
 	}
 	close(img);
-	if (found < 0 || probe < 0 || mh_relay(c, req, ans, a, r) < 0)
+	if (found < 0 || mk->probe < 0 || mh_relay(c, req, ans, a, r) < 0)
 		return -1;
-	/* EXT4_IOC_RESIZE_FS needs CAP_SYS_RESOURCE even for a no-op: asked only if needed. */
-	bool smaller =
-	    strcmp(q->fs_type, "ext4") != 0 ||
-	    (sig.fs_block_size && (uint64_t)st.st_size / sig.fs_block_size > sig.fs_blocks);
-	if (probe != MH_PROBE_MATCH || found != 0 || ro || !smaller)
-		return 0;
-	struct mh_msg grow = {.type = MH_REQ_EXPAND, .id = req->id}, grown;
-	struct mh_res why = {0};
-	snprintf(grow.u.expand.volume_id, sizeof(grow.u.expand.volume_id), "%s", q->volume_id);
-	snprintf(grow.u.expand.staging_path, sizeof(grow.u.expand.staging_path), "%s",
-	         q->staging_path);
-	snprintf(grow.u.expand.fs_type, sizeof(grow.u.expand.fs_type), "%s", q->fs_type);
-	if (mh_core_ask(&grow, &grown, &why) < 0) {
-		log_kv(LOG_LVL_WARN, "grow_after_stage", "volume_id", q->volume_id, "reason",
-		       why.reason, NULL);
-		a->note = "staged; file system NOT grown to the volume's size (see log)";
-	}
+	if (found == 0) /* a device attached before: staged already, nothing looked at */
+		grow_after_stage(c, req, mk, a);
 	return 0;
 }
 
@@ -349,7 +376,7 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *in, struct mh_m
 {
 	struct mh_msg staged = *in, *req = &staged;
 	const struct mh_req_stage *q = &req->u.stage;
-	struct mkfs_args mk = {0};
+	struct mkfs_args mk = {.probe = MH_PROBE_MATCH};
 	(void)ans;
 	discard_by_default(c, &staged.u.stage);
 	if (!(q->flags & MH_F_BLOCK)) {
@@ -363,8 +390,14 @@ int mh_answer_stage(const struct mh_ctx *c, const struct mh_msg *in, struct mh_m
 	}
 	if (c->core && !(q->flags & MH_F_BLOCK))
 		return stage_by_core(c, req, ans, a, &mk, r);
-	return c->core ? mh_relay(c, req, ans, a, r)
-	               : mh_stage_volume(c, req, a, format_if_blank, &mk, r);
+	if (c->core)
+		return mh_relay(c, req, ans, a, r);
+	mk.probe = MH_PROBE_BLANK; /* an idempotent STAGE runs no prep: nothing to grow */
+	if (mh_stage_volume(c, req, a, format_if_blank, &mk, r) < 0)
+		return -1;
+	if (!(q->flags & MH_F_BLOCK))
+		grow_after_stage(c, req, &mk, a);
+	return 0;
 }
 
 int mh_loop_flush(int loop_fd, struct mh_res *r)

@@ -41,7 +41,6 @@
 #include "mh_loop.h"
 #include "mh_mount.h"
 #include "mh_pause.h"
-#include "mh_resize.h"
 
 /* ---- handlers ----------------------------------------------------------- */
 
@@ -49,30 +48,6 @@ int mh_answer_ping(const struct mh_ctx *c, const struct mh_msg *req, struct mh_m
                    struct mh_audit *a, struct mh_res *r)
 {
 	return 0;
-}
-
-/*
- * CSI: a volume restored or cloned larger than its source has the larger size
- * once staged. Best effort: the mount stays even if growing fails (ext4
- * without CAP_SYS_RESOURCE); the audit record says so and EXPAND can retry.
- */
-static void grow_after_stage(const struct mh_req_stage *q, const struct mh_fs_size *seen,
-                             const struct mh_loop *l, struct mh_audit *a)
-{
-	struct mh_res r = {0};
-	uint64_t size = 0;
-	bool grown = false;
-	int fd = mh_mount_fs_fd(l, &r);
-	if (fd >= 0 && mh_loop_size(l, &size, &r) == 0 &&
-	    mh_resize_grow_if_smaller(fd, q->fs_type, seen, size, &grown, &r) == 0) {
-		if (grown)
-			a->note = "file system grown to the volume's size";
-	} else if (r.kind != MH_E_OK) {
-		log_kv(LOG_LVL_WARN, "grow_after_stage", "volume_id", q->volume_id, "reason",
-		       r.reason, NULL);
-		a->note = "staged; file system NOT grown to the volume's size (see log)";
-	}
-	mh_closep(&fd);
 }
 
 int mh_mount_point(const struct mh_ctx *c, const char *path, unsigned role, const struct mh_vol *v,
@@ -222,18 +197,13 @@ int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	if ((lfd = mh_loop_attach(img, q->volume_id, ro, true, &v.loop, r)) < 0)
 		goto out;
 	v.attached = attached_here = true;
-	struct mh_fs_size seen = {0};
-	int probe = prep ? prep(c, q, img, lfd, ro, arg, &seen, r) : 0;
-	if (probe < 0)
+	if (prep && prep(c, q, img, lfd, ro, arg, r) < 0)
 		goto out;
 	/* The path is resolved again now, after mkfs, and checked after the mount. */
 	if (mount_checked(c, q->staging_path, role, &v, q->fs_type, &o, r) < 0)
 		goto out;
 	if (o.group_changed)
 		a->note = "volume root given the mount group";
-	/* An existing file system on a bigger image (a larger restore or clone): grow it. */
-	if (probe == 1 && !ro)
-		grow_after_stage(q, &seen, &v.loop, a);
 	ret = 0;
 out:
 	/* The mount holds the device now; without one, closing lfd lets autoclear detach it. */

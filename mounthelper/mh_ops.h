@@ -28,19 +28,18 @@ typedef int mh_answer_fn(const struct mh_ctx *c, const struct mh_msg *req, struc
 
 /* The handlers both tables hold (the helper's other rows: mh_helper_ops.h). */
 mh_answer_fn mh_answer_ping, mh_answer_unstage, mh_answer_publish, mh_answer_unpublish,
-    mh_answer_expand, mh_answer_stats;
+    mh_answer_expand;
 /*
  * STAGE of an image volume, in two halves. What readies the attached image
  * before its mount: the helper's probes it and formats it if blank
  * (mh_mkfs.c, the STAGE handler there, whose arg is the checked mkfs
  * options); the core passes NULL and never looks inside an image, so a blank
- * one fails at the mount. prep returns 0 (blank, now formatted) or 1 (it held
- * the file system: seen says what the look read, for growing it), or -1 with
- * r. lfd is the loop device just attached to img.
+ * one fails at the mount. prep returns 0, or -1 with r. lfd is the loop
+ * device just attached to img. (A file system found on a bigger image is
+ * grown afterwards by an EXPAND, as the helper asks it: mh_mkfs.c.)
  */
-struct mh_fs_size;
 typedef int mh_stage_prep_fn(const struct mh_ctx *c, const struct mh_req_stage *q, int img, int lfd,
-                             bool ro, void *arg, struct mh_fs_size *seen, struct mh_res *r);
+                             bool ro, void *arg, struct mh_res *r);
 /* A file-system STAGE's own checks: type, mount options (parsed into *o), group; 0 or -1. */
 struct mh_mount_opts;
 int mh_stage_check(const struct mh_ctx *c, const struct mh_req_stage *q, struct mh_mount_opts *o,
@@ -87,11 +86,6 @@ extern const struct mh_op_row mh_op_rows[];
 		    "if its "                                                                      \
 		    "mark says it made it for this volume, and checks the unlink after"            \
 	}
-#define MH_ROW_STATS(handler)                                                                      \
-	{                                                                                          \
-		MH_REQ_STATS, MH_ANS_STATS, handler, "STATS", true, MH_F_BLOCK,                    \
-		    "statvfs of a mount proved to be this volume's; changes nothing"               \
-	}
 extern const size_t mh_op_nrows, mh_op_npeer;
 
 /*
@@ -132,15 +126,6 @@ struct mh_fields mh_ops_fields(const struct mh_msg *q);
  * (core_table.c). The shared types' are mh_dispatch.c's.
  */
 void mh_fields_more(const struct mh_msg *q, struct mh_fields *f);
-
-#define MH_OPS_KEYS_MAX ((size_t)2 * MH_GROUP_MAX) /* a GROUP_SNAPSHOT's volumes and snapshots */
-
-/*
- * The ids and paths a request acts on, as strings (pointers into req): two
- * requests that share one may not run at the same time. Returns the count.
- * The helper's (mh_table.c): the core runs one request at a time.
- */
-size_t mh_ops_keys(const struct mh_msg *req, const char *keys[MH_OPS_KEYS_MAX]);
 
 /*
  * Detach what dead operations left: unused loop devices of raw block volumes

@@ -30,10 +30,12 @@
 #include "log.h"
 #include "pol_caps.h"
 #include "mh_common.h"
+#include "mh_looks.h"
 #include "mh_loop.h"
 #include "mh_tools.h"
 #include "mh_view.h"
 #include "mh_worker.h"
+#include "policy_all.h"
 
 /* Its environment: nothing of the helper's but the tests' switches and the sanitizers'. */
 static char **kept_env(void)

@@ -136,23 +136,6 @@ static int grow_fs(int fd, const char *fstype, uint64_t dev_size, struct mh_audi
 	return mh_fail(r, MH_E_REFUSED, EINVAL, "cannot grow %s", fstype);
 }
 
-int mh_resize_grow_if_smaller(int mnt_fd, const char *fstype, const struct mh_fs_size *seen,
-                              uint64_t dev_size, bool *grown, struct mh_res *r)
-{
-	struct mh_audit a = {0};
-	*grown = false;
-	if (strcmp(fstype, "ext4") == 0) {
-		/* EXT4_IOC_RESIZE_FS needs CAP_SYS_RESOURCE even for a no-op: ask only if needed.
-		 */
-		if (seen->block_size == 0 || dev_size / seen->block_size <= seen->blocks)
-			return 0;
-	}
-	if (grow_fs(mnt_fd, fstype, dev_size, &a, r) < 0)
-		return -1;
-	*grown = a.note == NULL; /* xfs says when there was nothing to do */
-	return 0;
-}
-
 int mh_answer_expand(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                      struct mh_audit *a, struct mh_res *r)
 {

@@ -28,7 +28,8 @@
 
 #include "log.h"
 #include "mh_image_life.h"
-#include "policy.h"
+#include "mh_proto_all.h"
+#include "policy_all.h"
 
 static uint64_t promised; /* sizes of all images and snapshots */
 static uint64_t reserved; /* growth claimed by requests in flight */

@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "mh_common.h"
-#include "mh_ops.h"
+#include "mh_looks.h"
 
 static void abnormal(struct mh_ans_stats *s, const char *msg)
 {
@@ -162,4 +162,10 @@ out:
 	mh_at_close(&sub);
 	mh_at_close(&at);
 	return ret;
+}
+
+void mh_stats_fields(const struct mh_msg *q, struct mh_fields *f)
+{
+	f->a = (struct mh_audit){.volume_id = q->u.stats.volume_id, .path = q->u.stats.path};
+	f->flags = q->u.stats.flags;
 }

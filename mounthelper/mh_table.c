@@ -6,11 +6,19 @@
  * mh_dispatch.c.
  */
 #include "mh_helper_ops.h"
+#include "mh_looks.h"
+#include "mh_proto_all.h"
 
 void mh_fields_more(const struct mh_msg *q, struct mh_fields *f)
 {
 	const struct mh_req_dir *d = &q->u.dir;
 	switch (q->type) {
+	case MH_REQ_DELETE:
+		f->a.volume_id = q->u.del.volume_id;
+		break;
+	case MH_REQ_STATS:
+		mh_stats_fields(q, f);
+		break;
 	case MH_REQ_CREATE:
 		f->a.volume_id = q->u.create.volume_id;
 		break;

@@ -67,7 +67,7 @@
 #include "pol_caps.h"
 #include "pol_seccomp.h"
 #include "pol_view.h"
-#include "policy.h"
+#include "policy_all.h"
 
 static int runner_exe[MH_RUNNERS] = {-1, -1};
 static const char *const runner_names[MH_RUNNERS] = {"sepcsi-runner", "sepcsi-tree-runner"};

@@ -57,7 +57,7 @@
 #include "mh_mount.h"
 #include "mh_proto.h"
 #include "pol_view.h"
-#include "policy.h"
+#include "policy_all.h"
 
 #define RO_ATTR (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
 

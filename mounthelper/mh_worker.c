@@ -78,10 +78,12 @@
 #include "log.h"
 #include "mh_copy.h"
 #include "mh_dir.h"
-#include "mh_image_life.h"
 #include "mh_helper_ops.h"
+#include "mh_image_life.h"
 #include "mh_pause.h"
+#include "mh_proto_all.h"
 #include "mh_space.h"
+#include "policy_all.h"
 
 /* A worker ends after this many requests, so nothing one request left behind lasts long. */
 #define MH_WORKER_REQUESTS 1000

@@ -4,7 +4,7 @@
  * controller and the tests (not the capable core: it serves no directory
  * volume).
  */
-#include "policy.h"
+#include "policy_all.h"
 
 #include <limits.h>
 #include <string.h>

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "pol_int.h"
+#include "policy_all.h"
 
 static int fs_index(const char *fstype)
 {

@@ -39,6 +39,8 @@ struct pol {
 /* vsnprintf into err, if there is one. */
 void pol_seterr(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* id is prefix ("sv-", "ss-", "gs-") followed by 32 lowercase hex digits. */
+bool pol_id_valid(const char *id, const char *prefix);
 /* strdup that aborts on allocation failure (error-handling contract). */
 char *pol_xstrdup(const char *s);
 /* FNV-1a, 32 bits: the compiled confinement arrived whole (not a proof against a forger). */

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "pol_sc_load.h"
+
 /*
  * One process's table. Each confined binary links only its own:
  * sepcsi_seccomp_core (pol_sc_core, sepcsi-core), sepcsi_seccomp_helper
@@ -28,8 +30,6 @@ extern const struct pol_sc_table pol_sc_tree;    /* its tree runner */
 extern const struct pol_sc_table pol_sc_probe; /* a tools runner's probe child, over pol_sc_tools */
 /* The only descriptor a probe child may send on: its answer socket (runner/tools.c). */
 #define POL_SC_PROBE_ANSWER_FD 3
-/* The core flusher's socket (pol_sc_flusher pins its recvmsg and sendto to it). */
-#define POL_SC_FLUSH_FD 6
 extern const struct pol_sc_table pol_sc_rpcd;  /* sepcsi-rpcd */
 extern const struct pol_sc_table pol_sc_audit; /* the helper's audit writer (mh_audit.c) */
 /* Its two descriptors: the socket it reads records from, the file it appends them to. */
@@ -55,13 +55,6 @@ int pol_seccomp_install(const struct pol_sc_table *table, bool log_only);
  * kernel takes them (for the compiled policy, compiled.c). 0 or -1.
  */
 int pol_seccomp_export(const struct pol_sc_table *table, bool log_only, FILE *out);
-
-/*
- * Load a filter exported so (len bytes) on the calling process, all threads,
- * after setting no_new_privs: for a process that links no table and no
- * libseccomp (the capable core). 0, or -1 (fail closed).
- */
-int pol_seccomp_load(const void *bpf, size_t len);
 
 /* Number of distinct system calls the table allows (with or without an argument filter). */
 size_t pol_seccomp_syscall_count(const struct pol_sc_table *table);

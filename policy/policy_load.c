@@ -6,7 +6,7 @@
  * broken file is reported to the caller (file:line: reason), who refuses to
  * start.
  */
-#include "policy.h"
+#include "policy_all.h"
 
 #include <errno.h>
 #include <ini.h>

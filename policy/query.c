@@ -3,11 +3,27 @@
  * sizes, the roots and bases it lists, the patterns. Apart from policy.c, so
  * that the capable core, which asks none of them, links none of them.
  */
-#include "policy.h"
+#include "policy_all.h"
 
 #include <string.h>
 
 #include "pol_int.h"
+
+bool pol_group_id_valid(const char *id)
+{
+	return pol_id_valid(id, "gs-");
+}
+
+/* The file-system types sepcsi formats and grows. */
+const char *const pol_fs_types[POL_FS_NTYPES] = {"ext4", "xfs", "btrfs"};
+
+bool pol_fs_known(const char *fs)
+{
+	for (size_t i = 0; fs && i < POL_FS_NTYPES; i++)
+		if (strcmp(pol_fs_types[i], fs) == 0)
+			return true;
+	return false;
+}
 
 static const char *list_at(const struct pol_list *l, size_t i)
 {

@@ -1,11 +1,11 @@
 /*
- * A seccomp filter loaded as it was compiled (pol_seccomp.h): for the capable
+ * A seccomp filter loaded as it was compiled (pol_sc_load.h): for the capable
  * core, whose filters come in its compiled policy, built by its starter from
  * the core's tables (seccomp_core.c), so that it links neither the tables nor
  * libseccomp. The program is the compiler's; the kernel checks it is a valid
  * one; the compiled policy's hash that it arrived whole (compiled.c).
  */
-#include "pol_seccomp.h"
+#include "pol_sc_load.h"
 
 #include <linux/filter.h>
 #include <linux/seccomp.h>

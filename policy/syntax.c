@@ -1,6 +1,7 @@
 /*
- * The syntax half of the policy: identifiers and file-system types, fixed in
- * code and not configurable (see policy.h). A volume id is never a path; the
+ * The syntax half of the policy: volume and snapshot identifiers, fixed in
+ * code and not configurable (see policy.h; group ids and file-system types,
+ * which the capable core never asks, are query.c's). A volume id is never a path; the
  * spelling of paths is paths.c's, of directory volumes' names dirname.c's.
  *
  * Pure functions, no privilege; used by the helper, rpcd's controller and the
@@ -10,9 +11,11 @@
 
 #include <string.h>
 
+#include "pol_int.h"
+
 /* ---- identifiers -------------------------------------------------------- */
 
-static bool id_valid(const char *id, const char *prefix)
+bool pol_id_valid(const char *id, const char *prefix)
 {
 	if (!id || strncmp(id, prefix, 3) != 0)
 		return false;
@@ -26,27 +29,10 @@ static bool id_valid(const char *id, const char *prefix)
 
 bool pol_volume_id_valid(const char *id)
 {
-	return id_valid(id, "sv-");
+	return pol_id_valid(id, "sv-");
 }
 
 bool pol_snapshot_id_valid(const char *id)
 {
-	return id_valid(id, "ss-");
-}
-
-bool pol_group_id_valid(const char *id)
-{
-	return id_valid(id, "gs-");
-}
-
-/* ---- file-system types -------------------------------------------------- */
-
-const char *const pol_fs_types[POL_FS_NTYPES] = {"ext4", "xfs", "btrfs"};
-
-bool pol_fs_known(const char *fs)
-{
-	for (size_t i = 0; fs && i < POL_FS_NTYPES; i++)
-		if (strcmp(pol_fs_types[i], fs) == 0)
-			return true;
-	return false;
+	return pol_id_valid(id, "ss-");
 }

@@ -60,7 +60,6 @@ struct field {
 	{                                                                                          \
 		F_END, 0, 0, 0                                                                     \
 	}
-#define SRC(m, lo) U8(m, (lo), MH_SRC_VOLUME)
 /* Error kinds that may cross the wire: everything but OK and the client-only ones. */
 #define ERR_KIND(m) U32(m, MH_E_REFUSED, MH_E_UNAVAILABLE - 1)
 

@@ -5,9 +5,11 @@
  * STATS and LIST, the reader's). The core
  * links mh_msg.c alone, so it decodes no payload of a type it does not serve.
  */
-#include "mh_proto.h"
+#include "mh_proto_all.h"
 
 #include "mh_codec.h"
+
+#define SRC(m, lo) U8(m, (lo), MH_SRC_VOLUME)
 
 static const struct field f_stats[] = {STR(stats.volume_id, MH_ID_MAX),
                                        STR(stats.path, MH_PATH_MAX), FLAGS(stats.flags), END};

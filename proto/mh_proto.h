@@ -26,12 +26,9 @@
 #define MH_MSG_MAX       16384
 
 enum mh_type {
+	/* The capable core's: every type it decodes; the rest are in mh_proto_all.h. */
 	MH_REQ_PING = 1,
 	MH_ANS_PING = 2,
-	MH_REQ_CREATE = 3, /* create a sparse backing image */
-	MH_ANS_CREATE = 4,
-	MH_REQ_DELETE = 5, /* delete a backing image */
-	MH_ANS_DELETE = 6,
 	MH_REQ_STAGE = 7, /* attach loop, format if blank, mount at staging path */
 	MH_ANS_STAGE = 8,
 	MH_REQ_UNSTAGE = 9, /* unmount staging path, detach loop */
@@ -40,46 +37,8 @@ enum mh_type {
 	MH_ANS_PUBLISH = 12,
 	MH_REQ_UNPUBLISH = 13, /* unmount and remove the target path */
 	MH_ANS_UNPUBLISH = 14,
-	MH_REQ_RESIZE = 15, /* grow an image (never shrink); refresh its loop device */
-	MH_ANS_RESIZE = 16,
-	MH_REQ_SNAPSHOT = 17, /* copy an image to a snapshot: reflink, else sparse copy */
-	MH_ANS_SNAPSHOT = 18,
-	MH_REQ_DELETE_SNAPSHOT = 19,
-	MH_ANS_DELETE_SNAPSHOT = 20,
-	MH_REQ_CLONE = 21, /* new image from a snapshot or a volume, then grown to size */
-	MH_ANS_CLONE = 22,
-	MH_REQ_CAPACITY =
-	    23, /* what the data directory may still promise, its size, largest volume */
-	MH_ANS_CAPACITY = 24,
 	MH_REQ_EXPAND = 25, /* refresh the loop size, grow the staged file system online */
 	MH_ANS_EXPAND = 26,
-	MH_REQ_STATS = 27, /* usage and condition of a staged or published volume */
-	MH_ANS_STATS = 28,
-	MH_REQ_LIST = 29, /* one page of what the helper made: images, snapshots or mounts */
-	MH_ANS_LIST = 30,
-	/* Directory volumes: a directory per volume beneath a base directory (struct mh_req_dir).
-	 */
-	MH_REQ_DIR_CREATE = 31, /* mkdir, mark, project quota; or a copy of a snapshot/volume */
-	MH_ANS_DIR_CREATE = 32,
-	MH_REQ_DIR_DELETE = 33, /* delete the tree, retain it, or rename it archived-<name> */
-	MH_ANS_DIR_DELETE = 34,
-	MH_REQ_DIR_EXPAND = 35, /* raise the project quota */
-	MH_ANS_DIR_EXPAND = 36,
-	MH_REQ_DIR_PUBLISH = 37, /* bind the volume's directory onto a target, nosuid,nodev */
-	MH_ANS_DIR_PUBLISH = 38,
-	MH_REQ_DIR_UNPUBLISH = 39, /* unmount the volume's bind at a target, remove the target */
-	MH_ANS_DIR_UNPUBLISH = 40,
-	MH_REQ_DIR_STATS = 41, /* usage against the quota, through a target it is bound on */
-	MH_ANS_DIR_STATS = 42,
-	MH_REQ_DIR_CAPACITY = 43, /* a base directory's space and whether it has project quotas */
-	MH_ANS_DIR_CAPACITY = 44,
-	MH_REQ_DIR_SNAPSHOT = 45, /* copy the volume's tree to <base>/.sepcsi-snapshots/<id> */
-	MH_ANS_DIR_SNAPSHOT = 46,
-	MH_REQ_DIR_DELETE_SNAPSHOT = 47,
-	MH_ANS_DIR_DELETE_SNAPSHOT = 48,
-	/* The helper's own, from its main loop to a worker; from rpcd a protocol violation. */
-	MH_REQ_PURGE = 49, /* remove what dead operations left of one id (struct mh_req_dir) */
-	MH_ANS_PURGE = 50,
 	/* The capable core's own, from the orchestrating side; from rpcd a protocol violation. */
 	MH_REQ_FREEZE = 51, /* freeze a staged volume's file system, for at most seconds */
 	MH_ANS_FREEZE = 52,
@@ -95,12 +54,6 @@ enum mh_type {
 	MH_ANS_STAGE_CHECK = 60,
 	MH_REQ_FLUSH = 61, /* write back a staged volume's file system, out of the core's thread */
 	MH_ANS_FLUSH = 62,
-	MH_REQ_GROUP_SNAPSHOT = 63, /* SNAPSHOT of several volumes at one point in time */
-	MH_ANS_GROUP_SNAPSHOT = 64,
-	MH_REQ_BLOCKS = 65, /* one page of a snapshot's allocated ranges, or of two's differences */
-	MH_ANS_BLOCKS = 66,
-	MH_REQ_DIR_NODE = 67, /* has a node plugin of this node id started on a shared base */
-	MH_ANS_DIR_NODE = 68,
 	MH_ANS_ERROR = 100, /* any request may be answered with this */
 };
 
@@ -208,9 +161,6 @@ struct mh_req_snapshot_id { /* MH_REQ_DELETE_SNAPSHOT */
 	char snapshot_id[MH_ID_MAX + 1];
 };
 
-#define MH_SRC_SNAPSHOT 1
-#define MH_SRC_VOLUME   2
-
 struct mh_req_clone {
 	char volume_id[MH_ID_MAX + 1]; /* the new volume */
 	uint8_t source_kind;           /* MH_SRC_SNAPSHOT or MH_SRC_VOLUME */
@@ -241,9 +191,7 @@ struct mh_ans_group { /* each member's snapshot size, in the request's order */
 	uint8_t reflinked; /* 1: every copy shared the extents */
 };
 
-#define MH_BLOCKS_MAX       512 /* ranges in one BLOCKS answer */
-#define MH_BLOCKS_ALLOCATED 1   /* the ranges of snapshot_id that hold data */
-#define MH_BLOCKS_DELTA     2   /* the ranges where snapshot_id differs from base_id */
+#define MH_BLOCKS_MAX 512 /* ranges in one BLOCKS answer */
 
 /*
  * BLOCKS: the ranges of one page, from offset on, read from the snapshot
@@ -279,11 +227,6 @@ struct mh_ans_capacity {
 	uint8_t direct_io; /* CAPACITY: 1 if loop devices read the images with direct I/O */
 	uint8_t shared;    /* DIR_CAPACITY: 1 if the base is shared by every node (policy) */
 };
-
-/* What DIR_DELETE does with the volume's directory (mode). */
-#define MH_DIR_DELETE  0 /* remove the tree, never following a symlink or leaving it */
-#define MH_DIR_RETAIN  1 /* leave it where it is, with its quota */
-#define MH_DIR_ARCHIVE 2 /* rename it archived-<last component> in the same directory */
 
 /*
  * Every directory-volume request (MH_REQ_DIR_*). Each type uses the fields
@@ -332,15 +275,8 @@ struct mh_ans_stats {
 	char message[MH_REASON_MAX + 1];
 };
 
-/* What MH_REQ_LIST lists; each page holds the entries after the cursor, in order. */
-#define MH_LIST_IMAGES    1 /* "<volume id> <size>\n", by id */
-#define MH_LIST_SNAPSHOTS 2 /* "<snapshot id> <size>\n", by id */
-#define MH_LIST_MOUNTS                                                                             \
-	3 /* "<mount id> <f|b> <volume id> <path>\n", by mount id: a file                          \
-	     system of a volume's loop device, or a bind of its node */
-
 struct mh_req_list {
-	uint32_t what;             /* MH_LIST_* */
+	uint32_t what;             /* MH_LIST_* (mh_proto_all.h) */
 	char after[MH_ID_MAX + 1]; /* the cursor: the last id (a mount id in decimal) of the
 	                              page before, "" for the first page */
 };

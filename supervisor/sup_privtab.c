@@ -12,7 +12,7 @@
 #include "pol_md.h"
 #include "pol_seccomp.h"
 #include "pol_view.h"
-#include "policy.h"
+#include "policy_all.h"
 #include "sup_caps.h"
 #include "sup_config.h"
 

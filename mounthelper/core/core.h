@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "mh_ops.h"
-#include "pol_seccomp.h"
+#include "pol_sc_load.h"
 
 mh_answer_fn core_answer_freeze, core_answer_thaw;
 

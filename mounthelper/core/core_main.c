@@ -64,7 +64,7 @@
 #include "mh_freeze.h"
 #include "mh_loop.h"
 #include "mh_pause.h"
-#include "pol_seccomp.h"
+#include "pol_sc_load.h"
 #include "supctl.h"
 
 #define EXIT_POLICY   2

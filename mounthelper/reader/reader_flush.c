@@ -35,7 +35,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "pol_seccomp.h"
+#include "pol_sc_load.h"
 
 void __attribute__((noreturn)) reader_flush_serve(void)
 {

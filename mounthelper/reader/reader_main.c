@@ -51,7 +51,7 @@
 #include "mh_loop.h"
 #include "mh_ops.h"
 #include "openat2.h"
-#include "pol_seccomp.h"
+#include "pol_sc_load.h"
 #include "reader.h"
 
 struct args {

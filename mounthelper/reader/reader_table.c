@@ -9,7 +9,7 @@
 
 #include "mh_common.h"
 #include "mh_list.h"
-#include "mh_ops.h"
+#include "mh_looks.h"
 
 /* LIST of mounts; the images and snapshots are the orchestrating side's to list. */
 static int answer_list(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
@@ -24,8 +24,8 @@ static int answer_list(const struct mh_ctx *c, const struct mh_msg *req, struct 
 /* Every type the reader serves is one the helper's table shares (mh_dispatch.c). */
 void mh_fields_more(const struct mh_msg *q, struct mh_fields *f)
 {
-	(void)q;
-	(void)f;
+	if (q->type == MH_REQ_STATS)
+		mh_stats_fields(q, f);
 }
 
 const struct mh_op_row mh_op_rows[] = {

@@ -15,7 +15,7 @@
 
 #include "ctl_dirname.h"
 #include "fuzz.h"
-#include "policy.h"
+#include "policy_all.h"
 
 #define FIELDS 5
 

@@ -33,6 +33,7 @@
 #include "fuzz.h"
 #include "log.h"
 #include "mh_client.h"
+#include "mh_proto_all.h"
 
 #define VOL  "sv-0123456789abcdef0123456789abcdef"
 #define SNAP "ss-0123456789abcdef0123456789abcdef"

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "mh_proto.h"
+#include "mh_proto_all.h"
 
 static int invariants_hold(const struct mh_msg *m)
 {

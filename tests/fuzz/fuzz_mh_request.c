@@ -31,8 +31,10 @@
 
 #include "fuzz.h"
 #include "log.h"
+#include "mh_helper_ops.h"
 #include "mh_mount.h"
-#include "mh_ops.h"
+#include "mh_proto_all.h"
+#include "policy_all.h"
 #include "sctl_jsonline.h"
 
 #define REASON "refused by the fuzz harness"

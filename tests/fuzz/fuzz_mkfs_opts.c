@@ -19,7 +19,7 @@
 
 #include "fuzz.h"
 #include "mh_proto.h"
-#include "policy.h"
+#include "policy_all.h"
 
 static struct pol *pols[2];
 static const char *const fstypes[] = {"ext4", "xfs", "btrfs", "", "vfat", "ext4 "};

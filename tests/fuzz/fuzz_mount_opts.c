@@ -23,6 +23,7 @@
 
 #include "fuzz.h"
 #include "mh_mount.h"
+#include "policy_all.h"
 
 static struct pol *pols[2];
 

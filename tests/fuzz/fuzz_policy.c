@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "policy.h"
+#include "policy_all.h"
 
 #define NAME "fuzz.ini"
 

@@ -5,6 +5,7 @@
  * up mounts, loop devices and the temp dir even after a failed check.
  */
 #include "helper_harness.h"
+#include "mh_proto_all.h"
 #include "tap.h"
 
 #include <dirent.h>

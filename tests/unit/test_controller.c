@@ -15,6 +15,7 @@
 
 #include "ctl.h"
 #include "mh_client.h"
+#include "mh_proto_all.h"
 #include "store.h"
 #include "tap.h"
 

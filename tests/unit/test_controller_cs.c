@@ -21,6 +21,7 @@
 #include "ctl.h"
 #include "ctl_int.h"
 #include "mh_client.h"
+#include "mh_proto_all.h"
 #include "store.h"
 #include "tap.h"
 

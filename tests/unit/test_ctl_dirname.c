@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "ctl_dirname.h"
-#include "policy.h"
+#include "policy_all.h"
 #include "tap.h"
 
 static char why[256];

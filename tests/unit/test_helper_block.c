@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "helper_harness.h"
+#include "mh_proto_all.h"
 #include "tap.h"
 
 #define VA "sv-c0000000000000000000000000000001"

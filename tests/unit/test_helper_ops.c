@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "helper_harness.h"
+#include "mh_proto_all.h"
 #include "tap.h"
 
 #define GiB         (1024 * MiB)
@@ -35,6 +36,8 @@
 #define VC          "sv-a0000000000000000000000000000003"
 #define VD          "sv-a0000000000000000000000000000004"
 #define VE          "sv-a0000000000000000000000000000005"
+#define VF          "sv-a0000000000000000000000000000006"
+#define VG          "sv-a0000000000000000000000000000007"
 #define S1          "ss-b0000000000000000000000000000001"
 #define S2          "ss-b0000000000000000000000000000002"
 
@@ -204,6 +207,33 @@ static void test_capacity(struct helper *h, bool want_reflink)
 	CHECK(cap.total_bytes == (uint64_t)sv.f_blocks * sv.f_frsize);
 	CHECK(cap.available_bytes > 0 && cap.available_bytes <= cap.total_bytes);
 	CHECK(cap.reflink == want_reflink);
+}
+
+/*
+ * An xfs cloned larger than its source is grown by its STAGE (the helper's
+ * own EXPAND after the mount; xfs grows online with CAP_SYS_ADMIN alone), and
+ * staging it again finds nothing left to grow.
+ */
+static void test_clone_grown_xfs(struct helper *h)
+{
+	char staging[256], p[512];
+	struct mh_ans_copy cp;
+	struct statvfs sv;
+	snprintf(staging, sizeof(staging), "%s/staging/xfs-grown", root);
+	mkdir(staging, 0750);
+	CHECK(do_create(h, VF, 320 * MiB, NULL) == MH_E_OK);
+	CHECK(do_stage(h, VF, staging, "xfs", "", 0, NULL) == MH_E_OK);
+	snprintf(p, sizeof(p), "%s/kept", staging);
+	CHECK(write_file(p, "small xfs\n") == 0);
+	CHECK(do_unstage(h, VF, staging) == MH_E_OK);
+	CHECK(do_clone(h, VG, MH_SRC_VOLUME, VF, 448 * MiB, &cp) == MH_E_OK);
+	CHECK(do_stage(h, VG, staging, "xfs", "", 0, NULL) == MH_E_OK);
+	CHECK(file_has(p, "small xfs"));
+	/* 320 MiB of xfs shows 256 MiB (its log aside); grown to 448 MiB, 384 MiB. */
+	CHECK(statvfs(staging, &sv) == 0 && sv.f_blocks * sv.f_frsize > 320 * MiB);
+	CHECK(do_stage(h, VG, staging, "xfs", "", 0, NULL) == MH_E_OK); /* staged already */
+	CHECK(do_unstage(h, VG, staging) == MH_E_OK);
+	CHECK(do_delete(h, VF) == MH_E_OK && do_delete(h, VG) == MH_E_OK);
 }
 
 /*
@@ -721,6 +751,7 @@ int main(int argc, char **argv)
 	bool rl = data_reflinks(); /* /tmp is a plain ext4 here: no reflink */
 	test_capacity(&h, rl);
 	test_snapshot_clone(&h, rl);
+	test_clone_grown_xfs(&h);
 	time_snapshot(&h, rl ? "/tmp (reflink)" : "plain ext4 (sparse copy)");
 	test_concurrency(&h);
 	CHECK(do_ping(&h) == MH_E_OK); /* still alive: seccomp killed nothing */

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "helper_harness.h"
-#include "mh_proto.h"
+#include "mh_proto_all.h"
 #include "supctl.h"
 #include "tap.h"
 

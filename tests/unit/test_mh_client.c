@@ -16,6 +16,7 @@
 
 #include "log.h"
 #include "mh_client.h"
+#include "mh_proto_all.h"
 #include "tap.h"
 
 enum mode {

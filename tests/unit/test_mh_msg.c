@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mh_proto.h"
+#include "mh_proto_all.h"
 #include "tap.h"
 
 #define NSAMPLES_MAX 128
@@ -402,6 +402,10 @@ static void check_set(const struct mh_codecs *set, const uint16_t *types, size_t
 	CHECK(seen >= ntypes);
 }
 
+/* proto/mh_codec.h's, whose struct field this file's own tables would meet. */
+struct codec;
+const struct codec *mh_codec_of(const struct mh_codecs *t, uint16_t type);
+
 /* The core's: not STATS and LIST, which are its reader's. */
 static void test_core_set(void)
 {
@@ -417,6 +421,13 @@ static void test_core_set(void)
 	                                  MH_REQ_LIST, MH_ANS_LIST, MH_ANS_ERROR};
 	check_set(&mh_codecs_core, core, sizeof(core) / sizeof(core[0]));
 	check_set(&mh_codecs_reader, reader, sizeof(reader) / sizeof(reader[0]));
+	/*
+	 * One number space: the helper decodes each of the core's types with the
+	 * core's own codec, never one of mh_proto_all.h's given the same number.
+	 */
+	for (size_t i = 0; i < sizeof(core) / sizeof(core[0]); i++)
+		CHECK(mh_codec_of(&mh_codecs_all, core[i]) ==
+		      mh_codec_of(&mh_codecs_core, core[i]));
 }
 
 static void test_names(void)

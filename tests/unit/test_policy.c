@@ -20,7 +20,7 @@
 #include "mh_proto.h"
 #include "pol_caps.h"
 #include "pol_seccomp.h"
-#include "policy.h"
+#include "policy_all.h"
 #include "tap.h"
 
 static char dir[64];

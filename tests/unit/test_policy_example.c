@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "policy.h"
+#include "policy_all.h"
 #include "tap.h"
 
 typedef const char *(*nth_fn)(const struct pol *p, size_t i);

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "policy.h"
+#include "policy_all.h"
 
 int main(int argc, char **argv)
 {
