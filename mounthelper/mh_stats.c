@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "mh_common.h"
+#include "mh_image.h"
 #include "mh_looks.h"
 
 static void abnormal(struct mh_ans_stats *s, const char *msg)
@@ -110,6 +111,34 @@ static int block_stats(const struct mh_vol *v, const struct mh_mnt *m, struct mh
 	return mh_loop_size(&l, &s->bytes_total, r);
 }
 
+/*
+ * The volume's image (v->st) first; then, once the path's mount is known,
+ * whether a loop device of ours backs it (v->loop): the device a file system
+ * mounted there names, one look at it; only if that is not the volume's, a
+ * look at every device, as mh_vol_lookup. The reader keeps no loop records,
+ * so the answer for a healthy volume costs no look at the machine's other
+ * devices (nor holds any of them open a moment).
+ */
+static int vol_image(const struct mh_ctx *c, const char *id, struct mh_vol *v, struct mh_res *r)
+{
+	int img = mh_image_open(c, id, true, r);
+	if (img < 0)
+		return -1;
+	int rc = fstat(img, &v->st);
+	close(img);
+	return rc < 0 ? mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno)) : 0;
+}
+
+static int vol_loop(struct mh_vol *v, const struct mh_mnt *m, struct mh_res *r)
+{
+	int nr = m->mounted ? mh_loop_nr_of(m->source, "/dev/loop") : -1;
+	int found = nr >= 0 ? mh_loop_matches(nr, v->st.st_dev, v->st.st_ino, &v->loop) : 0;
+	if (found != 1 && m->mounted)
+		found = mh_loop_find(v->st.st_dev, v->st.st_ino, &v->loop, r);
+	v->attached = found == 1;
+	return found < 0 ? -1 : 0;
+}
+
 int mh_answer_stats(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                     struct mh_audit *a, struct mh_res *r)
 {
@@ -119,10 +148,9 @@ int mh_answer_stats(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	struct mh_mnt m;
 	struct stat st;
 	int fd = -1, ret = -1;
-	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0)
-		return -1;
 	bool block = (q->flags & MH_F_BLOCK) != 0;
-	if (mh_at_open(c, q->path, POL_STAGING | POL_TARGET, &at, r) < 0)
+	if (vol_image(c, q->volume_id, &v, r) < 0 ||
+	    mh_at_open(c, q->path, POL_STAGING | POL_TARGET, &at, r) < 0)
 		return -1;
 	/* A block staging directory holds the device file "dev"; a target is the file itself. */
 	const struct mh_at *where = &at;
@@ -151,7 +179,8 @@ int mh_answer_stats(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		}
 		goto out;
 	}
-	if (mh_mount_info(fd, &m, r) < 0)
+	/* A raw block volume's device is proved by its node (block_stats), not looked up. */
+	if (mh_mount_info(fd, &m, r) < 0 || (!block && vol_loop(&v, &m, r) < 0))
 		goto out;
 	ret = block ? block_stats(&v, &m, &ans->u.stats_ans, r)
 	            : fs_stats(&v, fd, &m, &ans->u.stats_ans, r);
