@@ -31,35 +31,19 @@ struct field {
 };
 
 #define AT(m) offsetof(struct mh_msg, u.m)
-#define STR(m, max)                                                                                \
+/* One field: its kind, its bounds, its member. */
+#define FIELD(kind, lo, hi, off)                                                                   \
 	{                                                                                          \
-		F_STR, 0, (max), AT(m)                                                             \
+		(kind), (lo), (hi), (off)                                                          \
 	}
-#define U8(m, lo, hi)                                                                              \
-	{                                                                                          \
-		F_U8, (lo), (hi), AT(m)                                                            \
-	}
-#define BOOL(m) U8(m, 0, 1)
-#define FLAGS(m)                                                                                   \
-	{                                                                                          \
-		F_FLAGS, 0, MH_F_ALL, AT(m)                                                        \
-	}
-#define U32(m, lo, hi)                                                                             \
-	{                                                                                          \
-		F_U32, (lo), (hi), AT(m)                                                           \
-	}
-#define U64(m)                                                                                     \
-	{                                                                                          \
-		F_U64, 0, 0, AT(m)                                                                 \
-	}
-#define RANGES(m)                                                                                  \
-	{                                                                                          \
-		F_RANGES, 0, MH_BLOCKS_MAX, AT(m)                                                  \
-	}
-#define END                                                                                        \
-	{                                                                                          \
-		F_END, 0, 0, 0                                                                     \
-	}
+#define STR(m, max)    FIELD(F_STR, 0, (max), AT(m))
+#define U8(m, lo, hi)  FIELD(F_U8, (lo), (hi), AT(m))
+#define BOOL(m)        U8(m, 0, 1)
+#define FLAGS(m)       FIELD(F_FLAGS, 0, MH_F_ALL, AT(m))
+#define U32(m, lo, hi) FIELD(F_U32, (lo), (hi), AT(m))
+#define U64(m)         FIELD(F_U64, 0, 0, AT(m))
+#define RANGES(m)      FIELD(F_RANGES, 0, MH_BLOCKS_MAX, AT(m))
+#define END            FIELD(F_END, 0, 0, 0)
 /* Error kinds that may cross the wire: everything but OK and the client-only ones. */
 #define ERR_KIND(m) U32(m, MH_E_REFUSED, MH_E_UNAVAILABLE - 1)
 
