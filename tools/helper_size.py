@@ -49,7 +49,7 @@ FEATURES = [
      ["mh_copy", "mh_freeze", "mh_blocks"]),
     ("expansion", ["mh_resize"]),
     ("capacity: what is promised", ["mh_space"]),
-    ("volume stats and condition", ["mh_stats.c"]),
+    ("volume stats and condition", ["mh_stats.c", "mh_looks.h"]),
     ("reconciliation (LIST) and the start-up sweep",
      ["mh_list", "mh_list_mounts.c", "mh_sweep.c"]),
     ("directory volumes", ["mh_dir", "mh_dir_area", "mh_quota", "mh_btrfs", "mh_tree"]),
