@@ -126,15 +126,20 @@ int mh_check_snapshot_id(const char *id, struct mh_res *r)
 	return 0;
 }
 
-int mh_vol_lookup(const struct mh_ctx *c, const char *id, struct mh_vol *v, struct mh_res *r)
+int mh_vol_image(const struct mh_ctx *c, const char *id, struct mh_vol *v, struct mh_res *r)
 {
 	int fd = mh_image_open(c, id, true, r);
 	if (fd < 0)
 		return -1;
 	int rc = fstat(fd, &v->st);
 	close(fd);
-	if (rc < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
+	return rc < 0 ? mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno)) : 0;
+}
+
+int mh_vol_lookup(const struct mh_ctx *c, const char *id, struct mh_vol *v, struct mh_res *r)
+{
+	if (mh_vol_image(c, id, v, r) < 0)
+		return -1;
 	int found = mh_loop_find(v->st.st_dev, v->st.st_ino, &v->loop, r);
 	if (found < 0)
 		return -1;

@@ -34,7 +34,6 @@
 #include <unistd.h>
 
 #include "mh_common.h"
-#include "mh_image.h"
 #include "mh_looks.h"
 
 static void abnormal(struct mh_ans_stats *s, const char *msg)
@@ -112,23 +111,13 @@ static int block_stats(const struct mh_vol *v, const struct mh_mnt *m, struct mh
 }
 
 /*
- * The volume's image (v->st) first; then, once the path's mount is known,
+ * The volume's image (v->st, mh_vol_image) first; then, once the path's mount is known,
  * whether a loop device of ours backs it (v->loop): the device a file system
  * mounted there names, one look at it; only if that is not the volume's, a
  * look at every device, as mh_vol_lookup. The reader keeps no loop records,
  * so the answer for a healthy volume costs no look at the machine's other
  * devices (nor holds any of them open a moment).
  */
-static int vol_image(const struct mh_ctx *c, const char *id, struct mh_vol *v, struct mh_res *r)
-{
-	int img = mh_image_open(c, id, true, r);
-	if (img < 0)
-		return -1;
-	int rc = fstat(img, &v->st);
-	close(img);
-	return rc < 0 ? mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno)) : 0;
-}
-
 static int vol_loop(struct mh_vol *v, const struct mh_mnt *m, struct mh_res *r)
 {
 	int nr = m->mounted ? mh_loop_nr_of(m->source, "/dev/loop") : -1;
@@ -149,7 +138,7 @@ int mh_answer_stats(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	struct stat st;
 	int fd = -1, ret = -1;
 	bool block = (q->flags & MH_F_BLOCK) != 0;
-	if (vol_image(c, q->volume_id, &v, r) < 0 ||
+	if (mh_vol_image(c, q->volume_id, &v, r) < 0 ||
 	    mh_at_open(c, q->path, POL_STAGING | POL_TARGET, &at, r) < 0)
 		return -1;
 	/* A block staging directory holds the device file "dev"; a target is the file itself. */
