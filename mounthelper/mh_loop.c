@@ -220,6 +220,29 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 	return mh_fail(r, MH_E_FAILED, err, "cannot attach a loop device: %s", strerror(err));
 }
 
+int mh_loop_status(int nr, struct mh_loop *out, dev_t *dev, ino_t *ino, char *name, size_t len)
+{
+	struct loop_info64 info;
+	struct stat st;
+	loop_name(out, nr);
+	int fd = open_loop(nr, LOOP_LOOK), ret = -1;
+	if (fd < 0)
+		return -1; /* ENOENT, ENXIO: no such device */
+	if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && fstat(fd, &st) == 0) {
+		out->rdev = st.st_rdev;
+		out->lo_flags = info.lo_flags;
+		*dev = (dev_t)info.lo_device;
+		*ino = (ino_t)info.lo_inode;
+		snprintf(name, len, "%.*s", (int)sizeof(info.lo_file_name),
+		         (const char *)info.lo_file_name);
+		ret = 0;
+	} else if (errno == ENOENT) {
+		errno = EIO; /* the backing file's getattr: a device that is there, not asked */
+	}
+	close(fd);
+	return ret;
+}
+
 /*
  * 1 if /dev/loopN is bound to (dev, ino) and, unless any_name, was attached by
  * us (its lo_file_name a volume id), 0 if not (or unbound), -1 on error. A
@@ -232,30 +255,16 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 static int bound_to(int nr, dev_t dev, ino_t ino, bool any_name, struct mh_loop *out)
 {
 	struct mh_loop l;
-	loop_name(&l, nr);
-	int fd = open_loop(nr, LOOP_LOOK);
-	if (fd < 0)
-		return (errno == ENOENT || errno == ENXIO) ? 0 : -1;
-	struct loop_info64 info;
-	struct stat st;
-	int rc = 0;
-	if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0) {
-		char name[sizeof(info.lo_file_name) + 1];
-		snprintf(name, sizeof(name), "%.*s", (int)sizeof(info.lo_file_name),
-		         (const char *)info.lo_file_name);
-		/* Ours only: named by a volume id when attached (mh_loop_attach); not root's. */
-		if (info.lo_device == (uint64_t)dev && info.lo_inode == (uint64_t)ino &&
-		    (any_name || pol_volume_id_valid(name)) && fstat(fd, &st) == 0) {
-			l.rdev = st.st_rdev;
-			l.lo_flags = info.lo_flags;
-			*out = l;
-			rc = 1;
-		}
-	} else if (errno != ENXIO) {
-		rc = -1; /* ENXIO: not bound */
-	}
-	close(fd);
-	return rc;
+	dev_t d;
+	ino_t i;
+	char name[MH_ID_MAX + 1];
+	if (mh_loop_status(nr, &l, &d, &i, name, sizeof(name)) < 0)
+		return (errno == ENOENT || errno == ENXIO) ? 0 : -1; /* ENXIO: not bound */
+	/* Ours only: named by a volume id when attached (mh_loop_attach); not root's. */
+	if (d != dev || i != ino || !(any_name || pol_volume_id_valid(name)))
+		return 0;
+	*out = l;
+	return 1;
 }
 
 int mh_loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out)
@@ -267,27 +276,6 @@ int mh_loop_holds(int nr, dev_t dev, ino_t ino)
 {
 	struct mh_loop l;
 	return bound_to(nr, dev, ino, true, &l);
-}
-
-int mh_loop_status(int nr, struct mh_loop *out, dev_t *dev, ino_t *ino, char *name, size_t len)
-{
-	struct loop_info64 info;
-	struct stat st;
-	loop_name(out, nr);
-	int fd = open_loop(nr, LOOP_LOOK), ret = -1;
-	if (fd < 0)
-		return -1;
-	if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && fstat(fd, &st) == 0) {
-		out->rdev = st.st_rdev;
-		out->lo_flags = info.lo_flags;
-		*dev = (dev_t)info.lo_device;
-		*ino = (ino_t)info.lo_inode;
-		snprintf(name, len, "%.*s", (int)sizeof(info.lo_file_name),
-		         (const char *)info.lo_file_name);
-		ret = 0;
-	}
-	close(fd);
-	return ret;
 }
 
 int mh_loop_find(dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r)
@@ -347,15 +335,17 @@ int mh_loop_scan(dev_t dev, ino_t ino, bool any_name, struct mh_loop *out, size_
 	return f.found;
 }
 
-int mh_loop_find_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r)
+/* The devices bound to (dev, ino), by its record or, without one, a scan: their count, or -1. */
+static int find(dev_t dev, ino_t ino, bool any_name, struct mh_loop *out, size_t max,
+                struct mh_res *r)
 {
 	int nr[MH_LOOP_RECORD_MAX], found = 0;
 	int n = mh_loop_record_read(dev, ino, nr);
 
 	if (n < 0)
-		return mh_loop_scan(dev, ino, false, out, max, r);
+		return mh_loop_scan(dev, ino, any_name, out, max, r);
 	for (int i = 0; i < n && (size_t)found < max; i++) {
-		int m = mh_loop_matches(nr[i], dev, ino, &out[found]);
+		int m = bound_to(nr[i], dev, ino, any_name, &out[found]);
 		if (m < 0)
 			return mh_fail(r, MH_E_FAILED, errno, "cannot query loop%d: %s", nr[i],
 			               strerror(errno));
@@ -364,23 +354,15 @@ int mh_loop_find_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, stru
 	return found;
 }
 
+int mh_loop_find_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r)
+{
+	return find(dev, ino, false, out, max, r);
+}
+
 int mh_loop_count_held(dev_t dev, ino_t ino, struct mh_res *r)
 {
-	int nr[MH_LOOP_RECORD_MAX], held = 0;
-	int n = mh_loop_record_read(dev, ino, nr);
-
-	if (n < 0) {
-		struct mh_loop found[MH_LOOP_RECORD_MAX];
-		return mh_loop_scan(dev, ino, true, found, MH_LOOP_RECORD_MAX, r);
-	}
-	for (int i = 0; i < n; i++) {
-		int m = mh_loop_holds(nr[i], dev, ino);
-		if (m < 0)
-			return mh_fail(r, MH_E_FAILED, errno, "cannot query loop%d: %s", nr[i],
-			               strerror(errno));
-		held += m;
-	}
-	return held;
+	struct mh_loop found[MH_LOOP_RECORD_MAX];
+	return find(dev, ino, true, found, MH_LOOP_RECORD_MAX, r);
 }
 
 int mh_loop_list(dev_t dev, ino_t ino, struct mh_loop **out, struct mh_res *r)

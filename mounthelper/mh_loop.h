@@ -110,7 +110,8 @@ int mh_loop_node(const struct mh_loop *l, struct mh_res *r);
 
 /*
  * What backs loopN: its backing file's identity and the name the helper gave
- * it at attach time (lo_file_name: the volume id). 0, or -1 (unbound, gone).
+ * it at attach time (lo_file_name: the volume id). 0, or -1 with errno:
+ * ENXIO unbound, ENOENT no such device, another if it could not be asked.
  */
 int mh_loop_status(int nr, struct mh_loop *out, dev_t *dev, ino_t *ino, char *name, size_t len);
 

@@ -130,17 +130,29 @@ static int sm_ask(uint64_t uid, uint64_t want, struct sm_head *buf, size_t len)
 	return (buf->mask & want) == want && buf->size <= len ? 1 : -1;
 }
 
-/* Fill out from statmount of the mount with unique id uid; -1 if the kernel cannot. */
-static int by_statmount(uint64_t uid, struct mh_mnt *out)
+/*
+ * statmount of the mount with unique id uid, asking SM_WANT: its answer (kept
+ * until the next call), or NULL with *rc 0 if the mount is gone, -1 if the
+ * kernel cannot answer it all.
+ */
+static const struct sm_head *sm_mount(uint64_t uid, int *rc)
 {
 	static union {
 		struct sm_head h;
 		char bytes[sizeof(struct sm_head) + 3 * ((size_t)MH_PATH_MAX + 1)];
 	} buf;
+	*rc = sm_ask(uid, SM_WANT, &buf.h, sizeof(buf.bytes));
+	return *rc == 1 ? &buf.h : NULL;
+}
+
+/* Fill out from statmount of the mount with unique id uid; -1 if the kernel cannot. */
+static int by_statmount(uint64_t uid, struct mh_mnt *out)
+{
 	const uint64_t attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
 	                       MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOATIME | MOUNT_ATTR_NODIRATIME;
-	const struct sm_head *h = &buf.h;
-	if (sm_ask(uid, SM_WANT, &buf.h, sizeof(buf.bytes)) != 1)
+	int rc;
+	const struct sm_head *h = sm_mount(uid, &rc);
+	if (!h)
 		return -1;
 	out->id = (int)h->mnt_id_old;
 	out->dev = makedev(h->sb_dev_major, h->sb_dev_minor);
@@ -406,13 +418,9 @@ static void row_names(struct mh_mount_row *m, const char *source, const char *ro
 /* statmount of the mount with unique id uid into m: 1, 0 if it is gone, -1 if it cannot. */
 static int learn(uint64_t uid, struct mh_mount_row *m)
 {
-	static union {
-		struct sm_head h;
-		char bytes[sizeof(struct sm_head) + 3 * ((size_t)MH_PATH_MAX + 1)];
-	} buf;
-	const struct sm_head *h = &buf.h;
-	int rc = sm_ask(uid, SM_WANT, &buf.h, sizeof(buf.bytes));
-	if (rc != 1)
+	int rc;
+	const struct sm_head *h = sm_mount(uid, &rc);
+	if (!h)
 		return rc;
 	*m = (struct mh_mount_row){.uid = uid,
 	                           .id = (int)h->mnt_id_old,
