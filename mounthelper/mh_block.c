@@ -181,7 +181,7 @@ int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, unsigne
 	struct mh_mnt m;
 	struct mh_loop l = {0};
 	struct mh_at at = {.dir = -1}, sub = {.dir = -1};
-	int img = -1, dir = -1, lfd = -1, ret = -1;
+	int img = -1, lfd = -1, ret = -1;
 	bool made_dir = false, made_dev = false, attached = false, exists, ro = q->readonly;
 
 	if (q->mount_flags[0] || q->mkfs_options[0] || (q->flags & MH_F_MOUNT_GROUP))
@@ -189,12 +189,8 @@ int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, unsigne
 		               "raw block volumes take no mount options, mkfs options or group");
 	if (q->fs_type[0] && !pol_fs_allowed(c->pol, q->fs_type))
 		return mh_fail(r, MH_E_REFUSED, EPERM, "filesystem type not allowed by policy");
-	if ((img = mh_image_open(c, q->volume_id, ro, r)) < 0)
+	if ((img = mh_image_open(c, q->volume_id, ro, &v.st, r)) < 0)
 		return -1;
-	if (fstat(img, &v.st) < 0) {
-		mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
-		goto out;
-	}
 	if (mh_at_open(c, q->staging_path, role, &at, r) < 0)
 		goto out;
 	if (q->flags & MH_F_CREATE_DIR) {
@@ -244,7 +240,6 @@ out:
 		mh_at_remove_ours(&at, q->volume_id, &(struct mh_res){0});
 	mh_at_close(&sub);
 	mh_at_close(&at);
-	mh_closep(&dir);
 	mh_closep(&img);
 	return ret;
 }
@@ -330,7 +325,7 @@ int mh_block_publish(const struct mh_ctx *c, const struct mh_req_publish *q, con
 	rl = sl;
 	if (ro && !(sl.lo_flags & LO_FLAGS_READ_ONLY)) {
 		/* A read-only bind would not stop writes: a read-only loop device does. */
-		if ((img = mh_image_open(c, q->volume_id, true, r)) < 0 ||
+		if ((img = mh_image_open(c, q->volume_id, true, NULL, r)) < 0 ||
 		    (lfd = mh_loop_attach(img, q->volume_id, true, false, &rl, r)) < 0)
 			goto out;
 		attached = true;

@@ -128,12 +128,11 @@ int mh_check_snapshot_id(const char *id, struct mh_res *r)
 
 int mh_vol_image(const struct mh_ctx *c, const char *id, struct mh_vol *v, struct mh_res *r)
 {
-	int fd = mh_image_open(c, id, true, r);
+	int fd = mh_image_open(c, id, true, &v->st, r);
 	if (fd < 0)
 		return -1;
-	int rc = fstat(fd, &v->st);
 	close(fd);
-	return rc < 0 ? mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno)) : 0;
+	return 0;
 }
 
 int mh_vol_lookup(const struct mh_ctx *c, const char *id, struct mh_vol *v, struct mh_res *r)

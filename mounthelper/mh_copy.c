@@ -329,14 +329,14 @@ int mh_answer_snapshot(const struct mh_ctx *c, const struct mh_msg *req, struct 
 		a->note = "snapshot exists";
 		return ex < 0 ? -1 : 0;
 	}
-	int src = mh_image_open(c, q->volume_id, true, r);
+	struct stat st;
+	int src = mh_image_open(c, q->volume_id, true, &st, r);
 	if (src < 0)
 		return -1;
-	struct stat st;
 	bool reflinked = false;
 	int ret = -1;
-	if (fstat(src, &st) == 0 && copy_to(c, src, q->volume_id, st.st_size, q->volume_id,
-	                                    c->snaps_fd, name, &reflinked, r) == 0) {
+	if (copy_to(c, src, q->volume_id, st.st_size, q->volume_id, c->snaps_fd, name, &reflinked,
+	            r) == 0) {
 		out->size_bytes = (uint64_t)st.st_size;
 		out->reflinked = reflinked;
 		a->note = reflinked ? "reflinked" : "sparse copy";
@@ -415,10 +415,8 @@ static int group_open(const struct mh_ctx *c, const struct mh_req_group *q, stru
 		struct stat st;
 		char name[MH_ID_MAX + 16];
 		snprintf(name, sizeof(name), "%s.img", q->snapshot_id[i]);
-		if ((m[i].src = mh_image_open(c, q->volume_id[i], true, r)) < 0)
+		if ((m[i].src = mh_image_open(c, q->volume_id[i], true, &st, r)) < 0)
 			return -1;
-		if (fstat(m[i].src, &st) < 0)
-			return io_fail(r, errno, "stat image");
 		m[i].size = st.st_size;
 		if (copy_open(c, m[i].src, c->snaps_fd, name, &m[i].cp, r) < 0)
 			return -1;
@@ -589,7 +587,7 @@ int mh_answer_clone(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 			return errno == ENOENT
 			           ? mh_fail(r, MH_E_NOTFOUND, ENOENT, "snapshot does not exist")
 			           : io_fail(r, errno, "open snapshot");
-	} else if ((src = mh_image_open(c, q->source_id, true, r)) < 0) {
+	} else if ((src = mh_image_open(c, q->source_id, true, NULL, r)) < 0) {
 		return -1;
 	}
 	struct stat st;

@@ -41,10 +41,11 @@ int mh_image_fail(struct mh_res *r, int err, const char *step)
 	return mh_fail(r, k, err, "%s: %s", step, strerror(err));
 }
 
-int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct mh_res *r)
+int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct stat *st,
+                  struct mh_res *r)
 {
 	char name[NAME_LEN];
-	struct stat st;
+	struct stat s;
 	mh_image_name(id, name, sizeof(name));
 	int fd = openat(c->images_fd, name,
 	                (readonly ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -55,15 +56,15 @@ int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct 
 			return mh_fail(r, MH_E_REFUSED, ELOOP, "volume image is a symlink");
 		return mh_image_fail(r, errno, "open image");
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &s) < 0 || !S_ISREG(s.st_mode)) {
 		close(fd);
 		return mh_fail(r, MH_E_FAILED, EINVAL, "image is not a regular file");
 	}
-	if (st.st_uid != c->owner) {
+	if (s.st_uid != c->owner) {
 		close(fd);
 		return mh_fail(r, MH_E_REFUSED, EPERM, "image is not owned by the images' owner");
 	}
-	if (st.st_nlink != 1) { /* another name is another volume id for the same device */
+	if (s.st_nlink != 1) { /* another name is another volume id for the same device */
 		close(fd);
 		return mh_fail(r, MH_E_REFUSED, EMLINK, "image has another name (a hard link)");
 	}
@@ -72,6 +73,8 @@ int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct 
 		close(fd);
 		return mh_image_fail(r, errno, "open image");
 	}
+	if (st)
+		*st = s; /* only the image the caller gets */
 	return fd;
 }
 

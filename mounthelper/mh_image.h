@@ -28,9 +28,12 @@ int mh_image_fail(struct mh_res *r, int err, const char *step);
 
 /*
  * Open <id>.img (read-only or read-write) for attaching: a regular file, never
- * a symlink. Returns the fd (caller closes) or -1 with r (NOTFOUND if missing).
+ * a symlink. Returns the fd (caller closes), with *st what it is (st may be
+ * NULL), or -1 with r (NOTFOUND if missing).
  */
-int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct mh_res *r);
+struct stat;
+int mh_image_open(const struct mh_ctx *c, const char *id, bool readonly, struct stat *st,
+                  struct mh_res *r);
 
 /*
  * Raw exposure, recorded on the image itself: trusted.sepcsi.raw, which only

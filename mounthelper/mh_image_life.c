@@ -271,13 +271,9 @@ int mh_answer_resize(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 	uint64_t size = q->size_bytes;
 	if (size >= pol_min_volume_bytes(c->pol) && mh_space_size_ok(c, size, &size, r) < 0)
 		return -1;
-	int fd = mh_image_open(c, q->volume_id, false, r);
+	int fd = mh_image_open(c, q->volume_id, false, &st, r);
 	if (fd < 0)
 		return -1;
-	if (fstat(fd, &st) < 0) {
-		mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
-		goto out;
-	}
 	if (size < (uint64_t)st.st_size) {
 		mh_fail(r, MH_E_REFUSED, EINVAL, "image is %lld bytes; it is never shrunk",
 		        (long long)st.st_size);

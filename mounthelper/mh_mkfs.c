@@ -313,12 +313,10 @@ static int stage_by_core(const struct mh_ctx *c, const struct mh_msg *req, struc
 	look.type = MH_REQ_STAGE_CHECK;
 	if (checked < 0 || mh_core_ask(&look, &seen, r) < 0)
 		return -1;
-	int img = mh_image_open(c, q->volume_id, mk->ro, r);
+	int img = mh_image_open(c, q->volume_id, mk->ro, &st, r);
 	if (img < 0)
 		return -1;
-	int found = fstat(img, &st) < 0
-	                ? mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno))
-	                : mh_core_attached(q->volume_id, r);
+	int found = mh_core_attached(q->volume_id, r);
 	mk->image_bytes = found < 0 ? 0 : (uint64_t)st.st_size;
 	/* Attached: staged already (the core answers so), or busy; never formatted under it. */
 	if (found == 0 && !mh_image_taken_raw(img)) {

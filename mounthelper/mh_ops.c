@@ -153,12 +153,8 @@ int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	}
 	bool ro = (o.sb & POL_SB_RO) != 0;
 
-	if ((img = mh_image_open(c, q->volume_id, ro, r)) < 0)
+	if ((img = mh_image_open(c, q->volume_id, ro, &v.st, r)) < 0)
 		goto out;
-	if (fstat(img, &v.st) < 0) {
-		mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
-		goto out;
-	}
 	/* Safety: no file system whose bytes a pod could write raw is ever mounted (mh_image.h). */
 	if (mh_image_raw(img)) {
 		mh_fail(r, MH_E_PRECONDITION, EPERM,

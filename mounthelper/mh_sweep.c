@@ -29,7 +29,7 @@ struct sweep {
 static void mark_raw(const struct mh_ctx *c, const char *vid)
 {
 	struct mh_res r = {0};
-	int img = mh_image_open(c, vid, true, &r);
+	int img = mh_image_open(c, vid, true, NULL, &r);
 	if (img >= 0 && mh_image_mark_raw(img, false, &r) < 0)
 		log_kv(LOG_LVL_WARN, "mark_raw_failed", "volume_id", vid, "reason", r.reason, NULL);
 	mh_closep(&img);

@@ -55,12 +55,10 @@ static int answer_refresh(const struct mh_ctx *c, const struct mh_msg *req, stru
                           struct mh_audit *a, struct mh_res *r)
 {
 	struct stat st;
-	int img = mh_image_open(c, req->u.del.volume_id, true, r), n = -1;
+	int img = mh_image_open(c, req->u.del.volume_id, true, &st, r), n = -1;
 	if (img < 0)
 		return -1;
-	if (fstat(img, &st) < 0)
-		mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
-	else if ((n = mh_resize_refresh_loops(&st, r)) > 0) /* the core's own devices only */
+	if ((n = mh_resize_refresh_loops(&st, r)) > 0) /* the core's own devices only */
 		a->note = "loop devices refreshed";
 	ans->u.size_ans.size_bytes = (uint64_t)st.st_size & ~511ULL; /* what a device holds */
 	close(img);
