@@ -28,9 +28,9 @@ struct mh_vol {
 	bool dir;
 };
 
-/* Look the volume up; 0, or -1 with r (NOTFOUND if there is no image). */
 /* Only the image's identity (v->st), no look at the loop devices: what mh_vol_lookup does first. */
 int mh_vol_image(const struct mh_ctx *c, const char *id, struct mh_vol *v, struct mh_res *r);
+/* Look the volume up; 0, or -1 with r (NOTFOUND if there is no image). */
 int mh_vol_lookup(const struct mh_ctx *c, const char *id, struct mh_vol *v, struct mh_res *r);
 
 /*
