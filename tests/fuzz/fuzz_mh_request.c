@@ -64,7 +64,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static bool is_dir(uint16_t type)
 {
-	return type >= MH_REQ_DIR_CREATE && type <= MH_REQ_DIR_DELETE_SNAPSHOT;
+	return (type >= MH_REQ_DIR_CREATE && type <= MH_REQ_DIR_DELETE_SNAPSHOT) ||
+	       type == MH_REQ_DIR_NODE;
 }
 
 static bool is_hex_lower(char c)
@@ -303,11 +304,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0; /* the helper ends here (fuzz_mh_msg covers the codec) */
 
 	bool is_request =
-	    req.type % 2 == 1 && (req.type <= MH_REQ_DIR_DELETE_SNAPSHOT ||
-	                          req.type == MH_REQ_GROUP_SNAPSHOT || req.type == MH_REQ_BLOCKS);
+	    req.type % 2 == 1 &&
+	    (req.type <= MH_REQ_DIR_DELETE_SNAPSHOT || req.type == MH_REQ_GROUP_SNAPSHOT ||
+	     req.type == MH_REQ_BLOCKS || req.type == MH_REQ_DIR_NODE);
 	bool read_only = req.type == MH_REQ_PING || req.type == MH_REQ_CAPACITY ||
 	                 req.type == MH_REQ_STATS || req.type == MH_REQ_LIST ||
-	                 req.type == MH_REQ_DIR_STATS || req.type == MH_REQ_DIR_CAPACITY;
+	                 req.type == MH_REQ_DIR_STATS || req.type == MH_REQ_DIR_CAPACITY ||
+	                 req.type == MH_REQ_DIR_NODE;
 	FUZZ_CHECK(mh_ops_known(req.type) == is_request);
 	const struct mh_op_row *row = mh_ops_row(req.type);
 	FUZZ_CHECK((row && row->read_only) == read_only);

@@ -7,6 +7,11 @@ corpus can be read and regenerated rather than kept as opaque blobs:
 
     /usr/bin/python3 tests/fuzz/make_seeds.py
 
+The protocol's version and type numbers are read from proto/mh_proto.h and
+proto/mh_proto_all.h, so a new version cannot leave the seeds behind
+undecodable; with --check (the CTest test fuzz_seeds) it writes nothing and
+fails if a seed it makes without outside tools differs from the checked-in one.
+
 It rewrites the seeds it knows and leaves every other file alone: inputs that
 once crashed a harness are kept beside the seeds under names starting with
 "bug-". The CSI seeds are protobuf messages made with the Python module that
@@ -14,6 +19,7 @@ tests/e2e/csi_client.py generates from proto/csi.proto.
 """
 
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -29,31 +35,47 @@ STAGING = b"/var/lib/kubelet/plugins/kubernetes.io/csi/local.sepcsi.io/abc/globa
 TARGET = b"/var/lib/kubelet/pods/1234/volumes/kubernetes.io~csi/pvc-1/mount"
 
 
+# With --check: the seeds that differ from what is checked in, instead of writing.
+stale = None
+
+
 def write(harness, name, data):
     d = os.path.join(CORPUS, harness)
-    os.makedirs(d, exist_ok=True)
     if isinstance(data, str):
         data = data.encode()
-    with open(os.path.join(d, name), "wb") as f:
+    path = os.path.join(d, name)
+    if stale is not None:
+        try:
+            with open(path, "rb") as f:
+                same = f.read() == data
+        except FileNotFoundError:
+            same = False
+        if not same:
+            stale.append(os.path.join(harness, name))
+        return
+    os.makedirs(d, exist_ok=True)
+    with open(path, "wb") as f:
         f.write(data)
 
 
 # ---- the helper protocol (proto/mh_proto.h) ----
 
-MH_VERSION = 8
-T = dict(
-    REQ_PING=1, ANS_PING=2, REQ_CREATE=3, ANS_CREATE=4, REQ_DELETE=5, ANS_DELETE=6,
-    REQ_STAGE=7, ANS_STAGE=8, REQ_UNSTAGE=9, ANS_UNSTAGE=10, REQ_PUBLISH=11, ANS_PUBLISH=12,
-    REQ_UNPUBLISH=13, ANS_UNPUBLISH=14, REQ_RESIZE=15, ANS_RESIZE=16, REQ_SNAPSHOT=17,
-    ANS_SNAPSHOT=18, REQ_DELETE_SNAPSHOT=19, ANS_DELETE_SNAPSHOT=20, REQ_CLONE=21, ANS_CLONE=22,
-    REQ_CAPACITY=23, ANS_CAPACITY=24, REQ_EXPAND=25, ANS_EXPAND=26, REQ_STATS=27, ANS_STATS=28,
-    REQ_LIST=29, ANS_LIST=30, REQ_DIR_CREATE=31, ANS_DIR_CREATE=32, REQ_DIR_DELETE=33,
-    ANS_DIR_DELETE=34, REQ_DIR_EXPAND=35, ANS_DIR_EXPAND=36, REQ_DIR_PUBLISH=37,
-    ANS_DIR_PUBLISH=38, REQ_DIR_UNPUBLISH=39, ANS_DIR_UNPUBLISH=40, REQ_DIR_STATS=41,
-    ANS_DIR_STATS=42, REQ_DIR_CAPACITY=43, ANS_DIR_CAPACITY=44, REQ_DIR_SNAPSHOT=45,
-    ANS_DIR_SNAPSHOT=46, REQ_DIR_DELETE_SNAPSHOT=47, ANS_DIR_DELETE_SNAPSHOT=48,
-    REQ_FREEZE=51, ANS_FREEZE=52, REQ_THAW=53, ANS_THAW=54, REQ_GROUP_SNAPSHOT=63,
-    ANS_GROUP_SNAPSHOT=64, REQ_BLOCKS=65, ANS_BLOCKS=66, ANS_ERROR=100)
+PROTO = os.path.join(os.path.dirname(os.path.dirname(HERE)), "proto")
+
+
+def _protocol():
+    """The version and every message type, read from the headers that define them."""
+    text = ""
+    for name in ("mh_proto.h", "mh_proto_all.h"):
+        with open(os.path.join(PROTO, name)) as f:
+            text += f.read()
+    version = int(re.search(r"#define MH_PROTO_VERSION (\d+)", text).group(1))
+    types = {m.group(1): int(m.group(2))
+             for m in re.finditer(r"\bMH_((?:REQ|ANS)_\w+)\s*=\s*(\d+)", text)}
+    return version, types
+
+
+MH_VERSION, T = _protocol()
 
 
 def s(b):
@@ -105,6 +127,8 @@ def requests():
         "dir-capacity": dirq("REQ_DIR_CAPACITY", vol=b"", name=b""),
         "dir-snapshot": dirq("REQ_DIR_SNAPSHOT", snap=SNAP),
         "dir-delete-snapshot": dirq("REQ_DIR_DELETE_SNAPSHOT", vol=b"", name=b"", snap=SNAP),
+        "dir-node": dirq("REQ_DIR_NODE", vol=b"", name=b"node-1"),
+        "hostile-dir-node-climb": dirq("REQ_DIR_NODE", vol=b"", name=b"../../../etc"),
         "hostile-dir-climb": dirq("REQ_DIR_CREATE", name=b"../../etc", size=1 << 30),
         "hostile-dir-own-area": dirq("REQ_DIR_DELETE", name=b".sepcsi-snapshots"),
         "hostile-dir-base": dirq("REQ_DIR_DELETE", base=b"/etc", name=b"passwd"),
@@ -158,7 +182,7 @@ def answers():
         "ans-snapshot": msg("ANS_SNAPSHOT", u64(1 << 30) + u8(1)),
         "ans-clone": msg("ANS_CLONE", u64(1 << 30) + u8(0)),
         "ans-capacity": msg("ANS_CAPACITY", u64(50 << 30) + u64(100 << 30) + u64(16 << 40) + u8(1)
-                            + u8(0)),
+                            + u8(0) + u8(1) + u8(0)),
         "ans-dir-create": msg("ANS_DIR_CREATE", u64(1 << 30) + u8(1) + u8(0)),
         "ans-expand": msg("ANS_EXPAND", u64(2 << 30)),
         "ans-stats": msg("ANS_STATS", u64(1) + u64(2) + u64(3) + u64(4) + u64(5) + u64(6) + u8(1)
@@ -183,7 +207,7 @@ def mh_msg_seeds():
         "edge-nul-in-string": msg("REQ_DELETE", s(b"sv-\x00")),
         "edge-string-too-long": msg("REQ_DELETE", s(b"a" * 65)),
         "edge-bad-bool": stage(ro=2),
-        "edge-bad-flags": stage(f=0x10),
+        "edge-bad-flags": stage(f=0x20),
         "edge-bad-clone-source": msg("REQ_CLONE", s(VOL2) + u8(3) + s(SNAP) + u64(1)),
         "edge-error-kind-ok": msg("ANS_ERROR", u32(0) + u32(0) + s(b"")),
         "edge-error-kind-unavailable": msg("ANS_ERROR", u32(8) + u32(0) + s(b"")),
@@ -586,7 +610,41 @@ def csi_seeds():
     write("csi", "undecodable", bytes([METHODS.index("CreateVolume"), 0]) + b"\x0a\xff")
 
 
+def undecodable_requests():
+    """The request harness returns at once on what does not decode: its every input must."""
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
+    import mh_wire  # the codec's twin in Python, at the same version
+
+    bad = []
+    d = os.path.join(CORPUS, "mh_request")
+    for name in sorted(os.listdir(d)):
+        with open(os.path.join(d, name), "rb") as f:
+            data = f.read()
+        try:
+            mh_wire.decode(data)
+        except Exception as e:  # noqa: BLE001 (any failure to decode is the finding)
+            bad.append("mh_request/" + name)
+            print("make_seeds: corpus/mh_request/%s does not decode: %s" % (name, e))
+    return bad
+
+
 def main():
+    global stale
+    if sys.argv[1:] == ["--check"]:
+        # What CTest runs: the seeds made from the project's own headers and
+        # texts alone (not the CSI ones, which need the generated module, nor
+        # the superblock, which needs mkfs) are those checked in.
+        stale = []
+        for seeds in (mh_msg_seeds, mh_request_seeds, mh_client_seeds, supctl_seeds,
+                      policy_seeds, mount_opts_seeds, mkfs_opts_seeds, dirname_seeds,
+                      audit_line_seeds):
+            seeds()
+        for name in stale:
+            print("make_seeds: corpus/%s is not what make_seeds.py writes" % name)
+        stale += undecodable_requests()
+        if stale:
+            print("make_seeds: run /usr/bin/python3 tests/fuzz/make_seeds.py", file=sys.stderr)
+        sys.exit(1 if stale else 0)
     mh_msg_seeds()
     mh_request_seeds()
     mh_client_seeds()
