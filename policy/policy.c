@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/mount.h>
 
-#include "mh_proto.h"
+#include "mh_limits.h"
 #include "pol_int.h"
 
 /*

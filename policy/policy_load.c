@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mh_proto.h"
+#include "mh_limits.h"
 #include "pol_caps.h"
 #include "pol_int.h"
 #include "pol_seccomp.h"

@@ -19,10 +19,29 @@
  *   F_FLAGS  one byte, no bit outside hi (MH_F_ALL): an unknown bit is a violation
  *   F_U32    four bytes, a value in [lo, hi]
  *   F_U64    eight bytes, any value
- *   F_RANGES a u32 count, at most hi, and that many pairs of u64 (struct mh_ranges)
+ *   F_RANGES a u32 count, at most hi, and that many pairs of u64 (struct mh_ranges,
+ *            mh_proto_all.h): read and written by the set's own functions
  * A value out of its range fails the encode as it fails the decode.
  */
 enum field_kind { F_END, F_STR, F_U8, F_FLAGS, F_U32, F_U64, F_RANGES };
+
+/* Writer: out[0..cap), off bytes used. After a failed put the buffer is abandoned. */
+struct wbuf {
+	uint8_t *p;
+	size_t cap;
+	size_t off;
+};
+
+/* Reader: in[0..len), off bytes consumed. */
+struct rbuf {
+	const uint8_t *p;
+	size_t len;
+	size_t off;
+};
+
+/* An n-byte big-endian integer (mh_msg.c); -1 past the buffer's end. */
+int codec_put_be(struct wbuf *w, uint64_t v, size_t n);
+int codec_get_be(struct rbuf *r, uint64_t *v, size_t n);
 
 struct field {
 	enum field_kind kind;
@@ -58,12 +77,16 @@ struct codec {
 
 /*
  * A set of message types, by type (a type without a name is not in it), and
- * the set it extends, if any: mh_codecs_all extends mh_codecs_core.
+ * the set it extends, if any: mh_codecs_all extends mh_codecs_core. The
+ * functions of the set a message is coded in read and write its ranges.
  */
 struct mh_codecs {
 	const struct codec *v;
 	size_t n;
 	const struct mh_codecs *base;
+	/* F_RANGES at p, count within hi; NULL in a set whose types hold none. */
+	int (*put_ranges)(struct wbuf *w, const void *p, uint32_t hi);
+	int (*get_ranges)(struct rbuf *r, void *p, uint32_t hi);
 };
 
 /* The codec of type in set t or the sets it extends; NULL if none knows it (mh_msg.c). */

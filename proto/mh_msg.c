@@ -22,20 +22,6 @@
 
 #include "mh_codec.h"
 
-/* Writer: out[0..cap), off bytes used. After a failed put the buffer is abandoned. */
-struct wbuf {
-	uint8_t *p;
-	size_t cap;
-	size_t off;
-};
-
-/* Reader: in[0..len), off bytes consumed. */
-struct rbuf {
-	const uint8_t *p;
-	size_t len;
-	size_t off;
-};
-
 static int put_bytes(struct wbuf *w, const void *src, size_t n)
 {
 	if (n > w->cap - w->off)
@@ -46,7 +32,7 @@ static int put_bytes(struct wbuf *w, const void *src, size_t n)
 	return 0;
 }
 
-static int put_be(struct wbuf *w, uint64_t v, size_t n)
+int codec_put_be(struct wbuf *w, uint64_t v, size_t n)
 {
 	uint8_t b[8];
 
@@ -62,12 +48,12 @@ static int put_str(struct wbuf *w, const char *s, size_t max)
 
 	if (n > max || n > UINT16_MAX)
 		return -1;
-	if (put_be(w, n, 2) < 0)
+	if (codec_put_be(w, n, 2) < 0)
 		return -1;
 	return put_bytes(w, s, n);
 }
 
-static int get_be(struct rbuf *r, uint64_t *v, size_t n)
+int codec_get_be(struct rbuf *r, uint64_t *v, size_t n)
 {
 	*v = 0;
 	if (n > r->len - r->off)
@@ -84,7 +70,7 @@ static int get_str(struct rbuf *r, char *out, size_t max)
 	uint64_t n;
 
 	out[0] = '\0';
-	if (get_be(r, &n, 2) < 0 || n > max || n > r->len - r->off)
+	if (codec_get_be(r, &n, 2) < 0 || n > max || n > r->len - r->off)
 		return -1;
 	if (memchr(r->p + r->off, '\0', n) != NULL)
 		return -1;
@@ -137,39 +123,17 @@ static bool value_ok(const struct field *f, uint64_t v)
 	return f->kind == F_U64 || (v >= f->lo && v <= f->hi);
 }
 
-/* F_RANGES: the count within hi, then each pair. */
-static int put_ranges(struct wbuf *w, const struct mh_ranges *g, uint32_t hi)
-{
-	if (g->n > hi || put_be(w, g->n, 4) < 0)
-		return -1;
-	for (uint32_t i = 0; i < g->n; i++)
-		if (put_be(w, g->v[i][0], 8) < 0 || put_be(w, g->v[i][1], 8) < 0)
-			return -1;
-	return 0;
-}
-
-static int get_ranges(struct rbuf *r, struct mh_ranges *g, uint32_t hi)
-{
-	uint64_t n;
-	if (get_be(r, &n, 4) < 0 || n > hi)
-		return -1;
-	g->n = (uint32_t)n;
-	for (uint32_t i = 0; i < g->n; i++)
-		if (get_be(r, &g->v[i][0], 8) < 0 || get_be(r, &g->v[i][1], 8) < 0)
-			return -1;
-	return 0;
-}
-
-static int put_fields(struct wbuf *w, const struct field *f, const struct mh_msg *m)
+static int put_fields(struct wbuf *w, const struct mh_codecs *t, const struct field *f,
+                      const struct mh_msg *m)
 {
 	for (; f->kind != F_END; f++) {
 		const char *p = (const char *)m + f->off;
 		uint64_t v = 0;
 		uint32_t v32;
 		if (f->kind == F_STR || f->kind == F_RANGES) {
-			if ((f->kind == F_STR
-			         ? put_str(w, p, f->hi)
-			         : put_ranges(w, (const struct mh_ranges *)p, f->hi)) < 0)
+			if ((f->kind == F_STR ? put_str(w, p, f->hi)
+			     : !t->put_ranges ? -1
+			                      : t->put_ranges(w, p, f->hi)) < 0)
 				return -1;
 			continue;
 		}
@@ -181,13 +145,14 @@ static int put_fields(struct wbuf *w, const struct field *f, const struct mh_msg
 		} else {
 			v = *(const uint8_t *)p;
 		}
-		if (!value_ok(f, v) || put_be(w, v, width(f->kind)) < 0)
+		if (!value_ok(f, v) || codec_put_be(w, v, width(f->kind)) < 0)
 			return -1;
 	}
 	return 0;
 }
 
-static int get_fields(struct rbuf *r, const struct field *f, struct mh_msg *m)
+static int get_fields(struct rbuf *r, const struct mh_codecs *t, const struct field *f,
+                      struct mh_msg *m)
 {
 	for (; f->kind != F_END; f++) {
 		char *p = (char *)m + f->off;
@@ -195,11 +160,12 @@ static int get_fields(struct rbuf *r, const struct field *f, struct mh_msg *m)
 		uint32_t v32;
 		if (f->kind == F_STR || f->kind == F_RANGES) {
 			if ((f->kind == F_STR ? get_str(r, p, f->hi)
-			                      : get_ranges(r, (struct mh_ranges *)p, f->hi)) < 0)
+			     : !t->get_ranges ? -1
+			                      : t->get_ranges(r, p, f->hi)) < 0)
 				return -1;
 			continue;
 		}
-		if (get_be(r, &v, width(f->kind)) < 0 || !value_ok(f, v))
+		if (codec_get_be(r, &v, width(f->kind)) < 0 || !value_ok(f, v))
 			return -1;
 		v32 = (uint32_t)v;
 		if (f->kind == F_U64)
@@ -245,7 +211,7 @@ static const struct codec core_codecs[] = {
 };
 
 const struct mh_codecs mh_codecs_core = {core_codecs, sizeof(core_codecs) / sizeof(core_codecs[0]),
-                                         NULL};
+                                         NULL, NULL, NULL};
 
 const struct codec *mh_codec_of(const struct mh_codecs *t, uint16_t type)
 {
@@ -266,13 +232,13 @@ int mh_msg_encode_in(const struct mh_codecs *t, const struct mh_msg *m, uint8_t 
 	if (c == NULL)
 		return -1;
 	/* The length field is written as 0 and patched once the payload is known. */
-	if (put_be(&w, MH_PROTO_VERSION, 2) < 0 || put_be(&w, m->type, 2) < 0 ||
-	    put_be(&w, m->id, 4) < 0 || put_be(&w, 0, 4) < 0)
+	if (codec_put_be(&w, MH_PROTO_VERSION, 2) < 0 || codec_put_be(&w, m->type, 2) < 0 ||
+	    codec_put_be(&w, m->id, 4) < 0 || codec_put_be(&w, 0, 4) < 0)
 		return -1;
-	if (c->fields != NULL && put_fields(&w, c->fields, m) != 0)
+	if (c->fields != NULL && put_fields(&w, t, c->fields, m) != 0)
 		return -1;
 	struct wbuf lenw = {out + 8, 4, 0};
-	if (put_be(&lenw, w.off - MH_HDR_LEN, 4) < 0)
+	if (codec_put_be(&lenw, w.off - MH_HDR_LEN, 4) < 0)
 		return -1;
 	*len = w.off;
 	return 0;
@@ -287,8 +253,8 @@ int mh_msg_decode_in(const struct mh_codecs *t, const uint8_t *in, size_t len, s
 	memset(m, 0, sizeof(*m));
 	if (len < MH_HDR_LEN || len > MH_MSG_MAX)
 		goto fail;
-	if (get_be(&r, &version, 2) < 0 || get_be(&r, &type, 2) < 0 || get_be(&r, &id, 4) < 0 ||
-	    get_be(&r, &plen, 4) < 0)
+	if (codec_get_be(&r, &version, 2) < 0 || codec_get_be(&r, &type, 2) < 0 ||
+	    codec_get_be(&r, &id, 4) < 0 || codec_get_be(&r, &plen, 4) < 0)
 		goto fail;
 	if (version != MH_PROTO_VERSION || plen != len - MH_HDR_LEN)
 		goto fail;
@@ -296,7 +262,7 @@ int mh_msg_decode_in(const struct mh_codecs *t, const uint8_t *in, size_t len, s
 		goto fail;
 	m->type = (uint16_t)type;
 	m->id = (uint32_t)id;
-	if (c->fields != NULL && get_fields(&r, c->fields, m) != 0)
+	if (c->fields != NULL && get_fields(&r, t, c->fields, m) != 0)
 		goto fail;
 	if (r.off != r.len)
 		goto fail; /* bytes left over */

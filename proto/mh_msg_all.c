@@ -11,6 +11,31 @@
 
 #define SRC(m, lo) U8(m, (lo), MH_SRC_VOLUME)
 
+/* F_RANGES: the count within hi, then each pair. */
+static int put_ranges(struct wbuf *w, const void *p, uint32_t hi)
+{
+	const struct mh_ranges *g = p;
+	if (g->n > hi || codec_put_be(w, g->n, 4) < 0)
+		return -1;
+	for (uint32_t i = 0; i < g->n; i++)
+		if (codec_put_be(w, g->v[i][0], 8) < 0 || codec_put_be(w, g->v[i][1], 8) < 0)
+			return -1;
+	return 0;
+}
+
+static int get_ranges(struct rbuf *r, void *p, uint32_t hi)
+{
+	struct mh_ranges *g = p;
+	uint64_t n;
+	if (codec_get_be(r, &n, 4) < 0 || n > hi)
+		return -1;
+	g->n = (uint32_t)n;
+	for (uint32_t i = 0; i < g->n; i++)
+		if (codec_get_be(r, &g->v[i][0], 8) < 0 || codec_get_be(r, &g->v[i][1], 8) < 0)
+			return -1;
+	return 0;
+}
+
 static const struct field f_stats[] = {STR(stats.volume_id, MH_ID_MAX),
                                        STR(stats.path, MH_PATH_MAX), FLAGS(stats.flags), END};
 static const struct field f_stats_ans[] = {U64(stats_ans.bytes_total),
@@ -157,11 +182,11 @@ static const struct codec reader_codecs[] = {
     [MH_ANS_ERROR] = {"ANS_ERROR", f_error},
 };
 
-const struct mh_codecs mh_codecs_reader = {reader_codecs,
-                                           sizeof(reader_codecs) / sizeof(reader_codecs[0]), NULL};
+const struct mh_codecs mh_codecs_reader = {
+    reader_codecs, sizeof(reader_codecs) / sizeof(reader_codecs[0]), NULL, NULL, NULL};
 
 const struct mh_codecs mh_codecs_all = {more_codecs, sizeof(more_codecs) / sizeof(more_codecs[0]),
-                                        &mh_codecs_core};
+                                        &mh_codecs_core, put_ranges, get_ranges};
 
 const char *mh_type_name(uint16_t type)
 {

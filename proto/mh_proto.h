@@ -73,11 +73,6 @@ enum mh_err_kind {
 	MH_E_TIMEOUT = 9,      /* client side only: no answer within the call's deadline */
 };
 
-struct mh_req_create {
-	char volume_id[MH_ID_MAX + 1];
-	uint64_t size_bytes;
-};
-
 struct mh_req_delete { /* DELETE, THAW, REFRESH, ATTACHED, FLUSH: the volume id */
 	char volume_id[MH_ID_MAX + 1];
 };
@@ -147,143 +142,11 @@ struct mh_ans_attached {
 	uint32_t devices; /* 1 if a loop device backs images/<id>.img now, else 0 */
 };
 
-struct mh_req_resize {
-	char volume_id[MH_ID_MAX + 1];
-	uint64_t size_bytes; /* new size; smaller than the image is refused */
-};
-
-struct mh_req_snapshot {
-	char snapshot_id[MH_ID_MAX + 1]; /* "ss-" + 32 hex: <data>/snapshots/<id>.img */
-	char volume_id[MH_ID_MAX + 1];
-};
-
-struct mh_req_snapshot_id { /* MH_REQ_DELETE_SNAPSHOT */
-	char snapshot_id[MH_ID_MAX + 1];
-};
-
-struct mh_req_clone {
-	char volume_id[MH_ID_MAX + 1]; /* the new volume */
-	uint8_t source_kind;           /* MH_SRC_SNAPSHOT or MH_SRC_VOLUME */
-	char source_id[MH_ID_MAX + 1];
-	uint64_t size_bytes; /* at least the source's size; the copy is grown to it */
-};
-
-struct mh_ans_copy { /* answer of SNAPSHOT and CLONE */
-	uint64_t size_bytes;
-	uint8_t reflinked; /* 1: FICLONE shared the extents; 0: sparse copy */
-};
-
-#define MH_GROUP_MAX 16 /* volumes in one GROUP_SNAPSHOT */
-
-/*
- * GROUP_SNAPSHOT: member i is volume_id[i], copied to snapshot_id[i]; n
- * members (2 to MH_GROUP_MAX), every slot after them empty. Every member's
- * file system is frozen before the first is copied and thawed after the last.
- */
-struct mh_req_group {
-	uint32_t n;
-	char volume_id[MH_GROUP_MAX][MH_ID_MAX + 1];
-	char snapshot_id[MH_GROUP_MAX][MH_ID_MAX + 1];
-};
-
-struct mh_ans_group { /* each member's snapshot size, in the request's order */
-	uint64_t size_bytes[MH_GROUP_MAX];
-	uint8_t reflinked; /* 1: every copy shared the extents */
-};
-
-#define MH_BLOCKS_MAX 512 /* ranges in one BLOCKS answer */
-
-/*
- * BLOCKS: the ranges of one page, from offset on, read from the snapshot
- * images by the tools runner (never from a volume in use). Ranges are
- * ascending, disjoint, of 4 KiB blocks (the last may end at the image's end);
- * the first ends after offset. The next page starts at next; next ==
- * size_bytes: there is none.
- */
-struct mh_req_blocks {
-	uint32_t what;                   /* MH_BLOCKS_ALLOCATED or MH_BLOCKS_DELTA */
-	char snapshot_id[MH_ID_MAX + 1]; /* the target */
-	char base_id[MH_ID_MAX + 1];     /* DELTA: the base; ALLOCATED: "" */
-	uint64_t offset;                 /* at most the target's size */
-};
-
-struct mh_ranges {
-	uint32_t n;
-	uint64_t v[MH_BLOCKS_MAX][2]; /* byte offset, length */
-};
-
-struct mh_ans_blocks {
-	uint64_t size_bytes; /* the target image's size */
-	uint64_t next;
-	struct mh_ranges ranges;
-};
-
-struct mh_ans_capacity {
-	uint64_t available_bytes;  /* what new volumes may still promise (free, within the ratio) */
-	uint64_t total_bytes;      /* the data directory's file-system size */
-	uint64_t max_volume_bytes; /* the largest size CREATE accepts at all (space aside) */
-	uint8_t reflink;           /* 1 if the data directory's file system supports FICLONE */
-	uint8_t quota;     /* DIR_CAPACITY: 1 if the base enforces project quotas (else advisory) */
-	uint8_t direct_io; /* CAPACITY: 1 if loop devices read the images with direct I/O */
-	uint8_t shared;    /* DIR_CAPACITY: 1 if the base is shared by every node (policy) */
-};
-
-/*
- * Every directory-volume request (MH_REQ_DIR_*). Each type uses the fields
- * its comment names; the others must be empty or 0 (the helper refuses
- * anything else), so one shape serves them all.
- */
-struct mh_req_dir {
-	char volume_id[MH_ID_MAX + 1];   /* all but DIR_CAPACITY, DIR_DELETE_SNAPSHOT, DIR_NODE */
-	char base[MH_PATH_MAX + 1];      /* all: one of the policy's base_dirs, exactly */
-	char name[MH_DIRNAME_MAX + 1];   /* the volume's directory beneath base (not CAPACITY);
-	                                    DIR_NODE: a node id, one component */
-	char path[MH_PATH_MAX + 1];      /* DIR_PUBLISH, DIR_UNPUBLISH, DIR_STATS: the target */
-	char snapshot_id[MH_ID_MAX + 1]; /* DIR_SNAPSHOT, DIR_DELETE_SNAPSHOT */
-	uint8_t source_kind;             /* DIR_CREATE: 0, MH_SRC_SNAPSHOT or MH_SRC_VOLUME */
-	char source_id[MH_ID_MAX + 1];   /* DIR_CREATE with a source */
-	char source_name[MH_DIRNAME_MAX + 1]; /* DIR_CREATE from a volume: its name */
-	uint64_t size_bytes;                  /* DIR_CREATE, DIR_EXPAND: the quota */
-	uint8_t mode;  /* DIR_DELETE: MH_DIR_*; DIR_PUBLISH: readonly (0 or 1) */
-	uint8_t flags; /* DIR_PUBLISH: MH_F_MOUNT_GROUP, MH_F_ONE_NODE */
-	uint32_t gid;  /* with MH_F_MOUNT_GROUP */
-};
-
-struct mh_ans_dir {          /* the answer of DIR_CREATE and DIR_EXPAND */
-	uint64_t size_bytes; /* the quota's hard limit (the size asked when advisory) */
-	uint8_t quota;       /* 1: a project quota enforces it; 0: advisory */
-	uint8_t reflinked;   /* DIR_CREATE from a source: every file was reflinked */
-};
-
 struct mh_req_expand {
 	char volume_id[MH_ID_MAX + 1];
 	char staging_path[MH_PATH_MAX + 1]; /* where it is staged */
 	char fs_type[MH_FSTYPE_MAX + 1];    /* "" with MH_F_BLOCK */
 	uint8_t flags;                      /* MH_F_BLOCK */
-};
-
-struct mh_req_stats {
-	char volume_id[MH_ID_MAX + 1];
-	char path[MH_PATH_MAX + 1]; /* a staging or target path of this volume */
-	uint8_t flags;              /* MH_F_BLOCK */
-};
-
-struct mh_ans_stats {
-	uint64_t bytes_total, bytes_available, bytes_used;
-	uint64_t inodes_total, inodes_free, inodes_used; /* 0 for block volumes */
-	uint8_t abnormal; /* 1: mount gone, loop detached, or file system errors */
-	char message[MH_REASON_MAX + 1];
-};
-
-struct mh_req_list {
-	uint32_t what;             /* MH_LIST_* (mh_proto_all.h) */
-	char after[MH_ID_MAX + 1]; /* the cursor: the last id (a mount id in decimal) of the
-	                              page before, "" for the first page */
-};
-
-struct mh_ans_list {
-	uint8_t more; /* 1: entries after this page remain */
-	char text[MH_LIST_TEXT_MAX + 1];
 };
 
 struct mh_ans_error {
@@ -296,12 +159,23 @@ struct mh_ans_error {
  * One decoded message. Only the union member that matches type is meaningful;
  * PING and CAPACITY requests, PING answers and the empty answers (DELETE,
  * STAGE, UNSTAGE, PUBLISH, UNPUBLISH, DELETE_SNAPSHOT) carry no payload.
+ *
+ * The core's units see the core's payloads alone (they never include
+ * mh_proto_all.h); every other program's see mh_proto_all.h first, whose
+ * MH_MSG_MORE adds the rest (the build makes it so: proto/CMakeLists.txt).
+ * Each program is one or the other throughout, and a message leaves a
+ * process only as the wire format above, never as this struct.
  */
+#ifndef MH_MSG_MORE
+#ifndef MH_PROTO_CORE
+#error "outside sepcsi-core, mh_proto_all.h comes first (its payloads are part of struct mh_msg)"
+#endif
+#define MH_MSG_MORE
+#endif
 struct mh_msg {
 	uint16_t type;
 	uint32_t id;
 	union {
-		struct mh_req_create create;
 		struct mh_req_delete del; /* REQ_DELETE, REQ_THAW, REQ_REFRESH, REQ_ATTACHED */
 		struct mh_ans_attached attached;
 		struct mh_req_freeze freeze;
@@ -310,24 +184,9 @@ struct mh_msg {
 		struct mh_req_publish publish;
 		struct mh_req_unpublish unpublish;
 		struct mh_ans_size size_ans; /* ANS_CREATE, ANS_RESIZE, ANS_EXPAND, ANS_REFRESH */
-		struct mh_req_resize resize;
-		struct mh_req_snapshot snapshot;
-		struct mh_req_snapshot_id del_snapshot;
-		struct mh_req_clone clone;
-		struct mh_ans_copy copy_ans; /* ANS_SNAPSHOT, ANS_CLONE, ANS_DIR_SNAPSHOT */
-		struct mh_req_group group;
-		struct mh_ans_group group_ans;
-		struct mh_req_blocks blocks;
-		struct mh_ans_blocks blocks_ans;
-		struct mh_ans_capacity capacity_ans; /* ANS_CAPACITY, ANS_DIR_CAPACITY */
 		struct mh_req_expand expand;
-		struct mh_req_stats stats;
-		struct mh_ans_stats stats_ans; /* ANS_STATS, ANS_DIR_STATS */
-		struct mh_req_list list;
-		struct mh_ans_list list_ans;
-		struct mh_req_dir dir;     /* every REQ_DIR_* */
-		struct mh_ans_dir dir_ans; /* ANS_DIR_CREATE, ANS_DIR_EXPAND */
 		struct mh_ans_error error;
+		MH_MSG_MORE
 	} u;
 };
 

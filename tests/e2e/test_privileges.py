@@ -260,7 +260,8 @@ def test_the_core_links_no_parser_no_printer_no_other_filter():
     inih, no pol_load), prints no table and holds no worker, runner or image-copy code;
     its confinement comes compiled with its policy, so it links no capability table, no
     seccomp table (its own either) and calls nothing of libseccomp (which a sanitizer
-    build still names as needed); privsize counts it from its own units."""
+    build still names as needed), and decodes no message type but its own; privsize
+    counts it from its own units."""
     from conftest import BIN, BUILD
     libs, syms = linked(os.path.join(BIN, "sepcsi-core"))
     assert not [lib for lib in libs if lib.startswith(("libblkid", "libinih"))], libs
@@ -279,5 +280,18 @@ def test_the_core_links_no_parser_no_printer_no_other_filter():
     for unit in ("policy/policy_load.c", "mounthelper/mh_worker.c", "mounthelper/mh_tools.c",
                  "common/units.c", "policy/seccomp_helper.c", "policy/md.c",
                  "policy/seccomp_core.c", "policy/seccomp.c", "policy/caps.c",
-                 "mounthelper/mh_view.c", "policy/view.c"):
+                 "mounthelper/mh_view.c", "policy/view.c", "proto/mh_proto_all.h",
+                 "proto/mh_msg_all.c"):
         assert unit not in block, unit
+    # Its messages hold its own payloads alone: no other type's codec, and not even the
+    # shape of another payload in its debug information.
+    assert "mh_codecs_core" in syms
+    assert not {"mh_codecs_all", "mh_codecs_reader", "mh_msg_decode"} & set(syms)
+    info = subprocess.run(["readelf", "--debug-dump=info", os.path.join(BIN, "sepcsi-core")],
+                          capture_output=True, text=True, check=True).stdout
+    types = set(re.findall(r"DW_AT_name\s*:\s*(?:\([^)]*\):\s*)?(mh_(?:req|ans)_\w+|mh_ranges)\b",
+                           info))
+    assert "mh_req_stage" in types and "mh_ans_error" in types, types
+    for other in ("mh_req_create", "mh_req_dir", "mh_req_group", "mh_ans_blocks", "mh_ranges",
+                  "mh_ans_stats", "mh_req_list", "mh_ans_capacity"):
+        assert other not in types, other

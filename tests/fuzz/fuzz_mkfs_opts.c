@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "mh_proto.h"
+#include "mh_limits.h"
 #include "policy_all.h"
 
 static struct pol *pols[2];

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "mh_proto.h"
+#include "mh_limits.h"
 #include "pol_caps.h"
 #include "pol_seccomp.h"
 #include "policy_all.h"
