@@ -217,6 +217,9 @@ def mh_msg_seeds():
     }
     for name, m in edge.items():
         write("mh_msg", name, m)
+    # The core's codec is given the same: what is not its own, it refuses.
+    for name, m in {**requests(), **answers(), **edge}.items():
+        write("core_msg", name, m)
 
 
 def mh_request_seeds():
