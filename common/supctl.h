@@ -22,11 +22,10 @@
 #ifndef SEPCSI_SUPCTL_H
 #define SEPCSI_SUPCTL_H
 
-#define SEPCSI_FD_PEER    3
-#define SEPCSI_FD_CONTROL 4
+#include "sup_fds.h" /* the descriptors, and READY's byte */
 
 enum sup_ctl_type {
-	SUP_CTL_READY = 1,          /* child -> supervisor */
+	SUP_CTL_READY = SEPCSI_CTL_READY, /* child -> supervisor */
 	SUP_CTL_PEER_FD = 2,        /* supervisor -> child: new rpcd<->helper channel, one fd */
 	SUP_CTL_HELPER_FAILED = 3,  /* supervisor -> rpcd: helper in failed state */
 	SUP_CTL_PEER_VIOLATION = 4, /* helper -> supervisor: rpcd broke the protocol on fd 3 */

@@ -65,7 +65,7 @@
 #include "mh_loop.h"
 #include "mh_pause.h"
 #include "pol_sc_load.h"
-#include "supctl.h"
+#include "sup_fds.h"
 
 #define EXIT_POLICY   2
 #define EXIT_PROTOCOL 3
@@ -369,8 +369,8 @@ int main(int argc, char **argv)
 	check_caps(pol);
 	if (pol_seccomp_load(filter, clen) < 0)
 		log_fatal("cannot install the seccomp filter");
-	/* READY is one byte, as supctl.h defines it; the core links none of that code. */
-	if (ctl >= 0 && send(ctl, &(uint8_t){SUP_CTL_READY}, 1, MSG_NOSIGNAL) != 1)
+	/* READY is one byte (sup_fds.h); the core links none of the control channel's code. */
+	if (ctl >= 0 && send(ctl, &(uint8_t){SEPCSI_CTL_READY}, 1, MSG_NOSIGNAL) != 1)
 		log_fatal("cannot send READY: %s", strerror(errno));
 	log_kv(LOG_LVL_INFO, "ready", "data_dir", a.data_dir, NULL);
 

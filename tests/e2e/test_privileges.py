@@ -281,7 +281,7 @@ def test_the_core_links_no_parser_no_printer_no_other_filter():
                  "common/units.c", "policy/seccomp_helper.c", "policy/md.c",
                  "policy/seccomp_core.c", "policy/seccomp.c", "policy/caps.c",
                  "mounthelper/mh_view.c", "policy/view.c", "proto/mh_proto_all.h",
-                 "proto/mh_msg_all.c"):
+                 "proto/mh_msg_all.c", "common/supctl.h", "common/supctl.c"):
         assert unit not in block, unit
     # Its messages hold its own payloads alone: no other type's codec, and not even the
     # shape of another payload in its debug information.
