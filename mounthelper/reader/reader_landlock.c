@@ -50,18 +50,25 @@ static uint64_t handled(int abi)
 	return all;
 }
 
-/* Grant rights beneath the directory at path (relative to dirfd); a path missing is skipped. */
-static int grant(int ruleset, int dirfd, const char *path, uint64_t rights)
+/* Grant rights beneath the directory dir is. */
+static int grant_fd(int ruleset, int dir, uint64_t rights)
 {
-	int fd = openat(dirfd, path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct landlock_path_beneath_attr rule = {.allowed_access = rights, .parent_fd = dir};
+	return syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) < 0
+	           ? -1
+	           : 0;
+}
+
+/* The same beneath the directory at path; a path missing is skipped. */
+static int grant(int ruleset, const char *path, uint64_t rights)
+{
+	int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -1;
-	struct landlock_path_beneath_attr rule = {.allowed_access = rights, .parent_fd = fd};
-	long rc = syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
-	int err = errno;
+	int rc = grant_fd(ruleset, fd, rights), err = errno;
 	close(fd);
 	errno = err;
-	return rc < 0 ? -1 : 0;
+	return rc;
 }
 
 int reader_landlock(int images_fd)
@@ -77,10 +84,12 @@ int reader_landlock(int images_fd)
 	int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
 	if (rs < 0)
 		return -1;
-	int ok =
-	    grant(rs, AT_FDCWD, "/proc", file) == 0 && grant(rs, AT_FDCWD, "/sys", file) == 0 &&
-	    (!dev || grant(rs, AT_FDCWD, "/dev", dev) == 0) &&
-	    grant(rs, images_fd, ".", file) == 0 && syscall(SYS_landlock_restrict_self, rs, 0) == 0;
+	/* The images directory is the descriptor it was handed: no name is looked up in it,
+	 * which its owner may have made unsearchable to uid 0 until the core's start puts its
+	 * mode back (the reader can start first). */
+	int ok = grant(rs, "/proc", file) == 0 && grant(rs, "/sys", file) == 0 &&
+	         (!dev || grant(rs, "/dev", dev) == 0) && grant_fd(rs, images_fd, file) == 0 &&
+	         syscall(SYS_landlock_restrict_self, rs, 0) == 0;
 	int err = errno;
 	close(rs);
 	errno = err;

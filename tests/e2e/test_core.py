@@ -973,6 +973,23 @@ def test_a_start_repairs_what_the_owner_did_to_its_directories(fresh, how):
         assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (OWNER, 0, 0o2750), (d, st)
 
 
+@pytest.mark.parametrize("how", ["mode 0700", "group its own", "mode 0"])
+def test_the_reader_starts_before_the_core_repairs_its_images_directory(fresh, how):
+    """The reader's Landlock rule for the images directory is the descriptor it is handed,
+    not a name looked up in it: the owner may have taken the search permission away from
+    uid 0 without capabilities (the core gives it back at its start, which the reader's
+    can come before), and the reader still starts and answers."""
+    fresh.start().stop()
+    mode, gid = {"mode 0700": (0o700, 0), "group its own": (0o2750, OWNER),
+                 "mode 0": (0, 0)}[how]
+    for cmd in (["chgrp", str(gid)], ["chmod", "%o" % mode]):
+        subprocess.run(["setpriv", "--reuid", str(OWNER), "--regid", str(OWNER),
+                        "--clear-groups"] + cmd + [fresh.images], check=True)
+    fresh.spawn_reader()
+    assert fresh.call(Msg(T.REQ_PING), timeout=5, to=fresh.rsock).type == T.ANS_PING
+    assert "landlock_unavailable" not in open(fresh.path("reader.log")).read()
+
+
 def confined_but(**change):
     """The starter's command with some of its settings changed (None: left out)."""
     opts = dict(a.split("=", 1) if "=" in a else (a, None) for a in CONFINED[1:])
