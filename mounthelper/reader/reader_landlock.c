@@ -50,7 +50,7 @@ static uint64_t handled(int abi)
 	return all;
 }
 
-/* Grant rights beneath the directory dir is. */
+/* Grant rights beneath the directory open on dir. */
 static int grant_fd(int ruleset, int dir, uint64_t rights)
 {
 	struct landlock_path_beneath_attr rule = {.allowed_access = rights, .parent_fd = dir};
