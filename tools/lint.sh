@@ -27,7 +27,7 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 # but for the core's own build of the rows it shares).
 git ls-files '*.c' | sed "s|^|$root/|" >"$tmp/tracked"
 /usr/bin/python3 - "$builddir/compile_commands.json" "$tmp/tracked" "$tmp" "$root/" <<'EOF'
-import json, sys
+import json, os, sys
 db, tracked, out, root = sys.argv[1:]
 ours = set(open(tracked).read().split())
 # The rows the core shares with the helper are built twice, once with the
@@ -52,21 +52,34 @@ for n, (first, group) in enumerate(sorted(forced.items())):
     open("%s/cppcheck-%d.first" % (out, n), "w").write(first)
 files = sorted({e["file"] for e in entries})
 open(out + "/files", "w").write("".join(f + "\n" for f in files))
+# clang-tidy runs every build of a file given it, in one process (see below):
+# each build goes to a database of its own, one entry per file in each.
+builds = {}
+for e in entries:
+    builds.setdefault(e["file"], []).append(e)
+dbs = [[b[k] for b in builds.values() if len(b) > k]
+       for k in range(max(map(len, builds.values()), default=0))]
+with open(out + "/tidy-jobs", "w") as jobs:
+    for k, db in enumerate(dbs):
+        os.makedirs("%s/db%d" % (out, k))
+        json.dump(db, open("%s/db%d/compile_commands.json" % (out, k), "w"), indent=1)
+        jobs.write("".join("%s/db%d %s\n" % (out, k, e["file"]) for e in db))
 for f in sorted(ours - set(files)):
     print("lint: not built, so not analysed: " + f[len(root):], file=sys.stderr)
 EOF
 nfiles=$(wc -l <"$tmp/files")
 status=0
 
-# clang-tidy: one process per file, each writing its own report. (One
-# process given several files reports false va_list findings from the
-# second file on: clang-tidy 14's valist checker keeps state across files.)
+# clang-tidy: one process per build of a file, each writing its own report.
+# (One process given several files, or one file built twice, reports false
+# va_list findings from the second on: clang-tidy 14's valist checker keeps
+# state across them.)
 start=$(date +%s)
 mkdir "$tmp/tidy"
-xargs -P "$jobs" -I{} sh -c '
-	out="$3/$(printf %s "$1" | tr / _)"
-	"$2" -p "$4" --quiet "$1" >"$out" 2>&1 || echo "clang-tidy exited with $? on $1" >>"$out"
-' sh {} "$tidy" "$tmp/tidy" "$tmp" <"$tmp/files"
+xargs -P "$jobs" -n 2 sh -c '
+	out="$2/$(basename "$3")$(printf %s "$4" | tr / _)"
+	"$1" -p "$3" --quiet "$4" >"$out" 2>&1 || echo "clang-tidy exited with $? on $4" >>"$out"
+' sh "$tidy" "$tmp/tidy" <"$tmp/tidy-jobs"
 cat "$tmp"/tidy/* | grep -v ' warnings\? generated\.$' >"$tmp/tidy.out" || true
 # A finding is a diagnostic line; one in a header is reported once per file
 # that includes it, and counted once.
