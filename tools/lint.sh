@@ -38,7 +38,6 @@ for e in json.load(open(db)):
     if e["file"] in ours and key not in seen:
         seen.add(key)
         entries.append(e)
-json.dump(entries, open(out + "/compile_commands.json", "w"), indent=1)
 # cppcheck reads no "-include FILE" from a compile database: the units that
 # read a header first (every unit but the core's reads proto/mh_proto_all.h
 # first) go apart, to a run told that header with --include.

@@ -954,6 +954,16 @@ def test_a_core_killed_while_frozen_is_thawed_by_the_next(fresh):
     core.ok(unstage(VOL, st))
 
 
+def owner_changes(d, how):
+    """What the owner of directory d (the orchestrating side) may make of it, as that uid:
+    its group and mode, so that uid 0 without capabilities cannot search it."""
+    mode, gid = {"mode 0700": (0o700, 0), "group its own": (0o2750, OWNER),
+                 "mode 0": (0, 0)}[how]
+    for cmd in (["chgrp", str(gid)], ["chmod", "%o" % mode]):
+        subprocess.run(["setpriv", "--reuid", str(OWNER), "--regid", str(OWNER),
+                        "--clear-groups"] + cmd + [d], check=True)
+
+
 @pytest.mark.parametrize("how", ["mode 0700", "group its own", "mode 0"])
 def test_a_start_repairs_what_the_owner_did_to_its_directories(fresh, how):
     """images/ and snapshots/ are their owner's (the orchestrating side's), who may change
@@ -961,12 +971,7 @@ def test_a_start_repairs_what_the_owner_did_to_its_directories(fresh, how):
     the next start gives them back their mode and group root, and keeps their owner."""
     fresh.start().stop()
     for d in (fresh.images, fresh.path("data/snapshots")):
-        mode, gid = {"mode 0700": (0o700, 0), "group its own": (0o2750, OWNER),
-                     "mode 0": (0, 0)}[how]
-        subprocess.run(["setpriv", "--reuid", str(OWNER), "--regid", str(OWNER),
-                        "--clear-groups", "chgrp", str(gid), d], check=True)
-        subprocess.run(["setpriv", "--reuid", str(OWNER), "--regid", str(OWNER),
-                        "--clear-groups", "chmod", "%o" % mode, d], check=True)
+        owner_changes(d, how)
     fresh.start()
     for d in (fresh.images, fresh.path("data/snapshots")):
         st = os.stat(d)
@@ -980,11 +985,7 @@ def test_the_reader_starts_before_the_core_repairs_its_images_directory(fresh, h
     uid 0 without capabilities (the core gives it back at its start, which the reader's
     can come before), and the reader still starts and answers."""
     fresh.start().stop()
-    mode, gid = {"mode 0700": (0o700, 0), "group its own": (0o2750, OWNER),
-                 "mode 0": (0, 0)}[how]
-    for cmd in (["chgrp", str(gid)], ["chmod", "%o" % mode]):
-        subprocess.run(["setpriv", "--reuid", str(OWNER), "--regid", str(OWNER),
-                        "--clear-groups"] + cmd + [fresh.images], check=True)
+    owner_changes(fresh.images, how)
     fresh.spawn_reader()
     assert fresh.call(Msg(T.REQ_PING), timeout=5, to=fresh.rsock).type == T.ANS_PING
     assert fresh.reader.poll() is None

@@ -9,20 +9,16 @@
  */
 #include <string.h>
 
+#include "core_invariants.h"
 #include "fuzz.h"
 #include "mh_proto_all.h"
 
 static int invariants_hold(const struct mh_msg *m)
 {
+	int core = core_invariants(m);
+	if (core >= 0)
+		return core;
 	switch (m->type) {
-	case MH_REQ_STAGE:
-		return (m->u.stage.flags & ~MH_F_ALL) == 0 && m->u.stage.readonly <= 1;
-	case MH_REQ_UNSTAGE:
-		return (m->u.unstage.flags & ~MH_F_ALL) == 0;
-	case MH_REQ_PUBLISH:
-		return (m->u.publish.flags & ~MH_F_ALL) == 0 && m->u.publish.readonly <= 1;
-	case MH_REQ_EXPAND:
-		return (m->u.expand.flags & ~MH_F_ALL) == 0;
 	case MH_REQ_STATS:
 		return (m->u.stats.flags & ~MH_F_ALL) == 0;
 	case MH_REQ_CLONE:
