@@ -3,23 +3,24 @@
  * "what if the helper dies right here" need a step that stays put until the
  * test has looked; machine speed and volume sizes are no such guarantee.
  *
- * Enabled only when the helper starts with SEPCSI_TEST_PAUSE=1 in its
+ * Compiled only into a test build (-DSEPCSI_TESTS=ON, as tools/test.sh
+ * builds): a shipped build has no pause point at all (mh_pause.h). There,
+ * enabled only when the helper starts with SEPCSI_TEST_PAUSE=1 in its
  * environment (the supervisor passes the variable on only when it has it
- * itself, so only whoever starts the driver as root can turn it on); a warning
- * says so at start. Then a worker reaching mh_pause(c, "name", id) checks for
- * the file <data-dir>/test-pause/<name>, or <name>@<id> to hold only the
- * operation on that id (root's directory, 0711 if the helper makes it, opened
- * at start so that a helper under its own uid still looks there; no symlink
- * followed); while it
- * exists the worker logs "test_pause point=<gate> pid=N key=<id>" once (no
- * key for a request without an id) and waits,
- * polling every 5 ms. The test removes the file to let it go
- * on, or kills the worker, the helper or rpcd meanwhile. One point is in the
- * main loop, not a worker: "dispatch", after an idle worker was picked for a
+ * itself, so only whoever starts the driver as root can turn it on); a
+ * warning says so at start. Then a worker reaching mh_pause(c, "name", id)
+ * checks for the file <data-dir>/test-pause/<name>, or <name>@<id> to hold
+ * only the operation on that id (root's directory, 0711 if the helper makes
+ * it, opened at start so that a helper under its own uid still looks there;
+ * no symlink followed); while it exists the worker logs "test_pause
+ * point=<gate> pid=N key=<id>" once (no key for a request without an id) and
+ * waits, polling every 5 ms. The test removes the file to let it go on, or
+ * kills the worker, the helper or rpcd meanwhile. One point is in the main
+ * loop, not a worker: "dispatch", after an idle worker was picked for a
  * request and before the request is sent to it (mh_worker.c).
  *
  * Runs in a helper worker; uses only calls the helper's seccomp table already
- * allows (newfstatat, clock_nanosleep). Disabled, it costs one branch.
+ * allows (newfstatat, clock_nanosleep). Disabled at run time, it costs one branch.
  */
 #include "mh_pause.h"
 

@@ -1,7 +1,8 @@
 /*
  * Test pause points: hold a worker at a named step of an operation so that a
- * test can look at, or kill, a driver whose operation is half done. Off in
- * normal use; see mh_pause.c.
+ * test can look at, or kill, a driver whose operation is half done. Only in a
+ * test build (-DSEPCSI_TESTS=ON, as tools/test.sh builds); a shipped
+ * build has none, each point compiling to nothing. See mh_pause.c.
  */
 #ifndef SEPCSI_MH_PAUSE_H
 #define SEPCSI_MH_PAUSE_H
@@ -10,6 +11,7 @@
 
 #include "mh.h"
 
+#ifdef SEPCSI_TEST_PAUSE
 /*
  * Read SEPCSI_TEST_PAUSE once, at start-up, before confinement, as root;
  * when it is on, open <data-dir>/test-pause (made 0711 if missing), so that
@@ -26,5 +28,10 @@ void mh_pause(const struct mh_ctx *c, const char *point, const char *key);
 
 /* Would mh_pause(c, point, key) wait now? (false whenever pauses are off) */
 bool mh_pause_held(const struct mh_ctx *c, const char *point, const char *key);
+#else
+#define mh_pause_init(data_fd)       ((void)(data_fd))
+#define mh_pause(c, point, key)      ((void)(c), (void)(key))
+#define mh_pause_held(c, point, key) ((void)(c), (void)(key), false)
+#endif
 
 #endif

@@ -14,8 +14,9 @@ dir=${1:-build}
 jobs=${SEPCSI_LINT_JOBS:-2}
 tidy=$(command -v clang-tidy-14 || command -v clang-tidy)
 
-# The compile database and the generated headers the sources include.
-cmake -S . -B "$dir" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON >/dev/null
+# The compile database and the generated headers the sources include; a test
+# build, so the tests and the test pause points are checked too.
+cmake -S . -B "$dir" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DSEPCSI_TESTS=ON >/dev/null
 cmake --build "$dir" --target sepcsi_csi_pb -j "$jobs" >/dev/null
 builddir=$(cd "$dir" && pwd)
 

@@ -16,6 +16,9 @@ all processes with any effective capability together (the sum of their counts: a
 them hold counts in each). With
 --check, exits 1 when one is exceeded; without it, says so and exits 0.
 
+A shipped build (tools/build.sh, without -DSEPCSI_TESTS=ON) is what it is meant for: a test
+build also holds the test pause points, and says so.
+
 Usage: tools/privsize.py [BUILD_DIR] [--check] [--files]
 """
 import argparse
@@ -194,6 +197,16 @@ def report(build, directories, show_files):
     return over
 
 
+def test_build(build):
+    """Whether build was configured with -DSEPCSI_TESTS=ON."""
+    try:
+        with open(os.path.join(build, "CMakeCache.txt")) as f:
+            return any(re.match(r"SEPCSI_TESTS:BOOL=(ON|1|TRUE|YES)$", ln.strip(), re.I)
+                       for ln in f)
+    except OSError:
+        return False
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("build", nargs="?", default=os.path.join(ROOT, "build"))
@@ -201,6 +214,9 @@ def main():
     ap.add_argument("--files", action="store_true", help="list each binary's counted files")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
+    if test_build(build):
+        print("note: %s is a test build (-DSEPCSI_TESTS=ON): its test pause points are "
+              "counted; a shipped build has none (tools/test.sh counts build-ship)" % build)
     over = report(build, False, args.files)
     print()
     over += report(build, True, args.files)

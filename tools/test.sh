@@ -3,9 +3,11 @@
 # analysis (tools/lint.sh), the docs' generated tables against the code
 # (tools/doctables.sh), the C unit tests (CTest), the end-to-end tests (pytest)
 # against the real supervisor, rpcd and helper as root inside a private mount
-# namespace, and the CSI conformance suite (csi-sanity, tests/conformance/sanity.py).
-# Then the same suites again with AddressSanitizer and UndefinedBehaviorSanitizer,
-# Then the container image and the node plugin's pod under podman
+# namespace, and the CSI conformance suite (csi-sanity, tests/conformance/sanity.py),
+# first with AddressSanitizer and UndefinedBehaviorSanitizer, then without; each
+# a test build (-DSEPCSI_TESTS=ON: the tests, and the pause points they hold).
+# Then the shipped build (neither), whose privileged code tools/privsize.py
+# counts; the container image and the node plugin's pod under podman
 # (tests/container/container_test.py, with the shipped policy and again --core,
 # without directory volumes), and last a bounded libFuzzer run of every fuzz
 # harness (clang, build-fuzz).
@@ -34,7 +36,7 @@ suite() {
 	echo "== docs tables ($dir)"
 	tools/doctables.sh "$dir"
 	echo "== unit tests ($dir)"
-	ctest --test-dir "$dir" --output-on-failure -j 2
+	ctest --test-dir "$dir" --output-on-failure --no-tests=error -j 2
 	echo "== end-to-end tests ($dir)"
 	# LeakSanitizer needs ptrace, which the seccomp filters rightly forbid.
 	# Each test has its own timeout (tests/e2e/pytest.ini); this one is the backstop.
@@ -46,13 +48,22 @@ suite() {
 		/usr/bin/python3 tests/conformance/sanity.py "$dir"
 }
 
+# Test builds (-DSEPCSI_TESTS=ON): the tests, and the pause points they hold.
 if [ "${SEPCSI_TEST_FAST:-0}" != 1 ]; then
-	suite build-asan -DSEPCSI_SANITIZE=ON
+	suite build-asan -DSEPCSI_SANITIZE=ON -DSEPCSI_TESTS=ON
 fi
-suite build
+suite build -DSEPCSI_TESTS=ON
 
+# What ships: no tests, no pause points (as the README's run command and the
+# container image build it).
+echo "== build build-ship (as shipped)"
+tools/build.sh build-ship -DSEPCSI_TESTS=OFF
+if grep -l test_pause build-ship/bin/sepcsi-core build-ship/bin/sepcsi-mounthelper; then
+	echo "test pause points in the shipped build" >&2
+	exit 1
+fi
 echo "== privileged code: each process's capabilities and code lines (debug information)"
-/usr/bin/python3 tools/privsize.py build
+/usr/bin/python3 tools/privsize.py build-ship
 
 echo "== container: the image and the node plugin's pod under podman"
 timeout -k 30 1800 /usr/bin/python3 tests/container/container_test.py

@@ -384,6 +384,13 @@ class Driver:
         os.close(self.lock)
 
 
+def has_pause_points(binary):
+    """Whether a binary was built with test pause points (-DSEPCSI_TESTS=ON): their log
+    event's name is in it; a shipped build has none."""
+    with open(binary, "rb") as f:
+        return b"test_pause" in f.read()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_mount_namespace():
     if os.geteuid() != 0:
@@ -392,6 +399,11 @@ def private_mount_namespace():
         pytest.exit("run the end-to-end tests inside `unshare -m --propagation private`", 2)
     if not os.path.exists(os.path.join(BIN, "sepcsi-supervisor")):
         pytest.exit("no build in %s (set SEPCSI_BUILD_DIR)" % BUILD, 2)
+    if not all(has_pause_points(os.path.join(BIN, b))
+               for b in ("sepcsi-mounthelper", "sepcsi-core")):
+        pytest.exit("%s is a shipped build, without the test pause points these tests hold: "
+                    "build with -DSEPCSI_TESTS=ON (tools/build.sh DIR -DSEPCSI_TESTS=ON, as "
+                    "tools/test.sh does)" % BUILD, 2)
     # A SIGTERM (CI's timeout, an operator) ends the run the way ^C does: each test's
     # finally blocks and each fixture's teardown still stop their drivers and detach
     # their loop devices; what a harder kill leaves, the next run sweeps first.
