@@ -188,6 +188,8 @@ def run_mode(build, sanity, mode):
             for ep, name in ((endpoints[-1], "proxy-node.sock"), (endpoints[0], "proxy-ctl.sock")):
                 listen = "unix://" + os.path.join(tmp, "sock", name)
                 proxies.append((listen, modeproxy.Proxy(listen, ep, snw, mnmw).start()))
+            for listen, _ in proxies:  # answering through each, before csi-sanity dials it
+                csi_client.wait_ready(listen, 30)
         report = os.path.join(tmp, "report.json")
         args = [sanity, "--csi.endpoint", proxies[0][0] if shared else endpoint,
                 "--csi.stagingdir", stagingdir, "--csi.mountdir", mountdir,
@@ -259,12 +261,18 @@ def run_mode(build, sanity, mode):
     for p in problems:
         print("  PROBLEM: %s" % p)
     ok = not failed and not problems and len(passed) > 0
+    race = False
     if not ok:
         with open(os.path.join(tmp, "sanity.out")) as f:
-            tail = f.read()[-12000:]
-        print("---- csi-sanity output (tail) ----\n" + tail)
-        with open(log_path) as f:
-            print("---- driver log (tail) ----\n" + f.read()[-6000:])
+            out = f.read()
+        print("---- csi-sanity output (tail) ----\n" + out[-12000:])
+        race = len(failed) == 1 and not problems and connect_race(out)
+        for path, what in ((log_path + ".ctl", "the controller's driver log"),
+                           (log_path, "driver log")):
+            if os.path.exists(path):
+                with open(path) as f:
+                    print("---- %s (tail) ----\n%s" % (what, f.read()[-6000:]))
+        print("---- sockets: %s" % sorted(os.listdir(os.path.join(tmp, "sock"))))
     for dev in left_loops:  # reported above; not left behind on the machine
         subprocess.run(["losetup", "-d", dev], check=False)
     # Kubelet's tree is emptied between runs; whatever is still mounted stays for the checks above.
@@ -272,7 +280,21 @@ def run_mode(build, sanity, mode):
         for entry in os.listdir(KUBELET):
             shutil.rmtree(os.path.join(KUBELET, entry), ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)
-    return ok
+    return ok, race
+
+
+def connect_race(out):
+    """Whether csi-sanity's output shows its own connection race and nothing else.
+
+    csi-sanity v5.3.1 connects (utils.Connect) by dialling, then waiting for the
+    connection's state to change from the one it reads, until it is READY, for one minute.
+    A connection that is READY before that first read never changes again: the wait runs
+    out ("Connection timed out", 60 s), the first spec fails in its BeforeEach, and every
+    later spec reuses the connection, which works. A fast driver on a loaded machine meets
+    it about once in 25 runs of the whole suite.
+    """
+    return ("Connection timed out" in out and "[FAILED] in [BeforeEach]" in out
+            and out.count("[FAILED] in [") == 1)
 
 
 def main():
@@ -304,7 +326,12 @@ def main():
     t0 = time.monotonic()
     ok = True
     for m in modes:
-        ok = run_mode(build, sanity, m) and ok
+        mode_ok, race = run_mode(build, sanity, m)
+        if race:  # the tool's race, not the driver's: the whole mode once more
+            print("csi-sanity %s: csi-sanity's first connection timed out, its own race "
+                  "(connect_race): running the mode again" % m)
+            mode_ok, _ = run_mode(build, sanity, m)
+        ok = mode_ok and ok
     print("csi-sanity: %s in %.0f s" % ("all runs passed" if ok else "FAILED",
                                        time.monotonic() - t0))
     return 0 if ok else 1
