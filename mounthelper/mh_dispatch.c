@@ -117,7 +117,7 @@ static int precheck(const struct mh_op_row *row, const struct mh_fields *f, stru
 
 #define AUDIT_PAIRS ((size_t)13)
 
-static void audit(const struct mh_ctx *c, const struct mh_msg *req, const char *op,
+void mh_ops_audit(const struct mh_ctx *c, const struct mh_msg *req, const char *op,
                   const struct mh_audit *a, const struct mh_res *r)
 {
 	char idbuf[16], errbuf[16];
@@ -151,7 +151,7 @@ static void audit(const struct mh_ctx *c, const struct mh_msg *req, const char *
 		log_record(c->audit_fd, "audit", kv, sizeof(kv) / sizeof(kv[0]));
 }
 
-static void to_error(struct mh_msg *ans, const struct mh_res *r)
+void mh_ops_to_error(struct mh_msg *ans, const struct mh_res *r)
 {
 	memset(&ans->u, 0, sizeof(ans->u));
 	ans->type = MH_ANS_ERROR;
@@ -177,20 +177,7 @@ int mh_ops_handle(const struct mh_ctx *c, const struct mh_msg *req, struct mh_ms
 		mh_fail(&r, MH_E_FAILED, 0,
 		        "internal error"); /* never report success by accident */
 	if (rc < 0 || r.kind != MH_E_OK)
-		to_error(ans, &r);
-	audit(c, req, row->name, &a, &r);
+		mh_ops_to_error(ans, &r);
+	mh_ops_audit(c, req, row->name, &a, &r);
 	return 0;
-}
-
-void mh_ops_refuse(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
-                   enum mh_err_kind kind, int err, const char *reason)
-{
-	const struct mh_op_row *row = mh_ops_row(req->type);
-	struct mh_res r = {0};
-	struct mh_audit a = mh_ops_fields(req).a; /* what the request was about, for the record */
-	mh_fail(&r, kind, err, "%s", reason);
-	memset(ans, 0, sizeof(*ans));
-	ans->id = req->id;
-	to_error(ans, &r);
-	audit(c, req, row ? row->name : "UNKNOWN", &a, &r);
 }

@@ -60,4 +60,8 @@ mh_answer_fn mh_answer_purge;
  */
 size_t mh_ops_keys(const struct mh_msg *req, const char *keys[MH_OPS_KEYS_MAX]);
 
+/* An error answer for req, with its audit record (used when a worker cannot run or died). */
+void mh_ops_refuse(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                   enum mh_err_kind kind, int err, const char *reason);
+
 #endif

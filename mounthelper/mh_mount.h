@@ -12,6 +12,12 @@
 #include "mh.h"
 #include "mh_loop.h"
 
+/*
+ * The source of the helper's view's tmpfs (mh_view.c), whose /dev holds the
+ * loop nodes the helper binds: a mount the tables here know as its own.
+ */
+#define MH_VIEW_SOURCE "sepcsi-helper"
+
 /* What is mounted on a directory or file, read from the fd of its top-most mount. */
 struct mh_mnt {
 	bool mounted;   /* the fd is the root of a mount (something is mounted on the path) */

@@ -29,7 +29,6 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "mh_view.h"
 #include "openat2.h"
 
 #define MOUNTINFO "/proc/self/mountinfo"

@@ -134,8 +134,11 @@ void mh_fields_more(const struct mh_msg *q, struct mh_fields *f);
  */
 void mh_sweep(const struct mh_ctx *c, bool (*held)(const char *id));
 
-/* An error answer for req, with its audit record (used when a worker cannot run or died). */
-void mh_ops_refuse(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
-                   enum mh_err_kind kind, int err, const char *reason);
+/* ans made MH_ANS_ERROR with r's kind, errno and reason (its id kept). */
+void mh_ops_to_error(struct mh_msg *ans, const struct mh_res *r);
+/* The audit record of req, the operation op, as a and r say (mh_ops_handle's, and the helper's
+ * refusals: mh_ops_refuse). */
+void mh_ops_audit(const struct mh_ctx *c, const struct mh_msg *req, const char *op,
+                  const struct mh_audit *a, const struct mh_res *r);
 
 #endif

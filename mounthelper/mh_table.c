@@ -6,6 +6,9 @@
  * mh_dispatch.c.
  */
 #include "mh_helper_ops.h"
+
+#include <string.h>
+
 #include "mh_looks.h"
 #include "mh_proto_all.h"
 
@@ -103,6 +106,19 @@ size_t mh_ops_keys(const struct mh_msg *q, const char *keys[MH_OPS_KEYS_MAX])
  * handler runs (mh_dispatch.c). The last row, PURGE, is the main loop's own
  * request to its workers: from rpcd, a protocol violation.
  */
+void mh_ops_refuse(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                   enum mh_err_kind kind, int err, const char *reason)
+{
+	const struct mh_op_row *row = mh_ops_row(req->type);
+	struct mh_res r = {0};
+	struct mh_audit a = mh_ops_fields(req).a; /* what the request was about, for the record */
+	mh_fail(&r, kind, err, "%s", reason);
+	memset(ans, 0, sizeof(*ans));
+	ans->id = req->id;
+	mh_ops_to_error(ans, &r);
+	mh_ops_audit(c, req, row ? row->name : "UNKNOWN", &a, &r);
+}
+
 const struct mh_op_row mh_op_rows[] = {
     MH_ROW_PING,
     {MH_REQ_CREATE, MH_ANS_CREATE, mh_answer_create, "CREATE", false, 0,

@@ -4,9 +4,6 @@
 
 #include "policy.h"
 
-/* The source of the view's tmpfs, whose /dev holds the loop nodes the helper binds. */
-#define MH_VIEW_SOURCE "sepcsi-helper"
-
 /*
  * Build the view and move into it: a private mount namespace whose root
  * holds the allowed roots (shared with the host), the base directories of

@@ -191,24 +191,15 @@ struct mh_msg {
 };
 
 /*
- * Encode m into out (capacity cap, at least MH_MSG_MAX is always enough) and set
- * *len. Returns 0, or -1 if a field is out of bounds (then nothing is to be sent).
- */
-int mh_msg_encode(const struct mh_msg *m, uint8_t *out, size_t cap, size_t *len);
-
-/*
- * Decode one whole datagram of len bytes into m. Returns 0, or -1 on any
- * protocol violation (m is then zeroed). Never reads past in + len.
- */
-int mh_msg_decode(const uint8_t *in, size_t len, struct mh_msg *m);
-
-/* Name of a message type for logs ("REQ_STAGE"), "UNKNOWN" otherwise. */
-const char *mh_type_name(uint16_t type);
-
-/*
- * The same for the message types of one set only: mh_codecs_core, those the
- * capable core serves and answers (mh_msg.c; any other type fails as unknown),
- * or mh_codecs_all, every type (mh_msg_all.c: what the calls above use).
+ * Encode m into out (capacity cap, at least MH_MSG_MAX is always enough) and
+ * set *len: 0, or -1 if a field is out of bounds (then nothing is to be sent).
+ * Decode one whole datagram of len bytes into m: 0, or -1 on any protocol
+ * violation (m is then zeroed); never reads past in + len. Each for the
+ * message types of one set only: mh_codecs_core, those the capable core
+ * serves and answers (mh_msg.c; any other type fails as unknown),
+ * mh_codecs_reader, or mh_codecs_all, every type (mh_msg_all.c, whose
+ * mh_msg_encode and mh_msg_decode, for every other program, use it:
+ * mh_proto_all.h).
  */
 struct mh_codecs;
 extern const struct mh_codecs mh_codecs_core, mh_codecs_reader, mh_codecs_all;

@@ -233,6 +233,13 @@ enum mh_type_more {
 	MH_ANS_DIR_NODE = 68,
 };
 
+/* mh_msg_encode_in and mh_msg_decode_in with mh_codecs_all (mh_proto.h). */
+int mh_msg_encode(const struct mh_msg *m, uint8_t *out, size_t cap, size_t *len);
+int mh_msg_decode(const uint8_t *in, size_t len, struct mh_msg *m);
+
+/* Name of a message type for logs ("REQ_STAGE"), "UNKNOWN" otherwise. */
+const char *mh_type_name(uint16_t type);
+
 /* Where CLONE and DIR_CREATE copy from (source_kind). */
 #define MH_SRC_SNAPSHOT 1
 #define MH_SRC_VOLUME   2

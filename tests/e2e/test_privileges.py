@@ -280,13 +280,14 @@ def test_the_core_links_no_parser_no_printer_no_other_filter():
     for unit in ("policy/policy_load.c", "mounthelper/mh_worker.c", "mounthelper/mh_tools.c",
                  "common/units.c", "policy/seccomp_helper.c", "policy/md.c",
                  "policy/seccomp_core.c", "policy/seccomp.c", "policy/caps.c",
-                 "mounthelper/mh_view.c", "policy/view.c", "proto/mh_proto_all.h",
+                 "mounthelper/mh_view.c", "mounthelper/mh_view.h", "policy/view.c",
+                 "proto/mh_proto_all.h",
                  "proto/mh_msg_all.c", "common/supctl.h", "common/supctl.c"):
         assert unit not in block, unit
     # Its messages hold its own payloads alone: no other type's codec, and not even the
     # shape of another payload in its debug information.
     assert "mh_codecs_core" in syms
-    assert not {"mh_codecs_all", "mh_codecs_reader", "mh_msg_decode"} & set(syms)
+    assert not {"mh_codecs_all", "mh_codecs_reader", "mh_msg_decode", "mh_ops_refuse"} & set(syms)
     info = subprocess.run(["readelf", "--debug-dump=info", os.path.join(BIN, "sepcsi-core")],
                           capture_output=True, text=True, check=True).stdout
     types = set(re.findall(r"DW_AT_name\s*:\s*(?:\([^)]*\):\s*)?(mh_(?:req|ans)_\w+|mh_ranges)\b",
