@@ -2,8 +2,9 @@
  * The helper's whole surface in one table: which request types it serves,
  * the handler of each, whether it only reads (answered at once by the main
  * loop) or changes something (run in a worker, mh_worker.c), the flags it
- * takes, and its safety argument in one line. How a request meets its row:
- * mh_dispatch.c.
+ * takes, and its safety argument in one line; and the answer to a request
+ * no worker could run or finish (mh_ops_refuse), which the core never gives.
+ * How a request meets its row: mh_dispatch.c.
  */
 #include "mh_helper_ops.h"
 
@@ -100,12 +101,6 @@ size_t mh_ops_keys(const struct mh_msg *q, const char *keys[MH_OPS_KEYS_MAX])
 	return n;
 }
 
-/*
- * The whole argument of each row: docs/security.md. Every request also has
- * its ids checked, and a readonly field other than 0 or 1 refused, before its
- * handler runs (mh_dispatch.c). The last row, PURGE, is the main loop's own
- * request to its workers: from rpcd, a protocol violation.
- */
 void mh_ops_refuse(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                    enum mh_err_kind kind, int err, const char *reason)
 {
@@ -119,6 +114,12 @@ void mh_ops_refuse(const struct mh_ctx *c, const struct mh_msg *req, struct mh_m
 	mh_ops_audit(c, req, row ? row->name : "UNKNOWN", &a, &r);
 }
 
+/*
+ * The whole argument of each row: docs/security.md. Every request also has
+ * its ids checked, and a readonly field other than 0 or 1 refused, before its
+ * handler runs (mh_dispatch.c). The last row, PURGE, is the main loop's own
+ * request to its workers: from rpcd, a protocol violation.
+ */
 const struct mh_op_row mh_op_rows[] = {
     MH_ROW_PING,
     {MH_REQ_CREATE, MH_ANS_CREATE, mh_answer_create, "CREATE", false, 0,
