@@ -272,7 +272,6 @@ def run_mode(build, sanity, mode):
             if os.path.exists(path):
                 with open(path) as f:
                     print("---- %s (tail) ----\n%s" % (what, f.read()[-6000:]))
-        print("---- sockets: %s" % sorted(os.listdir(os.path.join(tmp, "sock"))))
     for dev in left_loops:  # reported above; not left behind on the machine
         subprocess.run(["losetup", "-d", dev], check=False)
     # Kubelet's tree is emptied between runs; whatever is still mounted stays for the checks above.
