@@ -60,7 +60,6 @@
 
 #include "log.h"
 #include "mh.h"
-#include "mh_freeze.h"
 #include "mh_audit.h"
 #include "mh_dir_area.h"
 #include "mh_identity.h"
@@ -724,15 +723,13 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	ctx->core = core_fd >= 0;
 	if (ctx->core && pol_base_dir(pol, 0) != NULL)
 		log_fatal("directory volumes are served by the helper alone: not with --core-fd");
-	/* With a core, the core thaws, records and sweeps the devices, at its own start. */
-	if (!ctx->core) {
-		mh_thaw_all(ctx);
+	/* With a core, the core records and sweeps (and thaws) the devices, at its own start. */
+	if (!ctx->core)
 		mh_loop_records_rebuild(ctx->images_fd); /* no worker yet: one look at every one */
-	}
 	/* Before the helper's filter (no execve), and before the sweep, which empties trees. */
 	mh_tools_start(pol, a->data_dir, a->fmt_name, a->lvl_name);
 	if (!ctx->core)
-		mh_sweep(ctx, NULL); /* no worker yet: loop devices a dead helper's workers left */
+		mh_sweep(ctx, NULL); /* no worker yet: what a dead helper's workers left */
 	else
 		mh_view_drop_proc(); /* its runner keeps its own (it reopens images by fd there) */
 	if (!is_socket(SEPCSI_FD_PEER))

@@ -1,15 +1,21 @@
 /*
- * The sweep, at start (and in the helper after a worker died): a raw block
- * volume's loop device of ours (attached by us to one of our images, named by
- * its volume id, no autoclear) that no mount or bind uses anywhere in our view
- * is detached: a process killed between the attach and the bind, or a bind
- * gone with its mount, leaves nothing attached for good. A writable one's
- * image gets the raw mark first if a version before the mark made it.
+ * The sweep, at start (and in the helper after a worker died), of every loop
+ * device of ours (attached by us to one of our images, named by its volume
+ * id: mh_loop_ours), except those of volumes an operation in flight holds:
+ *  - the file system mounted from it is thawed: a process killed during a
+ *    copy or a freeze leaves nothing frozen for good;
+ *  - a raw block volume's device (no autoclear) that no mount or bind uses
+ *    anywhere in our view is detached: a process killed between the attach
+ *    and the bind, or a bind gone with its mount, leaves nothing attached for
+ *    good. A writable one's image gets the raw mark first if a version before
+ *    the mark made it.
  *
  * Runs in the helper, as root under seccomp, and in the core before its
  * filter, with its capabilities. Nothing here is fatal.
  */
+#include <linux/fs.h>
 #include <linux/loop.h>
+#include <sys/ioctl.h>
 
 #include "log.h"
 #include "mh_common.h"
@@ -35,16 +41,24 @@ static void mark_raw(const struct mh_ctx *c, const char *vid)
 	mh_closep(&img);
 }
 
-/* A raw block device of ours (no autoclear) that no mount or bind uses: detached. */
+/* A device of ours: its file system thawed; a raw block one that nothing uses, detached. */
 static int sweep_loop(int nr, void *arg)
 {
 	const struct sweep *s = arg;
 	struct mh_vol v;
 	struct mh_res r = {0};
 	char vid[MH_ID_MAX + 1];
-	if (mh_loop_ours(s->c, nr, &v, vid) != 1 || (s->held && s->held(vid)) ||
-	    (v.loop.lo_flags & LO_FLAGS_AUTOCLEAR))
+	if (mh_loop_ours(s->c, nr, &v, vid) != 1 || (s->held && s->held(vid)))
 		return 0;
+	/* Safety: a detached mount of the file system on this very device, never a path. */
+	int fd = mh_mount_fs_fd(&v.loop, &r);
+	if (fd >= 0 && ioctl(fd, FITHAW, 0) == 0)
+		log_kv(LOG_LVL_WARN, "thawed", "volume_id", vid, "why",
+		       "frozen by a process that died during a copy or a freeze", NULL);
+	mh_closep(&fd);
+	r = (struct mh_res){0};
+	if (v.loop.lo_flags & LO_FLAGS_AUTOCLEAR)
+		return 0; /* a file system staging's device: it clears itself */
 	if (!(v.loop.lo_flags & LO_FLAGS_READ_ONLY))
 		mark_raw(s->c, vid);
 	if (mh_detach_unused(&v, false, &r) < 0)

@@ -46,7 +46,7 @@ FEATURES = [
      ["mh_ops.c", "mh_image", "mh_image_life", "mh_mkfs", "mh_tools"]),
     ("raw block volumes", ["mh_block"]),
     ("snapshots and clones: copies, freezes, block metadata",
-     ["mh_copy", "mh_freeze", "mh_blocks"]),
+     ["mh_copy", "mh_blocks"]),
     ("expansion", ["mh_resize"]),
     ("capacity: what is promised", ["mh_space"]),
     ("volume stats and condition", ["mh_stats.c", "mh_looks.h"]),

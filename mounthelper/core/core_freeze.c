@@ -14,7 +14,7 @@
  * freeze_max_seconds. The loop thaws what has run out before it reads the
  * next request and wakes for it when idle (core_main.c), thaws everything
  * when the channel ends or a signal stops it, and a core killed with
- * something frozen is followed by one that thaws it at start (mh_freeze.c).
+ * something frozen is followed by one that thaws it at start (mh_sweep.c).
  * THAW thaws only what this core froze; at most FROZEN_MAX at once.
  */
 #include "core.h"

@@ -61,7 +61,6 @@
 #include "core.h"
 #include "log.h"
 #include "mh.h"
-#include "mh_freeze.h"
 #include "mh_loop.h"
 #include "mh_pause.h"
 #include "pol_sc_load.h"
@@ -357,9 +356,8 @@ int main(int argc, char **argv)
 		log_fatal("cannot create %s: %s", a.data_dir, strerror(errno));
 	open_data_dir(a.data_dir, a.owner, &ctx);
 	mh_pause_init(ctx.data_fd);
-	mh_thaw_all(&ctx);
 	mh_loop_records_rebuild(ctx.images_fd); /* in memory: core_loops.c */
-	mh_sweep(&ctx, NULL); /* raw block devices a dead core attached and nothing uses */
+	mh_sweep(&ctx, NULL); /* what a dead core froze, raw block devices it left unused */
 	setup_signals(&unblocked);
 	size_t clen;
 	const void *filter = pol_core_filter(pol, POL_FILTER_CORE, &clen);

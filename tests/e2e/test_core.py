@@ -936,7 +936,7 @@ def test_freeze_touches_no_other_file_system(core):
 
 def test_a_core_killed_while_frozen_is_thawed_by_the_next(fresh):
     """kill -9 of the core with a volume frozen: the freeze outlives the process, and
-    the next core thaws it before it serves (mh_freeze.c)."""
+    the next core thaws it before it serves (mh_sweep.c)."""
     fresh.image(VOL)
     core = fresh.start()
     st = core.dir("staging/v1")
