@@ -42,7 +42,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -86,59 +85,40 @@ static void __attribute__((noreturn)) usage(int status)
 	exit(status);
 }
 
+/* A descriptor or uid argument: a decimal number from min below INT_MAX. */
+static int number(const char *s, long min)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || end == s || v < min || v >= INT_MAX)
+		usage(1);
+	return (int)v;
+}
+
+/* Each option once with its value ("--name value"), in any order; as mh_relay.c passes them. */
 static void parse_args(int argc, char **argv, struct args *a)
 {
-	static const struct option opts[] = {
-	    {"policy-fd", required_argument, NULL, 'p'},
-	    {"data-dir", required_argument, NULL, 'd'},
-	    {"owner", required_argument, NULL, 'o'},
-	    {"log-format", required_argument, NULL, 'f'},
-	    {"log-level", required_argument, NULL, 'l'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	char *end;
-	long v;
-	int c;
-	bool owner = false;
-	*a = (struct args){.policy_fd = -1, .fmt = LOG_FMT_TEXT, .lvl = LOG_LVL_INFO};
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'p':
-			errno = 0;
-			v = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || v < 5 || v >= INT_MAX)
-				usage(1); /* 0-2 are stdio, 3 and 4 the channels */
-			a->policy_fd = (int)v;
-			break;
-		case 'd':
-			a->data_dir = optarg;
-			break;
-		case 'o':
-			errno = 0;
-			v = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || v < 0 || v >= INT_MAX)
-				usage(1);
-			a->owner = (uid_t)v;
-			owner = true;
-			break;
-		case 'f':
-			if (log_parse_format(optarg, &a->fmt) < 0)
-				usage(1);
-			break;
-		case 'l':
-			if (log_parse_level(optarg, &a->lvl) < 0)
-				usage(1);
-			break;
-		case 'h':
-			usage(0);
-		default:
+	static const char *const names[] = {"--policy-fd", "--data-dir", "--owner", "--log-format",
+	                                    "--log-level"};
+	const char *v[5] = {NULL};
+	if (argc == 2 && strcmp(argv[1], "--help") == 0)
+		usage(0);
+	for (int i = 1; i < argc; i += 2) {
+		size_t k = 0;
+		while (k < 5 && strcmp(argv[i], names[k]) != 0)
+			k++;
+		if (k == 5 || v[k] || i + 1 == argc)
 			usage(1);
-		}
+		v[k] = argv[i + 1];
 	}
-	if (optind != argc || !owner || a->policy_fd < 0 || !a->data_dir ||
-	    !pol_path_syntax_ok(a->data_dir))
+	*a = (struct args){.data_dir = v[1], .fmt = LOG_FMT_TEXT, .lvl = LOG_LVL_INFO};
+	if (!v[0] || !v[1] || !v[2] || !pol_path_syntax_ok(v[1]) ||
+	    (v[3] && log_parse_format(v[3], &a->fmt) < 0) ||
+	    (v[4] && log_parse_level(v[4], &a->lvl) < 0))
 		usage(1);
+	a->policy_fd = number(v[0], 5); /* 0-2 are stdio, 3 and 4 the channels */
+	a->owner = (uid_t)number(v[2], 0);
 }
 
 /*

@@ -30,20 +30,17 @@ static int answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct
 	return mh_stage_volume(c, req, a, NULL, NULL, r);
 }
 
-/* UNSTAGE, after thawing what the core froze of it: an unmount would wait for the thaw. */
-static int answer_unstage(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
-                          struct mh_audit *a, struct mh_res *r)
-{
-	core_thaw_volume(req->u.unstage.volume_id, "the volume is being unstaged");
-	return mh_answer_unstage(c, req, ans, a, r);
-}
-
-/* EXPAND, after thawing what the core froze of it: the grow ioctl would wait for the thaw. */
-static int answer_expand(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+/*
+ * UNSTAGE and EXPAND, after thawing what the core froze of the volume: the
+ * unmount, or the grow ioctl, would wait for the thaw.
+ */
+static int answer_thawed(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                          struct mh_audit *a, struct mh_res *r)
 {
-	core_thaw_volume(req->u.expand.volume_id, "the volume is being grown");
-	return mh_answer_expand(c, req, ans, a, r);
+	bool unstage = req->type == MH_REQ_UNSTAGE;
+	core_thaw_volume(a->volume_id,
+	                 unstage ? "the volume is being unstaged" : "the volume is being grown");
+	return (unstage ? mh_answer_unstage : mh_answer_expand)(c, req, ans, a, r);
 }
 
 /*
@@ -144,13 +141,13 @@ const struct mh_op_row mh_op_rows[] = {
      "attaches only images/<id>.img, a regular file its owner could read and write itself, "
      "and mounts it, nosuid,nodev, on an empty root-only directory of a staging pattern, "
      "resolved again right before and checked after; never formats"},
-    {MH_REQ_UNSTAGE, MH_ANS_UNSTAGE, answer_unstage, "UNSTAGE", false, MH_F_BLOCK | MH_F_REMOVE_DIR,
+    {MH_REQ_UNSTAGE, MH_ANS_UNSTAGE, answer_thawed, "UNSTAGE", false, MH_F_BLOCK | MH_F_REMOVE_DIR,
      "thaws what the core froze of this volume, then unmounts only a mount proved this "
      "volume's (its loop device backed by the image); detaches only when no mount or bind "
      "of the device is left anywhere"},
     MH_ROW_PUBLISH(mh_answer_publish),
     MH_ROW_UNPUBLISH(mh_answer_unpublish),
-    {MH_REQ_EXPAND, MH_ANS_EXPAND, answer_expand, "EXPAND", false, MH_F_BLOCK,
+    {MH_REQ_EXPAND, MH_ANS_EXPAND, answer_thawed, "EXPAND", false, MH_F_BLOCK,
      "thaws what the core froze of this volume, then grows only a file system proved to be "
      "this volume's mount, with that file system's own ioctl on the verified mount"},
     {MH_REQ_FREEZE, MH_ANS_FREEZE, core_answer_freeze, "FREEZE", false, 0,
