@@ -715,7 +715,7 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 		    mh_core_start(pol, a->data_dir, owner, a->fmt_name, a->lvl_name, &reader_fd);
 	if (core_fd >= 0)
 		mh_view_leave_to_core(pol); /* before the runners: they see none of it either */
-	mh_pause_init(ctx->data_fd);
+	mh_pause_init(ctx->images_fd);
 	if (owner) {
 		umask(0007); /* its images are 0660, group root's, for the core */
 		mh_identity_take(a->uid, a->gid); /* its runners are started as that uid, too */

@@ -37,15 +37,19 @@
 static bool enabled;
 static int gates = -1;
 
-void mh_pause_init(int data_fd)
+void mh_pause_init(int images_fd)
 {
+	int data_fd;
 	const char *v = getenv("SEPCSI_TEST_PAUSE");
 	enabled = v && strcmp(v, "1") == 0;
 	if (!enabled)
 		return;
 	log_warn("test pause points are enabled (SEPCSI_TEST_PAUSE=1): for tests only");
+	data_fd = openat(images_fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	(void)mkdirat(data_fd, "test-pause", 0711);
 	gates = openat(data_fd, "test-pause", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (data_fd >= 0)
+		close(data_fd);
 }
 
 static bool gate_exists(const struct mh_ctx *c, const char *gate)

@@ -14,10 +14,11 @@
 #ifdef SEPCSI_TEST_PAUSE
 /*
  * Read SEPCSI_TEST_PAUSE once, at start-up, before confinement, as root;
- * when it is on, open <data-dir>/test-pause (made 0711 if missing), so that
- * gates are looked up there even once the process is no longer root.
+ * when it is on, open <data-dir>/test-pause (made 0711 if missing), beside
+ * the images directory images_fd, so that gates are looked up there even
+ * once the process is no longer root.
  */
-void mh_pause_init(int data_fd);
+void mh_pause_init(int images_fd);
 
 /*
  * If enabled and <data-dir>/test-pause/<point> or .../<point>@<key> exists
@@ -29,7 +30,7 @@ void mh_pause(const struct mh_ctx *c, const char *point, const char *key);
 /* Would mh_pause(c, point, key) wait now? (false whenever pauses are off) */
 bool mh_pause_held(const struct mh_ctx *c, const char *point, const char *key);
 #else
-#define mh_pause_init(data_fd)       ((void)(data_fd))
+#define mh_pause_init(images_fd)     ((void)(images_fd))
 #define mh_pause(c, point, key)      ((void)(c), (void)(key))
 #define mh_pause_held(c, point, key) ((void)(c), (void)(key), false)
 #endif

@@ -103,9 +103,11 @@ exec_reader(int exe, const int fds[7], pid_t parent, char *const argv[])
  * the helper's was but from inside the helper's (a tmpfs root no other process
  * shares: the helper could otherwise rename what lies in the core's root,
  * its /dev or the directories leading to the allowed roots); its channel on
- * fd 3, the compiled policy on fd 5, and nothing else of the helper's (not
- * rpcd's channel, not the supervisor's: fd 4 closed, so it has no supervisor);
- * its capabilities set (pol_caps_confine_core), which the exec keeps.
+ * fd 3, the compiled policy on fd 5, its flusher's socket on fd 6, images/
+ * and audit.log (root's, made here if missing, appended to) opened in its
+ * view on fds 7 and 8, and nothing else of the helper's (not rpcd's
+ * channel, not the supervisor's: fd 4 closed, so it has no supervisor); its
+ * capabilities set (pol_caps_confine_core), which the exec keeps.
  */
 struct core_start {
 	int exe, chan, policy;                      /* the core's */
@@ -121,13 +123,14 @@ exec_core(const struct core_start *s, pid_t parent, const struct pol *pol, const
 		_exit(127);
 	mh_view_enter(pol, data_dir);
 	/* The images directory as the core sees it: its reader's ".." is the core's view. */
-	char images_path[PATH_MAX];
-	int fl[2], images = -1;
-	if (snprintf(images_path, sizeof(images_path), "%s/images", data_dir) <
-	        (int)sizeof(images_path) &&
-	    (images = open(images_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		_exit(127);
-	if (images < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fl) < 0)
+	char path[PATH_MAX];
+	int fl[2], images = -1, audit = -1;
+	if (snprintf(path, sizeof(path), "%s/images", data_dir) < (int)sizeof(path))
+		images = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (snprintf(path, sizeof(path), "%s/audit.log", data_dir) < (int)sizeof(path))
+		audit = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (images < 0 || audit < 0 ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fl) < 0)
 		_exit(127);
 	pid_t core = getpid(), reader = fork();
 	if (reader == 0)
@@ -143,15 +146,19 @@ exec_core(const struct core_start *s, pid_t parent, const struct pol *pol, const
 	int exe = s->exe, chan = s->chan, policy = s->policy;
 	if (flusher < 0 || close(s->reader_chan) < 0 || close(fl[1]) < 0)
 		_exit(127);
-	/* Its channel, its policy and its flusher's socket (core_flush.c) on fds 3, 5 and 6. */
-	int c = fcntl(chan, F_DUPFD, 10), p = fcntl(policy, F_DUPFD, 10),
-	    f = fcntl(fl[0], F_DUPFD, 10), e = fcntl(exe, F_DUPFD_CLOEXEC, 10);
-	if (c < 0 || p < 0 || f < 0 || e < 0 || dup2(c, 3) != 3 || dup2(p, 5) != 5 ||
-	    dup2(f, 6) != 6)
-		_exit(127);
+	/* Its channel, policy, flusher's socket (core_flush.c), images/ and audit.log: fds 3, 5-8.
+	 */
+	const int want[6] = {chan, -1, policy, fl[0], images, audit};
+	int moved[6], e = fcntl(exe, F_DUPFD_CLOEXEC, 10);
+	for (int i = 0; i < 6; i++)
+		if ((moved[i] = want[i] < 0 ? -1 : fcntl(want[i], F_DUPFD, 10)) < 0 && want[i] >= 0)
+			_exit(127);
+	for (int i = 0; i < 6; i++)
+		if (e < 0 || (moved[i] >= 0 && dup2(moved[i], 3 + i) != 3 + i))
+			_exit(127);
 	close(4);
 	/* Its capabilities, set here and kept across the exec: the core only checks them. */
-	if (close_range(7, ~0U, CLOSE_RANGE_CLOEXEC) < 0 || pol_caps_confine_core() < 0)
+	if (close_range(9, ~0U, CLOSE_RANGE_CLOEXEC) < 0 || pol_caps_confine_core() < 0)
 		_exit(127);
 	fexecve(e, s->argv, kept_env());
 	_exit(127);
@@ -217,10 +224,8 @@ int mh_core_start(const struct pol *pol, const char *data_dir, uid_t owner, cons
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
-		char *argv[] = {"sepcsi-core", "--data-dir",   (char *)data_dir,
-		                "--owner",     owner_s,        "--policy-fd",
-		                "5",           "--log-format", (char *)fmt,
-		                "--log-level", (char *)lvl,    NULL};
+		char *argv[] = {"sepcsi-core",  "--owner",   owner_s,       "--policy-fd", "5",
+		                "--log-format", (char *)fmt, "--log-level", (char *)lvl,   NULL};
 		char *reader_argv[] = {"sepcsi-reader", "--owner",     owner_s,     "--log-format",
 		                       (char *)fmt,     "--log-level", (char *)lvl, NULL};
 		char *flusher_argv[] = {

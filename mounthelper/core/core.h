@@ -10,6 +10,10 @@
 
 mh_answer_fn core_answer_freeze, core_answer_thaw;
 
+/* Its images directory and its audit.log (append), as its starter opened them (mh_relay.c). */
+#define CORE_FD_IMAGES 7
+#define CORE_FD_AUDIT  8
+
 /* Has the core frozen volume_id? */
 bool core_frozen(const char *volume_id);
 /*

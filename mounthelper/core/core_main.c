@@ -23,10 +23,11 @@
  *   2. nothing of its own for its view: it runs in the one it is started in
  *      (a view like the helper's, built by the helper's mh_view_enter in the
  *      core's child before the exec);
- *   3. open the data directory (root's: the peer cannot replace what lies in
- *      it), images/ and snapshots/ (the owner's, group root, 0750) and
- *      audit.log (root's); thaw what a dead process left frozen, detach
- *      the raw block devices it left that nothing uses (mh_sweep.c);
+ *   3. take images/ (the owner's, group root, 02750) and audit.log (root's),
+ *      which its starter opened (fds 7 and 8; the data directory is root's:
+ *      the peer cannot replace what lies in it); thaw what a dead process
+ *      left frozen, detach the raw block devices it left that nothing uses
+ *      (mh_sweep.c);
  *   4. find its flusher (fd 6); confine: its capabilities are its starter's (set
  *      before the exec: mh_relay.c), checked here against the compiled
  *      policy's set; then its own seccomp allowlist (policy/seccomp_core.c: no
@@ -70,7 +71,6 @@
 
 struct args {
 	int policy_fd;
-	const char *data_dir;
 	uid_t owner;
 	enum log_format fmt;
 	enum log_level lvl;
@@ -80,7 +80,7 @@ static void __attribute__((noreturn)) usage(int status)
 {
 	/* Started by sepcsi-mounthelper only: its arguments are in docs/helper.md. */
 	fprintf(status ? stderr : stdout,
-	        "usage: sepcsi-core --data-dir DIR --owner UID --policy-fd N [--log-format F] "
+	        "usage: sepcsi-core --owner UID --policy-fd N [--log-format F] "
 	        "[--log-level L]\n(started by sepcsi-mounthelper; not for manual use)\n");
 	exit(status);
 }
@@ -99,80 +99,45 @@ static int number(const char *s, long min)
 /* Each option once with its value ("--name value"), in any order; as mh_relay.c passes them. */
 static void parse_args(int argc, char **argv, struct args *a)
 {
-	static const char *const names[] = {"--policy-fd", "--data-dir", "--owner", "--log-format",
+	static const char *const names[] = {"--policy-fd", "--owner", "--log-format",
 	                                    "--log-level"};
-	const char *v[5] = {NULL};
+	const char *v[4] = {NULL};
 	if (argc == 2 && strcmp(argv[1], "--help") == 0)
 		usage(0);
 	for (int i = 1; i < argc; i += 2) {
 		size_t k = 0;
-		while (k < 5 && strcmp(argv[i], names[k]) != 0)
+		while (k < 4 && strcmp(argv[i], names[k]) != 0)
 			k++;
-		if (k == 5 || v[k] || i + 1 == argc)
+		if (k == 4 || v[k] || i + 1 == argc)
 			usage(1);
 		v[k] = argv[i + 1];
 	}
-	*a = (struct args){.data_dir = v[1], .fmt = LOG_FMT_TEXT, .lvl = LOG_LVL_INFO};
-	if (!v[0] || !v[1] || !v[2] || !pol_path_syntax_ok(v[1]) ||
-	    (v[3] && log_parse_format(v[3], &a->fmt) < 0) ||
-	    (v[4] && log_parse_level(v[4], &a->lvl) < 0))
+	*a = (struct args){.fmt = LOG_FMT_TEXT, .lvl = LOG_LVL_INFO};
+	if (!v[0] || !v[1] || (v[2] && log_parse_format(v[2], &a->fmt) < 0) ||
+	    (v[3] && log_parse_level(v[3], &a->lvl) < 0))
 		usage(1);
 	a->policy_fd = number(v[0], 5); /* 0-2 are stdio, 3 and 4 the channels */
-	a->owner = (uid_t)number(v[2], 0);
+	a->owner = (uid_t)number(v[1], 0);
 }
 
 /*
- * A directory of the data directory: made if missing, owned by uid, group
- * root, mode mode. The core holds no CAP_DAC_OVERRIDE: it reaches the images
- * through the group (02750 here, 0660 each image, as their owner makes them).
+ * Its images directory and audit.log, opened by its starter in the core's
+ * view (mh_relay.c), once the helper made the data directory (root's) and
+ * gave images/ to its owner (mh_main.c, mh_identity.c): a directory, and a
+ * regular file only root may read or write. The core makes nothing there.
  */
-static int open_owned(int dfd, const char *name, uid_t uid, mode_t mode)
-{
-	struct stat st, now;
-	if (mkdirat(dfd, name, 0700) < 0 && errno != EEXIST)
-		log_fatal("cannot create %s: %s", name, strerror(errno));
-	/* O_PATH first: a mode its owner set may not let the core read it (no DAC_OVERRIDE). */
-	int p = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (p < 0 || fstat(p, &st) < 0)
-		log_fatal("cannot open %s: %s", name, strerror(errno));
-	/* A fresh directory is root's: handed to its owner; one already handed is kept. */
-	if (st.st_uid != uid && st.st_uid != 0)
-		log_fatal("%s must be owned by uid %u", name, (unsigned)uid);
-	/*
-	 * Mode and group set while root's (another owner's mode needs CAP_FOWNER),
-	 * by name: the data directory is root's, so the name is this directory.
-	 */
-	if (((st.st_mode & 07777) != mode || st.st_gid != 0) &&
-	    (fchownat(p, "", 0, 0, AT_EMPTY_PATH) < 0 || fchmodat(dfd, name, mode, 0) < 0))
-		log_fatal("cannot make %s mode %o, group root: %s", name, mode, strerror(errno));
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &now) < 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino ||
-	    fchown(fd, uid, 0) < 0)
-		log_fatal("cannot give %s to uid %u: %s", name, (unsigned)uid, strerror(errno));
-	close(p);
-	return fd;
-}
-
-static void open_data_dir(const char *data_dir, uid_t owner, struct mh_ctx *ctx)
+static void take_data(uid_t owner, struct mh_ctx *ctx)
 {
 	struct stat st;
-	int dfd = open(data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0 || fstat(dfd, &st) < 0)
-		log_fatal("cannot open data dir %s: %s", data_dir, strerror(errno));
-	/* Root's, so that its owner cannot rename images/ away or replace audit.log. */
-	if (st.st_uid != 0 || (st.st_mode & 022))
-		log_fatal("%s must be owned by root and not group/other writable", data_dir);
-	ctx->data_fd = dfd;
+	ctx->data_fd = ctx->snaps_fd = -1;
+	ctx->images_fd = CORE_FD_IMAGES;
+	ctx->audit_fd = CORE_FD_AUDIT;
 	ctx->owner = owner;
-	/* Group root only for another owner; set-group-ID: what it makes is group root's. */
-	mode_t mode = owner == 0 ? 0700 : 02750;
-	ctx->images_fd = open_owned(dfd, "images", owner, mode);
-	ctx->snaps_fd = open_owned(dfd, "snapshots", owner, mode);
-	ctx->audit_fd =
-	    openat(dfd, "audit.log", O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (ctx->audit_fd < 0 || fstat(ctx->audit_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    st.st_uid != 0 || (st.st_mode & 077) != 0)
-		log_fatal("%s/audit.log: cannot open, or not a root-only regular file", data_dir);
+	if (fstat(CORE_FD_IMAGES, &st) < 0 || !S_ISDIR(st.st_mode))
+		log_fatal("fd %d is not the images directory", CORE_FD_IMAGES);
+	if (fstat(CORE_FD_AUDIT, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
+	    (st.st_mode & 077) != 0)
+		log_fatal("fd %d is not audit.log, a root-only regular file", CORE_FD_AUDIT);
 }
 
 /*
@@ -332,10 +297,8 @@ int main(int argc, char **argv)
 	int ctl =
 	    fstat(SEPCSI_FD_CONTROL, &st) == 0 && S_ISSOCK(st.st_mode) ? SEPCSI_FD_CONTROL : -1;
 
-	if (mkdir(a.data_dir, 0700) < 0 && errno != EEXIST)
-		log_fatal("cannot create %s: %s", a.data_dir, strerror(errno));
-	open_data_dir(a.data_dir, a.owner, &ctx);
-	mh_pause_init(ctx.data_fd);
+	take_data(a.owner, &ctx);
+	mh_pause_init(ctx.images_fd);
 	mh_loop_records_rebuild(ctx.images_fd); /* in memory: core_loops.c */
 	mh_sweep(&ctx, NULL); /* what a dead core froze, raw block devices it left unused */
 	setup_signals(&unblocked);
@@ -350,7 +313,7 @@ int main(int argc, char **argv)
 	/* READY is one byte (sup_fds.h); the core links none of the control channel's code. */
 	if (ctl >= 0 && send(ctl, &(uint8_t){SEPCSI_CTL_READY}, 1, MSG_NOSIGNAL) != 1)
 		log_fatal("cannot send READY: %s", strerror(errno));
-	log_kv(LOG_LVL_INFO, "ready", "data_dir", a.data_dir, NULL);
+	log_kv(LOG_LVL_INFO, "ready", NULL);
 
 	while (!stop_requested) {
 		struct pollfd p[2] = {{.fd = SEPCSI_FD_PEER, .events = POLLIN},

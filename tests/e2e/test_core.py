@@ -93,8 +93,9 @@ class Core:
         self.out, self.images = self.path("outside"), self.path("data/images")
         for d in (self.root, self.out, self.data):
             os.makedirs(d, mode=0o755)
-        os.makedirs(self.images, mode=0o750)
+        os.makedirs(self.images)
         os.chown(self.images, OWNER, 0)
+        os.chmod(self.images, 0o2750)  # as the helper hands it to its owner (mh_identity.c)
         for rel, data in SECRETS.items():
             os.makedirs(os.path.dirname(self.path("root", rel)), mode=0o750, exist_ok=True)
             with open(self.path("root", rel), "wb") as f:
@@ -120,6 +121,13 @@ class Core:
         os.unlink(path)
         return fd
 
+    def data_fds(self):
+        """images/ and audit.log as the core's starter opens them (mh_relay.c), on the
+        core's fds 7 and 8."""
+        return {7: os.open(self.images, os.O_RDONLY | os.O_DIRECTORY),
+                8: os.open(self.path("data/audit.log"),
+                           os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)}
+
     def spawn(self, policy_fd, control=False, starter=None):
         """With control, fd 4 is a supervisor's control channel (self.ctl: READY on it),
         as the supervisor starts its children. Confined as its starter confines it
@@ -132,13 +140,17 @@ class Core:
         self.log = open(self.path("core.log"), "w")
         flush = self.spawn_flusher()
 
+        data = self.data_fds()
         argv, keep = with_fds(
             (CONFINED if starter is None else starter) +
-            [os.path.join(BIN, "sepcsi-core"), "--data-dir", self.data, "--owner", str(OWNER),
-             "--policy-fd", "5", "--log-level", "debug"],
-            {3: b.fileno(), 5: policy_fd, 6: flush.fileno(), **({4: d.fileno()} if d else {})})
+            [os.path.join(BIN, "sepcsi-core"), "--owner", str(OWNER), "--policy-fd", "5",
+             "--log-level", "debug"],
+            {3: b.fileno(), 5: policy_fd, 6: flush.fileno(), **data,
+             **({4: d.fileno()} if d else {})})
         self.proc = subprocess.Popen(argv, pass_fds=keep, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
+        for fd in data.values():
+            os.close(fd)
         flush.close()
         b.close()
         if d:
@@ -964,26 +976,32 @@ def owner_changes(d, how):
                         "--clear-groups"] + cmd + [d], check=True)
 
 
-@pytest.mark.parametrize("how", ["mode 0700", "group its own", "mode 0"])
-def test_a_start_repairs_what_the_owner_did_to_its_directories(fresh, how):
-    """images/ and snapshots/ are their owner's (the orchestrating side's), who may change
-    their mode or group, even so that the core (no CAP_DAC_OVERRIDE) cannot read them:
-    the next start gives them back their mode and group root, and keeps their owner."""
-    fresh.start().stop()
-    for d in (fresh.images, fresh.path("data/snapshots")):
-        owner_changes(d, how)
+def test_the_core_makes_nothing_in_its_data_directory(fresh):
+    """images/ and audit.log are its starter's, opened in the core's view before the exec
+    (mh_relay.c) once the helper made the data directory and handed images/ to its owner
+    (test_helper_identity.py: and gives them back their mode at every start): the core
+    makes, hands and repairs nothing there. Its audit file must be a root-only regular
+    file, or it does not start."""
+    before = os.listdir(fresh.data)
     fresh.start()
-    for d in (fresh.images, fresh.path("data/snapshots")):
-        st = os.stat(d)
-        assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (OWNER, 0, 0o2750), (d, st)
+    fresh.ok(Msg(T.REQ_PING))
+    fresh.stop()
+    made = set(os.listdir(fresh.data)) - set(before)
+    assert made <= {"audit.log", "test-pause"}, made  # the starter's, the tests' pause points
+    st = os.stat(fresh.images)
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (OWNER, 0, 0o2750)
+    os.chmod(fresh.path("data/audit.log"), 0o640)
+    fresh.spawn(fresh.compiled())
+    assert fresh.proc.wait(10) == 1
+    assert "is not audit.log" in fresh.logs()
 
 
 @pytest.mark.parametrize("how", ["mode 0700", "group its own", "mode 0"])
 def test_the_reader_starts_before_the_core_repairs_its_images_directory(fresh, how):
     """The reader's Landlock rule for the images directory is the descriptor it is handed,
     not a name looked up in it: the owner may have taken the search permission away from
-    uid 0 without capabilities (the core gives it back at its start, which the reader's
-    can come before), and the reader still starts and answers."""
+    uid 0 without capabilities (the helper gives it back at its start: a reader started
+    before that still works), and the reader still starts and answers."""
     fresh.start().stop()
     owner_changes(fresh.images, how)
     fresh.spawn_reader()

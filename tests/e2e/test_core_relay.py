@@ -39,12 +39,15 @@ class Pair(Core):
         core_chan = core_end.fileno()
 
         self.log = open(self.path("core.log"), "w")
+        data = self.data_fds()
         argv, keep = with_fds(
-            CONFINED + [os.path.join(BIN, "sepcsi-core"), "--data-dir", self.data, "--owner", "0",
-                        "--policy-fd", "5", "--log-level", "debug"], {3: core_chan, 5: pol})
+            CONFINED + [os.path.join(BIN, "sepcsi-core"), "--owner", "0", "--policy-fd", "5",
+                        "--log-level", "debug"], {3: core_chan, 5: pol, **data})
         self.proc = subprocess.Popen(
             argv, pass_fds=keep, stdout=self.log, stderr=subprocess.STDOUT,
             start_new_session=True)
+        for fd in data.values():
+            os.close(fd)
         core_end.close()
         os.close(pol)
         self.hlog = open(self.path("helper.log"), "w")

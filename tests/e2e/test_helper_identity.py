@@ -316,6 +316,28 @@ def test_records_sent_before_the_helper_ends_are_written():
         d.cleanup()
 
 
+def as_owner(dirs, mode, gid):
+    """What the owner of each directory may make of it, as that uid (through descriptors
+    root opened: the data directory is root's alone): its mode and group."""
+    fds = [os.open(p, os.O_RDONLY | os.O_DIRECTORY) for p in dirs]
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(HELPER[1])
+            os.setuid(HELPER[0])
+            for fd in fds:
+                os.fchown(fd, -1, gid)
+                os.fchmod(fd, mode)
+            code = 0
+        finally:
+            os._exit(code)
+    for fd in fds:
+        os.close(fd)
+    assert os.waitpid(pid, 0)[1] == 0
+
+
 def test_images_an_earlier_release_left_roots_are_handed_over_and_links_are_not():
     """Images and snapshots made by a helper that ran as root (0600, root's, in a 0700
     images/) become the helper's at its next start, and the volume stages with its data.
@@ -369,6 +391,17 @@ def test_images_an_earlier_release_left_roots_are_handed_over_and_links_are_not(
         d.start()
         assert os.stat(img).st_mode & 0o777 == 0o640
         assert os.stat(images).st_mode & 0o7777 == 0o2750
+        # What the owner itself may make of its directories, even so that the core (uid 0
+        # without CAP_DAC_OVERRIDE) could not search them: given back at the next start,
+        # by the helper, before it starts its core (which makes and repairs nothing).
+        snaps = os.path.join(d.data, "snapshots")
+        for mode, gid in ((0o700, 0), (0o2750, HELPER[1]), (0, 0)):
+            as_owner((images, snaps), mode, gid)
+            d.stop()
+            d.start()
+            for p in (images, snaps):
+                s = os.stat(p)
+                assert (s.st_uid, s.st_gid, s.st_mode & 0o7777) == (HELPER[0], 0, 0o2750), p
         os.chmod(img, 0o660)
         os.unlink(os.path.join(images, "sv-" + "9" * 32 + ".img"))
         os.unlink(os.path.join(images, "sv-" + "8" * 32 + ".img"))
