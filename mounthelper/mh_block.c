@@ -147,7 +147,7 @@ static int stage_loop(const struct mh_ctx *c, const struct mh_req_stage *q, int 
                       struct mh_res *r)
 {
 	struct mh_loop loops[8];
-	int n = mh_loop_find_all(v->st.st_dev, v->st.st_ino, loops, 8, r);
+	int n = mh_loop_find(v->st.st_dev, v->st.st_ino, false, loops, 8, r);
 	if (n < 0)
 		return -1;
 	if (n > 0) {

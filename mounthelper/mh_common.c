@@ -139,7 +139,7 @@ int mh_vol_lookup(const struct mh_ctx *c, const char *id, struct mh_vol *v, stru
 {
 	if (mh_vol_image(c, id, v, r) < 0)
 		return -1;
-	int found = mh_loop_find(v->st.st_dev, v->st.st_ino, &v->loop, r);
+	int found = mh_loop_find(v->st.st_dev, v->st.st_ino, false, &v->loop, 1, r);
 	if (found < 0)
 		return -1;
 	v->attached = found == 1;

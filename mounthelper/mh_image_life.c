@@ -113,7 +113,8 @@ int mh_image_delete(const struct mh_ctx *c, const char *id, struct mh_res *r)
 	if (!S_ISREG(st.st_mode))
 		return mh_fail(r, MH_E_FAILED, EINVAL, "image is not a regular file; not removed");
 	/* Held by any device, a renamed one too: never removed under it (its space stays used). */
-	int found = c->core ? mh_core_attached(id, r) : mh_loop_count_held(st.st_dev, st.st_ino, r);
+	int found = c->core ? mh_core_attached(id, r)
+	                    : mh_loop_find(st.st_dev, st.st_ino, true, NULL, MH_LOOP_RECORD_MAX, r);
 	if (found < 0)
 		return -1;
 	if (found)

@@ -244,15 +244,13 @@ int mh_loop_status(int nr, struct mh_loop *out, dev_t *dev, ino_t *ino, char *na
 }
 
 /*
- * 1 if /dev/loopN is bound to (dev, ino) and, unless any_name, was attached by
- * us (its lo_file_name a volume id), 0 if not (or unbound), -1 on error. A
- * device someone else attached to one of our images (losetup names it by its
+ * A device someone else attached to one of our images (losetup names it by its
  * path), or whose name its holder changed (LOOP_SET_STATUS64 needs only a
  * descriptor open for writing: a pod's own raw block device), is never taken
  * for the volume's: not unmounted, detached, grown or bound; it still holds
  * the image (any_name), so the image is not removed or formatted under it.
  */
-static int bound_to(int nr, dev_t dev, ino_t ino, bool any_name, struct mh_loop *out)
+int mh_loop_bound(int nr, dev_t dev, ino_t ino, bool any_name, struct mh_loop *out)
 {
 	struct mh_loop l;
 	dev_t d;
@@ -263,24 +261,9 @@ static int bound_to(int nr, dev_t dev, ino_t ino, bool any_name, struct mh_loop 
 	/* Ours only: named by a volume id when attached (mh_loop_attach); not root's. */
 	if (d != dev || i != ino || !(any_name || pol_volume_id_valid(name)))
 		return 0;
-	*out = l;
+	if (out)
+		*out = l;
 	return 1;
-}
-
-int mh_loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out)
-{
-	return bound_to(nr, dev, ino, false, out);
-}
-
-int mh_loop_holds(int nr, dev_t dev, ino_t ino)
-{
-	struct mh_loop l;
-	return bound_to(nr, dev, ino, true, &l);
-}
-
-int mh_loop_find(dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r)
-{
-	return mh_loop_find_all(dev, ino, out, 1, r);
 }
 
 int mh_loop_each(int (*fn)(int nr, void *arg), void *arg, struct mh_res *r)
@@ -303,7 +286,7 @@ int mh_loop_each(int (*fn)(int nr, void *arg), void *arg, struct mh_res *r)
 	return ret;
 }
 
-struct find_all {
+struct scan {
 	dev_t dev;
 	ino_t ino;
 	bool any_name;
@@ -315,8 +298,8 @@ struct find_all {
 
 static int find_one(int nr, void *arg)
 {
-	struct find_all *f = arg;
-	int m = bound_to(nr, f->dev, f->ino, f->any_name, &f->out[f->found]);
+	struct scan *f = arg;
+	int m = mh_loop_bound(nr, f->dev, f->ino, f->any_name, f->out ? &f->out[f->found] : NULL);
 	if (m < 0) {
 		f->found = mh_fail(f->r, MH_E_FAILED, errno, "cannot query loop%d: %s", nr,
 		                   strerror(errno));
@@ -328,16 +311,16 @@ static int find_one(int nr, void *arg)
 int mh_loop_scan(dev_t dev, ino_t ino, bool any_name, struct mh_loop *out, size_t max,
                  struct mh_res *r)
 {
-	struct find_all f = {
+	struct scan f = {
 	    .dev = dev, .ino = ino, .any_name = any_name, .out = out, .max = max, .r = r};
 	if (mh_loop_each(find_one, &f, r) < 0)
 		return -1;
 	return f.found;
 }
 
-/* The devices bound to (dev, ino), by its record or, without one, a scan: their count, or -1. */
-static int find(dev_t dev, ino_t ino, bool any_name, struct mh_loop *out, size_t max,
-                struct mh_res *r)
+/* See mh_loop.h: by the image's record or, without one, a scan. */
+int mh_loop_find(dev_t dev, ino_t ino, bool any_name, struct mh_loop *out, size_t max,
+                 struct mh_res *r)
 {
 	int nr[MH_LOOP_RECORD_MAX], found = 0;
 	int n = mh_loop_record_read(dev, ino, nr);
@@ -345,24 +328,13 @@ static int find(dev_t dev, ino_t ino, bool any_name, struct mh_loop *out, size_t
 	if (n < 0)
 		return mh_loop_scan(dev, ino, any_name, out, max, r);
 	for (int i = 0; i < n && (size_t)found < max; i++) {
-		int m = bound_to(nr[i], dev, ino, any_name, &out[found]);
+		int m = mh_loop_bound(nr[i], dev, ino, any_name, out ? &out[found] : NULL);
 		if (m < 0)
 			return mh_fail(r, MH_E_FAILED, errno, "cannot query loop%d: %s", nr[i],
 			               strerror(errno));
 		found += m;
 	}
 	return found;
-}
-
-int mh_loop_find_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r)
-{
-	return find(dev, ino, false, out, max, r);
-}
-
-int mh_loop_count_held(dev_t dev, ino_t ino, struct mh_res *r)
-{
-	struct mh_loop found[MH_LOOP_RECORD_MAX];
-	return find(dev, ino, true, found, MH_LOOP_RECORD_MAX, r);
 }
 
 int mh_loop_list(dev_t dev, ino_t ino, struct mh_loop **out, struct mh_res *r)
@@ -373,7 +345,7 @@ int mh_loop_list(dev_t dev, ino_t ino, struct mh_loop **out, struct mh_res *r)
 		if (!v)
 			abort(); /* allocation failure aborts (docs/error-handling.md) */
 		*out = v;
-		int n = mh_loop_find_all(dev, ino, v, cap, r);
+		int n = mh_loop_find(dev, ino, false, v, cap, r);
 		if (n < 0 || (size_t)n < cap)
 			return n; /* every device: fewer than there was room for */
 	}
@@ -395,7 +367,8 @@ static void clear(const struct mh_loop *l, dev_t dev, ino_t ino)
 		char name[sizeof(info.lo_file_name) + 1];
 		snprintf(name, sizeof(name), "%.*s", (int)sizeof(info.lo_file_name),
 		         (const char *)info.lo_file_name);
-		/* Ours as bound_to() tells: (dev, ino), the device itself, named by a volume id. */
+		/* Ours as mh_loop_bound() tells: (dev, ino), the device itself, named by a volume
+		 * id. */
 		if (st.st_rdev == l->rdev && info.lo_device == (uint64_t)dev &&
 		    info.lo_inode == (uint64_t)ino && pol_volume_id_valid(name))
 			ioctl(fd, LOOP_CLR_FD, 0);
@@ -432,7 +405,7 @@ int mh_loop_by_rdev(dev_t rdev, dev_t dev, ino_t ino, struct mh_loop *out, struc
 	int nr = mh_loop_nr_of_rdev(rdev);
 	if (nr < 0)
 		return 0;
-	int m = mh_loop_matches(nr, dev, ino, out);
+	int m = mh_loop_bound(nr, dev, ino, false, out);
 	if (m < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "cannot query loop%d: %s", nr,
 		               strerror(errno));

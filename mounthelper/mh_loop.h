@@ -48,7 +48,7 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
  * image's devices costs a look at each recorded one, not at every loop device
  * of the machine. A record grants nothing: every number in it is checked
  * against the image before use; it must only never miss a device holding
- * the image, whatever that device's name (mh_loop_holds). Two keepers, one
+ * the image, whatever that device's name (mh_loop_bound, any_name). Two keepers, one
  * interface: the helper without a core keeps them on disk in <data-dir>/loops
  * (mh_loop_records.c: its workers are processes of their own); the core keeps
  * them in memory (core/core_loops.c: it is one process, and the only attacher
@@ -70,32 +70,26 @@ void mh_loop_records_open(int dirfd);
 void mh_loop_record_new(int image_fd);
 
 /*
- * 1 if /dev/loopN is bound to (dev, ino) and was attached by sepcsi (its
- * lo_file_name a volume id; *out set), 0 if not (or unbound), -1 on error:
- * the only devices acted on.
- */
-int mh_loop_matches(int nr, dev_t dev, ino_t ino, struct mh_loop *out);
-
-/*
- * 1 if /dev/loopN is bound to (dev, ino), whatever its name (a pod holding its
- * raw block device open for writing can rename it), 0 if not, -1 on error:
+ * 1 if /dev/loopN is bound to (dev, ino) (*out set unless NULL), 0 if not (or
+ * unbound), -1 on error. Unless any_name, only a device sepcsi attached (its
+ * lo_file_name a volume id): the only devices acted on. With any_name, whatever
+ * its name (a pod holding its raw block device open for writing can rename it):
  * what the records keep, and what holds an image, never what is acted on.
  */
-int mh_loop_holds(int nr, dev_t dev, ino_t ino);
+int mh_loop_bound(int nr, dev_t dev, ino_t ino, bool any_name, struct mh_loop *out);
 
 /*
- * The devices backed by (dev, ino), found by a look at each loop device: at
- * most max, sepcsi's only unless any_name; -1 with r.
+ * The devices bound to (dev, ino) as mh_loop_bound tells, at most max (out
+ * NULL: only counted), by the image's record (mh_loop_record_read): the count,
+ * or -1 with r. An image any device holds (any_name; at most
+ * MH_LOOP_RECORD_MAX need be counted) is neither removed nor formatted.
  */
-int mh_loop_scan(dev_t dev, ino_t ino, bool any_name, struct mh_loop *out, size_t max,
+int mh_loop_find(dev_t dev, ino_t ino, bool any_name, struct mh_loop *out, size_t max,
                  struct mh_res *r);
 
-/*
- * How many loop devices hold the image (dev, ino), whatever their names (at
- * most MH_LOOP_RECORD_MAX counted when the records cannot say), or -1 with r:
- * an image any device holds is neither removed nor formatted.
- */
-int mh_loop_count_held(dev_t dev, ino_t ino, struct mh_res *r);
+/* The same by a look at each loop device, whatever the records say (their keeper's). */
+int mh_loop_scan(dev_t dev, ino_t ino, bool any_name, struct mh_loop *out, size_t max,
+                 struct mh_res *r);
 
 /*
  * Whether a missing /dev/loopN node is made (true: the helper and the core).
@@ -117,12 +111,6 @@ int mh_loop_status(int nr, struct mh_loop *out, dev_t *dev, ino_t *ino, char *na
 
 /* Call fn(N) for each /dev/loopN the kernel has, until fn returns non-zero; that, or -1 with r. */
 int mh_loop_each(int (*fn)(int nr, void *arg), void *arg, struct mh_res *r);
-
-/* Find the loop device backed by the file (dev, ino): 1 found (*out set), 0 none, -1 error. */
-int mh_loop_find(dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r);
-
-/* All loop devices backed by (dev, ino), at most max: the count, or -1 with r. */
-int mh_loop_find_all(dev_t dev, ino_t ino, struct mh_loop *out, size_t max, struct mh_res *r);
 
 /*
  * Every loop device backed by (dev, ino), however many: the count, with *out

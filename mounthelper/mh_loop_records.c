@@ -144,7 +144,7 @@ void mh_loop_record_attach(dev_t dev, ino_t ino, int new_nr)
 	for (int i = 0; i < n; i++) {
 		/* A device that cannot be asked is kept: a record may hold too much, never too
 		 * little. */
-		if (nr[i] != new_nr && mh_loop_holds(nr[i], dev, ino) != 0)
+		if (nr[i] != new_nr && mh_loop_bound(nr[i], dev, ino, true, NULL) != 0)
 			keep[k++] = nr[i];
 	}
 	if (k == MH_LOOP_RECORD_MAX) {

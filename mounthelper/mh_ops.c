@@ -163,7 +163,7 @@ int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		        "volume");
 		goto out;
 	}
-	int found = mh_loop_find(v.st.st_dev, v.st.st_ino, &v.loop, r);
+	int found = mh_loop_find(v.st.st_dev, v.st.st_ino, false, &v.loop, 1, r);
 	if (found < 0)
 		goto out;
 	v.attached = found == 1;

@@ -305,7 +305,7 @@ static int attached_now(const struct mh_ctx *c, const char *volume_id, struct mh
 		return mh_core_attached(volume_id, r);
 	if (mh_vol_lookup(c, volume_id, &v, r) < 0)
 		return -1;
-	return mh_loop_count_held(v.st.st_dev, v.st.st_ino, r);
+	return mh_loop_find(v.st.st_dev, v.st.st_ino, true, NULL, MH_LOOP_RECORD_MAX, r);
 }
 
 /*

@@ -121,9 +121,9 @@ static int block_stats(const struct mh_vol *v, const struct mh_mnt *m, struct mh
 static int vol_loop(struct mh_vol *v, const struct mh_mnt *m, struct mh_res *r)
 {
 	int nr = m->mounted ? mh_loop_nr_of(m->source, "/dev/loop") : -1;
-	int found = nr >= 0 ? mh_loop_matches(nr, v->st.st_dev, v->st.st_ino, &v->loop) : 0;
+	int found = nr >= 0 ? mh_loop_bound(nr, v->st.st_dev, v->st.st_ino, false, &v->loop) : 0;
 	if (found != 1 && m->mounted)
-		found = mh_loop_find(v->st.st_dev, v->st.st_ino, &v->loop, r);
+		found = mh_loop_find(v->st.st_dev, v->st.st_ino, false, &v->loop, 1, r);
 	v->attached = found == 1;
 	return found < 0 ? -1 : 0;
 }

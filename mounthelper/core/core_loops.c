@@ -13,8 +13,8 @@
  *    records the number first;
  * so an image with no record has no device, and its look costs nothing, where
  * the helper's records on disk make it scan. A device someone else attaches
- * to one of our images is never ours (mh_loop_matches), recorded or not; every
- * device that holds an image is recorded, whatever its name (mh_loop_holds:
+ * to one of our images is never ours (mh_loop_bound), recorded or not; every
+ * device that holds an image is recorded, whatever its name (any_name:
  * a pod may rename its raw block device), so that the image is never removed
  * or formatted under it.
  * Memory: when the table is full, records of images no device backs any more
@@ -52,7 +52,7 @@ static void compact(void)
 		struct record e = records[i];
 		int m = 0;
 		for (int j = 0; j < e.n; j++)
-			if (mh_loop_holds(e.nr[j], e.dev, e.ino) != 0)
+			if (mh_loop_bound(e.nr[j], e.dev, e.ino, true, NULL) != 0)
 				e.nr[m++] = e.nr[j];
 		if (e.n > 0)
 			e.n = m;
@@ -115,7 +115,7 @@ void mh_loop_record_attach(dev_t dev, ino_t ino, int new_nr)
 		return;
 	/* Devices that no longer back the image go; one that cannot be asked stays. */
 	for (int i = 0; i < e->n; i++)
-		if (e->nr[i] != new_nr && mh_loop_holds(e->nr[i], dev, ino) != 0)
+		if (e->nr[i] != new_nr && mh_loop_bound(e->nr[i], dev, ino, true, NULL) != 0)
 			e->nr[k++] = e->nr[i];
 	e->n = k;
 	add(e, new_nr);

@@ -77,8 +77,8 @@ static int answer_attached(const struct mh_ctx *c, const struct mh_msg *req, str
 	(void)a;
 	if (mh_vol_lookup(c, req->u.del.volume_id, &v, r) < 0)
 		return -1;
-	/* Every device holding the image counts, a pod's renamed one too (mh_loop_holds). */
-	int held = mh_loop_count_held(v.st.st_dev, v.st.st_ino, r);
+	/* Every device holding the image counts, a pod's renamed one too (any_name). */
+	int held = mh_loop_find(v.st.st_dev, v.st.st_ino, true, NULL, MH_LOOP_RECORD_MAX, r);
 	if (held < 0)
 		return -1;
 	ans->u.attached.devices = (uint32_t)held;
