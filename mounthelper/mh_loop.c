@@ -266,6 +266,19 @@ int mh_loop_bound(int nr, dev_t dev, ino_t ino, bool any_name, struct mh_loop *o
 	return 1;
 }
 
+int mh_loop_nr_of(const char *s, const char *prefix)
+{
+	size_t len = strlen(prefix);
+	char again[32];
+	if (!s || strncmp(s, prefix, len) != 0 || s[len] < '0' || s[len] > '9')
+		return -1;
+	long nr = strtol(s + len, NULL, 10);
+	if (nr < 0 || nr > 1 << 20)
+		return -1;
+	snprintf(again, sizeof(again), "%s%ld", prefix, nr);
+	return strcmp(again, s) == 0 ? (int)nr : -1;
+}
+
 int mh_loop_each(int (*fn)(int nr, void *arg), void *arg, struct mh_res *r)
 {
 	DIR *d = opendir("/sys/block");
@@ -275,12 +288,9 @@ int mh_loop_each(int (*fn)(int nr, void *arg), void *arg, struct mh_res *r)
 	struct dirent *e;
 	int ret = 0;
 	while (ret == 0 && (e = readdir(d)) != NULL) {
-		char *end;
-		if (strncmp(e->d_name, "loop", 4) != 0 || e->d_name[4] < '0' || e->d_name[4] > '9')
-			continue;
-		long nr = strtol(e->d_name + 4, &end, 10);
-		if (*end == '\0' && nr >= 0 && nr <= 1 << 20)
-			ret = fn((int)nr, arg);
+		int nr = mh_loop_nr_of(e->d_name, "loop");
+		if (nr >= 0)
+			ret = fn(nr, arg);
 	}
 	closedir(d);
 	return ret;
@@ -386,18 +396,17 @@ static int still_held(const struct mh_loop *l, struct mh_res *r)
 
 int mh_loop_nr_of_rdev(dev_t rdev)
 {
-	char p[64], buf[256], *end;
+	char p[64], buf[256], *name, *eol;
 	if (major(rdev) != LOOP_MAJOR)
 		return -1;
 	/* The kernel's name for the device number: DEVNAME=loopN in its uevent file. */
 	snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/uevent", major(rdev), minor(rdev));
 	if (mh_read_text(p, buf, sizeof(buf)) < 0)
 		return -1; /* no such device */
-	const char *name = strstr(buf, "DEVNAME=loop");
-	if (!name)
+	if (!(name = strstr(buf, "DEVNAME=")) || !(eol = strchr(name, '\n')))
 		return -1;
-	long nr = strtol(name + strlen("DEVNAME=loop"), &end, 10);
-	return *end == '\n' && nr >= 0 && nr <= 1 << 20 ? (int)nr : -1;
+	*eol = '\0';
+	return mh_loop_nr_of(name, "DEVNAME=loop");
 }
 
 int mh_loop_by_rdev(dev_t rdev, dev_t dev, ino_t ino, struct mh_loop *out, struct mh_res *r)

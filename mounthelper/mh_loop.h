@@ -118,6 +118,12 @@ int mh_loop_each(int (*fn)(int nr, void *arg), void *arg, struct mh_res *r);
  */
 int mh_loop_list(dev_t dev, ino_t ino, struct mh_loop **out, struct mh_res *r);
 
+/*
+ * N when s is exactly prefix followed by N in decimal (no sign, no leading
+ * zero): mh_loop_nr_of(src, "/dev/loop"), mh_loop_nr_of(name, "loop"); else -1.
+ */
+int mh_loop_nr_of(const char *s, const char *prefix);
+
 /* N of the loop device /dev/loopN with device number rdev, or -1 (not a loop device). */
 int mh_loop_nr_of_rdev(dev_t rdev);
 

@@ -127,12 +127,6 @@ int mh_mount_row_target(const struct mh_mount_row *m, char *buf, size_t len);
  */
 int mh_mount_row_node(const struct mh_mount_row *m, dev_t *rdev);
 
-/*
- * N when s is exactly prefix followed by N in decimal (no sign, no leading
- * zero): mh_loop_nr_of(src, "/dev/loop"), mh_loop_nr_of(name, "loop"); else -1.
- */
-int mh_loop_nr_of(const char *s, const char *prefix);
-
 /* The file system mounted from loop device l (its first mount): 1 with *m, 0 none, -1 with r. */
 int mh_mount_find_loop(const struct mh_loop *l, struct mh_mnt *m, struct mh_res *r);
 

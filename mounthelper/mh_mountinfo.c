@@ -340,19 +340,6 @@ bool mh_mount_is_loop(const struct mh_mnt *m, const struct mh_loop *l)
 	return m->dev == l->rdev || strcmp(m->fstype, "btrfs") == 0;
 }
 
-int mh_loop_nr_of(const char *s, const char *prefix)
-{
-	size_t len = strlen(prefix);
-	char again[32];
-	if (!s || strncmp(s, prefix, len) != 0 || s[len] < '0' || s[len] > '9')
-		return -1;
-	long nr = strtol(s + len, NULL, 10);
-	if (nr < 0 || nr > 1 << 20)
-		return -1;
-	snprintf(again, sizeof(again), "%s%ld", prefix, nr);
-	return strcmp(again, s) == 0 ? (int)nr : -1;
-}
-
 /* ---- every mount: the table ------------------------------------------------ */
 
 /*
