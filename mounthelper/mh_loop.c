@@ -421,31 +421,29 @@ int mh_loop_by_rdev(dev_t rdev, dev_t dev, ino_t ino, struct mh_loop *out, struc
 	return m == 1 && out->rdev == rdev;
 }
 
-int mh_loop_set_capacity(const struct mh_loop *l, struct mh_res *r)
+/* The ioctl req (named what) with arg on l, opened as flags: 0, or -1 with r. */
+static int loop_ioctl(const struct mh_loop *l, int flags, unsigned long req, const char *what,
+                      void *arg, struct mh_res *r)
 {
-	int fd = open_loop(l->nr, O_RDONLY | O_NONBLOCK);
+	int fd = open_loop(l->nr, flags), ret = 0;
 	if (fd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "open %s: %s", l->path, strerror(errno));
-	int ret = 0;
-	/* Safety: only re-reads the size of the file that already backs our device. */
-	if (ioctl(fd, LOOP_SET_CAPACITY, 0) < 0)
-		ret = mh_fail(r, MH_E_FAILED, errno, "LOOP_SET_CAPACITY %s: %s", l->path,
-		              strerror(errno));
+	if (ioctl(fd, req, arg) < 0)
+		ret = mh_fail(r, MH_E_FAILED, errno, "%s %s: %s", what, l->path, strerror(errno));
 	close(fd);
 	return ret;
 }
 
+int mh_loop_set_capacity(const struct mh_loop *l, struct mh_res *r)
+{
+	/* Safety: only re-reads the size of the file that already backs our device. */
+	return loop_ioctl(l, O_RDONLY | O_NONBLOCK, LOOP_SET_CAPACITY, "LOOP_SET_CAPACITY", NULL,
+	                  r);
+}
+
 int mh_loop_size(const struct mh_loop *l, uint64_t *size, struct mh_res *r)
 {
-	int fd = open_loop(l->nr, LOOP_LOOK);
-	if (fd < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "open %s: %s", l->path, strerror(errno));
-	int ret = 0;
-	if (ioctl(fd, BLKGETSIZE64, size) < 0)
-		ret =
-		    mh_fail(r, MH_E_FAILED, errno, "BLKGETSIZE64 %s: %s", l->path, strerror(errno));
-	close(fd);
-	return ret;
+	return loop_ioctl(l, LOOP_LOOK, BLKGETSIZE64, "BLKGETSIZE64", size, r);
 }
 
 int mh_loop_detach(const struct mh_loop *l, dev_t dev, ino_t ino, struct mh_res *r)
