@@ -296,6 +296,7 @@ int mh_loop_each(int (*fn)(int nr, void *arg), void *arg, struct mh_res *r)
 	return ret;
 }
 
+/* A look for the devices bound to (dev, ino), one number at a time (find_one). */
 struct scan {
 	dev_t dev;
 	ino_t ino;
@@ -323,28 +324,21 @@ int mh_loop_scan(dev_t dev, ino_t ino, bool any_name, struct mh_loop *out, size_
 {
 	struct scan f = {
 	    .dev = dev, .ino = ino, .any_name = any_name, .out = out, .max = max, .r = r};
-	if (mh_loop_each(find_one, &f, r) < 0)
-		return -1;
-	return f.found;
+	return mh_loop_each(find_one, &f, r) < 0 ? -1 : f.found;
 }
 
 /* See mh_loop.h: by the image's record or, without one, a scan. */
 int mh_loop_find(dev_t dev, ino_t ino, bool any_name, struct mh_loop *out, size_t max,
                  struct mh_res *r)
 {
-	int nr[MH_LOOP_RECORD_MAX], found = 0;
-	int n = mh_loop_record_read(dev, ino, nr);
-
+	struct scan f = {
+	    .dev = dev, .ino = ino, .any_name = any_name, .out = out, .max = max, .r = r};
+	int nr[MH_LOOP_RECORD_MAX], n = mh_loop_record_read(dev, ino, nr);
 	if (n < 0)
 		return mh_loop_scan(dev, ino, any_name, out, max, r);
-	for (int i = 0; i < n && (size_t)found < max; i++) {
-		int m = mh_loop_bound(nr[i], dev, ino, any_name, out ? &out[found] : NULL);
-		if (m < 0)
-			return mh_fail(r, MH_E_FAILED, errno, "cannot query loop%d: %s", nr[i],
-			               strerror(errno));
-		found += m;
-	}
-	return found;
+	for (int i = 0; i < n && find_one(nr[i], &f) == 0; i++)
+		continue; /* until max found, or a device that cannot be asked (f.found -1) */
+	return f.found;
 }
 
 int mh_loop_list(dev_t dev, ino_t ino, struct mh_loop **out, struct mh_res *r)
