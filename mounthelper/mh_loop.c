@@ -336,8 +336,9 @@ int mh_loop_find(dev_t dev, ino_t ino, bool any_name, struct mh_loop *out, size_
 	int nr[MH_LOOP_RECORD_MAX], n = mh_loop_record_read(dev, ino, nr);
 	if (n < 0)
 		return mh_loop_scan(dev, ino, any_name, out, max, r);
-	for (int i = 0; i < n && find_one(nr[i], &f) == 0; i++)
-		continue; /* until max found, or a device that cannot be asked (f.found -1) */
+	for (int i = 0; i < n; i++)
+		if (find_one(nr[i], &f))
+			break; /* max found, or a device that cannot be asked (f.found -1) */
 	return f.found;
 }
 
@@ -378,14 +379,6 @@ static void clear(const struct mh_loop *l, dev_t dev, ino_t ino)
 			ioctl(fd, LOOP_CLR_FD, 0);
 	}
 	close(fd);
-}
-
-/* What the detach of l left: 0 if it is gone, -1 (BUSY, EALREADY) if a holder keeps it. */
-static int still_held(const struct mh_loop *l, struct mh_res *r)
-{
-	return mh_fail(r, MH_E_BUSY, EALREADY,
-	               "%s is still attached (held open elsewhere; it goes when it is closed)",
-	               l->path);
 }
 
 int mh_loop_nr_of_rdev(dev_t rdev)
@@ -445,5 +438,10 @@ int mh_loop_detach(const struct mh_loop *l, dev_t dev, ino_t ino, struct mh_res 
 	struct mh_loop now;
 	clear(l, dev, ino); /* with no other opener, the kernel detaches it at once */
 	int bound = mh_loop_by_rdev(l->rdev, dev, ino, &now, r);
-	return bound <= 0 ? bound : still_held(l, r);
+	if (bound <= 0)
+		return bound; /* gone (0), or not asked (-1) */
+	/* A holder keeps it: it goes when that holder closes it (EALREADY: mh_relay.c waits). */
+	return mh_fail(r, MH_E_BUSY, EALREADY,
+	               "%s is still attached (held open elsewhere; it goes when it is closed)",
+	               l->path);
 }
