@@ -104,9 +104,9 @@ exec_reader(int exe, const int fds[7], pid_t parent, char *const argv[])
  * shares: the helper could otherwise rename what lies in the core's root,
  * its /dev or the directories leading to the allowed roots); its channel on
  * fd 3, the compiled policy on fd 5, its flusher's socket on fd 6, images/
- * and audit.log (root's, made here if missing, appended to) opened in its
- * view on fds 7 and 8, and nothing else of the helper's (not rpcd's
- * channel, not the supervisor's: fd 4 closed, so it has no supervisor); its
+ * (the owner's, made and handed at the helper's start) and audit.log (root's,
+ * made here if missing, open to append) opened in its view on fds 7 and 8, and nothing else of the
+ * helper's (not rpcd's channel, not the supervisor's: fd 4 closed, so it has no supervisor); its
  * capabilities set (pol_caps_confine_core), which the exec keeps.
  */
 struct core_start {

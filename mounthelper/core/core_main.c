@@ -117,6 +117,8 @@ static void parse_args(int argc, char **argv, struct args *a)
 	    (v[3] && log_parse_level(v[3], &a->lvl) < 0))
 		usage(1);
 	a->policy_fd = number(v[0], 5); /* 0-2 are stdio, 3 and 4 the channels */
+	if (a->policy_fd > 5 && a->policy_fd < 9)
+		usage(1); /* its flusher's socket, images/ and audit.log */
 	a->owner = (uid_t)number(v[1], 0);
 }
 
@@ -133,11 +135,16 @@ static void take_data(uid_t owner, struct mh_ctx *ctx)
 	ctx->images_fd = CORE_FD_IMAGES;
 	ctx->audit_fd = CORE_FD_AUDIT;
 	ctx->owner = owner;
-	if (fstat(CORE_FD_IMAGES, &st) < 0 || !S_ISDIR(st.st_mode))
-		log_fatal("fd %d is not the images directory", CORE_FD_IMAGES);
+	if (fstat(CORE_FD_IMAGES, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != owner ||
+	    st.st_gid != 0 || (st.st_mode & S_IWOTH))
+		log_fatal("fd %d is not the images directory (the owner's, group root)",
+		          CORE_FD_IMAGES);
+	int fl = fcntl(CORE_FD_AUDIT, F_GETFL);
 	if (fstat(CORE_FD_AUDIT, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
-	    (st.st_mode & 077) != 0)
-		log_fatal("fd %d is not audit.log, a root-only regular file", CORE_FD_AUDIT);
+	    (st.st_mode & 077) != 0 || st.st_nlink != 1 || fl < 0 ||
+	    (fl & (O_ACCMODE | O_APPEND)) != (O_WRONLY | O_APPEND))
+		log_fatal("fd %d is not audit.log, a root-only regular file open to append",
+		          CORE_FD_AUDIT);
 }
 
 /*

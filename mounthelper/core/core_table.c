@@ -12,10 +12,13 @@
 #include "core.h"
 
 #include <errno.h>
+#include <linux/fs.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "mh_at.h"
 #include "mh_common.h"
 #include "mh_image.h"
@@ -31,15 +34,28 @@ static int answer_stage(const struct mh_ctx *c, const struct mh_msg *req, struct
 }
 
 /*
- * UNSTAGE and EXPAND, after thawing what the core froze of the volume: the
- * unmount, or the grow ioctl, would wait for the thaw.
+ * UNSTAGE and EXPAND, after thawing the volume's file system: the unmount, or
+ * the grow ioctl, would wait for the thaw, and the core's one thread with it.
+ * What this core froze, and what any other froze (a core before it, killed
+ * with its peer while the image had another name, so that its sweep passed
+ * the device over): the file system mounted from this volume's own loop
+ * device, never a path.
  */
 static int answer_thawed(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                          struct mh_audit *a, struct mh_res *r)
 {
 	bool unstage = req->type == MH_REQ_UNSTAGE;
+	struct mh_vol v = {0};
+	struct mh_res ignore = {0};
 	core_thaw_volume(a->volume_id,
 	                 unstage ? "the volume is being unstaged" : "the volume is being grown");
+	int fd = mh_vol_lookup(c, a->volume_id, &v, &ignore) == 0 && v.attached
+	             ? mh_mount_fs_fd(&v.loop, &ignore)
+	             : -1;
+	if (fd >= 0 && ioctl(fd, FITHAW, 0) == 0)
+		log_kv(LOG_LVL_WARN, "thawed", "volume_id", a->volume_id, "why",
+		       "frozen by another than this core", NULL);
+	mh_closep(&fd);
 	return (unstage ? mh_answer_unstage : mh_answer_expand)(c, req, ans, a, r);
 }
 
@@ -142,13 +158,15 @@ const struct mh_op_row mh_op_rows[] = {
      "and mounts it, nosuid,nodev, on an empty root-only directory of a staging pattern, "
      "resolved again right before and checked after; never formats"},
     {MH_REQ_UNSTAGE, MH_ANS_UNSTAGE, answer_thawed, "UNSTAGE", false, MH_F_BLOCK | MH_F_REMOVE_DIR,
-     "thaws what the core froze of this volume, then unmounts only a mount proved this "
+     "thaws this volume's file system (on its own loop device), then unmounts only a mount "
+     "proved this "
      "volume's (its loop device backed by the image); detaches only when no mount or bind "
      "of the device is left anywhere"},
     MH_ROW_PUBLISH(mh_answer_publish),
     MH_ROW_UNPUBLISH(mh_answer_unpublish),
     {MH_REQ_EXPAND, MH_ANS_EXPAND, answer_thawed, "EXPAND", false, MH_F_BLOCK,
-     "thaws what the core froze of this volume, then grows only a file system proved to be "
+     "thaws this volume's file system (on its own loop device), then grows only a file "
+     "system proved to be "
      "this volume's mount, with that file system's own ioctl on the verified mount"},
     {MH_REQ_FREEZE, MH_ANS_FREEZE, core_answer_freeze, "FREEZE", false, 0,
      "freezes only the file system mounted from this volume's own loop device, and thaws it "

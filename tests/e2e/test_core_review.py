@@ -22,11 +22,11 @@ import time
 import pytest
 
 import mh_wire
-from conftest import BIN  # noqa: F401  (the build the fixtures use)
+from conftest import BIN, with_fds  # noqa: F401  (the build the fixtures use)
 from mh_wire import F_BLOCK, F_CREATE_DIR, E, Msg, T, encode
 from stallfuse import StallFuse
-from test_core import (VOL, VOL2, MiB, attached, core, expand, refresh, freeze, fresh, publish,  # noqa: F401
-                       stage, stats, unpublish, unstage, writer)
+from test_core import (CONFINED, OWNER, VOL, VOL2, MiB, attached, core, expand, refresh, freeze,  # noqa: F401
+                       fresh, held, publish, stage, stats, unpublish, unstage, writer)
 
 HANG = 10  # seconds the core is given to answer before it is called hung
 
@@ -793,3 +793,165 @@ def test_a_hostile_detach_clears_no_device_but_the_named_volumes(core):
             os.close(fd)
         subprocess.run(["losetup", "-d", root_dev], check=False)
     core.ok(unstage(VOL2, blk, flags=F_BLOCK))
+
+
+# ---- Review of the thaw in the sweep and the core's descriptors from its starter ----
+
+
+def _kill9(c):
+    os.killpg(c.proc.pid, signal.SIGKILL)
+    c.proc.wait(10)
+    c.sock.close()
+    c.log.close()
+    if c.reader:
+        c.reader.kill()
+        c.reader.wait(10)
+        c.reader = None
+        c.rsock.close()
+        c.rsock = None
+
+
+def test_a_freeze_left_under_a_renamed_image_is_thawed_by_the_next_core(fresh):
+    """The start-up thaw (mh_sweep.c) counts a device as ours only while
+    images/<lo_file_name>.img is its backing file (mh_loop_ours). The owner (the
+    compromised orchestrator) FREEZEs its volume, renames the image away and dies: the
+    core dies with it (PDEATHSIG) without thawing, and the next core's sweep passes the
+    device over. The owner puts the name back. Found by a review: the next EXPAND (or
+    UNSTAGE) thawed only what *this* core froze, then blocked in the kernel on the frozen
+    file system, the single-threaded core with it for every volume of the node. Now
+    UNSTAGE and EXPAND thaw the file system on the volume's own loop device, whoever
+    froze it (core_table.c): the UNSTAGE at the end answers, and the volume takes
+    writes again."""
+    fresh.image(VOL)
+    c = fresh.start()
+    st = c.dir("staging/v1")
+    c.ok(stage(VOL, st))
+    c.ok(freeze(VOL, 60))
+    _kill9(c)
+    img, hidden = c.img(VOL), os.path.join(c.images, "parked")
+    os.rename(img, hidden)  # the owner may: images/ and its files are its own
+    thawer = None
+    try:
+        c.start()
+        os.rename(hidden, img)
+        w = writer(os.path.join(st, "f"))
+        assert held(w, 1.0)  # the next core's sweep passed it over: still frozen
+        thawer = subprocess.Popen(["sh", "-c", "sleep %d; fsfreeze -u '%s'" % (HANG + 5, st)],
+                                  stderr=subprocess.DEVNULL)
+        # Answered, whatever the writer still holds open: never blocked on the freeze.
+        ans = c.call(unstage(VOL, st), timeout=HANG)
+        assert ans.type in (T.ANS_UNSTAGE, T.ANS_ERROR), ans
+        assert w.wait(30) == 0
+        assert "frozen by another than this core" in c.logs()
+    finally:
+        # Never leave a frozen file system behind on a shared machine.
+        if os.path.exists(hidden):
+            os.rename(hidden, img)
+        if thawer:  # not needed: the core thawed it (were it hung, the line below frees it)
+            thawer.kill()
+            thawer.wait(60)
+        subprocess.run(["fsfreeze", "-u", st], capture_output=True)
+    c.ok(unstage(VOL, st))
+
+
+def test_expand_of_a_volume_frozen_by_someone_else_does_not_hang_the_core(fresh):
+    """Same start as above, with EXPAND after the name is back (xfs: its grow ioctl needs
+    only CAP_SYS_ADMIN; ext4's needs CAP_SYS_RESOURCE, which this host does not grant):
+    the core thaws the volume's own file system first and answers, not blocking in
+    XFS_IOC_FSGROWFSDATA (found by the same review)."""
+    fresh.image(VOL, fs="xfs", size=512 * MiB)
+    c = fresh.start()
+    st = c.dir("staging/v1")
+    c.ok(stage(VOL, st, fs="xfs"))
+    c.ok(freeze(VOL, 60))
+    _kill9(c)
+    img, hidden = c.img(VOL), os.path.join(c.images, "parked")
+    os.rename(img, hidden)
+    thawer = None
+    try:
+        c.start()
+        os.rename(hidden, img)
+        os.truncate(img, 1024 * MiB)  # the owner grows its own image
+        # Unblock the core after HANG + 5 s whatever happens, so nothing stays stuck.
+        thawer = subprocess.Popen(["sh", "-c", "sleep %d; fsfreeze -u '%s'" % (HANG + 5, st)],
+                                  stderr=subprocess.DEVNULL)
+        t = time.monotonic()
+        try:
+            ans = c.call(expand(VOL, st), timeout=HANG)
+        except AssertionError as e:
+            raise AssertionError("EXPAND of a volume frozen by a dead core hung the core "
+                                 "for %.0f s: %s" % (time.monotonic() - t, e))
+        assert ans.type == T.ANS_EXPAND, ans
+    finally:
+        if os.path.exists(hidden):
+            os.rename(hidden, img)
+        if thawer:
+            thawer.kill()
+            thawer.wait(60)
+        subprocess.run(["fsfreeze", "-u", st], capture_output=True)
+
+
+def _spawn_with(c, data):
+    """The core as test_core's spawn starts it, but with fds 7 and 8 of the test's choice."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    c.log = open(c.path("core.log"), "w")
+    flush = c.spawn_flusher()
+    pol = c.compiled()
+    argv, keep = with_fds(
+        CONFINED + [os.path.join(BIN, "sepcsi-core"), "--owner", str(OWNER), "--policy-fd",
+                    "5", "--log-level", "debug"],
+        {3: b.fileno(), 5: pol, 6: flush.fileno(), **data})
+    c.proc = subprocess.Popen(argv, pass_fds=keep, stdout=c.log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    for fd in data.values():
+        os.close(fd)
+    os.close(pol)
+    flush.close()
+    b.close()
+    c.sock = a
+
+
+@pytest.mark.parametrize("what", ["images of another uid, world-writable",
+                                  "audit.log read-only", "audit.log not append"])
+def test_a_core_refuses_fds_7_and_8_that_are_not_what_its_starter_hands(fresh, what):
+    """Found by a review: take_data (core_main.c) checked fd 7 only for being a
+    directory and fd 8 for being a root-only regular file, so a starter's mistake (or
+    a start by hand) could give it a directory of another uid that anyone may write, or
+    an audit file it cannot append to (every audit record then silently lost). Now fd 7
+    must be the owner's directory, group root, not writable by others; fd 8 open to
+    append only, one link."""
+    other = fresh.path("elsewhere")
+    os.makedirs(other)
+    os.chown(other, 12345, 12345)
+    os.chmod(other, 0o777)
+    audit = fresh.path("data/audit.log")
+    fd = os.open(audit, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.close(fd)
+    images = os.open(fresh.images, os.O_RDONLY | os.O_DIRECTORY)
+    if what.startswith("images"):
+        os.close(images)
+        data = {7: os.open(other, os.O_RDONLY | os.O_DIRECTORY),
+                8: os.open(audit, os.O_WRONLY | os.O_APPEND)}
+    elif what == "audit.log read-only":
+        data = {7: images, 8: os.open(audit, os.O_RDONLY)}
+    else:
+        data = {7: images, 8: os.open(audit, os.O_WRONLY)}
+    _spawn_with(fresh, data)
+    try:
+        rc = fresh.proc.wait(5)
+    except subprocess.TimeoutExpired:
+        rc = None
+    assert rc == 1, "the core started (and serves) with fds 7/8: %s" % what
+
+
+def test_a_core_without_fds_7_and_8_refuses_to_start(fresh):
+    """Started by hand without images/ and audit.log, nothing the core opens before
+    take_data lands on 7 or 8: it refuses to start; and a policy on 6, 7 or 8 is no
+    start either."""
+    _spawn_with(fresh, {})
+    assert fresh.proc.wait(5) == 1
+    assert "fd 7 is not the images directory" in fresh.logs()
+    for fd in ("6", "7", "8"):
+        r = subprocess.run([os.path.join(BIN, "sepcsi-core"), "--owner", "1", "--policy-fd",
+                            fd], capture_output=True, text=True)
+        assert r.returncode == 1 and "usage" in r.stderr, (fd, r)
