@@ -81,7 +81,12 @@ static bool opt_set(const char *optstr, const char *name)
 	return optstr && mnt_optstr_get_option(optstr, name, NULL, NULL) == 0;
 }
 
-static void fill_from_fs(struct libmnt_fs *fs, struct mh_mnt *out)
+/*
+ * The facts of a mount, read in one place for each source (st and mounted are
+ * the caller's): from libmount's view of a mountinfo line here, from
+ * statmount in from_sm. A row of the table (row_of) is made from them too.
+ */
+static void from_fs(struct libmnt_fs *fs, struct mh_mnt *out)
 {
 	static const struct {
 		const char *opt;
@@ -130,29 +135,22 @@ static int sm_ask(uint64_t uid, uint64_t want, struct sm_head *buf, size_t len)
 }
 
 /*
- * statmount of the mount with unique id uid, asking SM_WANT: its answer (kept
- * until the next call), or NULL with *rc 0 if the mount is gone, -1 if the
+ * The facts of the mount with unique id uid from statmount (SM_WANT), as
+ * from_fs reads them from mountinfo: 1, 0 if the mount is gone, -1 if the
  * kernel cannot answer it all.
  */
-static const struct sm_head *sm_mount(uint64_t uid, int *rc)
+static int from_sm(uint64_t uid, struct mh_mnt *out)
 {
 	static union {
 		struct sm_head h;
 		char bytes[sizeof(struct sm_head) + 3 * ((size_t)MH_PATH_MAX + 1)];
 	} buf;
-	*rc = sm_ask(uid, SM_WANT, &buf.h, sizeof(buf.bytes));
-	return *rc == 1 ? &buf.h : NULL;
-}
-
-/* Fill out from statmount of the mount with unique id uid; -1 if the kernel cannot. */
-static int by_statmount(uint64_t uid, struct mh_mnt *out)
-{
+	const struct sm_head *h = &buf.h;
 	const uint64_t attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
 	                       MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOATIME | MOUNT_ATTR_NODIRATIME;
-	int rc;
-	const struct sm_head *h = sm_mount(uid, &rc);
-	if (!h)
-		return -1;
+	int rc = sm_ask(uid, SM_WANT, &buf.h, sizeof(buf.bytes));
+	if (rc != 1)
+		return rc;
 	out->id = (int)h->mnt_id_old;
 	out->dev = makedev(h->sb_dev_major, h->sb_dev_minor);
 	out->sb_ro = (h->sb_flags & SB_RDONLY_FLAG) != 0;
@@ -161,7 +159,7 @@ static int by_statmount(uint64_t uid, struct mh_mnt *out)
 	snprintf(out->source, sizeof(out->source), "%s", sm_str(h, h->sb_source));
 	snprintf(out->fstype, sizeof(out->fstype), "%s", sm_str(h, h->fs_type));
 	snprintf(out->root, sizeof(out->root), "%s", sm_str(h, h->mnt_root));
-	return 0;
+	return 1;
 }
 
 /* From mountinfo: the mount with id; 1 (out filled), 0 none, -1 with r. */
@@ -177,7 +175,7 @@ static int by_mountinfo(int id, struct mh_mnt *out, struct mh_res *r)
 	while (mnt_table_next_fs(tb, it, &fs) == 0 && mnt_fs_get_id(fs) != id)
 		fs = NULL;
 	if (fs)
-		fill_from_fs(fs, out);
+		from_fs(fs, out);
 	mnt_free_iter(it);
 	mnt_unref_table(tb);
 	return fs != NULL;
@@ -246,7 +244,7 @@ int mh_mount_check_local(int fd, const char *what, dev_t *root_sb, struct mh_res
 			*root_sb = MH_SB_PLAIN;
 		return 0; /* looked at before: neither answered elsewhere nor stacked */
 	}
-	unique = unique && by_statmount(stx.stx_mnt_id, &m) == 0;
+	unique = unique && from_sm(stx.stx_mnt_id, &m) == 1;
 	if (!unique &&
 	    (statx(fd, "", how, STATX_MNT_ID, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID)))
 		return mh_fail(r, MH_E_FAILED, errno, "which file system holds %s: %s", what,
@@ -316,7 +314,7 @@ int mh_mount_info(int fd, struct mh_mnt *out, struct mh_res *r)
 		if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
 			return 0; /* a plain directory or file: nothing mounted on it */
 		out->mounted = true;
-		if (by_statmount(stx.stx_mnt_id, out) == 0)
+		if (from_sm(stx.stx_mnt_id, out) == 1)
 			return 0;
 	}
 	if (statx(fd, "", how, STATX_MNT_ID, &stx) < 0)
@@ -389,31 +387,29 @@ static struct mh_mount_row *row_add(struct mh_mount_row **v, size_t *n, size_t *
 	return &(*v)[(*n)++];
 }
 
-static void row_names(struct mh_mount_row *m, const char *source, const char *root,
-                      const char *fstype)
+/* A row of the table from the facts of its mount (uid 0 when they come from mountinfo). */
+static void row_of(const struct mh_mnt *f, uint64_t uid, struct mh_mount_row *m)
 {
-	m->src_nr = mh_loop_nr_of(source, "/dev/loop");
-	m->sub = root && strcmp(root, "/") != 0;
-	snprintf(m->fstype, sizeof(m->fstype), "%s", fstype ? fstype : "");
+	*m = (struct mh_mount_row){.uid = uid,
+	                           .id = f->id,
+	                           .dev = f->dev,
+	                           .sb_ro = f->sb_ro,
+	                           .src_nr = mh_loop_nr_of(f->source, "/dev/loop"),
+	                           .sub = strcmp(f->root, "/") != 0};
+	snprintf(m->fstype, sizeof(m->fstype), "%.*s", MH_FSTYPE_MAX, f->fstype);
 	m->nodes =
-	    m->sub &&
-	    (strcmp(m->fstype, "devtmpfs") == 0 ||
-	     (strcmp(m->fstype, "tmpfs") == 0 && source && strcmp(source, MH_VIEW_SOURCE) == 0));
+	    m->sub && (strcmp(m->fstype, "devtmpfs") == 0 ||
+	               (strcmp(m->fstype, "tmpfs") == 0 && strcmp(f->source, MH_VIEW_SOURCE) == 0));
 }
 
 /* statmount of the mount with unique id uid into m: 1, 0 if it is gone, -1 if it cannot. */
 static int learn(uint64_t uid, struct mh_mount_row *m)
 {
-	int rc;
-	const struct sm_head *h = sm_mount(uid, &rc);
-	if (!h)
-		return rc;
-	*m = (struct mh_mount_row){.uid = uid,
-	                           .id = (int)h->mnt_id_old,
-	                           .dev = makedev(h->sb_dev_major, h->sb_dev_minor),
-	                           .sb_ro = (h->sb_flags & SB_RDONLY_FLAG) != 0};
-	row_names(m, sm_str(h, h->sb_source), sm_str(h, h->mnt_root), sm_str(h, h->fs_type));
-	return 1;
+	struct mh_mnt f;
+	int rc = from_sm(uid, &f);
+	if (rc == 1)
+		row_of(&f, uid, m);
+	return rc;
 }
 
 /*
@@ -466,14 +462,14 @@ static int look_mountinfo(struct mh_res *r)
 	while (ret == 0 && mnt_table_next_fs(tb, it, &fs) == 0) {
 		struct mh_mount_row *m = row_add(&now, &nnow, &cap);
 		const char *t = mnt_fs_get_target(fs);
+		struct mh_mnt f;
+		from_fs(fs, &f);
+		if (m)
+			row_of(&f, 0, m);
 		if (!m || !(m->target = strdup(t ? t : ""))) {
 			ret = mh_fail(r, MH_E_FAILED, ENOMEM, "out of memory");
 			break;
 		}
-		m->id = mnt_fs_get_id(fs);
-		m->dev = mnt_fs_get_devno(fs);
-		m->sb_ro = opt_set(mnt_fs_get_fs_options(fs), "ro");
-		row_names(m, mnt_fs_get_source(fs), mnt_fs_get_root(fs), mnt_fs_get_fstype(fs));
 	}
 	mnt_free_iter(it);
 	mnt_unref_table(tb);
