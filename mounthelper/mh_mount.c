@@ -107,15 +107,12 @@ static int fs_fail(struct mh_res *r, int fsfd, int err, const char *step)
 }
 
 /* Pass each filesystem option to fsconfig: a flag, or key=value as a string. */
-static int fs_options(int fsfd, const char *fsopts, struct mh_res *r)
+static int fs_options(int fsfd, char *fsopts, struct mh_res *r)
 {
-	char *copy = strdup(fsopts ? fsopts : ""), *cur, *name, *value;
+	char *cur = fsopts, *name, *value; /* libmount's parser only reads it */
 	size_t nsz, vsz;
 	int ret = 0;
-	if (!copy)
-		abort();
-	cur = copy;
-	while (mnt_optstr_next_option(&cur, &name, &nsz, &value, &vsz) == 0) {
+	while (cur && mnt_optstr_next_option(&cur, &name, &nsz, &value, &vsz) == 0) {
 		char key[MH_OPTS_MAX + 1];
 		snprintf(key, sizeof(key), "%.*s", (int)nsz, name);
 		int rc;
@@ -131,7 +128,6 @@ static int fs_options(int fsfd, const char *fsopts, struct mh_res *r)
 			break;
 		}
 	}
-	free(copy);
 	return ret;
 }
 
@@ -245,11 +241,6 @@ int mh_mount_fs(const struct mh_loop *l, const char *fstype, struct mh_mount_opt
 	                {POL_SB_SYNC, "sync"},
 	                {POL_SB_DIRSYNC, "dirsync"},
 	                {POL_SB_LAZYTIME, "lazytime"}};
-	const char *sbflags[4];
-	size_t nflags = 0;
-	for (size_t i = 0; i < 4; i++)
-		if (o->sb & sb_names[i].bit)
-			sbflags[nflags++] = sb_names[i].name;
 
 	fsfd = fsopen(fstype, FSOPEN_CLOEXEC);
 	if (fsfd < 0) {
@@ -260,9 +251,10 @@ int mh_mount_fs(const struct mh_loop *l, const char *fstype, struct mh_mount_opt
 		fs_fail(r, fsfd, errno, "source");
 		goto out;
 	}
-	for (size_t i = 0; i < nflags; i++) {
-		if (fsconfig(fsfd, FSCONFIG_SET_FLAG, sbflags[i], NULL, 0) < 0) {
-			fs_fail(r, fsfd, errno, sbflags[i]);
+	for (size_t i = 0; i < sizeof(sb_names) / sizeof(sb_names[0]); i++) {
+		if ((o->sb & sb_names[i].bit) &&
+		    fsconfig(fsfd, FSCONFIG_SET_FLAG, sb_names[i].name, NULL, 0) < 0) {
+			fs_fail(r, fsfd, errno, sb_names[i].name);
 			goto out;
 		}
 	}

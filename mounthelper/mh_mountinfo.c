@@ -54,6 +54,10 @@ enum {
 	SM_WANT = SM_SB_BASIC | SM_MNT_BASIC | SM_MNT_ROOT | SM_FS_TYPE | SM_SB_SOURCE,
 };
 #define SB_RDONLY_FLAG 1u
+/* A mount's attributes as mountinfo's options name them, no more: what either source reports. */
+#define MNT_ATTRS                                                                                  \
+	(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC |            \
+	 MOUNT_ATTR_NOATIME | MOUNT_ATTR_NODIRATIME)
 
 struct sm_head { /* struct statmount before its strings (<linux/mount.h>) */
 	uint32_t size, mnt_opts;
@@ -88,25 +92,21 @@ static bool opt_set(const char *optstr, const char *name)
  */
 static void from_fs(struct libmnt_fs *fs, struct mh_mnt *out)
 {
-	static const struct {
-		const char *opt;
-		uint64_t attr;
-	} attrs[] = {
-	    {"ro", MOUNT_ATTR_RDONLY},         {"nosuid", MOUNT_ATTR_NOSUID},
-	    {"nodev", MOUNT_ATTR_NODEV},       {"noexec", MOUNT_ATTR_NOEXEC},
-	    {"noatime", MOUNT_ATTR_NOATIME},   {"nodiratime", MOUNT_ATTR_NODIRATIME},
-	    {"relatime", MOUNT_ATTR_RELATIME},
-	};
 	const char *src = mnt_fs_get_source(fs), *type = mnt_fs_get_fstype(fs);
-	const char *root = mnt_fs_get_root(fs), *vfs = mnt_fs_get_vfs_options(fs);
+	const char *root = mnt_fs_get_root(fs);
+	/* libmount's parser only reads the string it walks. */
+	char *cur = (char *)mnt_fs_get_vfs_options(fs), *name, *value;
+	size_t nsz, vsz;
 	out->id = mnt_fs_get_id(fs);
 	out->dev = mnt_fs_get_devno(fs);
 	out->sb_ro = opt_set(mnt_fs_get_fs_options(fs), "ro");
-	out->ro = out->sb_ro || opt_set(vfs, "ro");
 	out->attr = 0;
-	for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++)
-		if (opt_set(vfs, attrs[i].opt))
-			out->attr |= attrs[i].attr;
+	/* The attributes the options name, by the table the helper's own mounts are made by. */
+	while (cur && mnt_optstr_next_option(&cur, &name, &nsz, &value, &vsz) == 0) {
+		const struct pol_vfs_opt *v = pol_vfs_opt(name, nsz);
+		out->attr |= v ? v->attr_set & MNT_ATTRS : 0;
+	}
+	out->ro = out->sb_ro || (out->attr & MOUNT_ATTR_RDONLY);
 	snprintf(out->source, sizeof(out->source), "%s", src ? src : "");
 	snprintf(out->fstype, sizeof(out->fstype), "%s", type ? type : "");
 	snprintf(out->root, sizeof(out->root), "%s", root ? root : "");
@@ -146,8 +146,6 @@ static int from_sm(uint64_t uid, struct mh_mnt *out)
 		char bytes[sizeof(struct sm_head) + 3 * ((size_t)MH_PATH_MAX + 1)];
 	} buf;
 	const struct sm_head *h = &buf.h;
-	const uint64_t attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-	                       MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOATIME | MOUNT_ATTR_NODIRATIME;
 	int rc = sm_ask(uid, SM_WANT, &buf.h, sizeof(buf.bytes));
 	if (rc != 1)
 		return rc;
@@ -155,7 +153,7 @@ static int from_sm(uint64_t uid, struct mh_mnt *out)
 	out->dev = makedev(h->sb_dev_major, h->sb_dev_minor);
 	out->sb_ro = (h->sb_flags & SB_RDONLY_FLAG) != 0;
 	out->ro = out->sb_ro || (h->mnt_attr & MOUNT_ATTR_RDONLY);
-	out->attr = h->mnt_attr & attrs; /* what the mountinfo options name, no more */
+	out->attr = h->mnt_attr & MNT_ATTRS;
 	snprintf(out->source, sizeof(out->source), "%s", sm_str(h, h->sb_source));
 	snprintf(out->fstype, sizeof(out->fstype), "%s", sm_str(h, h->fs_type));
 	snprintf(out->root, sizeof(out->root), "%s", sm_str(h, h->mnt_root));
