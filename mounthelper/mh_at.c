@@ -74,6 +74,22 @@ static int resolve_fail(struct mh_res *r, int err, const char *what)
 	}
 }
 
+/*
+ * One step of a walk: name beneath dirfd opened O_PATH (with flags, O_DIRECTORY
+ * or 0), its file system checked by mh_mount_check_local before anything asks
+ * it more. The fd, or -1 with r; what names it in the reason.
+ */
+static int enter(int dirfd, const char *name, int flags, const char *what, dev_t *root_sb,
+                 struct mh_res *r)
+{
+	int fd = open_beneath(dirfd, name, O_PATH | flags, 0);
+	if (fd < 0)
+		return resolve_fail(r, errno, what);
+	if (mh_mount_check_local(fd, what, root_sb, r) < 0)
+		mh_closep(&fd);
+	return fd;
+}
+
 int mh_at_check_dir(int fd, const char *what, struct mh_res *r)
 {
 	struct stat st;
@@ -123,37 +139,27 @@ int mh_at_open(const struct mh_ctx *c, const char *path, unsigned roles, struct 
 		}
 		memcpy(comp, s, n);
 		comp[n] = '\0';
-		int next = open_beneath(fd, comp, O_PATH | O_DIRECTORY, 0);
-		if (next < 0) {
-			resolve_fail(r, errno, "a parent directory");
-			goto fail;
-		}
+		int next = enter(fd, comp, O_DIRECTORY, "a parent directory", &at->root_sb, r);
 		close(fd);
 		fd = next;
-		if (mh_mount_check_local(fd, "a parent directory", &at->root_sb, r) < 0 ||
-		    mh_at_check_dir(fd, "a parent directory", r) < 0)
+		if (fd < 0 || mh_at_check_dir(fd, "a parent directory", r) < 0)
 			goto fail;
 		s += n + 1;
 	}
 fail:
-	close(fd);
+	mh_closep(&fd);
 	return -1;
 }
 
 int mh_at_descend(const struct mh_at *at, const char *name, struct mh_at *sub, struct mh_res *r)
 {
-	sub->dir = open_beneath(at->dir, at->name, O_PATH | O_DIRECTORY, 0);
 	sub->name = name;
 	sub->root = at->root;
 	sub->root_sb = at->root_sb;
-	if (sub->dir < 0)
-		return resolve_fail(r, errno, "the path");
-	if (mh_mount_check_local(sub->dir, "the path", &sub->root_sb, r) < 0 ||
-	    mh_at_check_dir(sub->dir, "the path", r) < 0) {
+	sub->dir = enter(at->dir, at->name, O_DIRECTORY, "the path", &sub->root_sb, r);
+	if (sub->dir >= 0 && mh_at_check_dir(sub->dir, "the path", r) < 0)
 		mh_closep(&sub->dir);
-		return -1;
-	}
-	return 0;
+	return sub->dir < 0 ? -1 : 0;
 }
 
 void mh_at_close(struct mh_at *at)
@@ -173,15 +179,9 @@ static int reopen(int fd, int flags)
 int mh_at_child(const struct mh_at *at, int flags, struct mh_res *r)
 {
 	/* O_PATH first: what is there is looked at before anything asks its file system. */
-	int fd = open_beneath(at->dir, at->name, O_PATH | (flags & O_DIRECTORY), 0);
-	if (fd < 0)
-		return resolve_fail(r, errno, "the path");
 	dev_t root_sb = at->root_sb;
-	if (mh_mount_check_local(fd, "the path", &root_sb, r) < 0) {
-		close(fd);
-		return -1;
-	}
-	if (flags & O_PATH)
+	int fd = enter(at->dir, at->name, flags & O_DIRECTORY, "the path", &root_sb, r);
+	if (fd < 0 || (flags & O_PATH))
 		return fd;
 	int opened = reopen(fd, flags);
 	int err = errno;
