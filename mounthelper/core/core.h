@@ -46,8 +46,6 @@ int core_flush_fd(void);
 bool core_flush_begin(const struct mh_ctx *c, const char *volume_id, uint32_t id);
 /* Is a FLUSH of volume_id held by the flusher (handed over, not answered yet)? */
 bool core_flush_holds(const char *volume_id);
-/* Did the last core_flush_begin hand its file system over? Asked once, then false. */
-bool core_flush_taken(void);
 /*
  * A FLUSH to answer now: 1 with its request id (its write-back done, or the
  * flusher gone, leaving it to the request that follows), 0 when none is.

@@ -88,7 +88,6 @@ static struct {
 	uint32_t id;
 	char volume_id[MH_ID_MAX + 1];
 } held[FLUSH_MAX];
-static bool taken;
 
 /* The file system mounted from volume_id's own loop device, opened; -1 if none or frozen. */
 static int target_of(const struct mh_ctx *c, const char *volume_id)
@@ -132,7 +131,6 @@ bool core_flush_begin(const struct mh_ctx *c, const char *volume_id, uint32_t id
 		held[tag].id = id;
 		snprintf(held[tag].volume_id, sizeof(held[tag].volume_id), "%s", volume_id);
 	}
-	taken = sent;
 	return sent;
 }
 
@@ -142,13 +140,6 @@ bool core_flush_holds(const char *volume_id)
 		if (held[i].used && strcmp(held[i].volume_id, volume_id) == 0)
 			return true;
 	return false;
-}
-
-bool core_flush_taken(void)
-{
-	bool t = taken;
-	taken = false;
-	return t;
 }
 
 int core_flush_done(uint32_t *id)

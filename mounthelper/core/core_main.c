@@ -239,7 +239,7 @@ static bool answer(const struct mh_ctx *ctx, int peer, struct bufs *b, const str
 {
 	if (mh_ops_handle(ctx, req, &b->ans) < 0)
 		violation("not a request the core serves", req);
-	return core_flush_taken() || send_answer(peer, b);
+	return b->ans.type == 0 || send_answer(peer, b); /* 0: a FLUSH, answered by flushed() */
 }
 
 /* The FLUSHes whose write-back is done, or left undone by a flusher gone, answered. */

@@ -136,10 +136,11 @@ static int answer_stage_check(const struct mh_ctx *c, const struct mh_msg *req, 
 static int answer_flush(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                         struct mh_audit *a, struct mh_res *r)
 {
-	(void)ans;
 	(void)r;
 	bool handed = core_flush_begin(c, req->u.del.volume_id, req->id);
 	a->note = handed ? "handed to the flusher" : "nothing handed to the flusher";
+	if (handed)
+		ans->type = 0; /* no answer now: once the write-back is done (core_main.c) */
 	return 0;
 }
 
