@@ -190,8 +190,7 @@ void mh_copy_thaw(const struct mh_ctx *c, const char *volume_id)
 	if (c->core || !pol_volume_id_valid(volume_id) || mh_vol_lookup(c, volume_id, &v, &r) < 0 ||
 	    !v.attached)
 		return;
-	int fd = mh_mount_fs_fd(&v.loop, &r);
-	thaw(&fd); /* EINVAL when it was not frozen: nothing to do */
+	mh_thaw_loop(&v.loop, volume_id, "its copy ended without thawing it");
 }
 
 /* Thaw a copy's source, and say so if it was frozen. */

@@ -134,6 +134,14 @@ void mh_fields_more(const struct mh_msg *q, struct mh_fields *f);
  */
 void mh_sweep(const struct mh_ctx *c, bool (*held)(const char *id));
 
+/*
+ * Thaw the file system mounted from l, a loop device proved volume_id's (a
+ * detached mount of it, never a path), if it is frozen: logged as "thawed",
+ * with why (mh_sweep.c). Best effort.
+ */
+struct mh_loop;
+void mh_thaw_loop(const struct mh_loop *l, const char *volume_id, const char *why);
+
 /* ans made MH_ANS_ERROR with r's kind, errno and reason (its id kept). */
 void mh_ops_to_error(struct mh_msg *ans, const struct mh_res *r);
 /* The audit record of req, the operation op, as a and r say (mh_ops_handle's, and the helper's

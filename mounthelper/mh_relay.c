@@ -105,9 +105,10 @@ exec_reader(int exe, const int fds[7], pid_t parent, char *const argv[])
  * its /dev or the directories leading to the allowed roots); its channel on
  * fd 3, the compiled policy on fd 5, its flusher's socket on fd 6, images/
  * (the owner's, made and handed at the helper's start) and audit.log (root's,
- * made here if missing, open to append) opened in its view on fds 7 and 8, and nothing else of the
- * helper's (not rpcd's channel, not the supervisor's: fd 4 closed, so it has no supervisor); its
- * capabilities set (pol_caps_confine_core), which the exec keeps.
+ * made here if missing, open to append) opened in its view on fds 7 and 8,
+ * and nothing else of the helper's (not rpcd's channel, not the supervisor's:
+ * fd 4 closed, so it has no supervisor); its capabilities set
+ * (pol_caps_confine_core), which the exec keeps.
  */
 struct core_start {
 	int exe, chan, policy;                      /* the core's */

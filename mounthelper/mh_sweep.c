@@ -41,6 +41,15 @@ static void mark_raw(const struct mh_ctx *c, const char *vid)
 	mh_closep(&img);
 }
 
+void mh_thaw_loop(const struct mh_loop *l, const char *volume_id, const char *why)
+{
+	/* Safety: a detached mount of the file system on this very device, never a path. */
+	int fd = mh_mount_fs_fd(l, &(struct mh_res){0});
+	if (fd >= 0 && ioctl(fd, FITHAW, 0) == 0) /* EINVAL: it was not frozen */
+		log_kv(LOG_LVL_WARN, "thawed", "volume_id", volume_id, "why", why, NULL);
+	mh_closep(&fd);
+}
+
 /* A device of ours: its file system thawed; a raw block one that nothing uses, detached. */
 static int sweep_loop(int nr, void *arg)
 {
@@ -50,13 +59,7 @@ static int sweep_loop(int nr, void *arg)
 	char vid[MH_ID_MAX + 1];
 	if (mh_loop_ours(s->c, nr, &v, vid) != 1 || (s->held && s->held(vid)))
 		return 0;
-	/* Safety: a detached mount of the file system on this very device, never a path. */
-	int fd = mh_mount_fs_fd(&v.loop, &r);
-	if (fd >= 0 && ioctl(fd, FITHAW, 0) == 0)
-		log_kv(LOG_LVL_WARN, "thawed", "volume_id", vid, "why",
-		       "frozen by a process that died during a copy or a freeze", NULL);
-	mh_closep(&fd);
-	r = (struct mh_res){0};
+	mh_thaw_loop(&v.loop, vid, "frozen by a process that died during a copy or a freeze");
 	if (v.loop.lo_flags & LO_FLAGS_AUTOCLEAR)
 		return 0; /* a file system staging's device: it clears itself */
 	if (!(v.loop.lo_flags & LO_FLAGS_READ_ONLY))

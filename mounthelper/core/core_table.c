@@ -12,13 +12,10 @@
 #include "core.h"
 
 #include <errno.h>
-#include <linux/fs.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
 #include "mh_at.h"
 #include "mh_common.h"
 #include "mh_image.h"
@@ -46,16 +43,10 @@ static int answer_thawed(const struct mh_ctx *c, const struct mh_msg *req, struc
 {
 	bool unstage = req->type == MH_REQ_UNSTAGE;
 	struct mh_vol v = {0};
-	struct mh_res ignore = {0};
 	core_thaw_volume(a->volume_id,
 	                 unstage ? "the volume is being unstaged" : "the volume is being grown");
-	int fd = mh_vol_lookup(c, a->volume_id, &v, &ignore) == 0 && v.attached
-	             ? mh_mount_fs_fd(&v.loop, &ignore)
-	             : -1;
-	if (fd >= 0 && ioctl(fd, FITHAW, 0) == 0)
-		log_kv(LOG_LVL_WARN, "thawed", "volume_id", a->volume_id, "why",
-		       "frozen by another than this core", NULL);
-	mh_closep(&fd);
+	if (mh_vol_lookup(c, a->volume_id, &v, &(struct mh_res){0}) == 0 && v.attached)
+		mh_thaw_loop(&v.loop, a->volume_id, "frozen by another than this core");
 	return (unstage ? mh_answer_unstage : mh_answer_expand)(c, req, ans, a, r);
 }
 
