@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mh_mount.h"
 
 /*
  * LOOP_CTL_GET_FREE gives every attacher the same lowest free device; all but
@@ -142,6 +143,62 @@ bool mh_loop_direct_ok(int image_fd, const char **why)
 	return *why == NULL;
 }
 
+/*
+ * Whether loopN's node is still bound, or anything mounted from it, anywhere
+ * in our view, as far as a look tells: a bind whose root cannot be looked at
+ * (only root, or a compromised peer with a tenant, can hide one) does not
+ * hold every number up, or every attach would make a new device.
+ */
+static bool still_used(int nr)
+{
+	struct mh_loop l = {.rdev = loop_rdev(nr)};
+	char where[MH_PATH_MAX + 1];
+	loop_name(&l, nr);
+	if (l.rdev == 0)
+		return true; /* gone meanwhile */
+	int used = mh_loop_in_use(&l, -1, where, sizeof(where), &(struct mh_res){0});
+	return used == 1 || used < 0;
+}
+
+/* A device with no image bound, by sysfs alone: never a question to a foreign backing file. */
+static int unused_and_free(int nr, void *arg)
+{
+	char p[64];
+	struct stat st;
+	snprintf(p, sizeof(p), "/sys/block/loop%d/loop", nr); /* there from attach to teardown */
+	if (stat(p, &st) == 0 || errno != ENOENT || still_used(nr))
+		return 0;
+	*(int *)arg = nr;
+	return 1;
+}
+
+/*
+ * The number of a free loop device for an attach: LOOP_CTL_GET_FREE's, unless
+ * its node is still bound somewhere in our view. A tenant given a raw block
+ * device can tear it down under its node: LOOP_CLR_FD needs no capability,
+ * only the open device, and as its only opener the pod has it gone at its
+ * close. The number is then free while the pod's node, and the binds kubelet
+ * handed it through, still lead to it: attached anew, it would give the pod
+ * the next volume's image. Such a number is never attached again while a bind
+ * of it is left (the rule UNSTAGE keeps for its own detach: mh_block.c);
+ * another free one bound nowhere is, else a new device, the kernel's next
+ * unused number (LOOP_CTL_ADD). -1 with errno.
+ */
+static int free_number(int ctl)
+{
+	int nr = ioctl(ctl, LOOP_CTL_GET_FREE), other = -1;
+	if (nr < 0 || !still_used(nr))
+		return nr;
+	char n[16];
+	snprintf(n, sizeof(n), "%d", nr);
+	log_kv(LOG_LVL_WARN, "loop_number_still_bound", "loop", n, "then",
+	       "another number: a tenant may have detached its raw block device under its node",
+	       NULL);
+	if (mh_loop_each(unused_and_free, &other, &(struct mh_res){0}) == 1)
+		return other;
+	return ioctl(ctl, LOOP_CTL_ADD, -1L);
+}
+
 int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear,
                    struct mh_loop *out, struct mh_res *r)
 {
@@ -166,7 +223,7 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 		               strerror(errno));
 	int err = 0;
 	for (int tries = 0; tries < ATTACH_TRIES; tries++) {
-		int nr = ioctl(ctl, LOOP_CTL_GET_FREE);
+		int nr = free_number(ctl);
 		if (nr < 0) {
 			err = errno;
 			break;

@@ -74,8 +74,9 @@ bool mh_mount_is_loop(const struct mh_mnt *m, const struct mh_loop *l);
 /*
  * Is loop device l in use by any mount in the helper's view, other than mount
  * except_id: a file system mounted from it, or a bind of its device node,
- * whatever the mount point's name? 1 (where = one such mount point), 0, or -1
- * with r. Loop devices are never detached while this says 1.
+ * whatever the mount point's name? 1 (where = one such mount point), 2 when
+ * the only one is a bind whose root cannot be looked at (it may be l's), 0,
+ * or -1 with r. Loop devices are never detached while this says 1 or 2.
  */
 int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t wlen,
                    struct mh_res *r);

@@ -551,13 +551,13 @@ int mh_mount_row_node(const struct mh_mount_row *m, dev_t *rdev)
  * nodes are whose root cannot be looked at (hidden beneath another mount,
  * which only root can arrange) is counted as the device's.
  */
-static bool row_uses(const struct mh_mount_row *m, const struct mh_loop *l)
+static int row_uses(const struct mh_mount_row *m, const struct mh_loop *l)
 {
 	dev_t rdev;
 	if (m->src_nr == l->nr || m->dev == l->rdev)
-		return true;
+		return 1;
 	int node = mh_mount_row_node(m, &rdev);
-	return node > 0 ? rdev == l->rdev : node < 0;
+	return node > 0 ? rdev == l->rdev : node < 0 ? 2 : 0;
 }
 
 /* NOLINTNEXTLINE(readability-non-const-parameter): where is written */
@@ -566,16 +566,18 @@ int mh_loop_in_use(const struct mh_loop *l, int except_id, char *where, size_t w
 {
 	const struct mh_mount_row *v;
 	size_t n;
+	int used = 0;
 	if (mh_mounts_look(&v, &n, r) < 0)
 		return -1;
-	for (size_t i = 0; i < n; i++) {
-		if (v[i].id == except_id || !row_uses(&v[i], l))
+	for (size_t i = 0; i < n && used != 1; i++) {
+		int u = v[i].id == except_id ? 0 : row_uses(&v[i], l);
+		if (u == 0 || u == used)
 			continue;
+		used = u; /* a use seen (1) is named before a bind that could not be looked at */
 		if (mh_mount_row_target(&v[i], where, wlen) != 1)
 			snprintf(where, wlen, "?");
-		return 1;
 	}
-	return 0;
+	return used;
 }
 
 int mh_mount_find_loop(const struct mh_loop *l, struct mh_mnt *m, struct mh_res *r)

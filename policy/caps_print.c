@@ -34,8 +34,8 @@ static const struct {
      "the tree runner's CAP_DAC_OVERRIDE covers reading and searching a volume's tree; hard "
      "links are copied by name (linkat without AT_EMPTY_PATH)"},
     {"CAP_SYS_RAWIO", "no",
-     "the loop ioctls (LOOP_CTL_GET_FREE, LOOP_CONFIGURE, LOOP_GET_STATUS64, LOOP_CLR_FD, "
-     "LOOP_SET_CAPACITY) need only an open fd"},
+     "the loop ioctls (LOOP_CTL_GET_FREE, LOOP_CTL_ADD, LOOP_CONFIGURE, LOOP_GET_STATUS64, "
+     "LOOP_CLR_FD, LOOP_SET_CAPACITY) need only an open fd"},
     {"CAP_KILL", "no", "it signals only its own workers, through pidfds (same uid)"},
     {"CAP_NET_*", "no", "no network at all (the seccomp filter has no socket())"},
     {"every other", "no", "nothing the helper does needs them"},

@@ -131,6 +131,8 @@ static const struct sc_rule core_rules[] = {
 
     /* ioctl, by request */
     IOCTL(LOOP_CTL_GET_FREE, "find a free loop device"),
+    ALLOW_IF2("ioctl", 1, 0xffffffffULL, LOOP_CTL_ADD, 2, ~0ULL, ~0ULL, "LOOP_CTL_ADD, -1",
+              "a new loop device, numbered by the kernel, when the free one is still bound"),
     IOCTL(LOOP_CONFIGURE, "attach an image, autoclear"),
     IOCTL(LOOP_GET_STATUS64, "which image backs a loop device"),
     IOCTL(LOOP_CLR_FD, "detach a raw block volume's device; if autoclear did not"),

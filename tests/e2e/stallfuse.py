@@ -11,10 +11,12 @@ import time
 class StallFuse:
     """A minimal FUSE server on the raw /dev/fuse protocol: one directory "sub" under its
     root, attributes never cached (attr_valid 0), STATFS answered. stall() makes it stop answering
-    GETATTR (and LOOKUP: stall(lookups=True), a walk through it to a name inside), as a daemon a tenant runs (a FUSE sidecar) may; close() aborts it."""
+    GETATTR (and LOOKUP: stall(lookups=True), a walk through it to a name inside), as a daemon a tenant runs (a FUSE sidecar) may; close() aborts it.
+    With file_size, also a regular file "img" of that many zero bytes (a loop device's
+    backing file, whose status the kernel asks of the daemon)."""
 
-    def __init__(self, mountpoint):
-        self.mp = mountpoint
+    def __init__(self, mountpoint, file_size=0):
+        self.mp, self.file_size = mountpoint, file_size
         self.fd = os.open("/dev/fuse", os.O_RDWR)
         libc = ctypes.CDLL(None, use_errno=True)
         opts = "fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other" % self.fd
@@ -27,11 +29,10 @@ class StallFuse:
         self.t.start()
         self.conn = os.minor(os.stat(mountpoint).st_dev)  # answered: INIT, then GETATTR
 
-    @staticmethod
-    def _attr(ino, mode):
-        now = int(time.time())
-        return struct.pack("<QQQQQQIIIIIIIIII", ino, 0, 0, now, now, now, 0, 0, 0, mode, 2,
-                           0, 0, 0, 4096, 0)
+    def _attr(self, ino, mode):
+        now, size = int(time.time()), self.file_size if ino == 3 else 0
+        return struct.pack("<QQQQQQIIIIIIIIII", ino, size, (size + 511) // 512, now, now, now,
+                           0, 0, 0, mode, 2, 0, 0, 0, 4096, 0)
 
     def _reply(self, unique, body=b"", err=0):
         try:
@@ -55,7 +56,7 @@ class StallFuse:
                 if self.stalled.is_set():
                     self.held.append(unique)  # never answered while stalled
                     continue
-                mode = 0o40755
+                mode = 0o100600 if node == 3 else 0o40755
                 self._reply(unique, struct.pack("<QII", 0, 0, 0) +
                             self._attr(node, mode))
             elif op == 17:  # STATFS (overlayfs asks it of each layer at mount)
@@ -68,8 +69,18 @@ class StallFuse:
                 if node == 1 and name == b"sub":
                     self._reply(unique, struct.pack("<QQQQII", 2, 0, 0, 0, 0, 0) +
                                 self._attr(2, 0o40755))
+                elif node == 1 and name == b"img" and self.file_size:
+                    self._reply(unique, struct.pack("<QQQQII", 3, 0, 0, 0, 0, 0) +
+                                self._attr(3, 0o100600))
                 else:
                     self._reply(unique, err=2)
+            elif op == 14:  # OPEN
+                self._reply(unique, struct.pack("<QII", 0, 0, 0))
+            elif op == 15:  # READ: zeros up to the file's end
+                off, size = struct.unpack_from("<QI", buf, 48)
+                self._reply(unique, bytes(max(0, min(size, self.file_size - off))))
+            elif op in (18, 25):  # RELEASE, FLUSH
+                self._reply(unique)
             else:
                 self._reply(unique, err=38)  # ENOSYS
 

@@ -23,6 +23,7 @@ from conftest import Driver, descendants, loops_backed_by, proc_status, running
 from csi_client import block_cap
 from hostile import HostileDriver
 from mh_wire import F_BLOCK, E, Msg, T
+from raw_tenant import Pod
 
 MiB = 1 << 20
 
@@ -339,3 +340,28 @@ def test_an_image_a_renamed_device_holds_is_never_removed(directories):
         assert device_of(d, vid) == []
         assert r.call(Msg(T.REQ_DELETE, volume_id=vid)).type == T.ANS_DELETE
         assert loops_backed_by(d.data) == []
+
+
+@pytest.mark.parametrize("directories", [False, True], ids=["core", "helper"])
+def test_a_number_a_tenant_freed_under_its_node_goes_to_no_other_volume(directories):
+    """A pod detaches its raw block device itself (LOOP_CLR_FD as its only opener) and
+    closes it: the device is torn down while the pod's node, and the staging bind it came
+    through, still lead to its number. The next volume staged through CSI never gets that
+    number, beside the core and in the helper that mounts by itself, so the pod, opening
+    its node again, never reads the other tenant's image."""
+    for d in running(Driver(setup=plain_base if directories else None)):
+        va, sta = stage(d, "freed-a")
+        node = os.path.join(sta, "dev")
+        rdev = os.stat(node).st_rdev
+        pod = Pod(node)
+        try:
+            assert pod.do("open rw", "clr", "close") == "ok"
+            wait_for(lambda: device_of(d, va) == [])
+            vb, stb = stage(d, "freed-b")
+            with open(os.path.join(d.data, "images", vb + ".img"), "r+b") as f:
+                f.write(b"TENANT-2")
+            assert os.stat(os.path.join(stb, "dev")).st_rdev != rdev
+            assert pod.do("read") in ("data", "error ENXIO")  # "data": its device, unbound
+        finally:
+            pod.end()
+        unstage_and_delete(d, vb, stb)
