@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/loop.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -79,6 +80,8 @@ enum probe {
 	P_OPEN_WRITE,
 	P_OPEN_TRUNC,
 	P_FCNTL_SETOWN,
+	P_LOOP_ADD_NEXT,
+	P_LOOP_ADD_CHOSEN,
 };
 
 /* Leave the child without libc or sanitizer exit hooks (LeakSanitizer would need ptrace). */
@@ -165,6 +168,10 @@ static int do_probe(enum probe p)
 	case P_MKNOD_DISK: /* a SCSI disk, major 8 */
 		return syscall(SYS_mknodat, AT_FDCWD, "/nonexistent/x", S_IFBLK | 0600,
 		               makedev(8, 0)) == 0;
+	case P_LOOP_ADD_NEXT: /* a new loop device, the kernel's next number; EBADF here */
+		return syscall(SYS_ioctl, -1, LOOP_CTL_ADD, ~0UL) == -1 && errno == EBADF ? 0 : 1;
+	case P_LOOP_ADD_CHOSEN: /* one of a number chosen (0xffffffff: an int -1 too); EBADF */
+		return syscall(SYS_ioctl, -1, LOOP_CTL_ADD, 0xffffffffUL) == -1 ? 0 : 1;
 	case P_MKNOD_LOOP: /* allowed by the filter; ENOENT here */
 		return syscall(SYS_mknodat, AT_FDCWD, "/nonexistent/x", S_IFBLK | 0600,
 		               makedev(7, 300)) == 0;
@@ -374,6 +381,9 @@ static void test_core_filter(void)
 	check_killed(&pol_sc_core, no_process, sizeof(no_process) / sizeof(no_process[0]));
 	CHECK(probe(&pol_sc_core, false, P_GETPID) == 0);
 	CHECK(probe(&pol_sc_core, false, P_MKNOD_LOOP) != SIGSYS); /* its own /dev/loopN */
+	/* A new loop device only as the kernel numbers it: never one of a number it chose. */
+	CHECK(probe(&pol_sc_core, false, P_LOOP_ADD_NEXT) == 0);
+	CHECK(probe(&pol_sc_core, false, P_LOOP_ADD_CHOSEN) == SIGSYS);
 	int aborted = probe(&pol_sc_core, false, P_ABORT);
 	CHECK(aborted > 0 && aborted != SIGSYS);
 	/* Every row of the core's is the helper's too: the helper is the core and more. */
@@ -399,10 +409,11 @@ static void test_flusher_filter(void)
  */
 static void test_reader_filter(void)
 {
-	const enum probe killed[] = {
-	    P_OPEN_WRITE,    P_OPEN_TRUNC, P_FTRUNCATE,     P_MOUNT,       P_FORK,  P_CLONE3,
-	    P_EXECVE,        P_KILL_KILL,  P_SOCKET_UNIX,   P_PTRACE,      P_SETNS, P_MKNOD_LOOP,
-	    P_UMOUNT_DETACH, P_PIDFD_OPEN, P_MOUNT_SETATTR, P_FCNTL_SETOWN};
+	const enum probe killed[] = {P_OPEN_WRITE,    P_OPEN_TRUNC, P_FTRUNCATE,     P_MOUNT,
+	                             P_FORK,          P_CLONE3,     P_EXECVE,        P_KILL_KILL,
+	                             P_SOCKET_UNIX,   P_PTRACE,     P_SETNS,         P_MKNOD_LOOP,
+	                             P_UMOUNT_DETACH, P_PIDFD_OPEN, P_MOUNT_SETATTR, P_FCNTL_SETOWN,
+	                             P_LOOP_ADD_NEXT};
 	check_killed(&pol_sc_reader, killed, sizeof(killed) / sizeof(killed[0]));
 	CHECK(probe(&pol_sc_reader, false, P_OPENAT) == 0); /* reading is what it is for */
 	CHECK(probe(&pol_sc_reader, false, P_WRITE) == 0);  /* its log, on stderr */
