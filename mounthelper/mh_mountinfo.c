@@ -546,10 +546,11 @@ int mh_mount_row_node(const struct mh_mount_row *m, dev_t *rdev)
  * A file system on the device (its source /dev/loopN, or its device number),
  * or a bind of its node, proved by the device number of the node at the
  * bind's root (mh_mount_row_node): wherever it is, whatever its mount point
- * or the node is called. A false match only makes a detach wait; a missed one
- * could hand the device to another volume. So a bind from where the helper's
- * nodes are whose root cannot be looked at (hidden beneath another mount,
- * which only root can arrange) is counted as the device's.
+ * or the node is called (1). A false match only makes a detach wait; a missed
+ * one could hand the device to another volume. So a bind from where the
+ * helper's nodes are whose root cannot be looked at (hidden beneath another
+ * mount, or beneath a directory the helper may not enter) may be the
+ * device's (2), and no detach passes it.
  */
 static int row_uses(const struct mh_mount_row *m, const struct mh_loop *l)
 {
