@@ -54,10 +54,14 @@ enum {
 	SM_WANT = SM_SB_BASIC | SM_MNT_BASIC | SM_MNT_ROOT | SM_FS_TYPE | SM_SB_SOURCE,
 };
 #define SB_RDONLY_FLAG 1u
-/* A mount's attributes as mountinfo's options name them, no more: what either source reports. */
+/*
+ * A mount's attributes as mountinfo's options name them, no more: what either
+ * source reports (strictatime is where mountinfo names neither relatime nor
+ * noatime).
+ */
 #define MNT_ATTRS                                                                                  \
 	(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC |            \
-	 MOUNT_ATTR_NOATIME | MOUNT_ATTR_NODIRATIME)
+	 MOUNT_ATTR_NOATIME | MOUNT_ATTR_STRICTATIME | MOUNT_ATTR_NODIRATIME)
 
 struct sm_head { /* struct statmount before its strings (<linux/mount.h>) */
 	uint32_t size, mnt_opts;
@@ -106,6 +110,8 @@ static void from_fs(struct libmnt_fs *fs, struct mh_mnt *out)
 		const struct pol_vfs_opt *v = pol_vfs_opt(name, nsz);
 		out->attr |= v ? v->attr_set & MNT_ATTRS : 0;
 	}
+	if (!(out->attr & MOUNT_ATTR_NOATIME) && !opt_set(mnt_fs_get_vfs_options(fs), "relatime"))
+		out->attr |= MOUNT_ATTR_STRICTATIME;
 	out->ro = out->sb_ro || (out->attr & MOUNT_ATTR_RDONLY);
 	snprintf(out->source, sizeof(out->source), "%s", src ? src : "");
 	snprintf(out->fstype, sizeof(out->fstype), "%s", type ? type : "");

@@ -14,7 +14,7 @@ import pytest
 
 import csi_client
 from csi_client import block_cap, mount_cap
-from conftest import Driver, loops_backed_by, mounts_under
+from conftest import Driver, loops_backed_by, mounts_under, running
 from hostcaps import CAP_SYS_RESOURCE, bounding_has
 
 MiB = 1 << 20
@@ -172,6 +172,27 @@ def test_mount_flags_from_allowlist(driver):
                        volume_capability=mount_cap("ext4", flags=bad)) == \
             grpc.StatusCode.INVALID_ARGUMENT, bad
     assert mount_entry(staging) is None
+
+
+@pytest.fixture
+def atime_driver():
+    """A driver whose policy allows every access-time mode."""
+    yield from running(Driver(policy_extra="[filesystems]\nmount_options = noatime relatime "
+                                           "strictatime\n"))
+
+
+@pytest.mark.parametrize("flag", ["strictatime", "noatime", "relatime"])
+def test_publish_keeps_the_stagings_access_time_mode(atime_driver, flag):
+    # A publication is a second mount of the staged file system: it must
+    # update access times as the staging asked, strictatime included (which
+    # mountinfo shows as neither relatime nor noatime).
+    modes = {"relatime", "noatime"}
+    v = Vol(atime_driver, "atime-" + flag, mount_cap("ext4", flags=[flag]))
+    staged = set(mount_entry(v.staging)["opts"]) & modes
+    published = set(mount_entry(v.target)["opts"]) & modes
+    assert staged == (set() if flag == "strictatime" else {flag})
+    assert published == staged, (flag, published)
+    v.teardown()
 
 
 def test_reader_only_mode_stages_read_only(driver):

@@ -72,17 +72,18 @@ void write_policy(const char *path, const char *extra)
 bool helper_without_listmount;
 
 /*
- * A filter beneath the helper's own in which listmount(2) fails with ENOSYS,
- * as on a kernel older than 6.8: the helper must then look at the mounts
- * through mountinfo, with the same answers.
+ * A filter beneath the helper's own in which listmount(2) and statmount(2)
+ * fail with ENOSYS, as on a kernel older than 6.8: the helper must then look
+ * at the mounts through mountinfo, with the same answers.
  */
 static void deny_listmount(void)
 {
 	struct sock_filter prog[] = {
 	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 3),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 4),
 	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 458 /* listmount */, 0, 1),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 458 /* listmount */, 1, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 457 /* statmount */, 0, 1),
 	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
 	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};

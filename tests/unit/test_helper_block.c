@@ -499,6 +499,35 @@ static void test_list_and_sweep(struct helper *h)
 		CHECK(do_delete(h, ids[i]) == MH_E_OK);
 }
 
+/*
+ * A publication keeps its staging's access-time mode: strictatime too, which
+ * mountinfo names by neither relatime nor noatime (so the look by mountinfo
+ * must say it: it once dropped it, and the publication was relatime).
+ */
+static void test_atime_kept(struct helper *h)
+{
+	const char *modes[] = {"strictatime", "noatime", "relatime"};
+	for (size_t i = 0; i < 3; i++) {
+		char staging[256], parent[256], target[300], opts[512];
+		struct mh_req_stage q;
+		path_in(staging, sizeof(staging), "staging", modes[i]);
+		path_in(parent, sizeof(parent), "pods", modes[i]);
+		snprintf(target, sizeof(target), "%s/mount", parent);
+		mkdir(staging, 0750);
+		mkdir(parent, 0750);
+		CHECK(do_create(h, VA, 64 * MiB, NULL) == MH_E_OK);
+		stage_req(&q, VA, staging, "ext4", modes[i], 0, 0);
+		CHECK(do_stage2(h, &q, NULL) == MH_E_OK);
+		CHECK(do_publish(h, VA, staging, target, 0) == MH_E_OK);
+		mount_opts_at(target, opts, sizeof(opts));
+		bool strict = !has_opt(opts, "relatime") && !has_opt(opts, "noatime");
+		CHECK(i == 0 ? strict : has_opt(opts, modes[i]));
+		CHECK(do_unpublish(h, VA, target) == MH_E_OK);
+		CHECK(do_unstage(h, VA, staging) == MH_E_OK);
+		CHECK(do_delete(h, VA) == MH_E_OK);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -522,13 +551,17 @@ int main(int argc, char **argv)
 	CHECK(do_ping(&h) == MH_E_OK); /* still alive: seccomp killed nothing */
 	CHECK(helper_stop(&h) == 0);
 	CHECK(our_loops(false) == 0);
-	/* The same raw block life, and LIST, on a kernel without listmount: mountinfo answers
-	 * alike. */
+	/* The same raw block life, LIST, and a publication's attributes on a kernel without
+	 * listmount and statmount: mountinfo answers alike. */
+	char atime_policy[160];
+	snprintf(atime_policy, sizeof(atime_policy), "%s/policy-atime.ini", tmp);
+	write_policy(atime_policy, "[filesystems]\nmount_options = strictatime noatime relatime\n");
 	helper_without_listmount = true;
-	helper_start(&h);
+	helper_start_with(&h, atime_policy);
 	helper_without_listmount = false;
 	test_block(&h);
 	test_list_and_sweep(&h);
+	test_atime_kept(&h);
 	CHECK(do_ping(&h) == MH_E_OK);
 	CHECK(helper_stop(&h) == 0);
 	CHECK(our_loops(false) == 0);
