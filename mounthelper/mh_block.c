@@ -38,10 +38,13 @@
  * Read-only: MOUNT_ATTR_RDONLY on a bind of a device node does not stop
  * opening it for writing (the kernel checks a read-only mount only for
  * regular files, directories and symlinks). A read-only publication of a
- * volume staged read-write therefore binds its own read-only loop device
- * (LO_FLAGS_READ_ONLY) on the same image, whose writes the block layer
- * refuses (the bind itself cannot be made read-only for a device node).
- * UNPUBLISH detaches it once no bind of it is left.
+ * volume staged read-write therefore binds its own read-only loop device on
+ * the same image, whose writes the block layer refuses (the bind itself
+ * cannot be made read-only for a device node). UNPUBLISH detaches it once no
+ * bind of it is left. A raw block device is read-only at the block layer
+ * (BLKROSET), never as the loop driver sees it (LO_FLAGS_READ_ONLY): a pod
+ * holding a device of the driver's read-only kind could give it another
+ * backing file (mh_loop_attach).
  */
 #include "mh_block.h"
 
@@ -189,7 +192,8 @@ int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, unsigne
 		               "raw block volumes take no mount options, mkfs options or group");
 	if (q->fs_type[0] && !pol_fs_allowed(c->pol, q->fs_type))
 		return mh_fail(r, MH_E_REFUSED, EPERM, "filesystem type not allowed by policy");
-	if ((img = mh_image_open(c, q->volume_id, ro, &v.st, r)) < 0)
+	/* Writable even when read-only: a raw device is read-only at the block layer only. */
+	if ((img = mh_image_open(c, q->volume_id, false, &v.st, r)) < 0)
 		return -1;
 	if (mh_at_open(c, q->staging_path, role, &at, r) < 0)
 		goto out;
@@ -325,7 +329,7 @@ int mh_block_publish(const struct mh_ctx *c, const struct mh_req_publish *q, con
 	rl = sl;
 	if (ro && !(sl.lo_flags & LO_FLAGS_READ_ONLY)) {
 		/* A read-only bind would not stop writes: a read-only loop device does. */
-		if ((img = mh_image_open(c, q->volume_id, true, NULL, r)) < 0 ||
+		if ((img = mh_image_open(c, q->volume_id, false, NULL, r)) < 0 ||
 		    (lfd = mh_loop_attach(img, q->volume_id, true, false, &rl, r)) < 0)
 			goto out;
 		attached = true;

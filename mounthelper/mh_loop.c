@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mount.h> /* BLKGETSIZE64 */
+#include <sys/mount.h> /* BLKGETSIZE64, BLKROSET, BLKROGET */
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -203,10 +203,19 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
                    struct mh_loop *out, struct mh_res *r)
 {
 	struct loop_config cfg;
+	/*
+	 * Safety: a device a pod may hold (a raw block one: no autoclear) is never
+	 * read-only as the loop driver sees it, which would let its holder give it
+	 * another backing file (LOOP_CHANGE_FD needs no capability), one whose file
+	 * system never answers the status questions every look asks; read-only, it
+	 * is so at the block layer instead (BLKROSET below), which every write path
+	 * obeys and only CAP_SYS_ADMIN changes.
+	 */
+	const bool lo_ro = readonly && autoclear;
+	const int block_ro = readonly && !autoclear;
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.fd = (uint32_t)image_fd;
-	cfg.info.lo_flags =
-	    (autoclear ? LO_FLAGS_AUTOCLEAR : 0) | (readonly ? LO_FLAGS_READ_ONLY : 0);
+	cfg.info.lo_flags = (autoclear ? LO_FLAGS_AUTOCLEAR : 0) | (lo_ro ? LO_FLAGS_READ_ONLY : 0);
 	snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name), "%s", name);
 	const char *buffered = NULL;
 	if (mh_loop_direct_ok(image_fd, &buffered)) {
@@ -230,7 +239,7 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 		}
 		loop_name(out, nr);
 		/* Opened read-only, the kernel also forces the loop read-only. */
-		int lfd = open_loop(nr, readonly ? O_RDONLY : O_RDWR);
+		int lfd = open_loop(nr, lo_ro ? O_RDONLY : O_RDWR);
 		if (lfd < 0) {
 			err = errno;
 			if (err == ENOENT || err == ENXIO)
@@ -247,10 +256,13 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 		if (rc == 0) {
 			struct loop_info64 now;
 			struct stat st;
+			/* Set either way: a number keeps it across a detach. */
 			if (fstat(lfd, &st) == 0 && S_ISBLK(st.st_mode) &&
+			    ioctl(lfd, BLKROSET, &block_ro) == 0 &&
 			    ioctl(lfd, LOOP_GET_STATUS64, &now) == 0) {
 				out->rdev = st.st_rdev;
-				out->lo_flags = now.lo_flags; /* the kernel may keep it buffered */
+				/* Maybe kept buffered; read-only either way, it says so. */
+				out->lo_flags = now.lo_flags | (readonly ? LO_FLAGS_READ_ONLY : 0);
 				close(ctl);
 				if (!(now.lo_flags & LO_FLAGS_DIRECT_IO))
 					log_kv(LOG_LVL_INFO, "loop_buffered", "device", out->path,
@@ -282,12 +294,14 @@ int mh_loop_status(int nr, struct mh_loop *out, dev_t *dev, ino_t *ino, char *na
 	struct loop_info64 info;
 	struct stat st;
 	loop_name(out, nr);
-	int fd = open_loop(nr, LOOP_LOOK), ret = -1;
+	int fd = open_loop(nr, LOOP_LOOK), ret = -1, block_ro = 0;
 	if (fd < 0)
 		return -1; /* ENOENT, ENXIO: no such device */
-	if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && fstat(fd, &st) == 0) {
+	if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && ioctl(fd, BLKROGET, &block_ro) == 0 &&
+	    fstat(fd, &st) == 0) {
 		out->rdev = st.st_rdev;
-		out->lo_flags = info.lo_flags;
+		/* Read-only at the block layer (a raw block one, mh_loop_attach) is read-only. */
+		out->lo_flags = info.lo_flags | (block_ro ? LO_FLAGS_READ_ONLY : 0);
 		*dev = (dev_t)info.lo_device;
 		*ino = (ino_t)info.lo_inode;
 		snprintf(name, len, "%.*s", (int)sizeof(info.lo_file_name),
@@ -432,8 +446,14 @@ static void clear(const struct mh_loop *l, dev_t dev, ino_t ino)
 		/* Ours as mh_loop_bound() tells: (dev, ino), the device itself, named by a volume
 		 * id. */
 		if (st.st_rdev == l->rdev && info.lo_device == (uint64_t)dev &&
-		    info.lo_inode == (uint64_t)ino && pol_volume_id_valid(name))
-			ioctl(fd, LOOP_CLR_FD, 0);
+		    info.lo_inode == (uint64_t)ino && pol_volume_id_valid(name) &&
+		    ioctl(fd, LOOP_CLR_FD, 0) == 0 && ioctl(fd, LOOP_GET_STATUS64, &info) < 0 &&
+		    errno == ENXIO)
+			/* Its only opener: no one opens it again before its end at the close
+			 * below, so its number is left writable for whoever attaches it next
+			 * (the kernel keeps a read-only state across a detach); never while a
+			 * holder could write through it (mh_loop_attach). */
+			ioctl(fd, BLKROSET, &(int){0});
 	}
 	close(fd);
 }

@@ -32,7 +32,8 @@ static const struct pol_cap_entry helper_caps[] = {
      "mount API (fsopen, fsconfig CMD_CREATE, fsmount, move_mount, open_tree OPEN_TREE_CLONE) "
      "and umount2, all in the initial user namespace; its own view of the file system at "
      "start (unshare, pivot_root); FIFREEZE/FITHAW "
-     "(consistent snapshots); XFS_IOC_FSGROWFSDATA, BTRFS_IOC_RESIZE (EXPAND); BLKFLSBUF",
+     "(consistent snapshots); XFS_IOC_FSGROWFSDATA, BTRFS_IOC_RESIZE (EXPAND); BLKFLSBUF; "
+     "BLKROSET (a read-only raw block device, read-only at the block layer)",
      0},
     {CAP_CHOWN, "CAP_CHOWN",
      "MH_F_MOUNT_GROUP: fchown of a new volume root to the pod's group, which the helper is "

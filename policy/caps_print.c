@@ -35,7 +35,7 @@ static const struct {
      "links are copied by name (linkat without AT_EMPTY_PATH)"},
     {"CAP_SYS_RAWIO", "no",
      "the loop ioctls (LOOP_CTL_GET_FREE, LOOP_CTL_ADD, LOOP_CONFIGURE, LOOP_GET_STATUS64, "
-     "LOOP_CLR_FD, LOOP_SET_CAPACITY) need only an open fd"},
+     "LOOP_CLR_FD, LOOP_SET_CAPACITY) and BLKROGET need only an open fd"},
     {"CAP_KILL", "no", "it signals only its own workers, through pidfds (same uid)"},
     {"CAP_NET_*", "no", "no network at all (the seccomp filter has no socket())"},
     {"every other", "no", "nothing the helper does needs them"},

@@ -138,6 +138,9 @@ static const struct sc_rule core_rules[] = {
     IOCTL(LOOP_CLR_FD, "detach a raw block volume's device; if autoclear did not"),
     IOCTL(LOOP_SET_CAPACITY, "RESIZE, EXPAND: the device takes its image's new size"),
     IOCTL(BLKGETSIZE64, "device size (EXPAND, STATS)"),
+    IOCTL(BLKROSET, "a new raw block device read-only at the block layer, or not (its "
+                    "number keeps the state of its last use)"),
+    IOCTL(BLKROGET, "is a loop device read-only at the block layer"),
     IOCTL(FIFREEZE, "FREEZE: a volume's own mounted file system, for a consistent copy"),
     IOCTL(FITHAW, "thaw it again, always; at start, whatever a dead helper left frozen"),
     IOCTL(EXT4_IOC_RESIZE_FS, "EXPAND: grow a mounted ext4 (CAP_SYS_RESOURCE)"),

@@ -72,6 +72,7 @@ static const struct sc_rule reader_rules[] = {
              "on its file)"),
     IOCTL(LOOP_GET_STATUS64, "which image backs a loop device"),
     IOCTL(BLKGETSIZE64, "a raw block volume's size (STATS)"),
+    IOCTL(BLKROGET, "is a loop device read-only at the block layer"),
 
     ALLOW_EQ("recvfrom", 0, 3, "one request, on its channel only"),
     ALLOW_EQ("sendto", 0, 3, "one answer, on its channel only"),
