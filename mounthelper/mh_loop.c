@@ -458,6 +458,18 @@ static void clear(const struct mh_loop *l, dev_t dev, ino_t ino)
 	close(fd);
 }
 
+void mh_loop_writable_if_unbound(int nr)
+{
+	char p[64];
+	int ro = 0, fd = open_loop(nr, LOOP_LOOK);
+	snprintf(p, sizeof(p), "/sys/block/loop%d/loop", nr); /* there while bound */
+	/* Safety: changes only a number bound to nothing; a new device's own state is 0. */
+	if (fd >= 0 && stat(p, &(struct stat){0}) < 0 && errno == ENOENT &&
+	    ioctl(fd, BLKROGET, &ro) == 0 && ro)
+		ioctl(fd, BLKROSET, &(int){0});
+	mh_closep(&fd);
+}
+
 int mh_loop_nr_of_rdev(dev_t rdev)
 {
 	char p[64], buf[256], *name, *eol;

@@ -124,6 +124,14 @@ int mh_loop_list(dev_t dev, ino_t ino, struct mh_loop **out, struct mh_res *r);
  */
 int mh_loop_nr_of(const char *s, const char *prefix);
 
+/*
+ * Leave loopN writable at the block layer for whoever attaches it next, if it
+ * is bound to nothing (its device was torn down by someone else than the
+ * core: the kernel keeps a read-only state, BLKROSET, for the number). The
+ * core's, for numbers its records knew as a raw block device's (core_loops.c).
+ */
+void mh_loop_writable_if_unbound(int nr);
+
 /* N of the loop device /dev/loopN with device number rdev, or -1 (not a loop device). */
 int mh_loop_nr_of_rdev(dev_t rdev);
 

@@ -74,6 +74,18 @@ static bool names(size_t nr, dev_t dev, ino_t ino)
 	return by_nr[nr].bound && by_nr[nr].dev == dev && by_nr[nr].ino == ino;
 }
 
+/*
+ * loopN no longer holds the image its entry names. Torn down by someone else
+ * than the core (a tenant's LOOP_CLR_FD, a holder's last close), a read-only
+ * raw block device leaves its number read-only for the next attacher: made
+ * writable again, if it is still bound to nothing.
+ */
+static void drop(size_t nr)
+{
+	by_nr[nr].bound = false;
+	mh_loop_writable_if_unbound((int)nr);
+}
+
 int mh_loop_record_read(dev_t dev, ino_t ino, int nr[MH_LOOP_RECORD_MAX])
 {
 	int n = 0;
@@ -93,7 +105,7 @@ void mh_loop_record_attach(dev_t dev, ino_t ino, int new_nr)
 	/* Devices that no longer back the image go; one that cannot be asked stays. */
 	for (size_t i = 0; i < room; i++)
 		if (names(i, dev, ino) && mh_loop_bound((int)i, dev, ino, true, NULL) == 0)
-			by_nr[i].bound = false;
+			drop(i);
 	note_nr(new_nr, dev, ino);
 }
 
@@ -101,7 +113,7 @@ void mh_loop_record_forget(dev_t dev, ino_t ino)
 {
 	for (size_t i = 0; i < room; i++)
 		if (names(i, dev, ino))
-			by_nr[i].bound = false;
+			drop(i);
 }
 
 static int note(int nr, void *arg)

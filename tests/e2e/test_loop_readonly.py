@@ -134,3 +134,32 @@ def test_a_number_left_read_only_is_writable_at_its_next_attach(core):
             except OSError:
                 pass
     assert mh_wire_loops(img) == []
+
+
+def test_a_number_a_tenant_left_read_only_is_writable_once_its_image_is_let_go(core):
+    """A tenant tears its read-only device down itself (LOOP_CLR_FD as its only opener):
+    the kernel keeps the number read-only, which a later attacher that does not set it
+    (another driver, a host's losetup) would inherit. When the core finds the image held
+    by no device any more (ATTACHED, before the orchestrator deletes or formats it), the
+    number its records knew is made writable again, if it is still bound to nothing."""
+    img = _marked(core, VOL, b"TENANT-1")
+    st, node, _ = _readonly_node(core, VOL, "readonly staging")
+    rdev = os.stat(node).st_rdev
+    name = os.path.basename(os.readlink("/sys/dev/block/%d:%d" % (os.major(rdev),
+                                                                os.minor(rdev))))
+    pod = Pod(node)
+    try:
+        assert pod.do("open ro", "clr", "close") == "ok"
+    finally:
+        pod.end()
+    assert not os.path.exists("/sys/block/%s/loop" % name)  # torn down
+    fd = os.open("/dev/" + name, os.O_RDONLY)
+    try:
+        assert struct.unpack("i", fcntl.ioctl(fd, BLKROGET, bytes(4)))[0] == 1
+        ans = core.ok(Msg(T.REQ_ATTACHED, volume_id=VOL))
+        assert ans.devices == 0, ans
+        assert struct.unpack("i", fcntl.ioctl(fd, BLKROGET, bytes(4)))[0] == 0
+    finally:
+        os.close(fd)
+        subprocess.run(["umount", node], check=False)  # the tenant's broken staging
+    assert mh_wire_loops(img) == []
