@@ -460,13 +460,17 @@ static void clear(const struct mh_loop *l, dev_t dev, ino_t ino)
 
 void mh_loop_writable_if_unbound(int nr)
 {
-	char p[64];
-	int ro = 0, fd = open_loop(nr, LOOP_LOOK);
-	snprintf(p, sizeof(p), "/sys/block/loop%d/loop", nr); /* there while bound */
-	/* Safety: changes only a number bound to nothing; a new device's own state is 0. */
-	if (fd >= 0 && stat(p, &(struct stat){0}) < 0 && errno == ENOENT &&
-	    ioctl(fd, BLKROGET, &ro) == 0 && ro)
-		ioctl(fd, BLKROSET, &(int){0});
+	char dev[48], bound[64];
+	struct stat st;
+	int ro = 0, fd = -1;
+	snprintf(dev, sizeof(dev), "/sys/block/loop%d", nr);
+	snprintf(bound, sizeof(bound), "%s/loop", dev); /* there while bound */
+	/* Safety: changes only a number sysfs shows bound to nothing, opened only then. */
+	if (stat(dev, &st) == 0 && stat(bound, &st) < 0 && errno == ENOENT &&
+	    (fd = open_loop(nr, LOOP_LOOK)) >= 0 && ioctl(fd, BLKROGET, &ro) == 0 && ro &&
+	    ioctl(fd, BLKROSET, &(int){0}) < 0)
+		log_kv(LOG_LVL_WARN, "loop_left_read_only", "device", dev, "error", strerror(errno),
+		       NULL);
 	mh_closep(&fd);
 }
 

@@ -102,9 +102,11 @@ int mh_loop_record_read(dev_t dev, ino_t ino, int nr[MH_LOOP_RECORD_MAX])
 
 void mh_loop_record_attach(dev_t dev, ino_t ino, int new_nr)
 {
-	/* Devices that no longer back the image go; one that cannot be asked stays. */
+	/* Devices that no longer back the image go; one that cannot be asked stays. The
+	 * number about to be attached is left as it is: the attach sets its state. */
 	for (size_t i = 0; i < room; i++)
-		if (names(i, dev, ino) && mh_loop_bound((int)i, dev, ino, true, NULL) == 0)
+		if (names(i, dev, ino) && (int)i != new_nr &&
+		    mh_loop_bound((int)i, dev, ino, true, NULL) == 0)
 			drop(i);
 	note_nr(new_nr, dev, ino);
 }
