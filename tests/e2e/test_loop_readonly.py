@@ -10,7 +10,7 @@ So a raw block device is never read-only as the loop driver sees it (LO_FLAGS_RE
 which LOOP_CHANGE_FD requires): a read-only one is read-only at the block layer
 (BLKROSET, which only CAP_SYS_ADMIN changes and which every write path obeys), and every
 attach sets that state, since the kernel keeps it for the number across a detach
-(mh_loop_attach, mounthelper/mh_loop.c). Found by a review of 2026-12-02;
+(mh_loop_attach, mounthelper/mh_loop.c). Found by a review of 2026-12-03;
 docs/security.md, "Tenants and their bytes"."""
 import fcntl
 import os
@@ -44,11 +44,14 @@ def _readonly_node(c, vid, where):
     return st, target, target
 
 
-def _ro(node):
-    rdev = os.stat(node).st_rdev
-    name = os.path.basename(os.readlink("/sys/dev/block/%d:%d" % (os.major(rdev),
+def _name(rdev):
+    """loopN, the kernel's name of the device with that number."""
+    return os.path.basename(os.readlink("/sys/dev/block/%d:%d" % (os.major(rdev),
                                                                 os.minor(rdev))))
-    with open("/sys/block/%s/ro" % name) as f:
+
+
+def _ro(node):
+    with open("/sys/block/%s/ro" % _name(os.stat(node).st_rdev)) as f:
         return f.read().strip() == "1"
 
 
@@ -91,9 +94,7 @@ def test_a_tenant_cannot_give_its_readonly_device_a_backing_file_that_stalls(cor
     assert mh_wire_loops(img) == []
     # Its number is left writable for whoever attaches it next (the kernel would keep it
     # read-only): the core's detach, as its only opener, said so before the end.
-    name = os.path.basename(os.readlink("/sys/dev/block/%d:%d" % (os.major(rdev),
-                                                                os.minor(rdev))))
-    fd = os.open("/dev/" + name, os.O_RDONLY)
+    fd = os.open("/dev/" + _name(rdev), os.O_RDONLY)
     try:
         assert struct.unpack("i", fcntl.ioctl(fd, BLKROGET, bytes(4)))[0] == 0
     finally:
@@ -144,9 +145,7 @@ def test_a_number_a_tenant_left_read_only_is_writable_once_its_image_is_let_go(c
     number its records knew is made writable again, if it is still bound to nothing."""
     img = _marked(core, VOL, b"TENANT-1")
     st, node, _ = _readonly_node(core, VOL, "readonly staging")
-    rdev = os.stat(node).st_rdev
-    name = os.path.basename(os.readlink("/sys/dev/block/%d:%d" % (os.major(rdev),
-                                                                os.minor(rdev))))
+    name = _name(os.stat(node).st_rdev)
     pod = Pod(node)
     try:
         assert pod.do("open ro", "clr", "close") == "ok"

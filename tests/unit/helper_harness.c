@@ -69,14 +69,14 @@ void write_policy(const char *path, const char *extra)
 		perror(path);
 }
 
-bool helper_without_listmount;
+bool helper_before_statmount;
 
 /*
  * A filter beneath the helper's own in which listmount(2) and statmount(2)
  * fail with ENOSYS, as on a kernel older than 6.8: the helper must then look
  * at the mounts through mountinfo, with the same answers.
  */
-static void deny_listmount(void)
+static void deny_statmount(void)
 {
 	struct sock_filter prog[] = {
 	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
@@ -123,8 +123,8 @@ void helper_start_ctl(struct helper *h, const char *policy_file, int ctl_fd)
 		/* The helper's own handlers: no core (tests/e2e/test_core_relay.py has it). */
 		const char *argv[] = {helper_bin,    "--policy", policy_file, "--data-dir", data,
 		                      "--log-level", "debug",    "--no-core", NULL};
-		if (helper_without_listmount)
-			deny_listmount();
+		if (helper_before_statmount)
+			deny_statmount();
 		execv(helper_bin, (char *const *)argv);
 		_exit(127);
 	}

@@ -20,8 +20,8 @@ struct helper {
 };
 
 extern const char *helper_bin;
-/* The next helper_start*() gives the helper a kernel without listmount(2). */
-extern bool helper_without_listmount;
+/* The next helper_start*() gives the helper a kernel without statmount(2) and listmount(2). */
+extern bool helper_before_statmount;
 /* The temp dir, the allowed root beneath it, the data dir, the policy file, the helper's log. */
 extern char tmp[64], root[128], data[128], policy[128], logfile[128];
 

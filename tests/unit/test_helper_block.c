@@ -556,9 +556,9 @@ int main(int argc, char **argv)
 	char atime_policy[160];
 	snprintf(atime_policy, sizeof(atime_policy), "%s/policy-atime.ini", tmp);
 	write_policy(atime_policy, "[filesystems]\nmount_options = strictatime noatime relatime\n");
-	helper_without_listmount = true;
+	helper_before_statmount = true;
 	helper_start_with(&h, atime_policy);
-	helper_without_listmount = false;
+	helper_before_statmount = false;
 	test_block(&h);
 	test_list_and_sweep(&h);
 	test_atime_kept(&h);
