@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 from conftest import claim_tmp, cleanup_tree, loops_backed_by, sweep_leftovers
 
@@ -20,7 +21,19 @@ def attach_in(tmp):
                          check=True).stdout.strip()
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)",
                              os.path.join(tmp, "state")])
+    # Popen returns once the exec has closed its descriptors, but the kernel sets the new
+    # program's arguments a moment later: until then /proc/PID/cmdline reads empty and the
+    # sweep could not know the process. A dead run's processes are long past that point.
+    deadline = time.monotonic() + 60
+    while (tmp + "/").encode() not in read_cmdline(proc.pid):
+        assert time.monotonic() < deadline, "the process never showed its arguments"
+        time.sleep(0.01)
     return dev, proc
+
+
+def read_cmdline(pid):
+    with open("/proc/%d/cmdline" % pid, "rb") as f:
+        return f.read()
 
 
 def test_a_dead_runs_tree_is_swept():
@@ -29,9 +42,7 @@ def test_a_dead_runs_tree_is_swept():
     try:
         assert loops_backed_by(tmp) == [dev]
         sweep_leftovers()
-        # Its process killed (a generous wait: a process can take long to end on a busy
-        # machine, in the middle of reading its own files from disk).
-        assert proc.wait(120) == -9
+        assert proc.wait(60) == -9  # its process killed
         assert not os.path.exists(tmp) and not os.path.exists("/sys/block/%s/loop" %
                                                               os.path.basename(dev))
     finally:
