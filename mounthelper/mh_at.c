@@ -15,7 +15,10 @@
  * directory somewhere in the tree cannot move a staging directory elsewhere
  * while mkfs runs, or swap the object the helper checked for another before
  * it acts. The helper still re-resolves the path after every mount and undoes
- * a mount that the path no longer reaches (mh_ops.c), as a second line.
+ * a mount that the path no longer reaches (mh_ops.c), as a second line. Nor
+ * does a walk pass through a mount point where the policy lets volumes be
+ * mounted (a parent that is both: a volume, whose tenant owns its root), so
+ * nothing is made or undone beneath a volume (beneath_volume below).
  *
  * Safety argument, destruction. The helper unlinks or removes only what it
  * made: each directory or file it creates gets an extended attribute
@@ -105,6 +108,34 @@ int mh_at_check_dir(int fd, const char *what, struct mh_res *r)
 	return 0;
 }
 
+/*
+ * Whether the parent directory fd, the path's first len bytes, is a mount
+ * point at a path that matches a staging or target pattern: where this driver
+ * mounts volumes, so most likely one (its tenant, owner of its root, could make
+ * what is bound beneath it impossible to look at for good, and every detach on
+ * the node would wait for it). Refused with r; 0 otherwise.
+ */
+static int beneath_volume(const struct mh_ctx *c, int fd, const char *path, size_t len,
+                          struct mh_res *r)
+{
+	char prefix[MH_PATH_MAX + 1];
+	struct statx stx;
+	const int how = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC;
+	if (statx(fd, "", how, STATX_TYPE, &stx) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "statx a parent directory: %s",
+		               strerror(errno));
+	if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+		return mh_fail(r, MH_E_FAILED, ENOSYS,
+		               "the kernel does not tell if a directory is a mount point");
+	snprintf(prefix, sizeof(prefix), "%.*s", (int)len, path);
+	if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) ||
+	    pol_path_check(c->pol, prefix, POL_STAGING | POL_TARGET, NULL) != 0)
+		return 0;
+	return mh_fail(r, MH_E_REFUSED, EPERM,
+	               "a parent directory is mounted on where the policy lets volumes be: "
+	               "nothing is made or undone beneath a volume");
+}
+
 int mh_at_open(const struct mh_ctx *c, const char *path, unsigned roles, struct mh_at *at,
                struct mh_res *r)
 {
@@ -142,7 +173,8 @@ int mh_at_open(const struct mh_ctx *c, const char *path, unsigned roles, struct 
 		int next = enter(fd, comp, O_DIRECTORY, "a parent directory", &at->root_sb, r);
 		close(fd);
 		fd = next;
-		if (fd < 0 || mh_at_check_dir(fd, "a parent directory", r) < 0)
+		if (fd < 0 || mh_at_check_dir(fd, "a parent directory", r) < 0 ||
+		    beneath_volume(c, fd, path, (size_t)(s + n - path), r) < 0)
 			goto fail;
 		s += n + 1;
 	}

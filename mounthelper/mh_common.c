@@ -231,6 +231,20 @@ void mh_remove_made(const struct mh_ctx *c, const char *path, unsigned roles, co
 	}
 }
 
+int mh_mount_covers_nothing(int fd, int mnt_id, struct mh_res *r)
+{
+	struct mh_res undo = {0};
+	int has = mh_dir_has_entries(fd, r); /* the descriptor reads the covered directory */
+	if (has == 0)
+		return 0;
+	if (mh_umount_id(mnt_id, &undo) < 0)
+		log_kv(LOG_LVL_ERROR, "mount_undo_failed", "reason", undo.reason, NULL);
+	return has < 0 ? -1
+	               : mh_fail(r, MH_E_FAILED, EAGAIN,
+	                         "something was made in the mount point meanwhile (another "
+	                         "request's, now beneath this volume); mount undone");
+}
+
 int mh_verify_mount(const struct mh_ctx *c, const char *path, unsigned roles, int mnt_id,
                     struct mh_res *r)
 {

@@ -73,6 +73,16 @@ int mh_mount_point(const struct mh_ctx *c, const char *path, unsigned role, cons
 void mh_remove_made(const struct mh_ctx *c, const char *path, unsigned roles,
                     const char *volume_id);
 /*
+ * After a mount on the directory fd (opened before it, so it reads the
+ * directory now covered): that directory must still be empty. Another
+ * request's walk may have passed it before it was a mount point and made
+ * something in it meanwhile (concurrent workers), which would then lie
+ * beneath this volume, out of every look's reach; the new mount is undone
+ * (-1 with r). 0 when nothing is covered.
+ */
+int mh_mount_covers_nothing(int fd, int mnt_id, struct mh_res *r);
+
+/*
  * After a mount with id mnt_id onto the last component of path: walk path
  * again and check that it reaches that mount. If not (renamed, replaced
  * meanwhile), undo the mount and answer FAILED.

@@ -433,6 +433,8 @@ int mh_answer_dir_publish(const struct mh_ctx *c, const struct mh_msg *req, stru
 	}
 	mh_pause(c, "mount", NULL); /* tests: the target resolved, not yet mounted */
 	rc = mh_mount_bind(ro ? bind : fd, tfd, &id, r);
+	if (rc == 0)
+		rc = mh_mount_covers_nothing(tfd, id, r);
 	mh_closep(&tfd);
 	mh_at_close(&tat);
 	if (rc == 0)

@@ -107,6 +107,8 @@ static int mount_checked(const struct mh_ctx *c, const char *path, unsigned role
 	mh_pause(c, "mount", NULL); /* tests: the path resolved again, not yet mounted */
 	/* Safety: see mh_mount.c (fd target, nosuid,nodev forced, detached until attached). */
 	rc = mh_mount_fs(&v->loop, fstype, o, fd, &id, r);
+	if (rc == 0)
+		rc = mh_mount_covers_nothing(fd, id, r);
 	close(fd);
 	mh_at_close(&at);
 	if (rc < 0)

@@ -566,6 +566,21 @@ def test_hostile_paths_are_refused(core):
             core.unchanged(publish(VOL, good, p, flags=flags), E.REFUSED, E.FAILED, E.EXISTS,
                            E.NOTFOUND, E.PRECONDITION)
     core.unchanged(publish(VOL, good, good + "/sub"), E.REFUSED)  # nested in the staging
+    # Even where the volume's root is root's and closed to others (its tenant, root in its
+    # pod, may make it so): a mount point where volumes are mounted is never walked
+    # through, so nothing of another volume lies beneath one (test_security.py).
+    os.chown(good, 0, 0)
+    os.chmod(good, 0o755)
+    os.mkdir(good + "/sub", 0o755)
+    core.image(VOL2)
+    raw = core.dir("staging/raw")
+    core.ok(stage(VOL2, raw, fs="", flags=F_BLOCK))
+    for target in (good + "/x", good + "/sub/x"):
+        core.unchanged(publish(VOL2, raw, target, flags=F_BLOCK), E.REFUSED)
+        core.unchanged(publish(VOL, good, target), E.REFUSED)
+        core.unchanged(stage(VOL2, target, fs="", flags=F_BLOCK | F_CREATE_DIR), E.REFUSED)
+    assert os.listdir(good + "/sub") == []
+    core.ok(unstage(VOL2, raw, flags=F_BLOCK))
     core.ok(unstage(VOL, good))
     core.secrets_intact()
 

@@ -282,6 +282,95 @@ def test_volume_root_taken_over_by_a_pod(dd):
         assert os.listdir(os.path.join(dd.base, area)) == [], area
 
 
+def test_nothing_is_published_beneath_a_directory_volume(dd):
+    """A directory volume's tenant owns its root: nothing of another volume is published
+    beneath the mount point where it is published (it could hide it from every look), even
+    with its root made root's and closed to others; the mount point where volumes are
+    published is never walked through (test_security.py)."""
+    c, cap = dd.client, dir_cap()
+    v, w = create(dd, "outer"), create(dd, "inner")
+    staging, wstaging = (os.path.join(dd.root, "staging", n) for n in ("outer", "inner"))
+    t = pod_target(dd, "pod1", "outer")
+    for vol, st in ((v, staging), (w, wstaging)):
+        os.makedirs(st)
+        c.node("NodeStageVolume", volume_id=vol.volume_id, staging_target_path=st,
+               volume_capability=cap, volume_context=dict(vol.volume_context))
+    c.node("NodePublishVolume", volume_id=v.volume_id, staging_target_path=staging,
+           target_path=t, volume_capability=cap, volume_context=dict(v.volume_context))
+    os.chown(t, 0, 0)  # its tenant, root in its pod
+    os.chmod(t, 0o755)
+    os.mkdir(os.path.join(t, "in"), 0o755)
+    before = sorted(mounts_under(dd.root))
+    for inner in (os.path.join(t, "mount"), os.path.join(t, "in", "mount")):
+        code, msg = code_of(c.node, "NodePublishVolume", volume_id=w.volume_id,
+                            staging_target_path=wstaging, target_path=inner,
+                            volume_capability=cap, volume_context=dict(w.volume_context))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, msg
+    assert sorted(mounts_under(dd.root)) == before
+    assert sorted(os.listdir(t)) == ["in"] and os.listdir(os.path.join(t, "in")) == []
+    os.rmdir(os.path.join(t, "in"))
+    c.node("NodeUnpublishVolume", volume_id=v.volume_id, target_path=t)
+    for vol, st in ((v, staging), (w, wstaging)):
+        c.node("NodeUnstageVolume", volume_id=vol.volume_id, staging_target_path=st)
+        c.controller("DeleteVolume", volume_id=vol.volume_id)
+    assert mounts_under(dd.root) == []
+
+
+@pytest.fixture
+def pausable_dd():
+    yield from running(Driver(setup=BASES["xfs"], env={"SEPCSI_TEST_PAUSE": "1"}))
+
+
+def test_a_publication_never_covers_what_another_made_meanwhile(pausable_dd):
+    """A directory volume's publication finds its target empty; before its bind lands,
+    another volume's raw block publication is made inside (its walk passed a directory
+    that was no mount point yet). The bind would cover it for good: the covered directory
+    is looked at again after the bind, and the bind undone."""
+    import threading
+    d, c, cap = pausable_dd, pausable_dd.client, dir_cap()
+    v = create(d, "outer")
+    raw = c.controller("CreateVolume", name="raw", volume_capabilities=[block_cap()],
+                       capacity_range=c.pb.CapacityRange(required_bytes=64 * MiB)).volume
+    staging, bst = (os.path.join(d.root, "staging", n) for n in ("outer", "raw"))
+    for vol, st, vcap in ((v, staging, cap), (raw, bst, block_cap())):
+        os.makedirs(st)
+        c.node("NodeStageVolume", volume_id=vol.volume_id, staging_target_path=st,
+               volume_capability=vcap, volume_context=dict(vol.volume_context))
+    t = pod_target(d, "pod1", "outer")
+    inner = os.path.join(t, "dev")
+    d.hold("mount")
+    result = {}
+
+    def publish_outer():
+        try:
+            c.node("NodePublishVolume", volume_id=v.volume_id, staging_target_path=staging,
+                   target_path=t, volume_capability=cap, volume_context=dict(v.volume_context))
+            result["code"] = grpc.StatusCode.OK
+        except grpc.RpcError as e:
+            result["code"] = e.code()
+
+    th = threading.Thread(target=publish_outer)
+    th.start()
+    try:
+        d.paused("mount")
+        c.node("NodePublishVolume", volume_id=raw.volume_id, staging_target_path=bst,
+               target_path=inner, volume_capability=block_cap())
+    finally:
+        d.release("mount")
+        th.join(60)
+    assert result.get("code") == grpc.StatusCode.INTERNAL
+    assert "made in the mount point meanwhile" in d.logs()
+    assert t not in mounts_under(d.root) and inner in mounts_under(d.root)
+    c.node("NodeUnpublishVolume", volume_id=raw.volume_id, target_path=inner)
+    c.node("NodePublishVolume", volume_id=v.volume_id, staging_target_path=staging,
+           target_path=t, volume_capability=cap, volume_context=dict(v.volume_context))
+    c.node("NodeUnpublishVolume", volume_id=v.volume_id, target_path=t)
+    for vol, st in ((v, staging), (raw, bst)):
+        c.node("NodeUnstageVolume", volume_id=vol.volume_id, staging_target_path=st)
+        c.controller("DeleteVolume", volume_id=vol.volume_id)
+    assert mounts_under(d.root) == []
+
+
 def overlay_base(d):
     """The base on an overlay of local layers (a kind or k3d node keeps its /srv in its
     container's overlay): the administrator's file system, which binds of its

@@ -137,6 +137,23 @@ def publish(c, vid, staging, target, cap, readonly=False):
            volume_capability=cap, readonly=readonly)
 
 
+def stage_held_at_mount(driver, c, vid, staging, cap, meanwhile):
+    """The code of a STAGE (None: it did not fail) held at the mount pause point, its path
+    resolved, while meanwhile() runs."""
+    driver.hold("mount")
+    result = {}
+    t = threading.Thread(
+        target=lambda: result.update(code=code_of(stage, c, vid, staging, cap)))
+    t.start()
+    try:
+        driver.paused("mount")
+        meanwhile()
+    finally:
+        driver.release("mount")
+        t.join(60)
+    return result.get("code")
+
+
 def serves(driver, name="still-serving"):
     """The driver still serves a whole lifecycle in kubelet's layout."""
     c, k = driver.client, driver.kubelet
@@ -270,6 +287,79 @@ def test_stage_over_kubelets_files_as_compromised_rpcd(khostile):
     assert r.call(Msg(T.REQ_DELETE, volume_id=vid)).type == T.ANS_DELETE
 
 
+def test_nothing_is_made_beneath_a_volume(kdriver):
+    """The default patterns let a caller of the CSI socket stage a tenant's file system at
+    volumeDevices/publish/globalmount, where a raw block publication of another volume
+    would then lie beneath it. Its tenant, owner of its root, could hide that bind from
+    every look (the core cannot enter a directory root made its own and closed), and every
+    UNSTAGE on the node would answer BUSY for good. Refused: no walk passes a mount point
+    where the policy lets volumes be mounted; both volumes come apart as usual."""
+    d, c, k = kdriver, kdriver.client, kdriver.kubelet
+    cap, bcap = mount_cap("ext4"), block_cap()
+    tenant, victim, other = (create(c, "tenant", cap), create(c, "victim", bcap),
+                             create(c, "other", cap))
+    st = k.path("plugins/kubernetes.io/csi/volumeDevices/publish/globalmount")
+    os.makedirs(st, mode=0o750)
+    stage(c, tenant, st, cap)
+    os.chown(st, 0, 0)  # the tenant, root in its pod, keeps its volume's root as kubelet's
+    os.chmod(st, 0o755)
+    os.mkdir(os.path.join(st, POD), 0o755)
+    bst, ost = k.block_staging("victim"), k.staging("other")
+    stage(c, victim, bst, bcap)
+    stage(c, other, ost, cap)
+    before = host_state(d)
+    for target in (os.path.join(st, "x"), os.path.join(st, POD)):
+        assert code_of(publish, c, victim, bst, target, bcap) == grpc.StatusCode.INVALID_ARGUMENT
+        assert code_of(publish, c, other, ost, target, cap) == grpc.StatusCode.INVALID_ARGUMENT
+    assert sorted(os.listdir(st)) == sorted(["lost+found", POD])
+    assert os.listdir(os.path.join(st, POD)) == []
+    assert host_state(d)[1:] == before[1:]  # nothing mounted, bound or attached
+    for vid, path in ((victim, bst), (other, ost), (tenant, st)):
+        c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=path)
+        c.controller("DeleteVolume", volume_id=vid)
+    assert not loops_backed_by(d.data)
+    serves(d)
+
+
+@pytest.fixture
+def kdir_driver():
+    """kdriver with directory volumes on: the helper mounts by itself, and runs requests for
+    different volumes at once."""
+    from test_dir_helper import xfs_base
+    d = Driver(kubelet=True, setup=xfs_base, env={"SEPCSI_TEST_PAUSE": "1"})
+    d.kubelet = Kubelet(d.root)
+    yield from running(d)
+
+
+def test_nothing_is_covered_by_a_racing_mount(kdir_driver):
+    """A STAGE at volumeDevices/publish/globalmount finds the directory empty; before its
+    mount lands, another volume's raw block publication is made inside it (its walk passed
+    a directory that was no mount point yet). The mount would cover that bind for good:
+    its UNPUBLISH refused, its UNSTAGE BUSY. The covered directory is looked at again
+    after the mount, and the mount undone; both volumes come apart as usual."""
+    d, c, k = kdir_driver, kdir_driver.client, kdir_driver.kubelet
+    cap, bcap = mount_cap("ext4"), block_cap()
+    tenant, victim = create(c, "tenant", cap), create(c, "victim", bcap)
+    st = k.path("plugins/kubernetes.io/csi/volumeDevices/publish/globalmount")
+    os.makedirs(st, mode=0o750)
+    bst, btg = k.block_staging("victim"), os.path.join(st, POD)
+    stage(c, victim, bst, bcap)
+    # The publication's walk passes st: no mount point yet.
+    code = stage_held_at_mount(d, c, tenant, st, cap,
+                               lambda: publish(c, victim, bst, btg, bcap))
+    assert code == grpc.StatusCode.INTERNAL
+    assert "made in the mount point meanwhile" in d.logs()
+    with open("/proc/self/mountinfo") as f:
+        assert not any((" %s " % st) in ln for ln in f)  # nothing covers the bind
+    c.node("NodeUnpublishVolume", volume_id=victim, target_path=btg)
+    c.node("NodeUnstageVolume", volume_id=victim, staging_target_path=bst)
+    stage(c, tenant, st, cap)  # nothing beneath it now
+    c.node("NodeUnstageVolume", volume_id=tenant, staging_target_path=st)
+    for vid in (victim, tenant):
+        c.controller("DeleteVolume", volume_id=vid)
+    assert not loops_backed_by(d.data)
+
+
 # ---- 3. racing in kubelet's tree ---------------------------------------------------------
 
 
@@ -319,17 +409,8 @@ def test_path_moved_before_the_mount_is_undone(kdriver):
     st = k.staging("moved")
     elsewhere = os.path.join(d.root, "elsewhere")
     before = host_state(d)
-    d.hold("mount")
-    result = {}
-    t = threading.Thread(target=lambda: result.update(code=code_of(stage, c, vid, st, cap)))
-    t.start()
-    try:
-        d.paused("mount")
-        os.rename(st, elsewhere)
-    finally:
-        d.release("mount")
-        t.join(60)
-    assert result.get("code") == grpc.StatusCode.INTERNAL
+    code = stage_held_at_mount(d, c, vid, st, cap, lambda: os.rename(st, elsewhere))
+    assert code == grpc.StatusCode.INTERNAL
     assert "path changed" in d.logs()
     with open("/proc/self/mountinfo") as f:
         assert not any(elsewhere in ln or st in ln for ln in f)
