@@ -566,9 +566,10 @@ def test_hostile_paths_are_refused(core):
             core.unchanged(publish(VOL, good, p, flags=flags), E.REFUSED, E.FAILED, E.EXISTS,
                            E.NOTFOUND, E.PRECONDITION)
     core.unchanged(publish(VOL, good, good + "/sub"), E.REFUSED)  # nested in the staging
-    # Even where the volume's root is root's and closed to others (its tenant, root in its
-    # pod, may make it so): a mount point where volumes are mounted is never walked
-    # through, so nothing of another volume lies beneath one (test_security.py).
+    # Even where the volume's root is root's and writable by nobody else, as the walk asks
+    # (its tenant, root in its pod, may leave it so): a mount point where volumes are
+    # mounted is never walked through, so nothing of another volume lies beneath one
+    # (test_security.py).
     os.chown(good, 0, 0)
     os.chmod(good, 0o755)
     os.mkdir(good + "/sub", 0o755)
