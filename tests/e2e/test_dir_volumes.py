@@ -6,6 +6,7 @@ The base is a real xfs (with project quotas where the kernel has them)."""
 import errno
 import os
 import subprocess
+import threading
 
 import grpc
 import pytest
@@ -285,8 +286,8 @@ def test_volume_root_taken_over_by_a_pod(dd):
 def test_nothing_is_published_beneath_a_directory_volume(dd):
     """A directory volume's tenant owns its root: nothing of another volume is published
     beneath the mount point where it is published (it could hide it from every look), even
-    with its root made root's and closed to others; the mount point where volumes are
-    published is never walked through (test_security.py)."""
+    with its root made root's and writable by nobody else, as the walk asks; the mount
+    point where volumes are published is never walked through (test_security.py)."""
     c, cap = dd.client, dir_cap()
     v, w = create(dd, "outer"), create(dd, "inner")
     staging, wstaging = (os.path.join(dd.root, "staging", n) for n in ("outer", "inner"))
@@ -326,7 +327,6 @@ def test_a_publication_never_covers_what_another_made_meanwhile(pausable_dd):
     another volume's raw block publication is made inside (its walk passed a directory
     that was no mount point yet). The bind would cover it for good: the covered directory
     is looked at again after the bind, and the bind undone."""
-    import threading
     d, c, cap = pausable_dd, pausable_dd.client, dir_cap()
     v = create(d, "outer")
     raw = c.controller("CreateVolume", name="raw", volume_capabilities=[block_cap()],

@@ -232,8 +232,8 @@ def test_a_device_held_in_its_teardown_is_never_taken_for_free(core):
 
 def test_a_bind_that_cannot_be_looked_at_holds_no_number_up(core):
     """A raw block bind whose mount point the core cannot reach (a directory on its way
-    made unreadable: the core has no CAP_DAC_OVERRIDE; root can do it anywhere, and a
-    tenant could beneath its own volume before nothing was published beneath one): the
+    made unreadable: the core has no CAP_DAC_OVERRIDE; only root can do it now, a tenant
+    could beneath its own volume until nothing was published beneath a volume): the
     core cannot see which device that bind is of. It keeps every detach away from it
     (UNSTAGE is BUSY), but it does not take it for a bind of every number: attaches go on
     on the free devices, and a STAGE that fails again and again (an image with no file
