@@ -3,13 +3,15 @@
  * is bound onto regular files instead of a file system being mounted.
  *
  *   STAGE     attach a loop device WITHOUT autoclear (read-only if asked),
+ *             pinned (mh_loop.c: no pod is ever its only opener),
  *             create <staging>/dev (marked as ours, mh_at.c) and bind the
  *             node /dev/loopN onto it; no probe, no mkfs, no file system
  *   PUBLISH   create the file target_path (marked), or use an existing empty
  *             one, and bind the loop device's node onto it; a read-only
  *             publication of a read-write staging gets its own read-only loop
  *             device on the same image (see below)
- *   UNSTAGE   unmount and unlink <staging>/dev, detach the loop device(s)
+ *   UNSTAGE   unmount and unlink <staging>/dev, detach the loop device(s),
+ *             each after its pins
  *   UNPUBLISH (mh_ops.c) unmount this volume's binds, unlink the file if it
  *             is ours, detach a read-only publication's own loop device
  *
@@ -165,6 +167,9 @@ static int stage_loop(const struct mh_ctx *c, const struct mh_req_stage *q, int 
 			               loops[0].path);
 		*l = loops[0];
 		a->note = "re-used the volume's loop device";
+		/* Pinned at its attach, unless that attach was killed in between. */
+		if (mh_loop_pin(l, r) < 0)
+			return -1;
 		return q->readonly ? 0 : mh_image_mark_raw(img, false, r);
 	}
 	/* Safety: the loop device exposes our own image file, opened by us; when it is

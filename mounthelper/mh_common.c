@@ -275,9 +275,11 @@ static int detach_unused(const struct mh_vol *v, bool all, bool published,
 	struct mh_loop *loops;
 	char where[MH_PATH_MAX + 1];
 	int n = mh_loop_list(v->st.st_dev, v->st.st_ino, &loops, r), ret = n < 0 ? -1 : 0;
-	for (int i = 0; i < n && ret == 0 && !(published && n == 1); i++) {
-		if (loops[i].lo_flags & LO_FLAGS_AUTOCLEAR)
-			continue; /* a file system staging's device: it clears itself */
+	/* Autoclear ones too: a raw block device's holder may set that, and its pins would
+	 * hold it for good; a file system's device in use is still mounted, so left. A
+	 * read-only publication's own device may be the image's last (an UNSTAGE that
+	 * detached the staging's, then answered BUSY for it). */
+	for (int i = 0; i < n && ret == 0; i++) {
 		if (published && !(loops[i].lo_flags & LO_FLAGS_READ_ONLY))
 			continue;
 		bool known =

@@ -109,10 +109,9 @@ int mh_detach_unused_but(const struct mh_vol *v, const struct mh_loop *checked, 
 
 /*
  * After UNPUBLISH: mh_detach_unused without all, of the read-only devices
- * only, and only when the image has more than one device. A raw block
- * publication has a device of its own only when it is read-only and its
- * staging's device is not, so an image with one device (the staging's,
- * which UNSTAGE detaches) needs no look at the mounts.
+ * only. A raw block publication has a device of its own only when it is
+ * read-only and its staging's device is not; it may be the image's last (an
+ * UNSTAGE detached the staging's, then answered BUSY for it).
  */
 int mh_detach_published(const struct mh_vol *v, struct mh_res *r);
 

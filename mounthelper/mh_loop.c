@@ -14,8 +14,9 @@
  * device open for writing can still turn scanning on, and rename the device:
  * docs/security.md, "Tenants and their bytes"). Raw block volumes are the one
  * exception: their device node is bind-mounted, which does not hold the device
- * open, so they are attached without autoclear and detached explicitly by
- * UNSTAGE (and a STAGE after a crash re-uses such a device, see mh_block.c). A device is identified
+ * open, so they are attached without autoclear, pinned (below: a pod holding
+ * one is never its only opener), and detached explicitly by UNSTAGE (and a
+ * STAGE after a crash re-uses such a device, see mh_block.c). A device is identified
  * by the backing file's (st_dev, st_ino) from LOOP_GET_STATUS64, not by a file name that could be
  * renamed or reused.
  *
@@ -199,33 +200,14 @@ static int free_number(int ctl)
 	return ioctl(ctl, LOOP_CTL_ADD, -1L);
 }
 
-int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear,
-                   struct mh_loop *out, struct mh_res *r)
+/*
+ * Bind cfg's backing file, (dev, ino) as mh_loop_status names it, to a free
+ * loop device, read-only at the block layer if block_ro, its loop record
+ * written first. The new device's descriptor, or -1 with r.
+ */
+static int configure(struct loop_config *cfg, dev_t dev, ino_t ino, int block_ro,
+                     const char **buffered, struct mh_loop *out, struct mh_res *r)
 {
-	struct loop_config cfg;
-	/*
-	 * Safety: a device a pod may hold (a raw block one: no autoclear) is never
-	 * read-only as the loop driver sees it, which would let its holder give it
-	 * another backing file (LOOP_CHANGE_FD needs no capability), one whose file
-	 * system never answers the status questions every look asks; read-only, it
-	 * is so at the block layer instead (BLKROSET below), which every write path
-	 * obeys and only CAP_SYS_ADMIN changes.
-	 */
-	const bool lo_ro = readonly && autoclear;
-	const int block_ro = readonly && !autoclear;
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.fd = (uint32_t)image_fd;
-	cfg.info.lo_flags = (autoclear ? LO_FLAGS_AUTOCLEAR : 0) | (lo_ro ? LO_FLAGS_READ_ONLY : 0);
-	snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name), "%s", name);
-	const char *buffered = NULL;
-	if (mh_loop_direct_ok(image_fd, &buffered)) {
-		cfg.info.lo_flags |= LO_FLAGS_DIRECT_IO;
-		cfg.block_size = 512;
-	}
-
-	struct stat ist;
-	if (fstat(image_fd, &ist) < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
 	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
 	if (ctl < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "cannot open /dev/loop-control: %s",
@@ -239,19 +221,20 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 		}
 		loop_name(out, nr);
 		/* Opened read-only, the kernel also forces the loop read-only. */
-		int lfd = open_loop(nr, lo_ro ? O_RDONLY : O_RDWR);
+		int lfd =
+		    open_loop(nr, (cfg->info.lo_flags & LO_FLAGS_READ_ONLY) ? O_RDONLY : O_RDWR);
 		if (lfd < 0) {
 			err = errno;
 			if (err == ENOENT || err == ENXIO)
 				continue; /* removed under us */
 			break;
 		}
-		mh_loop_record_attach(ist.st_dev, ist.st_ino, nr); /* before: never missed */
-		int rc = ioctl(lfd, LOOP_CONFIGURE, &cfg);
-		if (rc < 0 && errno == EINVAL && (cfg.info.lo_flags & LO_FLAGS_DIRECT_IO)) {
-			buffered = "the kernel refused direct I/O for it";
-			cfg.info.lo_flags &= ~(uint32_t)LO_FLAGS_DIRECT_IO;
-			rc = ioctl(lfd, LOOP_CONFIGURE, &cfg);
+		mh_loop_record_attach(dev, ino, nr); /* before: never missed */
+		int rc = ioctl(lfd, LOOP_CONFIGURE, cfg);
+		if (rc < 0 && errno == EINVAL && (cfg->info.lo_flags & LO_FLAGS_DIRECT_IO)) {
+			*buffered = "the kernel refused direct I/O for it";
+			cfg->info.lo_flags &= ~(uint32_t)LO_FLAGS_DIRECT_IO;
+			rc = ioctl(lfd, LOOP_CONFIGURE, cfg);
 		}
 		if (rc == 0) {
 			struct loop_info64 now;
@@ -261,14 +244,8 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 			    ioctl(lfd, BLKROSET, &block_ro) == 0 &&
 			    ioctl(lfd, LOOP_GET_STATUS64, &now) == 0) {
 				out->rdev = st.st_rdev;
-				/* Maybe kept buffered; read-only either way, it says so. */
-				out->lo_flags = now.lo_flags | (readonly ? LO_FLAGS_READ_ONLY : 0);
+				out->lo_flags = now.lo_flags;
 				close(ctl);
-				if (!(now.lo_flags & LO_FLAGS_DIRECT_IO))
-					log_kv(LOG_LVL_INFO, "loop_buffered", "device", out->path,
-					       "volume_id", name, "why",
-					       buffered ? buffered : "the kernel kept it buffered",
-					       NULL);
 				return lfd;
 			}
 			err = EIO;
@@ -289,6 +266,150 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 	return mh_fail(r, MH_E_FAILED, err, "cannot attach a loop device: %s", strerror(err));
 }
 
+/*
+ * The pins of a raw block device: loop devices of the helper's (or the
+ * core's) own, read-only, named PIN_NAME, each backed by that device. A pod
+ * holding its raw block device open may detach it (LOOP_CLR_FD needs no
+ * capability); as its only opener it would have the device torn down at its
+ * close, and could then bind the number to a file of its own (LOOP_SET_FD:
+ * one on a FUSE file system whose daemon never answers would hold every status
+ * question to that number). A pin holds the device open for as long as it is
+ * attached, whoever else closes it: a pod's LOOP_CLR_FD then only marks it
+ * autoclear, and a bound device takes no new backing file. A pin lives in
+ * the kernel, so a restart of its maker loses none. No one else holds a node
+ * of a pin. Attached with the device (mh_loop_attach), detached just before
+ * it (clear), pinned again if a holder keeps it then.
+ *
+ * Found by the loop records: a device backed by a device node is named by that
+ * node's number, (0, rdev) (mh_loop_status), so a raw device's pins are the
+ * record of (0, its number), asked their status only there (their backing file
+ * is a node: the question waits on no file system). Without a record (the
+ * helper that mounts by itself keeps none for pins across its restarts) every
+ * read-only device is asked, as every image's first look there asks every
+ * device. With drop, each pin of rdev is detached; the number found, either way.
+ */
+#define PIN_NAME "sepcsi-pin"
+
+struct pins {
+	dev_t rdev;
+	bool drop;
+	int found;
+};
+
+static int pin_one(int nr, void *arg)
+{
+	struct pins *p = arg;
+	struct loop_info64 info;
+	char ro[8], sys[64];
+	/* A pin is read-only: no other device is asked (a status asks its backing file),
+	 * which is what keeps the look without a record from most of the machine's. */
+	snprintf(sys, sizeof(sys), "/sys/block/loop%d/ro", nr);
+	if (mh_read_text(sys, ro, sizeof(ro)) < 0 || ro[0] != '1')
+		return 0;
+	int fd = open_loop(nr, O_RDONLY | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && info.lo_rdevice == (uint64_t)p->rdev &&
+	    (info.lo_flags & (LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR)) == LO_FLAGS_READ_ONLY &&
+	    strncmp((const char *)info.lo_file_name, PIN_NAME, sizeof(info.lo_file_name)) == 0) {
+		p->found++;
+		/* Safety: only a pin (named so, read-only, backed by the device being detached). */
+		if (p->drop)
+			ioctl(fd, LOOP_CLR_FD, 0); /* with no other opener, gone at the close */
+	}
+	close(fd);
+	return 0;
+}
+
+static int pins(dev_t rdev, bool drop)
+{
+	struct pins p = {.rdev = rdev, .drop = drop};
+	int nr[MH_LOOP_RECORD_MAX], n = mh_loop_record_read(0, (ino_t)rdev, nr);
+	if (n < 0)
+		return mh_loop_each(pin_one, &p, &(struct mh_res){0}) < 0 ? -1 : p.found;
+	for (int i = 0; i < n; i++)
+		pin_one(nr[i], &p);
+	if (drop) /* none left, nor the other devices a start's look recorded there */
+		mh_loop_record_none(0, (ino_t)rdev);
+	return p.found;
+}
+
+/* A new pin of l (mh_loop_pin: unless it has one). */
+static int pin(const struct mh_loop *l, struct mh_res *r)
+{
+	struct loop_config cfg = {.info.lo_flags = LO_FLAGS_READ_ONLY};
+	struct mh_loop pin;
+	struct stat st;
+	const char *buffered = NULL;
+	int node = open_loop(l->nr, O_RDONLY | O_NONBLOCK);
+	if (node < 0 || fstat(node, &st) < 0 || st.st_rdev != l->rdev) {
+		mh_closep(&node);
+		return mh_fail(r, MH_E_FAILED, ENXIO, "%s is gone", l->path);
+	}
+	cfg.fd = (uint32_t)node;
+	snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name), "%s", PIN_NAME);
+	int pfd = configure(&cfg, 0, (ino_t)l->rdev, 0, &buffered, &pin, r);
+	close(node);
+	if (pfd < 0)
+		return -1;
+	close(pfd); /* no autoclear: it stays, holding the device */
+	return 0;
+}
+
+int mh_loop_pin(const struct mh_loop *l, struct mh_res *r)
+{
+	int n = pins(l->rdev, false);
+	if (n != 0)
+		return n < 0 ? mh_fail(r, MH_E_FAILED, EIO, "cannot look for %s's pin", l->path)
+		             : 0;
+	return pin(l, r);
+}
+
+int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear,
+                   struct mh_loop *out, struct mh_res *r)
+{
+	struct loop_config cfg;
+	/*
+	 * Safety: a device a pod may hold (a raw block one: no autoclear) is never
+	 * read-only as the loop driver sees it, which would let its holder give it
+	 * another backing file (LOOP_CHANGE_FD needs no capability), one whose file
+	 * system never answers the status questions every look asks; read-only, it
+	 * is so at the block layer instead (BLKROSET), which every write path obeys
+	 * and only CAP_SYS_ADMIN changes. It is pinned (above).
+	 */
+	const bool lo_ro = readonly && autoclear;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.fd = (uint32_t)image_fd;
+	cfg.info.lo_flags = (autoclear ? LO_FLAGS_AUTOCLEAR : 0) | (lo_ro ? LO_FLAGS_READ_ONLY : 0);
+	snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name), "%s", name);
+	const char *buffered = NULL;
+	if (mh_loop_direct_ok(image_fd, &buffered)) {
+		cfg.info.lo_flags |= LO_FLAGS_DIRECT_IO;
+		cfg.block_size = 512;
+	}
+
+	struct stat ist;
+	if (fstat(image_fd, &ist) < 0)
+		return mh_fail(r, MH_E_FAILED, errno, "stat image: %s", strerror(errno));
+	int lfd =
+	    configure(&cfg, ist.st_dev, ist.st_ino, readonly && !autoclear, &buffered, out, r);
+	if (lfd < 0)
+		return -1;
+	/* A new device has no pin: what a record of its number says is of another's. */
+	if (!autoclear)
+		mh_loop_record_none(0, (ino_t)out->rdev);
+	if (!autoclear && pin(out, r) < 0) {
+		ioctl(lfd, LOOP_CLR_FD, 0);
+		close(lfd);
+		return -1;
+	}
+	out->lo_flags |= readonly ? LO_FLAGS_READ_ONLY : 0; /* read-only either way, it says so */
+	if (!(out->lo_flags & LO_FLAGS_DIRECT_IO))
+		log_kv(LOG_LVL_INFO, "loop_buffered", "device", out->path, "volume_id", name, "why",
+		       buffered ? buffered : "the kernel kept it buffered", NULL);
+	return lfd;
+}
+
 int mh_loop_status(int nr, struct mh_loop *out, dev_t *dev, ino_t *ino, char *name, size_t len)
 {
 	struct loop_info64 info;
@@ -302,8 +423,9 @@ int mh_loop_status(int nr, struct mh_loop *out, dev_t *dev, ino_t *ino, char *na
 		out->rdev = st.st_rdev;
 		/* Read-only at the block layer (a raw block one, mh_loop_attach) is read-only. */
 		out->lo_flags = info.lo_flags | (block_ro ? LO_FLAGS_READ_ONLY : 0);
-		*dev = (dev_t)info.lo_device;
-		*ino = (ino_t)info.lo_inode;
+		/* A device node backing it (a pin) is named by its number: no image is (0, x). */
+		*dev = info.lo_rdevice ? 0 : (dev_t)info.lo_device;
+		*ino = info.lo_rdevice ? (ino_t)info.lo_rdevice : (ino_t)info.lo_inode;
 		snprintf(name, len, "%.*s", (int)sizeof(info.lo_file_name),
 		         (const char *)info.lo_file_name);
 		ret = 0;
@@ -445,15 +567,22 @@ static void clear(const struct mh_loop *l, dev_t dev, ino_t ino)
 		         (const char *)info.lo_file_name);
 		/* Ours as mh_loop_bound() tells: (dev, ino), the device itself, named by a volume
 		 * id. */
-		if (st.st_rdev == l->rdev && info.lo_device == (uint64_t)dev &&
-		    info.lo_inode == (uint64_t)ino && pol_volume_id_valid(name) &&
-		    ioctl(fd, LOOP_CLR_FD, 0) == 0 && ioctl(fd, LOOP_GET_STATUS64, &info) < 0 &&
-		    errno == ENXIO)
+		bool ours = st.st_rdev == l->rdev && info.lo_device == (uint64_t)dev &&
+		            info.lo_inode == (uint64_t)ino && pol_volume_id_valid(name);
+		/* Its pins first (a raw block device's, autoclear or not: a holder may set
+		 * that), else they would hold it for good; this descriptor holds it meanwhile. */
+		int pinned = ours ? pins(l->rdev, true) : 0;
+		if (ours && ioctl(fd, LOOP_CLR_FD, 0) == 0 &&
+		    ioctl(fd, LOOP_GET_STATUS64, &info) < 0 && errno == ENXIO)
 			/* Its only opener: no one opens it again before its end at the close
 			 * below, so its number is left writable for whoever attaches it next
 			 * (the kernel keeps a read-only state across a detach); never while a
 			 * holder could write through it (mh_loop_attach). */
 			ioctl(fd, BLKROSET, &(int){0});
+		else if (pinned > 0)
+			/* Held elsewhere: pinned again before this close, so that the holder is
+			 * never its only opener; the next detach tries again. */
+			mh_loop_pin(l, &(struct mh_res){0});
 	}
 	close(fd);
 }

@@ -44,6 +44,14 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
                    struct mh_loop *out, struct mh_res *r);
 
 /*
+ * Pin the raw block device l unless a pin already holds it: a read-only loop
+ * device of our own backed by it, so that a pod is never its only opener
+ * (mh_loop.c, "pins"). mh_loop_attach pins every device it attaches without
+ * autoclear; the detach removes its pins first. 0, or -1 with r.
+ */
+int mh_loop_pin(const struct mh_loop *l, struct mh_res *r);
+
+/*
  * The records of which loop devices back which image, so that finding an
  * image's devices costs a look at each recorded one, not at every loop device
  * of the machine. A record grants nothing: every number in it is checked
@@ -57,7 +65,9 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
  *    say (then a look scans every device);
  *  - attach: before loopN is attached to (dev, ino), so a record never misses it;
  *  - rebuild: from one look at every loop device, at start before any request;
- *  - forget: with the image.
+ *  - forget: with the image;
+ *  - none: (dev, ino) has no device now (a raw block device's pins, just
+ *    attached or all detached): an empty record, so no look scans for it.
  * The helper's alone: open (the directory, once at start) and new (a new image's
  * empty record).
  */
@@ -66,6 +76,7 @@ int mh_loop_record_read(dev_t dev, ino_t ino, int nr[MH_LOOP_RECORD_MAX]);
 void mh_loop_record_attach(dev_t dev, ino_t ino, int new_nr);
 void mh_loop_records_rebuild(int images_fd);
 void mh_loop_record_forget(dev_t dev, ino_t ino);
+void mh_loop_record_none(dev_t dev, ino_t ino);
 void mh_loop_records_open(int dirfd);
 void mh_loop_record_new(int image_fd);
 
@@ -103,8 +114,9 @@ extern bool mh_loop_make_nodes;
 int mh_loop_node(const struct mh_loop *l, struct mh_res *r);
 
 /*
- * What backs loopN: its backing file's identity and the name the helper gave
- * it at attach time (lo_file_name: the volume id). 0, or -1 with errno:
+ * What backs loopN: its backing file's identity, (0, the node's number) for a
+ * device node (a pin: no image is named so), and the name the helper gave it
+ * at attach time (lo_file_name: the volume id). 0, or -1 with errno:
  * ENXIO unbound, ENOENT no such device, another if it could not be asked.
  */
 int mh_loop_status(int nr, struct mh_loop *out, dev_t *dev, ino_t *ino, char *name, size_t len);

@@ -172,6 +172,11 @@ void mh_loop_record_forget(dev_t dev, ino_t ino)
 	record_drop(dev, ino);
 }
 
+void mh_loop_record_none(dev_t dev, ino_t ino)
+{
+	record_write(dev, ino, NULL, 0);
+}
+
 /* ---- rebuilding the records at start ---- */
 
 struct bound {

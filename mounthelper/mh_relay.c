@@ -311,21 +311,24 @@ static int attached_now(const struct mh_ctx *c, const char *volume_id, struct mh
 
 /*
  * UNSTAGE and UNPUBLISH, whose detach found a loop device held open by
- * another process (udev's probe after an unmount, a reader): the kernel
- * detaches it when that one closes it, and the handler answers BUSY with
- * EALREADY at once, never waiting (the core has one thread for every volume).
- * The wait is here, in this worker: ATTACHED asked at growing intervals (20 ms
- * to 160 ms), for 2 s at most, and once fewer devices back the image than
- * right after the answer (none: at once), the request again, whose answer
- * stands (it finds nothing left to unmount or detach, and does the rest, such
- * as a directory to remove). Past that the BUSY stands; the CO's retry is
- * answered at once (mh_detach_unused: an autoclear device clears itself), and
- * ATTACHED counts the device until it goes, so its image is neither formatted
- * nor removed. A device that went between the answer and the first ATTACHED,
- * while another stays (a read-only publication's, beside its staging's), is
- * missed: that BUSY too stands, and the retry is answered OK.
+ * another process (udev's probe after an unmount, a reader, a pod's node kept
+ * past its UNSTAGE): the handler answers BUSY with EALREADY at once, never
+ * waiting (the core has one thread for every volume). A file system's device
+ * goes by itself when that holder closes it; a raw block one (pinned, raw) is
+ * pinned again meanwhile (mh_loop.c), so that the holder never becomes its
+ * only opener, and goes at the next detach once the holder is gone. The wait
+ * is here, in this worker, for 2 s at most, at growing intervals (20 ms to
+ * 160 ms): a file system's until fewer devices back the image than right
+ * after the answer (ATTACHED; none: at once), a raw block one's at each
+ * interval; then the request again, whose answer stands once it is not that
+ * BUSY (it finds nothing left to unmount, and does the rest: the detach, a
+ * directory to remove). Past that the BUSY stands, and the CO's retry asks
+ * again; ATTACHED counts the device until it goes, so its image is neither
+ * formatted nor removed. A device that went between the answer and the first
+ * ATTACHED, while another stays (a read-only publication's, beside its
+ * staging's), is missed: that BUSY too stands.
  */
-static int detached(mh_answer_fn *fn, const char *volume_id, const struct mh_ctx *c,
+static int detached(mh_answer_fn *fn, const char *volume_id, bool raw, const struct mh_ctx *c,
                     const struct mh_msg *req, struct mh_msg *ans, struct mh_audit *a,
                     struct mh_res *r)
 {
@@ -334,16 +337,16 @@ static int detached(mh_answer_fn *fn, const char *volume_id, const struct mh_ctx
 	int64_t end = mono_ms() + 2000; /* from the first answer */
 	long ms = 20;
 	while (rc < 0 && r->kind == MH_E_BUSY && r->sys_errno == EALREADY && mono_ms() < end) {
-		int before = attached_now(c, volume_id, &ignore), n = before;
+		int before = raw ? 1 : attached_now(c, volume_id, &ignore), n = before;
 		if (before < 0)
 			break;
-		while (n > 0 && n >= before && mono_ms() < end) {
+		do {
 			nanosleep(&(struct timespec){0, ms * 1000000L}, NULL);
 			ms = ms < 160 ? ms * 2 : ms;
-			if ((n = attached_now(c, volume_id, &ignore)) < 0)
+			if (!raw && (n = attached_now(c, volume_id, &ignore)) < 0)
 				return rc;
-		}
-		if (n > 0 && n >= before)
+		} while (!raw && n > 0 && n >= before && mono_ms() < end);
+		if (!raw && n > 0 && n >= before)
 			break; /* still held at the deadline: the BUSY stands */
 		*r = (struct mh_res){0};
 		if ((rc = fn(c, req, ans, a, r)) == 0)
@@ -358,15 +361,17 @@ int mh_relay_unstage(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 {
 	if (c->core && !(req->u.unstage.flags & MH_F_BLOCK))
 		mh_core_flush(req->u.unstage.volume_id);
-	return detached(c->core ? mh_relay : mh_answer_unstage, req->u.unstage.volume_id, c, req,
-	                ans, a, r);
+	bool raw = (req->u.unstage.flags & MH_F_BLOCK) != 0;
+	return detached(c->core ? mh_relay : mh_answer_unstage, req->u.unstage.volume_id, raw, c,
+	                req, ans, a, r);
 }
 
 int mh_relay_unpublish(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                        struct mh_audit *a, struct mh_res *r)
 {
-	return detached(c->core ? mh_relay : mh_answer_unpublish, req->u.unpublish.volume_id, c,
-	                req, ans, a, r);
+	/* Only a raw block publication's own device is detached at UNPUBLISH. */
+	return detached(c->core ? mh_relay : mh_answer_unpublish, req->u.unpublish.volume_id, true,
+	                c, req, ans, a, r);
 }
 
 RELAYED(mh_relay_publish, mh_answer_publish)

@@ -4,11 +4,12 @@
  * id: mh_loop_ours), except those of volumes an operation in flight holds:
  *  - the file system mounted from it is thawed: a process killed during a
  *    copy or a freeze leaves nothing frozen for good;
- *  - a raw block volume's device (no autoclear) that no mount or bind uses
- *    anywhere in our view is detached: a process killed between the attach
- *    and the bind, or a bind gone with its mount, leaves nothing attached for
- *    good. A writable one's image gets the raw mark first if a version before
- *    the mark made it.
+ *  - a device that no mount or bind uses anywhere in our view is detached,
+ *    its pins first: a raw block volume's (no autoclear, unless its holder
+ *    set it), so that a process killed between the attach and the bind, or a
+ *    bind gone with its mount, leaves nothing attached for good (a file
+ *    system's clears itself, or a holder keeps it). A writable raw one's image
+ *    gets the raw mark first if a version before the mark made it.
  *
  * Runs in the helper, as root under seccomp, and in the core before its
  * filter, with its capabilities. Nothing here is fatal.
@@ -60,9 +61,9 @@ static int sweep_loop(int nr, void *arg)
 	if (mh_loop_ours(s->c, nr, &v, vid) != 1 || (s->held && s->held(vid)))
 		return 0;
 	mh_thaw_loop(&v.loop, vid, "frozen by a process that died during a copy or a freeze");
-	if (v.loop.lo_flags & LO_FLAGS_AUTOCLEAR)
-		return 0; /* a file system staging's device: it clears itself */
-	if (!(v.loop.lo_flags & LO_FLAGS_READ_ONLY))
+	/* A file system staging's device (autoclear) is mounted, or clears itself; a raw
+	 * block one's holder may have set autoclear, which its pins would hold off. */
+	if (!(v.loop.lo_flags & (LO_FLAGS_AUTOCLEAR | LO_FLAGS_READ_ONLY)))
 		mark_raw(s->c, vid);
 	if (mh_detach_unused(&v, false, &r) < 0)
 		log_kv(LOG_LVL_WARN, "sweep_failed", "volume_id", vid, "reason", r.reason, NULL);

@@ -133,9 +133,9 @@ static const struct sc_rule core_rules[] = {
     IOCTL(LOOP_CTL_GET_FREE, "find a free loop device"),
     ALLOW_IF2("ioctl", 1, 0xffffffffULL, LOOP_CTL_ADD, 2, ~0ULL, ~0ULL, "LOOP_CTL_ADD, -1",
               "a new loop device, numbered by the kernel, when the free one is still bound"),
-    IOCTL(LOOP_CONFIGURE, "attach an image, autoclear"),
-    IOCTL(LOOP_GET_STATUS64, "which image backs a loop device"),
-    IOCTL(LOOP_CLR_FD, "detach a raw block volume's device; if autoclear did not"),
+    IOCTL(LOOP_CONFIGURE, "attach an image (autoclear), or pin a raw block device"),
+    IOCTL(LOOP_GET_STATUS64, "which image backs a loop device, which device a pin holds"),
+    IOCTL(LOOP_CLR_FD, "detach a raw block volume's device, its pins first; if autoclear did not"),
     IOCTL(LOOP_SET_CAPACITY, "RESIZE, EXPAND: the device takes its image's new size"),
     IOCTL(BLKGETSIZE64, "device size (EXPAND, STATS)"),
     IOCTL(BLKROSET, "a new raw block device read-only at the block layer, or not (its "

@@ -111,6 +111,12 @@ void mh_loop_record_attach(dev_t dev, ino_t ino, int new_nr)
 	note_nr(new_nr, dev, ino);
 }
 
+/* Every record is whole in memory: none is an empty one. */
+void mh_loop_record_none(dev_t dev, ino_t ino)
+{
+	mh_loop_record_forget(dev, ino);
+}
+
 void mh_loop_record_forget(dev_t dev, ino_t ino)
 {
 	for (size_t i = 0; i < room; i++)

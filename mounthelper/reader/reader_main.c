@@ -264,3 +264,9 @@ void mh_loop_record_forget(dev_t dev, ino_t ino)
 	(void)dev;
 	(void)ino;
 }
+
+void mh_loop_record_none(dev_t dev, ino_t ino)
+{
+	(void)dev;
+	(void)ino;
+}

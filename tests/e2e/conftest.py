@@ -19,6 +19,7 @@ import re
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import tempfile
 import time
@@ -194,9 +195,48 @@ def cleanup_tree(tmp):
     for mp in reversed(mounts_under(tmp)):
         subprocess.run(["umount", "-l", mp], check=False)
     for dev in loops_backed_by(tmp):
-        subprocess.run(["losetup", "-d", dev], check=False)
+        detach_loop(dev)
         release_orphan(dev)
     subprocess.run(["rm", "-rf", "--one-file-system", tmp], check=False)
+
+
+LOOP_GET_STATUS64 = 0x4C05
+PIN_NAME = b"sepcsi-pin"
+
+
+def pins_of(rdev):
+    """The loop devices pinning the raw block device numbered rdev (mounthelper/mh_loop.c,
+    "pins"): read-only, named sepcsi-pin, backed by a node of that number."""
+    found = []
+    for name in sorted(os.listdir("/sys/block")):
+        try:
+            with open("/sys/block/%s/ro" % name) as f:
+                if not name.startswith("loop") or f.read().strip() != "1":
+                    continue
+            fd = os.open("/dev/" + name, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            info = fcntl.ioctl(fd, LOOP_GET_STATUS64, bytes(232))
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        if struct.unpack_from("Q", info, 16)[0] == rdev and \
+                info[56:120].rstrip(b"\0") == PIN_NAME:
+            found.append("/dev/" + name)
+    return found
+
+
+def detach_loop(dev):
+    """losetup -d of dev, its pins first (else they would hold it bound for good)."""
+    try:
+        rdev = os.stat(dev).st_rdev
+    except OSError:
+        return
+    for pin in pins_of(rdev):
+        subprocess.run(["losetup", "-d", pin], check=False)
+    subprocess.run(["losetup", "-d", dev], check=False)
 
 
 def release_orphan(dev):

@@ -19,6 +19,12 @@ for line in sys.stdin:
             info = bytearray(fcntl.ioctl(fd, 0x4C05, bytes(232)))  # LOOP_GET_STATUS64
             info[56:120] = cmd[1].encode().ljust(64, b"\0")  # lo_file_name
             fcntl.ioctl(fd, 0x4C04, bytes(info))  # LOOP_SET_STATUS64
+        elif cmd[0] == "setfd":  # a backing file of its own, on a device torn down
+            backing = os.open(cmd[1], os.O_RDWR)
+            try:
+                fcntl.ioctl(fd, 0x4C00, backing)  # LOOP_SET_FD
+            finally:
+                os.close(backing)
         elif cmd[0] == "changefd":  # another backing file, of the same size
             backing = os.open(cmd[1], os.O_RDONLY)
             try:

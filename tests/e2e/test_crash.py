@@ -22,7 +22,7 @@ import grpc
 import pytest
 
 import csi_client
-from conftest import Driver, loops_backed_by, mounts_under, running
+from conftest import Driver, detach_loop, loops_backed_by, mounts_under, running
 from csi_client import block_cap, mount_cap
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -321,7 +321,7 @@ def reboot(d):
     for mp in reversed(mounts_under(d.root)):
         subprocess.run(["umount", "-l", mp], check=True)
     for dev in loops_backed_by(d.data):
-        subprocess.run(["losetup", "-d", dev], check=False)
+        detach_loop(dev)
     assert mounts_under(d.root) == [] and loops_backed_by(d.data) == []
     d.proc = subprocess.Popen(d.args, stdout=d.log, stderr=subprocess.STDOUT,
                               start_new_session=True,

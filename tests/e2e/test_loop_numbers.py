@@ -1,11 +1,20 @@
-"""Which number an attach takes (free_number, mounthelper/mh_loop.c), against a tenant
-given a raw block device, as a pod is (raw_tenant.Pod: root without any capability,
-holding only its node). The loop driver lets whoever holds a device open detach it
-(LOOP_CLR_FD); as its only opener, the pod tears the device down at its close, and its
-number is free while the pod's node and the binds it came through still lead to it. No
-attach ever takes such a number, the core killed or not between, and the way to another
-number never waits for anyone's file system, nor makes a device per attach (the filter
-lets the core make a new device only as the kernel numbers it: tests/unit/test_seccomp.c).
+"""A tenant given a raw block device, as a pod is (raw_tenant.Pod: root without any
+capability, holding only its node), against its device's number. The loop driver lets
+whoever holds a device open detach it (LOOP_CLR_FD) and bind a torn-down one to a file of
+its own (LOOP_SET_FD), neither needing a capability; as its device's only opener, the pod
+would have it torn down at its close.
+
+- Every raw block device is pinned (mounthelper/mh_loop.c, "pins"): a read-only loop
+  device of the driver's own backed by it holds it open, so the pod is never its only
+  opener: its LOOP_CLR_FD only marks the device autoclear, the device stays bound to its
+  image, takes no file of the pod's, and its pin outlives the core; the detach removes
+  the pins first, so nothing is left.
+- Which number an attach takes (free_number): where a device was torn down under its
+  node all the same (its pin removed by root, or a device of a version without pins),
+  no attach takes that number while a bind of it is left, the core killed or not
+  between, and the way to another number never waits for anyone's file system, nor
+  makes a device per attach (the filter lets the core make a new device only as the
+  kernel numbers it: tests/unit/test_seccomp.c).
 
 Found by two reviews of 2026-12-03 (the first run of the attack through sepcsi read the
 next tenant's image); docs/security.md, "Tenants and their bytes", says what is left."""
@@ -17,8 +26,10 @@ import subprocess
 import pytest
 
 from mh_wire import F_BLOCK, Msg, T
+from conftest import detach_loop, pins_of
 from raw_tenant import Pod
 from stallfuse import StallFuse
+from mh_wire import E
 from test_core import (MiB, VOL, VOL2, core, fresh, publish, stage, unpublish,  # noqa: F401
                        unstage)
 from test_core_review import HANG, mh_wire_loops
@@ -48,25 +59,48 @@ CASES = [(how, where) for how in HOW for where in ("staging", "readonly publicat
     ("renamed, detached after a restart", "staging")]  # a read-only device keeps its name
 
 
+def _unpin(rdev):
+    """Root removes a device's pins: as a device attached by a version without pins was."""
+    pins = pins_of(rdev)
+    assert pins, "a raw block device without its pin"
+    for pin in pins:
+        subprocess.run(["losetup", "-d", pin], check=True)
+
+
+def _bound(rdev):
+    name = os.path.basename(os.readlink("/sys/dev/block/%d:%d" % (os.major(rdev),
+                                                                os.minor(rdev))))
+    return os.path.exists("/sys/block/%s/loop" % name)
+
+
+@pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "unpinned"])
 @pytest.mark.parametrize("how,where", CASES)
-def test_a_tenant_that_detaches_its_device_never_reaches_the_next_volume(core, where, how):
+def test_a_tenant_that_detaches_its_device_never_reaches_the_next_volume(core, where, how,
+                                                                         pinned):
     """A pod given a raw block device detaches it itself (LOOP_CLR_FD on its open device;
-    renamed first, its device is no longer one the core knows as its volume's), closes
-    it, and so tears it down as its only opener; around it the core may die or be ended
-    and start again. The device's number is then free, while the pod's node and the binds
-    it came through still lead to it. The core's next attach (another tenant's volume)
-    never takes a number whose node is still bound anywhere: the pod, opening its node
-    again, reads its own volume or nothing, never the next tenant's."""
+    renamed first, its device is no longer one the core knows as its volume's) and closes
+    it; around it the core may die or be ended and start again. Pinned, the device stays
+    bound to the pod's own volume, takes no backing file of the pod's, and comes apart
+    with no device or pin left when the volume is unstaged. Unpinned by root first, it is
+    torn down, its number free while the pod's node and the binds it came through still
+    lead to it: the core's next attach (another tenant's volume) never takes that number.
+    The pod, opening its node again, reads its own volume or nothing, never the next
+    tenant's."""
     _marked(core, VOL, b"TENANT-1")
     _marked(core, VOL2, b"TENANT-2")
     st, blk2 = core.dir("blk/v1"), core.dir("blk/v2")
     core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
-    node = os.path.join(st, "dev")
+    node, target = os.path.join(st, "dev"), None
     if where == "readonly publication":
-        node = os.path.join(core.dir("pods/p1"), "vol")
+        node = target = os.path.join(core.dir("pods/p1"), "vol")
         core.ok(Msg(T.REQ_PUBLISH, volume_id=VOL, staging_path=st, target_path=node,
                     readonly=1, flags=F_BLOCK))
     rdev = os.stat(node).st_rdev
+    own = os.path.join(core.out, "own.img")
+    with open(own, "wb") as f:
+        f.truncate(MiB)
+    if not pinned:
+        _unpin(rdev)
     pod = Pod(node)
     try:
         mode = "open " + ("ro" if where == "readonly publication" else "rw")
@@ -82,20 +116,30 @@ def test_a_tenant_that_detaches_its_device_never_reaches_the_next_volume(core, w
             assert pod.do(mode, "clr", "close") == "ok"
             if how != "detached":
                 _restart(core, kill=how.endswith("killed"))
+        if pinned:  # still bound, and takes no file of the pod's
+            assert _bound(rdev) and pins_of(rdev)
+            assert pod.do("open ro", "setfd " + own) == "error EBUSY"
+            assert pod.do("close") == "ok"
         core.ok(stage(VOL2, blk2, fs="", flags=F_BLOCK))
         assert os.stat(os.path.join(blk2, "dev")).st_rdev != rdev
-        assert pod.do("read") in ("data TENANT-1", "data", "error ENXIO")  # "data": 0 bytes
+        assert pod.do("read") in (("data TENANT-1",) if pinned else
+                                  ("data TENANT-1", "data", "error ENXIO"))  # "data": 0 bytes
     finally:
         pod.end()
     core.ok(unstage(VOL2, blk2, flags=F_BLOCK))
     assert mh_wire_loops(core.img(VOL2)) == []
-    for d in mh_wire_loops(core.img(VOL)):  # the pod's own volume: only root can mend it
-        subprocess.run(["losetup", "-d", d], check=False)
+    if pinned and not how.startswith("renamed"):  # the pod's own volume comes apart whole
+        if target:
+            core.ok(unpublish(VOL, target))
+        core.ok(unstage(VOL, st, flags=F_BLOCK))
+        assert mh_wire_loops(core.img(VOL)) == [] and pins_of(rdev) == []
+    for d in mh_wire_loops(core.img(VOL)):  # renamed or torn down: only root can mend it
+        detach_loop(d)
 
 
 def test_with_no_other_free_device_the_next_volume_gets_a_new_one(core):
-    """As above, and every other loop device of the machine is bound (root's, here): the
-    only free number is the one still bound at the pod's staging. The next volume gets a
+    """As above (unpinned), and every other loop device of the machine is bound (root's,
+    here): the only free number is the one still bound at the pod's staging. The next volume gets a
     new device, the kernel's next unused number (LOOP_CTL_ADD, which the core's filter
     allows only so), and the pod still reaches nothing of it."""
     _marked(core, VOL, b"TENANT-1")
@@ -106,6 +150,7 @@ def test_with_no_other_free_device_the_next_volume_gets_a_new_one(core):
     rdev = os.stat(node).st_rdev
     scratch = core.image(None, fs=None, size=MiB, path=os.path.join(core.out, "root.img"),
                          uid=0)
+    _unpin(rdev)
     pod, roots = Pod(node), []
     try:
         assert pod.do("open rw", "clr", "close") == "ok"
@@ -164,7 +209,8 @@ def test_the_way_to_another_number_never_waits_for_a_foreign_backing_file(core):
     """One loop device of the machine is backed by a file on a FUSE file system whose
     daemon stops answering (anyone's: a host's, a tenant's). Looking for another number,
     the core asks no device its status (LOOP_GET_STATUS64 asks the backing file's file
-    system): which devices are bound it reads from sysfs. The next STAGE is answered."""
+    system): which devices are bound it reads from sysfs. The next STAGE is answered.
+    (The pod's own device is unpinned first, so that its number is free and bound.)"""
     _marked(core, VOL, b"TENANT-1")
     core.image(VOL2, fs=None)
     mp = os.path.join(core.out, "fuse")
@@ -175,6 +221,7 @@ def test_the_way_to_another_number_never_waits_for_a_foreign_backing_file(core):
     st, blk2 = core.dir("blk/v1"), core.dir("blk/v2")
     core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
     rdev = os.stat(os.path.join(st, "dev")).st_rdev
+    _unpin(rdev)
     pod, roots = Pod(os.path.join(st, "dev")), []
     try:
         assert pod.do("open rw", "clr", "close") == "ok"
@@ -193,13 +240,14 @@ def test_the_way_to_another_number_never_waits_for_a_foreign_backing_file(core):
 
 
 def test_a_device_held_in_its_teardown_is_never_taken_for_free(core):
-    """A tenant holds its device open after its volume was unstaged (a descriptor passed
-    to another of its processes), detaches it as its only opener and keeps it: the device
+    """A tenant holds its device open after its volume was unstaged (a node of its own, as
+    a container runtime makes; the device unpinned by root, as a version without pins
+    left it), detaches it as its only opener and keeps it: the device
     is in its teardown, every new open of it fails ENXIO, for as long as the tenant likes.
-    Another of its raw volumes is detached under its node, so the number the kernel
-    offers first is still bound. Looking for another, the core takes the held device for
-    bound (sysfs still shows its backing file): the next STAGE gets a free one, or a new
-    one, and is answered."""
+    Another of its raw volumes is detached under its node (unpinned first by root), so
+    the number the kernel offers first is still bound. Looking for another, the core
+    takes the held device for bound (sysfs still shows its backing file): the next STAGE
+    gets a free one, or a new one, and is answered."""
     core.image(VOL, fs=None)
     core.image(VOL2, fs=None)
     core.image(VOL3, fs=None)
@@ -209,14 +257,16 @@ def test_a_device_held_in_its_teardown_is_never_taken_for_free(core):
     os.mknod(node, 0o600 | 0o60000, os.stat(os.path.join(st, "dev")).st_rdev)
     scratch = core.image(None, fs=None, size=MiB, path=os.path.join(core.out, "root.img"),
                          uid=0)
+    _unpin(os.stat(node).st_rdev)
     holder, pod, roots = Pod(node), None, []
     try:
         assert holder.do("open rw") == "ok"
-        core.call(unstage(VOL, st, flags=F_BLOCK))  # BUSY, EALREADY: left to clear itself
-        core.ok(unstage(VOL, st, flags=F_BLOCK))
+        core.call(unstage(VOL, st, flags=F_BLOCK))  # BUSY, EALREADY: its holder keeps it
         assert holder.do("clr") == "ok"  # only opener: in its teardown, still held
+        core.ok(unstage(VOL, st, flags=F_BLOCK))
         core.ok(stage(VOL3, st3, fs="", flags=F_BLOCK))
         rdev3 = os.stat(os.path.join(st3, "dev")).st_rdev
+        _unpin(rdev3)
         pod = Pod(os.path.join(st3, "dev"))
         assert pod.do("open rw", "clr", "close") == "ok"
         roots = _bind_every_free(scratch, rdev3)
@@ -228,6 +278,94 @@ def test_a_device_held_in_its_teardown_is_never_taken_for_free(core):
         for dev in roots:
             subprocess.run(["losetup", "-d", dev], check=False)
     core.ok(unstage(VOL2, blk2, flags=F_BLOCK))
+
+
+def test_a_holder_kept_over_unstage_never_becomes_the_only_opener(core):
+    """A tenant holds its device open past the UNSTAGE (a node of its own, as a container
+    runtime makes). The detach removes the device's pin, finds the holder still there and
+    pins it again before it lets go: UNSTAGE is BUSY (EALREADY) while the holder keeps it,
+    the holder's LOOP_CLR_FD and close tear nothing down, the device takes no file of the
+    holder's, and once the holder is gone the next UNSTAGE leaves no device and no pin."""
+    img = _marked(core, VOL, b"TENANT-1")
+    st = core.dir("blk/v1")
+    core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
+    rdev = os.stat(os.path.join(st, "dev")).st_rdev
+    node = os.path.join(core.out, "container-dev")
+    os.mknod(node, 0o600 | 0o60000, rdev)
+    own = os.path.join(core.out, "own.img")
+    with open(own, "wb") as f:
+        f.truncate(MiB)
+    holder = Pod(node)
+    try:
+        assert holder.do("open rw") == "ok"
+        for _ in range(2):
+            a = core.call(unstage(VOL, st, flags=F_BLOCK))
+            assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
+            assert _bound(rdev) and len(pins_of(rdev)) == 1
+        assert holder.do("clr", "close") == "ok"
+        assert _bound(rdev) and len(pins_of(rdev)) == 1
+        assert holder.do("open ro", "setfd " + own) == "error EBUSY"
+        assert holder.do("close") == "ok"
+    finally:
+        holder.end()
+    core.ok(unstage(VOL, st, flags=F_BLOCK))
+    assert mh_wire_loops(img) == [] and pins_of(rdev) == []
+
+
+def test_a_readonly_publication_its_holder_set_autoclear_comes_apart(core):
+    """A pod marks its read-only publication's own device autoclear (LOOP_CLR_FD, which a
+    read-only descriptor may ask). Its pin would hold such a device for good, so it is
+    no longer taken for one that clears itself: UNSTAGE is BUSY while it is still bound
+    at the target, UNPUBLISH detaches it and its pin, and nothing is left."""
+    img = _marked(core, VOL, b"TENANT-1")
+    st = core.dir("blk/v1")
+    core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
+    target = os.path.join(core.dir("pods/p1"), "vol")
+    core.ok(Msg(T.REQ_PUBLISH, volume_id=VOL, staging_path=st, target_path=target,
+                readonly=1, flags=F_BLOCK))
+    rdev = os.stat(target).st_rdev
+    pod = Pod(target)
+    try:
+        assert pod.do("open ro", "clr", "close") == "ok"
+    finally:
+        pod.end()
+    a = core.call(unstage(VOL, st, flags=F_BLOCK))
+    assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
+    core.ok(unpublish(VOL, target))
+    assert pins_of(rdev) == [] and not _bound(rdev)
+    _restart(core, kill=True)  # the sweep leaves the staged device and its pin
+    core.ok(unstage(VOL, st, flags=F_BLOCK))
+    assert mh_wire_loops(img) == []
+
+
+def test_no_pin_look_waits_for_a_foreign_read_only_device(core):
+    """Someone (a host, or a tenant that got a device of its own) has a read-only loop
+    device backed by a file of a FUSE file system whose daemon stops answering: its
+    status question would wait for good. Finding a raw block device's pins asks only the
+    devices the loop records name as that device's (backed by its node): raw STAGE and
+    UNSTAGE are answered."""
+    _marked(core, VOL, b"TENANT-1")
+    core.image(VOL2, fs=None)
+    st, blk2 = core.dir("blk/v1"), core.dir("blk/v2")
+    core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
+    mp = os.path.join(core.out, "fuse")
+    os.makedirs(mp)
+    fs = StallFuse(mp, file_size=MiB)
+    fused = None
+    try:
+        fused = subprocess.run(["losetup", "-r", "-f", "--show", os.path.join(mp, "img")],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        fs.stall()
+        ans = core.call(stage(VOL2, blk2, fs="", flags=F_BLOCK), timeout=HANG)
+        assert ans.type == T.ANS_STAGE, ans
+        ans = core.call(unstage(VOL, st, flags=F_BLOCK), timeout=HANG)
+        assert ans.type == T.ANS_UNSTAGE, ans
+    finally:
+        fs.close()
+        if fused:
+            subprocess.run(["losetup", "-d", fused], check=False)
+    core.ok(unstage(VOL2, blk2, flags=F_BLOCK))
+    assert mh_wire_loops(core.img(VOL)) == [] and mh_wire_loops(core.img(VOL2)) == []
 
 
 def test_a_bind_that_cannot_be_looked_at_holds_no_number_up(core):

@@ -24,7 +24,7 @@ from raw_tenant import Pod
 from stallfuse import StallFuse
 from test_core import VOL, core, fresh, stage, unpublish, unstage  # noqa: F401
 from test_core_review import HANG, mh_wire_loops
-from test_loop_numbers import _free_devices, _loops, _marked
+from test_loop_numbers import _free_devices, _loops, _marked, _unpin
 
 BLKROSET = 0x125D
 BLKROGET = 0x125E
@@ -138,7 +138,8 @@ def test_a_number_left_read_only_is_writable_at_its_next_attach(core):
 
 
 def test_a_number_a_tenant_left_read_only_is_writable_once_its_image_is_let_go(core):
-    """A tenant tears its read-only device down itself (LOOP_CLR_FD as its only opener):
+    """A tenant tears its read-only device down itself (LOOP_CLR_FD as its only opener, its
+    pin removed first by root, as a device of a version without pins had none):
     the kernel keeps the number read-only, which a later attacher that does not set it
     (another driver, a host's losetup) would inherit. When the core finds the image held
     by no device any more (ATTACHED, before the orchestrator deletes or formats it), the
@@ -146,6 +147,7 @@ def test_a_number_a_tenant_left_read_only_is_writable_once_its_image_is_let_go(c
     img = _marked(core, VOL, b"TENANT-1")
     st, node, _ = _readonly_node(core, VOL, "readonly staging")
     name = _name(os.stat(node).st_rdev)
+    _unpin(os.stat(node).st_rdev)  # as a device of a version without pins
     pod = Pod(node)
     try:
         assert pod.do("open ro", "clr", "close") == "ok"

@@ -14,16 +14,20 @@ bounded. In both, a device a pod renamed still holds its image: never removed un
 import os
 import re
 import signal
+import subprocess
+import threading
 import time
 
 import grpc
 import pytest
 
-from conftest import Driver, descendants, loops_backed_by, proc_status, running
+from conftest import Driver, descendants, loops_backed_by, pins_of, proc_status, running
 from csi_client import block_cap
 from hostile import HostileDriver
 from mh_wire import F_BLOCK, E, Msg, T
 from raw_tenant import Pod
+from stallfuse import StallFuse
+from test_core_review import HANG
 
 MiB = 1 << 20
 
@@ -343,25 +347,91 @@ def test_an_image_a_renamed_device_holds_is_never_removed(directories):
 
 
 @pytest.mark.parametrize("directories", [False, True], ids=["core", "helper"])
-def test_a_number_a_tenant_freed_under_its_node_goes_to_no_other_volume(directories):
-    """A pod detaches its raw block device itself (LOOP_CLR_FD as its only opener) and
-    closes it: the device is torn down while the pod's node, and the staging bind it came
-    through, still lead to its number. The next volume staged through CSI never gets that
-    number, beside the core and in the helper that mounts by itself, so the pod, opening
-    its node again, never reads the other tenant's image."""
+def test_a_tenant_cannot_tear_its_device_down_or_rebind_it(directories):
+    """A pod detaches its raw block device itself (LOOP_CLR_FD, no capability needed) and
+    closes it. As the device's only opener it would have it torn down, its number free
+    while the pod's node and the staging bind it came through still lead to it, and the
+    pod could bind it to a file of its own (LOOP_SET_FD). The device's pin (mh_loop.c)
+    holds it: it stays bound to the pod's own image, takes no file of the pod's, the next
+    volume gets another number, and UNSTAGE leaves neither the device nor its pin, beside
+    the core and in the helper that mounts by itself."""
     for d in running(Driver(setup=plain_base if directories else None)):
         va, sta = stage(d, "freed-a")
+        with open(os.path.join(d.data, "images", va + ".img"), "r+b") as f:
+            f.write(b"TENANT-1")
+            os.fsync(f.fileno())
         node = os.path.join(sta, "dev")
         rdev = os.stat(node).st_rdev
+        (dev,) = device_of(d, va)
+        own = os.path.join(d.root, "own.img")
+        with open(own, "wb") as f:
+            f.truncate(MiB)
+        assert len(pins_of(rdev)) == 1
         pod = Pod(node)
         try:
             assert pod.do("open rw", "clr", "close") == "ok"
-            wait_for(lambda: device_of(d, va) == [])
+            assert pod.do("open rw", "setfd " + own) == "error EBUSY"
+            assert pod.do("close") == "ok"
+            time.sleep(0.5)  # a teardown would be done by now
+            assert device_of(d, va) == [dev] and len(pins_of(rdev)) == 1
             vb, stb = stage(d, "freed-b")
-            with open(os.path.join(d.data, "images", vb + ".img"), "r+b") as f:
-                f.write(b"TENANT-2")
             assert os.stat(os.path.join(stb, "dev")).st_rdev != rdev
-            assert pod.do("read") in ("data", "error ENXIO")  # "data": its device, unbound
+            assert pod.do("read") == "data TENANT-1"
         finally:
             pod.end()
+        d.client.node("NodeUnstageVolume", volume_id=va, staging_target_path=sta)
+        assert device_of(d, va) == [] and pins_of(rdev) == []
+        d.client.controller("DeleteVolume", volume_id=va)
         unstage_and_delete(d, vb, stb)
+
+
+def test_a_raw_stage_never_waits_for_a_foreign_device_in_the_helper():
+    """In the helper that mounts by itself (which keeps its records on disk): a read-only
+    loop device of someone else's, backed by a file of a FUSE file system whose daemon
+    stops answering. A raw block volume's pin is recorded, empty, before it is attached,
+    and found by that record at NodeUnstageVolume, so neither asks that device its status:
+    both are answered."""
+    for d in running(Driver(setup=plain_base)):
+        c = d.client
+        mp = os.path.join(d.tmp, "fuse")
+        os.makedirs(mp)
+        fs = StallFuse(mp, file_size=MiB)
+        fused = None
+        try:
+            fused = subprocess.run(["losetup", "-r", "-f", "--show", os.path.join(mp, "img")],
+                                   capture_output=True, text=True, check=True).stdout.strip()
+            fs.stall()
+            vid = c.controller("CreateVolume", name="blk", volume_capabilities=[block_cap()],
+                               capacity_range=c.pb.CapacityRange(required_bytes=16 * MiB)
+                               ).volume.volume_id
+            st = os.path.join(d.root, "staging", "blk")
+            os.makedirs(st)
+            c.node("NodeStageVolume", volume_id=vid, staging_target_path=st,
+                   volume_capability=block_cap(), timeout=HANG)
+            c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=st, timeout=HANG)
+            assert device_of(d, vid) == []
+        finally:
+            fs.close()
+            if fused:
+                subprocess.run(["losetup", "-d", fused], check=False)
+        c.controller("DeleteVolume", volume_id=vid)
+        assert loops_backed_by(d.data) == []
+
+
+@pytest.mark.parametrize("directories", [False, True], ids=["core", "helper"])
+def test_a_moment_s_holder_at_unstage_is_waited_for(directories):
+    """Something holds a raw block device for a moment as NodeUnstageVolume comes (udev's
+    probe, a reader). The detach finds it held and pins the device again; the helper asks
+    again at growing intervals for up to 2 s, so the call is answered OK once the holder
+    lets go, with no device and no pin left."""
+    for d in running(Driver(setup=plain_base if directories else None)):
+        vid, st = stage(d, "held")
+        rdev = os.stat(os.path.join(st, "dev")).st_rdev
+        node = os.path.join(d.tmp, "probe-node")
+        os.mknod(node, 0o600 | 0o60000, rdev)
+        fd = os.open(node, os.O_RDONLY)
+        threading.Timer(0.3, os.close, [fd]).start()
+        d.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=st)
+        assert device_of(d, vid) == [] and pins_of(rdev) == []
+        d.client.controller("DeleteVolume", volume_id=vid)
+        assert loops_backed_by(d.data) == []

@@ -14,7 +14,7 @@ import pytest
 
 import csi_client
 from csi_client import block_cap, mount_cap
-from conftest import Driver, loops_backed_by, mounts_under, running
+from conftest import Driver, detach_loop, loops_backed_by, mounts_under, running
 from hostcaps import CAP_SYS_RESOURCE, bounding_has
 
 MiB = 1 << 20
@@ -563,7 +563,7 @@ def test_restage_after_reboot(driver):
     for mp in reversed(mounts_under(driver.root)):
         subprocess.run(["umount", "-l", mp], check=True)
     for dev in loops_backed_by(driver.data):
-        subprocess.run(["losetup", "-d", dev], check=False)
+        detach_loop(dev)
     assert loops_backed_by(driver.data) == []
     reconciled = driver.logs().count("reconciled result=")
     driver.log = open(driver.log_path, "a")
