@@ -383,7 +383,11 @@ int mh_answer_unpublish(const struct mh_ctx *c, const struct mh_msg *req, struct
 		if (!mh_absent(r))
 			return -1;
 		a->note = "target does not exist";
-		return 0;
+		*r = (struct mh_res){0};
+		/* A read-only raw publication's own device a holder kept at the last try. */
+		if (mh_vol_lookup(c, q->volume_id, &v, r) < 0)
+			return mh_absent(r) ? (*r = (struct mh_res){0}, 0) : -1;
+		return v.st.st_ino ? mh_detach_published(&v, r) : 0;
 	}
 	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0) {
 		if (!mh_absent(r))
@@ -391,8 +395,9 @@ int mh_answer_unpublish(const struct mh_ctx *c, const struct mh_msg *req, struct
 	}
 	if (mh_unmount_ours(&at, &v, &unmounted, r) < 0)
 		goto out;
-	/* A read-only raw block publication had its own loop device: it goes with its bind. */
-	if (unmounted && v.st.st_ino && mh_detach_published(&v, r) < 0)
+	/* A read-only raw block publication had its own loop device: it goes with its bind
+	 * (or at a retry, after a holder kept it at the first try). */
+	if (v.st.st_ino && mh_detach_published(&v, r) < 0)
 		goto out;
 	int rm = mh_at_remove_ours(&at, q->volume_id, r);
 	if (rm < 0)
