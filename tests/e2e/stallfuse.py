@@ -111,3 +111,28 @@ def fuse_subpath(root, pod):
     os.makedirs(sub)
     subprocess.run(["mount", "--bind", os.path.join(vol, "sub"), sub], check=True)
     return fs, sub
+
+
+class StalledReadonlyDevice:
+    """With it: someone else's read-only loop device (root's losetup) backed by a file of a
+    FUSE file system under directory d whose daemon has stopped answering, so that any
+    status question to that device waits for good; its path is .dev. Both go at the end."""
+
+    def __init__(self, d):
+        self.mp = os.path.join(d, "fuse")
+        os.makedirs(self.mp)
+        self.fs = StallFuse(self.mp, file_size=1 << 20)
+        self.dev = None
+
+    def __enter__(self):
+        self.dev = subprocess.run(["losetup", "-r", "-f", "--show",
+                                   os.path.join(self.mp, "img")],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+        self.fs.stall()
+        return self
+
+    def __exit__(self, *exc):
+        self.fs.close()
+        if self.dev:
+            subprocess.run(["losetup", "-d", self.dev], check=False)
+        return False

@@ -28,7 +28,7 @@ import pytest
 from mh_wire import F_BLOCK, Msg, T
 from conftest import detach_loop, pins_of
 from raw_tenant import Pod
-from stallfuse import StallFuse
+from stallfuse import StalledReadonlyDevice, StallFuse
 from mh_wire import E
 from test_core import (MiB, VOL, VOL2, core, fresh, publish, stage, unpublish,  # noqa: F401
                        unstage)
@@ -348,22 +348,11 @@ def test_no_pin_look_waits_for_a_foreign_read_only_device(core):
     core.image(VOL2, fs=None)
     st, blk2 = core.dir("blk/v1"), core.dir("blk/v2")
     core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
-    mp = os.path.join(core.out, "fuse")
-    os.makedirs(mp)
-    fs = StallFuse(mp, file_size=MiB)
-    fused = None
-    try:
-        fused = subprocess.run(["losetup", "-r", "-f", "--show", os.path.join(mp, "img")],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        fs.stall()
+    with StalledReadonlyDevice(core.out):
         ans = core.call(stage(VOL2, blk2, fs="", flags=F_BLOCK), timeout=HANG)
         assert ans.type == T.ANS_STAGE, ans
         ans = core.call(unstage(VOL, st, flags=F_BLOCK), timeout=HANG)
         assert ans.type == T.ANS_UNSTAGE, ans
-    finally:
-        fs.close()
-        if fused:
-            subprocess.run(["losetup", "-d", fused], check=False)
     core.ok(unstage(VOL2, blk2, flags=F_BLOCK))
     assert mh_wire_loops(core.img(VOL)) == [] and mh_wire_loops(core.img(VOL2)) == []
 

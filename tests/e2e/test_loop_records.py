@@ -14,7 +14,6 @@ bounded. In both, a device a pod renamed still holds its image: never removed un
 import os
 import re
 import signal
-import subprocess
 import threading
 import time
 
@@ -26,7 +25,7 @@ from csi_client import block_cap
 from hostile import HostileDriver
 from mh_wire import F_BLOCK, E, Msg, T
 from raw_tenant import Pod
-from stallfuse import StallFuse
+from stallfuse import StalledReadonlyDevice
 from test_core_review import HANG
 
 MiB = 1 << 20
@@ -393,14 +392,7 @@ def test_a_raw_stage_never_waits_for_a_foreign_device_in_the_helper():
     both are answered."""
     for d in running(Driver(setup=plain_base)):
         c = d.client
-        mp = os.path.join(d.tmp, "fuse")
-        os.makedirs(mp)
-        fs = StallFuse(mp, file_size=MiB)
-        fused = None
-        try:
-            fused = subprocess.run(["losetup", "-r", "-f", "--show", os.path.join(mp, "img")],
-                                   capture_output=True, text=True, check=True).stdout.strip()
-            fs.stall()
+        with StalledReadonlyDevice(d.tmp):
             vid = c.controller("CreateVolume", name="blk", volume_capabilities=[block_cap()],
                                capacity_range=c.pb.CapacityRange(required_bytes=16 * MiB)
                                ).volume.volume_id
@@ -410,10 +402,6 @@ def test_a_raw_stage_never_waits_for_a_foreign_device_in_the_helper():
                    volume_capability=block_cap(), timeout=HANG)
             c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=st, timeout=HANG)
             assert device_of(d, vid) == []
-        finally:
-            fs.close()
-            if fused:
-                subprocess.run(["losetup", "-d", fused], check=False)
         c.controller("DeleteVolume", volume_id=vid)
         assert loops_backed_by(d.data) == []
 
