@@ -462,9 +462,9 @@ void mh_worker_start(const struct mh_ctx *c, const struct mh_msg *req, int peer,
  * temporary files in the data directory, the ids in the bases' work and trash
  * areas), after start and after a worker's death, and gives one PURGE at a
  * time to a worker, which holds that id as its key while it runs (a request
- * on it meanwhile is BUSY; rpcd retries). An id a request in flight holds is
- * skipped: that request removes what it needs itself, and if its worker
- * dies, the look is made again.
+ * on it meanwhile is BUSY; rpcd retries). An id a request in flight holds
+ * waits until that request is over: it may remove nothing of it (a DELETE, a
+ * snapshot's copy), and no later look may come.
  */
 struct leftover {
 	size_t base; /* a base's index, or SIZE_MAX for the data directory's temporary files */
@@ -510,12 +510,10 @@ void mh_workers_purge(const struct mh_ctx *c)
 {
 	struct mh_req_dir *q = &mio->purge.u.dir;
 	/* One at a time: the workers are rpcd's first. */
-	while (!purging() && nleftovers > 0) {
-		const struct leftover *l = &leftovers[nleftovers - 1];
-		if (mh_workers_hold(l->id)) {
-			nleftovers--; /* its request removes what it needs itself */
-			continue;
-		}
+	for (size_t i = nleftovers; i-- > 0 && !purging();) {
+		const struct leftover *l = &leftovers[i];
+		if (mh_workers_hold(l->id))
+			continue; /* once its request is over */
 		memset(&mio->purge, 0, sizeof(mio->purge));
 		mio->purge.type = MH_REQ_PURGE;
 		if (l->base != SIZE_MAX)
@@ -525,7 +523,7 @@ void mh_workers_purge(const struct mh_ctx *c)
 		start(c, &mio->purge, -1, 0, -1, true);
 		if (!purging())
 			return; /* no worker is free now: when one is */
-		nleftovers--;
+		leftovers[i] = leftovers[--nleftovers];
 	}
 }
 

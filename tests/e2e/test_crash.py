@@ -251,6 +251,48 @@ def test_kill_at(kd, method, point, block, victim):
     assert_nothing_left(kd)
 
 
+def test_a_leftover_whose_id_a_request_holds_is_purged_once_that_request_is_over(kd):
+    """A dead operation's temporary file whose id a request in flight holds when the helper
+    looks (here a snapshot's copy of that volume, which removes nothing of it) is removed
+    once that request is over, not forgotten until some later look."""
+    d, cap = kd, mount_cap("ext4")
+    vid = retried(d, "CreateVolume", name="pvc-held", volume_capabilities=[cap],
+                  capacity_range=csi_client.pb.CapacityRange(required_bytes=SIZE)
+                  ).volume.volume_id
+    left = os.path.join(d.data, "images", vid + ".img.tmp")
+    copy = "copy@" + vid
+    d.hold(copy)
+    snap = Attempt(d, "CreateSnapshot", dict(name="snap-held", source_volume_id=vid))
+    try:
+        d.paused(copy)
+        open(left, "w").close()  # as a create of that id killed long ago would have left it
+        # A worker's death makes the helper look for leftovers: one killed making an image.
+        d.hold("image")
+        other = Attempt(d, "CreateVolume", dict(name="pvc-other", volume_capabilities=[cap],
+                                                capacity_range=csi_client.pb.CapacityRange(
+                                                    required_bytes=SIZE)))
+        os.kill(d.paused("image"), signal.SIGKILL)
+        d.release("image")
+        other.join(120)
+        assert other.code == grpc.StatusCode.INTERNAL, other.code
+        wait_until(lambda: not [n for n in os.listdir(os.path.join(d.data, "images"))
+                                if n.endswith(".img.tmp") and n != vid + ".img.tmp"],
+                   "the killed create's temporary file purged")
+        assert os.path.exists(left)  # its id held by the copy: not now
+    finally:
+        d.release(copy)
+    snap.join(120)
+    assert snap.code == grpc.StatusCode.OK, snap.code
+    wait_until(lambda: not os.path.exists(left), "the held id's temporary file purged after")
+    sid = retried(d, "CreateSnapshot", name="snap-held",
+                  source_volume_id=vid).snapshot.snapshot_id
+    retried(d, "DeleteSnapshot", snapshot_id=sid)
+    other = retried(d, "CreateVolume", **other.fields).volume.volume_id  # as the CO retries
+    for v in (vid, other):
+        retried(d, "DeleteVolume", volume_id=v)
+    assert_nothing_left(d)
+
+
 def test_group_delete_cut_short_is_finished_without_a_retry(kd):
     """DeleteVolumeGroupSnapshot loses rpcd after its first member's copy is gone, and the
     CO never asks again: reconciliation finishes the delete (no member copy, no row)."""
