@@ -423,6 +423,7 @@ int mh_loop_status(int nr, struct mh_loop *out, dev_t *dev, ino_t *ino, char *na
 		out->rdev = st.st_rdev;
 		/* Read-only at the block layer (a raw block one, mh_loop_attach) is read-only. */
 		out->lo_flags = info.lo_flags | (block_ro ? LO_FLAGS_READ_ONLY : 0);
+		out->block_ro = block_ro && !(info.lo_flags & LO_FLAGS_READ_ONLY);
 		/* A device node backing it (a pin) is named by its number: no image is (0, x). */
 		*dev = info.lo_rdevice ? 0 : (dev_t)info.lo_device;
 		*ino = info.lo_rdevice ? (ino_t)info.lo_rdevice : (ino_t)info.lo_inode;

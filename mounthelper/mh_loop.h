@@ -14,6 +14,7 @@ struct mh_loop {
 	int nr;            /* N of /dev/loopN */
 	dev_t rdev;        /* its device number */
 	uint32_t lo_flags; /* LO_FLAGS_* as the kernel reports them */
+	bool block_ro;     /* read-only at the block layer alone (a raw block one) */
 	char path[32];     /* "/dev/loopN" */
 };
 

@@ -4,6 +4,9 @@
  * id: mh_loop_ours), except those of volumes an operation in flight holds:
  *  - the file system mounted from it is thawed: a process killed during a
  *    copy or a freeze leaves nothing frozen for good;
+ *  - a raw block device without its pin is pinned: a process killed inside
+ *    a detach, between taking the pins away and pinning again a device a
+ *    holder kept, would leave the holder its only opener (mh_loop.c);
  *  - a device that no mount or bind uses anywhere in our view is detached,
  *    its pins first: a raw block volume's (no autoclear, unless its holder
  *    set it), so that a process killed between the attach and the bind, or a
@@ -51,7 +54,23 @@ void mh_thaw_loop(const struct mh_loop *l, const char *volume_id, const char *wh
 	mh_closep(&fd);
 }
 
-/* A device of ours: its file system thawed; a raw block one that nothing uses, detached. */
+/*
+ * Is l, vid's device, a raw block volume's? Told by what no holder changes (a
+ * pod may set autoclear): its image's raw mark, which every writable raw
+ * staging sets first and which keeps the image from ever being mounted, or
+ * read-only at the block layer alone, as only a raw block device is attached
+ * (mh_loop_attach). A file system's device is never pinned: nothing would take
+ * the pin away once the volume is unstaged.
+ */
+static bool raw(const struct mh_ctx *c, const struct mh_loop *l, const char *vid)
+{
+	int img = l->block_ro ? -1 : mh_image_open(c, vid, true, NULL, &(struct mh_res){0});
+	bool marked = img >= 0 && mh_image_raw(img);
+	mh_closep(&img);
+	return l->block_ro || marked;
+}
+
+/* A device of ours: its file system thawed; a raw block one pinned, and detached if unused. */
 static int sweep_loop(int nr, void *arg)
 {
 	const struct sweep *s = arg;
@@ -65,6 +84,9 @@ static int sweep_loop(int nr, void *arg)
 	 * block one's holder may have set autoclear, which its pins would hold off. */
 	if (!(v.loop.lo_flags & (LO_FLAGS_AUTOCLEAR | LO_FLAGS_READ_ONLY)))
 		mark_raw(s->c, vid);
+	if (raw(s->c, &v.loop, vid) && mh_loop_pin(&v.loop, &r) < 0)
+		log_kv(LOG_LVL_WARN, "pin_failed", "volume_id", vid, "reason", r.reason, NULL);
+	r = (struct mh_res){0};
 	if (mh_detach_unused(&v, false, &r) < 0)
 		log_kv(LOG_LVL_WARN, "sweep_failed", "volume_id", vid, "reason", r.reason, NULL);
 	return 0;

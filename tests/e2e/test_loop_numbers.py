@@ -67,6 +67,14 @@ def _unpin(rdev):
         subprocess.run(["losetup", "-d", pin], check=True)
 
 
+LOOP_CLR_FD = 0x4C01
+
+
+def path_of(rdev):
+    return "/dev/" + os.path.basename(os.readlink("/sys/dev/block/%d:%d" % (
+        os.major(rdev), os.minor(rdev))))
+
+
 def _bound(rdev):
     name = os.path.basename(os.readlink("/sys/dev/block/%d:%d" % (os.major(rdev),
                                                                 os.minor(rdev))))
@@ -386,3 +394,54 @@ def test_a_bind_that_cannot_be_looked_at_holds_no_number_up(core):
     core.ok(unpublish(VOL, target))
     core.ok(unstage(VOL, st, flags=F_BLOCK))
 
+
+
+@pytest.mark.parametrize("where", ["staging", "read-only staging", "read-only publication"])
+def test_a_device_whose_pin_a_kill_in_its_detach_took_is_pinned_again_at_start(core, where):
+    """The core killed inside a detach, after it took the pins of a device a holder keeps
+    past UNSTAGE (or UNPUBLISH) away and before it pinned the device again: the holder is
+    left its only opener, the device marked autoclear by the detach's LOOP_CLR_FD. The
+    next core's sweep tells a raw block device from a file system's by what no holder
+    changes (its image's raw mark, or read-only at the block layer alone) and pins it
+    first: the holder's close tears nothing down, and the call asked again ends it. A file
+    system's device staged beside it is not pinned."""
+    img = _marked(core, VOL, b"TENANT-1")
+    fs_img, fs_st = core.image(VOL2), core.dir("fs/v2")
+    core.ok(stage(VOL2, fs_st))
+    fs_rdev = os.stat(mh_wire_loops(fs_img)[0]).st_rdev
+    st = core.dir("blk/v1")
+    core.ok(stage(VOL, st, fs="", flags=F_BLOCK, readonly=int(where == "read-only staging")))
+    path = os.path.join(st, "dev")
+    if where == "read-only publication":
+        path = os.path.join(core.dir("pods/p1"), "vol")
+        core.ok(Msg(T.REQ_PUBLISH, volume_id=VOL, staging_path=st, target_path=path,
+                    readonly=1, flags=F_BLOCK))
+    rdev = os.stat(path).st_rdev
+    node = os.path.join(core.out, "container-dev")
+    os.mknod(node, 0o600 | 0o60000, rdev)
+    holder = Pod(node)
+    try:
+        assert holder.do("open ro" if "read-only" in where else "open rw") == "ok"
+        # What the killed detach did: the bind and its file gone, the pins taken away,
+        # LOOP_CLR_FD on its own descriptor of the held device (autoclear), then the kill.
+        subprocess.run(["umount", path], check=True)
+        os.unlink(path)
+        _unpin(rdev)
+        fd = os.open(path_of(rdev), os.O_RDONLY | os.O_NONBLOCK)  # the detach's own
+        try:
+            fcntl.ioctl(fd, LOOP_CLR_FD)
+        finally:
+            os.close(fd)
+        _restart(core, kill=True)
+        assert _bound(rdev) and len(pins_of(rdev)) == 1
+        assert pins_of(fs_rdev) == []
+        assert holder.do("close") == "ok"
+        assert _bound(rdev) and len(pins_of(rdev)) == 1
+    finally:
+        holder.end()
+    core.ok(unstage(VOL2, fs_st))
+    if where == "read-only publication":
+        core.ok(unpublish(VOL, path))
+        assert pins_of(rdev) == [] and not _bound(rdev)
+    core.ok(unstage(VOL, st, flags=F_BLOCK))
+    assert mh_wire_loops(img) == [] and pins_of(rdev) == []
