@@ -181,6 +181,7 @@ void mh_loop_record_none(dev_t dev, ino_t ino)
 
 struct bound {
 	int nr;
+	dev_t rdev; /* the device's own number */
 	dev_t dev;
 	ino_t ino;
 };
@@ -207,7 +208,7 @@ static int note_bound(int nr, void *arg)
 		rb->b = nb;
 		rb->cap = cap;
 	}
-	rb->b[rb->n++] = (struct bound){nr, dev, ino};
+	rb->b[rb->n++] = (struct bound){nr, l.rdev, dev, ino};
 	return 0;
 }
 
@@ -217,8 +218,25 @@ static void drop_record(int dirfd, const char *name, void *arg)
 	unlinkat(dirfd, name, 0);
 }
 
+/* The record of (dev, ino): the bound devices backed by it; how many, or -1 for too many. */
+static int record_key(const struct rebuild *rb, dev_t dev, ino_t ino)
+{
+	int nr[MH_LOOP_RECORD_MAX], k = 0;
+	for (size_t i = 0; i < rb->n; i++) {
+		if (rb->b[i].dev != dev || rb->b[i].ino != ino)
+			continue;
+		if (k == MH_LOOP_RECORD_MAX)
+			return -1; /* too many to record: looks scan */
+		nr[k++] = rb->b[i].nr;
+	}
+	record_write(dev, ino, nr, k);
+	return k;
+}
+
 /*
- * Each attached image's record: the bound devices backed by it. An image no
+ * Each attached image's record: the bound devices backed by it; and each of
+ * those devices' record of pins (mh_loop.c): the devices backed by its node,
+ * so that no detach after a restart asks every read-only device. An image no
  * device backs gets none (its first look scans): the records never outnumber
  * the devices, whatever the images directory holds.
  */
@@ -226,20 +244,15 @@ static void record_image(int dirfd, const char *name, void *arg)
 {
 	const struct rebuild *rb = arg;
 	struct stat st;
-	int nr[MH_LOOP_RECORD_MAX], k = 0;
 	size_t len = strlen(name);
 	if (len < 5 || strcmp(name + len - 4, ".img") != 0 ||
 	    fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
 		return;
-	for (size_t i = 0; i < rb->n; i++) {
-		if (rb->b[i].dev != st.st_dev || rb->b[i].ino != st.st_ino)
-			continue;
-		if (k == MH_LOOP_RECORD_MAX)
-			return; /* too many to record: looks scan */
-		nr[k++] = rb->b[i].nr;
-	}
-	if (k > 0)
-		record_write(st.st_dev, st.st_ino, nr, k);
+	if (record_key(rb, st.st_dev, st.st_ino) == 0)
+		record_drop(st.st_dev, st.st_ino);
+	for (size_t i = 0; i < rb->n; i++)
+		if (rb->b[i].dev == st.st_dev && rb->b[i].ino == st.st_ino && rb->b[i].rdev)
+			record_key(rb, 0, (ino_t)rb->b[i].rdev);
 }
 
 void mh_loop_records_rebuild(int images_fd)

@@ -396,15 +396,20 @@ def test_a_bind_that_cannot_be_looked_at_holds_no_number_up(core):
 
 
 
+@pytest.mark.parametrize("renamed", [False, True], ids=["", "renamed"])
 @pytest.mark.parametrize("where", ["staging", "read-only staging", "read-only publication"])
-def test_a_device_whose_pin_a_kill_in_its_detach_took_is_pinned_again_at_start(core, where):
+def test_a_device_whose_pin_a_kill_in_its_detach_took_is_pinned_again_at_start(core, where,
+                                                                              renamed):
     """The core killed inside a detach, after it took the pins of a device a holder keeps
     past UNSTAGE (or UNPUBLISH) away and before it pinned the device again: the holder is
     left its only opener, the device marked autoclear by the detach's LOOP_CLR_FD. The
     next core's sweep tells a raw block device from a file system's by what no holder
     changes (its image's raw mark, or read-only at the block layer alone) and pins it
-    first: the holder's close tears nothing down, and the call asked again ends it. A file
-    system's device staged beside it is not pinned."""
+    first, whatever the holder renamed it to meanwhile (opened for writing, as a runtime
+    may let a pod open a read-only one): the holder's close tears nothing down, and the
+    call asked again ends it (a renamed device is left to root, pinned). A file system's
+    device staged beside it is not pinned, even with its image marked raw (as a
+    compromised orchestrator may mark it). Found by a review of 2026-12-03."""
     img = _marked(core, VOL, b"TENANT-1")
     fs_img, fs_st = core.image(VOL2), core.dir("fs/v2")
     core.ok(stage(VOL2, fs_st))
@@ -421,17 +426,21 @@ def test_a_device_whose_pin_a_kill_in_its_detach_took_is_pinned_again_at_start(c
     os.mknod(node, 0o600 | 0o60000, rdev)
     holder = Pod(node)
     try:
-        assert holder.do("open ro" if "read-only" in where else "open rw") == "ok"
+        ro = "read-only" in where and not renamed
+        assert holder.do("open ro" if ro else "open rw") == "ok"
         # What the killed detach did: the bind and its file gone, the pins taken away,
         # LOOP_CLR_FD on its own descriptor of the held device (autoclear), then the kill.
         subprocess.run(["umount", path], check=True)
         os.unlink(path)
         _unpin(rdev)
-        fd = os.open(path_of(rdev), os.O_RDONLY | os.O_NONBLOCK)  # the detach's own
+        fd = os.open(path_of(rdev), os.O_RDONLY | os.O_NONBLOCK)
         try:
             fcntl.ioctl(fd, LOOP_CLR_FD)
         finally:
             os.close(fd)
+        if renamed:
+            assert holder.do("rename x") == "ok"
+        os.setxattr(fs_img, "user.sepcsi.raw", b"1")
         _restart(core, kill=True)
         assert _bound(rdev) and len(pins_of(rdev)) == 1
         assert pins_of(fs_rdev) == []
@@ -440,8 +449,12 @@ def test_a_device_whose_pin_a_kill_in_its_detach_took_is_pinned_again_at_start(c
     finally:
         holder.end()
     core.ok(unstage(VOL2, fs_st))
+    assert mh_wire_loops(fs_img) == []
     if where == "read-only publication":
         core.ok(unpublish(VOL, path))
-        assert pins_of(rdev) == [] and not _bound(rdev)
+        assert renamed or (pins_of(rdev) == [] and not _bound(rdev))
     core.ok(unstage(VOL, st, flags=F_BLOCK))
+    if renamed:  # no longer the volume's: left bound, pinned, for root
+        assert _bound(rdev) and len(pins_of(rdev)) == 1
+        detach_loop(path_of(rdev))
     assert mh_wire_loops(img) == [] and pins_of(rdev) == []

@@ -201,9 +201,10 @@ def test_wrong_record_never_touches_another_volume_and_a_restart_rebuilds(hdrive
 
 
 def test_a_restart_records_attached_images_only(hdriver):
-    """The records rebuilt at a start name the attached images only: names planted in
-    images/ (empty files, as many as one likes) cost no file in loops/, and an image no
-    device backs is looked for by a look at every device."""
+    """The records rebuilt at a start name the attached images only, and their devices'
+    records of pins: names planted in images/ (empty files, as many as one likes) cost no
+    file in loops/, and an image no device backs is looked for by a look at every
+    device."""
     vid, staging = stage(hdriver, "rec-kept")
     c = hdriver.client
     idle = c.controller("CreateVolume", name="rec-idle", volume_capabilities=[block_cap()],
@@ -218,8 +219,9 @@ def test_a_restart_records_attached_images_only(hdriver):
     wait_for(lambda: hdriver.children().get("sepcsi-mounthel") not in (None, old))
     hdriver.client.identity("Probe")
     wait_for(lambda: record_of(hdriver, vid)[1] == device_of(hdriver, vid))
-    assert os.listdir(os.path.join(hdriver.data, "loops")) == \
-        [os.path.basename(record_of(hdriver, vid)[0])]
+    dev = os.stat(os.path.join(staging, "dev")).st_rdev
+    assert sorted(os.listdir(os.path.join(hdriver.data, "loops"))) == sorted(
+        [os.path.basename(record_of(hdriver, vid)[0]), "0-%x" % dev])
     assert record_of(hdriver, idle)[1] is None
     hdriver.client.node("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
     for v in (vid, idle):
@@ -400,6 +402,26 @@ def test_a_raw_stage_never_waits_for_a_foreign_device_in_the_helper():
             os.makedirs(st)
             c.node("NodeStageVolume", volume_id=vid, staging_target_path=st,
                    volume_capability=block_cap(), timeout=HANG)
+            c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=st, timeout=HANG)
+            assert device_of(d, vid) == []
+        c.controller("DeleteVolume", volume_id=vid)
+        assert loops_backed_by(d.data) == []
+
+
+def test_a_raw_unstage_after_the_helper_s_restart_never_waits_for_a_foreign_device():
+    """As above, with the helper killed between the stage and the unstage: its start
+    rebuilds the records of pins with those of the images (the devices backed by each
+    device's node), so the unstage after it still asks no device but its pin."""
+    for d in running(Driver(setup=plain_base)):
+        c = d.client
+        vid, st = stage(d, "restarted")
+        helper = d.children()["sepcsi-mounthel"]
+        os.kill(helper, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while len(re.findall(r"child_ready\W+role\W+mounthelper", d.logs())) < 2:
+            assert time.monotonic() < deadline, "no new helper"
+            time.sleep(0.05)
+        with StalledReadonlyDevice(d.tmp):
             c.node("NodeUnstageVolume", volume_id=vid, staging_target_path=st, timeout=HANG)
             assert device_of(d, vid) == []
         c.controller("DeleteVolume", volume_id=vid)
