@@ -31,6 +31,7 @@
  */
 #include "mh_loop.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
 #include <stdio.h>
@@ -189,6 +190,7 @@ struct bound {
 struct rebuild {
 	struct bound *b;
 	size_t n, cap;
+	bool incomplete; /* a device could not be asked: no record is written */
 };
 
 static int note_bound(int nr, void *arg)
@@ -198,8 +200,11 @@ static int note_bound(int nr, void *arg)
 	dev_t dev;
 	ino_t ino;
 	char name[LO_NAME_SIZE];
-	if (mh_loop_status(nr, &l, &dev, &ino, name, sizeof(name)) < 0)
-		return 0; /* unbound, or gone */
+	if (mh_loop_status(nr, &l, &dev, &ino, name, sizeof(name)) < 0) {
+		/* Unbound, or gone; one that cannot be asked leaves every look to scan. */
+		rb->incomplete |= errno != ENXIO && errno != ENOENT;
+		return 0;
+	}
 	if (rb->n == rb->cap) {
 		size_t cap = rb->cap ? 2 * rb->cap : 64;
 		struct bound *nb = realloc(rb->b, cap * sizeof(*nb));
@@ -218,19 +223,19 @@ static void drop_record(int dirfd, const char *name, void *arg)
 	unlinkat(dirfd, name, 0);
 }
 
-/* The record of (dev, ino): the bound devices backed by it; how many, or -1 for too many. */
-static int record_key(const struct rebuild *rb, dev_t dev, ino_t ino)
+/* The record of (dev, ino), the bound devices backed by it, if any are (empty: if empty). */
+static void record_key(const struct rebuild *rb, dev_t dev, ino_t ino, bool empty)
 {
 	int nr[MH_LOOP_RECORD_MAX], k = 0;
 	for (size_t i = 0; i < rb->n; i++) {
 		if (rb->b[i].dev != dev || rb->b[i].ino != ino)
 			continue;
 		if (k == MH_LOOP_RECORD_MAX)
-			return -1; /* too many to record: looks scan */
+			return; /* too many to record: looks scan */
 		nr[k++] = rb->b[i].nr;
 	}
-	record_write(dev, ino, nr, k);
-	return k;
+	if (k > 0 || empty)
+		record_write(dev, ino, nr, k);
 }
 
 /*
@@ -248,11 +253,10 @@ static void record_image(int dirfd, const char *name, void *arg)
 	if (len < 5 || strcmp(name + len - 4, ".img") != 0 ||
 	    fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
 		return;
-	if (record_key(rb, st.st_dev, st.st_ino) == 0)
-		record_drop(st.st_dev, st.st_ino);
+	record_key(rb, st.st_dev, st.st_ino, false);
 	for (size_t i = 0; i < rb->n; i++)
 		if (rb->b[i].dev == st.st_dev && rb->b[i].ino == st.st_ino && rb->b[i].rdev)
-			record_key(rb, 0, (ino_t)rb->b[i].rdev);
+			record_key(rb, 0, (ino_t)rb->b[i].rdev, true);
 }
 
 void mh_loop_records_rebuild(int images_fd)
@@ -262,7 +266,7 @@ void mh_loop_records_rebuild(int images_fd)
 	if (records_dir < 0)
 		return;
 	mh_dir_each(records_dir, drop_record, NULL);
-	if (mh_loop_each(note_bound, &rb, &ignore) == 0)
+	if (mh_loop_each(note_bound, &rb, &ignore) == 0 && !rb.incomplete)
 		mh_dir_each(images_fd, record_image, &rb);
 	free(rb.b);
 }

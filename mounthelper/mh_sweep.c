@@ -18,7 +18,6 @@
  * Runs in the helper, as root under seccomp, and in the core before its
  * filter, with its capabilities. Nothing here is fatal.
  */
-#include <dirent.h>
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <linux/loop.h>
@@ -61,56 +60,60 @@ void mh_thaw_loop(const struct mh_loop *l, const char *volume_id, const char *wh
 }
 
 /*
- * A device renamed by its holder (LOOP_SET_STATUS64 needs only a descriptor
- * open for writing), still backed by one of our images: 1 with that image in
- * v and its volume id in vid, else 0. Only for a device backed by a file of the
- * images' file system that no volume id names, so the scan of the images is rare.
+ * A device its holder renamed (LOOP_SET_STATUS64 needs only a descriptor open
+ * for writing), still backed by one of our images: 1 with that image in v and
+ * its volume id in vid, else 0. The image is named by the kernel's path of the
+ * backing file (sysfs, which no holder changes), then proved by (st_dev,
+ * st_ino): no look through the images directory.
  */
 static int renamed(const struct mh_ctx *c, int nr, struct mh_vol *v, char *vid)
 {
-	struct stat dir;
+	char sys[64], path[MH_PATH_MAX + 16], name[64];
 	dev_t dev;
 	ino_t ino;
-	char name[64];
-	int fd, found = 0;
-	DIR *d;
+	snprintf(sys, sizeof(sys), "/sys/block/loop%d/loop/backing_file", nr);
 	if (mh_loop_status(nr, &v->loop, &dev, &ino, name, sizeof(name)) < 0 ||
-	    fstat(c->images_fd, &dir) < 0 || dev != dir.st_dev ||
-	    (fd = openat(c->images_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+	    mh_read_text(sys, path, sizeof(path)) < 0)
 		return 0;
-	if (!(d = fdopendir(fd))) {
-		mh_closep(&fd);
+	path[strcspn(path, "\n")] = '\0';
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	size_t len = strlen(base);
+	if (len <= 4 || len - 4 > MH_ID_MAX || strcmp(base + len - 4, ".img") != 0)
 		return 0;
-	}
-	for (struct dirent *e; !found && (e = readdir(d)) != NULL;) {
-		size_t len = strlen(e->d_name);
-		found = len > 4 && len - 4 <= MH_ID_MAX &&
-		        strcmp(e->d_name + len - 4, ".img") == 0 &&
-		        snprintf(vid, MH_ID_MAX + 1, "%.*s", (int)(len - 4), e->d_name) > 0 &&
-		        pol_volume_id_valid(vid) &&
-		        fstatat(c->images_fd, e->d_name, &v->st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		        v->st.st_dev == dev && v->st.st_ino == ino;
-	}
-	closedir(d);
-	return found;
+	snprintf(vid, MH_ID_MAX + 1, "%.*s", (int)(len - 4), base);
+	return pol_volume_id_valid(vid) &&
+	       fstatat(c->images_fd, base, &v->st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       v->st.st_dev == dev && v->st.st_ino == ino;
 }
 
 /*
- * Is l, one of vid's devices, a raw block volume's? Told by what no holder
- * changes (a pod may set autoclear): its image's raw mark, which every writable
- * raw staging sets first, or read-only at the block layer alone, as only a raw
- * block device is attached (mh_loop_attach); never one a file system is
- * mounted from (a compromised orchestrator may set the mark), since nothing
- * would take that pin away once the volume is unstaged.
+ * Is v's device a raw block volume's? Told by what no holder changes (a pod
+ * may set autoclear, or rename it): read-only at the block layer alone, as
+ * only a raw block device is attached (mh_loop_attach), or writable with its
+ * image's raw mark, which every writable raw staging sets first (read from
+ * the very file the device is backed by, whatever else names it). Never one
+ * read-only as the loop driver sees it (a file system's, or an administrator's
+ * losetup -r), nor one a file system is mounted from (a compromised
+ * orchestrator may set the mark): nothing would take such a pin away.
  */
-static bool raw(const struct mh_ctx *c, const struct mh_loop *l, const char *vid)
+static bool raw(const struct mh_ctx *c, const struct mh_vol *v, const char *vid)
 {
+	const struct mh_loop *l = &v->loop;
+	char name[MH_IMAGE_NAME_MAX];
+	struct stat st;
 	struct mh_mnt m;
-	struct mh_res r = {0};
-	int img = l->block_ro ? -1 : mh_image_open(c, vid, true, NULL, &r);
-	bool marked = img >= 0 && mh_image_raw(img);
-	mh_closep(&img);
-	return (l->block_ro || marked) && mh_mount_find_loop(l, &m, &r) == 0;
+	bool marked = false;
+	if ((l->lo_flags & LO_FLAGS_READ_ONLY) && !l->block_ro)
+		return false;
+	if (!l->block_ro) {
+		mh_image_name(vid, name, sizeof(name));
+		int img =
+		    openat(c->images_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		marked = img >= 0 && fstat(img, &st) == 0 && st.st_dev == v->st.st_dev &&
+		         st.st_ino == v->st.st_ino && mh_image_raw(img);
+		mh_closep(&img);
+	}
+	return (l->block_ro || marked) && mh_mount_find_loop(l, &m, &(struct mh_res){0}) == 0;
 }
 
 /*
@@ -134,7 +137,7 @@ static int sweep_loop(int nr, void *arg)
 		if (!(v.loop.lo_flags & (LO_FLAGS_AUTOCLEAR | LO_FLAGS_READ_ONLY)))
 			mark_raw(s->c, vid);
 	}
-	if (raw(s->c, &v.loop, vid) && mh_loop_pin(&v.loop, &r) < 0)
+	if (raw(s->c, &v, vid) && mh_loop_pin(&v.loop, &r) < 0)
 		log_kv(LOG_LVL_WARN, "pin_failed", "volume_id", vid, "reason", r.reason, NULL);
 	r = (struct mh_res){0};
 	if (ours == 1 && mh_detach_unused(&v, false, &r) < 0)

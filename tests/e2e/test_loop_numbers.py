@@ -407,9 +407,10 @@ def test_a_device_whose_pin_a_kill_in_its_detach_took_is_pinned_again_at_start(c
     changes (its image's raw mark, or read-only at the block layer alone) and pins it
     first, whatever the holder renamed it to meanwhile (opened for writing, as a runtime
     may let a pod open a read-only one): the holder's close tears nothing down, and the
-    call asked again ends it (a renamed device is left to root, pinned). A file system's
-    device staged beside it is not pinned, even with its image marked raw (as a
-    compromised orchestrator may mark it). Found by a review of 2026-12-03."""
+    call asked again ends it (a renamed device is left to root, pinned). The image's mark
+    is read from the device's own backing file, however many names it has. A file
+    system's device staged beside it is not pinned, even with its image marked raw (as a
+    compromised orchestrator may mark it). Found by two reviews of 2026-12-04."""
     img = _marked(core, VOL, b"TENANT-1")
     fs_img, fs_st = core.image(VOL2), core.dir("fs/v2")
     core.ok(stage(VOL2, fs_st))
@@ -441,7 +442,9 @@ def test_a_device_whose_pin_a_kill_in_its_detach_took_is_pinned_again_at_start(c
         if renamed:
             assert holder.do("rename x") == "ok"
         os.setxattr(fs_img, "user.sepcsi.raw", b"1")
+        os.link(img, img + ".link")  # as a compromised orchestrator may name it twice
         _restart(core, kill=True)
+        os.unlink(img + ".link")
         assert _bound(rdev) and len(pins_of(rdev)) == 1
         assert pins_of(fs_rdev) == []
         assert holder.do("close") == "ok"
@@ -458,3 +461,22 @@ def test_a_device_whose_pin_a_kill_in_its_detach_took_is_pinned_again_at_start(c
         assert _bound(rdev) and len(pins_of(rdev)) == 1
         detach_loop(path_of(rdev))
     assert mh_wire_loops(img) == [] and pins_of(rdev) == []
+
+
+def test_an_administrator_s_read_only_device_of_a_raw_image_is_never_pinned(core):
+    """Root's losetup -r of a raw block volume's image (a backup, say): no device the
+    driver attached, read-only as the loop driver sees it, which none of the driver's raw
+    devices is. The start's sweep leaves it unpinned, so root's losetup -d ends it."""
+    img = _marked(core, VOL, b"TENANT-1")
+    st = core.dir("blk/v1")
+    core.ok(stage(VOL, st, fs="", flags=F_BLOCK))  # marks the image raw
+    dev = subprocess.run(["losetup", "-r", "-f", "--show", img], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    try:
+        _restart(core, kill=True)
+        assert pins_of(os.stat(dev).st_rdev) == []
+    finally:
+        subprocess.run(["losetup", "-d", dev], check=False)
+    assert dev not in mh_wire_loops(img)
+    core.ok(unstage(VOL, st, flags=F_BLOCK))
+    assert mh_wire_loops(img) == []
