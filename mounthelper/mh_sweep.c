@@ -68,15 +68,15 @@ void mh_thaw_loop(const struct mh_loop *l, const char *volume_id, const char *wh
  */
 static int renamed(const struct mh_ctx *c, int nr, struct mh_vol *v, char *vid)
 {
-	char sys[64], path[MH_PATH_MAX + 16], name[64];
+	char attr[64], backing[MH_PATH_MAX + 16], name[64];
 	dev_t dev;
 	ino_t ino;
-	snprintf(sys, sizeof(sys), "/sys/block/loop%d/loop/backing_file", nr);
+	snprintf(attr, sizeof(attr), "/sys/block/loop%d/loop/backing_file", nr);
 	if (mh_loop_status(nr, &v->loop, &dev, &ino, name, sizeof(name)) < 0 ||
-	    mh_read_text(sys, path, sizeof(path)) < 0)
+	    mh_read_text(attr, backing, sizeof(backing)) < 0)
 		return 0;
-	path[strcspn(path, "\n")] = '\0';
-	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	backing[strcspn(backing, "\n")] = '\0';
+	const char *base = strrchr(backing, '/') ? strrchr(backing, '/') + 1 : backing;
 	size_t len = strlen(base);
 	if (len <= 4 || len - 4 > MH_ID_MAX || strcmp(base + len - 4, ".img") != 0)
 		return 0;
@@ -99,13 +99,13 @@ static int renamed(const struct mh_ctx *c, int nr, struct mh_vol *v, char *vid)
 static bool raw(const struct mh_ctx *c, const struct mh_vol *v, const char *vid)
 {
 	const struct mh_loop *l = &v->loop;
-	char name[MH_IMAGE_NAME_MAX];
-	struct stat st;
 	struct mh_mnt m;
 	bool marked = false;
 	if ((l->lo_flags & LO_FLAGS_READ_ONLY) && !l->block_ro)
 		return false;
 	if (!l->block_ro) {
+		char name[MH_IMAGE_NAME_MAX];
+		struct stat st;
 		mh_image_name(vid, name, sizeof(name));
 		int img =
 		    openat(c->images_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
