@@ -848,7 +848,9 @@ def test_a_freeze_left_under_a_renamed_image_is_thawed_by_the_next_core(fresh):
         # Answered, whatever the writer still holds open: never blocked on the freeze.
         ans = c.call(unstage(VOL, st), timeout=HANG)
         assert ans.type in (T.ANS_UNSTAGE, T.ANS_ERROR), ans
-        assert w.wait(30) == 0
+        # The write is no longer held; its fsync by path finds the file only if the
+        # UNSTAGE (whose unmount races the writer's close) left the volume mounted.
+        assert w.wait(30) == 0 or ans.type == T.ANS_UNSTAGE
         assert "frozen by another than this core" in c.logs()
     finally:
         # Never leave a frozen file system behind on a shared machine.
