@@ -144,8 +144,11 @@ out:
 /*
  * The loop device a raw block staging binds: the one left by a STAGE that
  * crashed before its bind (attached, used by nothing, no autoclear, the mode
- * asked for), else a new one on our image. *lfd is the new device's
- * descriptor; it stays -1 when the left one is re-used.
+ * asked for), else a new one on our image. Any other device of the image that
+ * nothing mounts or binds (an UNSTAGE's whose holder put its detach off, left
+ * autoclear and pinned; a killed STAGE's of the other mode) is detached first:
+ * BUSY while one is mounted or bound anywhere, or still held. *lfd is the new
+ * device's descriptor; it stays -1 when the left one is re-used.
  */
 static int stage_loop(const struct mh_ctx *c, const struct mh_req_stage *q, int img,
                       const struct mh_vol *v, struct mh_loop *l, int *lfd, struct mh_audit *a,
@@ -162,9 +165,11 @@ static int stage_loop(const struct mh_ctx *c, const struct mh_req_stage *q, int 
 			return -1;
 		if (n > 1 || used || (loops[0].lo_flags & LO_FLAGS_AUTOCLEAR) ||
 		    !!(loops[0].lo_flags & LO_FLAGS_READ_ONLY) != q->readonly)
-			return mh_fail(r, MH_E_BUSY, EBUSY,
-			               "volume is attached as %s but not staged here",
-			               loops[0].path);
+			n = mh_detach_unused(v, true, r); /* Safety: as UNSTAGE's detach */
+	}
+	if (n < 0)
+		return -1;
+	if (n > 0) {
 		*l = loops[0];
 		a->note = "re-used the volume's loop device";
 		/* Pinned at its attach, unless that attach was killed in between. */

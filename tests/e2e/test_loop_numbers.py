@@ -480,3 +480,39 @@ def test_an_administrator_s_read_only_device_of_a_raw_image_is_never_pinned(core
     assert dev not in mh_wire_loops(img)
     core.ok(unstage(VOL, st, flags=F_BLOCK))
     assert mh_wire_loops(img) == []
+
+
+def test_a_stage_after_a_busy_unstage_finishes_its_detach(core):
+    """An UNSTAGE answered BUSY because a tenant still held its device leaves that device
+    pinned and marked autoclear, bound nowhere. If the CO then asks STAGE rather than the
+    UNSTAGE again (kubelet does, once a new pod wants the volume), the STAGE finishes that
+    detach (no mount or bind of the device is left anywhere) and stages on a new device,
+    instead of answering BUSY until an UNSTAGE that never comes. While the holder still
+    keeps the device, the STAGE is BUSY and changes nothing."""
+    img = _marked(core, VOL, b"TENANT-1")
+    st = core.dir("blk/v1")
+    core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
+    rdev = os.stat(os.path.join(st, "dev")).st_rdev
+    node = os.path.join(core.out, "container-dev")
+    os.mknod(node, 0o600 | 0o60000, rdev)
+    holder = Pod(node)
+    try:
+        assert holder.do("open rw") == "ok"
+        a = core.call(unstage(VOL, st, flags=F_BLOCK))
+        assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
+        a = core.call(stage(VOL, st, fs="", flags=F_BLOCK))
+        assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
+        assert _bound(rdev) and len(pins_of(rdev)) == 1
+        assert not os.path.exists(os.path.join(st, "dev"))
+        assert holder.do("close") == "ok"
+    finally:
+        holder.end()
+    core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
+    now = os.stat(os.path.join(st, "dev")).st_rdev
+    assert len(mh_wire_loops(img)) == 1 and len(pins_of(now)) == 1
+    if now != rdev:
+        assert pins_of(rdev) == [] and not _bound(rdev)
+    with open(os.path.join(st, "dev"), "rb") as f:
+        assert f.read(8) == b"TENANT-1"
+    core.ok(unstage(VOL, st, flags=F_BLOCK))
+    assert mh_wire_loops(img) == [] and pins_of(now) == []
