@@ -91,10 +91,12 @@ int mh_verify_mount(const struct mh_ctx *c, const char *path, unsigned roles, in
                     struct mh_res *r);
 
 /*
- * Detach every loop device of the volume's image that is not autoclear (raw
- * block stagings and read-only publications) and that no mount or bind uses
- * anywhere in the helper's view. With all, one still in use is BUSY (UNSTAGE
- * must never report success with a device left); without, it is skipped.
+ * Detach every loop device of the volume's image, autoclear or not (a raw
+ * block device's holder may set that, and its pins would hold it), that no
+ * mount or bind uses anywhere in the helper's view; its pins first. With all,
+ * one still in use is BUSY (UNSTAGE, and a raw block STAGE that finds devices
+ * it does not re-use, must never go on with a device left); without, it is
+ * skipped.
  */
 int mh_detach_unused(const struct mh_vol *v, bool all, struct mh_res *r);
 
