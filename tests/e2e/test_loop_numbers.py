@@ -516,3 +516,39 @@ def test_a_stage_after_a_busy_unstage_finishes_its_detach(core):
         assert f.read(8) == b"TENANT-1"
     core.ok(unstage(VOL, st, flags=F_BLOCK))
     assert mh_wire_loops(img) == [] and pins_of(now) == []
+
+
+def _autoclear(rdev):
+    with open("/sys/block/%s/loop/autoclear" % os.path.basename(path_of(rdev))) as f:
+        return f.read().strip() == "1"
+
+
+def test_a_stage_never_detaches_a_device_in_use_elsewhere(core):
+    """What a STAGE that does not re-use a device may detach is only what nothing mounts
+    or binds: a STAGE of the volume at a second staging path, and a STAGE at the first
+    path after an UNSTAGE left a read-only publication's own device bound at its target,
+    are BUSY and change nothing: each device stays bound, pinned, not autoclear."""
+    img = _marked(core, VOL, b"TENANT-1")
+    st, st2 = core.dir("blk/v1"), core.dir("blk/v2")
+    core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
+    rdev = os.stat(os.path.join(st, "dev")).st_rdev
+    for ro in (0, 1):
+        a = core.call(Msg(T.REQ_STAGE, volume_id=VOL, staging_path=st2, fs_type="",
+                          readonly=ro, flags=F_BLOCK))
+        assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
+        assert _bound(rdev) and len(pins_of(rdev)) == 1 and not _autoclear(rdev)
+    target = os.path.join(core.dir("pods/p1"), "vol")
+    core.ok(Msg(T.REQ_PUBLISH, volume_id=VOL, staging_path=st, target_path=target,
+                readonly=1, flags=F_BLOCK))
+    pub = os.stat(target).st_rdev
+    a = core.call(unstage(VOL, st, flags=F_BLOCK))
+    assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
+    for ro in (0, 1):
+        a = core.call(Msg(T.REQ_STAGE, volume_id=VOL, staging_path=st, fs_type="",
+                          readonly=ro, flags=F_BLOCK))
+        assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
+        assert _bound(pub) and len(pins_of(pub)) == 1 and not _autoclear(pub)
+        assert os.stat(target).st_rdev == pub
+    core.ok(unpublish(VOL, target))
+    core.ok(unstage(VOL, st, flags=F_BLOCK))
+    assert mh_wire_loops(img) == []
