@@ -78,34 +78,14 @@ static int open_node(const struct mh_loop *l, struct mh_res *r)
 	return fd;
 }
 
-/*
- * What is at sub's name: 1 a bind of this volume's device (*m, *l set), 0
- * nothing (*exists false) or an empty regular file with nothing bound on it,
- * -1 with r (EXISTS for anything else; m->mounted says if something is bound).
- */
+/* mh_at_vacant for a file: 0 too when nothing is there (*exists false). */
 static int look(const struct mh_at *sub, const struct mh_vol *v, struct mh_mnt *m,
-                struct mh_loop *l, bool *exists, const char *what, struct mh_res *r)
+                struct mh_loop *l, bool *exists, struct mh_res *r)
 {
-	int fd = mh_at_child(sub, O_PATH, r);
-	memset(m, 0, sizeof(*m));
-	*exists = fd >= 0;
-	if (fd < 0) {
-		if (!mh_absent(r))
-			return -1;
-		return 0;
-	}
-	int rc = mh_mount_info(fd, m, r);
-	close(fd);
-	if (rc < 0)
-		return -1;
-	if (m->mounted && mh_vol_owns(v, m, l))
-		return 1;
-	if (m->mounted)
-		return mh_fail(r, MH_E_EXISTS, EEXIST, "something else is bound at the %s", what);
-	if (!S_ISREG(m->st.st_mode) || m->st.st_size != 0)
-		return mh_fail(r, MH_E_EXISTS, EEXIST, "the %s exists and is not an empty file",
-		               what);
-	return 0;
+	int fd, b = mh_at_vacant(sub, v, false, m, l, &fd, r);
+	*exists = !(b < 0 && mh_absent(r));
+	mh_closep(&fd);
+	return *exists ? b : 0;
 }
 
 /* Bind l's node onto sub's name (made and marked first if absent), checked afterwards. */
@@ -220,16 +200,12 @@ int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, unsigne
 		mh_fail(r, MH_E_EXISTS, EEXIST, "%s is mounted at the staging path", m.source);
 		goto out;
 	}
-	int b = look(&sub, &v, &m, &l, &exists, "staging device file", r);
+	int b = look(&sub, &v, &m, &l, &exists, r);
 	if (b < 0)
 		goto out;
 	if (b == 1) {
-		if (!!(l.lo_flags & LO_FLAGS_READ_ONLY) != ro)
-			mh_fail(r, MH_E_EXISTS, EEXIST, "already staged %s",
-			        ro ? "read-write" : "read-only");
-		else
-			a->note = "already staged";
-		ret = r->kind == MH_E_OK ? 0 : -1;
+		ret = mh_already(a, r, !!(l.lo_flags & LO_FLAGS_READ_ONLY) == ro, "already staged",
+		                 "", !ro);
 		goto out;
 	}
 	if (!exists)
@@ -274,7 +250,7 @@ int mh_block_unstage(const struct mh_at *at, const char *volume_id, const struct
 		a->note = "staging path does not exist";
 		return v->st.st_ino ? mh_detach_unused(v, true, r) : 0;
 	}
-	int b = look(&sub, v, &m, &l, &exists, "staging device file", r);
+	int b = look(&sub, v, &m, &l, &exists, r);
 	if (b < 0) {
 		if (m.mounted) {
 			mh_refail(r, MH_E_REFUSED, EPERM,
@@ -316,24 +292,19 @@ int mh_block_publish(const struct mh_ctx *c, const struct mh_req_publish *q, con
 
 	if (mh_at_open(c, q->staging_path, POL_STAGING, &sat, r) < 0 ||
 	    mh_at_descend(&sat, DEV_NAME, &sub, r) < 0 ||
-	    look(&sub, v, &sm, &sl, &exists, "staging device file", r) != 1) {
+	    look(&sub, v, &sm, &sl, &exists, r) != 1) {
 		mh_refail(r, MH_E_PRECONDITION, 0, "volume is not staged at the staging path");
 		goto out;
 	}
 	bool ro = q->readonly || (sl.lo_flags & LO_FLAGS_READ_ONLY);
 	if (mh_at_open(c, q->target_path, POL_TARGET, &tat, r) < 0)
 		goto out;
-	int b = look(&tat, v, &tm, &tl, &exists, "target", r);
+	int b = look(&tat, v, &tm, &tl, &exists, r);
 	if (b < 0)
 		goto out;
 	if (b == 1) {
-		bool tro = (tl.lo_flags & LO_FLAGS_READ_ONLY) != 0;
-		if (tro != ro)
-			mh_fail(r, MH_E_EXISTS, EEXIST, "already published %s",
-			        tro ? "read-only" : "read-write");
-		else
-			a->note = "already published";
-		ret = tro == ro ? 0 : -1;
+		ret = mh_already(a, r, !!(tl.lo_flags & LO_FLAGS_READ_ONLY) == ro,
+		                 "already published", "", !ro);
 		goto out;
 	}
 	rl = sl;

@@ -69,6 +69,13 @@ int mh_unmount_ours(const struct mh_at *at, const struct mh_vol *v, int *unmount
 int mh_mount_point(const struct mh_ctx *c, const char *path, unsigned role, const struct mh_vol *v,
                    const char *volume_id, bool make, struct mh_at *at, int *fd, struct mh_mnt *m,
                    bool *made, struct mh_res *r);
+/*
+ * What is at at's name: 1 this volume's mount or bind (*m, and *l unless NULL), 0
+ * an empty directory (dir) or empty regular file with nothing mounted on it,
+ * *fd left open on it either way; else -1 with r (NOTFOUND when missing).
+ */
+int mh_at_vacant(const struct mh_at *at, const struct mh_vol *v, bool dir, struct mh_mnt *m,
+                 struct mh_loop *l, int *fd, struct mh_res *r);
 /* After a failure: remove what the helper made at path for volume_id, if it did (mh_at.h). */
 void mh_remove_made(const struct mh_ctx *c, const char *path, unsigned roles,
                     const char *volume_id);

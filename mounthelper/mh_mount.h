@@ -45,7 +45,7 @@ struct mh_mnt {
  *
  * Neither is refused on a superblock the node's administrator put there:
  * that of the allowed root the walk started from (a node whose kubelet
- * directory lies in its container's overlay), or a base's (mh_mount_trust),
+ * directory lies in its container's overlay), or a base's (mh_mount_admins),
  * which a directory volume's bind shows. root_sb: 0 when fd is the allowed
  * root (its superblock is then stored there, MH_SB_PLAIN for a file system
  * that is neither), else what was stored then.
@@ -62,8 +62,13 @@ int mh_mount_check_local(int fd, const char *what, dev_t *root_sb, struct mh_res
  */
 int mh_open_local(const char *path, struct mh_res *r);
 
-/* At start, before any request: fd (a base) is on a superblock of the administrator's. */
-void mh_mount_trust(int fd);
+/*
+ * The superblocks of the administrator's besides the allowed root's (the
+ * bases'): filled by whoever builds the view (mh_view.c), at start, before any
+ * request; none in a process that did not build it, such as the core.
+ */
+extern dev_t mh_mount_admins[POL_BASES_MAX];
+extern size_t mh_mount_nadmins;
 
 /* Describe fd (O_PATH or open, of a directory or a file); 0, or -1 with r. */
 int mh_mount_info(int fd, struct mh_mnt *out, struct mh_res *r);

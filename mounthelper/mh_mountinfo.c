@@ -210,53 +210,63 @@ static bool stacked(const char *fstype)
 	return false;
 }
 
-/* Superblocks the node's administrator put there: the bases' (mh_mount_trust, at start). */
-static dev_t trusted[POL_BASES_MAX];
-static size_t ntrusted;
+dev_t mh_mount_admins[POL_BASES_MAX];
+size_t mh_mount_nadmins;
 
-void mh_mount_trust(int fd)
-{
-	struct statx stx;
-	if (ntrusted < sizeof(trusted) / sizeof(trusted[0]) &&
-	    statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_TYPE,
-	          &stx) == 0)
-		trusted[ntrusted++] = makedev(stx.stx_dev_major, stx.stx_dev_minor);
-}
-
+/* Superblocks the node's administrator put there: the allowed root's and the bases'. */
 static bool admins(dev_t sb, dev_t root_sb)
 {
-	if (sb == root_sb)
-		return true;
-	for (size_t i = 0; i < ntrusted; i++)
-		if (trusted[i] == sb)
-			return true;
-	return false;
+	bool found = sb == root_sb;
+	for (size_t i = 0; i < mh_mount_nadmins && !found; i++)
+		found = mh_mount_admins[i] == sb;
+	return found;
+}
+
+/*
+ * The facts of the mount fd is on (m->mounted: fd is its root), as statx with
+ * how finds it: by statmount of its unique id (*uid) where the kernel has both,
+ * else from mountinfo by its id; with plain_too false, none read when fd is no
+ * mount's root. 0; 1, none read, when its unique id is known; or -1 with r.
+ */
+static int facts(int fd, int how, bool plain_too, uint64_t known, struct mh_mnt *m, uint64_t *uid,
+                 struct mh_res *r)
+{
+	struct statx stx;
+	*uid = 0;
+	for (unsigned want = STATX_MNT_ID_UNIQUE; want;
+	     want = want == STATX_MNT_ID ? 0 : STATX_MNT_ID) {
+		if (statx(fd, "", how, want, &stx) < 0 || !(stx.stx_mask & want) ||
+		    !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+			continue;
+		m->mounted = (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+		if (!m->mounted && !plain_too)
+			return 0; /* a plain directory or file: nothing mounted on it */
+		if (want == STATX_MNT_ID_UNIQUE && stx.stx_mnt_id == known)
+			return 1; /* looked at before */
+		if (want == STATX_MNT_ID_UNIQUE) {
+			*uid = stx.stx_mnt_id;
+			if (from_sm(*uid, m) == 1)
+				return 0;
+		} else if (by_mountinfo((int)stx.stx_mnt_id, m, r) == 1) {
+			return 0;
+		}
+	}
+	return mh_fail(r, MH_E_FAILED, errno ? errno : ENOSYS, "which mount holds the path: %s",
+	               strerror(errno ? errno : ENOSYS));
 }
 
 int mh_mount_check_local(int fd, const char *what, dev_t *root_sb, struct mh_res *r)
 {
-	/* A unique mount id (from statmount) is never reused: one look at each. */
-	static _Atomic uint64_t last_local;
-	struct statx stx;
+	static _Atomic uint64_t last_local; /* a unique mount id is never reused: one look each */
 	struct mh_mnt m = {0};
+	uint64_t uid;
 	/* The cached attributes only: nothing here waits on the file system itself. */
 	const int how = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC;
-	bool unique = statx(fd, "", how, STATX_MNT_ID_UNIQUE, &stx) == 0 &&
-	              (stx.stx_mask & STATX_MNT_ID_UNIQUE);
-	if (unique && stx.stx_mnt_id == last_local) {
-		if (*root_sb == 0)
-			*root_sb = MH_SB_PLAIN;
-		return 0; /* looked at before: neither answered elsewhere nor stacked */
-	}
-	unique = unique && from_sm(stx.stx_mnt_id, &m) == 1;
-	if (!unique &&
-	    (statx(fd, "", how, STATX_MNT_ID, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID)))
-		return mh_fail(r, MH_E_FAILED, errno, "which file system holds %s: %s", what,
-		               strerror(errno));
-	if (!unique && by_mountinfo((int)stx.stx_mnt_id, &m, r) != 1)
-		return mh_fail(r, MH_E_FAILED, ENOENT, "the mount of %s is gone", what);
+	int rc = facts(fd, how, true, last_local, &m, &uid, r);
 	if (*root_sb == 0)
-		*root_sb = m.dev;
+		*root_sb = rc == 1 ? MH_SB_PLAIN : m.dev;
+	if (rc != 0) /* 1: looked at before, neither answered elsewhere nor stacked */
+		return rc < 0 ? -1 : 0;
 	bool elsewhere = answered_elsewhere(m.fstype), layered = stacked(m.fstype);
 	if ((elsewhere || layered) && !admins(m.dev, *root_sb))
 		return mh_fail(r, MH_E_REFUSED, EREMOTE,
@@ -267,8 +277,8 @@ int mh_mount_check_local(int fd, const char *what, dev_t *root_sb, struct mh_res
 		                     "root, whose answers come from layers of any type: never "
 		                     "looked into",
 		               what, m.fstype);
-	if (unique && !elsewhere && !layered)
-		last_local = stx.stx_mnt_id;
+	if (uid && !elsewhere && !layered)
+		last_local = uid;
 	return 0;
 }
 
@@ -307,31 +317,12 @@ fail:
 
 int mh_mount_info(int fd, struct mh_mnt *out, struct mh_res *r)
 {
-	struct statx stx;
-	const int how = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT;
+	uint64_t uid;
 	memset(out, 0, sizeof(*out));
 	if (fstat(fd, &out->st) < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "fstat: %s", strerror(errno));
-	if (statx(fd, "", how, STATX_MNT_ID_UNIQUE, &stx) == 0 &&
-	    (stx.stx_mask & STATX_MNT_ID_UNIQUE) &&
-	    (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)) {
-		if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
-			return 0; /* a plain directory or file: nothing mounted on it */
-		out->mounted = true;
-		if (from_sm(stx.stx_mnt_id, out) == 1)
-			return 0;
-	}
-	if (statx(fd, "", how, STATX_MNT_ID, &stx) < 0)
-		return mh_fail(r, MH_E_FAILED, errno, "statx: %s", strerror(errno));
-	if (!(stx.stx_mask & STATX_MNT_ID) || !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
-		return mh_fail(r, MH_E_FAILED, ENOSYS, "kernel reports no mount id");
-	if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
-		return 0; /* a plain directory or file: nothing mounted on it */
-	out->mounted = true;
-	int found = by_mountinfo((int)stx.stx_mnt_id, out, r);
-	if (found == 0)
-		mh_fail(r, MH_E_FAILED, ENOENT, "mount %d not in " MOUNTINFO, (int)stx.stx_mnt_id);
-	return found == 1 ? 0 : -1;
+	return facts(fd, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, false, 0, out, &uid,
+	             r);
 }
 
 bool mh_mount_is_loop(const struct mh_mnt *m, const struct mh_loop *l)

@@ -50,39 +50,42 @@ int mh_answer_ping(const struct mh_ctx *c, const struct mh_msg *req, struct mh_m
 	return 0;
 }
 
+int mh_at_vacant(const struct mh_at *at, const struct mh_vol *v, bool dir, struct mh_mnt *m,
+                 struct mh_loop *l, int *fd, struct mh_res *r)
+{
+	int has = 0;
+	memset(m, 0, sizeof(*m));
+	if ((*fd = mh_at_child(at, O_PATH | (dir ? O_DIRECTORY : 0), r)) < 0 ||
+	    mh_mount_info(*fd, m, r) < 0)
+		has = -1;
+	else if (m->mounted)
+		has = mh_vol_owns(v, m, l)
+		          ? 1
+		          : mh_fail(r, MH_E_EXISTS, EEXIST, "%s%s is already mounted there",
+		                    m->source, strcmp(m->root, "/") ? m->root : "");
+	else if (dir ? (has = mh_dir_has_entries(*fd, r)) != 0
+	             : !S_ISREG(m->st.st_mode) || m->st.st_size != 0)
+		has = has < 0 ? -1
+		              : mh_fail(r, MH_E_EXISTS, ENOTEMPTY,
+		                        "not empty: a volume goes "
+		                        "only where nothing is");
+	if (has < 0)
+		mh_closep(fd);
+	return has;
+}
+
 int mh_mount_point(const struct mh_ctx *c, const char *path, unsigned role, const struct mh_vol *v,
                    const char *volume_id, bool make, struct mh_at *at, int *fd, struct mh_mnt *m,
                    bool *made, struct mh_res *r)
 {
-	int has;
+	int rc = 0;
 	*fd = -1;
 	if (mh_at_open(c, path, role, at, r) < 0)
 		return -1;
-	if (make && !*made) {
-		int rc = mh_at_make(c, at, true, volume_id, r);
-		if (rc < 0)
-			goto fail;
+	if (make && !*made && (rc = mh_at_make(c, at, true, volume_id, r)) >= 0)
 		*made = rc == 1;
-	}
-	if ((*fd = mh_at_child(at, O_PATH | O_DIRECTORY, r)) < 0 || mh_mount_info(*fd, m, r) < 0)
-		goto fail;
-	if (m->mounted) {
-		if (mh_vol_owns(v, m, NULL))
-			return 1;
-		mh_fail(r, MH_E_EXISTS, EEXIST, "%s%s is already mounted there", m->source,
-		        strcmp(m->root, "/") ? m->root : "");
-		goto fail;
-	}
-	if ((has = mh_dir_has_entries(*fd, r)) != 0) {
-		if (has > 0)
-			mh_fail(
-			    r, MH_E_EXISTS, ENOTEMPTY,
-			    "the directory is not empty: a volume is mounted only on an empty one");
-		goto fail;
-	}
-	return 0;
-fail:
-	mh_closep(fd);
+	if (rc >= 0 && (rc = mh_at_vacant(at, v, true, m, NULL, fd, r)) >= 0)
+		return rc;
 	mh_at_close(at);
 	return -1;
 }
@@ -99,6 +102,7 @@ static int mount_checked(const struct mh_ctx *c, const char *path, unsigned role
 	int rc = mh_mount_point(c, path, role, v, NULL, false, &at, &fd, &m, &made, r);
 	if (rc != 0) {
 		if (rc > 0) {
+			close(fd);
 			mh_at_close(&at);
 			return mh_fail(r, MH_E_BUSY, EBUSY, "volume mounted there meanwhile");
 		}
@@ -177,12 +181,8 @@ int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 	if (rc < 0)
 		goto out;
 	if (rc == 1) {
-		if (strcmp(m.fstype, q->fs_type) != 0 || m.ro != ro)
-			mh_fail(r, MH_E_EXISTS, EEXIST, "already staged as %s%s", m.fstype,
-			        m.ro ? " read-only" : " read-write");
-		else
-			a->note = "already staged";
-		ret = r->kind == MH_E_OK ? 0 : -1;
+		ret = mh_already(a, r, strcmp(m.fstype, q->fs_type) == 0 && m.ro == ro,
+		                 "already staged", m.fstype, m.ro);
 		goto out;
 	}
 	if (v.attached) {
@@ -332,12 +332,7 @@ int mh_answer_publish(const struct mh_ctx *c, const struct mh_msg *req, struct m
 		goto out;
 	mh_at_close(&tat);
 	if (rc == 1) {
-		if (tm.ro != ro)
-			mh_fail(r, MH_E_EXISTS, EEXIST, "already published %s",
-			        tm.ro ? "read-only" : "read-write");
-		else
-			a->note = "already published";
-		ret = r->kind == MH_E_OK ? 0 : -1;
+		ret = mh_already(a, r, tm.ro == ro, "already published", "", tm.ro);
 		goto out;
 	}
 	/*
@@ -355,6 +350,17 @@ out:
 	if (ret < 0 && made) /* leave nothing we made */
 		mh_remove_made(c, q->target_path, POL_TARGET, q->volume_id);
 	return ret;
+}
+
+int mh_already(struct mh_audit *a, struct mh_res *r, bool same, const char *what,
+               const char *fstype, bool ro)
+{
+	if (same) {
+		a->note = what;
+		return 0;
+	}
+	return mh_fail(r, MH_E_EXISTS, EEXIST, "%s%s%s %s", what, fstype[0] ? " as " : "", fstype,
+	               ro ? "read-only" : "read-write");
 }
 
 /* Is the last component of at an empty directory or an empty regular file? */

@@ -142,6 +142,14 @@ void mh_sweep(const struct mh_ctx *c, bool (*held)(const char *id));
 struct mh_loop;
 void mh_thaw_loop(const struct mh_loop *l, const char *volume_id, const char *why);
 
+/*
+ * This volume is there already (what: "already staged" or "already published"):
+ * 0 when as asked, noted as what; else EXISTS, naming the file system type
+ * there (or "") and whether it is read-only.
+ */
+int mh_already(struct mh_audit *a, struct mh_res *r, bool same, const char *what,
+               const char *fstype, bool ro);
+
 /* ans made MH_ANS_ERROR with r's kind, errno and reason (its id kept). */
 void mh_ops_to_error(struct mh_msg *ans, const struct mh_res *r);
 /* The audit record of req, the operation op, as a and r say (mh_ops_handle's, and the helper's
