@@ -288,6 +288,21 @@ def test_a_device_held_in_its_teardown_is_never_taken_for_free(core):
     core.ok(unstage(VOL2, blk2, flags=F_BLOCK))
 
 
+def _bound_loops():
+    return sorted(n for n in os.listdir("/sys/block")
+                  if n.startswith("loop") and os.path.exists("/sys/block/%s/loop" % n))
+
+
+def _holder(c, rdev):
+    """A tenant's own node of the device numbered rdev (as a container runtime makes one),
+    as a Pod that holds it open read-write."""
+    node = os.path.join(c.out, "container-dev")
+    os.mknod(node, 0o600 | 0o60000, rdev)
+    holder = Pod(node)
+    assert holder.do("open rw") == "ok"
+    return holder
+
+
 def test_a_holder_kept_over_unstage_never_becomes_the_only_opener(core):
     """A tenant holds its device open past the UNSTAGE (a node of its own, as a container
     runtime makes). The detach removes the device's pin, finds the holder still there and
@@ -298,14 +313,11 @@ def test_a_holder_kept_over_unstage_never_becomes_the_only_opener(core):
     st = core.dir("blk/v1")
     core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
     rdev = os.stat(os.path.join(st, "dev")).st_rdev
-    node = os.path.join(core.out, "container-dev")
-    os.mknod(node, 0o600 | 0o60000, rdev)
     own = os.path.join(core.out, "own.img")
     with open(own, "wb") as f:
         f.truncate(MiB)
-    holder = Pod(node)
+    holder = _holder(core, rdev)
     try:
-        assert holder.do("open rw") == "ok"
         for _ in range(2):
             a = core.call(unstage(VOL, st, flags=F_BLOCK))
             assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
@@ -488,21 +500,22 @@ def test_a_stage_after_a_busy_unstage_finishes_its_detach(core):
     UNSTAGE again (kubelet does, once a new pod wants the volume), the STAGE finishes that
     detach (no mount or bind of the device is left anywhere) and stages on a new device,
     instead of answering BUSY until an UNSTAGE that never comes. While the holder still
-    keeps the device, the STAGE is BUSY and changes nothing."""
+    keeps the device, each STAGE the CO retries is BUSY and changes nothing: it takes the
+    device's pin away and back, and 50 of them leave that device bound with one pin, and
+    no other loop device made or left."""
     img = _marked(core, VOL, b"TENANT-1")
     st = core.dir("blk/v1")
     core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
     rdev = os.stat(os.path.join(st, "dev")).st_rdev
-    node = os.path.join(core.out, "container-dev")
-    os.mknod(node, 0o600 | 0o60000, rdev)
-    holder = Pod(node)
+    holder = _holder(core, rdev)
     try:
-        assert holder.do("open rw") == "ok"
         a = core.call(unstage(VOL, st, flags=F_BLOCK))
         assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
-        a = core.call(stage(VOL, st, fs="", flags=F_BLOCK))
-        assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
-        assert _bound(rdev) and len(pins_of(rdev)) == 1
+        before = _bound_loops()
+        for _ in range(50):
+            a = core.call(stage(VOL, st, fs="", flags=F_BLOCK))
+            assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
+        assert _bound(rdev) and len(pins_of(rdev)) == 1 and _bound_loops() == before
         assert not os.path.exists(os.path.join(st, "dev"))
         assert holder.do("close") == "ok"
     finally:
@@ -552,3 +565,56 @@ def test_a_stage_never_detaches_a_device_in_use_elsewhere(core):
     core.ok(unpublish(VOL, target))
     core.ok(unstage(VOL, st, flags=F_BLOCK))
     assert mh_wire_loops(img) == []
+
+
+def test_a_stage_leaves_an_administrator_s_writable_device_of_the_image_alone(core):
+    """Root's writable losetup of a raw block volume's image, made before the volume is
+    staged: a device the driver never attached, named by its path, not by the volume.
+    A STAGE that does not re-use a device (and detaches what of the image is unused)
+    leaves it bound, unpinned and not autoclear, and so does the UNSTAGE after; root's
+    losetup -d still ends it."""
+    img = _marked(core, VOL, b"TENANT-1")
+    st = core.dir("blk/v1")
+    dev = subprocess.run(["losetup", "-f", "--show", img], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    try:
+        rdev = os.stat(dev).st_rdev
+        core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
+        assert _bound(rdev) and pins_of(rdev) == [] and not _autoclear(rdev)
+        assert os.stat(os.path.join(st, "dev")).st_rdev != rdev
+        core.ok(unstage(VOL, st, flags=F_BLOCK))
+        assert _bound(rdev) and pins_of(rdev) == [] and not _autoclear(rdev)
+    finally:
+        subprocess.run(["losetup", "-d", dev], check=False)
+    assert not _bound(rdev)
+    assert mh_wire_loops(img) == []
+
+
+def test_a_read_write_stage_after_a_killed_read_only_one_detaches_its_device(core):
+    """A read-only raw block STAGE killed after its attach, before its bind (what is left
+    is made here by root: the bind and its file removed), leaves a read-only device of
+    the image, pinned, bound nowhere. A read-write STAGE that the CO asks next does not
+    re-use it: it detaches it and its pin, and stages on a writable device of its own,
+    which writes reach."""
+    img = _marked(core, VOL, b"TENANT-1")
+    st = core.dir("blk/v1")
+    core.ok(Msg(T.REQ_STAGE, volume_id=VOL, staging_path=st, fs_type="", readonly=1,
+                flags=F_BLOCK))
+    node = os.path.join(st, "dev")
+    old = os.stat(node).st_rdev
+    assert len(pins_of(old)) == 1
+    subprocess.run(["umount", node], check=True)
+    os.unlink(node)
+    core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
+    now = os.stat(node).st_rdev
+    assert mh_wire_loops(img) == [path_of(now)] and len(pins_of(now)) == 1
+    if now != old:  # else the number was taken again
+        assert pins_of(old) == [] and not _bound(old)
+    with open(node, "r+b") as f:
+        f.write(b"TENANT-9")
+        f.flush()
+        os.fsync(f.fileno())
+    with open(img, "rb") as f:
+        assert f.read(8) == b"TENANT-9"
+    core.ok(unstage(VOL, st, flags=F_BLOCK))
+    assert mh_wire_loops(img) == [] and pins_of(now) == []
