@@ -10,8 +10,8 @@
  *             one, and bind the loop device's node onto it; a read-only
  *             publication of a read-write staging gets its own read-only loop
  *             device on the same image (see below)
- *   UNSTAGE   unmount and unlink <staging>/dev, detach the loop device(s),
- *             each after its pins
+ *   UNSTAGE   (mh_ops.c) unmount and unlink <staging>/dev, detach the loop
+ *             device(s), each after its pins
  *   UNPUBLISH (mh_ops.c) unmount this volume's binds, unlink the file if it
  *             is ours, detach a read-only publication's own loop device
  *
@@ -61,8 +61,6 @@
 #include "mh_common.h"
 #include "mh_pause.h"
 #include "mh_image.h"
-
-#define DEV_NAME "dev" /* the device file inside a block staging directory */
 
 /* O_PATH fd of the helper's /dev/loopN, checked to be that very device. */
 static int open_node(const struct mh_loop *l, struct mh_res *r)
@@ -144,8 +142,11 @@ static int stage_loop(const struct mh_ctx *c, const struct mh_req_stage *q, int 
 		if (used < 0)
 			return -1;
 		if (n > 1 || used || (loops[0].lo_flags & LO_FLAGS_AUTOCLEAR) ||
-		    !!(loops[0].lo_flags & LO_FLAGS_READ_ONLY) != q->readonly)
+		    !!(loops[0].lo_flags & LO_FLAGS_READ_ONLY) != q->readonly) {
 			n = mh_detach_unused(v, true, r); /* Safety: as UNSTAGE's detach */
+			if (n == 0)
+				a->note = "detached the volume's unused loop devices first";
+		}
 	}
 	if (n < 0)
 		return -1;
@@ -194,7 +195,7 @@ int mh_block_stage(const struct mh_ctx *c, const struct mh_req_stage *q, unsigne
 		made_dir = mk == 1;
 	}
 	/* The staging directory: root's, nothing mounted on it, nothing in it but our device. */
-	if (mh_at_descend(&at, DEV_NAME, &sub, r) < 0 || mh_mount_info(sub.dir, &m, r) < 0)
+	if (mh_at_descend(&at, MH_BLOCK_DEV, &sub, r) < 0 || mh_mount_info(sub.dir, &m, r) < 0)
 		goto out;
 	if (m.mounted) {
 		mh_fail(r, MH_E_EXISTS, EEXIST, "%s is mounted at the staging path", m.source);
@@ -234,53 +235,6 @@ out:
 	return ret;
 }
 
-int mh_block_unstage(const struct mh_at *at, const char *volume_id, const struct mh_vol *v,
-                     struct mh_audit *a, struct mh_res *r)
-{
-	struct mh_at sub = {.dir = -1};
-	struct mh_mnt m;
-	struct mh_loop l = {0};
-	char where[MH_PATH_MAX + 1];
-	bool exists;
-	int ret = -1;
-
-	if (mh_at_descend(at, DEV_NAME, &sub, r) < 0) {
-		if (!mh_absent(r))
-			return -1;
-		a->note = "staging path does not exist";
-		return v->st.st_ino ? mh_detach_unused(v, true, r) : 0;
-	}
-	int b = look(&sub, v, &m, &l, &exists, r);
-	if (b < 0) {
-		if (m.mounted) {
-			mh_refail(r, MH_E_REFUSED, EPERM,
-			          "something else is bound at the staging path");
-			goto out;
-		}
-		*r = (struct mh_res){0}; /* a file that is not ours: left below */
-	}
-	if (b == 1) {
-		int used = mh_loop_in_use(&l, m.id, where, sizeof(where), r);
-		if (used != 0) {
-			if (used > 0)
-				mh_fail(r, MH_E_BUSY, EBUSY, "volume is still published at %s",
-				        where);
-			goto out;
-		}
-		if (mh_unmount_ours(&sub, v, NULL, r) < 0)
-			goto out;
-	}
-	if (mh_at_remove_ours(&sub, volume_id, r) < 0)
-		goto out;
-	/* Never a false success: the devices must really be gone (BUSY is an answer). */
-	ret = !v->st.st_ino ? 0
-	      : b == 1      ? mh_detach_unused_but(v, &l, r)
-	                    : mh_detach_unused(v, true, r);
-out:
-	mh_at_close(&sub);
-	return ret;
-}
-
 int mh_block_publish(const struct mh_ctx *c, const struct mh_req_publish *q, const struct mh_vol *v,
                      struct mh_audit *a, struct mh_res *r)
 {
@@ -291,7 +245,7 @@ int mh_block_publish(const struct mh_ctx *c, const struct mh_req_publish *q, con
 	bool made = false, attached = false, exists;
 
 	if (mh_at_open(c, q->staging_path, POL_STAGING, &sat, r) < 0 ||
-	    mh_at_descend(&sat, DEV_NAME, &sub, r) < 0 ||
+	    mh_at_descend(&sat, MH_BLOCK_DEV, &sub, r) < 0 ||
 	    look(&sub, v, &sm, &sl, &exists, r) != 1) {
 		mh_refail(r, MH_E_PRECONDITION, 0, "volume is not staged at the staging path");
 		goto out;

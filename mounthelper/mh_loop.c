@@ -181,7 +181,7 @@ static int unused_and_free(int nr, void *arg)
  * close. The number is then free while the pod's node, and the binds kubelet
  * handed it through, still lead to it: attached anew, it would give the pod
  * the next volume's image. Such a number is never attached again while a bind
- * of it is left (the rule UNSTAGE keeps for its own detach: mh_block.c);
+ * of it is left (the rule UNSTAGE keeps for its own detach: mh_common.c);
  * another free one bound nowhere is, else a new device, the kernel's next
  * unused number (LOOP_CTL_ADD). -1 with errno.
  */

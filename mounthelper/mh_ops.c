@@ -1,6 +1,6 @@
 /*
  * The file system lifecycle handlers: PING, STAGE, UNSTAGE, PUBLISH,
- * UNPUBLISH (raw block variants in mh_block.c; the dispatch table and the
+ * UNPUBLISH (raw block STAGE and PUBLISH in mh_block.c; the dispatch table and the
  * audit record in mh_dispatch.c; CREATE and DELETE in mh_image_life.c; what
  * STAGE does to a blank image before its mount in mh_mkfs.c).
  *
@@ -230,60 +230,77 @@ int mh_answer_unstage(const struct mh_ctx *c, const struct mh_msg *req, struct m
 	char where[MH_PATH_MAX + 1];
 	struct mh_vol v = {0};
 	struct mh_mnt m;
-	struct mh_at at;
+	struct mh_loop l = {0};
+	/* What is staged: a file system on the directory, a raw device bound on its file "dev". */
+	struct mh_at at, sub = {.dir = -1}, *obj = &at;
+	bool block = (q->flags & MH_F_BLOCK) != 0;
 	int fd = -1, ret = -1;
-	unsigned role = (q->flags & MH_F_REMOVE_DIR) ? POL_TARGET : POL_STAGING;
 
-	if (mh_at_open(c, q->staging_path, role, &at, r) < 0) {
+	if (mh_at_open(c, q->staging_path, (q->flags & MH_F_REMOVE_DIR) ? POL_TARGET : POL_STAGING,
+	               &at, r) < 0) {
 		if (!mh_absent(r))
 			return -1;
 		a->note = "staging path does not exist";
 		return 0;
 	}
-	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0) {
-		if (!mh_absent(r))
-			goto out;
-	}
-	if (q->flags & MH_F_BLOCK) {
-		ret = mh_block_unstage(&at, q->volume_id, &v, a, r);
+	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0 && !mh_absent(r))
 		goto out;
-	}
-	if ((fd = mh_at_child(&at, O_PATH, r)) < 0) {
+	if (block && mh_at_descend(&at, MH_BLOCK_DEV, obj = &sub, r) < 0) {
+		/* Nothing bound: what a STAGE killed before its bind left is detached. */
 		if (mh_absent(r)) {
 			a->note = "staging path does not exist";
-			ret = 0;
+			ret = v.st.st_ino ? mh_detach_unused(&v, true, r) : 0;
 		}
 		goto out;
 	}
-	if (mh_mount_info(fd, &m, r) < 0)
+	/* A raw block staging directory is never a mount: no walk into a file system. */
+	if (block && mh_mount_info(sub.dir, &m, r) < 0)
 		goto out;
-	mh_closep(&fd);
-	if (m.mounted) {
-		if (!mh_vol_owns(&v, &m, NULL)) {
-			mh_fail(r, MH_E_REFUSED, EPERM,
-			        "%s is mounted at the staging path, not this volume", m.source);
-			goto out;
-		}
-		int used = mh_loop_in_use(&v.loop, m.id, where, sizeof(where), r);
+	if (block && m.mounted) {
+		mh_fail(r, MH_E_REFUSED, EPERM, "%s is mounted at the staging path", m.source);
+		goto out;
+	}
+	/* 1: this volume's mount or bind is there; anything else is left as it is. */
+	int b = mh_at_vacant(obj, &v, false, &m, &l, &fd, r);
+	mh_closep(&fd); /* an open root of the mount would keep it busy */
+	if (b < 0 && r->kind != MH_E_NOTFOUND && r->kind != MH_E_EXISTS)
+		goto out; /* never a success while it cannot be looked at */
+	if (b < 0 && m.mounted) {
+		mh_refail(r, MH_E_REFUSED, EPERM, "something else is mounted at the staging path");
+		goto out;
+	}
+	*r = (struct mh_res){0};
+	if (b == 1 && !!S_ISBLK(m.st.st_mode) != block) {
+		mh_fail(r, MH_E_REFUSED, EINVAL, "the staging path holds the volume as %s",
+		        block ? "a file system" : "a raw block device");
+		goto out;
+	}
+	if (b == 1) {
+		int used = mh_loop_in_use(&l, m.id, where, sizeof(where), r);
 		if (used != 0) {
 			if (used > 0)
-				mh_fail(r, MH_E_BUSY, EBUSY, "volume is still mounted at %s",
-				        where);
+				mh_fail(r, MH_E_BUSY, EBUSY, "volume is still in use at %s", where);
 			goto out;
 		}
-		if (mh_unmount_ours(&at, &v, NULL, r) < 0)
-			goto out;
-		/* The device should autoclear with its last mount; make sure it did. */
-		if (mh_loop_detach(&v.loop, v.st.st_dev, v.st.st_ino, r) < 0)
+		if (mh_unmount_ours(obj, &v, NULL, r) < 0)
 			goto out;
 	} else {
 		a->note = "not staged";
 	}
-	ret = 0;
+	if (block && mh_at_remove_ours(obj, q->volume_id, r) < 0)
+		goto out;
+	/* Never a false success: the devices must really be gone (BUSY is an answer). */
+	if (!v.st.st_ino)
+		ret = 0;
+	else if (b == 1)
+		ret = mh_detach_unused_but(&v, &l, r);
+	else
+		ret = block ? mh_detach_unused(&v, true, r) : 0;
 out:
 	if (ret == 0 && (q->flags & MH_F_REMOVE_DIR) && mh_at_remove_ours(&at, q->volume_id, r) < 0)
 		ret = -1;
 	mh_closep(&fd);
+	mh_at_close(&sub);
 	mh_at_close(&at);
 	return ret;
 }

@@ -25,7 +25,7 @@ import subprocess
 
 import pytest
 
-from mh_wire import F_BLOCK, Msg, T
+from mh_wire import F_BLOCK, F_REMOVE_DIR, Msg, T
 from conftest import detach_loop, pins_of
 from raw_tenant import Pod
 from stallfuse import StalledReadonlyDevice, StallFuse
@@ -521,6 +521,8 @@ def test_a_stage_after_a_busy_unstage_finishes_its_detach(core):
     finally:
         holder.end()
     core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
+    with open(core.path("data/audit.log")) as f:  # the core's record says what it did
+        assert "detached the volume's unused loop devices first" in f.read().splitlines()[-1]
     now = os.stat(os.path.join(st, "dev")).st_rdev
     assert len(mh_wire_loops(img)) == 1 and len(pins_of(now)) == 1
     if now != rdev:
@@ -618,3 +620,55 @@ def test_a_read_write_stage_after_a_killed_read_only_one_detaches_its_device(cor
         assert f.read(8) == b"TENANT-9"
     core.ok(unstage(VOL, st, flags=F_BLOCK))
     assert mh_wire_loops(img) == [] and pins_of(now) == []
+
+
+def test_a_file_system_unstage_never_takes_a_raw_block_volume_s_binds(core):
+    """UNSTAGE without the block flag (a compromised orchestrator's, or one that took the
+    volume for a file system) of a raw block volume: at a read-only publication's target,
+    an ephemeral one's (remove the directory), it is REFUSED and the pod's bind of its own
+    device stays; at the staging directory, which holds the device file, not a mount, it
+    is not staged there: OK, with the staging's bind left. Each bind is this volume's, so
+    nothing past the volume was at stake; only UNPUBLISH and a raw UNSTAGE take them."""
+    img = _marked(core, VOL, b"TENANT-1")
+    st = core.dir("blk/v1")
+    core.ok(stage(VOL, st, fs="", flags=F_BLOCK))
+    staged = os.stat(os.path.join(st, "dev")).st_rdev
+    target = os.path.join(core.dir("pods/p1"), "vol")
+    core.ok(Msg(T.REQ_PUBLISH, volume_id=VOL, staging_path=st, target_path=target,
+                readonly=1, flags=F_BLOCK))
+    pub = os.stat(target).st_rdev
+    for flags in (0, F_REMOVE_DIR):
+        a = core.call(unstage(VOL, target, flags=flags))
+        assert a.type == T.ANS_ERROR and a.kind == E.REFUSED, a
+        if flags:  # at a target, as an ephemeral volume's staging
+            assert "holds the volume as a raw block device" in a.reason, a
+        assert os.stat(target).st_rdev == pub and _bound(pub) and len(pins_of(pub)) == 1
+    core.ok(unstage(VOL, st))
+    assert os.stat(os.path.join(st, "dev")).st_rdev == staged and _bound(staged)
+    core.ok(unpublish(VOL, target))
+    core.ok(unstage(VOL, st, flags=F_BLOCK))
+    assert mh_wire_loops(img) == []
+
+
+def test_a_raw_unstage_never_walks_into_a_mounted_staging_directory(core):
+    """UNSTAGE with the block flag at a path where another volume's file system is
+    staged: the staging directory is a mount, so the core never looks for its device
+    file inside that tenant's file system (nor removes anything there); it is REFUSED,
+    the raw volume's own staging untouched, the file system still mounted and whole."""
+    img = _marked(core, VOL, b"TENANT-1")
+    core.image(VOL2)
+    raw, fs = core.dir("blk/v1"), core.dir("staging/v2")
+    core.ok(stage(VOL, raw, fs="", flags=F_BLOCK))
+    core.ok(stage(VOL2, fs))
+    os.chmod(fs, 0o755)
+    names = ["dev", ".dev.sepcsi-" + VOL]  # the tenant's: the device file's and its temp
+    for name in names:
+        open(os.path.join(fs, name), "w").close()
+    a = core.call(unstage(VOL, fs, flags=F_BLOCK))
+    assert a.type == T.ANS_ERROR and a.kind == E.REFUSED, a
+    assert "is mounted at the staging path" in a.reason, a
+    assert sorted(os.listdir(fs)) == sorted(names + ["lost+found"])
+    assert os.path.ismount(fs) and len(mh_wire_loops(img)) == 1
+    core.ok(unstage(VOL2, fs))
+    core.ok(unstage(VOL, raw, flags=F_BLOCK))
+    assert mh_wire_loops(img) == []
