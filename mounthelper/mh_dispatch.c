@@ -63,7 +63,6 @@ struct mh_fields mh_ops_fields(const struct mh_msg *q)
 		f.a.volume_id = q->u.freeze.volume_id;
 		break;
 	case MH_REQ_STAGE:
-	case MH_REQ_STAGE_CHECK:
 		f.a = (struct mh_audit){.volume_id = q->u.stage.volume_id,
 		                        .path = q->u.stage.staging_path};
 		f.flags = q->u.stage.flags;

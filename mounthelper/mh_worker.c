@@ -646,10 +646,11 @@ size_t mh_workers_pollfds(struct pollfd *p, size_t max)
 static const char *const chan_name[MH_CHANS] = {"capable core", "core's reader"};
 
 /*
- * Looks (STATS, LIST) asked of the reader at once, at most: a reader that
- * stalls (or was taken over and stays silent) holds that many workers, half
- * of them, so every other request still finds one; a ninth look is BUSY, which
- * the CO asks again (kubelet: at its next volume stats period).
+ * Looks (STATS, LIST, STAGE_CHECK) asked of the reader at once, at most: a
+ * reader that stalls (or was taken over and stays silent) holds that many
+ * workers, half of them, so every other request still finds one; a ninth look
+ * is BUSY, which the CO asks again (kubelet: at its next volume stats period,
+ * or its next NodeStageVolume).
  */
 #define MH_READER_ASKING_MAX 8
 
@@ -701,12 +702,11 @@ void mh_workers_set_core(int core, int reader)
 static void relay_to_core(struct slot *s, uint8_t *msg, size_t len)
 {
 	uint16_t type = (uint16_t)(msg[2] << 8 | msg[3]);
-	bool looks = type == MH_REQ_STATS || type == MH_REQ_LIST;
+	bool looks = type == MH_REQ_STATS || type == MH_REQ_LIST || type == MH_REQ_STAGE_CHECK;
 	bool relayed = looks || type == MH_REQ_STAGE || type == MH_REQ_UNSTAGE ||
 	               type == MH_REQ_PUBLISH || type == MH_REQ_UNPUBLISH ||
 	               type == MH_REQ_EXPAND || type == MH_REQ_FREEZE || type == MH_REQ_THAW ||
-	               type == MH_REQ_REFRESH || type == MH_REQ_ATTACHED ||
-	               type == MH_REQ_STAGE_CHECK || type == MH_REQ_FLUSH;
+	               type == MH_REQ_REFRESH || type == MH_REQ_ATTACHED || type == MH_REQ_FLUSH;
 	s->chan = looks ? MH_CHAN_READER : MH_CHAN_CORE;
 	if (chan_fd[s->chan] < 0 || len < MH_HDR_LEN || s->core_id != 0 || !s->busy || !relayed)
 		log_fatal("a worker asked the core out of turn"); /* our own bug */

@@ -67,7 +67,7 @@ struct field {
 #define ERR_KIND(m) U32(m, MH_E_REFUSED, MH_E_UNAVAILABLE - 1)
 
 /* Payloads of the core's types that other types share too (mh_msg.c). */
-extern const struct field f_delete[], f_size_ans[], f_error[];
+extern const struct field f_delete[], f_stage[], f_size_ans[], f_error[];
 
 /* A message type: its name, and its payload's fields (NULL: none). */
 struct codec {

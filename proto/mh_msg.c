@@ -83,15 +83,15 @@ static int get_str(struct rbuf *r, char *out, size_t max)
 const struct field f_delete[] = {STR(del.volume_id, MH_ID_MAX), END};
 static const struct field f_freeze[] = {STR(freeze.volume_id, MH_ID_MAX),
                                         U32(freeze.seconds, 0, UINT32_MAX), END};
-static const struct field f_stage[] = {STR(stage.volume_id, MH_ID_MAX),
-                                       STR(stage.staging_path, MH_PATH_MAX),
-                                       STR(stage.fs_type, MH_FSTYPE_MAX),
-                                       STR(stage.mount_flags, MH_OPTS_MAX),
-                                       STR(stage.mkfs_options, MH_OPTS_MAX),
-                                       BOOL(stage.readonly),
-                                       FLAGS(stage.flags),
-                                       U32(stage.gid, 0, UINT32_MAX),
-                                       END};
+const struct field f_stage[] = {STR(stage.volume_id, MH_ID_MAX),
+                                STR(stage.staging_path, MH_PATH_MAX),
+                                STR(stage.fs_type, MH_FSTYPE_MAX),
+                                STR(stage.mount_flags, MH_OPTS_MAX),
+                                STR(stage.mkfs_options, MH_OPTS_MAX),
+                                BOOL(stage.readonly),
+                                FLAGS(stage.flags),
+                                U32(stage.gid, 0, UINT32_MAX),
+                                END};
 static const struct field f_unstage[] = {STR(unstage.volume_id, MH_ID_MAX),
                                          STR(unstage.staging_path, MH_PATH_MAX),
                                          FLAGS(unstage.flags), END};
@@ -203,8 +203,6 @@ static const struct codec core_codecs[] = {
     [MH_ANS_REFRESH] = {"ANS_REFRESH", f_size_ans},
     [MH_REQ_ATTACHED] = {"REQ_ATTACHED", f_delete},
     [MH_ANS_ATTACHED] = {"ANS_ATTACHED", f_attached_ans},
-    [MH_REQ_STAGE_CHECK] = {"REQ_STAGE_CHECK", f_stage},
-    [MH_ANS_STAGE_CHECK] = {"ANS_STAGE_CHECK", NULL},
     [MH_REQ_FLUSH] = {"REQ_FLUSH", f_delete},
     [MH_ANS_FLUSH] = {"ANS_FLUSH", NULL},
     [MH_ANS_ERROR] = {"ANS_ERROR", f_error},

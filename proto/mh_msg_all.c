@@ -172,13 +172,20 @@ static const struct codec more_codecs[] = {
     [MH_ANS_BLOCKS] = {"ANS_BLOCKS", f_blocks_ans},
     [MH_REQ_DIR_NODE] = {"REQ_DIR_NODE", f_dir},
     [MH_ANS_DIR_NODE] = {"ANS_DIR_NODE", NULL},
+    [MH_REQ_STAGE_CHECK] = {"REQ_STAGE_CHECK", f_stage},
+    [MH_ANS_STAGE_CHECK] = {"ANS_STAGE_CHECK", NULL},
 };
 
 /* sepcsi-reader's types: those it serves and its answers (reader/reader_table.c). */
 static const struct codec reader_codecs[] = {
-    [MH_REQ_PING] = {"REQ_PING", NULL},      [MH_ANS_PING] = {"ANS_PING", NULL},
-    [MH_REQ_STATS] = {"REQ_STATS", f_stats}, [MH_ANS_STATS] = {"ANS_STATS", f_stats_ans},
-    [MH_REQ_LIST] = {"REQ_LIST", f_list},    [MH_ANS_LIST] = {"ANS_LIST", f_list_ans},
+    [MH_REQ_PING] = {"REQ_PING", NULL},
+    [MH_ANS_PING] = {"ANS_PING", NULL},
+    [MH_REQ_STATS] = {"REQ_STATS", f_stats},
+    [MH_ANS_STATS] = {"ANS_STATS", f_stats_ans},
+    [MH_REQ_LIST] = {"REQ_LIST", f_list},
+    [MH_ANS_LIST] = {"ANS_LIST", f_list_ans},
+    [MH_REQ_STAGE_CHECK] = {"REQ_STAGE_CHECK", f_stage},
+    [MH_ANS_STAGE_CHECK] = {"ANS_STAGE_CHECK", NULL},
     [MH_ANS_ERROR] = {"ANS_ERROR", f_error},
 };
 

@@ -46,11 +46,10 @@ enum mh_type {
 	MH_ANS_THAW = 54,
 	MH_REQ_REFRESH =
 	    55, /* the core's loop devices of an image take its new size (mh_req_delete) */
-	MH_ANS_REFRESH = 56,  /* struct mh_ans_size: the image's size */
-	MH_REQ_ATTACHED = 57, /* how many loop devices back an image (mh_req_delete) */
-	MH_ANS_ATTACHED = 58, /* struct mh_ans_attached */
-	MH_REQ_STAGE_CHECK =
-	    59, /* what STAGE would refuse its request for, nothing done (mh_req_stage) */
+	MH_ANS_REFRESH = 56,     /* struct mh_ans_size: the image's size */
+	MH_REQ_ATTACHED = 57,    /* how many loop devices back an image (mh_req_delete) */
+	MH_ANS_ATTACHED = 58,    /* struct mh_ans_attached */
+	MH_REQ_STAGE_CHECK = 59, /* what STAGE would refuse, nothing done: the core's reader's */
 	MH_ANS_STAGE_CHECK = 60,
 	MH_REQ_FLUSH = 61, /* write back a staged volume's file system, out of the core's thread */
 	MH_ANS_FLUSH = 62,

@@ -446,12 +446,12 @@ int sup_print_privileges(const struct sup_config *cfg, bool json, FILE *out, cha
 	     0, 0},
 	    {"sepcsi-reader", 0, 0, 0, 0, 0, 0, true, &pol_sc_reader, "seccomp_reader.c", true,
 	     "The core's child without directory volumes (mounthelper/reader/), forked in the "
-	     "core's view before the core's exec: answers the helper's STATS and LIST of "
-	     "mounts, which need no capability, so that their code is not in the process "
-	     "holding CAP_SYS_ADMIN. Root without any capability (kubelet's directories are "
-	     "root's), not dumpable; Landlock keeps it to reading: no file written, made, "
-	     "removed or truncated anywhere, files read only under /proc, /sys, /dev and the "
-	     "images.",
+	     "core's view before the core's exec: answers the helper's STATS, LIST of "
+	     "mounts and STAGE_CHECK, which need no capability, so that their code is not in "
+	     "the process holding CAP_SYS_ADMIN. Root without any capability (kubelet's "
+	     "directories are root's), not dumpable; Landlock keeps it to reading: no file "
+	     "written, made, removed or truncated anywhere, files read only under /proc, /sys, "
+	     "/dev and the images.",
 	     0, 0},
 	    {"sepcsi-flusher", 0, 0, 0, 0, 0, 0, true, &pol_sc_flusher, "seccomp_core.c", true,
 	     "The core's other child without directory volumes (sepcsi-reader --flusher, "

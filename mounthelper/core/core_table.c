@@ -16,7 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mh_at.h"
 #include "mh_common.h"
 #include "mh_image.h"
 #include "mh_loop.h"
@@ -95,30 +94,6 @@ static int answer_attached(const struct mh_ctx *c, const struct mh_msg *req, str
 }
 
 /*
- * STAGE_CHECK: what STAGE would refuse its request for before it acts (the
- * policy, the options, the path), with nothing done, for the orchestrating
- * side, which formats a blank image only for a STAGE that can go on and sees
- * no path of kubelet's itself.
- */
-static int answer_stage_check(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
-                              struct mh_audit *a, struct mh_res *r)
-{
-	const struct mh_req_stage *q = &req->u.stage;
-	struct mh_mount_opts o = {0};
-	struct mh_at at;
-	(void)ans;
-	(void)a;
-	int checked = (q->flags & MH_F_BLOCK) ? 0 : mh_stage_check(c, q, &o, r);
-	mh_mount_opts_free(&o);
-	if (checked < 0 ||
-	    mh_at_open(c, q->staging_path, (q->flags & MH_F_CREATE_DIR) ? POL_TARGET : POL_STAGING,
-	               &at, r) < 0)
-		return -1;
-	mh_at_close(&at);
-	return 0;
-}
-
-/*
  * FLUSH: the volume's file system written back by the flusher, out of the
  * core's one thread (core_flush.c), answered once that is done; with nothing
  * to hand over (not mounted from its own loop device, frozen, no flusher or
@@ -170,9 +145,6 @@ const struct mh_op_row mh_op_rows[] = {
      "sets the size of only the core's own loop devices of images/<id>.img (a regular file "
      "of the owner's, one name) to that image's size, never smaller than it checked; a "
      "device shrunk by a truncation meanwhile is reported"},
-    {MH_REQ_STAGE_CHECK, MH_ANS_STAGE_CHECK, answer_stage_check, "STAGE_CHECK", true,
-     MH_F_BLOCK | MH_F_CREATE_DIR | MH_F_MOUNT_GROUP,
-     "STAGE's checks of the policy, the options and the path, nothing made or changed"},
     {MH_REQ_ATTACHED, MH_ANS_ATTACHED, answer_attached, "ATTACHED", true, 0,
      "tells whether a loop device backs images/<id>.img; changes nothing but, with none, "
      "drops that image's loop record, a hint it keeps itself"},

@@ -1,8 +1,9 @@
 /*
  * sepcsi-reader: the looks the capable core's orchestrating side asks that
  * need no capability, out of the process that holds CAP_SYS_ADMIN: STATS (a
- * volume's usage and condition, for NodeGetVolumeStats) and LIST of the
- * mounts of sepcsi's loop devices (for reconciliation). The helper (its
+ * volume's usage and condition, for NodeGetVolumeStats), LIST of the
+ * mounts of sepcsi's loop devices (for reconciliation) and STAGE_CHECK (the
+ * checks of a STAGE, before the helper formats an image). The helper (its
  * peer, fd 3) asks them as it used to ask the core; the core no longer
  * serves them.
  *

@@ -78,7 +78,7 @@ READER_CONFINED = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambie
                    "--no-new-privs", "--securebits=+noroot,+noroot_locked,+no_setuid_fixup,"
                    "+no_setuid_fixup_locked,+keep_caps_locked"]
 # What the core no longer serves: its reader (sepcsi-reader) answers them.
-READS = (T.REQ_STATS, T.REQ_LIST)
+READS = (T.REQ_STATS, T.REQ_LIST, T.REQ_STAGE_CHECK)
 
 
 class Core:
@@ -204,7 +204,7 @@ class Core:
         return self
 
     def call(self, msg, timeout=20, to=None):
-        """msg's answer from the core, or from its reader for STATS and LIST (to: a
+        """msg's answer from the core, or from its reader for READS (to: a
         socket of the test's choosing)."""
         sock = to or (self.rsock if msg.type in READS and self.rsock else self.sock)
         msg.id, self.next_id = self.next_id, self.next_id + 1
@@ -794,6 +794,8 @@ PROTOCOL = dict(mh_wire.VIOLATIONS, **{  # and the rows the core does not serve
         # its reader's rows: the core links neither their handlers nor their codecs
         (T.REQ_STATS, dict(volume_id=VOL, path="/t", flags=0)),
         (T.REQ_LIST, dict(what=mh_wire.LIST_MOUNTS, after="")),
+        (T.REQ_STAGE_CHECK, dict(volume_id=VOL, staging_path="/t", fs_type="ext4",
+                                 mount_flags="", mkfs_options="", readonly=0, flags=0, gid=0)),
         (T.ANS_STAGE, {}))},
     **{"NUL in path": mh_wire.raw(T.REQ_UNSTAGE, 98, W().str(VOL).str(b"/tmp/\0x").u8(0)
                                   .bytes()),

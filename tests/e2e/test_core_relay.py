@@ -161,7 +161,8 @@ def test_existing_file_system_kept_and_grown(pair):
 def test_blank_read_only_and_foreign_signature_refused(pair):
     """The helper's own refusals come before the core is asked to stage: a blank image
     staged read-only, and an image holding another file system's signature (never
-    formatted); the core only checked the request (STAGE_CHECK)."""
+    formatted); only the core's reader checked the request (STAGE_CHECK), the core
+    never heard of it."""
     staging = pair.dir("staging/c")
     pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=320 * MiB))
     for how in (dict(readonly=1), dict(mount_flags="ro")):
@@ -174,7 +175,8 @@ def test_blank_read_only_and_foreign_signature_refused(pair):
     ans = pair.call(stage(VOL, staging, fs="ext4"))
     assert ans.type == T.ANS_ERROR and ans.kind == E.EXISTS, ans
     assert open(img, "rb").read(4096) == before
-    assert "op=STAGE " not in pair.logs() and "op=STAGE_CHECK " in pair.logs()
+    assert "op=STAGE " not in pair.logs() and "op=STAGE_CHECK" not in pair.logs()
+    assert "result=ok" in core_did(pair, "STAGE_CHECK", VOL, "reader.log")
 
 
 def test_refused_stage_formats_nothing(pair):
