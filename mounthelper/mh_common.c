@@ -173,11 +173,10 @@ bool mh_vol_owns(const struct mh_vol *v, const struct mh_mnt *m, struct mh_loop 
 	if (S_ISBLK(m->st.st_mode)) /* a bind of a device node: one of our loop devices? */
 		return mh_loop_by_rdev(m->st.st_rdev, v->st.st_dev, v->st.st_ino, l ? l : &tmp,
 		                       &ignore) == 1;
-	if (!v->attached || !mh_mount_is_loop(m, &v->loop))
-		return false;
-	if (l)
-		*l = v->loop;
-	return true;
+	/* A file system: from whichever of the image's devices its source names, not the first. */
+	int nr = mh_loop_nr_of(m->source, "/dev/loop");
+	return nr >= 0 && mh_loop_bound(nr, v->st.st_dev, v->st.st_ino, false, l ? l : &tmp) == 1 &&
+	       mh_mount_is_loop(m, l ? l : &tmp);
 }
 
 int mh_unmount_ours(const struct mh_at *at, const struct mh_vol *v, int *unmounted,

@@ -42,10 +42,10 @@ int mh_vol_lookup(const struct mh_ctx *c, const char *id, struct mh_vol *v, stru
 int mh_loop_ours(const struct mh_ctx *c, int nr, struct mh_vol *v, char *vid);
 
 /*
- * Is what m describes this volume's: a file system mounted from its loop
- * device, or a bind of the node of one of its loop devices (*l set to it,
+ * Is what m describes this volume's: a file system mounted from one of its
+ * loop devices, or a bind of the node of one of them (*l set to that device,
  * may be NULL); for a directory volume, a bind whose root is its directory?
- * Needs the identity (v->st) only.
+ * Needs the identity (v->st) only: never which device a look found first.
  */
 bool mh_vol_owns(const struct mh_vol *v, const struct mh_mnt *m, struct mh_loop *l);
 

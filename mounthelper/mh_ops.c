@@ -185,11 +185,12 @@ int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		                 "already staged", m.fstype, m.ro);
 		goto out;
 	}
-	if (v.attached) {
-		mh_fail(r, MH_E_BUSY, EBUSY, "volume is attached as %s but not staged here",
-		        v.loop.path);
+	/* Devices of the image not staged here (an UNSTAGE put off, a STAGE killed before its
+	 * mount) go first if unused; one in use elsewhere is BUSY, nothing changed. */
+	if (v.attached && mh_detach_unused(&v, true, r) < 0)
 		goto out;
-	}
+	if (v.attached)
+		a->note = "detached the volume's unused loop devices first";
 
 	/* Safety: the loop device exposes our own image file, opened by us. */
 	if ((lfd = mh_loop_attach(img, q->volume_id, ro, true, &v.loop, r)) < 0)
@@ -294,8 +295,13 @@ int mh_answer_unstage(const struct mh_ctx *c, const struct mh_msg *req, struct m
 		ret = 0;
 	else if (b == 1)
 		ret = mh_detach_unused_but(&v, &l, r);
-	else
-		ret = block ? mh_detach_unused(&v, true, r) : 0;
+	else /* not staged here (asked again after a BUSY): what of the image is unused now goes */
+		ret = mh_detach_unused(&v, block, r);
+	/* A file system's device in use elsewhere stays; one held open goes at its close. */
+	if (ret < 0 && !block && b != 1 && r->sys_errno == EALREADY) {
+		ret = 0;
+		*r = (struct mh_res){0};
+	}
 out:
 	if (ret == 0 && (q->flags & MH_F_REMOVE_DIR) && mh_at_remove_ours(&at, q->volume_id, r) < 0)
 		ret = -1;

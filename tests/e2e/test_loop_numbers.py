@@ -18,10 +18,12 @@ would have it torn down at its close.
 
 Found by two reviews of 2026-12-03 (the first run of the attack through sepcsi read the
 next tenant's image); docs/security.md, "Tenants and their bytes", says what is left."""
+import errno
 import fcntl
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -673,3 +675,464 @@ def test_a_raw_unstage_never_walks_into_a_mounted_staging_directory(core):
     core.ok(unstage(VOL2, fs))
     core.ok(unstage(VOL, raw, flags=F_BLOCK))
     assert mh_wire_loops(img) == []
+
+
+# ---- A file system's UNSTAGE and the other devices of its image (review of 44517db) ----
+
+LOOP_SET_STATUS64, LOOP_GET_STATUS64 = 0x4C04, 0x4C05
+
+
+def _named(dev, name):
+    """Root sets a loop device's name (lo_file_name), as mh_loop_attach names the core's."""
+    fd = os.open(dev, os.O_RDONLY)
+    try:
+        info = bytearray(fcntl.ioctl(fd, LOOP_GET_STATUS64, bytes(232)))
+        info[56:120] = name.encode().ljust(64, b"\0")
+        fcntl.ioctl(fd, LOOP_SET_STATUS64, bytes(info))
+    finally:
+        os.close(fd)
+
+
+def _root_losetup(img, ro, dev=None):
+    """Root's own losetup of img (named by its path): the device."""
+    args = ["losetup"] + (["-r"] if ro else []) + ([dev] if dev else ["-f", "--show"]) + [img]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout.strip()
+    return dev or out
+
+
+def _nr(dev):
+    return int(os.path.basename(dev)[len("loop"):])
+
+
+def _bind_node(c, dev, name):
+    """Root's bind of dev's node on a file outside the core's paths: the mount point."""
+    hold = os.path.join(c.out, name)
+    open(hold, "w").close()
+    subprocess.run(["mount", "--bind", dev, hold], check=True)
+    return hold
+
+
+def _left_over(c, vid, dev=None):
+    """A read-only device of vid's image that nothing mounts, named by vid as the core
+    names its own: what a STAGE killed between its attach and its mount leaves when the
+    device does not clear itself (made here by root: losetup -r, then the name; dev: on
+    that number). The core learns of it as of every device, at its start (one look at
+    each); a bind of its node holds it over that start, so that the start's sweep leaves
+    it, and is then removed: the device is left to the next UNSTAGE. Unless dev is
+    given, it is numbered above the image's devices (as a device attached later is)."""
+    has = mh_wire_loops(c.img(vid))
+    dev = _root_losetup(c.img(vid), True, dev or (_free_above(max(has, key=_nr)) if has
+                                                  else None))
+    _named(dev, vid)
+    hold = _bind_node(c, dev, "hold-" + os.path.basename(dev))
+    try:
+        _restart(c, kill=False)
+    finally:
+        subprocess.run(["umount", hold], check=True)
+    return dev
+
+
+def _free_above(dev):
+    """A loop device bound to nothing numbered above dev's (made if there is none): where
+    a leftover goes that the core, which looks at an image's devices by number, meets
+    after the staging's device."""
+    free = sorted(_nr(n) for n in _loops() if not os.path.exists("/sys/block/%s/loop" % n))
+    above = [n for n in free if n > _nr(dev)]
+    if above:
+        return "/dev/loop%d" % above[0]
+    ctl = os.open("/dev/loop-control", os.O_RDWR)
+    try:
+        nr = fcntl.ioctl(ctl, 0x4C80, max(_nr(n) for n in _loops()) + 1)  # LOOP_CTL_ADD
+    finally:
+        os.close(ctl)
+    return "/dev/loop%d" % nr
+
+
+def _end_loops(*imgs):
+    for img in imgs:
+        for d in mh_wire_loops(img):
+            detach_loop(d)
+
+
+def test_a_file_system_unstage_detaches_a_leftover_unused_device_of_its_image(core):
+    """A file system volume is staged; a device of its image that nothing mounts or binds
+    is left beside its staging's (a STAGE killed before its mount, its device kept). The
+    UNSTAGE unmounts the staging and detaches both: no device of the image is left, no
+    pin, and the volume stages again."""
+    img = core.image(VOL)
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st))
+    try:
+        [staged] = mh_wire_loops(img)
+        left = _left_over(core, VOL)
+        assert _nr(left) > _nr(staged)  # the core looks at an image's devices by number
+        assert sorted(mh_wire_loops(img)) == sorted([staged, left])
+        rdevs = [os.stat(d).st_rdev for d in (staged, left)]
+        core.ok(unstage(VOL, st))
+        assert not os.path.ismount(st)
+        assert mh_wire_loops(img) == [] and all(pins_of(r) == [] for r in rdevs)
+        core.ok(stage(VOL, st))
+        core.ok(unstage(VOL, st))
+        assert mh_wire_loops(img) == []
+    finally:
+        if os.path.ismount(st):
+            subprocess.run(["umount", st], check=False)
+        _end_loops(img)
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["", "known at start"])
+@pytest.mark.parametrize("ro", [True, False], ids=["read-only", "read-write"])
+def test_a_file_system_unstage_leaves_an_administrator_s_device_of_the_image_alone(core, ro,
+                                                                                  restart):
+    """Root's own losetup of a file system volume's image (a backup, say), made before
+    the STAGE: a device the driver never attached, named by its path. Known to the core
+    or not (made before its start, every device is), the STAGE stages on a device of its
+    own, and STAGE and UNSTAGE leave root's bound, not autoclear, unpinned; root's
+    losetup -d still ends it."""
+    img = core.image(VOL)
+    st = core.dir("staging/v1")
+    dev = _root_losetup(img, ro)
+    try:
+        rdev = os.stat(dev).st_rdev
+        if restart:
+            _restart(core, kill=False)
+        for _ in range(2):
+            core.ok(stage(VOL, st))
+            assert os.stat(st).st_dev != os.stat(core.dir("staging")).st_dev
+            assert _bound(rdev) and pins_of(rdev) == [] and not _autoclear(rdev)
+            core.ok(unstage(VOL, st))
+            assert not os.path.ismount(st)
+            assert _bound(rdev) and pins_of(rdev) == [] and not _autoclear(rdev)
+            assert mh_wire_loops(img) == [dev]
+    finally:
+        if os.path.ismount(st):
+            subprocess.run(["umount", st], check=False)
+        subprocess.run(["losetup", "-d", dev], check=False)
+    assert not _bound(rdev)
+    assert mh_wire_loops(img) == []
+
+
+def test_a_file_system_unstage_never_tears_down_a_leftover_device_a_tenant_holds(core):
+    """As above, and a tenant holds the leftover device open (a node of its own, as a
+    container runtime makes). The UNSTAGE unmounts the staging and detaches its device,
+    then finds the leftover held: BUSY (EALREADY) at once, the device still bound to the
+    volume's image (only marked to clear itself), never torn down under its holder. Once
+    the holder closes it, it is gone, and the UNSTAGE asked again is OK with no device of
+    the image left. Another volume staged beside it is untouched throughout."""
+    img, img2 = core.image(VOL), core.image(VOL2)
+    st, st2 = core.dir("staging/v1"), core.dir("staging/v2")
+    core.ok(stage(VOL, st))
+    core.ok(stage(VOL2, st2))
+    holder = None
+    try:
+        [staged], [other] = mh_wire_loops(img), mh_wire_loops(img2)
+        left = _left_over(core, VOL)
+        rdev = os.stat(left).st_rdev
+        node = os.path.join(core.out, "container-dev")
+        os.mknod(node, 0o600 | 0o60000, rdev)
+        holder = Pod(node)
+        assert holder.do("open ro") == "ok"
+        for _ in range(3):
+            a = core.call(unstage(VOL, st))
+            assert a.type in (T.ANS_ERROR, T.ANS_UNSTAGE), a
+            assert a.type == T.ANS_UNSTAGE or a.kind == E.BUSY, a
+            assert not os.path.ismount(st) and _bound(rdev) and mh_wire_loops(img) == [left]
+            assert not _bound(os.stat(staged).st_rdev) or staged == left
+        assert holder.do("close") == "ok"
+        holder.end()
+        holder = None
+        core.ok(unstage(VOL, st))
+        assert mh_wire_loops(img) == [] and not _bound(rdev) and pins_of(rdev) == []
+        assert os.path.ismount(st2) and mh_wire_loops(img2) == [other]
+    finally:
+        if holder:
+            holder.end()
+        for p in (st, st2):
+            if os.path.ismount(p):
+                subprocess.run(["umount", p], check=False)
+        _end_loops(img, img2)
+
+
+def _looked(dev):
+    """What a device is: bound to which file (its st_dev, st_ino), under which name,
+    autoclear or not, and its pins."""
+    rdev = os.stat(dev).st_rdev
+    if not _bound(rdev):
+        return None
+    fd = os.open(dev, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        info = fcntl.ioctl(fd, LOOP_GET_STATUS64, bytes(232))
+    finally:
+        os.close(fd)
+    return (info[0:16], info[56:120].rstrip(b"\0"), _autoclear(rdev), tuple(pins_of(rdev)))
+
+
+def test_a_file_system_unstage_leaves_devices_of_other_files_named_like_the_volume(core):
+    """Devices named or backed confusingly beside a staged file system volume, each made
+    before a start of the core (so it knows every one): another raw block volume's,
+    renamed by its pod to this volume's id (LOOP_SET_STATUS64 on its open device); root's
+    of a third volume's image through a symlink that looks like this volume's image,
+    renamed to this volume's id; root's of a copy of this image whose file name is this
+    volume's, renamed likewise; root's of this very image through a hard link (named by
+    that path; the link then removed). The UNSTAGE is OK and leaves each bound as it was: same backing file,
+    name, autoclear, pins; the raw volume's staging and publication are whole."""
+    img = core.image(VOL)
+    raw2 = _marked(core, VOL2, b"TENANT-2")
+    img3 = core.image(VOL3)
+    st, blk2 = core.dir("staging/v1"), core.dir("blk/v2")
+    target = os.path.join(core.dir("pods/p2"), "vol")
+    core.ok(stage(VOL, st))
+    core.ok(stage(VOL2, blk2, fs="", flags=F_BLOCK))
+    core.ok(publish(VOL2, blk2, target, flags=F_BLOCK))
+    pod, devs = Pod(target), []
+    try:
+        assert pod.do("open rw", "rename " + VOL) == "ok"
+        pod_dev = path_of(os.stat(target).st_rdev)
+        link = os.path.join(core.out, VOL + ".img")  # a symlink to VOL3's image
+        os.symlink(img3, link)
+        devs.append(_root_losetup(link, True))
+        _named(devs[-1], VOL)
+        copy = os.path.join(core.out, "copy", VOL + ".img")
+        os.makedirs(os.path.dirname(copy))
+        subprocess.run(["cp", "--sparse=always", img, copy], check=True)
+        devs.append(_root_losetup(copy, False))
+        _named(devs[-1], VOL)
+        hard = os.path.join(core.out, "backup.img")
+        os.link(img, hard)
+        devs.append(_root_losetup(hard, True))
+        os.unlink(hard)  # a second name of the image: every request on it is refused
+        _restart(core, kill=False)
+        before = {d: _looked(d) for d in devs + [pod_dev]}
+        assert all(before.values()), before
+        core.ok(unstage(VOL, st))
+        assert not os.path.ismount(st)
+        assert {d: _looked(d) for d in before} == before
+        assert mh_wire_loops(img) == [devs[2]]  # root's, through its hard link
+        assert os.stat(target).st_rdev == os.stat(pod_dev).st_rdev
+        assert os.stat(os.path.join(blk2, "dev")).st_rdev == os.stat(pod_dev).st_rdev
+        with open(os.path.join(blk2, "dev"), "rb") as f:
+            assert f.read(8) == b"TENANT-2"
+    finally:
+        pod.end()
+        for d in devs:
+            subprocess.run(["losetup", "-d", d], check=False)
+    core.ok(unpublish(VOL2, target))
+    core.ok(unstage(VOL2, blk2, flags=F_BLOCK))
+    _end_loops(img, raw2, img3)  # the renamed device is no longer the volume's: root's
+    assert mh_wire_loops(img) == [] and mh_wire_loops(raw2) == []
+
+
+def _root_use(c, dev, how):
+    """Root's use of dev outside every path of the driver's: its file system mounted
+    (read-only), or its node bound on a file. The mount point."""
+    if how == "bound":
+        return _bind_node(c, dev, "root-bind")
+    mp = os.path.join(c.out, "root-mnt")
+    os.makedirs(mp)
+    subprocess.run(["mount", "-o", "ro,noload", dev, mp], check=True)
+    return mp
+
+
+@pytest.mark.parametrize("how", ["mounted", "bound"])
+def test_a_file_system_unstage_never_detaches_a_device_of_its_image_in_use_elsewhere(core,
+                                                                                    how):
+    """A device of the volume's image (named by it: a leftover) that root mounts or binds
+    outside every kubelet path. The UNSTAGE is BUSY and leaves that use alone: the mount
+    or bind still there, the device bound, not autoclear, unpinned, readable."""
+    img = core.image(VOL)
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st))
+    mp = None
+    try:
+        left = _left_over(core, VOL)
+        rdev = os.stat(left).st_rdev
+        mp = _root_use(core, left, how)
+        a = core.call(unstage(VOL, st))
+        assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
+        assert "in use at " + mp in a.reason, a
+        assert os.path.ismount(mp) and _bound(rdev) and not _autoclear(rdev)
+        assert pins_of(rdev) == [] and mh_wire_loops(img) == [left]
+        if how == "mounted":
+            assert "lost+found" in os.listdir(mp)
+        else:
+            with open(mp, "rb") as f:
+                assert len(f.read(4096)) == 4096
+    finally:
+        if mp:
+            subprocess.run(["umount", mp], check=False)
+        if os.path.ismount(st):
+            subprocess.run(["umount", st], check=False)
+        _end_loops(img)
+
+
+def test_a_file_system_unstage_asked_again_after_its_busy_finishes_the_detach(core):
+    """As above: the UNSTAGE was BUSY for root's mount of a leftover device, after it had
+    unmounted the staging. Root then unmounts it. The UNSTAGE the CO asks again must not
+    be a false success: it detaches the now unused device (as a raw block UNSTAGE asked
+    again does), or stays BUSY; once it is OK the volume stages again."""
+    img = core.image(VOL)
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st))
+    try:
+        left = _left_over(core, VOL)
+        mp = _root_use(core, left, "mounted")
+        a = core.call(unstage(VOL, st))
+        assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
+        subprocess.run(["umount", mp], check=True)
+        core.ok(unstage(VOL, st))
+        assert mh_wire_loops(img) == []
+        core.ok(stage(VOL, st))
+        core.ok(unstage(VOL, st))
+    finally:
+        if os.path.ismount(st):
+            subprocess.run(["umount", st], check=False)
+        _end_loops(img)
+
+
+def test_a_file_system_stage_after_a_busy_unstage_finishes_its_detach(core):
+    """As above, but the CO never asks that UNSTAGE again (kubelet asks NodeStage once a
+    new pod wants the volume). While root's mount of the leftover stays, STAGE is BUSY and
+    changes nothing; once root unmounts it, STAGE detaches the unused device first (and
+    says so in its audit record), stages on a device of its own, and UNSTAGE leaves
+    nothing."""
+    img = core.image(VOL)
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st))
+    try:
+        left = _left_over(core, VOL)
+        mp = _root_use(core, left, "mounted")
+        a = core.call(unstage(VOL, st))
+        assert a.type == T.ANS_ERROR and a.kind == E.BUSY, a
+        assert not os.path.ismount(st) and mh_wire_loops(img) == [left]
+        a = core.call(stage(VOL, st))
+        assert a.type == T.ANS_ERROR and a.kind == E.BUSY and mp in a.reason, a
+        assert not os.path.ismount(st) and mh_wire_loops(img) == [left] and os.path.ismount(mp)
+        subprocess.run(["umount", mp], check=True)
+        core.ok(stage(VOL, st))
+        with open(core.path("data/audit.log")) as f:
+            assert "detached the volume's unused loop devices first" in f.read().splitlines()[-1]
+        [now] = mh_wire_loops(img)
+        assert os.path.ismount(st) and os.stat(st).st_dev == os.stat(now).st_rdev
+        core.ok(unstage(VOL, st))
+        assert mh_wire_loops(img) == []
+    finally:
+        if os.path.ismount(st):
+            subprocess.run(["umount", st], check=False)
+        _end_loops(img)
+
+
+def test_a_file_system_unstage_detaches_a_leftover_numbered_below_its_staging_device(core):
+    """As test_a_file_system_unstage_detaches_a_leftover_unused_device_of_its_image, the
+    leftover on a lower number than the staging's device (a number that was free again
+    when it was attached). The UNSTAGE must still see its own mount, unmount it and
+    detach both devices, however the devices are numbered."""
+    img = core.image(VOL)
+    st = core.dir("staging/v1")
+    scratch = core.image(None, fs=None, size=MiB, path=os.path.join(core.out, "root.img"),
+                         uid=0)
+    low = _root_losetup(scratch, True)  # the lowest free number, root's for a moment
+    try:
+        core.ok(stage(VOL, st))
+        [staged] = mh_wire_loops(img)
+        subprocess.run(["losetup", "-d", low], check=True)
+        left = _left_over(core, VOL, dev=low)
+        assert _nr(left) < _nr(staged)
+        core.ok(unstage(VOL, st))
+        assert not os.path.ismount(st) and mh_wire_loops(img) == []
+    finally:
+        if os.path.ismount(st):
+            subprocess.run(["umount", st], check=False)
+        subprocess.run(["losetup", "-d", low], check=False, stderr=subprocess.DEVNULL)
+        _end_loops(img)
+
+
+def test_unstages_replayed_with_and_without_the_block_flag_touch_nothing_else(core):
+    """A compromised orchestrator replays UNSTAGE of a file system volume, with and
+    without the block flag, at its own staging path and at its neighbours': another
+    file system volume's staging and a raw block volume's staging and publication. Only
+    the one UNSTAGE without the flag at the volume's own staging unmounts it (and
+    detaches its device); every other is REFUSED or OK and changes nothing, before and
+    after, however often it is asked: the neighbours stay mounted and bound, their
+    devices bound, pinned as they were."""
+    img, img2 = core.image(VOL), core.image(VOL2)
+    raw3 = _marked(core, VOL3, b"TENANT-3")
+    st, st2, blk3 = core.dir("staging/v1"), core.dir("staging/v2"), core.dir("blk/v3")
+    target = os.path.join(core.dir("pods/p3"), "vol")
+    core.ok(stage(VOL, st))
+    core.ok(stage(VOL2, st2))
+    core.ok(stage(VOL3, blk3, fs="", flags=F_BLOCK))
+    core.ok(publish(VOL3, blk3, target, flags=F_BLOCK))
+    try:
+        foreign = [(st2, 0), (st2, F_BLOCK), (blk3, 0), (blk3, F_BLOCK), (target, 0),
+                   (target, F_BLOCK), (target, F_REMOVE_DIR)]
+        for _ in range(3):
+            core.harmless(unstage(VOL, st, flags=F_BLOCK), E.REFUSED)  # a mount: no walk
+            for path, flags in foreign:
+                ans = core.harmless(unstage(VOL, path, flags=flags))
+                assert ans.type in (T.ANS_UNSTAGE, T.ANS_ERROR), ans
+                assert ans.type == T.ANS_UNSTAGE or ans.kind in (E.REFUSED, E.EXISTS), ans
+        neighbours = [_looked(d) for d in mh_wire_loops(img2) + mh_wire_loops(raw3)]
+        core.ok(unstage(VOL, st))
+        assert not os.path.ismount(st) and mh_wire_loops(img) == []
+        for _ in range(20):
+            for path, flags in [(st, 0), (st, F_BLOCK)] + foreign:
+                ans = core.harmless(unstage(VOL, path, flags=flags))
+                assert ans.type == T.ANS_UNSTAGE or ans.kind in (E.REFUSED, E.EXISTS), ans
+        assert [_looked(d) for d in mh_wire_loops(img2) + mh_wire_loops(raw3)] == neighbours
+        assert os.path.ismount(st2) and os.path.ismount(target)
+        with open(target, "rb") as f:
+            assert f.read(8) == b"TENANT-3"
+    finally:
+        if os.path.ismount(st):
+            subprocess.run(["umount", st], check=False)
+    core.ok(unpublish(VOL3, target))
+    core.ok(unstage(VOL3, blk3, flags=F_BLOCK))
+    core.ok(unstage(VOL2, st2))
+    assert mh_wire_loops(img2) == [] and mh_wire_loops(raw3) == []
+
+
+def test_a_leftover_mounted_where_the_core_cannot_see_is_never_torn_down_under_its_mount(
+        core):
+    """Root mounts a leftover device of the volume's image in a mount namespace of its own,
+    made before the volume was staged (the host's, say, where the driver's container has
+    another view): the core sees no use of it. The UNSTAGE detaches the staging's device,
+    and its LOOP_CLR_FD finds the leftover open: the kernel only marks it to clear
+    itself, the UNSTAGE is BUSY (EALREADY), and root's mount stays whole and readable.
+    When root unmounts it the device clears itself, and the UNSTAGE asked again leaves
+    no device of the image."""
+    img = core.image(VOL)
+    st = core.dir("staging/v1")
+    mp = os.path.join(core.out, "host-mnt")
+    os.makedirs(mp)
+    ns = subprocess.Popen(  # no copy of the staging's mount in it
+        ["unshare", "-m", "--propagation", "private", "sh", "-c",
+         'read dev && mount -o ro,noload "$dev" "$1" && echo mounted && read x && '
+         'ls "$1" && umount "$1"', "sh", mp],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        core.ok(stage(VOL, st))
+        left = _left_over(core, VOL)
+        rdev = os.stat(left).st_rdev
+        ns.stdin.write(left + "\n")
+        ns.stdin.flush()
+        assert ns.stdout.readline().strip() == "mounted"
+        assert not os.path.ismount(mp)  # not in the core's view
+        a = core.call(unstage(VOL, st))
+        assert a.type == T.ANS_ERROR and a.kind == E.BUSY and a.sys_errno == errno.EALREADY, a
+        assert not os.path.ismount(st) and mh_wire_loops(img) == [left]
+        assert _bound(rdev) and _autoclear(rdev)
+        out, _ = ns.communicate("\n", timeout=20)
+        assert ns.returncode == 0 and "lost+found" in out, out
+        for _ in range(100):  # torn down at its last close, a moment later
+            if not _bound(rdev):
+                break
+            time.sleep(0.05)
+        core.ok(unstage(VOL, st))
+        assert mh_wire_loops(img) == []
+    finally:
+        if ns.poll() is None:
+            ns.kill()
+            ns.wait()
+        if os.path.ismount(st):
+            subprocess.run(["umount", st], check=False)
+        _end_loops(img)
