@@ -162,7 +162,7 @@ static int stage_loop(const struct mh_ctx *c, const struct mh_req_stage *q, int 
 	 * writable, the image records it first (mh_image.h), and only an image no other
 	 * staging uses (a busy one is refused above, unmarked). */
 	if ((!q->readonly && mh_image_mark_raw(img, true, r) < 0) ||
-	    (*lfd = mh_loop_attach(img, q->volume_id, q->readonly, false, l, r)) < 0)
+	    (*lfd = mh_loop_attach(img, q->volume_id, q->readonly, false, c->direct_io, l, r)) < 0)
 		return -1;
 	mh_pause(c, "attached", q->volume_id); /* tests: a device not bound yet */
 	return 0;
@@ -265,7 +265,8 @@ int mh_block_publish(const struct mh_ctx *c, const struct mh_req_publish *q, con
 	if (ro && !(sl.lo_flags & LO_FLAGS_READ_ONLY)) {
 		/* A read-only bind would not stop writes: a read-only loop device does. */
 		if ((img = mh_image_open(c, q->volume_id, false, NULL, r)) < 0 ||
-		    (lfd = mh_loop_attach(img, q->volume_id, true, false, &rl, r)) < 0)
+		    (lfd = mh_loop_attach(img, q->volume_id, true, false, c->direct_io, &rl, r)) <
+		        0)
 			goto out;
 		attached = true;
 	}

@@ -22,10 +22,11 @@
  *
  * Direct I/O: a device reads and writes its image with O_DIRECT wherever the
  * data directory's file system allows it at the device's 512-byte blocks
- * (mh_loop_direct_ok), so that a pod's blocks are cached once, in its own file
- * system, not a second time as the image's pages in the host's cache (where a
- * pod's O_DIRECT would not be direct and its memory limit would not count
- * them). Elsewhere the device is buffered, and the log says so.
+ * (forecast once, at the helper's start: mh_main.c), so that a pod's blocks
+ * are cached once, in its own file system, not a second time as the image's
+ * pages in the host's cache (where a pod's O_DIRECT would not be direct and
+ * its memory limit would not count them). Elsewhere the device is buffered,
+ * and the log says so.
  */
 #include "mh_loop.h"
 
@@ -38,9 +39,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h> /* BLKGETSIZE64, BLKROSET, BLKROGET */
-#include <linux/magic.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -120,28 +119,6 @@ int mh_loop_node(const struct mh_loop *l, struct mh_res *r)
 	if (fd < 0)
 		return mh_fail(r, MH_E_FAILED, errno, "open %s: %s", l->path, strerror(errno));
 	return fd;
-}
-
-/* See mh_loop.h. */
-bool mh_loop_direct_ok(int image_fd, const char **why)
-{
-	struct statx stx;
-	struct statfs fs;
-	*why = NULL;
-	/* Checksums of data written with O_DIRECT from a buffer its writer still changes fail. */
-	if (fstatfs(image_fd, &fs) == 0 && fs.f_type == BTRFS_SUPER_MAGIC) {
-		*why = "btrfs checksums what direct I/O writes while its writer may change it";
-		return false;
-	}
-	/* A file system that does not say (no STATX_DIOALIGN): the kernel decides at attach. */
-	if (statx(image_fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) < 0 ||
-	    !(stx.stx_mask & STATX_DIOALIGN))
-		return true;
-	if (stx.stx_dio_offset_align == 0)
-		*why = "the data directory's file system has no direct I/O";
-	else if (stx.stx_dio_offset_align > 512)
-		*why = "the data directory's file system needs direct I/O aligned beyond 512 bytes";
-	return *why == NULL;
 }
 
 /*
@@ -365,7 +342,7 @@ int mh_loop_pin(const struct mh_loop *l, struct mh_res *r)
 	return pin(l, r);
 }
 
-int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear,
+int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear, bool direct,
                    struct mh_loop *out, struct mh_res *r)
 {
 	struct loop_config cfg;
@@ -382,8 +359,8 @@ int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear
 	cfg.fd = (uint32_t)image_fd;
 	cfg.info.lo_flags = (autoclear ? LO_FLAGS_AUTOCLEAR : 0) | (lo_ro ? LO_FLAGS_READ_ONLY : 0);
 	snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name), "%s", name);
-	const char *buffered = NULL;
-	if (mh_loop_direct_ok(image_fd, &buffered)) {
+	const char *buffered = direct ? NULL : "the data directory takes no direct I/O (at start)";
+	if (direct) {
 		cfg.info.lo_flags |= LO_FLAGS_DIRECT_IO;
 		cfg.block_size = 512;
 	}

@@ -19,29 +19,16 @@ struct mh_loop {
 };
 
 /*
- * May a device of the image open as image_fd read and write it with direct
- * I/O? Only at the 512-byte logical blocks every image's file system was made
- * for (mkfs formats the image file as 512-byte sectors): where the data
- * directory's file system needs a coarser O_DIRECT alignment (a disk of 4 KiB
- * sectors), a device of 4 KiB blocks would no longer mount those file
- * systems, so it stays buffered; false then, with why. Buffered on btrfs too:
- * it checksums data, and a block written with O_DIRECT from a buffer its
- * writer changes meanwhile (a pod's own O_DIRECT on its raw block device)
- * would be stored under a checksum it fails. A file system that does not
- * tell (no STATX_DIOALIGN) is tried: the kernel decides at attach.
- */
-bool mh_loop_direct_ok(int image_fd, const char **why);
-
-/*
  * Attach the image open as image_fd to a free loop device, name as
  * lo_file_name, read-only if asked, with autoclear unless it is for raw block
  * access (a bind of the device node does not hold the device open, so
  * autoclear would detach it at once). Returns the open loop device fd (the
  * caller closes it; with autoclear, once nothing else holds the device, e.g.
  * no mount, the kernel detaches it), or -1 with r filled. With direct I/O
- * where mh_loop_direct_ok allows it (out->lo_flags says what the kernel did).
+ * at 512-byte blocks if direct (the data directory's forecast, made at the
+ * helper's start: mh_main.c), out->lo_flags saying what the kernel did.
  */
-int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear,
+int mh_loop_attach(int image_fd, const char *name, bool readonly, bool autoclear, bool direct,
                    struct mh_loop *out, struct mh_res *r);
 
 /*

@@ -53,8 +53,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <linux/magic.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -621,6 +623,42 @@ static void core_wait_ready(int fd)
 }
 
 /*
+ * May the loop devices of the data directory's images read and write them
+ * with direct I/O? Asked once, at the start, of an unnamed file there (every
+ * image lies in the same file system), and given to the core at its start:
+ * only at the 512-byte logical blocks every image's file system was made for
+ * (mkfs formats the image file as 512-byte sectors), so not where the file
+ * system needs a coarser O_DIRECT alignment (a disk of 4 KiB sectors: a
+ * device of 4 KiB blocks would no longer mount those file systems); not on
+ * btrfs, which checksums data, so that a block written with O_DIRECT from a
+ * buffer its writer changes meanwhile (a pod's own O_DIRECT on its raw block
+ * device) would be stored under a checksum it fails. A file system that does
+ * not tell (no STATX_DIOALIGN) is tried: the kernel decides at attach.
+ */
+static void forecast_direct_io(struct mh_ctx *ctx)
+{
+	const char *why = "no unnamed file in the data directory";
+	struct statx stx;
+	struct statfs fs;
+	int tmp = openat(ctx->images_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (tmp >= 0 && fstatfs(tmp, &fs) == 0 && fs.f_type == BTRFS_SUPER_MAGIC)
+		why = "btrfs checksums what direct I/O writes while its writer may change it";
+	else if (tmp >= 0 && (statx(tmp, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) < 0 ||
+	                      !(stx.stx_mask & STATX_DIOALIGN)))
+		why = NULL;
+	else if (tmp >= 0)
+		why = stx.stx_dio_offset_align == 0
+		          ? "the data directory's file system has no direct I/O"
+		      : stx.stx_dio_offset_align > 512 ? "the data directory's file system needs "
+		                                         "direct I/O aligned beyond 512 bytes"
+		                                       : NULL;
+	mh_closep(&tmp);
+	ctx->direct_io = why == NULL;
+	if (why)
+		log_kv(LOG_LVL_WARN, "loop_devices_buffered", "why", why, NULL);
+}
+
+/*
  * Steps 1 to 6 of the header: everything before the first request, in the
  * order the confinement needs. Returns the policy; a broken one ends the
  * helper with EXIT_POLICY.
@@ -710,9 +748,10 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 			log_fatal("shared base directory %s: %s (docs/operations.md)",
 			          pol_base_dir(pol, i), r.reason);
 	}
+	forecast_direct_io(ctx); /* the core is told, at its start */
 	if (start_core)
-		core_fd =
-		    mh_core_start(pol, a->data_dir, owner, a->fmt_name, a->lvl_name, &reader_fd);
+		core_fd = mh_core_start(pol, a->data_dir, owner, a->fmt_name, a->lvl_name,
+		                        ctx->direct_io, &reader_fd);
 	if (core_fd >= 0)
 		mh_view_leave_to_core(pol); /* before the runners: they see none of it either */
 	mh_pause_init(ctx->images_fd);
@@ -751,12 +790,6 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	struct mh_res probe = {0};
 	if (mh_tools_probe(ctx->images_fd, &ctx->reflink, &ctx->max_file_bytes, &probe) < 0)
 		log_kv(LOG_LVL_WARN, "probe_failed", "reason", probe.reason, NULL);
-	const char *buffered = "no unnamed file in the data directory";
-	int tmp = openat(ctx->images_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	ctx->direct_io = tmp >= 0 && mh_loop_direct_ok(tmp, &buffered);
-	mh_closep(&tmp);
-	if (!ctx->direct_io)
-		log_kv(LOG_LVL_WARN, "loop_devices_buffered", "why", buffered, NULL);
 	mh_space_init(ctx);
 	mh_workers_init();
 	if (core_fd >= 0) {

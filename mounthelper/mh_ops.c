@@ -193,7 +193,7 @@ int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		a->note = "detached the volume's unused loop devices first";
 
 	/* Safety: the loop device exposes our own image file, opened by us. */
-	if ((lfd = mh_loop_attach(img, q->volume_id, ro, true, &v.loop, r)) < 0)
+	if ((lfd = mh_loop_attach(img, q->volume_id, ro, true, c->direct_io, &v.loop, r)) < 0)
 		goto out;
 	v.attached = attached_here = true;
 	if (prep && prep(c, q, img, lfd, ro, arg, r) < 0)

@@ -206,7 +206,7 @@ static int compiled_policy(const struct pol *pol)
 }
 
 int mh_core_start(const struct pol *pol, const char *data_dir, uid_t owner, const char *fmt,
-                  const char *lvl, int *reader)
+                  const char *lvl, bool direct_io, int *reader)
 {
 	char owner_s[16];
 	snprintf(owner_s, sizeof(owner_s), "%u", (unsigned)owner);
@@ -225,8 +225,10 @@ int mh_core_start(const struct pol *pol, const char *data_dir, uid_t owner, cons
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
-		char *argv[] = {"sepcsi-core",  "--owner",   owner_s,       "--policy-fd", "5",
-		                "--log-format", (char *)fmt, "--log-level", (char *)lvl,   NULL};
+		char *argv[] = {
+		    "sepcsi-core",         "--owner",   owner_s,       "--policy-fd", "5",
+		    "--log-format",        (char *)fmt, "--log-level", (char *)lvl,   "--direct-io",
+		    direct_io ? "1" : "0", NULL};
 		char *reader_argv[] = {"sepcsi-reader", "--owner",     owner_s,     "--log-format",
 		                       (char *)fmt,     "--log-level", (char *)lvl, NULL};
 		char *flusher_argv[] = {

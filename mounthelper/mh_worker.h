@@ -99,7 +99,7 @@ void mh_core_locate(void);
  */
 struct pol;
 int mh_core_start(const struct pol *pol, const char *data_dir, uid_t owner, const char *fmt,
-                  const char *lvl, int *reader);
+                  const char *lvl, bool direct_io, int *reader);
 /* Channel chan's fd, for the main loop's wait; -1 without one. */
 int mh_workers_core_fd(int chan);
 /* In the main loop: one answer on channel chan, to the worker that asked. */

@@ -72,6 +72,7 @@
 struct args {
 	int policy_fd;
 	uid_t owner;
+	bool direct_io; /* its starter's forecast for the data directory (mh_main.c) */
 	enum log_format fmt;
 	enum log_level lvl;
 };
@@ -81,7 +82,8 @@ static void __attribute__((noreturn)) usage(int status)
 	/* Started by sepcsi-mounthelper only: its arguments are in docs/helper.md. */
 	fprintf(status ? stderr : stdout,
 	        "usage: sepcsi-core --owner UID --policy-fd N [--log-format F] "
-	        "[--log-level L]\n(started by sepcsi-mounthelper; not for manual use)\n");
+	        "[--log-level L] [--direct-io 0|1]\n(started by sepcsi-mounthelper; not for manual "
+	        "use)\n");
 	exit(status);
 }
 
@@ -99,16 +101,16 @@ static int number(const char *s, long min)
 /* Each option once with its value ("--name value"), in any order; as mh_relay.c passes them. */
 static void parse_args(int argc, char **argv, struct args *a)
 {
-	static const char *const names[] = {"--policy-fd", "--owner", "--log-format",
-	                                    "--log-level"};
-	const char *v[4] = {NULL};
+	static const char *const names[] = {"--policy-fd", "--owner", "--log-format", "--log-level",
+	                                    "--direct-io"};
+	const char *v[5] = {NULL};
 	if (argc == 2 && strcmp(argv[1], "--help") == 0)
 		usage(0);
 	for (int i = 1; i < argc; i += 2) {
 		size_t k = 0;
-		while (k < 4 && strcmp(argv[i], names[k]) != 0)
+		while (k < 5 && strcmp(argv[i], names[k]) != 0)
 			k++;
-		if (k == 4 || v[k] || i + 1 == argc)
+		if (k == 5 || v[k] || i + 1 == argc)
 			usage(1);
 		v[k] = argv[i + 1];
 	}
@@ -120,6 +122,10 @@ static void parse_args(int argc, char **argv, struct args *a)
 	if (a->policy_fd > 5 && a->policy_fd < 9)
 		usage(1); /* its flusher's socket, images/ and audit.log */
 	a->owner = (uid_t)number(v[1], 0);
+	int direct = v[4] ? number(v[4], 0) : 0; /* buffered unless told */
+	if (direct > 1)
+		usage(1);
+	a->direct_io = direct == 1;
 }
 
 /*
@@ -296,6 +302,7 @@ int main(int argc, char **argv)
 	}
 	close(a.policy_fd);
 	ctx.pol = pol;
+	ctx.direct_io = a.direct_io;
 	struct stat st;
 	if (fstat(SEPCSI_FD_PEER, &st) < 0 || !S_ISSOCK(st.st_mode))
 		log_fatal("fd %d is not the request socket", SEPCSI_FD_PEER);

@@ -900,15 +900,16 @@ def test_expand_of_a_volume_frozen_by_someone_else_does_not_hang_the_core(fresh)
         subprocess.run(["fsfreeze", "-u", st], capture_output=True)
 
 
-def _spawn_with(c, data):
-    """The core as test_core's spawn starts it, but with fds 7 and 8 of the test's choice."""
+def _spawn_with(c, data, more=()):
+    """The core as test_core's spawn starts it, but with fds 7 and 8 of the test's choice
+    (and more arguments)."""
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     c.log = open(c.path("core.log"), "w")
     flush = c.spawn_flusher()
     pol = c.compiled()
     argv, keep = with_fds(
         CONFINED + [os.path.join(BIN, "sepcsi-core"), "--owner", str(OWNER), "--policy-fd",
-                    "5", "--log-level", "debug"],
+                    "5", "--log-level", "debug", *more],
         {3: b.fileno(), 5: pol, 6: flush.fileno(), **data})
     c.proc = subprocess.Popen(argv, pass_fds=keep, stdout=c.log, stderr=subprocess.STDOUT,
                               start_new_session=True)
@@ -918,6 +919,29 @@ def _spawn_with(c, data):
     flush.close()
     b.close()
     c.sock = a
+
+
+@pytest.mark.parametrize("direct", ["0", "1", None])
+def test_a_core_attaches_with_direct_io_only_as_its_starter_forecasts(fresh, direct):
+    """Whether the data directory takes direct I/O is its starter's forecast, made once at
+    the helper's start (forecast_direct_io, mh_main.c) and passed as --direct-io: the
+    core asks no file system itself. A volume's device is direct with 1, buffered (and
+    logged so) with 0 or without the argument; any other value is no start."""
+    _spawn_with(fresh, fresh.data_fds(), ["--direct-io", direct] if direct else [])
+    fresh.image(VOL)
+    st = fresh.dir("staging/dio")
+    fresh.ok(stage(VOL, st))
+    try:
+        [dev] = mh_wire_loops(fresh.img(VOL))
+        with open("/sys/block/%s/loop/dio" % os.path.basename(dev)) as f:
+            assert f.read().strip() == ("1" if direct == "1" else "0")
+        assert ("loop_buffered" in fresh.logs()) == (direct != "1")
+    finally:
+        fresh.ok(unstage(VOL, st))
+    for bad in ("2", "-1", "yes", ""):
+        r = subprocess.run([os.path.join(BIN, "sepcsi-core"), "--owner", "1", "--policy-fd",
+                            "5", "--direct-io", bad], capture_output=True, text=True)
+        assert r.returncode == 1 and "usage" in r.stderr, (bad, r)
 
 
 @pytest.mark.parametrize("what", ["images of another uid, world-writable",
