@@ -173,10 +173,16 @@ bool mh_vol_owns(const struct mh_vol *v, const struct mh_mnt *m, struct mh_loop 
 	if (S_ISBLK(m->st.st_mode)) /* a bind of a device node: one of our loop devices? */
 		return mh_loop_by_rdev(m->st.st_rdev, v->st.st_dev, v->st.st_ino, l ? l : &tmp,
 		                       &ignore) == 1;
-	/* A file system: from whichever of the image's devices its source names, not the first. */
-	int nr = mh_loop_nr_of(m->source, "/dev/loop");
-	return nr >= 0 && mh_loop_bound(nr, v->st.st_dev, v->st.st_ino, false, l ? l : &tmp) == 1 &&
-	       mh_mount_is_loop(m, l ? l : &tmp);
+	/* A file system: from whichever of the image's devices it is, not only the first found;
+	 * never a look at a device its source names that is none of them (another's may hang). */
+	struct mh_loop *loops;
+	bool ours = false;
+	int n = mh_loop_list(v->st.st_dev, v->st.st_ino, &loops, &ignore);
+	for (int i = 0; i < n && !ours; i++)
+		if ((ours = mh_mount_is_loop(m, &loops[i])) && l)
+			*l = loops[i];
+	free(loops);
+	return ours;
 }
 
 int mh_unmount_ours(const struct mh_at *at, const struct mh_vol *v, int *unmounted,
@@ -273,6 +279,7 @@ static int detach_unused(const struct mh_vol *v, bool all, bool published,
 {
 	struct mh_loop *loops;
 	char where[MH_PATH_MAX + 1];
+	struct mh_res held = {0}; /* a device held open: the others are detached all the same */
 	int n = mh_loop_list(v->st.st_dev, v->st.st_ino, &loops, r), ret = n < 0 ? -1 : 0;
 	/* Autoclear ones too: a raw block device's holder may set that, and its pins would
 	 * hold it for good; a file system's device in use is still mounted, so left. A
@@ -289,10 +296,20 @@ static int detach_unused(const struct mh_vol *v, bool all, bool published,
 			               : mh_fail(r, MH_E_BUSY, EBUSY, "%s is still in use at %s",
 			                         loops[i].path, where);
 		/* Safety: no mount and no bind of this device exists anywhere in our view. */
-		else if (!used && mh_loop_detach(&loops[i], v->st.st_dev, v->st.st_ino, r) < 0)
-			ret = -1;
+		else if (!used && mh_loop_detach(&loops[i], v->st.st_dev, v->st.st_ino, r) < 0) {
+			/* Held open: it goes at its close; the next one is looked at too. */
+			ret = r->sys_errno == EALREADY ? 0 : -1;
+			if (ret == 0) {
+				held = *r;
+				*r = (struct mh_res){0};
+			}
+		}
 	}
 	free(loops);
+	if (ret == 0 && held.kind != MH_E_OK) {
+		*r = held;
+		ret = -1;
+	}
 	return ret;
 }
 

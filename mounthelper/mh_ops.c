@@ -186,7 +186,7 @@ int mh_stage_volume(const struct mh_ctx *c, const struct mh_msg *req, struct mh_
 		goto out;
 	}
 	/* Devices of the image not staged here (an UNSTAGE put off, a STAGE killed before its
-	 * mount) go first if unused; one in use elsewhere is BUSY, nothing changed. */
+	 * mount) go first if unused; one in use elsewhere is BUSY (the unused ones gone). */
 	if (v.attached && mh_detach_unused(&v, true, r) < 0)
 		goto out;
 	if (v.attached)
@@ -342,7 +342,8 @@ int mh_answer_publish(const struct mh_ctx *c, const struct mh_msg *req, struct m
 		goto out;
 	}
 	mh_closep(&sfd);
-	if (!mh_vol_owns(&v, &sm, NULL)) {
+	/* v.loop: the staging's own device, whichever of the image's it is (never a second sb). */
+	if (!mh_vol_owns(&v, &sm, &v.loop)) {
 		mh_fail(r, MH_E_PRECONDITION, 0, "volume is not staged at the staging path");
 		goto out;
 	}

@@ -123,7 +123,8 @@ const struct mh_op_row mh_op_rows[] = {
      MH_F_BLOCK | MH_F_CREATE_DIR | MH_F_MOUNT_GROUP,
      "attaches only images/<id>.img, a regular file its owner could read and write itself, "
      "and mounts it, nosuid,nodev, on an empty root-only directory of a staging pattern, "
-     "resolved again right before and checked after; never formats"},
+     "resolved again right before and checked after; never formats; detaches first only "
+     "devices of that image named for the volume that no mount or bind uses anywhere"},
     {MH_REQ_UNSTAGE, MH_ANS_UNSTAGE, answer_thawed, "UNSTAGE", false, MH_F_BLOCK | MH_F_REMOVE_DIR,
      "thaws this volume's file system (on its own loop device), then unmounts only a mount "
      "proved this "
