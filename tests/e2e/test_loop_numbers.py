@@ -712,24 +712,34 @@ def _bind_node(c, dev, name):
     return hold
 
 
-def _left_over(c, vid, dev=None):
+def _left_over(c, vid, dev=None, ro=True):
     """A read-only device of vid's image that nothing mounts, named by vid as the core
     names its own: what a STAGE killed between its attach and its mount leaves when the
     device does not clear itself (made here by root: losetup -r, then the name; dev: on
-    that number). The core learns of it as of every device, at its start (one look at
-    each); a bind of its node holds it over that start, so that the start's sweep leaves
-    it, and is then removed: the device is left to the next UNSTAGE. Unless dev is
-    given, it is numbered above the image's devices (as a device attached later is)."""
+    that number; ro False: writable). The core learns of it as of every device, at its
+    start (one look at each); a bind of its node holds it over that start, so that the
+    start's sweep leaves it, and is then removed: the device is left to the next
+    UNSTAGE. Unless dev is given, it is numbered above the image's devices (as a device
+    attached later is)."""
     has = mh_wire_loops(c.img(vid))
-    dev = _root_losetup(c.img(vid), True, dev or (_free_above(max(has, key=_nr)) if has
-                                                  else None))
-    _named(dev, vid)
-    hold = _bind_node(c, dev, "hold-" + os.path.basename(dev))
+    return _left_overs(c, vid, [dev or (_free_above(max(has, key=_nr)) if has else None)],
+                       ro)[0]
+
+
+def _left_overs(c, vid, devs, ro=True):
+    """As _left_over, one device on each number of devs (None: the lowest free), all
+    made before the one start."""
+    made, holds = [], []
+    for dev in devs:
+        made.append(_root_losetup(c.img(vid), ro, dev))
+        _named(made[-1], vid)
+        holds.append(_bind_node(c, made[-1], "hold-" + os.path.basename(made[-1])))
     try:
         _restart(c, kill=False)
     finally:
-        subprocess.run(["umount", hold], check=True)
-    return dev
+        for hold in holds:
+            subprocess.run(["umount", hold], check=True)
+    return made
 
 
 def _free_above(dev):
@@ -1123,10 +1133,10 @@ def test_a_leftover_mounted_where_the_core_cannot_see_is_never_torn_down_under_i
         assert _bound(rdev) and _autoclear(rdev)
         out, _ = ns.communicate("\n", timeout=20)
         assert ns.returncode == 0 and "lost+found" in out, out
-        for _ in range(100):  # torn down at its last close, a moment later
-            if not _bound(rdev):
-                break
+        deadline = time.monotonic() + 60  # torn down at its last close, by the kernel's work
+        while _bound(rdev) and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert not _bound(rdev), "root's unmount left the device bound"
         core.ok(unstage(VOL, st))
         assert mh_wire_loops(img) == []
     finally:
@@ -1136,18 +1146,6 @@ def test_a_leftover_mounted_where_the_core_cannot_see_is_never_torn_down_under_i
         if os.path.ismount(st):
             subprocess.run(["umount", st], check=False)
         _end_loops(img)
-
-
-def _left_over_rw(c, vid, dev):
-    """As _left_over, but writable, on the number dev."""
-    dev = _root_losetup(c.img(vid), False, dev)
-    _named(dev, vid)
-    hold = _bind_node(c, dev, "hold-" + os.path.basename(dev))
-    try:
-        _restart(c, kill=False)
-    finally:
-        subprocess.run(["umount", hold], check=True)
-    return dev
 
 
 def test_a_publish_binds_its_staging_s_file_system_never_a_second_one(core):
@@ -1165,7 +1163,7 @@ def test_a_publish_binds_its_staging_s_file_system_never_a_second_one(core):
         core.ok(stage(VOL, st))
         [staged] = mh_wire_loops(img)
         subprocess.run(["losetup", "-d", low], check=True)
-        left = _left_over_rw(core, VOL, low)
+        left = _left_over(core, VOL, dev=low, ro=False)
         assert _nr(left) < _nr(staged)
         core.ok(publish(VOL, st, target))
         assert os.stat(target).st_dev == os.stat(st).st_dev == os.stat(staged).st_rdev
@@ -1190,17 +1188,8 @@ def test_an_unstage_detaches_every_unused_leftover_past_one_held_open(core):
     holder = None
     try:
         # Both made before one start (a start's sweep detaches what nothing binds).
-        first = _root_losetup(img, True, _free_above(mh_wire_loops(img)[0]))
-        second = _root_losetup(img, True, _free_above(first))
-        holds = []
-        for dev in (first, second):
-            _named(dev, VOL)
-            holds.append(_bind_node(core, dev, "hold-" + os.path.basename(dev)))
-        try:
-            _restart(core, kill=False)
-        finally:
-            for h in holds:
-                subprocess.run(["umount", h], check=True)
+        above = _free_above(mh_wire_loops(img)[0])
+        first, second = _left_overs(core, VOL, [above, _free_above(above)])
         assert _nr(first) < _nr(second) and len(mh_wire_loops(img)) == 3
         node = os.path.join(core.out, "container-dev")
         os.mknod(node, 0o600 | 0o60000, os.stat(first).st_rdev)
