@@ -1114,12 +1114,13 @@ def test_a_leftover_mounted_where_the_core_cannot_see_is_never_torn_down_under_i
     st = core.dir("staging/v1")
     mp = os.path.join(core.out, "host-mnt")
     os.makedirs(mp)
-    ns = subprocess.Popen(  # no copy of the staging's mount in it
+    ns = subprocess.Popen(  # made before the stage: no copy of the staging's mount in it
         ["unshare", "-m", "--propagation", "private", "sh", "-c",
-         'read dev && mount -o ro,noload "$dev" "$1" && echo mounted && read x && '
-         'ls "$1" && umount "$1"', "sh", mp],
+         'echo ready && read dev && mount -o ro,noload "$dev" "$1" && echo mounted && '
+         'read x && ls "$1" && umount "$1"', "sh", mp],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
+        assert ns.stdout.readline().strip() == "ready"
         core.ok(stage(VOL, st))
         left = _left_over(core, VOL)
         rdev = os.stat(left).st_rdev
