@@ -225,10 +225,10 @@ int mh_core_start(const struct pol *pol, const char *data_dir, uid_t owner, cons
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
-		char *argv[] = {
-		    "sepcsi-core",         "--owner",   owner_s,       "--policy-fd", "5",
-		    "--log-format",        (char *)fmt, "--log-level", (char *)lvl,   "--direct-io",
-		    direct_io ? "1" : "0", NULL};
+		/* Its owner is images/'s (fd 7), its policy on fd 5 (core.h). */
+		char *argv[] = {"sepcsi-core", "--log-format", (char *)fmt,
+		                "--log-level", (char *)lvl,    direct_io ? "--direct-io" : NULL,
+		                NULL};
 		char *reader_argv[] = {"sepcsi-reader", "--owner",     owner_s,     "--log-format",
 		                       (char *)fmt,     "--log-level", (char *)lvl, NULL};
 		char *flusher_argv[] = {

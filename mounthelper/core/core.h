@@ -10,7 +10,11 @@
 
 mh_answer_fn core_answer_freeze, core_answer_thaw;
 
-/* Its images directory and its audit.log (append), as its starter opened them (mh_relay.c). */
+/*
+ * Its compiled policy (policy/compiled.c), its images directory and its
+ * audit.log (append), as its starter opened them (mh_relay.c).
+ */
+#define CORE_FD_POLICY 5
 #define CORE_FD_IMAGES 7
 #define CORE_FD_AUDIT  8
 

@@ -13,13 +13,15 @@
  * or FREEZE of it (core_flush.c), so that the write-back never holds the
  * other requests; its reader, beside it too, answers STATS and LIST of
  * mounts, which it does not serve.
- * The images belong to the orchestrating side (--owner): the core attaches
- * only a regular file that uid owns, so it can never be made to expose a file
- * its peer could not already read and write (mh_image.c).
+ * The images belong to the orchestrating side, which owns images/ (fd 7):
+ * the core attaches only a regular file that uid owns, so it can never be
+ * made to expose a file its peer could not already read and write
+ * (mh_image.c).
  *
  * Start-up, in this order (docs/helper.md, "The capable core"):
- *   1. parse arguments; refuse unless uid 0; read the compiled policy from its
- *      descriptor (the file's parser is not linked here: sepcsi-policy compiles);
+ *   1. parse arguments (its log's and direct I/O: no number, no path); refuse
+ *      unless uid 0; read the compiled policy from fd 5 (the file's parser
+ *      is not linked here: sepcsi-policy compiles);
  *   2. nothing of its own for its view: it runs in the one it is started in
  *      (a view like the helper's, built by the helper's mh_view_enter in the
  *      core's child before the exec);
@@ -43,7 +45,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
+#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -70,81 +72,50 @@
 #define EXIT_PROTOCOL 3
 
 struct args {
-	int policy_fd;
-	uid_t owner;
 	bool direct_io; /* its starter's forecast for the data directory (mh_main.c) */
 	enum log_format fmt;
 	enum log_level lvl;
 };
 
-static void __attribute__((noreturn)) usage(int status)
-{
-	/* Started by sepcsi-mounthelper only: its arguments are in docs/helper.md. */
-	fprintf(status ? stderr : stdout,
-	        "usage: sepcsi-core --owner UID --policy-fd N [--log-format F] "
-	        "[--log-level L] [--direct-io 0|1]\n(started by sepcsi-mounthelper; not for manual "
-	        "use)\n");
-	exit(status);
-}
-
-/* A descriptor or uid argument: a decimal number from min below INT_MAX. */
-static int number(const char *s, long min)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || *end || end == s || v < min || v >= INT_MAX)
-		usage(1);
-	return (int)v;
-}
-
-/* Each option once with its value ("--name value"), in any order; as mh_relay.c passes them. */
+/* Started by sepcsi-mounthelper only, as mh_relay.c passes them (docs/helper.md). */
 static void parse_args(int argc, char **argv, struct args *a)
 {
-	static const char *const names[] = {"--policy-fd", "--owner", "--log-format", "--log-level",
-	                                    "--direct-io"};
-	const char *v[5] = {NULL};
-	if (argc == 2 && strcmp(argv[1], "--help") == 0)
-		usage(0);
-	for (int i = 1; i < argc; i += 2) {
-		size_t k = 0;
-		while (k < 5 && strcmp(argv[i], names[k]) != 0)
-			k++;
-		if (k == 5 || v[k] || i + 1 == argc)
-			usage(1);
-		v[k] = argv[i + 1];
+	static const struct option opts[] = {{"log-format", required_argument, NULL, 'f'},
+	                                     {"log-level", required_argument, NULL, 'l'},
+	                                     {"direct-io", no_argument, NULL, 'd'},
+	                                     {NULL, 0, NULL, 0}};
+	int o;
+	bool bad = false;
+	*a = (struct args){.fmt = LOG_FMT_TEXT, .lvl = LOG_LVL_INFO}; /* buffered unless told */
+	while (!bad && (o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		bad = o == '?' || (o == 'f' && log_parse_format(optarg, &a->fmt) < 0) ||
+		      (o == 'l' && log_parse_level(optarg, &a->lvl) < 0);
+		a->direct_io |= o == 'd';
 	}
-	*a = (struct args){.fmt = LOG_FMT_TEXT, .lvl = LOG_LVL_INFO};
-	if (!v[0] || !v[1] || (v[2] && log_parse_format(v[2], &a->fmt) < 0) ||
-	    (v[3] && log_parse_level(v[3], &a->lvl) < 0))
-		usage(1);
-	a->policy_fd = number(v[0], 5); /* 0-2 are stdio, 3 and 4 the channels */
-	if (a->policy_fd > 5 && a->policy_fd < 9)
-		usage(1); /* its flusher's socket, images/ and audit.log */
-	a->owner = (uid_t)number(v[1], 0);
-	int direct = v[4] ? number(v[4], 0) : 0; /* buffered unless told */
-	if (direct > 1)
-		usage(1);
-	a->direct_io = direct == 1;
+	if (bad || optind != argc)
+		log_fatal("usage: sepcsi-core [--log-format F] [--log-level L] [--direct-io] "
+		          "(started by sepcsi-mounthelper, fds as docs/helper.md lists them)");
 }
 
 /*
  * Its images directory and audit.log, opened by its starter in the core's
  * view (mh_relay.c), once the helper made the data directory (root's) and
- * gave images/ to its owner (mh_main.c, mh_identity.c): a directory, and a
- * regular file only root may read or write. The core makes nothing there.
+ * gave images/ to its owner (mh_main.c, mh_identity.c): a directory, group
+ * root, that others may not write, whose owner is the owner of every image it
+ * attaches (mh_image.c); and a regular file only root may read or write. The
+ * core makes nothing there.
  */
-static void take_data(uid_t owner, struct mh_ctx *ctx)
+static void take_data(struct mh_ctx *ctx)
 {
 	struct stat st;
 	ctx->data_fd = ctx->snaps_fd = -1;
 	ctx->images_fd = CORE_FD_IMAGES;
 	ctx->audit_fd = CORE_FD_AUDIT;
-	ctx->owner = owner;
-	if (fstat(CORE_FD_IMAGES, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != owner ||
-	    st.st_gid != 0 || (st.st_mode & S_IWOTH))
+	if (fstat(CORE_FD_IMAGES, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_gid != 0 ||
+	    (st.st_mode & S_IWOTH))
 		log_fatal("fd %d is not the images directory (the owner's, group root)",
 		          CORE_FD_IMAGES);
+	ctx->owner = st.st_uid;
 	int fl = fcntl(CORE_FD_AUDIT, F_GETFL);
 	if (fstat(CORE_FD_AUDIT, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
 	    (st.st_mode & 077) != 0 || st.st_nlink != 1 || fl < 0 ||
@@ -296,11 +267,11 @@ int main(int argc, char **argv)
 	/* Not dumpable (nor its flusher and reader): no /proc/<pid>/root into its view. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		log_fatal("PR_SET_DUMPABLE: %s", strerror(errno));
-	if (pol_load_compiled(a.policy_fd, &pol, err, sizeof(err)) < 0) {
+	if (pol_load_compiled(CORE_FD_POLICY, &pol, err, sizeof(err)) < 0) {
 		log_kv(LOG_LVL_ERROR, "policy_error", "error", err, NULL);
 		return EXIT_POLICY;
 	}
-	close(a.policy_fd);
+	close(CORE_FD_POLICY);
 	ctx.pol = pol;
 	ctx.direct_io = a.direct_io;
 	struct stat st;
@@ -309,7 +280,7 @@ int main(int argc, char **argv)
 	int ctl =
 	    fstat(SEPCSI_FD_CONTROL, &st) == 0 && S_ISSOCK(st.st_mode) ? SEPCSI_FD_CONTROL : -1;
 
-	take_data(a.owner, &ctx);
+	take_data(&ctx);
 	mh_pause_init(ctx.images_fd);
 	mh_loop_records_rebuild(ctx.images_fd); /* in memory: core_loops.c */
 	mh_sweep(&ctx, NULL); /* what a dead core froze, raw block devices it left unused */

@@ -143,8 +143,7 @@ class Core:
         data = self.data_fds()
         argv, keep = with_fds(
             (CONFINED if starter is None else starter) +
-            [os.path.join(BIN, "sepcsi-core"), "--owner", str(OWNER), "--policy-fd", "5",
-             "--log-level", "debug"],
+            [os.path.join(BIN, "sepcsi-core"), "--log-level", "debug"],
             {3: b.fileno(), 5: policy_fd, 6: flush.fileno(), **data,
              **({4: d.fileno()} if d else {})})
         self.proc = subprocess.Popen(argv, pass_fds=keep, stdout=self.log,

@@ -41,8 +41,8 @@ class Pair(Core):
         self.log = open(self.path("core.log"), "w")
         data = self.data_fds()
         argv, keep = with_fds(
-            CONFINED + [os.path.join(BIN, "sepcsi-core"), "--owner", "0", "--policy-fd", "5",
-                        "--log-level", "debug"], {3: core_chan, 5: pol, **data})
+            CONFINED + [os.path.join(BIN, "sepcsi-core"), "--log-level", "debug"],
+            {3: core_chan, 5: pol, **data})
         self.proc = subprocess.Popen(
             argv, pass_fds=keep, stdout=self.log, stderr=subprocess.STDOUT,
             start_new_session=True)
