@@ -67,8 +67,7 @@ int mh_at_vacant(const struct mh_at *at, const struct mh_vol *v, bool dir, struc
 	             : !S_ISREG(m->st.st_mode) || m->st.st_size != 0)
 		has = has < 0 ? -1
 		              : mh_fail(r, MH_E_EXISTS, ENOTEMPTY,
-		                        "not empty: a volume goes "
-		                        "only where nothing is");
+		                        "not empty: a volume goes only where nothing is");
 	if (has < 0)
 		mh_closep(fd);
 	return has;
@@ -413,16 +412,13 @@ int mh_answer_unpublish(const struct mh_ctx *c, const struct mh_msg *req, struct
 		if (!mh_absent(r))
 			return -1;
 		a->note = "target does not exist";
-		*r = (struct mh_res){0};
 		/* A read-only raw publication's own device a holder kept at the last try. */
 		if (mh_vol_lookup(c, q->volume_id, &v, r) < 0)
-			return mh_absent(r) ? (*r = (struct mh_res){0}, 0) : -1;
-		return v.st.st_ino ? mh_detach_published(&v, r) : 0;
+			return mh_absent(r) ? 0 : -1; /* no image: nothing of it to detach */
+		return mh_detach_published(&v, r);
 	}
-	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0) {
-		if (!mh_absent(r))
-			goto out;
-	}
+	if (mh_vol_lookup(c, q->volume_id, &v, r) < 0 && !mh_absent(r))
+		goto out;
 	if (mh_unmount_ours(&at, &v, &unmounted, r) < 0)
 		goto out;
 	/* A read-only raw block publication had its own loop device: it goes with its bind
