@@ -750,8 +750,8 @@ static struct pol *start_up(const struct args *a, struct mh_ctx *ctx, sigset_t *
 	}
 	forecast_direct_io(ctx); /* the core is told, at its start */
 	if (start_core)
-		core_fd = mh_core_start(pol, a->data_dir, owner, a->fmt_name, a->lvl_name,
-		                        ctx->direct_io, &reader_fd);
+		core_fd = mh_core_start(pol, a->data_dir, a->fmt_name, a->lvl_name, ctx->direct_io,
+		                        &reader_fd);
 	if (core_fd >= 0)
 		mh_view_leave_to_core(pol); /* before the runners: they see none of it either */
 	mh_pause_init(ctx->images_fd);

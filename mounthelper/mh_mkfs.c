@@ -277,8 +277,7 @@ static void grow_after_stage(const struct mh_ctx *c, const struct mh_msg *req,
 	snprintf(grow.u.expand.staging_path, sizeof(grow.u.expand.staging_path), "%s",
 	         q->staging_path);
 	snprintf(grow.u.expand.fs_type, sizeof(grow.u.expand.fs_type), "%s", q->fs_type);
-	int rc = c->core ? mh_core_ask(&grow, &grown, &why)
-	                 : mh_answer_expand(c, &grow, &grown, &ga, &why);
+	int rc = mh_relay_expand(c, &grow, &grown, &ga, &why);
 	if (rc < 0) {
 		log_kv(LOG_LVL_WARN, "grow_after_stage", "volume_id", q->volume_id, "reason",
 		       why.reason, NULL);

@@ -205,11 +205,9 @@ static int compiled_policy(const struct pol *pol)
 	return policy;
 }
 
-int mh_core_start(const struct pol *pol, const char *data_dir, uid_t owner, const char *fmt,
-                  const char *lvl, bool direct_io, int *reader)
+int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, const char *lvl,
+                  bool direct_io, int *reader)
 {
-	char owner_s[16];
-	snprintf(owner_s, sizeof(owner_s), "%u", (unsigned)owner);
 	int sv[2], rv[2];
 	if (core_exe < 0 || reader_exe < 0)
 		log_fatal("the capable core's binary was not located"); /* our own bug */
@@ -225,12 +223,12 @@ int mh_core_start(const struct pol *pol, const char *data_dir, uid_t owner, cons
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
-		/* Its owner is images/'s (fd 7), its policy on fd 5 (core.h). */
+		/* The images' owner is images/'s (the core's fd 7, the reader's fd 4). */
 		char *argv[] = {"sepcsi-core", "--log-format", (char *)fmt,
 		                "--log-level", (char *)lvl,    direct_io ? "--direct-io" : NULL,
 		                NULL};
-		char *reader_argv[] = {"sepcsi-reader", "--owner",     owner_s,     "--log-format",
-		                       (char *)fmt,     "--log-level", (char *)lvl, NULL};
+		char *reader_argv[] = {"sepcsi-reader", "--log-format", (char *)fmt,
+		                       "--log-level",   (char *)lvl,    NULL};
 		char *flusher_argv[] = {
 		    "sepcsi-reader", "--flusher", "--log-format", (char *)fmt, "--log-level",
 		    (char *)lvl,     NULL};
@@ -377,5 +375,20 @@ int mh_relay_unpublish(const struct mh_ctx *c, const struct mh_msg *req, struct 
 }
 
 RELAYED(mh_relay_publish, mh_answer_publish)
-RELAYED(mh_relay_expand, mh_answer_expand)
+
+/*
+ * EXPAND: an xfs grows by bounded steps, each its own request (mh_resize.c),
+ * so that a large growth never holds the core's one thread for long; asked
+ * again until it fills its device. Each step grows it, so the steps end.
+ */
+int mh_relay_expand(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
+                    struct mh_audit *a, struct mh_res *r)
+{
+	int rc;
+	do {
+		*r = (struct mh_res){0};
+		rc = (c->core ? mh_relay : mh_answer_expand)(c, req, ans, a, r);
+	} while (rc < 0 && r->kind == MH_E_BUSY && r->sys_errno == EINPROGRESS);
+	return rc;
+}
 RELAYED(mh_relay_stats, mh_answer_stats)

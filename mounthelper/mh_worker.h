@@ -93,13 +93,13 @@ void mh_core_locate(void);
  * the helper's (mh_view_enter in the child, before its exec), the policy
  * compiled on its fd 5 and its channel on fd 3: the channel's other end; and
  * its reader and flusher, forked in that view before the core's exec, without
- * any capability: the reader's channel's other end in *reader. owner: the
- * uid owning images/ and snapshots/ (the helper's own identity). Before the
- * helper's confinement; fatal if it cannot.
+ * any capability: the reader's channel's other end in *reader. Both take the
+ * owner of images/ (the helper's own identity) for the images' owner. Before
+ * the helper's confinement; fatal if it cannot.
  */
 struct pol;
-int mh_core_start(const struct pol *pol, const char *data_dir, uid_t owner, const char *fmt,
-                  const char *lvl, bool direct_io, int *reader);
+int mh_core_start(const struct pol *pol, const char *data_dir, const char *fmt, const char *lvl,
+                  bool direct_io, int *reader);
 /* Channel chan's fd, for the main loop's wait; -1 without one. */
 int mh_workers_core_fd(int chan);
 /* In the main loop: one answer on channel chan, to the worker that asked. */

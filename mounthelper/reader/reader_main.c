@@ -56,8 +56,6 @@
 #include "reader.h"
 
 struct args {
-	uid_t owner;
-	bool has_owner;
 	bool flusher;
 	enum log_format fmt;
 	enum log_level lvl;
@@ -66,10 +64,11 @@ struct args {
 static void __attribute__((noreturn)) usage(int status)
 {
 	fprintf(status ? stderr : stdout,
-	        "usage: sepcsi-reader --owner UID [--log-format F] [--log-level L]\n"
+	        "usage: sepcsi-reader [--log-format F] [--log-level L]\n"
 	        "       sepcsi-reader --flusher [--log-format F] [--log-level L]\n"
 	        "(started by sepcsi-mounthelper beside its core: its channel on fd %d, the "
-	        "images directory on fd %d, the compiled policy on fd %d; the flusher's socket "
+	        "images directory on fd %d, whose owner owns the images, the compiled policy on "
+	        "fd %d; the flusher's socket "
 	        "to the core on fd %d)\n",
 	        READER_FD_PEER, READER_FD_IMAGES, READER_FD_POLICY, POL_SC_FLUSH_FD);
 	exit(status);
@@ -78,27 +77,16 @@ static void __attribute__((noreturn)) usage(int status)
 static void parse_args(int argc, char **argv, struct args *a)
 {
 	static const struct option opts[] = {
-	    {"owner", required_argument, NULL, 'o'},
 	    {"flusher", no_argument, NULL, 'F'},
 	    {"log-format", required_argument, NULL, 'f'},
 	    {"log-level", required_argument, NULL, 'l'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	char *end;
-	long v;
 	int c;
 	*a = (struct args){.fmt = LOG_FMT_TEXT, .lvl = LOG_LVL_INFO};
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case 'o':
-			errno = 0;
-			v = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || v < 0 || v >= INT_MAX)
-				usage(1);
-			a->owner = (uid_t)v;
-			a->has_owner = true;
-			break;
 		case 'F':
 			a->flusher = true;
 			break;
@@ -116,7 +104,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 			usage(1);
 		}
 	}
-	if (optind != argc || a->has_owner == a->flusher)
+	if (optind != argc)
 		usage(1);
 }
 
@@ -192,12 +180,14 @@ int main(int argc, char **argv)
 			_exit(1);
 		reader_flush_serve();
 	}
-	if (!is_a(READER_FD_PEER, S_IFSOCK) || !is_a(READER_FD_IMAGES, S_IFDIR))
+	struct stat images;
+	if (!is_a(READER_FD_PEER, S_IFSOCK) || fstat(READER_FD_IMAGES, &images) < 0 ||
+	    !S_ISDIR(images.st_mode))
 		log_fatal("fd %d must be its channel and fd %d the images directory",
 		          READER_FD_PEER, READER_FD_IMAGES);
 	ctx.pol = pol;
-	ctx.owner = a.owner;
-	mh_loop_make_nodes = false;                   /* the core's /dev is the core's to fill */
+	ctx.owner = images.st_uid;  /* as the core's: the owner of images/ owns the images */
+	mh_loop_make_nodes = false; /* the core's /dev is the core's to fill */
 	openat2_no_syscall = reader_openat2_one_name; /* its filter answers openat2 ENOSYS */
 	int ll = reader_landlock(READER_FD_IMAGES);
 	if (ll < 0)

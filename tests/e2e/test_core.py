@@ -23,6 +23,7 @@ own namespace and in the core's), the loop devices backed by its files (or by
 /etc/passwd), and the files of its tree; a baseline lifecycle shows the same
 core doing its job.
 """
+import errno
 import os
 import signal
 import socket
@@ -175,15 +176,15 @@ class Core:
 
     def spawn_reader(self, starter=None, mine=True):
         """The core's reader, as the core's starter forks it: uid 0 without any capability,
-        its channel on fd 3 (self.rsock), the images directory on fd 4, the compiled
-        policy on fd 5; the test asks it STATS and LIST (call() sends them there)."""
+        its channel on fd 3 (self.rsock), the images directory on fd 4 (its owner the
+        images'), the compiled policy on fd 5; the test asks it STATS and LIST (call() sends them there)."""
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         images, pol = os.open(self.images, os.O_RDONLY | os.O_DIRECTORY), self.compiled()
         self.rlog = open(self.path("reader.log"), "w")
         argv, fds = with_fds(
             (READER_CONFINED if starter is None else starter) +
-            [os.path.join(BIN, "sepcsi-reader"), "--owner", str(self.owner()),
-             "--log-level", "debug"], {3: b.fileno(), 4: images, 5: pol})
+            [os.path.join(BIN, "sepcsi-reader"), "--log-level", "debug"],
+            {3: b.fileno(), 4: images, 5: pol})
         self.reader = subprocess.Popen(argv, pass_fds=fds, stdout=self.rlog,
                                        stderr=subprocess.STDOUT, start_new_session=True)
         for fd in (images, pol):
@@ -192,9 +193,6 @@ class Core:
         if not mine:
             return a  # its channel is someone else's (a helper's)
         self.rsock = a
-
-    def owner(self):
-        return OWNER
 
     def start(self):
         self.spawn(self.compiled())
@@ -919,6 +917,34 @@ def held(w, seconds=0.5):
     """w is still waiting after seconds (its file system is frozen)."""
     time.sleep(seconds)
     return w.poll() is None
+
+
+def agcount(path):
+    out = subprocess.run(["xfs_info", path], capture_output=True, text=True, check=True).stdout
+    return int(out.split("agcount=")[1].split(",")[0])
+
+
+def test_an_xfs_grows_by_bounded_steps_so_the_core_is_never_held_long(core):
+    """Found by a hostile review: the image's size is its owner's to choose, and the
+    kernel sets up each new xfs allocation group in the grow ioctl's thread (a 512 MiB
+    xfs grown to 15 TiB held the core's one thread for 100 s, every other volume's
+    request and freeze deadline with it). An EXPAND adds 64 groups at most and answers
+    BUSY (EINPROGRESS) while more are left; the orchestrator asks again, each step its
+    own request, until the file system fills its device."""
+    img = core.image(VOL, fs="xfs", size=512 * MiB)
+    st = core.dir("staging/big")
+    core.ok(stage(VOL, st, fs="xfs"))
+    groups = agcount(st)
+    with open(img, "r+b") as f:
+        f.truncate(512 * MiB + 100 * (512 * MiB // groups))  # 100 groups more
+    a = core.call(expand(VOL, st))
+    assert a.type == T.ANS_ERROR and a.kind == E.BUSY and a.sys_errno == errno.EINPROGRESS, a
+    assert agcount(st) == groups + 64
+    core.ok(Msg(T.REQ_PING))  # every other request is served between the steps
+    grown = core.ok(expand(VOL, st))
+    assert agcount(st) == groups + 100 and grown.size_bytes == os.stat(img).st_size
+    core.ok(expand(VOL, st))  # it fills its device: nothing left to do
+    core.ok(unstage(VOL, st))
 
 
 def test_a_freeze_never_outlives_its_deadline(core):

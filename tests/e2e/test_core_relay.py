@@ -57,9 +57,6 @@ class Pair(Core):
         helper_reader.close()
         return self
 
-    def owner(self):
-        return 0  # the helper's images are root's
-
     def start_helper(self, core_channel, reader_channel):
         """A helper asking whoever holds core_channel's other end (and reader_channel's:
         STATS, LIST); the test is its rpcd."""
