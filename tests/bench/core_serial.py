@@ -27,8 +27,15 @@ script). Two figures, each over R rounds:
     to open, and a pod's process may pass the descriptor on and outlive the pod): the
     core waits about 1 s for the detach, answers BUSY, and waits as long again at every
     retry while the device stays open.
+  - a growth: an xfs made on 512 MiB (four allocation groups of 128 MiB) whose image its
+    owner then truncates to --grow-tib TiB, grown by EXPAND asked again while it answers
+    BUSY (EINPROGRESS), as the helper asks it, each with a PING behind it. Printed: the
+    steps, their total time, the longest step and the longest wait of a PING behind one.
+    The core adds 1,024 groups at most per EXPAND (mh_resize.c), so no step holds its one
+    thread long, however large the growth.
 Asserts no timing; exit status 0 when every request was answered as expected.
 """
+import errno
 import argparse
 import os
 import statistics
@@ -41,10 +48,11 @@ sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 
 from mh_wire import Msg, T, decode, encode  # noqa: E402
 from mh_wire import F_BLOCK  # noqa: E402
-from test_core import VOL, VOL2, Core, freeze, stage, unstage  # noqa: E402
+from test_core import VOL, VOL2, Core, expand, freeze, stage, unstage  # noqa: E402
 from conftest import cleanup_tree  # noqa: E402
 
 MiB = 1 << 20
+VOL3 = "sv-" + "0" * 31 + "3"
 
 
 def timed(core, msg, answer=None):
@@ -70,6 +78,38 @@ def timed(core, msg, answer=None):
 def flushed_then(core, msg):
     """FLUSH of VOL, then msg, each with a PING behind it: the four times."""
     return timed(core, Msg(T.REQ_FLUSH, volume_id=VOL)) + timed(core, msg)
+
+
+def grown_by_steps(core, tib):
+    """An xfs on 512 MiB grown to tib TiB by EXPAND asked again while it says BUSY
+    (EINPROGRESS): (steps, total s, longest step s, longest PING behind a step s)."""
+    img = core.image(VOL3, fs="xfs", size=512 * MiB)
+    st = core.dir("staging/grow")
+    core.ok(stage(VOL3, st, fs="xfs"))
+    with open(img, "r+b") as f:
+        f.truncate(tib << 40)
+    steps, longest, ping_longest, t0 = 0, 0.0, 0.0, time.monotonic()
+    while True:
+        msg = expand(VOL3, st)
+        msg.id, core.next_id = core.next_id, core.next_id + 2
+        t = time.monotonic()
+        core.sock.send(encode(msg))
+        core.sock.send(encode(Msg(T.REQ_PING, msg.id + 1)))
+        got = {}
+        for _ in range(2):
+            a = decode(core.sock.recv(1 << 16))
+            got[a.id] = (a, time.monotonic() - t)
+        a = got[msg.id][0]
+        steps += 1
+        longest = max(longest, got[msg.id][1])
+        ping_longest = max(ping_longest, got[msg.id + 1][1])
+        if a.type == T.ANS_EXPAND:
+            break
+        assert a.type == T.ANS_ERROR and a.sys_errno == errno.EINPROGRESS, a
+    total = time.monotonic() - t0
+    core.ok(unstage(VOL3, st))
+    os.unlink(img)
+    return steps, total, longest, ping_longest
 
 
 def loop_device(image):
@@ -106,7 +146,8 @@ def held_block_unstage(core, st):
     fd = os.open(dev, os.O_RDONLY)
     try:
         first = timed(core, unstage(VOL2, st, flags=F_BLOCK), answer=(T.ANS_ERROR,))
-        again = timed(core, unstage(VOL2, st, flags=F_BLOCK))
+        again = timed(core, unstage(VOL2, st, flags=F_BLOCK),
+                      answer=(T.ANS_ERROR, T.ANS_UNSTAGE))  # BUSY while it is held
     finally:
         os.close(fd)
     core.ok(unstage(VOL2, st, flags=F_BLOCK))
@@ -133,6 +174,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dirty-mib", type=int, default=512)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--grow-tib", type=int, default=4, help="the xfs growth's size (TiB)")
     ap.add_argument("--no-flusher", action="store_true",
                     help="kill the core's flusher first: every write-back in its one thread")
     args = ap.parse_args()
@@ -184,6 +226,10 @@ def main():
         for key, v in rows.items():
             print("  %-24s %7.0f ms %7.0f ms %7.0f ms %7.0f ms %7.0f ms" % (
                 key, *(1000 * statistics.median(x[k] for x in v) for k in (4, 0, 1, 2, 3))))
+        steps, total, longest, ping = grown_by_steps(core, args.grow_tib)
+        print("  xfs 512 MiB -> %d TiB: %d EXPAND steps, %.1f s in all; the longest step "
+              "%.0f ms, the longest PING behind one %.0f ms" % (
+                  args.grow_tib, steps, total, 1000 * longest, 1000 * ping))
     except Exception:
         if os.path.exists(core.path("core.log")):
             print(core.logs(), file=sys.stderr)

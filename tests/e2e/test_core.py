@@ -928,7 +928,7 @@ def test_an_xfs_grows_by_bounded_steps_so_the_core_is_never_held_long(core):
     """Found by a hostile review: the image's size is its owner's to choose, and the
     kernel sets up each new xfs allocation group in the grow ioctl's thread (a 512 MiB
     xfs grown to 15 TiB held the core's one thread for 100 s, every other volume's
-    request and freeze deadline with it). An EXPAND adds 64 groups at most and answers
+    request and freeze deadline with it). An EXPAND adds 1,024 groups at most and answers
     BUSY (EINPROGRESS) while more are left; the orchestrator asks again, each step its
     own request, until the file system fills its device."""
     img = core.image(VOL, fs="xfs", size=512 * MiB)
@@ -936,13 +936,13 @@ def test_an_xfs_grows_by_bounded_steps_so_the_core_is_never_held_long(core):
     core.ok(stage(VOL, st, fs="xfs"))
     groups = agcount(st)
     with open(img, "r+b") as f:
-        f.truncate(512 * MiB + 100 * (512 * MiB // groups))  # 100 groups more
+        f.truncate(512 * MiB + 1100 * (512 * MiB // groups))  # 1,100 groups more
     a = core.call(expand(VOL, st))
     assert a.type == T.ANS_ERROR and a.kind == E.BUSY and a.sys_errno == errno.EINPROGRESS, a
-    assert agcount(st) == groups + 64
+    assert agcount(st) == groups + 1024
     core.ok(Msg(T.REQ_PING))  # every other request is served between the steps
     grown = core.ok(expand(VOL, st))
-    assert agcount(st) == groups + 100 and grown.size_bytes == os.stat(img).st_size
+    assert agcount(st) == groups + 1100 and grown.size_bytes == os.stat(img).st_size
     core.ok(expand(VOL, st))  # it fills its device: nothing left to do
     core.ok(unstage(VOL, st))
 

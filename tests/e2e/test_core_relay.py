@@ -155,6 +155,29 @@ def test_existing_file_system_kept_and_grown(pair):
     pair.ok(unstage(VOL, staging))
 
 
+def test_a_large_growth_is_asked_again_until_it_is_done(pair):
+    """An xfs grown by more allocation groups than the core adds per EXPAND (1,024, so
+    that its one thread is never held long): the core answers each step BUSY
+    (EINPROGRESS), and the helper asks again until the file system fills its device, so
+    that its own peer sees one EXPAND answered."""
+    staging = pair.dir("staging/grow")
+    pair.ok(Msg(T.REQ_CREATE, volume_id=VOL, size_bytes=512 * MiB))
+    img = pair.path("data/images", VOL + ".img")
+    subprocess.run(["mkfs.xfs", "-q", "-f", img], check=True)  # four groups of 128 MiB
+    pair.ok(stage(VOL, staging, fs="xfs"))
+    groups = int(subprocess.run(["xfs_info", staging], capture_output=True, text=True,
+                                check=True).stdout.split("agcount=")[1].split(",")[0])
+    with open(img, "r+b") as f:  # as its owner may leave it, sparse
+        f.truncate(512 * MiB + 1100 * (512 * MiB // groups))
+    grown = pair.ok(expand(VOL, staging))
+    assert grown.size_bytes == os.stat(img).st_size
+    info = subprocess.run(["xfs_info", staging], capture_output=True, text=True,
+                          check=True).stdout
+    assert int(info.split("agcount=")[1].split(",")[0]) == groups + 1100
+    assert pair.logs().count("kind=BUSY") >= 1 and "EINPROGRESS" not in pair.helper_logs()
+    pair.ok(unstage(VOL, staging))
+
+
 def test_blank_read_only_and_foreign_signature_refused(pair):
     """The helper's own refusals come before the core is asked to stage: a blank image
     staged read-only, and an image holding another file system's signature (never
