@@ -7,6 +7,7 @@
 #include "ctl_int.h"
 #include "mh_proto_all.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -182,7 +183,10 @@ int ctl_node_expand_volume(struct ctl *c, const void *r, void **resp, struct ctl
 			snprintf(rq.fs_type, sizeof(rq.fs_type), "%s", v->fs_type);
 		struct mh_err e;
 		if (mh_expand(c->mh, &rq, &size, &e) != 0) {
-			ctl_fail_mh(st, "expand", &e);
+			if (e.kind == MH_E_REFUSED && e.sys_errno == EFBIG) /* past what it grows */
+				ctl_fail(st, CTL_OUT_OF_RANGE, "expand: %s", e.reason);
+			else
+				ctl_fail_mh(st, "expand", &e);
 			goto out;
 		}
 	}

@@ -48,7 +48,7 @@ mh_answer_fn mh_answer_purge;
 		MH_REQ_EXPAND, MH_ANS_EXPAND, handler, "EXPAND", false, MH_F_BLOCK,                \
 		    "grows only a file system proved to be this volume's mount, with that file "   \
 		    "system's own ioctl on the verified mount; an xfs by 1,024 groups at most "    \
-		    "each time"                                                                    \
+		    "each time, to 65,536 in all"                                                  \
 	}
 
 #define MH_OPS_KEYS_MAX ((size_t)2 * MH_GROUP_MAX) /* a GROUP_SNAPSHOT's volumes and snapshots */

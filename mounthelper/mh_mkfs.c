@@ -264,7 +264,7 @@ static void grow_after_stage(const struct mh_ctx *c, const struct mh_msg *req,
                              const struct mkfs_args *mk, struct mh_audit *a)
 {
 	const struct mh_req_stage *q = &req->u.stage;
-	struct mh_msg grow = {.type = MH_REQ_EXPAND, .id = req->id}, grown;
+	struct mh_msg grow = {.type = MH_REQ_EXPAND, .id = req->id}, grown = {0};
 	struct mh_audit ga = {0};
 	struct mh_res why = {0};
 	/* EXT4_IOC_RESIZE_FS needs CAP_SYS_RESOURCE even for a no-op: asked only if needed. */

@@ -20,8 +20,9 @@
  * that already backs it. The grow ioctls act on the file system whose mount
  * at the staging path (root-only parents, no symlink: mh_at.c) was just
  * proven to be this volume's loop device, and
- * grow it to the size of that device, which is the size of our image: they
- * cannot touch any other file system, and never shrink one.
+ * grow it towards the size of that device, which is the size of our image
+ * (an xfs by bounded steps, below): they cannot touch any other file system,
+ * and never shrink one.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -96,17 +97,20 @@ int mh_resize_refresh_loops(const struct stat *st, struct mh_res *r)
 }
 
 /*
- * The most allocation groups one EXPAND adds to an xfs. The kernel sets up
- * each new group in the calling thread, and the image's size is its owner's
- * to choose: a 512 MiB xfs grown to 15 TiB at once held the core's one thread
+ * How far one EXPAND grows an xfs (mh_resize.h). The kernel sets up each new
+ * allocation group in the calling thread, and rewrites every group's
+ * superblock at each growth, while the image's size is its owner's to
+ * choose: a 512 MiB xfs grown to 15 TiB at once held the core's one thread
  * for 100 s (a hostile review, 2026-12-04), every other volume's request and
  * freeze deadline with it. So an xfs grows by steps, each its own request,
- * until it fills its device (the helper asks again: mh_relay_expand). Each
- * step also costs a fixed part (about 0.2 s here), so fewer, larger steps
- * cost less in all: to 4 TiB, 1,024 groups a step took 13 s, the longest
- * step 0.7 s; 64 took 112 s (tests/bench/core_serial.py).
+ * until it fills its device (the helper asks again: mh_relay_expand); and
+ * since a step's time grows with the groups there are (0.7 s at 32,768 here,
+ * 2.4 s at 122,880), never to more than MH_GROW_MAX_GROUPS (8 TiB for groups
+ * of 128 MiB, as mkfs.xfs makes them for a volume under 512 GiB; 1 TiB
+ * groups for the largest). A step also costs a fixed part (about 0.2 s here),
+ * so larger steps cost less in all: to 4 TiB, 1,024 groups a step took 13 s,
+ * 64 took 112 s (tests/bench/core_serial.py).
  */
-#define GROW_STEP_GROUPS 1024
 
 /*
  * Grow the file system mounted at fd (type fstype) towards dev_size bytes,
@@ -137,13 +141,20 @@ static int grow_fs(int fd, const char *fstype, uint64_t dev_size, bool *more, st
 		if (ioctl(fd, XFS_IOC_FSGEOMETRY_V1, &g) < 0 || g.blocksize == 0)
 			return mh_fail(r, MH_E_FAILED, errno, "xfs geometry: %s", strerror(errno));
 		uint64_t want = dev_size / g.blocksize,
-		         most = g.datablocks + (uint64_t)GROW_STEP_GROUPS * g.agblocks;
+		         most = g.datablocks + (uint64_t)MH_GROW_STEP_GROUPS * g.agblocks;
 		struct xfs_growfs_data in = {.newblocks = want < most ? want : most,
 		                             .imaxpct = g.imaxpct};
 		if (in.newblocks <= g.datablocks) {
 			a->note = "file system already fills the device";
 			return 0; /* never ask xfs to shrink */
 		}
+		if (g.agblocks && want / g.agblocks >= MH_GROW_MAX_GROUPS)
+			return mh_fail(r, MH_E_REFUSED, EFBIG,
+			               "an xfs of %u blocks a group is not grown past %d groups "
+			               "(%llu bytes): make it with larger groups",
+			               g.agblocks, MH_GROW_MAX_GROUPS,
+			               (unsigned long long)g.agblocks * g.blocksize *
+			                   (MH_GROW_MAX_GROUPS - 1));
 		if (ioctl(fd, XFS_IOC_FSGROWFSDATA, &in) < 0)
 			return mh_fail(r, MH_E_FAILED, errno, "xfs grow: %s", strerror(errno));
 		*more = want > most;
@@ -204,7 +215,7 @@ int mh_answer_expand(const struct mh_ctx *c, const struct mh_msg *req, struct mh
 		goto out;
 	if (more) {
 		mh_fail(r, MH_E_BUSY, EINPROGRESS, "grown by %d groups; ask again to go on",
-		        GROW_STEP_GROUPS);
+		        MH_GROW_STEP_GROUPS);
 		goto out;
 	}
 	ans->u.size_ans.size_bytes = size;

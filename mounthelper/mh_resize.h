@@ -14,4 +14,12 @@
  */
 int mh_resize_refresh_loops(const struct stat *st, struct mh_res *r);
 
+/*
+ * An xfs grows by MH_GROW_STEP_GROUPS allocation groups at most per EXPAND,
+ * answered BUSY (EINPROGRESS) while more are left, and never past
+ * MH_GROW_MAX_GROUPS in all (REFUSED, EFBIG): mh_resize.c says why.
+ */
+#define MH_GROW_STEP_GROUPS 1024
+#define MH_GROW_MAX_GROUPS  65536
+
 #endif

@@ -63,8 +63,9 @@ enum mh_err_kind {
 	MH_E_NOTFOUND = 2,     /* the volume's image (or the path asked for) does not exist */
 	MH_E_EXISTS = 3,       /* something incompatible is already there */
 	MH_E_BUSY = 4,         /* in use (mounted, attached, EBUSY); with errno EINPROGRESS another
-	                          operation on the id or path is in flight, with EAGAIN every
-	                          worker is taken */
+	                          operation on the id or path is in flight (from the core, to
+	                          EXPAND: grown by a step, ask again), with EAGAIN every worker
+	                          is taken */
 	MH_E_NOSPACE = 5,      /* the data directory is full */
 	MH_E_FAILED = 6,       /* the operation was tried and failed */
 	MH_E_PRECONDITION = 7, /* e.g. publish of a volume that is not staged */

@@ -135,7 +135,7 @@ const struct mh_op_row mh_op_rows[] = {
     {MH_REQ_EXPAND, MH_ANS_EXPAND, answer_thawed, "EXPAND", false, MH_F_BLOCK,
      "thaws this volume's file system (on its own loop device), then grows only a file "
      "system proved to be this volume's mount, with that file system's own ioctl on the "
-     "verified mount; an xfs by 1,024 groups at most each time (its thread held briefly)"},
+     "verified mount; an xfs by 1,024 groups at most each time, to 65,536 in all"},
     {MH_REQ_FREEZE, MH_ANS_FREEZE, core_answer_freeze, "FREEZE", false, 0,
      "freezes only the file system mounted from this volume's own loop device, and thaws it "
      "itself at the deadline (the policy's freeze_max_seconds at most), at its end, or at "

@@ -31,8 +31,9 @@ script). Two figures, each over R rounds:
     owner then truncates to --grow-tib TiB, grown by EXPAND asked again while it answers
     BUSY (EINPROGRESS), as the helper asks it, each with a PING behind it. Printed: the
     steps, their total time, the longest step and the longest wait of a PING behind one.
-    The core adds 1,024 groups at most per EXPAND (mh_resize.c), so no step holds its one
-    thread long, however large the growth.
+    The core adds 1,024 groups at most per EXPAND (mh_resize.c), so no one request holds
+    its thread for the whole growth, and grows an xfs to 65,536 groups at most (8 TiB for
+    these: a larger --grow-tib is refused).
 Asserts no timing; exit status 0 when every request was answered as expected.
 """
 import errno

@@ -919,9 +919,15 @@ def held(w, seconds=0.5):
     return w.poll() is None
 
 
-def agcount(path):
+def xfs_groups(path):
+    """(allocation groups, bytes a group) of the xfs mounted at path."""
     out = subprocess.run(["xfs_info", path], capture_output=True, text=True, check=True).stdout
-    return int(out.split("agcount=")[1].split(",")[0])
+    return (int(out.split("agcount=")[1].split(",")[0]),
+            int(out.split("agsize=")[1].split()[0]) * int(out.split("bsize=")[1].split()[0]))
+
+
+def agcount(path):
+    return xfs_groups(path)[0]
 
 
 def test_an_xfs_grows_by_bounded_steps_so_the_core_is_never_held_long(core):
@@ -934,9 +940,9 @@ def test_an_xfs_grows_by_bounded_steps_so_the_core_is_never_held_long(core):
     img = core.image(VOL, fs="xfs", size=512 * MiB)
     st = core.dir("staging/big")
     core.ok(stage(VOL, st, fs="xfs"))
-    groups = agcount(st)
+    groups, group = xfs_groups(st)
     with open(img, "r+b") as f:
-        f.truncate(512 * MiB + 1100 * (512 * MiB // groups))  # 1,100 groups more
+        f.truncate(groups * group + 1100 * group)  # 1,100 groups more
     a = core.call(expand(VOL, st))
     assert a.type == T.ANS_ERROR and a.kind == E.BUSY and a.sys_errno == errno.EINPROGRESS, a
     assert agcount(st) == groups + 1024
@@ -944,6 +950,13 @@ def test_an_xfs_grows_by_bounded_steps_so_the_core_is_never_held_long(core):
     grown = core.ok(expand(VOL, st))
     assert agcount(st) == groups + 1100 and grown.size_bytes == os.stat(img).st_size
     core.ok(expand(VOL, st))  # it fills its device: nothing left to do
+    # Never past 65,536 groups in all (a step's time grows with the groups there are):
+    # refused before anything grows.
+    with open(img, "r+b") as f:
+        f.truncate(65536 * group)
+    a = core.call(expand(VOL, st))
+    assert a.type == T.ANS_ERROR and a.kind == E.REFUSED and a.sys_errno == errno.EFBIG, a
+    assert agcount(st) == groups + 1100
     core.ok(unstage(VOL, st))
 
 

@@ -23,7 +23,7 @@ import mh_wire
 from conftest import BIN, cleanup_tree, with_fds
 from mh_wire import F_BLOCK, F_CREATE_DIR, F_REMOVE_DIR, E, Msg, T, decode, encode
 from test_core import (CONFINED, SECRETS, MiB, Core, expand, loops, loops_of, mounts, publish,
-                       stage, stats, unpublish, unstage)
+                       stage, stats, unpublish, unstage, xfs_groups)
 
 VOL = "sv-" + "0" * 31 + "a"
 VOL2 = "sv-" + "0" * 31 + "b"
@@ -165,16 +165,19 @@ def test_a_large_growth_is_asked_again_until_it_is_done(pair):
     img = pair.path("data/images", VOL + ".img")
     subprocess.run(["mkfs.xfs", "-q", "-f", img], check=True)  # four groups of 128 MiB
     pair.ok(stage(VOL, staging, fs="xfs"))
-    groups = int(subprocess.run(["xfs_info", staging], capture_output=True, text=True,
-                                check=True).stdout.split("agcount=")[1].split(",")[0])
+    groups, group = xfs_groups(staging)
     with open(img, "r+b") as f:  # as its owner may leave it, sparse
-        f.truncate(512 * MiB + 1100 * (512 * MiB // groups))
+        f.truncate(groups * group + 1100 * group)
     grown = pair.ok(expand(VOL, staging))
     assert grown.size_bytes == os.stat(img).st_size
-    info = subprocess.run(["xfs_info", staging], capture_output=True, text=True,
-                          check=True).stdout
-    assert int(info.split("agcount=")[1].split(",")[0]) == groups + 1100
-    assert pair.logs().count("kind=BUSY") >= 1 and "EINPROGRESS" not in pair.helper_logs()
+    assert xfs_groups(staging)[0] == groups + 1100
+    # In the core: the STAGE's own EXPAND (nothing to grow), then two steps (1,024 groups,
+    # then the rest); one EXPAND in the helper's audit.
+    steps = [ln for ln in pair.logs().splitlines() if "audit" in ln and "op=EXPAND" in ln]
+    assert len(steps) == 3 and "result=ok" in steps[0], steps
+    assert "kind=BUSY" in steps[1] and "errno=115" in steps[1] and "result=ok" in steps[2]
+    mine = [ln for ln in pair.helper_logs().splitlines() if "audit" in ln and "op=EXPAND" in ln]
+    assert len(mine) == 1 and "result=ok" in mine[0], mine
     pair.ok(unstage(VOL, staging))
 
 

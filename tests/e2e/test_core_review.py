@@ -952,8 +952,8 @@ def test_a_core_refuses_fds_7_and_8_that_are_not_what_its_starter_hands(fresh, w
     directory and fd 8 for being a root-only regular file, so a starter's mistake (or
     a start by hand) could give it a directory of another uid that anyone may write, or
     an audit file it cannot append to (every audit record then silently lost). Now fd 7
-    must be the owner's directory, group root, not writable by others; fd 8 open to
-    append only, one link."""
+    must be a directory of group root, not writable by others (its owner is then the
+    images' owner); fd 8 open to append only, one link."""
     other = fresh.path("elsewhere")
     os.makedirs(other)
     os.chown(other, 12345, 12345)

@@ -9,6 +9,7 @@
  * back while it keeps answering everything else, as the real helper runs
  * slow operations concurrently. The store is a real sqlite file.
  */
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -56,6 +57,7 @@ struct fake {
 	atomic_uint_least64_t avail; /* CAPACITY answer */
 	atomic_int fail_type;        /* answer requests of this type with fail_kind */
 	atomic_int fail_kind;
+	atomic_int fail_errno;    /* and this errno */
 	atomic_int fail_skip;     /* let this many of fail_type succeed first */
 	atomic_int hold_clone;    /* defer CLONE answers while set */
 	atomic_int clone_pending; /* a CLONE is being held */
@@ -235,6 +237,7 @@ static void answer(const struct mh_msg *req, struct mh_msg *ans)
 	if (req->type == atomic_load(&fake.fail_type) &&
 	    atomic_fetch_sub(&fake.fail_skip, 1) <= 0) {
 		set_error(ans, atomic_load(&fake.fail_kind), "fake failure");
+		ans->u.error.sys_errno = (uint32_t)atomic_load(&fake.fail_errno);
 		return;
 	}
 	pthread_mutex_lock(&fake.mu);
@@ -359,6 +362,7 @@ static void fail_next(int type, int kind, int skip)
 static void fail_none(void)
 {
 	atomic_store(&fake.fail_type, 0);
+	atomic_store(&fake.fail_errno, 0);
 }
 
 /* ---- request builders ---- */
@@ -1095,6 +1099,31 @@ static void test_expand_modify(void)
 	struct store_volume *v = NULL;
 	CHECK(store_volume_get(st, bid, &v) == STORE_OK && v->capacity_bytes == 16 * MiB);
 	store_volume_free(v);
+
+	/* NodeExpandVolume past what the node grows (an xfs past its most groups, EFBIG): the
+	 * capacity range is not allowed, OUT_OF_RANGE; another refusal stays INVALID_ARGUMENT. */
+	Csi__V1__NodeStageVolumeRequest sr;
+	csi__v1__node_stage_volume_request__init(&sr);
+	sr.volume_id = vid;
+	sr.staging_target_path = "/var/lib/kubelet/plugins/kubernetes.io/csi/x/exp";
+	sr.volume_capability = mount_cap(&b1, "ext4", SNW);
+	CHECK(code_of(ctl_node_stage_volume, &sr) == CTL_OK);
+	Csi__V1__NodeExpandVolumeRequest ne;
+	csi__v1__node_expand_volume_request__init(&ne);
+	ne.volume_id = vid;
+	ne.volume_path = sr.staging_target_path;
+	atomic_store(&fake.fail_errno, EFBIG);
+	fail_next(MH_REQ_EXPAND, MH_E_REFUSED, 0);
+	CHECK(code_of(ctl_node_expand_volume, &ne) == CTL_OUT_OF_RANGE);
+	atomic_store(&fake.fail_errno, EINVAL);
+	CHECK(code_of(ctl_node_expand_volume, &ne) == CTL_INVALID_ARGUMENT);
+	fail_none();
+	CHECK(code_of(ctl_node_expand_volume, &ne) == CTL_OK);
+	Csi__V1__NodeUnstageVolumeRequest ur;
+	csi__v1__node_unstage_volume_request__init(&ur);
+	ur.volume_id = vid;
+	ur.staging_target_path = sr.staging_target_path;
+	CHECK(code_of(ctl_node_unstage_volume, &ur) == CTL_OK);
 
 	/* expandLimitBytes: a ceiling that expansion honours. */
 	CHECK(modify(vid, "expandLimitBytes", "300Mi") == CTL_OK);
