@@ -105,9 +105,10 @@ int mh_resize_refresh_loops(const struct stat *st, struct mh_res *r)
  * freeze deadline with it. So an xfs grows by steps, each its own request,
  * until it fills its device (the helper asks again: mh_relay_expand); and
  * since a step's time grows with the groups there are (0.7 s at 32,768 here,
- * 2.4 s at 122,880), never to more than MH_GROW_MAX_GROUPS (8 TiB for groups
- * of 128 MiB, as mkfs.xfs makes them for a volume under 512 GiB; 1 TiB
- * groups for the largest). A step also costs a fixed part (about 0.2 s here),
+ * 2.4 s at 122,880), never to more than MH_GROW_MAX_GROUPS (mkfs.xfs makes
+ * four groups on a volume of a few GiB, so it grows to 16,384 times the size
+ * it was made with: 8 TiB from 512 MiB). A step also costs a fixed part
+ * (about 0.2 s here),
  * so larger steps cost less in all: to 4 TiB, 1,024 groups a step took 13 s,
  * 64 took 112 s (tests/bench/core_serial.py).
  */
