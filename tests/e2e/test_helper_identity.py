@@ -284,8 +284,15 @@ def test_the_helper_ends_when_its_audit_writer_is_gone():
         vid = c.controller("CreateVolume", name="pvc-after", volume_capabilities=[
             mount_cap("ext4")], capacity_range=c.pb.CapacityRange(required_bytes=32 * MiB)
         ).volume.volume_id
-        with open(os.path.join(d.data, "helper-audit.log")) as f:
-            assert any(json.loads(ln).get("volume_id") == vid for ln in f)
+        # The writer writes what it is sent after the answer may have gone: looked for
+        # until it is there (under load it was not yet, the once it was read at once).
+        deadline = time.monotonic() + 20
+        while True:
+            with open(os.path.join(d.data, "helper-audit.log")) as f:
+                if any(json.loads(ln).get("volume_id") == vid for ln in f if ln.endswith("\n")):
+                    break
+            assert time.monotonic() < deadline, "no record of %s" % vid
+            time.sleep(0.1)
 
 
 def test_records_sent_before_the_helper_ends_are_written():
