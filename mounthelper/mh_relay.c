@@ -381,19 +381,21 @@ RELAYED(mh_relay_publish, mh_answer_publish)
  * EXPAND: an xfs grows by bounded steps, each its own request (mh_resize.c),
  * so that no one request holds the core's one thread for the whole growth;
  * asked again until it fills its device, or as many times as the most
- * groups an xfs is grown to take.
+ * groups an xfs is grown to take (from four), and two to spare.
  */
+#define GROW_STEPS_MAX (MH_GROW_MAX_GROUPS / MH_GROW_STEP_GROUPS + 2)
+
 int mh_relay_expand(const struct mh_ctx *c, const struct mh_msg *req, struct mh_msg *ans,
                     struct mh_audit *a, struct mh_res *r)
 {
-	int rc, steps = MH_GROW_MAX_GROUPS / MH_GROW_STEP_GROUPS + 2;
+	int rc, steps = GROW_STEPS_MAX;
 	do {
 		*r = (struct mh_res){0};
 		rc = (c->core ? mh_relay : mh_answer_expand)(c, req, ans, a, r);
 	} while (rc < 0 && r->kind == MH_E_BUSY && r->sys_errno == EINPROGRESS && --steps > 0);
 	if (steps == 0)
 		mh_refail(r, MH_E_FAILED, EINPROGRESS, "still growing after %d steps",
-		          MH_GROW_MAX_GROUPS / MH_GROW_STEP_GROUPS + 2);
+		          GROW_STEPS_MAX);
 	return rc;
 }
 RELAYED(mh_relay_stats, mh_answer_stats)

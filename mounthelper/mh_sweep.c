@@ -76,7 +76,7 @@ static int renamed(const struct mh_ctx *c, int nr, struct mh_vol *v, char *vid)
 	    mh_read_text(attr, backing, sizeof(backing)) < 0)
 		return 0;
 	backing[strcspn(backing, "\n")] = '\0';
-	const char *base = strrchr(backing, '/') ? strrchr(backing, '/') + 1 : backing;
+	const char *slash = strrchr(backing, '/'), *base = slash ? slash + 1 : backing;
 	size_t len = strlen(base);
 	if (len <= 4 || len - 4 > MH_ID_MAX || strcmp(base + len - 4, ".img") != 0)
 		return 0;
