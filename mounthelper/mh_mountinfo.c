@@ -233,6 +233,7 @@ static int facts(int fd, int how, bool plain_too, uint64_t known, struct mh_mnt 
 {
 	struct statx stx;
 	*uid = 0;
+	errno = 0; /* the reason below is this look's, never an earlier call's */
 	for (unsigned want = STATX_MNT_ID_UNIQUE; want;
 	     want = want == STATX_MNT_ID ? 0 : STATX_MNT_ID) {
 		if (statx(fd, "", how, want, &stx) < 0 || !(stx.stx_mask & want) ||
