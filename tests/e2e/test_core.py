@@ -47,10 +47,12 @@ SECRETS = {"config.yaml": b"kubelet config\n", "pki/kubelet.key": b"PRIVATE KEY\
 
 
 def loops(cols="NAME,BACK-MAJ:MIN,BACK-INO"):
-    """Every loop device of the machine and what backs it (device, inode)."""
+    """Every loop device of the machine and what backs it (device, inode), one space
+    between columns (losetup pads them to the longest name of the moment, which another
+    test's devices change)."""
     out = subprocess.run(["losetup", "-l", "-n", "-O", cols],
                          capture_output=True, text=True, check=True).stdout
-    return sorted(ln for ln in out.split("\n") if ln.strip())
+    return sorted(" ".join(ln.split()) for ln in out.split("\n") if ln.strip())
 
 
 def mounts(pid, prefix):
