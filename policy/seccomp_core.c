@@ -48,7 +48,7 @@ static const struct sc_rule core_rules[] = {
     ALLOW("getrandom", "libc malloc"),
     ALLOW("sysinfo", "glibc's qsort asks the memory size before its first sort of more than 1 KiB "
                      "(LIST of many mounts, or images in the helper)"),
-    ALLOW("futex", "libc locks"),
+    ALLOW("futex", "libc locks; the core's deadline thread waits for the next deadline"),
     ALLOW("exit_group", NULL),
     ALLOW("rt_sigaction", "signal handlers"),
     ALLOW("rt_sigprocmask", "SIGTERM blocked outside the wait"),

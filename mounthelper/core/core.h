@@ -18,17 +18,20 @@ mh_answer_fn core_answer_freeze, core_answer_thaw;
 #define CORE_FD_IMAGES 7
 #define CORE_FD_AUDIT  8
 
+/*
+ * Start the thread that thaws each freeze at its deadline (at start, before
+ * the filter, which it shares): 0, or -1 with errno.
+ */
+int core_freeze_init(void);
 /* Has the core frozen volume_id? */
 bool core_frozen(const char *volume_id);
 /*
  * Thaw volume_id if the core froze it: before its unmount or its growth, which
- * would wait for a thaw only the core's one thread can do. why goes to the log.
+ * would wait for the thaw. why goes to the log. Whether it was frozen.
  */
-void core_thaw_volume(const char *volume_id, const char *why);
-/* Milliseconds until the nearest freeze runs out (0: one has), -1 when nothing is frozen. */
-int core_freeze_wait_ms(void);
-/* Thaw every freeze that has run out; with all, every one (the core is ending). */
-void core_freeze_expire(bool all);
+bool core_thaw_volume(const char *volume_id, const char *why);
+/* Thaw every freeze (the core is ending). */
+void core_thaw_all(void);
 
 /*
  * The flusher (core_flush.c; sepcsi-reader --flusher): a process without

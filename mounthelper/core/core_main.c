@@ -32,8 +32,9 @@
  *      (mh_sweep.c);
  *   4. find its flusher (fd 6); confine: its capabilities are its starter's (set
  *      before the exec: mh_relay.c), checked here against the compiled
- *      policy's set; then its own seccomp allowlist (policy/seccomp_core.c: no
- *      fork, exec, signal or socketpair);
+ *      policy's set; start the thread that keeps the freezes' deadlines
+ *      (core_freeze.c); then its own seccomp allowlist, both threads'
+ *      (policy/seccomp_core.c: no fork, exec, signal or socketpair);
  *   5. READY on fd 4 if it is open; then one datagram at a time, each run and
  *      answered at once, in order (a FLUSH's answer waits for its write-back).
  *
@@ -186,7 +187,7 @@ static void __attribute__((noreturn)) violation(const char *what, const struct m
 	snprintf(id, sizeof(id), "%u", q ? q->id : 0U);
 	snprintf(type, sizeof(type), "%u", q ? (unsigned)q->type : 0U);
 	log_kv(LOG_LVL_ERROR, "protocol_violation", "what", what, "req", id, "type", type, NULL);
-	core_freeze_expire(true); /* a peer's bad datagram leaves nothing frozen behind */
+	core_thaw_all(); /* a peer's bad datagram leaves nothing frozen behind */
 	exit(EXIT_PROTOCOL);
 }
 
@@ -291,6 +292,9 @@ int main(int argc, char **argv)
 		log_kv(LOG_LVL_ERROR, "no_flusher", "error", strerror(errno), "then",
 		       "unmounts and freezes write back in the core's own thread", NULL);
 	check_caps(pol);
+	/* After the check (capabilities are each thread's: it takes these), before the filter. */
+	if (core_freeze_init() < 0)
+		log_fatal("cannot start the freezes' deadline thread: %s", strerror(errno));
 	if (pol_seccomp_load(filter, clen) < 0)
 		log_fatal("cannot install the seccomp filter");
 	/* READY is one byte (sup_fds.h); the core links none of the control channel's code. */
@@ -301,13 +305,9 @@ int main(int argc, char **argv)
 	while (!stop_requested) {
 		struct pollfd p[2] = {{.fd = SEPCSI_FD_PEER, .events = POLLIN},
 		                      {.fd = core_flush_fd(), .events = POLLIN}};
-		int wait_ms = core_freeze_wait_ms();
-		struct timespec ts = {.tv_sec = wait_ms / 1000,
-		                      .tv_nsec = (wait_ms % 1000) * 1000000L};
-		int n = ppoll(p, 2, wait_ms < 0 ? NULL : &ts, &unblocked);
+		int n = ppoll(p, 2, NULL, &unblocked);
 		if (n < 0 && errno != EINTR)
 			log_fatal("ppoll: %s", strerror(errno));
-		core_freeze_expire(false); /* before any request: a deadline never waits for one */
 		if (n > 0 && p[1].revents && !flushed(SEPCSI_FD_PEER, &b))
 			break;
 		if (n > 0 && p[0].revents && !serve_one(&ctx, SEPCSI_FD_PEER, &b))
@@ -316,7 +316,7 @@ int main(int argc, char **argv)
 		if (core_flush_fd() < 0 && !flushed(SEPCSI_FD_PEER, &b))
 			break;
 	}
-	core_freeze_expire(true);
+	core_thaw_all();
 	log_info(stop_requested ? "signal received; exiting" : "channel closed; exiting");
 	pol_free(pol);
 	return 0;

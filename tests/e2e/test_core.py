@@ -25,6 +25,7 @@ core doing its job.
 """
 import errno
 import os
+import select
 import signal
 import socket
 import stat
@@ -985,6 +986,50 @@ def test_a_freeze_never_outlives_its_deadline(core):
         core.harmless(bad, E.REFUSED)
     core.ok(unstage(VOL, st))
     core.harmless(freeze(VOL, 5), E.PRECONDITION)  # no file system mounted
+
+
+def mmp_in_use(img):
+    """Make img an ext4 whose multi-mount protection says another node is using it:
+    the kernel's mount then sleeps twice its check interval and a second (22 s at
+    the shortest interval) in the mounting thread before it mounts, the one thread
+    of the core. (No checksum to keep: made without metadata_csum.)"""
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-O", "mmp,^metadata_csum", img], check=True)
+    out = subprocess.run(["dumpe2fs", "-h", img], capture_output=True, text=True,
+                         check=True).stdout
+    block = int(out.split("MMP block number:")[1].split()[0])
+    size = int(out.split("Block size:")[1].split()[0])
+    with open(img, "r+b") as f:
+        f.seek(block * size + 4)  # mmp_seq: neither clean nor fsck's, so another node's
+        f.write((1).to_bytes(4, "little"))
+
+
+def test_a_freeze_is_let_go_at_its_deadline_while_a_slow_mount_holds_the_core(core):
+    """Found by a hostile review: an image's content is its owner's, and a mount can be
+    made as slow as its owner likes (an ext4 whose MMP block says another node uses it
+    sleeps in the mounting thread; a crafted journal keeps the kernel busy for minutes,
+    past any signal). With the deadlines kept by the core's one thread between requests,
+    another volume's freeze outlived its deadline for as long as that STAGE ran. A
+    freeze's deadline is kept apart from the requests: the file system is thawed while
+    the STAGE still runs."""
+    core.image(VOL)
+    st = core.dir("staging/v1")
+    core.ok(stage(VOL, st))
+    slow = core.image(VOL2, fs=None)
+    mmp_in_use(slow)
+    st2 = core.dir("staging/v2")
+    core.ok(freeze(VOL, 1))
+    w = writer(os.path.join(st, "f"))
+    msg = stage(VOL2, st2)
+    msg.id, core.next_id = core.next_id, core.next_id + 1
+    core.sock.send(encode(msg))
+    assert w.wait(15) == 0  # thawed at its deadline, the STAGE still asleep
+    assert select.select([core.sock], [], [], 0)[0] == []  # no answer to it yet
+    assert "its deadline passed" in core.logs()
+    core.sock.settimeout(120)
+    ans = decode(core.sock.recv(mh_wire.MSG_MAX + 1))
+    assert ans.id == msg.id and ans.type == T.ANS_STAGE, ans
+    core.ok(unstage(VOL2, st2))
+    core.ok(unstage(VOL, st))
 
 
 def test_freeze_touches_no_other_file_system(core):
