@@ -103,10 +103,11 @@ int core_answer_freeze(const struct mh_ctx *c, const struct mh_msg *req, struct 
 	}
 	unsigned s = q->seconds < pol_freeze_max_seconds(c->pol) ? q->seconds
 	                                                         : pol_freeze_max_seconds(c->pol);
+	int64_t until = mono_ms() + 1000LL * s; /* from the freeze, not from the lock's wait */
 	pthread_mutex_lock(&lock);
 	snprintf(f->id, sizeof(f->id), "%s", q->volume_id);
 	f->fd = fd;
-	f->until_ms = mono_ms() + 1000LL * s;
+	f->until_ms = until;
 	pthread_cond_signal(&changed);
 	pthread_mutex_unlock(&lock);
 	a->note = "frozen until THAW or its deadline";
