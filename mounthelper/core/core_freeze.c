@@ -177,8 +177,7 @@ static void *keep_deadlines(void *arg)
 int core_freeze_init(void)
 {
 	pthread_t t;
-	/* It takes the caller's mask, SIGTERM and SIGINT blocked: the main thread's wait has them.
-	 */
+	/* It takes the caller's mask: SIGTERM and SIGINT blocked, the main thread's to take. */
 	int err = pthread_create(&t, NULL, keep_deadlines, NULL);
 	/* Its first calls are not in the filter that follows: it is loaded once they are made. */
 	pthread_mutex_lock(&lock);
