@@ -711,7 +711,15 @@ def run(driver, settings, log=print):
     res = Result(settings, r.tally, chaos_seconds, time.monotonic() - r.started)
 
     c = ChaosClient(driver.endpoint)
-    probe = retry_until(lambda: c.identity("Probe", timeout=5), CHECK_WAIT)
+    # Ready within CHECK_WAIT: a kill just before the end leaves a child restarting, and
+    # Probe answers "not ready" (an answer, not an error) until it is back.
+    deadline = time.monotonic() + CHECK_WAIT
+    while True:
+        probe = retry_until(lambda: c.identity("Probe", timeout=5),
+                            max(0.0, deadline - time.monotonic()))
+        if probe is None or probe.ready.value or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
     res.ready = bool(probe is not None and probe.ready.value)
     listed = retry_until(lambda: c.controller("ListVolumes", timeout=5), CHECK_WAIT)
     res.leaks["volumes"] = (["ListVolumes never answered"] if listed is None else
