@@ -990,9 +990,9 @@ def test_a_freeze_never_outlives_its_deadline(core):
 
 def mmp_in_use(img):
     """Make img an ext4 whose multi-mount protection says another node is using it:
-    the kernel's mount then sleeps twice its check interval and a second (22 s at
-    the shortest interval) in the mounting thread before it mounts, the one thread
-    of the core. (No checksum to keep: made without metadata_csum.)"""
+    the kernel's mount then sleeps twice, each time twice its check interval and a
+    second (22 s in all at the shortest), in the mounting thread before it mounts: the
+    core's request thread. (No checksum to keep: made without metadata_csum.)"""
     subprocess.run(["mkfs.ext4", "-q", "-F", "-O", "mmp,^metadata_csum", img], check=True)
     out = subprocess.run(["dumpe2fs", "-h", img], capture_output=True, text=True,
                          check=True).stdout
@@ -1024,6 +1024,11 @@ def test_a_freeze_is_let_go_at_its_deadline_while_a_slow_mount_holds_the_core(co
     core.sock.send(encode(msg))
     assert w.wait(15) == 0  # thawed at its deadline, the STAGE still asleep
     assert select.select([core.sock], [], [], 0)[0] == []  # no answer to it yet
+    # The thread logs just after its FITHAW, which the writer may outrun: looked for
+    # until it is there (the STAGE sleeps 22 s whatever the machine's speed).
+    deadline = time.monotonic() + 10
+    while "its deadline passed" not in core.logs() and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert "its deadline passed" in core.logs()
     core.sock.settimeout(120)
     ans = decode(core.sock.recv(mh_wire.MSG_MAX + 1))
